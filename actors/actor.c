@@ -1,0 +1,455 @@
+/*
+ * The actor core: spawn, send, a turn of message handling, exit, and the
+ * end of an actor's life.
+ *
+ * Life and death. An actor starts with two references: the spawner's and
+ * its own ("alive"). It drops its own when it stops. Memory is freed only
+ * by the worker running the actor, when its mailbox is provably quiet:
+ * - if the alive reference was the last, right after the stop handler (no
+ *   reference left means no sender left);
+ * - otherwise the thread that drops the last reference pushes the embedded
+ *   stub as a DESTROY message; it is the last message the mailbox will ever
+ *   receive, so the turn that pops it frees the actor.
+ * A stopped actor with references left is a zombie: messages sent to it are
+ * freed as dead letters.
+ */
+#include "actor_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mailbox/atomics_internal.h"
+
+static void count(uint64_t *c)
+{
+	pc_atomic_store_u64(c, *c + 1);
+}
+
+void pc__count_dead_letter(pc_runtime_t *rt)
+{
+	pc__worker_t *w = pc__current_worker();
+	if (w && w->rt == rt)
+		count(&w->c.dead_letters);
+	else
+		pc_atomic_faa_u64(&rt->ext_dead, 1);
+}
+
+/* Releases what a message holds besides its memory. */
+static void release_refs(pc_runtime_t *rt, pc_msg_t *m)
+{
+	if (m->flags & PC_MSGF_TIMER) {
+		pc__timer_claim(rt, m);
+		m->flags &= (uint16_t)~PC_MSGF_TIMER;
+	}
+	if (m->flags & PC_MSGF_REPLY_REF) {
+		pc_actor_t *r = m->reply_to;
+		m->reply_to = NULL;
+		m->flags &= (uint16_t)~PC_MSGF_REPLY_REF;
+		pc_actor_release(r);
+	}
+}
+
+void pc__msg_dispose(pc_runtime_t *rt, pc_msg_t *m)
+{
+	release_refs(rt, m);
+	pc_msg_free(m);
+}
+
+static pc__live_shard_t *shard_of(pc_actor_t *a)
+{
+	return &a->rt->shards[a->home];
+}
+
+int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out)
+{
+	if (!rt || !b || !b->receive || !out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
+		return PC_ESTOPPED;
+	pc_actor_t *a = malloc(sizeof(*a));
+	if (!a)
+		return PC_ENOMEM;
+	memset(&a->stub, 0, sizeof(a->stub));
+	a->stub.flags = PC_MSGF_EMBEDDED;
+	a->stub.size_class = PC_MSG_CLASS_HEAP;
+	pc__mailbox_init(&a->mq, &a->stub);
+	a->aflags = 0;
+	a->refs = 2;
+	a->beh = b;
+	a->state = state;
+	a->rt = rt;
+	a->ext = NULL;
+	a->id = pc__next_id(rt);
+	a->exit_reason = 0;
+	a->exit_code = 0;
+	pc__worker_t *w = pc__current_worker();
+	bool local = w && w->rt == rt;
+	a->home = local ? w->index : rt->nworkers;
+	if (local)
+		count(&w->c.spawned);
+	else
+		pc_atomic_faa_u64(&rt->ext_spawned, 1);
+	pc__live_shard_t *s = shard_of(a);
+	pthread_mutex_lock(&s->lock);
+	a->live_prev = NULL;
+	a->live_next = s->head;
+	if (s->head)
+		s->head->live_prev = a;
+	s->head = a;
+	pthread_mutex_unlock(&s->lock);
+	*out = a;
+	return 0;
+}
+
+pc_actor_t *pc_actor_retain(pc_actor_t *a)
+{
+	if (a)
+		pc_atomic_faa_u32(&a->refs, 1);
+	return a;
+}
+
+void pc_actor_release(pc_actor_t *a)
+{
+	if (!a || pc_atomic_faa_u32(&a->refs, (uint32_t)-1) != 1)
+		return;
+	/* Shutdown frees every actor itself, mailboxes included. */
+	if (pc_atomic_load_u32_acq(&a->rt->state) >= PC__RT_STOPPING)
+		return;
+	/* The alive reference is gone, so the actor has stopped and its stub
+	 * is out of the mailbox (an actor stops only while handling a
+	 * message, and the first pop retires the stub). */
+	a->stub.type = PC__MSG_DESTROY;
+	if (pc__mailbox_push(&a->mq, &a->stub))
+		pc__schedule(a->rt, a);
+}
+
+uint64_t pc_actor_id(const pc_actor_t *a)
+{
+	return a->id;
+}
+
+pc_runtime_t *pc_actor_runtime(const pc_actor_t *a)
+{
+	return a->rt;
+}
+
+bool pc_actor_stopped(const pc_actor_t *a)
+{
+	return (pc_atomic_load_u32_acq(&a->aflags) & PC__AF_STOPPED) != 0;
+}
+
+pc_actor_t *pc_self(pc_ctx_t *ctx)
+{
+	return ctx->actor;
+}
+
+pc_runtime_t *pc_ctx_runtime(pc_ctx_t *ctx)
+{
+	return ctx->rt;
+}
+
+int pc_send(pc_actor_t *to, pc_msg_t *m)
+{
+	if (!m)
+		return PC_EINVAL;
+	if (!to) {
+		pc_msg_free(m);
+		return PC_EINVAL;
+	}
+	pc_runtime_t *rt = to->rt;
+	uint32_t f = pc_atomic_load_u32(&to->aflags);
+	if (f & PC__AF_STOPPED) {
+		pc__count_dead_letter(rt);
+		pc__msg_dispose(rt, m);
+		return PC_ESTOPPED;
+	}
+	pc__worker_t *w = pc__current_worker();
+	if (w && w->rt == rt) {
+		count(&w->c.sent);
+		pc_ctx_t *ctx = &w->ctx;
+		/* Backpressure: remember an overloaded receiver; the sender is
+		 * held back at the end of its turn (see end_turn). */
+		if ((f & PC__AF_OVERLOADED) && ctx->actor && ctx->actor != to && !ctx->mute_target)
+			ctx->mute_target = pc_actor_retain(to);
+	} else {
+		pc_atomic_faa_u64(&rt->ext_sent, 1);
+	}
+	if (pc__mailbox_push(&to->mq, m))
+		pc__schedule(rt, to);
+	return 0;
+}
+
+int pc_send_u64(pc_actor_t *to, uint32_t type, uint64_t value)
+{
+	pc_msg_t *m = pc_msg_new(type, sizeof(value));
+	if (!m)
+		return PC_ENOMEM;
+	memcpy(pc_msg_data(m), &value, sizeof(value));
+	return pc_send(to, m);
+}
+
+int pc_ask(pc_ctx_t *ctx, pc_actor_t *to, pc_msg_t *m, uint64_t *corr)
+{
+	if (!ctx || !m) {
+		pc_msg_free(m);
+		return PC_EINVAL;
+	}
+	m->reply_to = pc_actor_retain(ctx->actor);
+	m->flags |= PC_MSGF_REPLY_REF;
+	m->corr = pc__next_id(ctx->rt);
+	if (corr)
+		*corr = m->corr;
+	return pc_send(to, m);
+}
+
+int pc_reply(const pc_msg_t *req, pc_msg_t *reply)
+{
+	if (!reply)
+		return PC_EINVAL;
+	if (!req || !req->reply_to) {
+		pc_msg_free(reply);
+		return PC_EINVAL;
+	}
+	reply->corr = req->corr;
+	return pc_send(req->reply_to, reply);
+}
+
+void pc_exit(pc_ctx_t *ctx, int reason)
+{
+	if (!ctx->exit_req) {
+		ctx->exit_req = true;
+		ctx->exit_reason = reason;
+		ctx->exit_code = 0;
+	}
+}
+
+int pc_actor_stop(pc_actor_t *a, int reason)
+{
+	if (!a)
+		return PC_EINVAL;
+	pc_msg_t *m = pc_msg_new(PC__MSG_STOP, sizeof(int32_t));
+	if (!m)
+		return PC_ENOMEM;
+	*(int32_t *)pc_msg_data(m) = reason;
+	return pc_send(a, m);
+}
+
+void pc_trap_exit(pc_ctx_t *ctx, bool on)
+{
+	if (on)
+		pc_atomic_or_u32(&ctx->actor->aflags, PC__AF_TRAP_EXIT);
+	else
+		pc_atomic_and_u32(&ctx->actor->aflags, ~(uint32_t)PC__AF_TRAP_EXIT);
+}
+
+static void handle(pc_ctx_t *ctx, pc_actor_t *a, pc_msg_t *m)
+{
+	if ((m->flags & PC_MSGF_TIMER)) {
+		bool live = pc__timer_claim(a->rt, m);
+		m->flags &= (uint16_t)~PC_MSGF_TIMER;
+		if (!live)
+			return;
+	}
+	if (m->type >= PC_MSG_TYPE_SYSTEM) {
+		switch (m->type) {
+		case PC__MSG_STOP:
+			pc_exit(ctx, *(const int32_t *)pc_msg_cdata(m));
+			return;
+		case PC__MSG_LINK_EXIT: {
+			const pc_down_t *d = pc_msg_cdata(m);
+			pc__actor_drop_link(a, d->actor_id);
+			if (pc_atomic_load_u32(&a->aflags) & PC__AF_TRAP_EXIT) {
+				m->type = PC_MSG_EXIT;
+				break;
+			}
+			if (d->reason != PC_EXIT_NORMAL)
+				pc_exit(ctx, PC_EXIT_LINKED);
+			return;
+		}
+		case PC_MSG_DOWN:
+			if (!pc__actor_take_watching(a, ((const pc_down_t *)pc_msg_cdata(m))->ref))
+				return; /* demonitored meanwhile */
+			break;
+		default:
+			break;
+		}
+	}
+	count(&ctx->w->c.handled);
+	int rc = a->beh->receive(ctx, a->state, m);
+	if (rc < 0 && !ctx->exit_req) {
+		pc_exit(ctx, PC_EXIT_ERROR);
+		ctx->exit_code = rc;
+	}
+}
+
+/* Runs the stop handler and tells everyone who asked. Returns true when the
+ * alive reference was the last one. */
+static bool stop_actor(pc_ctx_t *ctx, pc_actor_t *a, int reason, int code)
+{
+	a->exit_reason = reason;
+	a->exit_code = code;
+	if (a->beh->stop)
+		a->beh->stop(ctx, a->state, reason);
+	a->state = NULL;
+	pc_atomic_or_u32(&a->aflags, PC__AF_STOPPED);
+	pc__actor_notify_exit(a);
+	if (ctx->w)
+		count(&ctx->w->c.exited);
+	else
+		pc_atomic_faa_u64(&a->rt->ext_exited, 1);
+	return pc_atomic_faa_u32(&a->refs, (uint32_t)-1) == 1;
+}
+
+/* Frees an actor whose mailbox can receive nothing more. */
+static void destroy(pc_actor_t *a)
+{
+	pc_msg_t *m;
+	while ((m = pc__mailbox_pop(&a->mq)))
+		release_refs(a->rt, m);
+	pc__mailbox_destroy(&a->mq);
+	pc__actor_ext_free(a);
+	pc__live_shard_t *s = shard_of(a);
+	pthread_mutex_lock(&s->lock);
+	if (a->live_prev)
+		a->live_prev->live_next = a->live_next;
+	else
+		s->head = a->live_next;
+	if (a->live_next)
+		a->live_next->live_prev = a->live_prev;
+	pthread_mutex_unlock(&s->lock);
+	free(a);
+}
+
+static bool try_mute(pc_actor_t *self, pc_actor_t *target)
+{
+	pc__actor_ext_t *x = pc__actor_ext(target);
+	if (!x)
+		return false;
+	bool muted = false;
+	pthread_mutex_lock(&x->lock);
+	if (!x->dead && (pc_atomic_load_u32(&target->aflags) & PC__AF_OVERLOADED))
+		muted = pc__vec_add(&x->muted, 0, self) == 0;
+	pthread_mutex_unlock(&x->lock);
+	return muted;
+}
+
+int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
+{
+	pc_ctx_t *ctx = &w->ctx;
+	ctx->actor = a;
+	ctx->mute_target = NULL;
+	ctx->exit_req = false;
+	uint32_t batch = w->rt->cfg.batch;
+	uint32_t n = 0;
+	bool gone = false;
+	bool stopped = pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED;
+	while (n < batch) {
+		pc_msg_t *m = pc__mailbox_pop(&a->mq);
+		if (!m)
+			break;
+		n++;
+		if (stopped) {
+			if (m->type == PC__MSG_DESTROY && (m->flags & PC_MSGF_EMBEDDED)) {
+				gone = true;
+				break;
+			}
+			count(&w->c.dead_letters);
+			release_refs(a->rt, m);
+			continue;
+		}
+		handle(ctx, a, m);
+		release_refs(a->rt, m);
+		if (ctx->exit_req) {
+			stopped = true;
+			gone = stop_actor(ctx, a, ctx->exit_reason, ctx->exit_code);
+			if (gone)
+				break;
+		}
+	}
+	ctx->actor = NULL;
+	pc_actor_t *target = ctx->mute_target;
+	ctx->mute_target = NULL;
+	int r;
+	if (gone) {
+		destroy(a);
+		r = PC__TURN_GONE;
+	} else if (n == batch) {
+		pc_atomic_or_u32(&a->aflags, PC__AF_OVERLOADED);
+		r = PC__TURN_AGAIN;
+	} else {
+		if (pc_atomic_load_u32(&a->aflags) & PC__AF_OVERLOADED) {
+			pc_atomic_and_u32(&a->aflags, ~(uint32_t)PC__AF_OVERLOADED);
+			pc__unmute_all(a);
+		}
+		if (pc__mailbox_mark_empty(&a->mq))
+			r = PC__TURN_IDLE;
+		else if (target && !stopped && try_mute(a, target)) {
+			count(&w->c.mutes);
+			r = PC__TURN_MUTED;
+		} else
+			r = PC__TURN_AGAIN;
+	}
+	pc_actor_release(target);
+	return r;
+}
+
+void pc__unmute_all(pc_actor_t *a)
+{
+	pc__actor_ext_t *x = a->ext;
+	if (!x)
+		return;
+	pthread_mutex_lock(&x->lock);
+	pc__actor_vec_t muted = x->muted;
+	memset(&x->muted, 0, sizeof(x->muted));
+	pthread_mutex_unlock(&x->lock);
+	pc__worker_t *w = pc__current_worker();
+	for (uint32_t i = 0; i < muted.n; i++) {
+		if (w && w->rt == a->rt)
+			pc__runq_push(w, muted.v[i].actor);
+		else
+			pc__schedule_external(a->rt, muted.v[i].actor);
+	}
+	if (muted.n && w && w->rt == a->rt)
+		pc__notify(a->rt);
+	free(muted.v);
+}
+
+/* Shutdown, after every thread has stopped: stop handlers for the living,
+ * then every mailbox drained (releasing what messages hold) while all actor
+ * memory still exists. pc__actors_free then frees the memory. */
+void pc__actors_shutdown(pc_runtime_t *rt)
+{
+	struct pc_ctx ctx = {.rt = rt};
+	for (uint32_t i = 0; i <= rt->nworkers; i++) {
+		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next) {
+			if (pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED)
+				continue;
+			ctx.actor = a;
+			stop_actor(&ctx, a, PC_EXIT_SHUTDOWN, 0);
+		}
+	}
+	pc__registry_free(rt);
+	for (uint32_t i = 0; i <= rt->nworkers; i++) {
+		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next) {
+			pc_msg_t *m;
+			while ((m = pc__mailbox_pop(&a->mq)))
+				release_refs(rt, m);
+			pc__actor_ext_free(a);
+		}
+	}
+}
+
+void pc__actors_free(pc_runtime_t *rt)
+{
+	for (uint32_t i = 0; i <= rt->nworkers; i++) {
+		pc_actor_t *a = rt->shards[i].head;
+		rt->shards[i].head = NULL;
+		while (a) {
+			pc_actor_t *next = a->live_next;
+			pc__mailbox_destroy(&a->mq);
+			free(a);
+			a = next;
+		}
+	}
+}

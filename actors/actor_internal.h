@@ -1,0 +1,82 @@
+/* The actor core, shared by actors/ and the scheduler. Never installed. */
+#ifndef PC_ACTORS_ACTOR_INTERNAL_H
+#define PC_ACTORS_ACTOR_INTERNAL_H
+
+#include <pthread.h>
+
+#include "../mailbox/mailbox_internal.h"
+#include "../runtime/runtime_internal.h"
+#include "actor.h"
+
+/* Runtime-internal message types. */
+enum {
+	PC__MSG_STOP = PC_MSG_TYPE_SYSTEM + 0x100, /* payload int32 reason */
+	PC__MSG_LINK_EXIT,                       /* payload pc_down_t */
+	PC__MSG_DESTROY,                         /* the embedded stub: last reference gone */
+};
+
+/* Shared flags (atomic). */
+enum {
+	PC__AF_OVERLOADED = 1u << 0, /* ended a turn with a full batch */
+	PC__AF_STOPPED = 1u << 1,    /* the stop handler has run */
+	PC__AF_TRAP_EXIT = 1u << 2,  /* links deliver PC_MSG_EXIT */
+};
+
+typedef struct pc__monitor {
+	uint64_t ref;
+	pc_actor_t *actor; /* retained */
+} pc__monitor_t;
+
+typedef struct pc__actor_vec {
+	pc__monitor_t *v;
+	uint32_t n, cap;
+} pc__actor_vec_t;
+
+/* Rarely used parts, allocated on first use and guarded by `lock`. */
+typedef struct pc__actor_ext {
+	pthread_mutex_t lock;
+	bool dead;
+	pc__actor_vec_t links;   /* linked actors (ref 0) */
+	pc__actor_vec_t watchers; /* who monitors us, by monitor ref */
+	pc__actor_vec_t watching; /* whom we monitor, by monitor ref */
+	pc__actor_vec_t muted;   /* senders held back until we drain (not retained) */
+	char *name;              /* registered name */
+} pc__actor_ext_t;
+
+struct pc_actor {
+	pc__mailbox_t mq;        /* head is written by every sender ... */
+	uint32_t aflags;         /* ... and these two sit on the same line */
+	uint32_t refs;
+	const pc_behavior_t *beh;
+	void *state;
+	pc_runtime_t *rt;
+	pc__actor_ext_t *ext;    /* installed once with CAS */
+	pc_actor_t *live_prev, *live_next;
+	uint64_t id;
+	int32_t exit_reason, exit_code;
+	uint32_t home;           /* live-list shard */
+	pc_msg_t stub;           /* first stub; later the DESTROY message */
+};
+
+pc__actor_ext_t *pc__actor_ext(pc_actor_t *a);
+int pc__vec_add(pc__actor_vec_t *v, uint64_t ref, pc_actor_t *a);
+bool pc__vec_take(pc__actor_vec_t *v, uint64_t ref, pc_actor_t **out);
+
+/* links.c: what happens to links, monitors and muted senders when `a`
+ * stops; and the handling of the system messages they send. */
+void pc__actor_notify_exit(pc_actor_t *a);
+void pc__actor_ext_free(pc_actor_t *a);
+bool pc__actor_take_watching(pc_actor_t *a, uint64_t ref);
+void pc__actor_drop_link(pc_actor_t *a, uint64_t id);
+
+/* registry.c */
+void pc__registry_forget(pc_runtime_t *rt, const char *name, pc_actor_t *a);
+void pc__registry_free(pc_runtime_t *rt);
+
+/* Sends from inside the runtime that must not fail for lack of memory
+ * are retried by the caller; this one reports PC_ENOMEM. */
+int pc__send_down(pc_actor_t *to, uint32_t type, uint64_t ref, const pc_actor_t *from);
+
+void pc__unmute_all(pc_actor_t *a);
+
+#endif

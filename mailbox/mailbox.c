@@ -1,0 +1,60 @@
+#include "mailbox_internal.h"
+
+#include "atomics_internal.h"
+
+#define EMPTY_BIT ((uintptr_t)1)
+
+void pc__mailbox_init(pc__mailbox_t *q, pc_msg_t *stub)
+{
+	stub->next = NULL;
+	q->tail = stub;
+	q->head = (uintptr_t)stub | EMPTY_BIT;
+}
+
+bool pc__mailbox_push(pc__mailbox_t *q, pc_msg_t *msg)
+{
+	/* (1) msg->next is written before the exchange publishes msg; nobody
+	 * reads it until (3) makes msg reachable from the consumer side. */
+	pc_atomic_store_ptr((void **)&msg->next, NULL);
+	/* (2) The exchange orders pushes: every producer gets a distinct
+	 * predecessor, so each message is linked exactly once. */
+	uintptr_t prev = pc_atomic_xchg_uptr(&q->head, (uintptr_t)msg);
+	pc_msg_t *p = (pc_msg_t *)(prev & ~EMPTY_BIT);
+	/* (3) Release: the payload written before the send is visible to the
+	 * consumer that acquires p->next. */
+	pc_atomic_store_ptr_rel((void **)&p->next, msg);
+	return (prev & EMPTY_BIT) != 0;
+}
+
+pc_msg_t *pc__mailbox_pop(pc__mailbox_t *q)
+{
+	pc_msg_t *tail = q->tail;
+	/* (4) Acquire pairs with (3). */
+	pc_msg_t *next = pc_atomic_load_ptr_acq((void *const *)&tail->next);
+	if (!next)
+		return NULL;
+	q->tail = next;
+	pc_msg_free(tail);
+	return next;
+}
+
+bool pc__mailbox_peek_empty(const pc__mailbox_t *q)
+{
+	return pc_atomic_load_ptr_acq((void *const *)&q->tail->next) == NULL;
+}
+
+bool pc__mailbox_mark_empty(pc__mailbox_t *q)
+{
+	/* (5) Succeeds only if head still is the stub, i.e. no exchange (2)
+	 * happened since; a failed CAS means a producer got in and its message
+	 * will be (or already is) visible, and the actor stays scheduled. */
+	pc_msg_t *tail = q->tail;
+	return pc_atomic_cas_uptr(&q->head, (uintptr_t)tail, (uintptr_t)tail | EMPTY_BIT);
+}
+
+void pc__mailbox_destroy(pc__mailbox_t *q)
+{
+	pc_msg_free(q->tail);
+	q->tail = NULL;
+	q->head = 0;
+}

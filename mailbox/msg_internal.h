@@ -1,0 +1,41 @@
+/* Message pools: per-thread caches and the shared depot behind them. */
+#ifndef PC_MAILBOX_MSG_INTERNAL_H
+#define PC_MAILBOX_MSG_INTERNAL_H
+
+#include "msg.h"
+
+/* Runtime-owned header flags. */
+enum {
+	PC_MSGF_EMBEDDED = 1u << 0,  /* lives inside another object: never freed */
+	PC_MSGF_REPLY_REF = 1u << 1, /* reply_to holds a reference to release */
+	PC_MSGF_TIMER = 1u << 2,     /* fired timer: payload is a pc__timer_fire */
+};
+
+#define PC_MSG_CLASSES 4
+#define PC_MSG_CLASS_HEAP 0xFFFFu
+#define PC_MSG_MAG_SIZE 128u
+
+/* One thread's cache: per size class, a loaded magazine and a spare (the
+ * two-magazine scheme of Bonwick's allocator, so alternating alloc/free at
+ * a boundary never thrashes the shared depot). */
+typedef struct pc__msg_mag {
+	pc_msg_t *top;
+	uint32_t n;
+} pc__msg_mag_t;
+
+typedef struct pc__msg_cache {
+	pc__msg_mag_t loaded[PC_MSG_CLASSES];
+	pc__msg_mag_t spare[PC_MSG_CLASSES];
+} pc__msg_cache_t;
+
+/* A copy of `m`: type, corr and payload (no reply reference). */
+pc_msg_t *pc__msg_clone(const pc_msg_t *m);
+
+/* Installs a cache for the calling thread (a worker at start). */
+void pc__msg_cache_attach(pc__msg_cache_t *cache);
+/* Returns the calling thread's cache to the depot and detaches it. */
+void pc__msg_cache_detach(void);
+/* Frees every magazine held by the shared depot (last runtime gone). */
+void pc__msg_depot_trim(void);
+
+#endif

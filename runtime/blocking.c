@@ -1,0 +1,152 @@
+/*
+ * The blocking pool: a FIFO of jobs under a mutex, served by up to
+ * max_threads threads created on demand. Threads sleep on a condition
+ * variable when there is nothing to do.
+ */
+#include "blocking.h"
+
+#include <stdlib.h>
+
+#include "../mailbox/atomics_internal.h"
+#include "runtime_internal.h"
+
+struct pc__blocking_job {
+	pc__blocking_job_t *next;
+	pc_blocking_fn fn;
+	pc_blocking_discard_fn discard;
+	void *arg;
+	pc_actor_t *reply_to;
+};
+
+int pc__blocking_init(pc_runtime_t *rt)
+{
+	pc__blocking_t *b = &rt->blocking;
+	b->max_threads = rt->cfg.blocking_threads;
+	b->max_queued = rt->cfg.blocking_queue;
+	b->tids = calloc(b->max_threads, sizeof(pthread_t));
+	if (!b->tids)
+		return PC_ENOMEM;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	return 0;
+}
+
+static void finish(pc_runtime_t *rt)
+{
+	pc__blocking_t *b = &rt->blocking;
+	pthread_mutex_lock(&b->lock);
+	uint64_t left = b->pending - 1;
+	pc_atomic_store_u64(&b->pending, left);
+	pthread_mutex_unlock(&b->lock);
+	pc_atomic_faa_u64(&rt->blocking_done, 1);
+	if (left == 0)
+		pc__quiet_signal(rt);
+}
+
+static void *pool_main(void *arg)
+{
+	pc_runtime_t *rt = arg;
+	pc__blocking_t *b = &rt->blocking;
+	pthread_mutex_lock(&b->lock);
+	for (;;) {
+		while (!b->head && !b->stopping) {
+			b->idle++;
+			pthread_cond_wait(&b->cond, &b->lock);
+			b->idle--;
+		}
+		if (b->stopping)
+			break;
+		pc__blocking_job_t *j = b->head;
+		b->head = j->next;
+		if (!b->head)
+			b->tail = NULL;
+		b->queued--;
+		pthread_mutex_unlock(&b->lock);
+		pc_msg_t *m = j->fn(j->arg);
+		if (m) {
+			if (j->reply_to)
+				pc_send(j->reply_to, m);
+			else
+				pc_msg_free(m);
+		}
+		pc_actor_release(j->reply_to);
+		free(j);
+		finish(rt);
+		pthread_mutex_lock(&b->lock);
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+int pc_blocking_submit(pc_runtime_t *rt, pc_blocking_fn fn, pc_blocking_discard_fn discard, void *arg,
+		       pc_actor_t *reply_to)
+{
+	if (!rt || !fn)
+		return PC_EINVAL;
+	pc__blocking_t *b = &rt->blocking;
+	pc__blocking_job_t *j = malloc(sizeof(*j));
+	if (!j)
+		return PC_ENOMEM;
+	*j = (pc__blocking_job_t){NULL, fn, discard, arg, reply_to};
+	int rc = 0;
+	pthread_mutex_lock(&b->lock);
+	if (b->stopping || pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
+		rc = PC_ESTOPPED;
+	else if (b->queued >= b->max_queued)
+		rc = PC_EBUSY;
+	if (rc == 0) {
+		pc_actor_retain(reply_to);
+		if (b->tail)
+			b->tail->next = j;
+		else
+			b->head = j;
+		b->tail = j;
+		b->queued++;
+		pc_atomic_store_u64(&b->pending, b->pending + 1);
+		/* Grow only when every thread is busy. A failed create is
+		 * fine while another thread exists to serve the queue. */
+		if (b->idle == 0 && b->threads < b->max_threads &&
+		    pthread_create(&b->tids[b->threads], NULL, pool_main, rt) == 0)
+			b->threads++;
+		if (b->threads == 0) {
+			b->head = b->tail = NULL;
+			b->queued--;
+			pc_atomic_store_u64(&b->pending, b->pending - 1);
+			rc = PC_ESYS;
+		} else {
+			pthread_cond_signal(&b->cond);
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (rc != 0) {
+		if (rc == PC_ESYS)
+			pc_actor_release(reply_to);
+		free(j);
+	}
+	return rc;
+}
+
+void pc__blocking_stop(pc_runtime_t *rt)
+{
+	pc__blocking_t *b = &rt->blocking;
+	pthread_mutex_lock(&b->lock);
+	b->stopping = true;
+	pthread_cond_broadcast(&b->cond);
+	uint32_t n = b->threads;
+	pthread_mutex_unlock(&b->lock);
+	for (uint32_t i = 0; i < n; i++)
+		pthread_join(b->tids[i], NULL);
+	b->threads = 0;
+	pc__blocking_job_t *j = b->head;
+	b->head = b->tail = NULL;
+	while (j) {
+		pc__blocking_job_t *next = j->next;
+		if (j->discard)
+			j->discard(j->arg);
+		pc_actor_release(j->reply_to);
+		free(j);
+		j = next;
+	}
+	b->queued = 0;
+	pc_atomic_store_u64(&b->pending, 0);
+}

@@ -1,0 +1,196 @@
+/*
+ * Parking and waking workers, and quiescence.
+ *
+ * The protocol is Go's and Tokio's "searching" scheme (docs/architecture.md,
+ * "Parking", has the numbered argument):
+ * - A worker with no local work may become a searcher (steals, polls the
+ *   injection queue) only while searchers are fewer than half the busy
+ *   workers, so a burst of idleness does not turn into a stampede.
+ * - Whoever makes work stealable calls pc__notify: after a full fence it
+ *   wakes one parked worker, as a searcher, but only if nobody is searching
+ *   and somebody is parked. A futex wake costs ~45 us here, so wakes are
+ *   rationed; a searcher that finds work and was the last one wakes another.
+ * - A worker parks by registering in the idle stack, then, after a full
+ *   fence, looking at every queue once more; it sleeps on its own futex
+ *   word only if all were empty. The fence pair (publish work; fence; read
+ *   counters) vs (publish idleness; fence; read queues) means at least one
+ *   side sees the other: no lost wake-up.
+ */
+#include "runtime_internal.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../mailbox/atomics_internal.h"
+
+static void futex_wait(uint32_t *word)
+{
+	/* EAGAIN (word already changed) and EINTR both mean "look again". */
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+}
+
+static void futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+bool pc__work_available(pc_runtime_t *rt)
+{
+	if (pc_atomic_load_u32(&rt->inject_len) > 0)
+		return true;
+	for (uint32_t i = 0; i < rt->nworkers; i++)
+		if (pc__runq_len(&rt->workers[i].runq) > 0)
+			return true;
+	return false;
+}
+
+static void wake_worker(pc__worker_t *w)
+{
+	pc_atomic_store_u32_rel(&w->park_word, 1);
+	futex_wake(&w->park_word);
+}
+
+void pc__notify(pc_runtime_t *rt)
+{
+	pc_atomic_fence();
+	if (pc_atomic_load_u32(&rt->num_searching) != 0 || pc_atomic_load_u32(&rt->num_idle) == 0)
+		return;
+	pc__worker_t *w = NULL;
+	pthread_mutex_lock(&rt->idle_lock);
+	if (rt->nidle_stack > 0 && pc_atomic_load_u32(&rt->num_searching) == 0) {
+		w = &rt->workers[rt->idle_stack[--rt->nidle_stack]];
+		pc_atomic_faa_u32(&rt->num_idle, (uint32_t)-1);
+		pc_atomic_faa_u32(&rt->num_searching, 1);
+	}
+	pthread_mutex_unlock(&rt->idle_lock);
+	if (w)
+		wake_worker(w);
+}
+
+void pc__wake_all(pc_runtime_t *rt)
+{
+	pthread_mutex_lock(&rt->idle_lock);
+	while (rt->nidle_stack > 0) {
+		pc__worker_t *w = &rt->workers[rt->idle_stack[--rt->nidle_stack]];
+		pc_atomic_faa_u32(&rt->num_idle, (uint32_t)-1);
+		pc_atomic_faa_u32(&rt->num_searching, 1);
+		wake_worker(w);
+	}
+	pthread_mutex_unlock(&rt->idle_lock);
+}
+
+static bool stopping(pc_runtime_t *rt)
+{
+	return pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING;
+}
+
+/* Called with idle_lock held: true when nothing can run any more. The
+ * counters that other threads decrement *after* scheduling their work
+ * (timers, blocking jobs) are read before num_idle, so reading them at zero
+ * implies the wake they caused is already visible in num_idle. */
+static bool quiet_locked(pc_runtime_t *rt)
+{
+	if (pc_atomic_load_u64(&rt->timers.pending) != 0)
+		return false;
+	if (pc_atomic_load_u64(&rt->blocking.pending) != 0)
+		return false;
+	pc_atomic_fence();
+	if (pc_atomic_load_u32(&rt->num_idle) != rt->nworkers)
+		return false;
+	return !pc__work_available(rt);
+}
+
+void pc__quiet_signal(pc_runtime_t *rt)
+{
+	if (pc_atomic_load_u32(&rt->quiet_waiters) == 0)
+		return;
+	pthread_mutex_lock(&rt->idle_lock);
+	pthread_cond_broadcast(&rt->quiet_cond);
+	pthread_mutex_unlock(&rt->idle_lock);
+}
+
+void pc__park(pc__worker_t *w)
+{
+	pc_runtime_t *rt = w->rt;
+	if (w->searching) {
+		w->searching = false;
+		bool last = pc_atomic_faa_u32(&rt->num_searching, (uint32_t)-1) == 1;
+		/* The last searcher may be the one a notifier counted on. */
+		if (last) {
+			pc_atomic_fence();
+			if (pc__work_available(rt))
+				return;
+		}
+	}
+	pthread_mutex_lock(&rt->idle_lock);
+	rt->idle_stack[rt->nidle_stack++] = w->index;
+	uint32_t idle = pc_atomic_faa_u32(&rt->num_idle, 1) + 1;
+	if (idle == rt->nworkers && pc_atomic_load_u32(&rt->quiet_waiters) > 0)
+		pthread_cond_broadcast(&rt->quiet_cond);
+	pthread_mutex_unlock(&rt->idle_lock);
+
+	pc_atomic_fence();
+	if (pc__work_available(rt) || stopping(rt)) {
+		bool removed = false;
+		pthread_mutex_lock(&rt->idle_lock);
+		for (uint32_t i = 0; i < rt->nidle_stack; i++) {
+			if (rt->idle_stack[i] == w->index) {
+				rt->idle_stack[i] = rt->idle_stack[--rt->nidle_stack];
+				pc_atomic_faa_u32(&rt->num_idle, (uint32_t)-1);
+				removed = true;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&rt->idle_lock);
+		if (removed)
+			return;
+		/* A waker took us off the stack first and counted us as a
+		 * searcher; consume its wake below. */
+	}
+
+	uint64_t t0 = pc__now_ns();
+	pc_atomic_store_u64(&w->parked_since, t0);
+	while (pc_atomic_load_u32_acq(&w->park_word) == 0)
+		futex_wait(&w->park_word);
+	pc_atomic_store_u32(&w->park_word, 0);
+	pc_atomic_store_u64(&w->parked_since, 0);
+	w->searching = true;
+	pc_atomic_store_u64(&w->c.parks, w->c.parks + 1);
+	pc_atomic_store_u64(&w->c.wakeups, w->c.wakeups + 1);
+	pc_atomic_store_u64(&w->c.parked_ns, w->c.parked_ns + (pc__now_ns() - t0));
+}
+
+int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms)
+{
+	if (!rt)
+		return PC_EINVAL;
+	if (pc__current_worker())
+		return PC_ESTATE;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : pc__now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int rc = 0;
+	pc_atomic_faa_u32(&rt->quiet_waiters, 1);
+	pthread_mutex_lock(&rt->idle_lock);
+	while (!quiet_locked(rt)) {
+		if (pc_atomic_load_u32(&rt->state) != PC__RT_RUNNING) {
+			rc = PC_ESTATE;
+			break;
+		}
+		uint64_t now = pc__now_ns();
+		if (now >= deadline) {
+			rc = PC_ETIMEDOUT;
+			break;
+		}
+		/* Every transition to quiet signals; the bounded wait only guards
+		 * against a waiter arriving between a check and a signal that
+		 * does not take this lock. */
+		uint64_t until = now + 20000000u < deadline ? now + 20000000u : deadline;
+		struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+		pthread_cond_timedwait(&rt->quiet_cond, &rt->idle_lock, &ts);
+	}
+	pthread_mutex_unlock(&rt->idle_lock);
+	pc_atomic_faa_u32(&rt->quiet_waiters, (uint32_t)-1);
+	return rc;
+}

@@ -1,0 +1,98 @@
+/*
+ * The runtime: worker threads with work-stealing run queues, a timer thread
+ * driving a hierarchical timing wheel, and a bounded pool for blocking work.
+ *
+ * Lifecycle: pc_runtime_new -> pc_runtime_start -> ... -> pc_runtime_stop ->
+ * pc_runtime_free. Actors may be spawned and sent to before start; they run
+ * once the workers exist.
+ *
+ * Threads: unless a function says otherwise it may be called from any
+ * thread, including from inside actor handlers. pc_runtime_stop and
+ * pc_runtime_free must not be called from a runtime thread.
+ */
+#ifndef PINCER_RUNTIME_RUNTIME_H
+#define PINCER_RUNTIME_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_runtime pc_runtime_t;
+
+typedef struct pc_runtime_config {
+	uint32_t workers;          /* worker threads; 0 = online CPUs */
+	uint32_t blocking_threads; /* blocking pool bound; 0 = 4 */
+	uint32_t blocking_queue;   /* pending blocking jobs before PC_EBUSY; 0 = 65536 */
+	uint32_t batch;            /* messages per actor turn; 0 = 64 */
+	uint32_t spin_rounds;      /* steal rounds before an idle worker parks; 0 = 16 */
+} pc_runtime_config_t;
+
+/* Fills `cfg` with the defaults (all zero, meaning "choose"). */
+void pc_runtime_config_init(pc_runtime_config_t *cfg);
+
+/* Creates a runtime (threads not started). `cfg` may be NULL for defaults.
+ * On success *out is owned by the caller and released by pc_runtime_free. */
+int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out);
+
+/* Starts the worker, timer and blocking threads. PC_ESTATE if already
+ * started or stopped; PC_ESYS if a thread could not be created (the
+ * runtime is then stopped). */
+int pc_runtime_start(pc_runtime_t *rt);
+
+/* Waits until no actor has messages or is running, no timer is pending and
+ * no blocking job is queued or running: the runtime is quiescent. Returns 0,
+ * or PC_ETIMEDOUT after `timeout_ms` (< 0 waits for ever). Meaningful only
+ * when no thread outside the runtime is sending concurrently. Not from a
+ * runtime thread. */
+int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms);
+
+/* Stops the runtime: joins every thread, then runs the stop handler of
+ * every actor still alive (reason PC_EXIT_SHUTDOWN), frees every queued
+ * message, pending timer and blocking job, and every actor. Messages sent
+ * during or after stop are freed undelivered. Idempotent. After it returns,
+ * every pc_actor_t handle of this runtime is invalid. */
+void pc_runtime_stop(pc_runtime_t *rt);
+
+/* Stops the runtime if needed and frees it. NULL is a no-op. */
+void pc_runtime_free(pc_runtime_t *rt);
+
+/* Number of worker threads. */
+uint32_t pc_runtime_workers(const pc_runtime_t *rt);
+
+/* Milliseconds on the runtime's monotonic clock (the timers' clock). */
+uint64_t pc_runtime_now_ms(void);
+
+typedef struct pc_worker_stats {
+	uint64_t handled;   /* messages handed to behaviours */
+	uint64_t sent;      /* messages sent from this worker */
+	uint64_t turns;     /* actor turns run */
+	uint64_t steals;    /* successful steals (each takes up to half a queue) */
+	uint64_t parks;     /* times the worker went to sleep */
+	uint64_t wakeups;   /* times another thread woke it */
+	uint64_t parked_ns; /* time spent asleep */
+	double utilisation; /* 1 - parked time / time since start, 0..1 */
+} pc_worker_stats_t;
+
+typedef struct pc_runtime_stats {
+	uint64_t sent_external;  /* messages sent from non-worker threads */
+	uint64_t spawned;        /* actors spawned */
+	uint64_t exited;         /* actors that have stopped */
+	uint64_t dead_letters;   /* messages freed undelivered (receiver stopped) */
+	uint64_t timers_fired;   /* timer messages delivered */
+	uint64_t blocking_done;  /* blocking jobs completed */
+	uint64_t mutes;          /* times a sender was held back by backpressure */
+} pc_runtime_stats_t;
+
+/* Snapshot of the counters (each read atomically, the set not as a whole).
+ * `workers` may be NULL; otherwise up to `n` entries are written. Returns
+ * the number of workers. */
+uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_stats_t *workers,
+			  uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

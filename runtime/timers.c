@@ -1,0 +1,330 @@
+/*
+ * The timer thread and timer entries.
+ *
+ * One thread owns the hierarchical wheel (timer_wheel.c) and sleeps on a
+ * condition variable until the earliest deadline, or indefinitely when no
+ * timer is armed: an idle runtime wakes for nothing. Arming an earlier
+ * deadline than the one slept for signals it.
+ *
+ * An entry lives from arm until its message has been claimed at delivery
+ * (one-shot) or until cancel (periodic). A fired message carries its
+ * entry's index; while it is in flight the entry is pinned, so the check at
+ * delivery (pc__timer_claim) sees a cancel that happened after the fire:
+ * a cancelled timer is never handled. Ids carry a generation so a stale id
+ * never cancels a later timer that reuses the slot.
+ */
+#include "runtime_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../actors/timer.h"
+#include "../mailbox/atomics_internal.h"
+
+#define CHUNK_BITS 12
+#define CHUNK (1u << CHUNK_BITS)
+
+struct pc__timer_entry {
+	pc__tw_node_t node;
+	pc_actor_t *target;  /* retained */
+	pc_msg_t *msg;       /* one-shot: the message; periodic: the template */
+	pc_msg_t *out;       /* fired, not yet sent */
+	pc__timer_entry_t *fired_next;
+	uint64_t period_ms;  /* 0 = one-shot */
+	uint32_t gen;
+	uint32_t next_free;  /* index + 1 */
+	uint32_t index;
+	bool live, in_wheel, in_flight, cancelled;
+};
+
+static pc__timer_entry_t *entry_at(pc__timers_t *t, uint32_t idx)
+{
+	return &t->chunks[idx >> CHUNK_BITS][idx & (CHUNK - 1)];
+}
+
+static pc__timer_entry_t *entry_alloc(pc__timers_t *t)
+{
+	if (t->free_head == 0) {
+		pc__timer_entry_t **chunks = realloc(t->chunks, sizeof(*chunks) * (t->nchunks + 1));
+		if (!chunks)
+			return NULL;
+		t->chunks = chunks;
+		pc__timer_entry_t *c = calloc(CHUNK, sizeof(*c));
+		if (!c)
+			return NULL;
+		uint32_t base = t->nchunks * CHUNK;
+		for (uint32_t i = 0; i < CHUNK; i++) {
+			c[i].index = base + i;
+			c[i].next_free = i + 1 < CHUNK ? base + i + 2 : 0;
+		}
+		t->chunks[t->nchunks++] = c;
+		t->free_head = base + 1;
+	}
+	pc__timer_entry_t *e = entry_at(t, t->free_head - 1);
+	t->free_head = e->next_free;
+	e->live = true;
+	pc_atomic_store_u64(&t->pending, t->pending + 1);
+	return e;
+}
+
+/* Returns the target reference for the caller to release outside the lock. */
+static pc_actor_t *entry_free(pc__timers_t *t, pc__timer_entry_t *e)
+{
+	pc_actor_t *target = e->target;
+	pc_msg_free(e->msg);
+	pc_msg_free(e->out);
+	uint32_t gen = e->gen + 1;
+	uint32_t index = e->index;
+	memset(e, 0, sizeof(*e));
+	e->gen = gen;
+	e->index = index;
+	e->next_free = t->free_head;
+	t->free_head = index + 1;
+	pc_atomic_store_u64(&t->pending, t->pending - 1);
+	return target;
+}
+
+static uint64_t ceil_ms(uint64_t ns)
+{
+	return (ns + 999999u) / 1000000u;
+}
+
+int pc__timers_init(pc_runtime_t *rt)
+{
+	pc__timers_t *t = &rt->timers;
+	pthread_condattr_t a;
+	if (pthread_condattr_init(&a) != 0)
+		return PC_ESYS;
+	int ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&t->cond, &a) == 0;
+	pthread_condattr_destroy(&a);
+	if (!ok)
+		return PC_ESYS;
+	pthread_mutex_init(&t->lock, NULL);
+	pc__tw_init(&t->wheel, pc_runtime_now_ms());
+	t->sleep_until = UINT64_MAX;
+	return 0;
+}
+
+struct fire_ctx {
+	pc__timers_t *t;
+	uint64_t now;
+	pc__timer_entry_t *fired;
+};
+
+/* Called by the wheel, lock held, node already unlinked. */
+static void on_fire(pc__tw_node_t *node, void *arg)
+{
+	struct fire_ctx *fc = arg;
+	pc__timer_entry_t *e = (pc__timer_entry_t *)node;
+	if (e->period_ms == 0) {
+		e->in_wheel = false;
+		e->out = e->msg;
+		e->msg = NULL;
+	} else {
+		/* Next tick on the original cadence, skipping missed ones. */
+		uint64_t d = e->node.deadline + e->period_ms;
+		if (d <= fc->now)
+			d += ((fc->now - d) / e->period_ms + 1) * e->period_ms;
+		pc__tw_add(&fc->t->wheel, &e->node, d);
+		if (e->in_flight)
+			return; /* the last tick is still unhandled: skip this one */
+		e->out = pc__msg_clone(e->msg);
+		if (!e->out)
+			return; /* no memory: this tick is lost, the next may do */
+	}
+	e->in_flight = true;
+	e->out->flags |= PC_MSGF_TIMER;
+	e->out->reserved = e->index;
+	e->fired_next = fc->fired;
+	fc->fired = e;
+}
+
+/* Sends what fired, outside the lock. The entries are pinned by in_flight. */
+static void deliver(pc__timer_entry_t *e)
+{
+	while (e) {
+		pc__timer_entry_t *next = e->fired_next;
+		pc_msg_t *m = e->out;
+		e->out = NULL;
+		pc_send(e->target, m);
+		e = next;
+	}
+}
+
+static void *timer_main(void *arg)
+{
+	pc_runtime_t *rt = arg;
+	pc__timers_t *t = &rt->timers;
+	pthread_mutex_lock(&t->lock);
+	while (!t->stopping) {
+		struct fire_ctx fc = {t, pc_runtime_now_ms(), NULL};
+		t->sleep_until = 0; /* awake: arming need not signal */
+		pc__tw_advance(&t->wheel, fc.now, on_fire, &fc);
+		if (fc.fired) {
+			pthread_mutex_unlock(&t->lock);
+			deliver(fc.fired);
+			pthread_mutex_lock(&t->lock);
+			continue;
+		}
+		uint64_t next = pc__tw_next_deadline(&t->wheel);
+		t->sleep_until = next;
+		if (next == UINT64_MAX) {
+			pthread_cond_wait(&t->cond, &t->lock);
+		} else if (next > fc.now) {
+			struct timespec ts = {(time_t)(next / 1000u), (long)(next % 1000u) * 1000000L};
+			pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+int pc__timers_start(pc_runtime_t *rt)
+{
+	pc__timers_t *t = &rt->timers;
+	if (pthread_create(&t->thread, NULL, timer_main, rt) != 0)
+		return PC_ESYS;
+	t->thread_started = true;
+	return 0;
+}
+
+void pc__timers_stop(pc_runtime_t *rt)
+{
+	pc__timers_t *t = &rt->timers;
+	pthread_mutex_lock(&t->lock);
+	t->stopping = true;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	if (t->thread_started) {
+		pthread_join(t->thread, NULL);
+		t->thread_started = false;
+	}
+}
+
+/* After every thread has stopped and every mailbox is drained. */
+void pc__timers_free(pc_runtime_t *rt)
+{
+	pc__timers_t *t = &rt->timers;
+	for (uint32_t c = 0; c < t->nchunks; c++) {
+		for (uint32_t i = 0; i < CHUNK; i++) {
+			pc__timer_entry_t *e = &t->chunks[c][i];
+			if (e->live) {
+				if (e->in_wheel)
+					pc__tw_remove(&t->wheel, &e->node);
+				pc_actor_release(entry_free(t, e));
+			}
+		}
+		free(t->chunks[c]);
+	}
+	free(t->chunks);
+	t->chunks = NULL;
+	t->nchunks = 0;
+	t->free_head = 0;
+}
+
+bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
+{
+	pc__timers_t *t = &rt->timers;
+	pc_actor_t *release = NULL;
+	pthread_mutex_lock(&t->lock);
+	pc__timer_entry_t *e = entry_at(t, msg->reserved);
+	bool live = !e->cancelled;
+	e->in_flight = false;
+	if (!e->in_wheel)
+		release = entry_free(t, e);
+	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
+	pthread_mutex_unlock(&t->lock);
+	if (live)
+		pc_atomic_faa_u64(&rt->timers_fired, 1);
+	pc_actor_release(release);
+	if (quiet)
+		pc__quiet_signal(rt);
+	return live;
+}
+
+static int arm(pc_actor_t *target, uint64_t delay_ms, uint64_t period_ms, pc_msg_t *msg, pc_timer_t *id)
+{
+	if (id)
+		*id = 0;
+	if (!msg)
+		return PC_EINVAL;
+	if (!target || msg->flags != 0 || (period_ms == 0 && delay_ms == UINT64_MAX)) {
+		pc_msg_free(msg);
+		return PC_EINVAL;
+	}
+	pc_runtime_t *rt = pc_actor_runtime(target);
+	pc__timers_t *t = &rt->timers;
+	uint64_t now_ns = pc__now_ns();
+	uint64_t deadline = ceil_ms(now_ns) + delay_ms;
+	if (deadline < delay_ms)
+		deadline = UINT64_MAX - 1;
+	int rc = 0;
+	pthread_mutex_lock(&t->lock);
+	pc__timer_entry_t *e = NULL;
+	if (pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
+		rc = PC_ESTOPPED;
+	else if (!(e = entry_alloc(t)))
+		rc = PC_ENOMEM;
+	if (rc == 0) {
+		e->target = pc_actor_retain(target);
+		e->msg = msg;
+		e->period_ms = period_ms;
+		e->in_wheel = true;
+		pc__tw_add(&t->wheel, &e->node, deadline);
+		if (deadline < t->sleep_until)
+			pthread_cond_signal(&t->cond);
+		if (id)
+			*id = ((uint64_t)e->gen << 32) | (uint64_t)(e->index + 1);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (rc != 0)
+		pc_msg_free(msg);
+	return rc;
+}
+
+int pc_timer_after(pc_actor_t *target, uint64_t delay_ms, pc_msg_t *msg, pc_timer_t *id)
+{
+	return arm(target, delay_ms, 0, msg, id);
+}
+
+int pc_timer_every(pc_actor_t *target, uint64_t period_ms, pc_msg_t *msg, pc_timer_t *id)
+{
+	if (period_ms == 0) {
+		pc_msg_free(msg);
+		if (id)
+			*id = 0;
+		return PC_EINVAL;
+	}
+	return arm(target, period_ms, period_ms, msg, id);
+}
+
+bool pc_timer_cancel(pc_runtime_t *rt, pc_timer_t id)
+{
+	if (!rt || id == 0)
+		return false;
+	pc__timers_t *t = &rt->timers;
+	uint32_t idx = (uint32_t)(id & 0xFFFFFFFFu) - 1;
+	uint32_t gen = (uint32_t)(id >> 32);
+	bool done = false;
+	pc_actor_t *release = NULL;
+	pthread_mutex_lock(&t->lock);
+	pc__timer_entry_t *e = idx < t->nchunks * CHUNK ? entry_at(t, idx) : NULL;
+	if (e && e->live && e->gen == gen && !e->cancelled) {
+		if (e->in_wheel) {
+			pc__tw_remove(&t->wheel, &e->node);
+			e->in_wheel = false;
+		}
+		if (e->in_flight)
+			e->cancelled = true; /* freed when its message is claimed */
+		else
+			release = entry_free(t, e);
+		done = true;
+	}
+	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
+	pthread_mutex_unlock(&t->lock);
+	pc_actor_release(release);
+	if (done && quiet)
+		pc__quiet_signal(rt);
+	return done;
+}

@@ -1,0 +1,213 @@
+/*
+ * Worker threads: find a runnable actor, run one turn of it, repeat; park
+ * when there is nothing to do.
+ *
+ * Where a runnable actor goes (pc__schedule):
+ * - made runnable by an actor on this worker: the LIFO slot, so the
+ *   receiver runs next, on this core, while the message is still in cache;
+ *   the actor it displaces moves to the run queue, where others may steal;
+ * - made runnable by any other thread: the injection queue.
+ * Where a worker looks (next_local): every PC__INJECT_EVERY ticks the
+ * injection queue first (so outside work is not starved), then the LIFO
+ * slot (at most PC__LIFO_MAX_RUNS times in a row while the run queue holds
+ * others), the run queue, the injection queue; then it searches (steals
+ * half of a random victim's queue) and finally parks.
+ */
+#include "runtime_internal.h"
+
+#include <stdlib.h>
+
+#include "../mailbox/atomics_internal.h"
+
+static __thread pc__worker_t *tls_worker __attribute__((tls_model("initial-exec")));
+
+pc__worker_t *pc__current_worker(void)
+{
+	return tls_worker;
+}
+
+static void count(uint64_t *c)
+{
+	pc_atomic_store_u64(c, *c + 1);
+}
+
+void pc__schedule_external(pc_runtime_t *rt, pc_actor_t *a)
+{
+	pc__inject_push(rt, &a, 1);
+}
+
+void pc__schedule(pc_runtime_t *rt, pc_actor_t *a)
+{
+	pc__worker_t *w = tls_worker;
+	if (!w || w->rt != rt) {
+		pc__schedule_external(rt, a);
+		return;
+	}
+	pc_actor_t *prev = w->lifo;
+	w->lifo = a;
+	if (prev) {
+		pc__runq_push(w, prev);
+		pc__notify(rt);
+	}
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static pc_actor_t *next_local(pc__worker_t *w)
+{
+	pc_actor_t *a;
+	if (++w->tick % PC__INJECT_EVERY == 0 && (a = pc__inject_pop(w->rt)))
+		return a;
+	if (w->lifo) {
+		if (w->lifo_runs < PC__LIFO_MAX_RUNS || pc__runq_len(&w->runq) == 0) {
+			a = w->lifo;
+			w->lifo = NULL;
+			w->lifo_runs++;
+			return a;
+		}
+		/* Others have waited long enough: the hand-off goes to the back. */
+		pc__runq_push(w, w->lifo);
+		w->lifo = NULL;
+		pc__notify(w->rt);
+	}
+	w->lifo_runs = 0;
+	if ((a = pc__runq_pop(w)))
+		return a;
+	return pc__inject_pop(w->rt);
+}
+
+static bool try_become_searcher(pc__worker_t *w)
+{
+	pc_runtime_t *rt = w->rt;
+	if (w->searching)
+		return true;
+	uint32_t s = pc_atomic_load_u32(&rt->num_searching);
+	uint32_t idle = pc_atomic_load_u32(&rt->num_idle);
+	if (2 * s >= rt->nworkers - idle)
+		return false;
+	pc_atomic_faa_u32(&rt->num_searching, 1);
+	w->searching = true;
+	return true;
+}
+
+/* Found work while searching: stop searching, and if we were the last
+ * searcher, wake another, since notifiers skipped waking because of us. */
+static void end_search(pc__worker_t *w)
+{
+	if (!w->searching)
+		return;
+	w->searching = false;
+	if (pc_atomic_faa_u32(&w->rt->num_searching, (uint32_t)-1) == 1)
+		pc__notify(w->rt);
+}
+
+static pc_actor_t *steal_round(pc__worker_t *w)
+{
+	pc_runtime_t *rt = w->rt;
+	uint32_t n = rt->nworkers;
+	uint32_t start = (uint32_t)(xorshift(&w->rng) % n);
+	for (uint32_t i = 0; i < n; i++) {
+		pc__worker_t *v = &rt->workers[(start + i) % n];
+		if (v == w)
+			continue;
+		pc_actor_t *a = pc__runq_steal(w, v);
+		if (a) {
+			count(&w->c.steals);
+			return a;
+		}
+	}
+	return pc__inject_pop(rt);
+}
+
+static pc_actor_t *search(pc__worker_t *w)
+{
+	pc_runtime_t *rt = w->rt;
+	for (uint32_t round = 0; round < rt->cfg.spin_rounds; round++) {
+		if (pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
+			return NULL;
+		if (!try_become_searcher(w))
+			return NULL;
+		pc_actor_t *a = steal_round(w);
+		if (a) {
+			end_search(w);
+			return a;
+		}
+		for (int i = 0; i < 32; i++)
+			pc_cpu_relax();
+	}
+	return NULL;
+}
+
+/* One turn; then decide where the actor goes. Returns the actor to run
+ * next without touching any queue, or NULL. */
+static pc_actor_t *run(pc__worker_t *w, pc_actor_t *a)
+{
+	count(&w->c.turns);
+	int r = pc__actor_turn(w, a);
+	if (r != PC__TURN_AGAIN)
+		return NULL;
+	/* Nothing else is waiting here: keep going without queue traffic. */
+	if (!w->lifo && pc__runq_len(&w->runq) == 0 && pc_atomic_load_u32(&w->rt->inject_len) == 0)
+		return a;
+	pc__runq_push(w, a);
+	pc__notify(w->rt);
+	return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+	pc__worker_t *w = arg;
+	pc_runtime_t *rt = w->rt;
+	tls_worker = w;
+	pc__msg_cache_attach(&w->msg_cache);
+	pc_atomic_store_u64(&w->started_ns, pc__now_ns());
+	while (pc_atomic_load_u32_acq(&rt->state) < PC__RT_STOPPING) {
+		pc_actor_t *a = next_local(w);
+		if (!a)
+			a = search(w);
+		if (!a) {
+			pc__park(w);
+			continue;
+		}
+		end_search(w);
+		while (a)
+			a = run(w, a);
+	}
+	if (w->searching) {
+		w->searching = false;
+		pc_atomic_faa_u32(&rt->num_searching, (uint32_t)-1);
+	}
+	pc__msg_cache_detach();
+	tls_worker = NULL;
+	return NULL;
+}
+
+int pc__workers_start(pc_runtime_t *rt)
+{
+	for (uint32_t i = 0; i < rt->nworkers; i++) {
+		pc__worker_t *w = &rt->workers[i];
+		if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+			return PC_ESYS;
+		w->thread_started = true;
+	}
+	return 0;
+}
+
+void pc__workers_join(pc_runtime_t *rt)
+{
+	pc__wake_all(rt);
+	for (uint32_t i = 0; i < rt->nworkers; i++) {
+		pc__worker_t *w = &rt->workers[i];
+		if (w->thread_started) {
+			pthread_join(w->thread, NULL);
+			w->thread_started = false;
+		}
+	}
+}
