@@ -51,7 +51,11 @@ static inline void pc_atomic_and_u32(uint32_t *p, uint32_t v) { __atomic_fetch_a
 static inline uint64_t pc_atomic_load_u64(const uint64_t *p) { return PC__LOAD(p, __ATOMIC_RELAXED); }
 static inline void pc_atomic_store_u64(uint64_t *p, uint64_t v) { PC__STORE(p, v, __ATOMIC_RELAXED); }
 static inline uint64_t pc_atomic_faa_u64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, __ATOMIC_ACQ_REL); }
-static inline void pc_atomic_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* TSan does not model fences; a sequentially consistent read-modify-write
+ * of one shared word gives the same store->load ordering in the C11 model
+ * (all such operations are totally ordered) and TSan understands it. */
+extern uint32_t pc__tsan_fence_word;
+static inline void pc_atomic_fence(void) { __atomic_fetch_add(&pc__tsan_fence_word, 0, __ATOMIC_SEQ_CST); }
 
 #undef PC__LOAD
 #undef PC__STORE

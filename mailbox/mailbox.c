@@ -4,6 +4,10 @@
 
 #define EMPTY_BIT ((uintptr_t)1)
 
+#if defined(PC_ATOMICS_BUILTIN)
+uint32_t pc__tsan_fence_word;
+#endif
+
 void pc__mailbox_init(pc__mailbox_t *q, pc_msg_t *stub)
 {
 	stub->next = NULL;
