@@ -37,13 +37,9 @@ static void list_add_tail(pc__tw_node_t *head, pc__tw_node_t *n)
 	head->prev = n;
 }
 
-/* Moves all of `from` to the empty list `to`. */
+/* Moves all of the non-empty list `from` to `to`, whose head is unset. */
 static void list_move_all(pc__tw_node_t *from, pc__tw_node_t *to)
 {
-	if (list_empty(from)) {
-		list_init(to);
-		return;
-	}
 	to->next = from->next;
 	to->prev = from->prev;
 	to->next->prev = to;
@@ -166,11 +162,11 @@ static void fire_pending(pc__timer_wheel_t *tw, pc__tw_fire_fn fire, void *arg)
 }
 
 /*
- * T is the start of the slot `head` held: its nodes due now fire, the rest
- * go to lower levels. Neither they nor anything a callback adds can land in
- * the slot again (a deadline in it, after T, differs from T below its
- * level), so the loop ends. Popping one node at a time lets callbacks
- * remove the others.
+ * T has reached the start of the slot (or overflow window) whose nodes are
+ * on `head`: those due now fire, the rest are placed anew, on lower levels.
+ * Neither they nor anything a callback adds can land on `head` again (a
+ * deadline in this slot, after T, differs from T below its level), so the
+ * loop ends. Popping one node at a time lets callbacks remove the others.
  */
 static void run_list(pc__timer_wheel_t *tw, pc__tw_node_t *head,
 		     pc__tw_fire_fn fire, void *arg)
@@ -188,10 +184,10 @@ static void run_list(pc__timer_wheel_t *tw, pc__tw_node_t *head,
 }
 
 /*
- * T has reached the 2^36 ms window of the earliest overflow deadline, and
- * the levels are empty. A deadline on the window's first ms is due now; the
- * rest move down or, if still beyond this window, back to a fresh overflow
- * list, which is why the old one is emptied first.
+ * T has reached the start of the 2^36 ms window of the earliest overflow
+ * deadline, and the levels are empty. A deadline on that first ms is due
+ * now; the rest move down or, if still beyond this window, back to a fresh
+ * overflow list, which is why the old one is emptied first.
  */
 static void run_overflow(pc__timer_wheel_t *tw, pc__tw_fire_fn fire, void *arg)
 {

@@ -73,8 +73,8 @@ typedef void (*pc__tw_fire_fn)(pc__tw_node_t *node, void *arg);
  * next advance. The wheel's time never moves backwards. */
 void pc__tw_advance(pc__timer_wheel_t *tw, uint64_t now_ms, pc__tw_fire_fn fire, void *arg);
 /* Earliest deadline in the wheel, exact; UINT64_MAX when empty. O(1) when
- * it lies in the current 64 ms window, else it scans the one slot (or the
- * overflow list) holding the earliest nodes. */
+ * it lies in the current aligned 64 ms block, else it scans the one slot
+ * (or list) holding the earliest nodes. */
 uint64_t pc__tw_next_deadline(const pc__timer_wheel_t *tw);
 size_t pc__tw_count(const pc__timer_wheel_t *tw);
 
