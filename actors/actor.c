@@ -191,7 +191,9 @@ int pc_send_u64(pc_actor_t *to, uint32_t type, uint64_t value)
 
 int pc_ask(pc_ctx_t *ctx, pc_actor_t *to, pc_msg_t *m, uint64_t *corr)
 {
-	if (!ctx || !m) {
+	/* Checked before the reply reference is taken: pc_send cannot give
+	 * it back for a NULL receiver (it does not know the runtime). */
+	if (!ctx || !m || !to) {
 		pc_msg_free(m);
 		return PC_EINVAL;
 	}
@@ -258,7 +260,11 @@ static void handle(pc_ctx_t *ctx, pc_actor_t *a, pc_msg_t *m)
 			return;
 		case PC__MSG_LINK_EXIT: {
 			const pc_down_t *d = pc_msg_cdata(m);
-			pc__actor_drop_link(a, d->actor_id);
+			/* No link left: pc_unlink ran after the partner died but
+			 * before this signal was handled. Once pc_unlink returned
+			 * the link must have no effect. */
+			if (!pc__actor_drop_link(a, d->actor_id))
+				return;
 			if (pc_atomic_load_u32(&a->aflags) & PC__AF_TRAP_EXIT) {
 				m->type = PC_MSG_EXIT;
 				break;
@@ -301,12 +307,17 @@ static bool stop_actor(pc_ctx_t *ctx, pc_actor_t *a, int reason, int code)
 	return pc_atomic_faa_u32(&a->refs, (uint32_t)-1) == 1;
 }
 
-/* Frees an actor whose mailbox can receive nothing more. */
-static void destroy(pc_actor_t *a)
+/* Frees an actor whose mailbox can receive nothing more. What is left in
+ * it was sent but never delivered: dead letters, like those popped after
+ * the stop (the DESTROY stub is no message). */
+static void destroy(pc__worker_t *w, pc_actor_t *a)
 {
 	pc_msg_t *m;
-	while ((m = pc__mailbox_pop(&a->mq)))
+	while ((m = pc__mailbox_pop(&a->mq))) {
+		if (!(m->flags & PC_MSGF_EMBEDDED))
+			count(&w->c.dead_letters);
 		release_refs(a->rt, m);
+	}
 	pc__mailbox_destroy(&a->mq);
 	pc__actor_ext_free(a);
 	pc__live_shard_t *s = shard_of(a);
@@ -329,7 +340,7 @@ static bool try_mute(pc_actor_t *self, pc_actor_t *target)
 	bool muted = false;
 	pthread_mutex_lock(&x->lock);
 	if (!x->dead && (pc_atomic_load_u32(&target->aflags) & PC__AF_OVERLOADED))
-		muted = pc__vec_add(&x->muted, 0, self) == 0;
+		muted = pc__vec_add(&x->muted, 0, self, NULL) == 0;
 	pthread_mutex_unlock(&x->lock);
 	return muted;
 }
@@ -366,13 +377,20 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 			if (gone)
 				break;
 		}
+		/* It sent to an overloaded receiver: end the turn here, so that
+		 * it can be muted below. A sender that always has more to do
+		 * (a full batch every turn, e.g. it keeps messaging itself)
+		 * would otherwise never reach the mute and flood the receiver
+		 * without bound. */
+		if (ctx->mute_target && !stopped)
+			break;
 	}
 	ctx->actor = NULL;
 	pc_actor_t *target = ctx->mute_target;
 	ctx->mute_target = NULL;
 	int r;
 	if (gone) {
-		destroy(a);
+		destroy(w, a);
 		r = PC__TURN_GONE;
 	} else if (n == batch) {
 		pc_atomic_or_u32(&a->aflags, PC__AF_OVERLOADED);
@@ -396,7 +414,7 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 
 void pc__unmute_all(pc_actor_t *a)
 {
-	pc__actor_ext_t *x = a->ext;
+	pc__actor_ext_t *x = pc__actor_ext_peek(a);
 	if (!x)
 		return;
 	pthread_mutex_lock(&x->lock);
@@ -433,8 +451,11 @@ void pc__actors_shutdown(pc_runtime_t *rt)
 	for (uint32_t i = 0; i <= rt->nworkers; i++) {
 		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next) {
 			pc_msg_t *m;
-			while ((m = pc__mailbox_pop(&a->mq)))
+			while ((m = pc__mailbox_pop(&a->mq))) {
+				if (!(m->flags & PC_MSGF_EMBEDDED))
+					pc_atomic_faa_u64(&rt->ext_dead, 1);
 				release_refs(rt, m);
+			}
 			pc__actor_ext_free(a);
 		}
 	}

@@ -105,7 +105,8 @@ int pc_reply(const pc_msg_t *request, pc_msg_t *reply);
 /* From a thread that is not a worker: sends `msg` as an ask and waits up to
  * `timeout_ms` (< 0: for ever) for the reply, which is returned in *reply
  * and owned by the caller (pc_msg_free). PC_ETIMEDOUT on timeout (a late
- * reply is then dropped). PC_ESTATE if called on a worker thread. */
+ * reply is then dropped); PC_ESTOPPED if `to` stopped without replying.
+ * PC_ESTATE if called on a worker thread. */
 int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply);
 
 /* The running actor, borrowed. */

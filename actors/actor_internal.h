@@ -25,6 +25,8 @@ enum {
 typedef struct pc__monitor {
 	uint64_t ref;
 	pc_actor_t *actor; /* retained */
+	pc_msg_t *note;    /* links and watchers: the exit notice, allocated up
+			    * front so that telling of a death never fails */
 } pc__monitor_t;
 
 typedef struct pc__actor_vec {
@@ -58,8 +60,13 @@ struct pc_actor {
 	pc_msg_t stub;           /* first stub; later the DESTROY message */
 };
 
+/* The ext block, installing it on first use (NULL: out of memory). */
 pc__actor_ext_t *pc__actor_ext(pc_actor_t *a);
-int pc__vec_add(pc__actor_vec_t *v, uint64_t ref, pc_actor_t *a);
+/* The ext block if installed, else NULL. Another thread may install it at
+ * any moment (linking to or monitoring this actor), hence the atomic load. */
+pc__actor_ext_t *pc__actor_ext_peek(const pc_actor_t *a);
+int pc__vec_add(pc__actor_vec_t *v, uint64_t ref, pc_actor_t *a, pc_msg_t *note);
+/* Removes entry `ref`, freeing its note; its actor goes to *out. */
 bool pc__vec_take(pc__actor_vec_t *v, uint64_t ref, pc_actor_t **out);
 
 /* links.c: what happens to links, monitors and muted senders when `a`
@@ -67,15 +74,13 @@ bool pc__vec_take(pc__actor_vec_t *v, uint64_t ref, pc_actor_t **out);
 void pc__actor_notify_exit(pc_actor_t *a);
 void pc__actor_ext_free(pc_actor_t *a);
 bool pc__actor_take_watching(pc_actor_t *a, uint64_t ref);
-void pc__actor_drop_link(pc_actor_t *a, uint64_t id);
+/* Removes a's side of its link to actor `id`; false if there was none
+ * (unlinked meanwhile, or the exit signal was already handled). */
+bool pc__actor_drop_link(pc_actor_t *a, uint64_t id);
 
 /* registry.c */
 void pc__registry_forget(pc_runtime_t *rt, const char *name, pc_actor_t *a);
 void pc__registry_free(pc_runtime_t *rt);
-
-/* Sends from inside the runtime that must not fail for lack of memory
- * are retried by the caller; this one reports PC_ENOMEM. */
-int pc__send_down(pc_actor_t *to, uint32_t type, uint64_t ref, const pc_actor_t *from);
 
 void pc__unmute_all(pc_actor_t *a);
 

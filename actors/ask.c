@@ -2,7 +2,8 @@
  * pc_ask_sync: a thread outside the runtime asks an actor and waits. A
  * short-lived waiter actor receives the reply, copies it for the caller
  * and signals; the waiter's state is shared by the caller and the actor
- * and freed by whichever lets go last.
+ * and freed by whichever lets go last. The waiter monitors the target, so
+ * a target that stops without replying ends the wait at once.
  */
 #include <stdlib.h>
 #include <time.h>
@@ -14,7 +15,9 @@ typedef struct waiter {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t corr;
+	pc_actor_t *target; /* retained until the waiter stops */
 	pc_msg_t *reply;
+	int result;         /* PC_ESTOPPED when the target stopped first */
 	bool done;
 	uint32_t refs;
 } waiter_t;
@@ -24,19 +27,33 @@ static void waiter_release(waiter_t *w)
 	if (pc_atomic_faa_u32(&w->refs, (uint32_t)-1) != 1)
 		return;
 	pc_msg_free(w->reply);
+	pc_actor_release(w->target);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }
 
+enum { WAITER_WATCH = PC_MSG_TYPE_SYSTEM + 0x400 };
+
 static int waiter_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	waiter_t *w = state;
-	if (msg->corr != w->corr)
+	pc_msg_t *copy = NULL;
+	int result = 0;
+	if (msg->type == WAITER_WATCH) {
+		/* The first message, queued before the request went out. */
+		return pc_monitor(ctx, w->target, NULL);
+	} else if (msg->type == PC_MSG_DOWN) {
+		result = PC_ESTOPPED;
+	} else if (msg->corr == w->corr) {
+		copy = pc__msg_clone(msg);
+		result = copy ? 0 : PC_ENOMEM;
+	} else {
 		return 0;
-	pc_msg_t *copy = pc__msg_clone(msg);
+	}
 	pthread_mutex_lock(&w->lock);
 	w->reply = copy;
+	w->result = result;
 	w->done = true;
 	pthread_cond_signal(&w->cond);
 	pthread_mutex_unlock(&w->lock);
@@ -91,12 +108,25 @@ int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **re
 		pc_msg_free(msg);
 		return rc;
 	}
+	w->target = pc_actor_retain(to);
+	pc_msg_t *watch = pc_msg_new(WAITER_WATCH, 0);
+	if (!watch || pc_send(tmp, watch) != 0) {
+		pc_msg_free(msg);
+		pc_actor_stop(tmp, PC_EXIT_NORMAL);
+		pc_actor_release(tmp);
+		waiter_release(w);
+		return PC_ENOMEM;
+	}
 	msg->reply_to = pc_actor_retain(tmp);
 	msg->flags |= PC_MSGF_REPLY_REF;
 	msg->corr = w->corr;
 	rc = pc_send(to, msg);
 	if (rc == 0) {
-		uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : pc__now_ns() + (uint64_t)timeout_ms * 1000000u;
+		/* UINT64_MAX waits for ever; so does a timeout too long to
+		 * express (it must not wrap around into the past). */
+		uint64_t now = pc__now_ns(), deadline = UINT64_MAX;
+		if (timeout_ms >= 0 && (uint64_t)timeout_ms < (UINT64_MAX - now) / 1000000u)
+			deadline = now + (uint64_t)timeout_ms * 1000000u;
 		pthread_mutex_lock(&w->lock);
 		while (!w->done) {
 			if (deadline == UINT64_MAX) {
@@ -111,8 +141,7 @@ int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **re
 		if (w->done) {
 			*reply = w->reply;
 			w->reply = NULL;
-			if (!*reply)
-				rc = PC_ENOMEM;
+			rc = w->result;
 		} else {
 			rc = PC_ETIMEDOUT;
 		}

@@ -117,8 +117,22 @@ int pc_deadline_new(pc_ctx_t *owner, uint32_t fire_type, pc_deadline_t **out)
 		return rc;
 	}
 	pc_send(d->actor, watch);
+	/* Generations start from the timer actor's unique id, so deadlines of
+	 * one owner that share a fire type never accept each other's fires. */
+	d->gen = pc_actor_id(d->actor) << 32;
 	*out = d;
 	return 0;
+}
+
+/* `base + ms`, saturated: a huge delay means "practically never", and
+ * must not wrap around into the past (which would fire at once). Never 0,
+ * which means disarmed. */
+static uint64_t due_after(uint64_t base, uint64_t ms)
+{
+	uint64_t due = base + ms;
+	if (due < base)
+		due = UINT64_MAX - 1;
+	return due ? due : 1;
 }
 
 int pc_deadline_arm(pc_deadline_t *d, uint64_t ms)
@@ -126,9 +140,7 @@ int pc_deadline_arm(pc_deadline_t *d, uint64_t ms)
 	if (!d)
 		return PC_EINVAL;
 	d->gen++;
-	d->due = pc_runtime_now_ms() + ms;
-	if (d->due == 0)
-		d->due = 1;
+	d->due = due_after(pc_runtime_now_ms(), ms);
 	return send_set(d);
 }
 
@@ -139,7 +151,7 @@ int pc_deadline_extend(pc_deadline_t *d, uint64_t ms)
 	if (d->due == 0)
 		return PC_ESTATE;
 	d->gen++;
-	d->due += ms;
+	d->due = due_after(d->due, ms);
 	return send_set(d);
 }
 

@@ -152,7 +152,7 @@ static entry_t *unlink_name(struct pc__registry *r, const char *name, pc_actor_t
 
 static void forget_name_of(pc_actor_t *a)
 {
-	pc__actor_ext_t *x = a->ext;
+	pc__actor_ext_t *x = pc__actor_ext_peek(a); /* installed: it had a name */
 	pthread_mutex_lock(&x->lock);
 	free(x->name);
 	x->name = NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actor_internal.h"
 #include "registry.h"
 
 enum { SUP_INIT = PC_MSG_TYPE_SYSTEM + 0x200 };
@@ -52,7 +53,11 @@ static int start_child(pc_ctx_t *ctx, child_t *c)
 		pc_actor_release(a);
 		return rc;
 	}
-	if (c->name && (rc = pc_register(a, c->name)) != 0) {
+	/* A child that already stopped cannot take its name (PC_ESTOPPED):
+	 * it is a child that failed, not a failed start. The monitor set up
+	 * above brings its DOWN, which restarts it by policy and counts
+	 * against the intensity. */
+	if (c->name && (rc = pc_register(a, c->name)) != 0 && rc != PC_ESTOPPED) {
 		pc_demonitor(ctx, c->mon);
 		pc_actor_stop(a, PC_EXIT_SHUTDOWN);
 		pc_actor_release(a);
@@ -68,12 +73,12 @@ static void stop_child(pc_ctx_t *ctx, child_t *c)
 	if (!c->actor)
 		return;
 	pc_demonitor(ctx, c->mon);
-	if (c->name) {
-		pc_actor_t *cur = pc_whereis(pc_ctx_runtime(ctx), c->name);
-		if (cur == c->actor)
-			pc_unregister(pc_ctx_runtime(ctx), c->name);
-		pc_actor_release(cur);
-	}
+	/* Free the name now, not when the child gets to its stop message, so
+	 * that a new incarnation can take it at once (one-for-all restarts).
+	 * Only if it still names this child: a look-up followed by
+	 * pc_unregister could remove someone else's registration. */
+	if (c->name)
+		pc__registry_forget(pc_ctx_runtime(ctx), c->name, c->actor);
 	pc_actor_stop(c->actor, PC_EXIT_SHUTDOWN);
 	pc_actor_release(c->actor);
 	c->actor = NULL;

@@ -109,7 +109,8 @@ int pc__timers_init(pc_runtime_t *rt)
 struct fire_ctx {
 	pc__timers_t *t;
 	uint64_t now;
-	pc__timer_entry_t *fired;
+	pc__timer_entry_t *fired;  /* in firing (deadline) order ... */
+	pc__timer_entry_t **tail;  /* ... appended here */
 };
 
 /* Called by the wheel, lock held, node already unlinked. */
@@ -136,8 +137,12 @@ static void on_fire(pc__tw_node_t *node, void *arg)
 	e->in_flight = true;
 	e->out->flags |= PC_MSGF_TIMER;
 	e->out->reserved = e->index;
-	e->fired_next = fc->fired;
-	fc->fired = e;
+	/* Appended, not pushed: deliver() sends in this order, and a batch
+	 * (a late wake-up, timers armed before start) must still arrive in
+	 * deadline order. */
+	e->fired_next = NULL;
+	*fc->tail = e;
+	fc->tail = &e->fired_next;
 }
 
 /* Sends what fired, outside the lock. The entries are pinned by in_flight. */
@@ -158,7 +163,8 @@ static void *timer_main(void *arg)
 	pc__timers_t *t = &rt->timers;
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
-		struct fire_ctx fc = {t, pc_runtime_now_ms(), NULL};
+		struct fire_ctx fc = {t, pc_runtime_now_ms(), NULL, NULL};
+		fc.tail = &fc.fired;
 		t->sleep_until = 0; /* awake: arming need not signal */
 		pc__tw_advance(&t->wheel, fc.now, on_fire, &fc);
 		if (fc.fired) {
@@ -229,8 +235,17 @@ bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
 	pc_actor_t *release = NULL;
 	pthread_mutex_lock(&t->lock);
 	pc__timer_entry_t *e = entry_at(t, msg->reserved);
-	bool live = !e->cancelled;
+	/* A handler claims only messages sent to its own, running actor; a
+	 * stopped target means the message is being thrown away (dead letter
+	 * or shutdown): it is not handled, and a periodic timer is retired,
+	 * or it would tick into a dead mailbox for ever, holding its target. */
+	bool target_gone = pc_actor_stopped(e->target);
+	bool live = !e->cancelled && !target_gone;
 	e->in_flight = false;
+	if (target_gone && e->in_wheel) {
+		pc__tw_remove(&t->wheel, &e->node);
+		e->in_wheel = false;
+	}
 	if (!e->in_wheel)
 		release = entry_free(t, e);
 	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
