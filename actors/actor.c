@@ -55,11 +55,6 @@ void pc__msg_dispose(pc_runtime_t *rt, pc_msg_t *m)
 	pc_msg_free(m);
 }
 
-static pc__live_shard_t *shard_of(pc_actor_t *a)
-{
-	return &a->rt->shards[a->home];
-}
-
 int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out)
 {
 	if (!rt || !b || !b->receive || !out)
@@ -67,7 +62,9 @@ int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t *
 	*out = NULL;
 	if (pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
 		return PC_ESTOPPED;
-	pc_actor_t *a = malloc(sizeof(*a));
+	pc__worker_t *w = pc__current_worker();
+	bool local = w && w->rt == rt;
+	pc_actor_t *a = pc__actor_alloc(rt, local ? w : NULL);
 	if (!a)
 		return PC_ENOMEM;
 	memset(&a->stub, 0, sizeof(a->stub));
@@ -83,21 +80,10 @@ int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t *
 	a->id = pc__next_id(rt);
 	a->exit_reason = 0;
 	a->exit_code = 0;
-	pc__worker_t *w = pc__current_worker();
-	bool local = w && w->rt == rt;
-	a->home = local ? w->index : rt->nworkers;
 	if (local)
 		count(&w->c.spawned);
 	else
 		pc_atomic_faa_u64(&rt->ext_spawned, 1);
-	pc__live_shard_t *s = shard_of(a);
-	pthread_mutex_lock(&s->lock);
-	a->live_prev = NULL;
-	a->live_next = s->head;
-	if (s->head)
-		s->head->live_prev = a;
-	s->head = a;
-	pthread_mutex_unlock(&s->lock);
 	*out = a;
 	return 0;
 }
@@ -320,16 +306,8 @@ static void destroy(pc__worker_t *w, pc_actor_t *a)
 	}
 	pc__mailbox_destroy(&a->mq);
 	pc__actor_ext_free(a);
-	pc__live_shard_t *s = shard_of(a);
-	pthread_mutex_lock(&s->lock);
-	if (a->live_prev)
-		a->live_prev->live_next = a->live_next;
-	else
-		s->head = a->live_next;
-	if (a->live_next)
-		a->live_next->live_prev = a->live_prev;
-	pthread_mutex_unlock(&s->lock);
-	free(a);
+	count(&w->c.reclaimed);
+	pc__actor_free(w->rt, w, a);
 }
 
 static bool try_mute(pc_actor_t *self, pc_actor_t *target)
@@ -429,8 +407,29 @@ void pc__unmute_all(pc_actor_t *a)
 			pc__schedule_external(a->rt, muted.v[i].actor);
 	}
 	if (muted.n && w && w->rt == a->rt)
-		pc__notify(a->rt);
+		w->notify_owed = true;
 	free(muted.v);
+}
+
+static void shutdown_stop(pc_actor_t *a, void *arg)
+{
+	if (pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED)
+		return;
+	struct pc_ctx *ctx = arg;
+	ctx->actor = a;
+	stop_actor(ctx, a, PC_EXIT_SHUTDOWN, 0);
+}
+
+static void shutdown_drain(pc_actor_t *a, void *arg)
+{
+	(void)arg;
+	pc_msg_t *m;
+	while ((m = pc__mailbox_pop(&a->mq))) {
+		if (!(m->flags & PC_MSGF_EMBEDDED))
+			pc_atomic_faa_u64(&a->rt->ext_dead, 1);
+		release_refs(a->rt, m);
+	}
+	pc__actor_ext_free(a);
 }
 
 /* Shutdown, after every thread has stopped: stop handlers for the living,
@@ -439,38 +438,19 @@ void pc__unmute_all(pc_actor_t *a)
 void pc__actors_shutdown(pc_runtime_t *rt)
 {
 	struct pc_ctx ctx = {.rt = rt};
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next) {
-			if (pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED)
-				continue;
-			ctx.actor = a;
-			stop_actor(&ctx, a, PC_EXIT_SHUTDOWN, 0);
-		}
-	}
+	pc__actor_pool_each(rt, shutdown_stop, &ctx);
 	pc__registry_free(rt);
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next) {
-			pc_msg_t *m;
-			while ((m = pc__mailbox_pop(&a->mq))) {
-				if (!(m->flags & PC_MSGF_EMBEDDED))
-					pc_atomic_faa_u64(&rt->ext_dead, 1);
-				release_refs(rt, m);
-			}
-			pc__actor_ext_free(a);
-		}
-	}
+	pc__actor_pool_each(rt, shutdown_drain, NULL);
+}
+
+static void shutdown_free(pc_actor_t *a, void *arg)
+{
+	(void)arg;
+	pc__mailbox_destroy(&a->mq);
 }
 
 void pc__actors_free(pc_runtime_t *rt)
 {
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		pc_actor_t *a = rt->shards[i].head;
-		rt->shards[i].head = NULL;
-		while (a) {
-			pc_actor_t *next = a->live_next;
-			pc__mailbox_destroy(&a->mq);
-			free(a);
-			a = next;
-		}
-	}
+	pc__actor_pool_each(rt, shutdown_free, NULL);
+	pc__actor_pool_free(rt);
 }

@@ -53,12 +53,10 @@ struct pc_actor {
 	void *state;
 	pc_runtime_t *rt;
 	pc__actor_ext_t *ext;    /* installed once with CAS */
-	pc_actor_t *live_prev, *live_next;
 	uint64_t id;
 	int32_t exit_reason, exit_code;
-	uint32_t home;           /* live-list shard */
 	pc_msg_t stub;           /* first stub; later the DESTROY message */
-};
+} __attribute__((aligned(64))); /* two cache lines, in a pool chunk */
 
 /* The ext block, installing it on first use (NULL: out of memory). */
 pc__actor_ext_t *pc__actor_ext(pc_actor_t *a);
@@ -77,6 +75,13 @@ bool pc__actor_take_watching(pc_actor_t *a, uint64_t ref);
 /* Removes a's side of its link to actor `id`; false if there was none
  * (unlinked meanwhile, or the exit signal was already handled). */
 bool pc__actor_drop_link(pc_actor_t *a, uint64_t id);
+
+/* actor_pool.c: slots for actors. `w` is the calling worker of this
+ * runtime, or NULL on any other thread. A slot is in use while its rt is
+ * set. */
+pc_actor_t *pc__actor_alloc(pc_runtime_t *rt, pc__worker_t *w);
+void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a);
+void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg);
 
 /* registry.c */
 void pc__registry_forget(pc_runtime_t *rt, const char *name, pc_actor_t *a);

@@ -1,18 +1,23 @@
 /*
  * Message allocation. Four size classes (48, 64, 128 and 256 bytes in all);
  * each worker keeps two magazines of up to PC_MSG_MAG_SIZE free messages per
- * class and trades whole magazines with a shared depot under a mutex, so the
- * lock is taken at most once per PC_MSG_MAG_SIZE operations. A message freed
- * on another worker than the one that allocated it simply joins that
- * worker's cache: all blocks of a class are interchangeable.
+ * class (magazine_internal.h) and trades whole magazines with a shared
+ * depot. A message freed on another worker than the one that allocated it
+ * simply joins that worker's cache: all blocks of a class are
+ * interchangeable, so in a producer/consumer pair the consumer's full
+ * magazines flow through the depot back to the producer. The depot is
+ * bounded (DEPOT_MAX_MAGS magazines per class); beyond it blocks go back to
+ * malloc.
  */
 #include "msg_internal.h"
+
+#include "atomics_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DEPOT_MAX_MAGS 64
+#define DEPOT_MAX_MAGS 512
 
 static const uint32_t class_bytes[PC_MSG_CLASSES] = {48, 64, 128, 256};
 
@@ -44,9 +49,15 @@ static pc_msg_t *depot_take(unsigned cls)
 {
 	depot_class_t *d = &depot[cls];
 	pc_msg_t *mag = NULL;
+	/* An empty depot is the common case for a pure producer: look before
+	 * taking the lock. */
+	if (pc_atomic_load_u32(&d->n) == 0)
+		return NULL;
 	pthread_mutex_lock(&d->lock);
-	if (d->n > 0)
-		mag = d->mags[--d->n];
+	if (d->n > 0) {
+		mag = d->mags[d->n - 1];
+		pc_atomic_store_u32(&d->n, d->n - 1);
+	}
 	pthread_mutex_unlock(&d->lock);
 	return mag;
 }
@@ -56,7 +67,8 @@ static void depot_give(unsigned cls, pc_msg_t *mag)
 	depot_class_t *d = &depot[cls];
 	pthread_mutex_lock(&d->lock);
 	if (d->n < DEPOT_MAX_MAGS) {
-		d->mags[d->n++] = mag;
+		d->mags[d->n] = mag;
+		pc_atomic_store_u32(&d->n, d->n + 1);
 		mag = NULL;
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -73,41 +85,21 @@ static unsigned class_of(size_t total)
 
 static pc_msg_t *cache_pop(pc__msg_cache_t *c, unsigned cls)
 {
-	pc__msg_mag_t *l = &c->loaded[cls];
-	if (l->n == 0) {
-		pc__msg_mag_t *s = &c->spare[cls];
-		if (s->n > 0) {
-			pc__msg_mag_t t = *l;
-			*l = *s;
-			*s = t;
-		} else {
-			pc_msg_t *mag = depot_take(cls);
-			if (!mag)
-				return NULL;
-			l->top = mag;
-			l->n = PC_MSG_MAG_SIZE;
-		}
-	}
-	pc_msg_t *m = l->top;
-	l->top = m->next;
-	l->n--;
-	return m;
+	pc_msg_t *m = pc__mags_pop(&c->cls[cls]);
+	if (m)
+		return m;
+	pc_msg_t *mag = depot_take(cls);
+	if (!mag)
+		return NULL;
+	pc__mags_load(&c->cls[cls], mag, PC_MSG_MAG_SIZE);
+	return pc__mags_pop(&c->cls[cls]);
 }
 
 static void cache_push(pc__msg_cache_t *c, unsigned cls, pc_msg_t *m)
 {
-	pc__msg_mag_t *l = &c->loaded[cls];
-	if (l->n == PC_MSG_MAG_SIZE) {
-		pc__msg_mag_t *s = &c->spare[cls];
-		if (s->n == PC_MSG_MAG_SIZE)
-			depot_give(cls, s->top);
-		*s = *l;
-		l->top = NULL;
-		l->n = 0;
-	}
-	m->next = l->top;
-	l->top = m;
-	l->n++;
+	pc_msg_t *full = pc__mags_push(&c->cls[cls], m, PC_MSG_MAG_SIZE);
+	if (full)
+		depot_give(cls, full);
 }
 
 pc_msg_t *pc_msg_new(uint32_t type, size_t payload_size)
@@ -174,7 +166,7 @@ void pc__msg_cache_detach(void)
 		return;
 	tls_cache = NULL;
 	for (unsigned cls = 0; cls < PC_MSG_CLASSES; cls++) {
-		pc__msg_mag_t *mags[2] = {&c->loaded[cls], &c->spare[cls]};
+		pc__mag_t *mags[2] = {&c->cls[cls].loaded, &c->cls[cls].spare};
 		for (int i = 0; i < 2; i++) {
 			if (mags[i]->n == PC_MSG_MAG_SIZE)
 				depot_give(cls, mags[i]->top);
@@ -191,8 +183,10 @@ void pc__msg_depot_trim(void)
 	for (unsigned cls = 0; cls < PC_MSG_CLASSES; cls++) {
 		depot_class_t *d = &depot[cls];
 		pthread_mutex_lock(&d->lock);
-		while (d->n > 0)
-			free_chain(d->mags[--d->n]);
+		while (d->n > 0) {
+			free_chain(d->mags[d->n - 1]);
+			pc_atomic_store_u32(&d->n, d->n - 1);
+		}
 		pthread_mutex_unlock(&d->lock);
 	}
 }

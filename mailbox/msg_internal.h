@@ -2,6 +2,7 @@
 #ifndef PC_MAILBOX_MSG_INTERNAL_H
 #define PC_MAILBOX_MSG_INTERNAL_H
 
+#include "magazine_internal.h"
 #include "msg.h"
 
 /* Runtime-owned header flags. */
@@ -15,17 +16,9 @@ enum {
 #define PC_MSG_CLASS_HEAP 0xFFFFu
 #define PC_MSG_MAG_SIZE 128u
 
-/* One thread's cache: per size class, a loaded magazine and a spare (the
- * two-magazine scheme of Bonwick's allocator, so alternating alloc/free at
- * a boundary never thrashes the shared depot). */
-typedef struct pc__msg_mag {
-	pc_msg_t *top;
-	uint32_t n;
-} pc__msg_mag_t;
-
+/* One thread's cache: two magazines per size class (magazine_internal.h). */
 typedef struct pc__msg_cache {
-	pc__msg_mag_t loaded[PC_MSG_CLASSES];
-	pc__msg_mag_t spare[PC_MSG_CLASSES];
+	pc__mags_t cls[PC_MSG_CLASSES];
 } pc__msg_cache_t;
 
 /* A copy of `m`: type, corr and payload (no reply reference). */

@@ -93,14 +93,8 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 	}
 	memset(rt->workers, 0, sizeof(pc__worker_t) * rt->nworkers);
 	rt->idle_stack = calloc(rt->nworkers, sizeof(uint32_t));
-	if (posix_memalign((void **)&rt->shards, 64, sizeof(pc__live_shard_t) * (rt->nworkers + 1)) != 0)
-		rt->shards = NULL;
-	if (!rt->idle_stack || !rt->shards)
+	if (!rt->idle_stack || pc__actor_pool_new(rt) != 0)
 		goto fail;
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		pthread_mutex_init(&rt->shards[i].lock, NULL);
-		rt->shards[i].head = NULL;
-	}
 	for (uint32_t i = 0; i < rt->nworkers; i++) {
 		pc__worker_t *w = &rt->workers[i];
 		w->rt = rt;
@@ -120,8 +114,8 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 	*out = rt;
 	return 0;
 fail:
+	pc__actor_pool_free(rt);
 	free(rt->idle_stack);
-	free(rt->shards);
 	free(rt->workers);
 	free(rt);
 	return rc;
@@ -164,8 +158,6 @@ void pc_runtime_free(pc_runtime_t *rt)
 	if (!rt)
 		return;
 	pc_runtime_stop(rt);
-	for (uint32_t i = 0; i <= rt->nworkers; i++)
-		pthread_mutex_destroy(&rt->shards[i].lock);
 	pthread_mutex_destroy(&rt->inject_lock);
 	pthread_mutex_destroy(&rt->idle_lock);
 	pthread_cond_destroy(&rt->quiet_cond);
@@ -176,7 +168,6 @@ void pc_runtime_free(pc_runtime_t *rt)
 	free(rt->blocking.tids);
 	free(rt->inject_buf);
 	free(rt->idle_stack);
-	free(rt->shards);
 	free(rt->workers);
 	free(rt);
 	pc__msg_depot_trim();
@@ -198,10 +189,12 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 		.blocking_done = pc_atomic_load_u64(&rt->blocking_done),
 	};
 	uint64_t now = pc__now_ns();
+	uint64_t reclaimed = 0;
 	for (uint32_t i = 0; i < rt->nworkers; i++) {
 		pc__worker_counters_t *c = &rt->workers[i].c;
 		s.spawned += pc_atomic_load_u64(&c->spawned);
 		s.exited += pc_atomic_load_u64(&c->exited);
+		reclaimed += pc_atomic_load_u64(&c->reclaimed);
 		s.dead_letters += pc_atomic_load_u64(&c->dead_letters);
 		s.mutes += pc_atomic_load_u64(&c->mutes);
 		if (ws && i < n) {
@@ -212,8 +205,21 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 			o->steals = pc_atomic_load_u64(&c->steals);
 			o->parks = pc_atomic_load_u64(&c->parks);
 			o->wakeups = pc_atomic_load_u64(&c->wakeups);
-			o->parked_ns = pc_atomic_load_u64(&c->parked_ns);
-			uint64_t since = pc_atomic_load_u64(&rt->workers[i].parked_since);
+			/* parked_ns and parked_since as one consistent pair (see
+			 * pc__park): otherwise a sleep that just ended could be
+			 * missed, or counted twice, and parked_ns would not be
+			 * monotonic across snapshots. */
+			const uint32_t *seq = &rt->workers[i].park_seq;
+			uint64_t since;
+			for (;;) {
+				uint32_t s1 = pc_atomic_load_u32_acq(seq);
+				o->parked_ns = pc_atomic_load_u64(&c->parked_ns);
+				since = pc_atomic_load_u64(&rt->workers[i].parked_since);
+				pc_atomic_fence();
+				if (!(s1 & 1) && pc_atomic_load_u32(seq) == s1)
+					break;
+				pc_cpu_relax();
+			}
 			if (since && now > since)
 				o->parked_ns += now - since;
 			uint64_t started = pc_atomic_load_u64(&rt->workers[i].started_ns);
@@ -223,6 +229,7 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 				o->utilisation = 0;
 		}
 	}
+	s.actors_live = s.spawned - reclaimed;
 	if (out)
 		*out = s;
 	return rt->nworkers;

@@ -80,6 +80,9 @@ typedef struct pc_runtime_stats {
 	uint64_t sent_external;  /* messages sent from non-worker threads */
 	uint64_t spawned;        /* actors spawned */
 	uint64_t exited;         /* actors that have stopped */
+	uint64_t actors_live;    /* actors whose memory is held: spawned and not
+				  * yet reclaimed (stopped ones still referenced
+				  * included) */
 	uint64_t dead_letters;   /* messages freed undelivered (receiver stopped) */
 	uint64_t timers_fired;   /* timer messages delivered */
 	uint64_t blocking_done;  /* blocking jobs completed */

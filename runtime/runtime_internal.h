@@ -36,7 +36,7 @@ struct pc_ctx {
 /* Per-worker counters: written by their worker only, read by anyone. */
 typedef struct pc__worker_counters {
 	uint64_t handled, sent, turns, steals, parks, wakeups, parked_ns;
-	uint64_t spawned, exited, dead_letters, mutes;
+	uint64_t spawned, exited, reclaimed, dead_letters, mutes;
 } pc__worker_counters_t;
 
 /* A bounded ring of runnable actors (the Go/Tokio run queue): the owner
@@ -55,24 +55,20 @@ typedef struct pc__worker {
 	uint32_t tick;
 	uint32_t park_word;      /* futex: 1 = woken */
 	bool searching;
+	bool notify_owed;        /* made work stealable during this turn */
 	uint64_t rng;
 	uint64_t id_next, id_limit;
 	uint64_t started_ns;
 	uint64_t parked_since;    /* 0 while awake (atomic) */
+	uint32_t park_seq;        /* seqlock over parked_since + c.parked_ns: odd while they change */
 	pc_runtime_t *rt;
 	pthread_t thread;
 	bool thread_started;
 	struct pc_ctx ctx;
 	pc__msg_cache_t msg_cache;
+	pc__mags_t actor_cache;   /* free actor slots */
 	pc__worker_counters_t c;
 } __attribute__((aligned(64))) pc__worker_t;
-
-/* Live actors, kept for shutdown; one shard per worker plus one for other
- * threads, so spawns on different workers do not share a lock. */
-typedef struct pc__live_shard {
-	pthread_mutex_t lock;
-	pc_actor_t *head;
-} __attribute__((aligned(64))) pc__live_shard_t;
 
 typedef struct pc__timer_entry pc__timer_entry_t;
 
@@ -104,6 +100,7 @@ typedef struct pc__blocking {
 } pc__blocking_t;
 
 struct pc__registry;
+struct pc__actor_pool;
 
 struct pc_runtime {
 	pc_runtime_config_t cfg;
@@ -129,7 +126,7 @@ struct pc_runtime {
 
 	pc__timers_t timers;
 	pc__blocking_t blocking;
-	pc__live_shard_t *shards; /* nworkers + 1 */
+	struct pc__actor_pool *actor_pool;
 	struct pc__registry *registry;
 
 	/* Counters for work done off the workers (atomic). */
@@ -181,6 +178,8 @@ enum { PC__TURN_IDLE, PC__TURN_AGAIN, PC__TURN_MUTED, PC__TURN_GONE };
 int pc__actor_turn(pc__worker_t *w, pc_actor_t *a);
 void pc__actors_shutdown(pc_runtime_t *rt);
 void pc__actors_free(pc_runtime_t *rt);
+int pc__actor_pool_new(pc_runtime_t *rt);
+void pc__actor_pool_free(pc_runtime_t *rt);
 /* Frees a message the runtime took from a mailbox without delivering it,
  * releasing what it holds (reply reference, timer entry). */
 void pc__msg_dispose(pc_runtime_t *rt, pc_msg_t *m);

@@ -47,7 +47,9 @@ void pc__schedule(pc_runtime_t *rt, pc_actor_t *a)
 	w->lifo = a;
 	if (prev) {
 		pc__runq_push(w, prev);
-		pc__notify(rt);
+		/* One wake-up check per turn, not per send: a turn that makes
+		 * many actors runnable pays for one fence. */
+		w->notify_owed = true;
 	}
 }
 
@@ -151,11 +153,24 @@ static pc_actor_t *run(pc__worker_t *w, pc_actor_t *a)
 {
 	count(&w->c.turns);
 	int r = pc__actor_turn(w, a);
-	if (r != PC__TURN_AGAIN)
+	bool owed = w->notify_owed;
+	w->notify_owed = false;
+	if (r != PC__TURN_AGAIN) {
+		if (owed)
+			pc__notify(w->rt);
 		return NULL;
-	/* Nothing else is waiting here: keep going without queue traffic. */
-	if (!w->lifo && pc__runq_len(&w->runq) == 0 && pc_atomic_load_u32(&w->rt->inject_len) == 0)
+	}
+	/* Nothing else is waiting here: keep going without queue traffic.
+	 * Unless the runtime is stopping: an actor that always has more work
+	 * (one that keeps sending itself messages) would otherwise hold this
+	 * worker in worker_main's inner loop for ever, and pc_runtime_stop
+	 * would never join it. */
+	if (!w->lifo && pc__runq_len(&w->runq) == 0 && pc_atomic_load_u32(&w->rt->inject_len) == 0 &&
+	    pc_atomic_load_u32_acq(&w->rt->state) < PC__RT_STOPPING) {
+		if (owed)
+			pc__notify(w->rt);
 		return a;
+	}
 	pc__runq_push(w, a);
 	pc__notify(w->rt);
 	return NULL;

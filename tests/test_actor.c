@@ -5,7 +5,7 @@
  *
  * Leaks are part of the assertions: actor states are malloc'd and freed
  * only by the stop handler, so a stop handler that never runs shows up in
- * LeakSanitizer, and `live_count` looks at the runtime's live list to see
+ * LeakSanitizer, and `live_count` reads the runtime's actors_live counter to see
  * whether a stopped, released actor was really reclaimed (shutdown frees
  * zombies too, so LSan alone would not notice).
  */
@@ -65,17 +65,12 @@ static pc_runtime_stats_t stats(pc_runtime_t *rt)
 	return s;
 }
 
-/* Actors still on the runtime's live list (not yet reclaimed). */
+/* Actors whose memory the runtime still holds (not yet reclaimed). */
 static int live_count(pc_runtime_t *rt)
 {
-	int n = 0;
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		pthread_mutex_lock(&rt->shards[i].lock);
-		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next)
-			n++;
-		pthread_mutex_unlock(&rt->shards[i].lock);
-	}
-	return n;
+	pc_runtime_stats_t s;
+	pc_runtime_stats(rt, &s, NULL, 0);
+	return (int)s.actors_live;
 }
 
 static void quiesce(pc_runtime_t *rt)

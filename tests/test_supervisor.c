@@ -55,14 +55,9 @@ static pc_runtime_t *start_rt(uint32_t workers)
 
 static int live_count(pc_runtime_t *rt)
 {
-	int n = 0;
-	for (uint32_t i = 0; i <= rt->nworkers; i++) {
-		pthread_mutex_lock(&rt->shards[i].lock);
-		for (pc_actor_t *a = rt->shards[i].head; a; a = a->live_next)
-			n++;
-		pthread_mutex_unlock(&rt->shards[i].lock);
-	}
-	return n;
+	pc_runtime_stats_t s;
+	pc_runtime_stats(rt, &s, NULL, 0);
+	return (int)s.actors_live;
 }
 
 static void quiesce(pc_runtime_t *rt)
