@@ -154,6 +154,7 @@ int pc_send(pc_actor_t *to, pc_msg_t *m)
 	if (w && w->rt == rt) {
 		count(&w->c.sent);
 		pc_ctx_t *ctx = &w->ctx;
+		ctx->sends++;
 		/* Backpressure: remember an overloaded receiver; the sender is
 		 * held back at the end of its turn (see end_turn). */
 		if ((f & PC__AF_OVERLOADED) && ctx->actor && ctx->actor != to && !ctx->mute_target)
@@ -329,14 +330,22 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 	ctx->actor = a;
 	ctx->mute_target = NULL;
 	ctx->exit_req = false;
+	ctx->sends = 0;
 	uint32_t batch = w->rt->cfg.batch;
+	/* A turn is bounded by work, counted in messages handled and sent
+	 * (BEAM charges reductions for sends too): an actor that fans out
+	 * thousands of messages per handler yields to the receivers it just
+	 * woke instead of burying them. */
+	uint32_t send_budget = batch * PC__SENDS_PER_BATCH;
 	uint32_t n = 0;
-	bool gone = false;
+	bool gone = false, drained = false;
 	bool stopped = pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED;
 	while (n < batch) {
 		pc_msg_t *m = pc__mailbox_pop(&a->mq);
-		if (!m)
+		if (!m) {
+			drained = true;
 			break;
+		}
 		n++;
 		if (stopped) {
 			if (m->type == PC__MSG_DESTROY && (m->flags & PC_MSGF_EMBEDDED)) {
@@ -357,10 +366,9 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 		}
 		/* It sent to an overloaded receiver: end the turn here, so that
 		 * it can be muted below. A sender that always has more to do
-		 * (a full batch every turn, e.g. it keeps messaging itself)
-		 * would otherwise never reach the mute and flood the receiver
-		 * without bound. */
-		if (ctx->mute_target && !stopped)
+		 * (it keeps messaging itself) would otherwise never reach the
+		 * mute and flood the receiver without bound. */
+		if ((ctx->mute_target && !stopped) || ctx->sends >= send_budget)
 			break;
 	}
 	ctx->actor = NULL;
@@ -370,9 +378,19 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 	if (gone) {
 		destroy(w, a);
 		r = PC__TURN_GONE;
-	} else if (n == batch) {
-		pc_atomic_or_u32(&a->aflags, PC__AF_OVERLOADED);
-		r = PC__TURN_AGAIN;
+	} else if (!drained) {
+		/* More is waiting. A full batch marks the actor overloaded:
+		 * its senders get held back. An overloaded actor is never muted
+		 * itself, which breaks muting cycles. */
+		if (n == batch)
+			pc_atomic_or_u32(&a->aflags, PC__AF_OVERLOADED);
+		if (target && !stopped && !(pc_atomic_load_u32(&a->aflags) & PC__AF_OVERLOADED) &&
+		    try_mute(a, target)) {
+			count(&w->c.mutes);
+			r = PC__TURN_MUTED;
+		} else {
+			r = PC__TURN_AGAIN;
+		}
 	} else {
 		if (pc_atomic_load_u32(&a->aflags) & PC__AF_OVERLOADED) {
 			pc_atomic_and_u32(&a->aflags, ~(uint32_t)PC__AF_OVERLOADED);

@@ -19,6 +19,7 @@
 #define PC__LIFO_MAX_RUNS 3u   /* consecutive LIFO turns while others wait */
 #define PC__INJECT_EVERY 61u   /* ticks between fairness checks of inject */
 #define PC__ID_BLOCK 1024u     /* ids a worker takes from the global counter */
+#define PC__SENDS_PER_BATCH 4u /* a turn ends after batch * this many sends */
 
 enum { PC__RT_NEW, PC__RT_RUNNING, PC__RT_STOPPING, PC__RT_STOPPED };
 
@@ -28,6 +29,7 @@ struct pc_ctx {
 	pc_runtime_t *rt;
 	pc_actor_t *actor;
 	pc_actor_t *mute_target;    /* retained: an overloaded receiver we sent to */
+	uint32_t sends;             /* messages sent in this turn */
 	bool exit_req;
 	int exit_reason;
 	int exit_code;
