@@ -34,11 +34,14 @@ int pc__blocking_init(pc_runtime_t *rt)
 static void finish(pc_runtime_t *rt)
 {
 	pc__blocking_t *b = &rt->blocking;
+	/* Counted before `pending` drops: once pending reads zero the runtime
+	 * may look quiescent, and its counters must be final by then. */
+	pc_atomic_faa_u64(&rt->blocking_done, 1);
 	pthread_mutex_lock(&b->lock);
 	uint64_t left = b->pending - 1;
-	pc_atomic_store_u64(&b->pending, left);
+	/* Release: pairs with the acquire in pc_runtime_wait_quiescent. */
+	pc_atomic_store_u64_rel(&b->pending, left);
 	pthread_mutex_unlock(&b->lock);
-	pc_atomic_faa_u64(&rt->blocking_done, 1);
 	if (left == 0)
 		pc__quiet_signal(rt);
 }
@@ -103,9 +106,13 @@ int pc_blocking_submit(pc_runtime_t *rt, pc_blocking_fn fn, pc_blocking_discard_
 		b->tail = j;
 		b->queued++;
 		pc_atomic_store_u64(&b->pending, b->pending + 1);
-		/* Grow only when every thread is busy. A failed create is
+		/* Grow when the queued jobs outnumber the idle threads: each
+		 * idle thread takes one job, and an idle thread already
+		 * signalled for an earlier job stays counted in `idle` until it
+		 * wakes, so "idle == 0" would leave jobs that arrive together
+		 * to run one after another on one thread. A failed create is
 		 * fine while another thread exists to serve the queue. */
-		if (b->idle == 0 && b->threads < b->max_threads &&
+		if (b->queued > b->idle && b->threads < b->max_threads &&
 		    pthread_create(&b->tids[b->threads], NULL, pool_main, rt) == 0)
 			b->threads++;
 		if (b->threads == 0) {

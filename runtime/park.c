@@ -90,12 +90,16 @@ static bool stopping(pc_runtime_t *rt)
 /* Called with idle_lock held: true when nothing can run any more. The
  * counters that other threads decrement *after* scheduling their work
  * (timers, blocking jobs) are read before num_idle, so reading them at zero
- * implies the wake they caused is already visible in num_idle. */
+ * implies the wake they caused is already visible in num_idle. They are read
+ * with acquire, pairing with the release that drops them to zero: what the
+ * job (or timer) did before it finished, its counters included, is visible
+ * to whoever sees the runtime quiet. The pool thread takes idle_lock only
+ * when a waiter is already there, so the lock alone does not order it. */
 static bool quiet_locked(pc_runtime_t *rt)
 {
-	if (pc_atomic_load_u64(&rt->timers.pending) != 0)
+	if (pc_atomic_load_u64_acq(&rt->timers.pending) != 0)
 		return false;
-	if (pc_atomic_load_u64(&rt->blocking.pending) != 0)
+	if (pc_atomic_load_u64_acq(&rt->blocking.pending) != 0)
 		return false;
 	pc_atomic_fence();
 	if (pc_atomic_load_u32(&rt->num_idle) != rt->nworkers)
@@ -151,16 +155,26 @@ void pc__park(pc__worker_t *w)
 		 * searcher; consume its wake below. */
 	}
 
+	/* The park is counted when the worker goes to sleep, not when it
+	 * wakes: a worker asleep since its last turn has parked. parked_since
+	 * and parked_ns change together under park_seq (a seqlock, read by
+	 * pc_runtime_stats), so a reader counts a sleep exactly once: through
+	 * parked_since while it lasts, in parked_ns once it is over. */
 	uint64_t t0 = pc__now_ns();
+	pc_atomic_faa_u32(&w->park_seq, 1);
 	pc_atomic_store_u64(&w->parked_since, t0);
+	pc_atomic_store_u64(&w->c.parks, w->c.parks + 1);
+	pc_atomic_faa_u32(&w->park_seq, 1);
 	while (pc_atomic_load_u32_acq(&w->park_word) == 0)
 		futex_wait(&w->park_word);
 	pc_atomic_store_u32(&w->park_word, 0);
-	pc_atomic_store_u64(&w->parked_since, 0);
 	w->searching = true;
-	pc_atomic_store_u64(&w->c.parks, w->c.parks + 1);
+	uint64_t t1 = pc__now_ns();
+	pc_atomic_faa_u32(&w->park_seq, 1);
+	pc_atomic_store_u64(&w->c.parked_ns, w->c.parked_ns + (t1 - t0));
+	pc_atomic_store_u64(&w->parked_since, 0);
+	pc_atomic_faa_u32(&w->park_seq, 1);
 	pc_atomic_store_u64(&w->c.wakeups, w->c.wakeups + 1);
-	pc_atomic_store_u64(&w->c.parked_ns, w->c.parked_ns + (pc__now_ns() - t0));
 }
 
 int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms)
