@@ -18,6 +18,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers (each test file is its own program) ---------------------- */
 
@@ -207,7 +208,7 @@ Test(actor, spawn_send_stop)
 	pc_actor_release(a);
 	quiesce(rt);
 	cr_assert_eq(LOAD(p.stops), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(actor, spawn_rejects_bad_arguments)
@@ -222,7 +223,7 @@ Test(actor, spawn_rejects_bad_arguments)
 	cr_assert_eq(pc_send(NULL, pc_msg_new(1, 8)), PC_EINVAL); /* freed: LSan */
 	cr_assert_eq(pc_actor_stop(NULL, 0), PC_EINVAL);
 	pc_actor_release(NULL);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(actor, ids_are_unique)
@@ -239,7 +240,7 @@ Test(actor, ids_are_unique)
 	}
 	for (int i = 0; i < N; i++)
 		pc_actor_release(a[i]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(p[i].stops, 1);
 }
@@ -261,7 +262,7 @@ Test(actor, spawn_before_start_runs_after_start)
 	cr_assert_eq(pc_runtime_start(rt), PC_ESTATE);
 	AWAIT(LOAD(p.received) == 10, 5000);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.stops, 1);
 	cr_assert_eq(p.reason, PC_EXIT_SHUTDOWN);
 }
@@ -281,7 +282,7 @@ Test(actor, stop_by_pc_exit)
 	cr_assert_eq(LOAD(p.stops), 1);
 	cr_assert_eq(LOAD(p.reason), PC_EXIT_KILLED);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.stops, 1, "shutdown must not stop it again");
 }
 
@@ -301,7 +302,7 @@ Test(actor, first_exit_request_wins)
 	cr_assert_eq(w.down.code, 0);
 	pc_actor_release(a);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The watcher reads the exit code, which the stop handler does not see. */
@@ -335,7 +336,7 @@ static void check_error_stop(int code)
 	pc_actor_release(a);
 	pc_actor_release(b);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.stops, 1);
 	cr_assert_eq(other.reason, PC_EXIT_SHUTDOWN);
 }
@@ -364,7 +365,7 @@ Test(actor, stop_from_outside)
 	cr_assert_eq(pc_actor_stop(a, PC_EXIT_NORMAL), PC_ESTOPPED);
 	cr_assert_eq(LOAD(p.stops), 1);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(actor, stop_by_linked_failure)
@@ -383,7 +384,7 @@ Test(actor, stop_by_linked_failure)
 	quiesce(rt);
 	pc_actor_release(a);
 	pc_actor_release(b);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.stops, 1);
 	cr_assert_eq(q.stops, 1);
 }
@@ -400,7 +401,7 @@ Test(actor, stop_by_shutdown_while_idle)
 			pc_actor_release(a); /* the runtime still owns the living */
 	}
 	quiesce(rt);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(p[i].stops, 1);
 		cr_assert_eq(p[i].reason, PC_EXIT_SHUTDOWN);
@@ -425,7 +426,7 @@ Test(actor, stop_by_shutdown_while_busy)
 	cr_assert_eq(p.stops, 1);
 	cr_assert_eq(p.reason, PC_EXIT_SHUTDOWN);
 	pc_runtime_stop(rt); /* idempotent */
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.stops, 1);
 }
 
@@ -446,7 +447,7 @@ Test(actor, send_to_stopped_actor)
 	cr_assert_eq(stats(rt).dead_letters, dead0 + 2);
 	cr_assert_eq(LOAD(p.received), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Messages queued behind the one that stops the actor are freed and
@@ -481,7 +482,7 @@ static void check_backlog(bool release_first)
 		quiesce(rt);
 		cr_assert_eq(live_count(rt), 0);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(actor, backlog_of_zombie_is_dead_letters)
@@ -510,7 +511,7 @@ Test(actor, shutdown_frees_backlog)
 	/* What the actor did not handle was freed (LSan) and counted. */
 	cr_assert_eq((uint64_t)p.received + stats(rt).dead_letters, 200);
 	cr_assert_eq(p.stops, 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- references -------------------------------------------------------- */
@@ -538,7 +539,7 @@ Test(actor, reclaimed_after_last_reference)
 	pc_actor_release(extra[2]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(actor, released_before_stop_is_still_alive)
@@ -556,7 +557,7 @@ Test(actor, released_before_stop_is_still_alive)
 	quiesce(rt);
 	cr_assert_eq(LOAD(p.stops), 1);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Many cycles of spawn / use / stop / release, in every order, from the
@@ -599,7 +600,7 @@ Test(actor, spawn_stop_release_cycles)
 		cr_assert_eq(p[i].stops, 1);
 		cr_assert_eq(p[i].received, 1);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(p);
 }
 
@@ -653,7 +654,7 @@ Test(actor, spawn_and_stop_on_workers)
 	}
 	for (int k = 0; k < 2; k++)
 		pc_actor_release(sp[k]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Senders on several threads racing the actor's stop: every message is
@@ -700,7 +701,7 @@ Test(actor, senders_racing_stop)
 			     "handled %d + dead %llu != sent", p.received, (unsigned long long)dead);
 		cr_assert_eq(live_count(rt), 0);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Backpressure: producers that keep themselves busy (each turn ends with
@@ -762,5 +763,5 @@ Test(actor, self_driven_producers_are_muted)
 	for (int i = 0; i < BP_PRODUCERS; i++)
 		pc_actor_release(p[i]);
 	pc_actor_release(bp.consumer);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }

@@ -12,6 +12,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -252,7 +253,7 @@ Test(ask, ask_and_reply_between_actors)
 	cr_assert_not(pc_actor_stopped(asker), "asker failed");
 	pc_actor_release(asker);
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(a);
 }
 
@@ -268,7 +269,7 @@ Test(ask, reply_to_a_plain_message_is_einval)
 	cr_assert_eq(pc_reply(NULL, NULL), PC_EINVAL);
 	cr_assert_eq(pc_reply(NULL, pc_msg_new(1, 8)), PC_EINVAL); /* freed: LSan */
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* pc_ask with a bad target keeps no reference to the asker. */
@@ -298,7 +299,7 @@ Test(ask, failed_ask_leaks_no_reference)
 		cr_assert_eq(live_count(rt), 0, "the asker is still referenced");
 		free(a);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- pc_ask_sync ------------------------------------------------------- */
@@ -326,7 +327,7 @@ Test(ask, ask_sync_gets_the_reply)
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1, "the waiter actors are reclaimed");
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(ask, ask_sync_times_out_and_late_reply_is_harmless)
@@ -352,7 +353,7 @@ Test(ask, ask_sync_times_out_and_late_reply_is_harmless)
 	cr_assert_eq(pc_msg_u64(reply), 42);
 	pc_msg_free(reply);
 	pc_actor_release(server);
-	pc_runtime_free(rt); /* the kept requester is released by the stop handler */
+	FREE_RUNTIME_CHECKED(rt); /* the kept requester is released by the stop handler */
 }
 
 /* A target that stops without replying ends even an endless wait. */
@@ -370,7 +371,7 @@ Test(ask, ask_sync_target_stops_without_reply)
 	cr_assert_null(reply);
 	quiesce(rt);
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* A huge timeout means "wait", not "already expired". */
@@ -388,7 +389,7 @@ Test(ask, ask_sync_huge_timeout)
 		pc_msg_free(reply);
 	}
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Replies that arrive right around the timeout: either outcome is fine,
@@ -416,7 +417,7 @@ Test(ask, ask_sync_reply_racing_timeout)
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(ask, ask_sync_errors)
@@ -436,7 +437,7 @@ Test(ask, ask_sync_errors)
 	pc_actor_release(server);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(ask, ask_sync_on_worker_is_estate)
@@ -454,7 +455,7 @@ Test(ask, ask_sync_on_worker_is_estate)
 	cr_assert_eq(LOAD(a->rc), PC_ESTATE);
 	pc_actor_release(asker);
 	pc_actor_release(server);
-	pc_runtime_free(rt); /* LSan: the refused request was freed */
+	FREE_RUNTIME_CHECKED(rt); /* LSan: the refused request was freed */
 	free(a);
 }
 
@@ -489,7 +490,7 @@ Test(ask, ask_sync_from_blocking_pool)
 	cr_assert_eq(j.rc, 0);
 	cr_assert_eq(j.value, 16);
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Several outside threads asking at once. */
@@ -531,5 +532,5 @@ Test(ask, concurrent_ask_sync)
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
 	pc_actor_release(server);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }

@@ -16,15 +16,10 @@
 #include <unistd.h>
 
 #include "pincer.h"
+#include "leak_check.h"
 #include "actors/actor_internal.h"
 #include "runtime/runtime_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define ASSERT_NO_LEAKS() cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks (above)")
-#else
-#define ASSERT_NO_LEAKS() ((void)0)
-#endif
 
 static uint32_t failures;
 static char first_failure[256];
@@ -259,7 +254,7 @@ Test(blocking, results_come_back_as_messages)
 	cr_assert_eq(s.sent_external, n);
 	cr_assert_eq(ld(&c.others), 0);
 	pc_actor_release(col);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(jobs);
 	free(c.seen);
 	ASSERT_NO_LEAKS();
@@ -280,7 +275,7 @@ Test(blocking, done_counter_is_final_at_quiescence)
 			     round, s.blocking_done);
 		cr_assert_eq(j.fn_calls, 1);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(blocking, null_result_and_null_reply_to)
@@ -307,7 +302,7 @@ Test(blocking, null_result_and_null_reply_to)
 	cr_assert_eq(pc_blocking_submit(rt, NULL, NULL, &j[0], NULL), PC_EINVAL);
 	assert_no_failures();
 	pc_actor_release(col);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c.seen);
 	ASSERT_NO_LEAKS();
 }
@@ -352,7 +347,7 @@ Test(blocking, full_queue_is_busy)
 	cr_assert_eq(ld(&c.got), qcap + 2);
 	assert_no_failures();
 	pc_actor_release(col);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	gate_destroy(&g);
 	free(c.seen);
 	ASSERT_NO_LEAKS();
@@ -423,7 +418,7 @@ Test(blocking, queued_jobs_discarded_at_stop)
 		cr_assert_eq(ran, threads, "round %d: %u ran", round, ran);
 		cr_assert_eq(discarded, n - threads);
 		assert_no_failures();
-		pc_runtime_free(rt);
+		FREE_RUNTIME_CHECKED(rt);
 		gate_destroy(&g);
 		free(j);
 		free(c.seen);
@@ -478,7 +473,7 @@ Test(blocking, reply_to_reference_released)
 	cr_assert_eq(s.blocking_done, n);
 	cr_assert_eq(s.dead_letters, n / 2);
 	assert_no_failures();
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (uint32_t i = 0; i < n; i++)
 		free(c[i].seen);
 	free(c);
@@ -541,7 +536,7 @@ Test(blocking, concurrent_submitters)
 	pc_runtime_stats(rt, &st, NULL, 0);
 	cr_assert_eq(st.blocking_done, n);
 	pc_actor_release(col);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(jobs);
 	free(c.seen);
 	ASSERT_NO_LEAKS();
@@ -579,7 +574,7 @@ Test(blocking, jobs_run_in_parallel_up_to_the_bound)
 		cr_assert_eq(pc_runtime_wait_quiescent(rt, 10000), 0);
 		for (uint32_t i = 0; i < threads + 2; i++)
 			cr_assert_eq(j[i].fn_calls, 1);
-		pc_runtime_free(rt);
+		FREE_RUNTIME_CHECKED(rt);
 		gate_destroy(&g);
 	}
 	assert_no_failures();

@@ -17,6 +17,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -284,7 +285,7 @@ Test(deadline, fires_once_after_arm)
 	cr_assert_eq(cmd(a, &o, O_ARM, 5), 0);
 	AWAIT(LOAD(o.fired) == 2, 5000);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, zero_delay_fires)
@@ -295,7 +296,7 @@ Test(deadline, zero_delay_fires)
 	cr_assert_eq(cmd(a, &o, O_ARM, 0), 0);
 	AWAIT(LOAD(o.fired) == 1, 5000);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* "Never" (or close to it) must not wrap around into "now". */
@@ -319,7 +320,7 @@ Test(deadline, huge_delays_saturate)
 	quiesce(rt);
 	cr_assert_eq(LOAD(o.fired), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, rearm_supersedes)
@@ -337,7 +338,7 @@ Test(deadline, rearm_supersedes)
 	quiesce(rt);
 	cr_assert_eq(LOAD(o.fired), 1);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The old fire message is already in the owner's mailbox when it re-arms:
@@ -358,7 +359,7 @@ Test(deadline, rearm_makes_queued_fire_stale)
 	cr_assert_eq(LOAD(o.stale), 1);
 	cr_assert_eq(LOAD(o.fired), 1);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, burst_of_rearms_fires_once)
@@ -375,7 +376,7 @@ Test(deadline, burst_of_rearms_fires_once)
 		cr_assert_eq(LOAD(o.fired), round, "more than the newest arm fired");
 	}
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, extend_moves_it_later)
@@ -397,7 +398,7 @@ Test(deadline, extend_moves_it_later)
 	cr_assert_eq(LOAD(o.fired), 1);
 	cr_assert_eq(LOAD(o.stale), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, extend_after_fire_queued_is_stale_then_fires_later)
@@ -414,7 +415,7 @@ Test(deadline, extend_after_fire_queued_is_stale_then_fires_later)
 	AWAIT(LOAD(o.fired) == 1, 5000);
 	cr_assert_geq(o.fired_at, due2);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, cancel_prevents_firing)
@@ -442,7 +443,7 @@ Test(deadline, cancel_prevents_firing)
 	cr_assert_eq(LOAD(o.fired), 0);
 	cr_assert_eq(LOAD(o.stale), stale0 + 1);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, fired_rejects_other_messages)
@@ -463,7 +464,7 @@ Test(deadline, fired_rejects_other_messages)
 	pc_deadline_t *d = (pc_deadline_t *)1;
 	cr_assert_eq(pc_deadline_new(NULL, FIRE, &d), PC_EINVAL);
 	pc_actor_release(a);
-	pc_runtime_free(rt); /* armed at shutdown: LSan */
+	FREE_RUNTIME_CHECKED(rt); /* armed at shutdown: LSan */
 }
 
 Test(deadline, free_stops_the_timer_actor)
@@ -477,7 +478,7 @@ Test(deadline, free_stops_the_timer_actor)
 	cr_assert_eq(LOAD(o.fired), 0);
 	cr_assert_eq(live_count(rt), 1, "only the owner is left");
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The owner stops without freeing its deadline: the timer actor notices
@@ -501,7 +502,7 @@ Test(deadline, timer_actor_stops_with_owner)
 	pc_deadline_free(d);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The usual way: the owner frees its deadline in its stop handler. */
@@ -518,7 +519,7 @@ Test(deadline, owner_frees_on_stop)
 		quiesce(rt);
 		cr_assert_eq(live_count(rt), 0, "round %d", i);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(deadline, shutdown_with_armed_deadlines)
@@ -532,7 +533,7 @@ Test(deadline, shutdown_with_armed_deadlines)
 		pc_actor_release(a);
 	}
 	sleep_ms(20);
-	pc_runtime_free(rt); /* LSan: handles, timer actors, runtime timers */
+	FREE_RUNTIME_CHECKED(rt); /* LSan: handles, timer actors, runtime timers */
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(o[i].stops, 1);
 }
@@ -594,5 +595,5 @@ Test(deadline, two_deadlines_share_a_fire_type)
 	cr_assert_eq(LOAD(t.near_fired), 1);
 	cr_assert_eq(LOAD(t.stale), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }

@@ -13,6 +13,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -257,7 +258,7 @@ static void check_chain_failure(int failing)
 	/* The links' mutual references are gone with them. */
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, abnormal_exit_propagates_along_chain)
@@ -284,7 +285,7 @@ Test(links, killed_and_shutdown_propagate)
 		cr_assert_eq(LOAD(p.reason), PC_EXIT_LINKED);
 		pc_actor_release(a);
 		pc_actor_release(b);
-		pc_runtime_free(rt);
+		FREE_RUNTIME_CHECKED(rt);
 	}
 }
 
@@ -318,7 +319,7 @@ Test(links, normal_exit_does_not_propagate)
 		pc_actor_release(a[i]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, trap_exit_turns_exit_into_message)
@@ -348,7 +349,7 @@ Test(links, trap_exit_turns_exit_into_message)
 	pc_actor_release(a);
 	pc_actor_release(b);
 	pc_actor_release(c);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	cr_assert_eq(p.reason, PC_EXIT_SHUTDOWN);
 }
 
@@ -366,7 +367,7 @@ Test(links, trap_exit_off_again)
 	cr_assert_eq(LOAD(p.exits), 0);
 	pc_actor_release(a);
 	pc_actor_release(b);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, link_to_stopped_actor_acts_at_once)
@@ -413,7 +414,7 @@ Test(links, link_to_stopped_actor_acts_at_once)
 		pc_actor_release(all[i]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 3, "the stopped ones are reclaimed, links included");
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, bad_arguments)
@@ -426,7 +427,7 @@ Test(links, bad_arguments)
 	cr_assert_eq(do_with(rt, a, &p, T_MONITOR, a), PC_EINVAL);
 	cr_assert_eq(do_with(rt, a, &p, T_MONITOR, NULL), PC_EINVAL);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, double_link_breaks_once)
@@ -446,7 +447,7 @@ Test(links, double_link_breaks_once)
 	pc_actor_release(b);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(links, unlink_stops_propagation)
@@ -470,7 +471,7 @@ Test(links, unlink_stops_propagation)
 	pc_actor_release(c);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 2);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The partner has already stopped and its exit signal is in our mailbox
@@ -503,7 +504,7 @@ Test(links, unlink_after_partner_died_but_before_signal_handled)
 		quiesce(rt);
 		cr_assert_eq(live_count(rt), 0);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- monitors ---------------------------------------------------------- */
@@ -531,7 +532,7 @@ Test(monitors, down_carries_ref_id_reason_code)
 	pc_actor_release(target);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, down_for_each_reason)
@@ -552,7 +553,7 @@ Test(monitors, down_for_each_reason)
 		pc_actor_release(target);
 	}
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, monitor_stopped_actor_gives_down_at_once)
@@ -573,7 +574,7 @@ Test(monitors, monitor_stopped_actor_gives_down_at_once)
 	pc_actor_release(target);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, demonitor_prevents_down)
@@ -594,7 +595,7 @@ Test(monitors, demonitor_prevents_down)
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1, "the demonitored target is not kept alive");
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The DOWN is already in the watcher's mailbox when it demonitors: it
@@ -617,7 +618,7 @@ Test(monitors, demonitor_drops_down_in_flight)
 	pc_actor_release(target);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, watcher_stops_first)
@@ -640,7 +641,7 @@ Test(monitors, watcher_stops_first)
 	pc_actor_release(target);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, many_watchers_one_target)
@@ -678,7 +679,7 @@ Test(monitors, many_watchers_one_target)
 		pc_actor_release(watchers[i]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), N);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Watchers and links formed and broken concurrently with the targets'
@@ -710,7 +711,7 @@ Test(monitors, churn)
 		for (int i = 0; i < N; i++)
 			cr_assert_eq(p[i].stops, 1);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(monitors, shutdown_with_links_and_monitors)
@@ -729,7 +730,7 @@ Test(monitors, shutdown_with_links_and_monitors)
 	quiesce(rt);
 	for (int i = 0; i < N; i++)
 		pc_actor_release(a[i]);
-	pc_runtime_free(rt); /* LSan: every link and monitor freed */
+	FREE_RUNTIME_CHECKED(rt); /* LSan: every link and monitor freed */
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(p[i].stops, 1);
 		cr_assert_eq(p[i].reason, PC_EXIT_SHUTDOWN);

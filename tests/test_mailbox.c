@@ -24,17 +24,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "leak_check.h"
 #include "mailbox/mailbox_internal.h"
 #include "mailbox/msg_internal.h"
 
 /* Criterion does not fail a test for leaks LSan reports at exit, so the
  * tests that promise "no leak" ask LSan themselves. */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define ASSERT_NO_LEAKS() cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks (above)")
-#else
-#define ASSERT_NO_LEAKS() ((void)0)
-#endif
 
 /* ---- helpers ---------------------------------------------------------- */
 

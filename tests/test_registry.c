@@ -13,6 +13,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -178,7 +179,7 @@ Test(registry, register_whereis_unregister)
 	AWAIT(LOAD(p.received) == 1, 5000);
 	pc_actor_release(a);
 	pc_actor_release(b);
-	pc_runtime_free(rt); /* LSan: the registry's entries and references */
+	FREE_RUNTIME_CHECKED(rt); /* LSan: the registry's entries and references */
 }
 
 Test(registry, errors)
@@ -217,7 +218,7 @@ Test(registry, errors)
 	pc_actor_release(c);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 2);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(registry, holds_its_own_reference)
@@ -238,7 +239,7 @@ Test(registry, holds_its_own_reference)
 	pc_actor_release(f);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(registry, auto_unregister_on_stop)
@@ -257,7 +258,7 @@ Test(registry, auto_unregister_on_stop)
 	}
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* The name is gone before the monitors hear of the stop, so whoever reacts
@@ -285,7 +286,7 @@ Test(registry, name_free_when_down_arrives)
 	cr_assert_eq(LOAD(w.reregistered), ROUNDS);
 	cr_assert_eq(LOAD(w.stops), 0);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(registry, many_names)
@@ -322,7 +323,7 @@ Test(registry, many_names)
 		pc_actor_release(a[i]);
 	}
 	free(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- races ------------------------------------------------------------- */
@@ -398,7 +399,7 @@ Test(registry, concurrent_registration_one_wins)
 	}
 	for (int i = 0; i < THREADS; i++)
 		pc_actor_release(a[i]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Registration, lookup and unregistration from several threads while the
@@ -477,5 +478,5 @@ Test(registry, churn_with_stopping_actors)
 		pc_actor_release(a[i]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), N / 2);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "leak_check.h"
 #include "runtime/runtime_internal.h"
 
 static uint64_t top_seed;
@@ -116,7 +117,7 @@ Test(runq, fifo_for_the_owner)
 		cr_assert_null(pc__runq_pop(w));
 	}
 	cr_assert_null(pc__inject_pop(rt), "nothing may have overflowed");
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(runq, overflow_moves_half_to_inject)
@@ -146,7 +147,7 @@ Test(runq, overflow_moves_half_to_inject)
 		cr_assert_eq(index_of(a), i);
 	}
 	cr_assert_null(pc__runq_pop(w));
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* Thousands of entries through overflow: the injection queue grows and
@@ -202,7 +203,7 @@ Test(runq, inject_grows_and_keeps_order)
 	cr_assert_null(pc__runq_pop(w));
 	free(ring);
 	free(inj);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(runq, steal_takes_half_and_runs_the_newest)
@@ -237,7 +238,7 @@ Test(runq, steal_takes_half_and_runs_the_newest)
 	cr_assert_eq(index_of(a), 9);
 	cr_assert_eq(pc__runq_len(&t->runq), 2);
 	cr_assert_eq(pc__runq_len(&v->runq), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(runq, steal_bounded_by_thief_room)
@@ -259,7 +260,7 @@ Test(runq, steal_bounded_by_thief_room)
 	cr_assert_null(pc__runq_steal(t, v));
 	cr_assert_eq(pc__runq_len(&v->runq), 98);
 	cr_assert_null(pc__inject_pop(rt));
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- concurrent: owners, thieves, overflow, injection ----------------- */

@@ -20,15 +20,10 @@
 #include <unistd.h>
 
 #include "pincer.h"
+#include "leak_check.h"
 #include "actors/actor_internal.h"
 #include "runtime/runtime_internal.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#define ASSERT_NO_LEAKS() cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks (above)")
-#else
-#define ASSERT_NO_LEAKS() ((void)0)
-#endif
 
 /* TSan runs several times slower: scale the stress loops down there. */
 #if defined(__SANITIZE_THREAD__)
@@ -410,7 +405,7 @@ static void exactly_once_cfg(uint32_t workers, uint32_t batch, uint32_t nexterna
 		pc_actor_release(targets[t]);
 	for (uint32_t i = 0; i < nproducers; i++)
 		pc_actor_release(producers[i]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (uint32_t t = 0; t < ntargets; t++)
 		free(tg[t].next_seq);
 	free(pr);
@@ -528,7 +523,7 @@ static void no_lost_wakeup_cfg(uint32_t workers, uint32_t spin_rounds, uint32_t 
 		cr_assert_geq(t.wakeups, iterations, "each quiet send needs a wake-up");
 	for (uint32_t i = 0; i < chain_len; i++)
 		pc_actor_release(chain[i]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	waiter_destroy(&done);
 	free(st);
 	free(chain);
@@ -598,7 +593,7 @@ Test(scheduler, chains_go_idle_and_wake)
 			cr_assert_eq(st[c][i].handled, rounds);
 			pc_actor_release(ch[c][i]);
 		}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	waiter_destroy(&done);
 }
 
@@ -721,7 +716,7 @@ static void fairness(uint32_t workers, uint32_t nflooders, uint64_t exchanges)
 		pc_actor_release(fa[i]);
 	pc_actor_release(pa);
 	pc_actor_release(pb);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	waiter_destroy(&done);
 	free(fs);
 	free(fa);
@@ -821,7 +816,7 @@ Test(scheduler, quiescence)
 	pc_actor_release(fa);
 	pc_runtime_stop(rt);
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 10), PC_ESTATE, "stopped");
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- counters ---------------------------------------------------------- */
@@ -900,7 +895,7 @@ Test(scheduler, counters_add_up)
 	pc_actor_release(x);
 	pc_actor_release(y);
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 30000), 0);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	ASSERT_NO_LEAKS();
 }
 
@@ -944,7 +939,7 @@ static void worker_count(uint32_t workers)
 		pc_actor_release(a[i]);
 	}
 	assert_no_failures();
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(scheduler, one_worker)
@@ -963,7 +958,7 @@ Test(scheduler, default_worker_count_is_online_cpus)
 	cr_assert_eq(pc_runtime_new(NULL, &rt), 0);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	cr_assert_eq(pc_runtime_workers(rt), cpus > 0 ? (uint32_t)cpus : 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- lifecycles -------------------------------------------------------- */
@@ -1018,7 +1013,7 @@ Test(scheduler, start_stop_many_runtimes)
 		cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
 		uint32_t mode = it % 4;
 		if (mode == 0) { /* never started */
-			pc_runtime_free(rt);
+			FREE_RUNTIME_CHECKED(rt);
 			continue;
 		}
 		enum { N = 8 };
@@ -1055,9 +1050,9 @@ Test(scheduler, start_stop_many_runtimes)
 		cr_assert_eq(pc_spawn(rt, &life_beh, &lst, &late), PC_ESTOPPED);
 		cr_assert_null(late);
 		cr_assert_eq(pc_runtime_start(rt), PC_ESTATE);
-		pc_runtime_free(rt);
+		FREE_RUNTIME_CHECKED(rt);
 	}
-	pc_runtime_free(NULL);
+	FREE_RUNTIME_CHECKED(NULL);
 	assert_no_failures();
 	ASSERT_NO_LEAKS();
 }
@@ -1122,7 +1117,7 @@ static void stop_while_busy(uint32_t workers, uint32_t nactors, uint32_t seeds_e
 	assert_no_failures();
 	/* The references still held (odd indices) died with the runtime:
 	 * handles are invalid after stop, so they are not released. */
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(st);
 	free(a);
 	free(stable);
@@ -1245,7 +1240,7 @@ static void backpressure(uint32_t workers, uint32_t chunk)
 	for (int i = 0; i < BP_PRODUCERS; i++)
 		pc_actor_release(pa[i]);
 	pc_actor_release(sh.consumer);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(scheduler, backpressure_bounds_a_flooded_consumer)
@@ -1326,7 +1321,7 @@ static void idle_workers_park(uint32_t workers)
 	for (int i = 0; i < N; i++)
 		pc_actor_release(a[i]);
 	assert_no_failures();
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(scheduler, idle_workers_park_2)

@@ -1,5 +1,6 @@
 #include <criterion/criterion.h>
 #include "pincer.h"
+#include "leak_check.h"
 static int recv_count(pc_ctx_t *ctx, void *st, pc_msg_t *m) { (void)ctx; __atomic_fetch_add((int*)st, (int)pc_msg_u64(m), __ATOMIC_RELAXED); return 0; }
 static const pc_behavior_t B = {"count", recv_count, NULL};
 Test(smoke, send) {
@@ -10,5 +11,5 @@ Test(smoke, send) {
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0);
 	cr_assert_eq(n, 1000);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }

@@ -14,6 +14,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -275,7 +276,7 @@ Test(supervisor, one_for_one_restarts_only_the_failed_child)
 	pc_actor_release(sup);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0, "the tree was reclaimed");
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < 3; i++)
 		free(c[i]);
 }
@@ -314,7 +315,7 @@ Test(supervisor, one_for_all_restarts_all)
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(LOAD(c[i]->starts), 3);
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(c[i]->probe[2].reason, PC_EXIT_SHUTDOWN);
 		free(c[i]);
@@ -334,7 +335,7 @@ Test(supervisor, permanent_restarts_after_normal_exit)
 	pc_actor_release(a);
 	pc_actor_release(current(rt, c, 2));
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 }
 
@@ -358,7 +359,7 @@ Test(supervisor, transient_restarts_only_after_failure)
 	cr_assert_eq(LOAD(c->starts), 3);
 	cr_assert_null(pc_whereis(rt, "trans"));
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 
 	/* Normal exit: not restarted. */
@@ -375,7 +376,7 @@ Test(supervisor, transient_restarts_only_after_failure)
 	cr_assert_eq(LOAD(c->attempts), 1);
 	cr_assert_not(pc_actor_stopped(sup));
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 }
 
@@ -393,7 +394,7 @@ Test(supervisor, temporary_never_restarts)
 	cr_assert_null(pc_whereis(rt, "temp"));
 	/* Under one-for-all too, a temporary child is not brought back. */
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(t);
 	free(p);
 
@@ -412,7 +413,7 @@ Test(supervisor, temporary_never_restarts)
 	cr_assert_eq(LOAD(t->attempts), 1);
 	cr_assert_eq(LOAD(p->attempts), 1);
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(t);
 	free(p);
 }
@@ -447,7 +448,7 @@ Test(supervisor, intensity_limit_stops_supervisor)
 	pc_actor_release(watcher);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 	free(b);
 }
@@ -467,7 +468,7 @@ Test(supervisor, zero_restarts_allowed)
 	cr_assert_eq(LOAD(c->attempts), 1);
 	pc_actor_release(sup);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 }
 
@@ -486,7 +487,7 @@ Test(supervisor, restarts_spread_over_time_are_fine)
 	cr_assert_not(pc_actor_stopped(sup));
 	cr_assert_eq(LOAD(c->starts), 5);
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 }
 
@@ -521,7 +522,7 @@ Test(supervisor, nested_supervisors)
 	cr_assert_not(pc_actor_stopped(inner));
 	pc_actor_release(inner);
 	pc_actor_release(outer);
-	pc_runtime_free(rt); /* the whole tree, at shutdown */
+	FREE_RUNTIME_CHECKED(rt); /* the whole tree, at shutdown */
 	cr_assert_eq(leaf->probe[2].stops, 1);
 	cr_assert_eq(leaf->probe[2].reason, PC_EXIT_SHUTDOWN);
 	free(leaf);
@@ -554,7 +555,7 @@ Test(supervisor, child_start_failure_at_init)
 	pc_actor_release(watcher);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 1);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < 3; i++)
 		free(c[i]);
 }
@@ -578,7 +579,7 @@ Test(supervisor, restart_failure_stops_supervisor)
 	cr_assert_eq(b->probe[0].reason, PC_EXIT_SHUTDOWN);
 	pc_actor_release(sup);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 	free(b);
 }
@@ -604,7 +605,7 @@ Test(supervisor, child_dying_during_start_is_restarted)
 	cr_assert_eq(c->probe[0].reason, PC_EXIT_ERROR);
 	pc_actor_release(sup);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free(c);
 }
 
@@ -624,7 +625,7 @@ Test(supervisor, bad_specs)
 	spec.children = NULL;
 	cr_assert_eq(pc_supervisor_start(rt, &spec, &sup), 0);
 	pc_actor_release(sup);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* ---- stress ------------------------------------------------------------ */
@@ -653,7 +654,7 @@ Test(supervisor, named_restart_churn)
 	cr_assert_eq(LOAD(w.downs), 0);
 	pc_actor_release(sup);
 	pc_actor_release(watcher);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int i = 0; i < N; i++) {
 		for (int k = 0; k < ROUNDS; k++)
 			cr_assert_eq(c[i]->probe[k].reason, PC_EXIT_ERROR);

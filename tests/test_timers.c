@@ -17,6 +17,7 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
+#include "leak_check.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -277,7 +278,7 @@ Test(timers, order_within_one_batch)
 	for (uint32_t k = 0; k < N; k++)
 		cr_assert_eq(r->order[k], k + 1, "position %u holds timer %u", k, r->order[k]);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -314,7 +315,7 @@ Test(timers, order_and_never_early)
 	}
 	cr_assert_eq(stats(rt).timers_fired, (uint64_t)N * REP);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -326,7 +327,7 @@ Test(timers, timer_from_a_worker)
 	cr_assert_eq(pc_send_u64(a, T_ARM_SELF, 3), 0);
 	AWAIT(LOAD(r->count[3]) == 1, 5000);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -347,7 +348,7 @@ Test(timers, wait_quiescent_waits_for_timers)
 	cr_assert(pc_timer_cancel(rt, id));
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 10000), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -378,7 +379,7 @@ Test(timers, cancel_before_fire)
 	cr_assert_not(pc_timer_cancel(rt, ((uint64_t)7 << 32) | 1));
 	cr_assert_not(pc_timer_cancel(NULL, ids[1]));
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -396,7 +397,7 @@ Test(timers, stale_id_does_not_cancel_reused_slot)
 	AWAIT(LOAD(r->count[2]) == 1, 5000);
 	cr_assert_not(pc_timer_cancel(rt, t2));
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -427,7 +428,7 @@ Test(timers, cancel_stale_from_inside)
 		cr_assert_eq(live_count(rt), 0);
 		free_rec(r);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 Test(timers, cancel_stale_from_outside)
@@ -454,7 +455,7 @@ Test(timers, cancel_stale_from_outside)
 		cr_assert_eq(live_count(rt), 0);
 		free_rec(r);
 	}
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 }
 
 /* 100,000 timers with random delays, a random half of them cancelled
@@ -519,7 +520,7 @@ Test(timers, many_random_timers_with_cancels, .timeout = 120)
 	cr_assert_eq(stats(rt).timers_fired - fired0, delivered);
 	for (int t = 0; t < TARGETS; t++)
 		pc_actor_release(a[t]);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	for (int t = 0; t < TARGETS; t++)
 		free_rec(r[t]);
 	free(ids);
@@ -551,7 +552,7 @@ Test(timers, every_repeats_skips_and_cancels_from_inside)
 	cr_assert_eq(pending_timers(rt), 0);
 	cr_assert_not(pc_timer_cancel(rt, id));
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -575,7 +576,7 @@ Test(timers, every_cancel_from_outside)
 	cr_assert_eq(LOAD(r->total), n);
 	cr_assert_eq(pending_timers(rt), 0);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -595,7 +596,7 @@ Test(timers, bad_arguments)
 	cr_assert_eq(pc_timer_after(a, UINT64_MAX / 2, tick(0), &id), 0);
 	cr_assert(pc_timer_cancel(rt, id));
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -617,7 +618,7 @@ Test(timers, one_shot_to_stopped_target_is_released)
 	cr_assert_eq(stats(rt).dead_letters, dead0 + 1);
 	cr_assert_eq(r->count[1], 0);
 	cr_assert_eq(live_count(rt), 0, "the timer kept its stopped target");
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -637,7 +638,7 @@ Test(timers, periodic_to_stopped_target_is_released)
 	cr_assert_eq(pending_timers(rt), 0);
 	cr_assert_eq(live_count(rt), 0);
 	cr_assert_not(pc_timer_cancel(rt, id));
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 }
 
@@ -661,7 +662,7 @@ Test(timers, pending_timers_freed_at_stop)
 	STORE(b->gate, 1);
 	pc_actor_release(a);
 	pc_actor_release(busy);
-	pc_runtime_free(rt); /* LSan: entries, messages, templates, targets */
+	FREE_RUNTIME_CHECKED(rt); /* LSan: entries, messages, templates, targets */
 	free_rec(r);
 	free_rec(b);
 }
@@ -714,7 +715,7 @@ Test(timers, concurrent_arm_and_cancel)
 	for (uint32_t i = 0; i < N; i++)
 		cr_assert_eq(r->count[i], cancelled[i] ? 0 : 1, "timer %u", i);
 	pc_actor_release(a);
-	pc_runtime_free(rt);
+	FREE_RUNTIME_CHECKED(rt);
 	free_rec(r);
 	free(ids);
 	free(cancelled);
