@@ -55,6 +55,21 @@ void pc__msg_dispose(pc_runtime_t *rt, pc_msg_t *m)
 	pc_msg_free(m);
 }
 
+/* The mailbox depth, approximate while others push. */
+static uint32_t depth_of(const pc_actor_t *a)
+{
+	return pc_atomic_load_u32(&a->pushed) - pc_atomic_load_u32(&a->popped);
+}
+
+/* Every push goes through here, so `pushed` counts them all. Returns the
+ * depth before this push and whether the actor must now be scheduled. */
+static uint32_t enqueue(pc_actor_t *a, pc_msg_t *m, bool *schedule)
+{
+	uint32_t d = pc_atomic_faa_u32(&a->pushed, 1) - pc_atomic_load_u32(&a->popped);
+	*schedule = pc__mailbox_push(&a->mq, m);
+	return d;
+}
+
 int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out)
 {
 	if (!rt || !b || !b->receive || !out)
@@ -73,6 +88,8 @@ int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t *
 	pc__mailbox_init(&a->mq, &a->stub);
 	a->aflags = 0;
 	a->refs = 2;
+	a->pushed = 0;
+	a->popped = 0;
 	a->beh = b;
 	a->state = state;
 	a->rt = rt;
@@ -106,7 +123,9 @@ void pc_actor_release(pc_actor_t *a)
 	 * is out of the mailbox (an actor stops only while handling a
 	 * message, and the first pop retires the stub). */
 	a->stub.type = PC__MSG_DESTROY;
-	if (pc__mailbox_push(&a->mq, &a->stub))
+	bool schedule;
+	enqueue(a, &a->stub, &schedule);
+	if (schedule)
 		pc__schedule(a->rt, a);
 }
 
@@ -151,18 +170,20 @@ int pc_send(pc_actor_t *to, pc_msg_t *m)
 		return PC_ESTOPPED;
 	}
 	pc__worker_t *w = pc__current_worker();
+	bool schedule;
+	uint32_t depth = enqueue(to, m, &schedule);
 	if (w && w->rt == rt) {
 		count(&w->c.sent);
 		pc_ctx_t *ctx = &w->ctx;
 		ctx->sends++;
-		/* Backpressure: remember an overloaded receiver; the sender is
-		 * held back at the end of its turn (see end_turn). */
-		if ((f & PC__AF_OVERLOADED) && ctx->actor && ctx->actor != to && !ctx->mute_target)
+		/* Backpressure: remember a receiver that is too far behind; the
+		 * sender is held back at the end of its turn (see end_turn). */
+		if (depth >= PC__DEPTH_HIGH && ctx->actor && ctx->actor != to && !ctx->mute_target)
 			ctx->mute_target = pc_actor_retain(to);
 	} else {
 		pc_atomic_faa_u64(&rt->ext_sent, 1);
 	}
-	if (pc__mailbox_push(&to->mq, m))
+	if (schedule)
 		pc__schedule(rt, to);
 	return 0;
 }
@@ -311,6 +332,7 @@ static void destroy(pc__worker_t *w, pc_actor_t *a)
 	pc__actor_free(w->rt, w, a);
 }
 
+/* Holds `self` back in target's muted list while the target is deep. */
 static bool try_mute(pc_actor_t *self, pc_actor_t *target)
 {
 	pc__actor_ext_t *x = pc__actor_ext(target);
@@ -318,8 +340,11 @@ static bool try_mute(pc_actor_t *self, pc_actor_t *target)
 		return false;
 	bool muted = false;
 	pthread_mutex_lock(&x->lock);
-	if (!x->dead && (pc_atomic_load_u32(&target->aflags) & PC__AF_OVERLOADED))
-		muted = pc__vec_add(&x->muted, 0, self, NULL) == 0;
+	if (!x->dead && depth_of(target) >= PC__DEPTH_HIGH &&
+	    pc__vec_add(&x->muted, 0, self, NULL) == 0) {
+		pc_atomic_or_u32(&target->aflags, PC__AF_HAS_MUTED);
+		muted = true;
+	}
 	pthread_mutex_unlock(&x->lock);
 	return muted;
 }
@@ -377,32 +402,26 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 	int r;
 	if (gone) {
 		destroy(w, a);
-		r = PC__TURN_GONE;
-	} else if (!drained) {
-		/* More is waiting. A full batch marks the actor overloaded:
-		 * its senders get held back. An overloaded actor is never muted
-		 * itself, which breaks muting cycles. */
-		if (n == batch)
-			pc_atomic_or_u32(&a->aflags, PC__AF_OVERLOADED);
-		if (target && !stopped && !(pc_atomic_load_u32(&a->aflags) & PC__AF_OVERLOADED) &&
-		    try_mute(a, target)) {
-			count(&w->c.mutes);
-			r = PC__TURN_MUTED;
-		} else {
-			r = PC__TURN_AGAIN;
-		}
-	} else {
-		if (pc_atomic_load_u32(&a->aflags) & PC__AF_OVERLOADED) {
-			pc_atomic_and_u32(&a->aflags, ~(uint32_t)PC__AF_OVERLOADED);
+		pc_actor_release(target);
+		return PC__TURN_GONE;
+	}
+	pc_atomic_store_u32(&a->popped, a->popped + n);
+	uint32_t depth = depth_of(a);
+	/* Caught up: let the senders held back on us go. */
+	if (depth < PC__DEPTH_LOW && (pc_atomic_load_u32(&a->aflags) & PC__AF_HAS_MUTED))
+		pc__unmute_all(a);
+	if (drained && pc__mailbox_mark_empty(&a->mq)) {
+		r = PC__TURN_IDLE;
+	} else if (target && !stopped && depth < PC__DEPTH_HIGH && try_mute(a, target)) {
+		/* Held back. A deep actor is never muted (it must drain), and a
+		 * muted one lets its own senders go, so holding back can never
+		 * close a cycle. */
+		count(&w->c.mutes);
+		if (pc_atomic_load_u32(&a->aflags) & PC__AF_HAS_MUTED)
 			pc__unmute_all(a);
-		}
-		if (pc__mailbox_mark_empty(&a->mq))
-			r = PC__TURN_IDLE;
-		else if (target && !stopped && try_mute(a, target)) {
-			count(&w->c.mutes);
-			r = PC__TURN_MUTED;
-		} else
-			r = PC__TURN_AGAIN;
+		r = PC__TURN_MUTED;
+	} else {
+		r = PC__TURN_AGAIN;
 	}
 	pc_actor_release(target);
 	return r;
@@ -416,6 +435,7 @@ void pc__unmute_all(pc_actor_t *a)
 	pthread_mutex_lock(&x->lock);
 	pc__actor_vec_t muted = x->muted;
 	memset(&x->muted, 0, sizeof(x->muted));
+	pc_atomic_and_u32(&a->aflags, ~(uint32_t)PC__AF_HAS_MUTED);
 	pthread_mutex_unlock(&x->lock);
 	pc__worker_t *w = pc__current_worker();
 	for (uint32_t i = 0; i < muted.n; i++) {

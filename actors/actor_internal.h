@@ -17,7 +17,7 @@ enum {
 
 /* Shared flags (atomic). */
 enum {
-	PC__AF_OVERLOADED = 1u << 0, /* ended a turn with a full batch */
+	PC__AF_HAS_MUTED = 1u << 0,  /* senders are held in ext->muted */
 	PC__AF_STOPPED = 1u << 1,    /* the stop handler has run */
 	PC__AF_TRAP_EXIT = 1u << 2,  /* links deliver PC_MSG_EXIT */
 };
@@ -47,8 +47,12 @@ typedef struct pc__actor_ext {
 
 struct pc_actor {
 	pc__mailbox_t mq;        /* head is written by every sender ... */
-	uint32_t aflags;         /* ... and these two sit on the same line */
+	uint32_t aflags;         /* ... and these sit on the same line */
 	uint32_t refs;
+	uint32_t pushed;         /* messages ever pushed (atomic add by senders) */
+	uint32_t popped;         /* messages ever popped (stored by the consumer);
+				  * pushed - popped is the mailbox depth, and
+				  * the consumer pays no atomic for it */
 	const pc_behavior_t *beh;
 	void *state;
 	pc_runtime_t *rt;

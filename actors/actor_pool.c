@@ -43,10 +43,16 @@ int pc__actor_pool_new(pc_runtime_t *rt)
 /* Lock held. Up to `want` free slots, linked, into *mag. */
 static void fill(struct pc__actor_pool *p, pc__mag_t *mag, uint32_t want)
 {
-	if (p->nmags > 0) {
-		mag->top = p->mags[--p->nmags];
-		mag->n = MAG_SLOTS;
-		return;
+	if (p->nmags > 0 && (want == MAG_SLOTS || p->loose.n == 0)) {
+		void *top = p->mags[--p->nmags];
+		if (want == MAG_SLOTS) {
+			mag->top = top;
+			mag->n = MAG_SLOTS;
+			return;
+		}
+		/* A single slot wanted: the rest of the magazine stays loose. */
+		p->loose.top = top;
+		p->loose.n = MAG_SLOTS;
 	}
 	while (mag->n < want && p->loose.n > 0) {
 		void *s = p->loose.top;

@@ -20,6 +20,10 @@
 #define PC__INJECT_EVERY 61u   /* ticks between fairness checks of inject */
 #define PC__ID_BLOCK 1024u     /* ids a worker takes from the global counter */
 #define PC__SENDS_PER_BATCH 4u /* a turn ends after batch * this many sends */
+/* Backpressure: a mailbox this deep holds its (actor) senders back until
+ * it is down to PC__DEPTH_LOW. */
+#define PC__DEPTH_HIGH 1024u
+#define PC__DEPTH_LOW 256u
 
 enum { PC__RT_NEW, PC__RT_RUNNING, PC__RT_STOPPING, PC__RT_STOPPED };
 

@@ -872,8 +872,10 @@ Test(scheduler, counters_add_up)
 	cr_assert_eq(t.s.dead_letters, 0);
 	cr_assert_eq(t.s.timers_fired, 0);
 	cr_assert_eq(t.s.blocking_done, 0);
+	/* At least one turn each; no upper bound: a turn that finds a push
+	 * half done (the producer preempted between its exchange and its
+	 * link) ends empty and the actor runs again. */
 	cr_assert_geq(t.turns, 2);
-	cr_assert_leq(t.turns, 2 * n);
 	/* Stop both; the stop requests are messages sent from outside, not
 	 * handled by the behaviour. */
 	cr_assert_eq(pc_actor_stop(x, PC_EXIT_NORMAL), 0);
