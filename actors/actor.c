@@ -470,13 +470,20 @@ static void shutdown_drain(pc_actor_t *a, void *arg)
 	pc__actor_ext_free(a);
 }
 
-/* Shutdown, after every thread has stopped: stop handlers for the living,
- * then every mailbox drained (releasing what messages hold) while all actor
- * memory still exists. pc__actors_free then frees the memory. */
-void pc__actors_shutdown(pc_runtime_t *rt)
+/* Shutdown, once the workers have stopped: stop handlers for the living.
+ * Blocking jobs may still be sending meanwhile; sends to stopped actors
+ * are dead letters. */
+void pc__actors_stop_all(pc_runtime_t *rt)
 {
 	struct pc_ctx ctx = {.rt = rt};
 	pc__actor_pool_each(rt, shutdown_stop, &ctx);
+}
+
+/* Then, with no other thread left: every mailbox drained (releasing what
+ * messages hold) while all actor memory still exists. pc__actors_free then
+ * frees the memory. */
+void pc__actors_drain(pc_runtime_t *rt)
+{
 	pc__registry_free(rt);
 	pc__actor_pool_each(rt, shutdown_drain, NULL);
 }

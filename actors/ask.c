@@ -65,7 +65,17 @@ static void waiter_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)ctx;
 	(void)reason;
-	waiter_release(state);
+	waiter_t *w = state;
+	/* Stopped before any answer (the runtime is shutting down): the
+	 * caller must not wait for one. */
+	pthread_mutex_lock(&w->lock);
+	if (!w->done) {
+		w->result = PC_ESTOPPED;
+		w->done = true;
+		pthread_cond_signal(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	waiter_release(w);
 }
 
 static const pc_behavior_t waiter_behavior = {"ask_sync", waiter_receive, waiter_stop};
@@ -122,11 +132,7 @@ int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **re
 	msg->corr = w->corr;
 	rc = pc_send(to, msg);
 	if (rc == 0) {
-		/* UINT64_MAX waits for ever; so does a timeout too long to
-		 * express (it must not wrap around into the past). */
-		uint64_t now = pc__now_ns(), deadline = UINT64_MAX;
-		if (timeout_ms >= 0 && (uint64_t)timeout_ms < (UINT64_MAX - now) / 1000000u)
-			deadline = now + (uint64_t)timeout_ms * 1000000u;
+		uint64_t deadline = pc__deadline_ns(timeout_ms);
 		pthread_mutex_lock(&w->lock);
 		while (!w->done) {
 			if (deadline == UINT64_MAX) {

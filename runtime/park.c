@@ -183,7 +183,7 @@ int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms)
 		return PC_EINVAL;
 	if (pc__current_worker())
 		return PC_ESTATE;
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : pc__now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t deadline = pc__deadline_ns(timeout_ms);
 	int rc = 0;
 	pc_atomic_faa_u32(&rt->quiet_waiters, 1);
 	pthread_mutex_lock(&rt->idle_lock);

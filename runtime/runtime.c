@@ -21,6 +21,14 @@ uint64_t pc__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t pc__deadline_ns(int64_t timeout_ms)
+{
+	uint64_t now = pc__now_ns();
+	if (timeout_ms < 0 || (uint64_t)timeout_ms >= (UINT64_MAX - now) / 1000000u)
+		return UINT64_MAX;
+	return now + (uint64_t)timeout_ms * 1000000u;
+}
+
 uint64_t pc_runtime_now_ms(void)
 {
 	return pc__now_ns() / 1000000u;
@@ -139,14 +147,20 @@ void pc_runtime_stop(pc_runtime_t *rt)
 {
 	if (!rt)
 		return;
-	uint32_t s = pc_atomic_load_u32_acq(&rt->state);
-	if (s >= PC__RT_STOPPING)
-		return;
-	pc_atomic_store_u32_rel(&rt->state, PC__RT_STOPPING);
+	/* One caller does the work; a concurrent one returns at once. */
+	uint32_t s;
+	do {
+		s = pc_atomic_load_u32_acq(&rt->state);
+		if (s >= PC__RT_STOPPING)
+			return;
+	} while (!pc_atomic_cas_u32(&rt->state, s, PC__RT_STOPPING));
 	pc__workers_join(rt);
 	pc__timers_stop(rt);
+	/* Stop handlers run before the blocking pool is joined: a job waiting
+	 * on an actor (pc_ask_sync) is released by its waiter's stop. */
+	pc__actors_stop_all(rt);
 	pc__blocking_stop(rt);
-	pc__actors_shutdown(rt);
+	pc__actors_drain(rt);
 	pc__timers_free(rt);
 	pc__actors_free(rt);
 	pc_atomic_store_u32_rel(&rt->state, PC__RT_STOPPED);

@@ -165,6 +165,9 @@ uint32_t pc__runq_len(const pc__runq_t *q);
 /* Ids: unique, never reused. */
 uint64_t pc__next_id(pc_runtime_t *rt);
 uint64_t pc__now_ns(void);
+/* The monotonic instant `timeout_ms` from now; UINT64_MAX (never) for a
+ * negative timeout or one too long to represent. */
+uint64_t pc__deadline_ns(int64_t timeout_ms);
 
 /* Timers (timers.c) */
 int pc__timers_init(pc_runtime_t *rt);
@@ -182,7 +185,8 @@ void pc__blocking_stop(pc_runtime_t *rt);
 /* Actor core (actors/actor.c) */
 enum { PC__TURN_IDLE, PC__TURN_AGAIN, PC__TURN_MUTED, PC__TURN_GONE };
 int pc__actor_turn(pc__worker_t *w, pc_actor_t *a);
-void pc__actors_shutdown(pc_runtime_t *rt);
+void pc__actors_stop_all(pc_runtime_t *rt);
+void pc__actors_drain(pc_runtime_t *rt);
 void pc__actors_free(pc_runtime_t *rt);
 int pc__actor_pool_new(pc_runtime_t *rt);
 void pc__actor_pool_free(pc_runtime_t *rt);

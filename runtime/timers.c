@@ -81,7 +81,8 @@ static pc_actor_t *entry_free(pc__timers_t *t, pc__timer_entry_t *e)
 	e->index = index;
 	e->next_free = t->free_head;
 	t->free_head = index + 1;
-	pc_atomic_store_u64(&t->pending, t->pending - 1);
+	/* Release: pairs with the acquire in the quiescence check. */
+	pc_atomic_store_u64_rel(&t->pending, t->pending - 1);
 	return target;
 }
 

@@ -579,3 +579,45 @@ Test(blocking, jobs_run_in_parallel_up_to_the_bound)
 	}
 	assert_no_failures();
 }
+
+/* A job blocked in pc_ask_sync on an actor that never answers does not hold
+ * up pc_runtime_free: the waiter's stop ends the wait with PC_ESTOPPED. */
+typedef struct asking_job {
+	pc_actor_t *silent; /* retained by the job */
+	uint64_t started;   /* atomic */
+	int rc;             /* atomic */
+} asking_job_t;
+
+static int silent_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	(void)ctx;
+	(void)state;
+	(void)m;
+	return 0; /* never replies */
+}
+
+static const pc_behavior_t silent_beh = {"silent", silent_receive, NULL};
+
+static pc_msg_t *asking_job_fn(void *arg)
+{
+	asking_job_t *j = arg;
+	pc_msg_t *reply = NULL;
+	add(&j->started, 1);
+	int rc = pc_ask_sync(j->silent, pc_msg_new(T_RESULT, 0), -1, &reply);
+	__atomic_store_n(&j->rc, rc, __ATOMIC_RELEASE);
+	pc_msg_free(reply);
+	pc_actor_release(j->silent);
+	return NULL;
+}
+
+Test(blocking, ask_sync_in_a_job_ends_at_stop)
+{
+	pc_runtime_t *rt = start_rt(2, 2, 0);
+	asking_job_t j = {0};
+	cr_assert_eq(pc_spawn(rt, &silent_beh, NULL, &j.silent), 0);
+	cr_assert_eq(pc_blocking_submit(rt, asking_job_fn, NULL, &j, NULL), 0);
+	cr_assert(wait_geq(&j.started, 1, 10000), "the job never started");
+	sleep_ms(20); /* let it reach the wait */
+	FREE_RUNTIME_CHECKED(rt);
+	cr_assert_eq(__atomic_load_n(&j.rc, __ATOMIC_ACQUIRE), PC_ESTOPPED);
+}
