@@ -7,7 +7,7 @@
  * the target), and muted senders. An actor marks its ext dead when it
  * stops, after setting PC__AF_STOPPED; anyone adding an entry checks both
  * under the lock, so nobody is added after the news went out (the argument
- * is in docs/architecture.md, "Exit notification").
+ * is in docs/architecture.md, "Ext blocks, links and monitors").
  */
 #include "actor_internal.h"
 
