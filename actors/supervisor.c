@@ -33,7 +33,7 @@ typedef struct sup {
 
 static void sup_free(sup_t *s)
 {
-	for (uint32_t i = 0; i < s->n; i++)
+	for (uint32_t i = 0; s->children && i < s->n; i++)
 		free(s->children[i].name);
 	free(s->children);
 	free(s->ring);
