@@ -61,13 +61,36 @@ static uint32_t depth_of(const pc_actor_t *a)
 	return pc_atomic_load_u32(&a->pushed) - pc_atomic_load_u32(&a->popped);
 }
 
-/* Every push goes through here, so `pushed` counts them all. Returns the
- * depth before this push and whether the actor must now be scheduled. */
-static uint32_t enqueue(pc_actor_t *a, pc_msg_t *m, bool *schedule)
+/* Every push goes through here, so `pushed` counts them all. Appends the
+ * chain first..last of n messages; returns the depth before it and whether
+ * the actor must now be scheduled. */
+static uint32_t enqueue(pc_actor_t *a, pc_msg_t *first, pc_msg_t *last, uint32_t n, bool *schedule)
 {
-	uint32_t d = pc_atomic_faa_u32(&a->pushed, 1) - pc_atomic_load_u32(&a->popped);
-	*schedule = pc__mailbox_push(&a->mq, m);
+	uint32_t d = pc_atomic_faa_u32(&a->pushed, n) - pc_atomic_load_u32(&a->popped);
+	*schedule = pc__mailbox_push_chain(&a->mq, first, last);
 	return d;
+}
+
+/* Pushes the running actor's outbox. Must run before anything that could
+ * end the sender's hold on the receiver (the handler returning, a release
+ * of it) and before sending elsewhere, so causal order is kept. */
+static void flush_outbox(pc_ctx_t *ctx)
+{
+	pc_actor_t *to = ctx->out_to;
+	if (!to)
+		return;
+	bool schedule;
+	uint32_t n = ctx->out_n;
+	uint32_t depth = enqueue(to, ctx->out_first, ctx->out_last, n, &schedule) + n;
+	ctx->out_to = NULL;
+	ctx->out_first = ctx->out_last = NULL;
+	ctx->out_n = 0;
+	/* Backpressure: remember a receiver that is too far behind; the
+	 * sender is held back at the end of its turn. */
+	if (depth >= PC__DEPTH_HIGH && ctx->actor != to && !ctx->mute_target)
+		ctx->mute_target = pc_actor_retain(to);
+	if (schedule)
+		pc__schedule(to->rt, to);
 }
 
 int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out)
@@ -114,7 +137,14 @@ pc_actor_t *pc_actor_retain(pc_actor_t *a)
 
 void pc_actor_release(pc_actor_t *a)
 {
-	if (!a || pc_atomic_faa_u32(&a->refs, (uint32_t)-1) != 1)
+	if (!a)
+		return;
+	/* Messages this worker still holds for `a` go first: they were sent
+	 * under the reference being dropped. */
+	pc__worker_t *w = pc__current_worker();
+	if (w && w->ctx.out_to == a)
+		flush_outbox(&w->ctx);
+	if (pc_atomic_faa_u32(&a->refs, (uint32_t)-1) != 1)
 		return;
 	/* Shutdown frees every actor itself, mailboxes included. */
 	if (pc_atomic_load_u32_acq(&a->rt->state) >= PC__RT_STOPPING)
@@ -124,7 +154,7 @@ void pc_actor_release(pc_actor_t *a)
 	 * message, and the first pop retires the stub). */
 	a->stub.type = PC__MSG_DESTROY;
 	bool schedule;
-	enqueue(a, &a->stub, &schedule);
+	enqueue(a, &a->stub, &a->stub, 1, &schedule);
 	if (schedule)
 		pc__schedule(a->rt, a);
 }
@@ -170,19 +200,29 @@ int pc_send(pc_actor_t *to, pc_msg_t *m)
 		return PC_ESTOPPED;
 	}
 	pc__worker_t *w = pc__current_worker();
-	bool schedule;
-	uint32_t depth = enqueue(to, m, &schedule);
-	if (w && w->rt == rt) {
-		count(&w->c.sent);
+	if (w && w->rt == rt && w->ctx.actor) {
+		/* From a handler: into the outbox, pushed as one chain. */
 		pc_ctx_t *ctx = &w->ctx;
+		count(&w->c.sent);
 		ctx->sends++;
-		/* Backpressure: remember a receiver that is too far behind; the
-		 * sender is held back at the end of its turn (see end_turn). */
-		if (depth >= PC__DEPTH_HIGH && ctx->actor && ctx->actor != to && !ctx->mute_target)
-			ctx->mute_target = pc_actor_retain(to);
-	} else {
-		pc_atomic_faa_u64(&rt->ext_sent, 1);
+		if (ctx->out_to != to)
+			flush_outbox(ctx);
+		if (ctx->out_to)
+			pc_atomic_store_ptr((void **)&ctx->out_last->next, m);
+		else
+			ctx->out_first = m;
+		ctx->out_to = to;
+		ctx->out_last = m;
+		if (++ctx->out_n == PC__OUTBOX_MAX)
+			flush_outbox(ctx);
+		return 0;
 	}
+	if (!w || w->rt != rt)
+		pc_atomic_faa_u64(&rt->ext_sent, 1);
+	else
+		count(&w->c.sent);
+	bool schedule;
+	enqueue(to, m, m, 1, &schedule);
 	if (schedule)
 		pc__schedule(rt, to);
 	return 0;
@@ -305,9 +345,11 @@ static bool stop_actor(pc_ctx_t *ctx, pc_actor_t *a, int reason, int code)
 	a->exit_code = code;
 	if (a->beh->stop)
 		a->beh->stop(ctx, a->state, reason);
+	flush_outbox(ctx);
 	a->state = NULL;
 	pc_atomic_or_u32(&a->aflags, PC__AF_STOPPED);
 	pc__actor_notify_exit(a);
+	flush_outbox(ctx);
 	if (ctx->w)
 		count(&ctx->w->c.exited);
 	else
@@ -382,6 +424,7 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 			continue;
 		}
 		handle(ctx, a, m);
+		flush_outbox(ctx);
 		release_refs(a->rt, m);
 		if (ctx->exit_req) {
 			stopped = true;

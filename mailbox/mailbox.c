@@ -15,19 +15,25 @@ void pc__mailbox_init(pc__mailbox_t *q, pc_msg_t *stub)
 	q->head = (uintptr_t)stub | EMPTY_BIT;
 }
 
+bool pc__mailbox_push_chain(pc__mailbox_t *q, pc_msg_t *first, pc_msg_t *last)
+{
+	/* (1) last->next (and the links inside the chain) are written before
+	 * the exchange publishes the chain; nobody reads them until (3) makes
+	 * it reachable from the consumer side. */
+	pc_atomic_store_ptr((void **)&last->next, NULL);
+	/* (2) The exchange orders pushes: every producer gets a distinct
+	 * predecessor, so each chain is linked exactly once, whole. */
+	uintptr_t prev = pc_atomic_xchg_uptr(&q->head, (uintptr_t)last);
+	pc_msg_t *p = (pc_msg_t *)(prev & ~EMPTY_BIT);
+	/* (3) Release: the payloads and chain links written before the send
+	 * are visible to the consumer that acquires p->next. */
+	pc_atomic_store_ptr_rel((void **)&p->next, first);
+	return (prev & EMPTY_BIT) != 0;
+}
+
 bool pc__mailbox_push(pc__mailbox_t *q, pc_msg_t *msg)
 {
-	/* (1) msg->next is written before the exchange publishes msg; nobody
-	 * reads it until (3) makes msg reachable from the consumer side. */
-	pc_atomic_store_ptr((void **)&msg->next, NULL);
-	/* (2) The exchange orders pushes: every producer gets a distinct
-	 * predecessor, so each message is linked exactly once. */
-	uintptr_t prev = pc_atomic_xchg_uptr(&q->head, (uintptr_t)msg);
-	pc_msg_t *p = (pc_msg_t *)(prev & ~EMPTY_BIT);
-	/* (3) Release: the payload written before the send is visible to the
-	 * consumer that acquires p->next. */
-	pc_atomic_store_ptr_rel((void **)&p->next, msg);
-	return (prev & EMPTY_BIT) != 0;
+	return pc__mailbox_push_chain(q, msg, msg);
 }
 
 pc_msg_t *pc__mailbox_pop(pc__mailbox_t *q)

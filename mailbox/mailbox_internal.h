@@ -33,6 +33,10 @@ void pc__mailbox_init(pc__mailbox_t *q, pc_msg_t *stub);
  * unscheduled, i.e. the caller must now schedule its owner. */
 bool pc__mailbox_push(pc__mailbox_t *q, pc_msg_t *msg);
 
+/* Any thread. Appends the chain first..last (linked through next; last's
+ * next is overwritten) with one exchange; same result as push. */
+bool pc__mailbox_push_chain(pc__mailbox_t *q, pc_msg_t *first, pc_msg_t *last);
+
 /* Consumer only. The oldest message, or NULL when none is visible (a push
  * may be half done; it will be seen on a later pop). Frees the previous
  * stub's memory with pc_msg_free. */

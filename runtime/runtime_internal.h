@@ -20,6 +20,7 @@
 #define PC__INJECT_EVERY 61u   /* ticks between fairness checks of inject */
 #define PC__ID_BLOCK 1024u     /* ids a worker takes from the global counter */
 #define PC__SENDS_PER_BATCH 4u /* a turn ends after batch * this many sends */
+#define PC__OUTBOX_MAX 64u     /* messages in one pushed chain */
 /* Backpressure: a mailbox this deep holds its (actor) senders back until
  * it is down to PC__DEPTH_LOW. */
 #define PC__DEPTH_HIGH 1024u
@@ -34,6 +35,11 @@ struct pc_ctx {
 	pc_actor_t *actor;
 	pc_actor_t *mute_target;    /* retained: an overloaded receiver we sent to */
 	uint32_t sends;             /* messages sent in this turn */
+	/* Outbox: consecutive sends to one receiver, pushed as one chain when
+	 * the receiver changes, the handler returns, or it is full. */
+	pc_actor_t *out_to;         /* borrowed: the sender's reference covers it */
+	pc_msg_t *out_first, *out_last;
+	uint32_t out_n;
 	bool exit_req;
 	int exit_reason;
 	int exit_code;
