@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "pincer.h"
-#include "leak_check.h"
+#include "test_util.h"
 #include "actors/actor_internal.h"
 #include "runtime/runtime_internal.h"
 
@@ -54,12 +54,6 @@ static void add(uint64_t *p, uint64_t d)
 	__atomic_fetch_add(p, d, __ATOMIC_ACQ_REL);
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static bool wait_geq(const uint64_t *p, uint64_t target, uint64_t timeout_ms)
 {
 	uint64_t end = pc_runtime_now_ms() + timeout_ms;
@@ -71,7 +65,7 @@ static bool wait_geq(const uint64_t *p, uint64_t target, uint64_t timeout_ms)
 	return true;
 }
 
-static pc_runtime_t *start_rt(uint32_t workers, uint32_t threads, uint32_t queue)
+static pc_runtime_t *start_pool_rt(uint32_t workers, uint32_t threads, uint32_t queue)
 {
 	pc_runtime_config_t cfg;
 	pc_runtime_config_init(&cfg);
@@ -215,7 +209,7 @@ Test(blocking, results_come_back_as_messages)
 {
 	reset_failures();
 	uint32_t threads = 3, n = 300;
-	pc_runtime_t *rt = start_rt(2, threads, 0);
+	pc_runtime_t *rt = start_pool_rt(2, threads, 0);
 	collector_t c = {n, calloc(n, 1), 0, 0};
 	cr_assert_not_null(c.seen);
 	pc_actor_t *col;
@@ -264,7 +258,7 @@ Test(blocking, results_come_back_as_messages)
 Test(blocking, done_counter_is_final_at_quiescence)
 {
 	reset_failures();
-	pc_runtime_t *rt = start_rt(1, 4, 0);
+	pc_runtime_t *rt = start_pool_rt(1, 4, 0);
 	for (uint32_t round = 0; round < 300; round++) {
 		job_t j = {.index = round, .null_result = true};
 		cr_assert_eq(pc_blocking_submit(rt, job_fn, job_discard, &j, NULL), 0);
@@ -281,7 +275,7 @@ Test(blocking, done_counter_is_final_at_quiescence)
 Test(blocking, null_result_and_null_reply_to)
 {
 	reset_failures();
-	pc_runtime_t *rt = start_rt(2, 2, 0);
+	pc_runtime_t *rt = start_pool_rt(2, 2, 0);
 	collector_t c = {4, calloc(4, 1), 0, 0};
 	pc_actor_t *col;
 	cr_assert_eq(pc_spawn(rt, &collector_beh, &c, &col), 0);
@@ -311,7 +305,7 @@ Test(blocking, full_queue_is_busy)
 {
 	reset_failures();
 	uint32_t qcap = 4;
-	pc_runtime_t *rt = start_rt(1, 1, qcap);
+	pc_runtime_t *rt = start_pool_rt(1, 1, qcap);
 	gate_t g;
 	gate_init(&g);
 	collector_t c = {16, calloc(16, 1), 0, 0};
@@ -373,7 +367,7 @@ Test(blocking, queued_jobs_discarded_at_stop)
 	reset_failures();
 	for (int round = 0; round < 10; round++) {
 		uint32_t threads = 1 + (uint32_t)round % 3, n = 60;
-		pc_runtime_t *rt = start_rt(2, threads, 0);
+		pc_runtime_t *rt = start_pool_rt(2, threads, 0);
 		gate_t g;
 		gate_init(&g);
 		collector_t c = {n, calloc(n, 1), 0, 0};
@@ -431,7 +425,7 @@ Test(blocking, queued_jobs_discarded_at_stop)
 Test(blocking, reply_to_reference_released)
 {
 	reset_failures();
-	pc_runtime_t *rt = start_rt(2, 2, 0);
+	pc_runtime_t *rt = start_pool_rt(2, 2, 0);
 	uint32_t n = 50;
 	job_t *j = calloc(n, sizeof(job_t));
 	collector_t *c = calloc(n, sizeof(collector_t));
@@ -509,7 +503,7 @@ Test(blocking, concurrent_submitters)
 {
 	reset_failures();
 	uint32_t n = 2000, nt = 4;
-	pc_runtime_t *rt = start_rt(2, 3, 64);
+	pc_runtime_t *rt = start_pool_rt(2, 3, 64);
 	collector_t c = {n, calloc(n, 1), 0, 0};
 	pc_actor_t *col;
 	cr_assert_eq(pc_spawn(rt, &collector_beh, &c, &col), 0);
@@ -548,7 +542,7 @@ Test(blocking, jobs_run_in_parallel_up_to_the_bound)
 {
 	reset_failures();
 	for (uint32_t threads = 2; threads <= 4; threads++) {
-		pc_runtime_t *rt = start_rt(1, threads, 0);
+		pc_runtime_t *rt = start_pool_rt(1, threads, 0);
 		/* Warm up: one pool thread, now idle. */
 		job_t w = {.null_result = true};
 		cr_assert_eq(pc_blocking_submit(rt, job_fn, NULL, &w, NULL), 0);
@@ -612,7 +606,7 @@ static pc_msg_t *asking_job_fn(void *arg)
 
 Test(blocking, ask_sync_in_a_job_ends_at_stop)
 {
-	pc_runtime_t *rt = start_rt(2, 2, 0);
+	pc_runtime_t *rt = start_pool_rt(2, 2, 0);
 	asking_job_t j = {0};
 	cr_assert_eq(pc_spawn(rt, &silent_beh, NULL, &j.silent), 0);
 	cr_assert_eq(pc_blocking_submit(rt, asking_job_fn, NULL, &j, NULL), 0);

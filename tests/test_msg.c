@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "leak_check.h"
+#include "test_util.h"
 #include "mailbox/mailbox_internal.h"
 #include "mailbox/msg_internal.h"
 

@@ -11,21 +11,7 @@
 #include <time.h>
 
 #include "pincer.h"
-#include "leak_check.h"
-
-#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
-#define INC(x) __atomic_add_fetch(&(x), 1, __ATOMIC_ACQ_REL)
-
-static pc_runtime_t *start_rt(uint32_t workers)
-{
-	pc_runtime_config_t cfg;
-	pc_runtime_config_init(&cfg);
-	cfg.workers = workers;
-	pc_runtime_t *rt = NULL;
-	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
-	cr_assert_eq(pc_runtime_start(rt), 0);
-	return rt;
-}
+#include "test_util.h"
 
 /* ---- order ------------------------------------------------------------ */
 
@@ -169,13 +155,6 @@ typedef struct pusher {
 	int sent;           /* atomic: the burst is in the outbox */
 	int released;       /* atomic */
 } pusher_t;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Sends a short burst (it stays in the outbox), waits until the target has
  * stopped, then drops its reference: the last one. The burst must reach the

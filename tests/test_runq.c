@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "leak_check.h"
+#include "test_util.h"
 #include "runtime/runtime_internal.h"
 
 static uint64_t top_seed;

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "pincer.h"
-#include "leak_check.h"
+#include "test_util.h"
 #include "actors/actor_internal.h"
 #include "runtime/runtime_internal.h"
 
@@ -98,17 +98,6 @@ static void add(uint64_t *p, uint64_t d)
 	__atomic_fetch_add(p, d, __ATOMIC_ACQ_REL);
 }
 
-static uint64_t now_ms(void)
-{
-	return pc_runtime_now_ms();
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Polls until *p >= target or the timeout passes. */
 static bool wait_geq(const uint64_t *p, uint64_t target, uint64_t timeout_ms)
 {
@@ -175,14 +164,6 @@ static pc_runtime_t *start_rt_cfg(const pc_runtime_config_t *cfg)
 	cr_assert_eq(pc_runtime_new(cfg, &rt), 0);
 	cr_assert_eq(pc_runtime_start(rt), 0);
 	return rt;
-}
-
-static pc_runtime_t *start_rt(uint32_t workers)
-{
-	pc_runtime_config_t cfg;
-	pc_runtime_config_init(&cfg);
-	cfg.workers = workers;
-	return start_rt_cfg(&cfg);
 }
 
 typedef struct totals {

@@ -1,6 +1,6 @@
 #include <criterion/criterion.h>
 #include "pincer.h"
-#include "leak_check.h"
+#include "test_util.h"
 static int recv_count(pc_ctx_t *ctx, void *st, pc_msg_t *m) { (void)ctx; __atomic_fetch_add((int*)st, (int)pc_msg_u64(m), __ATOMIC_RELAXED); return 0; }
 static const pc_behavior_t B = {"count", recv_count, NULL};
 Test(smoke, send) {

@@ -17,13 +17,9 @@
 
 #include "actors/actor_internal.h"
 #include "pincer.h"
-#include "leak_check.h"
+#include "test_util.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-
-#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
-#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-#define INC(x) __atomic_add_fetch(&(x), 1, __ATOMIC_ACQ_REL)
 
 static uint64_t now_ns(void)
 {
@@ -32,24 +28,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t now_ms(void)
-{
-	return now_ns() / 1000000u;
-}
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-#define AWAIT(cond, ms)                                                        \
-	do {                                                                   \
-		uint64_t until_ = now_ms() + (ms);                             \
-		while (!(cond) && now_ms() < until_)                           \
-			sleep_ms(1);                                           \
-		cr_assert((cond), "timed out waiting for: %s", #cond);         \
-	} while (0)
 
 static pc_runtime_t *new_rt(uint32_t workers)
 {
@@ -61,36 +40,11 @@ static pc_runtime_t *new_rt(uint32_t workers)
 	return rt;
 }
 
-static pc_runtime_t *start_rt(uint32_t workers)
-{
-	pc_runtime_t *rt = new_rt(workers);
-	cr_assert_eq(pc_runtime_start(rt), 0);
-	return rt;
-}
-
-static pc_runtime_stats_t stats(pc_runtime_t *rt)
-{
-	pc_runtime_stats_t s;
-	pc_runtime_stats(rt, &s, NULL, 0);
-	return s;
-}
-
-static int live_count(pc_runtime_t *rt)
-{
-	pc_runtime_stats_t s;
-	pc_runtime_stats(rt, &s, NULL, 0);
-	return (int)s.actors_live;
-}
-
 static uint64_t pending_timers(pc_runtime_t *rt)
 {
 	return __atomic_load_n(&rt->timers.pending, __ATOMIC_ACQUIRE);
 }
 
-static void quiesce(pc_runtime_t *rt)
-{
-	cr_assert_eq(pc_runtime_wait_quiescent(rt, 20000), 0, "runtime did not become quiescent");
-}
 
 /* ---- the recording actor ----------------------------------------------- */
 
