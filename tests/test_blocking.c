@@ -21,39 +21,6 @@
 #include "runtime/runtime_internal.h"
 
 
-static uint32_t failures;
-static char first_failure[256];
-
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			if (__atomic_fetch_add(&failures, 1, __ATOMIC_ACQ_REL) == 0)       \
-				snprintf(first_failure, sizeof(first_failure), __VA_ARGS__); \
-		}                                                                          \
-	} while (0)
-
-static void reset_failures(void)
-{
-	__atomic_store_n(&failures, 0, __ATOMIC_RELEASE);
-	first_failure[0] = 0;
-}
-
-static void assert_no_failures(void)
-{
-	uint32_t f = __atomic_load_n(&failures, __ATOMIC_ACQUIRE);
-	cr_assert_eq(f, 0, "%u failure(s) on other threads, first: %s", f, first_failure);
-}
-
-static uint64_t ld(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-
-static void add(uint64_t *p, uint64_t d)
-{
-	__atomic_fetch_add(p, d, __ATOMIC_ACQ_REL);
-}
-
 static bool wait_geq(const uint64_t *p, uint64_t target, uint64_t timeout_ms)
 {
 	uint64_t end = pc_runtime_now_ms() + timeout_ms;

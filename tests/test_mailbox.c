@@ -33,49 +33,8 @@
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static uint64_t top_seed; /* what PINCER_TEST_SEED replays */
-
-static uint64_t test_seed(void)
-{
-	const char *s = getenv("PINCER_TEST_SEED");
-	if (s && *s) {
-		top_seed = strtoull(s, NULL, 0) | 1;
-	} else {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		top_seed = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec) | 1;
-	}
-	fprintf(stderr, "PINCER_TEST_SEED=0x%" PRIx64 "\n", top_seed);
-	return top_seed;
-}
-
-static uint64_t xs(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-	return (uint32_t)(xs(s) % n);
-}
-
 /* Failures seen on helper threads; the first message is kept. */
-static uint32_t failures;
-static char first_failure[256];
-
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			if (__atomic_fetch_add(&failures, 1, __ATOMIC_ACQ_REL) == 0)       \
-				snprintf(first_failure, sizeof(first_failure), __VA_ARGS__); \
-		}                                                                          \
-	} while (0)
-
-static void assert_no_failures(uint64_t seed)
+static void assert_no_failures_in_run(uint64_t seed)
 {
 	uint32_t f = __atomic_load_n(&failures, __ATOMIC_ACQUIRE);
 	cr_assert_eq(f, 0, "%u failure(s) on helper threads, first: %s (run seed 0x%" PRIx64 ", PINCER_TEST_SEED=0x%" PRIx64 ")", f,
@@ -347,7 +306,7 @@ static void run_mpsc(uint64_t seed, uint32_t nproducers, uint32_t max_msgs, uint
 	__atomic_store_n(&s.producers_done, 1, __ATOMIC_RELEASE);
 	pthread_join(cons, NULL);
 
-	assert_no_failures(seed);
+	assert_no_failures_in_run(seed);
 	cr_assert_eq(s.received, total, "received %" PRIu64 " of %" PRIu64 " (seed 0x%" PRIx64 ")", s.received,
 		     total, seed);
 	for (uint32_t i = 0; i < nproducers; i++)

@@ -22,54 +22,6 @@
 /* Criterion does not fail a test for leaks LSan reports at exit, so the
  * tests that promise "no leak" ask LSan themselves. */
 
-static uint64_t top_seed;
-
-static uint64_t test_seed(void)
-{
-	const char *s = getenv("PINCER_TEST_SEED");
-	if (s && *s) {
-		top_seed = strtoull(s, NULL, 0) | 1;
-	} else {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		top_seed = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec) | 1;
-	}
-	fprintf(stderr, "PINCER_TEST_SEED=0x%" PRIx64 "\n", top_seed);
-	return top_seed;
-}
-
-static uint64_t xs(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-	return (uint32_t)(xs(s) % n);
-}
-
-static uint32_t failures;
-static char first_failure[256];
-
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			if (__atomic_fetch_add(&failures, 1, __ATOMIC_ACQ_REL) == 0)       \
-				snprintf(first_failure, sizeof(first_failure), __VA_ARGS__); \
-		}                                                                          \
-	} while (0)
-
-static void assert_no_failures(void)
-{
-	uint32_t f = __atomic_load_n(&failures, __ATOMIC_ACQUIRE);
-	cr_assert_eq(f, 0, "%u failure(s) on helper threads, first: %s (PINCER_TEST_SEED=0x%" PRIx64 ")", f,
-		     first_failure, top_seed);
-}
-
 #define HDR sizeof(pc_msg_t)
 
 /* The size class a payload must land in: 48, 64, 128, 256 bytes in all. */

@@ -5,7 +5,10 @@
 #ifndef PC_TESTS_TEST_UTIL_H
 #define PC_TESTS_TEST_UTIL_H
 
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "pincer.h"
@@ -54,6 +57,16 @@ static inline pc_runtime_stats_t stats(pc_runtime_t *rt)
 	return s;
 }
 
+static inline uint64_t ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void add(uint64_t *p, uint64_t d)
+{
+	__atomic_add_fetch(p, d, __ATOMIC_ACQ_REL);
+}
+
 /* Actors whose memory the runtime still holds (not yet reclaimed). */
 static inline int live_count(pc_runtime_t *rt)
 {
@@ -84,5 +97,66 @@ static inline void quiesce(pc_runtime_t *rt)
 		pc_runtime_free(rt);                                                               \
 		ASSERT_NO_LEAKS();                                                                 \
 	} while (0)
+
+/*
+ * Randomised tests: the seed comes from PINCER_TEST_SEED when set (to
+ * replay a run) and is printed either way.
+ */
+static uint64_t top_seed;
+
+static inline uint64_t test_seed(void)
+{
+	const char *s = getenv("PINCER_TEST_SEED");
+	if (s && *s) {
+		top_seed = strtoull(s, NULL, 0) | 1;
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		top_seed = ((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec) | 1;
+	}
+	fprintf(stderr, "PINCER_TEST_SEED=0x%" PRIx64 "\n", top_seed);
+	return top_seed;
+}
+
+static inline uint64_t xs(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static inline uint32_t rnd_below(uint64_t *s, uint32_t n)
+{
+	return (uint32_t)(xs(s) % n);
+}
+
+/* Failures seen on threads other than the test's own (handlers, helper
+ * threads), where a Criterion assertion cannot be used; the test thread
+ * reports them with assert_no_failures. */
+static uint32_t failures;
+static char first_failure[256];
+
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			if (__atomic_fetch_add(&failures, 1, __ATOMIC_ACQ_REL) == 0)       \
+				snprintf(first_failure, sizeof(first_failure), __VA_ARGS__); \
+		}                                                                          \
+	} while (0)
+
+static inline void reset_failures(void)
+{
+	__atomic_store_n(&failures, 0, __ATOMIC_RELEASE);
+	first_failure[0] = 0;
+}
+
+static inline void assert_no_failures(void)
+{
+	uint32_t f = __atomic_load_n(&failures, __ATOMIC_ACQUIRE);
+	cr_assert_eq(f, 0, "%u failure(s) on helper threads, first: %s (PINCER_TEST_SEED=0x%" PRIx64 ")", f,
+		     first_failure, top_seed);
+}
 
 #endif
