@@ -1,7 +1,7 @@
 /*
  * Timers: a message delivered to an actor after a delay, once or every
- * period. Millisecond resolution; never early; typically under a
- * millisecond late.
+ * period. Delays are in milliseconds and kept to the nanosecond: a timer is
+ * never early and typically a fraction of a millisecond late.
  *
  * Stale timers are harmless: once pc_timer_cancel returns true, the
  * timer's message will never be handled, even if it had already fired and

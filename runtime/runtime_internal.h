@@ -91,7 +91,8 @@ typedef struct pc__timers {
 	pc__timer_entry_t **chunks;
 	uint32_t nchunks;
 	uint32_t free_head;      /* index + 1 of the first free entry, 0 = none */
-	uint64_t sleep_until;    /* what the timer thread waits for (ms) */
+	uint64_t sleep_until;    /* what the timer thread waits for (ns) */
+	pc__timer_entry_t *soon_head, *soon_tail; /* due within the current ms, by due time */
 	uint64_t pending;        /* live entries (atomic reads) */
 	bool stopping;
 	pthread_t thread;

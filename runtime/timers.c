@@ -6,6 +6,12 @@
  * timer is armed: an idle runtime wakes for nothing. Arming an earlier
  * deadline than the one slept for signals it.
  *
+ * The wheel counts milliseconds; a timer's exact due time is kept in
+ * nanoseconds. The wheel hands over every timer due within the current
+ * millisecond, and those not yet due wait on a short "soon" list, ordered by
+ * due time, that the thread sleeps on with nanosecond precision: timers are
+ * never early and not rounded up to the next millisecond either.
+ *
  * An entry lives from arm until its message has been claimed at delivery
  * (one-shot) or until cancel (periodic). A fired message carries its
  * entry's index; while it is in flight the entry is pinned, so the check at
@@ -31,11 +37,13 @@ struct pc__timer_entry {
 	pc_msg_t *msg;       /* one-shot: the message; periodic: the template */
 	pc_msg_t *out;       /* fired, not yet sent */
 	pc__timer_entry_t *fired_next;
+	pc__timer_entry_t *soon_prev, *soon_next;
+	uint64_t due_ns;     /* exact due time; the wheel holds it in ms, floored */
 	uint64_t period_ms;  /* 0 = one-shot */
 	uint32_t gen;
 	uint32_t next_free;  /* index + 1 */
 	uint32_t index;
-	bool live, in_wheel, in_flight, cancelled;
+	bool live, in_wheel, in_soon, in_flight, cancelled;
 };
 
 static pc__timer_entry_t *entry_at(pc__timers_t *t, uint32_t idx)
@@ -86,9 +94,50 @@ static pc_actor_t *entry_free(pc__timers_t *t, pc__timer_entry_t *e)
 	return target;
 }
 
-static uint64_t ceil_ms(uint64_t ns)
+static void soon_insert(pc__timers_t *t, pc__timer_entry_t *e)
 {
-	return (ns + 999999u) / 1000000u;
+	/* Entries arrive in roughly increasing order: search from the back. */
+	pc__timer_entry_t *after = t->soon_tail;
+	while (after && after->due_ns > e->due_ns)
+		after = after->soon_prev;
+	e->soon_prev = after;
+	e->soon_next = after ? after->soon_next : t->soon_head;
+	if (e->soon_next)
+		e->soon_next->soon_prev = e;
+	else
+		t->soon_tail = e;
+	if (after)
+		after->soon_next = e;
+	else
+		t->soon_head = e;
+	e->in_soon = true;
+}
+
+/* Takes a timer off the wheel or the soon list, wherever it waits. */
+static void unschedule(pc__timers_t *t, pc__timer_entry_t *e)
+{
+	if (e->in_wheel) {
+		pc__tw_remove(&t->wheel, &e->node);
+		e->in_wheel = false;
+	}
+	if (e->in_soon) {
+		if (e->soon_prev)
+			e->soon_prev->soon_next = e->soon_next;
+		else
+			t->soon_head = e->soon_next;
+		if (e->soon_next)
+			e->soon_next->soon_prev = e->soon_prev;
+		else
+			t->soon_tail = e->soon_prev;
+		e->soon_prev = e->soon_next = NULL;
+		e->in_soon = false;
+	}
+}
+
+static void wheel_add(pc__timers_t *t, pc__timer_entry_t *e)
+{
+	pc__tw_add(&t->wheel, &e->node, e->due_ns / 1000000u);
+	e->in_wheel = true;
 }
 
 int pc__timers_init(pc_runtime_t *rt)
@@ -109,26 +158,27 @@ int pc__timers_init(pc_runtime_t *rt)
 
 struct fire_ctx {
 	pc__timers_t *t;
-	uint64_t now;
-	pc__timer_entry_t *fired;  /* in firing (deadline) order ... */
+	uint64_t now_ns;
+	pc__timer_entry_t *fired;  /* in firing (due) order ... */
 	pc__timer_entry_t **tail;  /* ... appended here */
 };
 
-/* Called by the wheel, lock held, node already unlinked. */
-static void on_fire(pc__tw_node_t *node, void *arg)
+/* A timer is due: queue its message for delivery (a periodic one is first
+ * put back for its next tick). Lock held; e is neither in the wheel nor on
+ * the soon list. */
+static void fire(struct fire_ctx *fc, pc__timer_entry_t *e)
 {
-	struct fire_ctx *fc = arg;
-	pc__timer_entry_t *e = (pc__timer_entry_t *)node;
 	if (e->period_ms == 0) {
-		e->in_wheel = false;
 		e->out = e->msg;
 		e->msg = NULL;
 	} else {
 		/* Next tick on the original cadence, skipping missed ones. */
-		uint64_t d = e->node.deadline + e->period_ms;
-		if (d <= fc->now)
-			d += ((fc->now - d) / e->period_ms + 1) * e->period_ms;
-		pc__tw_add(&fc->t->wheel, &e->node, d);
+		uint64_t period = e->period_ms * 1000000u;
+		uint64_t d = e->due_ns + period;
+		if (d <= fc->now_ns)
+			d += ((fc->now_ns - d) / period + 1) * period;
+		e->due_ns = d;
+		wheel_add(fc->t, e);
 		if (e->in_flight)
 			return; /* the last tick is still unhandled: skip this one */
 		e->out = pc__msg_clone(e->msg);
@@ -140,10 +190,23 @@ static void on_fire(pc__tw_node_t *node, void *arg)
 	e->out->reserved = e->index;
 	/* Appended, not pushed: deliver() sends in this order, and a batch
 	 * (a late wake-up, timers armed before start) must still arrive in
-	 * deadline order. */
+	 * due order. */
 	e->fired_next = NULL;
 	*fc->tail = e;
 	fc->tail = &e->fired_next;
+}
+
+/* Called by the wheel, lock held, node already unlinked: the timer is due
+ * within the current millisecond; it fires now or waits on the soon list. */
+static void on_wheel(pc__tw_node_t *node, void *arg)
+{
+	struct fire_ctx *fc = arg;
+	pc__timer_entry_t *e = (pc__timer_entry_t *)node;
+	e->in_wheel = false;
+	if (e->due_ns <= fc->now_ns)
+		fire(fc, e);
+	else
+		soon_insert(fc->t, e);
 }
 
 /* Sends what fired, outside the lock. The entries are pinned by in_flight. */
@@ -164,22 +227,30 @@ static void *timer_main(void *arg)
 	pc__timers_t *t = &rt->timers;
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
-		struct fire_ctx fc = {t, pc_runtime_now_ms(), NULL, NULL};
+		struct fire_ctx fc = {t, pc__now_ns(), NULL, NULL};
 		fc.tail = &fc.fired;
 		t->sleep_until = 0; /* awake: arming need not signal */
-		pc__tw_advance(&t->wheel, fc.now, on_fire, &fc);
+		pc__tw_advance(&t->wheel, fc.now_ns / 1000000u, on_wheel, &fc);
+		while (t->soon_head && t->soon_head->due_ns <= fc.now_ns) {
+			pc__timer_entry_t *e = t->soon_head;
+			unschedule(t, e);
+			fire(&fc, e);
+		}
 		if (fc.fired) {
 			pthread_mutex_unlock(&t->lock);
 			deliver(fc.fired);
 			pthread_mutex_lock(&t->lock);
 			continue;
 		}
-		uint64_t next = pc__tw_next_deadline(&t->wheel);
+		uint64_t next_ms = pc__tw_next_deadline(&t->wheel);
+		uint64_t next = next_ms < UINT64_MAX / 1000000u ? next_ms * 1000000u : UINT64_MAX;
+		if (t->soon_head && t->soon_head->due_ns < next)
+			next = t->soon_head->due_ns;
 		t->sleep_until = next;
 		if (next == UINT64_MAX) {
 			pthread_cond_wait(&t->cond, &t->lock);
-		} else if (next > fc.now) {
-			struct timespec ts = {(time_t)(next / 1000u), (long)(next % 1000u) * 1000000L};
+		} else if (next > fc.now_ns) {
+			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
 			pthread_cond_timedwait(&t->cond, &t->lock, &ts);
 		}
 	}
@@ -217,8 +288,7 @@ void pc__timers_free(pc_runtime_t *rt)
 		for (uint32_t i = 0; i < CHUNK; i++) {
 			pc__timer_entry_t *e = &t->chunks[c][i];
 			if (e->live) {
-				if (e->in_wheel)
-					pc__tw_remove(&t->wheel, &e->node);
+				unschedule(t, e);
 				pc_actor_release(entry_free(t, e));
 			}
 		}
@@ -228,6 +298,7 @@ void pc__timers_free(pc_runtime_t *rt)
 	t->chunks = NULL;
 	t->nchunks = 0;
 	t->free_head = 0;
+	t->soon_head = t->soon_tail = NULL;
 }
 
 bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
@@ -243,11 +314,9 @@ bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
 	bool target_gone = pc_actor_stopped(e->target);
 	bool live = !e->cancelled && !target_gone;
 	e->in_flight = false;
-	if (target_gone && e->in_wheel) {
-		pc__tw_remove(&t->wheel, &e->node);
-		e->in_wheel = false;
-	}
-	if (!e->in_wheel)
+	if (target_gone)
+		unschedule(t, e);
+	if (!e->in_wheel && !e->in_soon)
 		release = entry_free(t, e);
 	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
 	pthread_mutex_unlock(&t->lock);
@@ -271,10 +340,9 @@ static int arm(pc_actor_t *target, uint64_t delay_ms, uint64_t period_ms, pc_msg
 	}
 	pc_runtime_t *rt = pc_actor_runtime(target);
 	pc__timers_t *t = &rt->timers;
-	uint64_t now_ns = pc__now_ns();
-	uint64_t deadline = ceil_ms(now_ns) + delay_ms;
-	if (deadline < delay_ms)
-		deadline = UINT64_MAX - 1;
+	uint64_t due = pc__deadline_ns(delay_ms > INT64_MAX ? -1 : (int64_t)delay_ms);
+	if (due == UINT64_MAX)
+		due = UINT64_MAX - 1; /* "never" still has to be a time */
 	int rc = 0;
 	pthread_mutex_lock(&t->lock);
 	pc__timer_entry_t *e = NULL;
@@ -286,9 +354,9 @@ static int arm(pc_actor_t *target, uint64_t delay_ms, uint64_t period_ms, pc_msg
 		e->target = pc_actor_retain(target);
 		e->msg = msg;
 		e->period_ms = period_ms;
-		e->in_wheel = true;
-		pc__tw_add(&t->wheel, &e->node, deadline);
-		if (deadline < t->sleep_until)
+		e->due_ns = due;
+		wheel_add(t, e);
+		if (due < t->sleep_until)
 			pthread_cond_signal(&t->cond);
 		if (id)
 			*id = ((uint64_t)e->gen << 32) | (uint64_t)(e->index + 1);
@@ -306,7 +374,8 @@ int pc_timer_after(pc_actor_t *target, uint64_t delay_ms, pc_msg_t *msg, pc_time
 
 int pc_timer_every(pc_actor_t *target, uint64_t period_ms, pc_msg_t *msg, pc_timer_t *id)
 {
-	if (period_ms == 0) {
+	/* A period must fit the nanosecond clock, with room for a cadence. */
+	if (period_ms == 0 || period_ms > UINT64_MAX / 4000000u) {
 		pc_msg_free(msg);
 		if (id)
 			*id = 0;
@@ -327,10 +396,7 @@ bool pc_timer_cancel(pc_runtime_t *rt, pc_timer_t id)
 	pthread_mutex_lock(&t->lock);
 	pc__timer_entry_t *e = idx < t->nchunks * CHUNK ? entry_at(t, idx) : NULL;
 	if (e && e->live && e->gen == gen && !e->cancelled) {
-		if (e->in_wheel) {
-			pc__tw_remove(&t->wheel, &e->node);
-			e->in_wheel = false;
-		}
+		unschedule(t, e);
 		if (e->in_flight)
 			e->cancelled = true; /* freed when its message is claimed */
 		else
