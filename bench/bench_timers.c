@@ -12,10 +12,7 @@
  *
  * Lateness = delivery time (CLOCK_MONOTONIC, taken when the handler starts)
  * minus the intended deadline (CLOCK_MONOTONIC taken just before
- * pc_timer_after, plus the delay). Timers have millisecond resolution and
- * the runtime rounds the arm time up to the next millisecond, so up to 1 ms
- * of it is rounding; delivery_p50/p99_ms measure from that rounded
- * deadline instead (the runtime's own delay in firing and delivering).
+ * pc_timer_after, plus the delay).
  *
  * Checked: delivered == armed - cancelled, no cancelled timer is handled,
  * no timer is handled twice, and none is early (`early` must be 0).
@@ -37,13 +34,12 @@ enum { MSG_TIMER = 1 };
 
 typedef struct fire {
 	uint64_t intended_ns; /* arm time + delay */
-	uint64_t rounded_ns;  /* arm time rounded up to a millisecond + delay */
 	uint64_t idx;
 } fire_t;
 
 /* Indexed by timer number; each timer goes to one target, so each slot is
  * written by one actor at most. */
-static int64_t *lateness_ns, *delivery_ns;
+static int64_t *lateness_ns;
 static uint8_t *handled_count;
 
 typedef struct target {
@@ -67,7 +63,6 @@ static int target_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 	const fire_t *f = pc_msg_cdata(m);
 	int64_t late = (int64_t)(now - f->intended_ns);
 	lateness_ns[f->idx] = late;
-	delivery_ns[f->idx] = (int64_t)(now - f->rounded_ns);
 	if (handled_count[f->idx]++)
 		t->duplicate++;
 	t->delivered++;
@@ -100,15 +95,13 @@ int main(int argc, char **argv)
 	uint64_t n = o.n ? o.n : 1000000;
 	pc_runtime_t *rt = bench_runtime(&o);
 	lateness_ns = calloc(n, sizeof(*lateness_ns));
-	delivery_ns = calloc(n, sizeof(*delivery_ns));
 	handled_count = calloc(n, 1);
 	uint8_t *cancelled = calloc(n, 1);
 	pc_timer_t *ids = calloc(ROUND, sizeof(*ids));
-	if (!lateness_ns || !delivery_ns || !handled_count || !cancelled || !ids)
+	if (!lateness_ns || !handled_count || !cancelled || !ids)
 		bench_fail("out of memory");
 	/* The targets write these at random places: fault them in first. */
 	bench_touch(lateness_ns, n * sizeof(*lateness_ns));
-	bench_touch(delivery_ns, n * sizeof(*delivery_ns));
 	bench_touch(handled_count, n);
 	target_t targets[TARGETS];
 	pc_actor_t *th[TARGETS];
@@ -134,7 +127,6 @@ int main(int argc, char **argv)
 			uint64_t t = now_ns();
 			f->idx = i;
 			f->intended_ns = t + delay * 1000000u;
-			f->rounded_ns = ((t + 999999u) / 1000000u + delay) * 1000000u;
 			if ((rc = pc_timer_after(to, delay, m, &ids[i - base])))
 				bench_fail("pc_timer_after: %s", pc_strerror(rc));
 		}
@@ -170,8 +162,7 @@ int main(int argc, char **argv)
 	}
 	uint64_t expect = n - ncancelled;
 	int64_t *lat = malloc((delivered ? delivered : 1) * sizeof(*lat));
-	int64_t *dlv = malloc((delivered ? delivered : 1) * sizeof(*dlv));
-	if (!lat || !dlv)
+	if (!lat)
 		bench_fail("out of memory");
 	uint64_t k = 0, handled_cancelled = 0, lost = 0;
 	for (uint64_t i = 0; i < n; i++) {
@@ -179,14 +170,10 @@ int main(int argc, char **argv)
 			handled_cancelled++;
 		if (!handled_count[i] && !cancelled[i])
 			lost++;
-		if (handled_count[i] && k < delivered) {
-			dlv[k] = delivery_ns[i];
+		if (handled_count[i] && k < delivered)
 			lat[k++] = lateness_ns[i];
-		}
 	}
 	qsort(lat, k, sizeof(*lat), cmp_i64);
-	qsort(dlv, k, sizeof(*dlv), cmp_i64);
-	double d50 = k ? (double)dlv[k / 2] / 1e6 : 0, d99 = k ? (double)dlv[(k * 99) / 100] / 1e6 : 0;
 	double p50 = k ? (double)lat[k / 2] / 1e6 : 0, p99 = k ? (double)lat[(k * 99) / 100] / 1e6 : 0;
 	double lmax = k ? (double)lat[k - 1] / 1e6 : 0;
 
@@ -194,11 +181,10 @@ int main(int argc, char **argv)
 	snprintf(extra, sizeof(extra),
 		 "\"lateness_p50_ms\":%.3f,\"lateness_p99_ms\":%.3f,\"lateness_max_ms\":%.3f,\"delivered\":%llu,"
 		 "\"early\":%llu,\"cancelled\":%llu,\"cancel_missed\":%llu,\"arm_cancel_s\":%.6f,"
-		 "\"ns_per_arm_cancel\":%.1f,\"timers_fired\":%llu,\"delivery_p50_ms\":%.3f,\"delivery_p99_ms\":%.3f",
+		 "\"ns_per_arm_cancel\":%.1f,\"timers_fired\":%llu",
 		 p50, p99, lmax, (unsigned long long)delivered, (unsigned long long)early,
 		 (unsigned long long)ncancelled, (unsigned long long)cancel_missed, arm_cancel_s,
-		 arm_cancel_s * 1e9 / (double)(n + ncancelled + cancel_missed), (unsigned long long)st.timers_fired,
-		 d50, d99);
+		 arm_cancel_s * 1e9 / (double)(n + ncancelled + cancel_missed), (unsigned long long)st.timers_fired);
 	bench_report("timers", workers, wall, n, extra);
 
 	int bad = 0;
@@ -219,11 +205,9 @@ int main(int argc, char **argv)
 	}
 	pc_runtime_free(rt);
 	free(lat);
-	free(dlv);
 	free(ids);
 	free(cancelled);
 	free(handled_count);
 	free(lateness_ns);
-	free(delivery_ns);
 	return bad;
 }

@@ -9,8 +9,9 @@
  * The wheel counts milliseconds; a timer's exact due time is kept in
  * nanoseconds. The wheel hands over every timer due within the current
  * millisecond, and those not yet due wait on a short "soon" list, ordered by
- * due time, that the thread sleeps on with nanosecond precision: timers are
- * never early and not rounded up to the next millisecond either.
+ * due time, that the thread sleeps on with nanosecond precision, waking at
+ * most once per PC__TIMER_SLACK_NS for them: timers are never early and
+ * not rounded up to the next millisecond either.
  *
  * An entry lives from arm until its message has been claimed at delivery
  * (one-shot) or until cancel (periodic). A fired message carries its
@@ -30,6 +31,9 @@
 
 #define CHUNK_BITS 12
 #define CHUNK (1u << CHUNK_BITS)
+/* The timer thread wakes at most once per this many ns for sub-millisecond
+ * due times: the bound on lateness it adds. */
+#define PC__TIMER_SLACK_NS 200000u
 
 struct pc__timer_entry {
 	pc__tw_node_t node;
@@ -150,7 +154,14 @@ int pc__timers_init(pc_runtime_t *rt)
 	pthread_condattr_destroy(&a);
 	if (!ok)
 		return PC_ESYS;
-	pthread_mutex_init(&t->lock, NULL);
+	/* Adaptive: a thread arming timers in a tight loop re-takes a plain
+	 * mutex before a sleeping waiter (the timer thread) gets to it; a
+	 * short spin lets the timer thread in between. */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&t->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	pc__tw_init(&t->wheel, pc_runtime_now_ms());
 	t->sleep_until = UINT64_MAX;
 	return 0;
@@ -244,8 +255,12 @@ static void *timer_main(void *arg)
 		}
 		uint64_t next_ms = pc__tw_next_deadline(&t->wheel);
 		uint64_t next = next_ms < UINT64_MAX / 1000000u ? next_ms * 1000000u : UINT64_MAX;
-		if (t->soon_head && t->soon_head->due_ns < next)
-			next = t->soon_head->due_ns;
+		if (t->soon_head && t->soon_head->due_ns < next) {
+			/* Timers due close together are fired together: waking for
+			 * each would cost a context switch per timer. */
+			uint64_t earliest = fc.now_ns + PC__TIMER_SLACK_NS;
+			next = t->soon_head->due_ns > earliest ? t->soon_head->due_ns : earliest;
+		}
 		t->sleep_until = next;
 		if (next == UINT64_MAX) {
 			pthread_cond_wait(&t->cond, &t->lock);
