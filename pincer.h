@@ -16,5 +16,6 @@
 #include "actors/registry.h"
 #include "actors/supervisor.h"
 #include "actors/deadline.h"
+#include "io/sse.h"
 
 #endif
