@@ -432,7 +432,7 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 			if (gone)
 				break;
 		}
-		/* It sent to an overloaded receiver: end the turn here, so that
+		/* It sent to a receiver too far behind: end the turn here, so that
 		 * it can be muted below. A sender that always has more to do
 		 * (it keeps messaging itself) would otherwise never reach the
 		 * mute and flood the receiver without bound. */

@@ -2,8 +2,8 @@
  * fanin: 8 producers each send 0..999,999 to one consumer as fast as they
  * can (--n sets the count per producer). A producer's handler sends a chunk
  * of 256 values and then a "continue" message to itself, so the runtime can
- * interleave producers and apply backpressure (a sender to an overloaded
- * receiver is muted at the end of its turn). The consumer sums; the sum
+ * interleave producers and apply backpressure (a sender to a receiver too
+ * far behind is held back at the end of its turn). The consumer sums; the sum
  * must be 8 * n(n-1)/2.
  *
  * consumer_peak_depth is measured here, not by the runtime: each producer

@@ -33,7 +33,7 @@ struct pc_ctx {
 	struct pc__worker *w;       /* NULL for stop handlers run at shutdown */
 	pc_runtime_t *rt;
 	pc_actor_t *actor;
-	pc_actor_t *mute_target;    /* retained: an overloaded receiver we sent to */
+	pc_actor_t *mute_target;    /* retained: a receiver too far behind that we sent to */
 	uint32_t sends;             /* messages sent in this turn */
 	/* Outbox: consecutive sends to one receiver, pushed as one chain when
 	 * the receiver changes, the handler returns, or it is full. */
