@@ -1,0 +1,76 @@
+/*
+ * I/O threads: the OS edge of the runtime.
+ *
+ * Each I/O thread owns one epoll, an eventfd by which any thread wakes it,
+ * its own timers, its share of the listening sockets, and one libcurl multi
+ * handle driven on the same epoll. Actors never touch sockets or curl: they
+ * hand an I/O thread a command (start a request, write a frame, cancel) and
+ * get messages back. See io/http_client.h and io/http_server.h.
+ *
+ * Threads: pc_io_new and pc_io_free from one controlling thread; everything
+ * else in io/ may be called from any thread unless it says otherwise.
+ */
+#ifndef PINCER_IO_IO_H
+#define PINCER_IO_IO_H
+
+#include <stdint.h>
+
+#include "../actors/actor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_io pc_io_t;
+
+typedef struct pc_io_config {
+	uint32_t threads;              /* 0: one per two cores, at least one */
+	uint32_t max_host_connections; /* per host and I/O thread; 0: 64 */
+	uint32_t max_total_connections; /* per I/O thread; 0: no cap */
+	uint32_t max_idle_connections; /* kept-alive connections per I/O thread; 0: 256 */
+} pc_io_config_t;
+
+/* Message types the I/O layer delivers to actors (see the module headers
+ * for their payloads). */
+enum {
+	PC_MSG_HTTP_RESPONSE_HEAD = PC_MSG_TYPE_SYSTEM + 0x1000,
+	PC_MSG_HTTP_RESPONSE_DATA,
+	PC_MSG_HTTP_RESPONSE_END,
+	PC_MSG_HTTP_REQUEST = PC_MSG_TYPE_SYSTEM + 0x1100,
+	PC_MSG_HTTP_GONE,
+	PC_MSG_WS_MESSAGE,
+	PC_MSG_WS_CLOSED,
+};
+
+/* Starts the I/O threads for runtime `rt` (which must be started and must
+ * outlive the I/O layer). NULL cfg takes the defaults. */
+int pc_io_new(pc_runtime_t *rt, const pc_io_config_t *cfg, pc_io_t **out);
+
+/* Stops the I/O threads after closing every server and cancelling every
+ * transfer: owners of live transfers get their END message (PC_ESTOPPED),
+ * owners of live connections their GONE / CLOSED message. Call before
+ * pc_runtime_stop. NULL is a no-op. */
+void pc_io_free(pc_io_t *io);
+
+uint32_t pc_io_threads(const pc_io_t *io);
+pc_runtime_t *pc_io_runtime(const pc_io_t *io);
+
+typedef struct pc_io_stats {
+	uint64_t transfers_started;  /* client requests handed to curl */
+	uint64_t transfers_live;     /* not yet finished or cancelled */
+	uint64_t transfers_paused;   /* paused now by consumer backpressure */
+	uint64_t connections_accepted;
+	uint64_t connections_live;   /* server-side connections open now */
+	uint64_t connections_dropped; /* closed for a limit, timeout or slow reader */
+	uint64_t commands;           /* commands run by the I/O threads */
+	uint64_t wakeups;            /* epoll returns */
+} pc_io_stats_t;
+
+/* Sums the counters of every I/O thread; each is read without stopping
+ * the threads, so the sum is a snapshot, not an atomic cut. */
+void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

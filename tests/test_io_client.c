@@ -1,0 +1,450 @@
+/*
+ * The HTTP client on the I/O loops, against a scripted raw TCP server:
+ * message order, every transport outcome, cancel, backpressure, shutdown
+ * with live transfers, and many concurrent transfers.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include <curl/curl.h>
+
+#include "io/http_client.h"
+#include "io/io.h"
+#include "raw_server.h"
+#include "test_util.h"
+
+/* ---- a collecting owner actor ------------------------------------------- */
+
+typedef struct collector {
+	pthread_mutex_t lock;
+	int heads, ends, datas;
+	int order_ok;     /* HEAD before DATA before END, END last */
+	int status;
+	char retry_after[32];
+	char *body;
+	size_t body_len;
+	size_t max_unconsumed;
+	size_t unconsumed;
+	bool consume;     /* report chunks consumed as they arrive */
+	pc_http_end_msg_t end;
+	pc_http_call_t *call; /* set by the test after fetch */
+} collector_t;
+
+static int collect(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	(void)ctx;
+	collector_t *c = state;
+	pthread_mutex_lock(&c->lock);
+	switch (msg->type) {
+	case PC_MSG_HTTP_RESPONSE_HEAD: {
+		const pc_http_head_msg_t *h = pc_msg_data(msg);
+		if (c->heads || c->datas || c->ends)
+			c->order_ok = 0;
+		c->heads++;
+		c->status = h->status;
+		pc_http_head_get(h, "Retry-After", c->retry_after, sizeof(c->retry_after));
+		break;
+	}
+	case PC_MSG_HTTP_RESPONSE_DATA: {
+		const pc_http_data_msg_t *d = pc_msg_data(msg);
+		if (!c->heads || c->ends)
+			c->order_ok = 0;
+		c->datas++;
+		c->body = realloc(c->body, c->body_len + d->len + 1);
+		memcpy(c->body + c->body_len, d->data, d->len);
+		c->body_len += d->len;
+		c->body[c->body_len] = '\0';
+		c->unconsumed += d->len;
+		if (c->unconsumed > c->max_unconsumed)
+			c->max_unconsumed = c->unconsumed;
+		if (c->consume && c->call) {
+			pc_http_call_consumed(c->call, c->unconsumed);
+			c->unconsumed = 0;
+		}
+		break;
+	}
+	case PC_MSG_HTTP_RESPONSE_END:
+		if (c->ends)
+			c->order_ok = 0;
+		c->ends++;
+		c->end = *(const pc_http_end_msg_t *)pc_msg_data(msg);
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+static const pc_behavior_t collector_b = {.name = "collector", .receive = collect};
+
+static pc_runtime_t *rt;
+static pc_io_t *io;
+
+static void setup(void)
+{
+	rt = start_rt(2);
+	pc_io_config_t cfg = {.threads = 1};
+	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
+}
+
+static void teardown(void)
+{
+	pc_io_free(io);
+	pc_runtime_stop(rt);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
+TestSuite(io_client, .init = setup, .fini = teardown, .timeout = 60);
+
+static collector_t *collector_new(bool consume)
+{
+	collector_t *c = calloc(1, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	c->order_ok = 1;
+	c->consume = consume;
+	return c;
+}
+
+static int ends_of(collector_t *c)
+{
+	pthread_mutex_lock(&c->lock);
+	int e = c->ends;
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
+static void collector_free(collector_t *c)
+{
+	pthread_mutex_destroy(&c->lock);
+	free(c->body);
+	free(c);
+}
+
+/* The actor's state is the test's; the actor never frees it. */
+static pc_actor_t *spawn_collector(collector_t *c)
+{
+	pc_actor_t *a = NULL;
+	cr_assert_eq(pc_spawn(rt, &collector_b, c, &a), 0);
+	return a;
+}
+
+static pc_http_call_t *fetch(const char *url, const char *body, collector_t *c, pc_actor_t *a,
+			     pc_http_client_request_t *extra)
+{
+	pc_http_client_request_t req = extra ? *extra : (pc_http_client_request_t){0};
+	req.url = url;
+	if (body) {
+		req.body = body;
+		req.body_len = strlen(body);
+	}
+	pc_http_call_t *call = NULL;
+	pthread_mutex_lock(&c->lock);
+	cr_assert_eq(pc_http_fetch(io, &req, a, &call), 0);
+	c->call = call;
+	pthread_mutex_unlock(&c->lock);
+	return call;
+}
+
+static void finish(collector_t *c, pc_actor_t *a)
+{
+	AWAIT(ends_of(c) == 1, 10000);
+	quiesce(rt);
+	pc_http_call_release(c->call);
+	pc_actor_stop(a, PC_EXIT_NORMAL);
+	pc_actor_release(a);
+	quiesce(rt);
+}
+
+static char url[128];
+
+static void set_url(const raw_server_t *s, const char *path)
+{
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", s->port, path);
+}
+
+/* ---- scripted servers --------------------------------------------------- */
+
+static void serve_hello(int fd, void *arg)
+{
+	(void)arg;
+	char buf[8192];
+	while (raw_read_request(fd, buf, sizeof(buf)) > 0) {
+		const char *body = strstr(buf, "\r\n\r\n") + 4;
+		char out[9000];
+		int n = snprintf(out, sizeof(out),
+				 "HTTP/1.1 200 OK\r\nRetry-After: 7\r\nContent-Length: %zu\r\n\r\nhello:%s",
+				 strlen(body) + 6, body);
+		raw_write_all(fd, out, (size_t)n);
+	}
+}
+
+Test(io_client, get_and_post_arrive_in_order_with_headers)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_hello, NULL);
+	set_url(&s, "/x");
+	for (int i = 0; i < 2; i++) {
+		collector_t *c = collector_new(true);
+		pc_actor_t *a = spawn_collector(c);
+		fetch(url, i ? "a body" : NULL, c, a, NULL);
+		finish(c, a);
+		cr_assert_eq(c->heads, 1);
+		cr_assert_eq(c->ends, 1);
+		cr_assert(c->order_ok);
+		cr_assert_eq(c->status, 200);
+		cr_assert_str_eq(c->retry_after, "7");
+		cr_assert_str_eq(c->body, i ? "hello:a body" : "hello:");
+		cr_assert_eq(c->end.result, 0);
+		cr_assert_eq(c->end.transport, PC_HTTP_OK);
+		cr_assert_eq(c->end.status, 200);
+		cr_assert_eq(c->end.bytes, c->body_len);
+		collector_free(c);
+	}
+	raw_server_stop(&s);
+	/* Both requests went over one kept-alive connection. */
+	cr_assert_eq(s.accepted, 1);
+}
+
+Test(io_client, refused_connection_is_a_connect_failure)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_hello, NULL);
+	uint16_t port = s.port;
+	raw_server_stop(&s); /* the port is now closed */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	fetch(url, NULL, c, a, NULL);
+	finish(c, a);
+	cr_assert_eq(c->heads, 0);
+	cr_assert_eq(c->end.transport, PC_HTTP_CONNECT);
+	cr_assert_eq(c->end.result, PC_ESYS);
+	cr_assert_eq(c->end.status, 0);
+	cr_assert_neq(c->end.error[0], '\0');
+	collector_free(c);
+}
+
+static uint32_t peer_closed; /* serve_headers_then_silence saw the client close */
+
+static void serve_headers_then_silence(int fd, void *arg)
+{
+	int ms = *(int *)arg;
+	__atomic_store_n(&peer_closed, 0, __ATOMIC_RELEASE);
+	char buf[8192];
+	if (raw_read_request(fd, buf, sizeof(buf)) <= 0)
+		return;
+	raw_write_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+			  "Transfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n");
+	if (raw_wait_closed(fd, ms))
+		__atomic_store_n(&peer_closed, 1, __ATOMIC_RELEASE);
+}
+
+Test(io_client, idle_timeout_ends_a_stalled_stream)
+{
+	int stall = 5000;
+	raw_server_t s;
+	raw_server_start(&s, serve_headers_then_silence, &stall);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_client_request_t opt = {.idle_timeout_ms = 150};
+	uint64_t t0 = now_ms();
+	fetch(url, NULL, c, a, &opt);
+	finish(c, a);
+	uint64_t took = now_ms() - t0;
+	cr_assert_eq(c->end.transport, PC_HTTP_IDLE);
+	cr_assert_eq(c->end.result, PC_ETIMEDOUT);
+	cr_assert_eq(c->status, 200);
+	cr_assert_str_eq(c->body, "first");
+	cr_assert(took >= 150 && took < 3000, "took %" PRIu64 " ms", took);
+	AWAIT(__atomic_load_n(&peer_closed, __ATOMIC_ACQUIRE), 4000);
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+Test(io_client, total_timeout_is_a_timeout)
+{
+	int stall = 5000;
+	raw_server_t s;
+	raw_server_start(&s, serve_headers_then_silence, &stall);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_client_request_t opt = {.total_timeout_ms = 200};
+	fetch(url, NULL, c, a, &opt);
+	finish(c, a);
+	cr_assert_eq(c->end.transport, PC_HTTP_TIMEOUT);
+	cr_assert_eq(c->end.result, PC_ETIMEDOUT);
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+Test(io_client, cancel_mid_stream_releases_everything)
+{
+	int stall = 5000;
+	raw_server_t s;
+	raw_server_start(&s, serve_headers_then_silence, &stall);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_call_t *call = fetch(url, NULL, c, a, NULL);
+	AWAIT(__atomic_load_n(&c->datas, __ATOMIC_ACQUIRE) >= 1, 5000);
+	pc_http_call_cancel(call);
+	pc_http_call_cancel(call); /* idempotent */
+	finish(c, a);
+	cr_assert_eq(c->end.transport, PC_HTTP_CANCELLED);
+	cr_assert_eq(c->end.result, PC_ESTOPPED);
+	/* The connection was closed, not parked for reuse mid-response. */
+	AWAIT(__atomic_load_n(&peer_closed, __ATOMIC_ACQUIRE), 4000);
+	raw_server_stop(&s);
+	pc_io_stats_t st;
+	pc_io_stats(io, &st);
+	cr_assert_eq(st.transfers_live, 0);
+	collector_free(c);
+}
+
+static void serve_partial(int fd, void *arg)
+{
+	(void)arg;
+	char buf[8192];
+	if (raw_read_request(fd, buf, sizeof(buf)) <= 0)
+		return;
+	raw_write_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly part");
+}
+
+Test(io_client, peer_closing_mid_body_is_closed)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_partial, NULL);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	fetch(url, NULL, c, a, NULL);
+	finish(c, a);
+	cr_assert_eq(c->end.transport, PC_HTTP_CLOSED);
+	cr_assert_str_eq(c->body, "only part");
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+static void serve_garbage(int fd, void *arg)
+{
+	(void)arg;
+	char buf[8192];
+	if (raw_read_request(fd, buf, sizeof(buf)) <= 0)
+		return;
+	raw_write_str(fd, "this is not http at all\r\n\r\n");
+}
+
+Test(io_client, garbage_response_is_malformed)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_garbage, NULL);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	fetch(url, NULL, c, a, NULL);
+	finish(c, a);
+	cr_assert(c->end.transport == PC_HTTP_MALFORMED || c->end.transport == PC_HTTP_CLOSED,
+		  "transport %s", pc_http_transport_name(c->end.transport));
+	cr_assert_neq(c->end.result, 0);
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+#define BIG (8u << 20)
+
+static void serve_big(int fd, void *arg)
+{
+	(void)arg;
+	char buf[8192];
+	if (raw_read_request(fd, buf, sizeof(buf)) <= 0)
+		return;
+	char head[128];
+	snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %u\r\n\r\n", BIG);
+	raw_write_str(fd, head);
+	char *block = malloc(65536);
+	for (unsigned i = 0; i < 65536; i++)
+		block[i] = (char)('a' + i % 26);
+	for (unsigned sent = 0; sent < BIG; sent += 65536)
+		if (!raw_write_all(fd, block, 65536))
+			break;
+	free(block);
+}
+
+Test(io_client, slow_consumer_pauses_the_transfer_then_it_completes)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_big, NULL);
+	set_url(&s, "/");
+	collector_t *c = collector_new(false); /* consumes nothing for now */
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_client_request_t opt = {.max_buffered = 256 * 1024};
+	pc_http_call_t *call = fetch(url, NULL, c, a, &opt);
+	/* Give the server time to push far more than the cap. */
+	sleep_ms(300);
+	pthread_mutex_lock(&c->lock);
+	size_t held = c->unconsumed;
+	pthread_mutex_unlock(&c->lock);
+	pc_io_stats_t st;
+	pc_io_stats(io, &st);
+	cr_assert_eq(st.transfers_paused, 1);
+	/* At most the cap plus one curl buffer's worth went past the pause. */
+	cr_assert(held >= 256 * 1024 && held <= 256 * 1024 + CURL_MAX_WRITE_SIZE, "held %zu", held);
+	/* Now drain: consume what is held and everything that follows. */
+	pthread_mutex_lock(&c->lock);
+	c->consume = true;
+	pc_http_call_consumed(call, c->unconsumed);
+	c->unconsumed = 0;
+	pthread_mutex_unlock(&c->lock);
+	finish(c, a);
+	cr_assert_eq(c->end.result, 0);
+	cr_assert_eq(c->body_len, BIG);
+	cr_assert_eq(c->body[BIG - 1], (char)('a' + (BIG - 1) % 65536 % 26));
+	pc_io_stats(io, &st);
+	cr_assert_eq(st.transfers_paused, 0);
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+Test(io_client, io_free_ends_live_transfers)
+{
+	int stall = 5000;
+	raw_server_t s;
+	raw_server_start(&s, serve_headers_then_silence, &stall);
+	set_url(&s, "/");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_call_t *call = fetch(url, NULL, c, a, NULL);
+	AWAIT(__atomic_load_n(&c->datas, __ATOMIC_ACQUIRE) >= 1, 5000);
+	pc_io_free(io);
+	io = NULL;
+	AWAIT(ends_of(c) == 1, 5000);
+	cr_assert_eq(c->end.transport, PC_HTTP_CANCELLED);
+	/* Releasing after the I/O layer is gone touches only the handle. */
+	pc_http_call_release(call);
+	pc_actor_stop(a, PC_EXIT_NORMAL);
+	pc_actor_release(a);
+	quiesce(rt);
+	raw_server_stop(&s);
+	collector_free(c);
+}
+
+Test(io_client, bad_arguments_are_rejected)
+{
+	pc_http_call_t *call = NULL;
+	pc_http_client_request_t req = {0};
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	cr_assert_eq(pc_http_fetch(io, &req, a, &call), PC_EINVAL); /* no url */
+	req.url = "http://127.0.0.1:1/";
+	cr_assert_eq(pc_http_fetch(io, &req, NULL, &call), PC_EINVAL);
+	req.header_count = 1;
+	cr_assert_eq(pc_http_fetch(io, &req, a, &call), PC_EINVAL);
+	req.header_count = 0;
+	req.url = "gopher://127.0.0.1:1/";
+	cr_assert_eq(pc_http_fetch(io, &req, a, &call), 0);
+	c->call = call;
+	finish(c, a);
+	cr_assert_eq(c->end.transport, PC_HTTP_MALFORMED);
+	collector_free(c);
+}
