@@ -1,0 +1,211 @@
+/*
+ * The HTTP server's insides, shared by http_server.c (the server, its
+ * listeners, the id tables, the answer API), http_conn.c (one connection's
+ * HTTP state machine) and ws.c (a connection after a WebSocket upgrade).
+ *
+ * Threads: a connection belongs to the loop that accepted it and is touched
+ * only on that thread. Other threads see a loop's share of the server only
+ * through its id table and its `open` flag, both under that share's mutex.
+ */
+#ifndef PC_IO_HTTP_CONN_INTERNAL_H
+#define PC_IO_HTTP_CONN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <llhttp.h>
+
+#include "http_server.h"
+#include "loop_internal.h"
+
+/* Bytes taken from the socket per read (one buffer per loop and server). */
+#define PC__HTTP_RBUF 65536
+/* Unparsed input a connection holds while a request is in service
+ * (pipelined requests, early WebSocket frames); past it reading stops. */
+#define PC__HTTP_PENDING_MAX 65536
+/* How long a closing connection drains the peer's input after its last
+ * response, so that the response is not lost to a reset. */
+#define PC__HTTP_LINGER_MS 2000
+/* The loop index lives in the top byte of an id (loop.c allows 256). */
+#define PC__HTTP_ID_SHIFT 56
+
+/* A growable byte buffer. */
+typedef struct pc__buf {
+	char *p;
+	size_t len;
+	size_t cap;
+} pc__buf_t;
+
+/* Appends n bytes; PC_ENOMEM leaves the buffer as it was. */
+int pc__buf_append(pc__buf_t *b, const void *data, size_t n);
+void pc__buf_free(pc__buf_t *b);
+
+typedef struct pc__http_route {
+	char *method; /* NULL: any */
+	char *path;
+	size_t path_len; /* without the trailing '*' of a prefix */
+	bool prefix;
+	pc_actor_t *handler; /* a reference the server holds */
+} pc__http_route_t;
+
+typedef struct pc__http_conn pc__http_conn_t;
+
+/* The server's share of one loop. */
+typedef struct pc__srv_loop {
+	pc_http_server_t *srv;
+	pc_ioloop_t *loop;
+	uint32_t index;
+	int fd; /* the listening socket */
+	pc_io_watch_t watch;
+	pc_io_timer_t retry;    /* re-arms accept after EMFILE and the like */
+	pc_io_hook_t hook;      /* closes everything when the loop stops */
+	pc__http_conn_t *conns; /* live connections, doubly linked */
+	char *rbuf;             /* PC__HTTP_RBUF bytes of read scratch */
+	int start_rc;           /* what starting on the loop returned */
+
+	/* Shared with answering threads. */
+	pthread_mutex_t mu;
+	pc__http_conn_t **buckets; /* id -> connection, chained through id_next */
+	size_t nbuckets;           /* a power of two */
+	size_t nids;
+	bool open;    /* answers may be posted to the loop */
+	bool started; /* listening on the loop, shutdown hook registered */
+	bool shut;    /* listener off, every connection closed */
+} pc__srv_loop_t;
+
+struct pc_http_server {
+	pc_http_server_t *reg_next; /* the registry of live servers */
+	pc_io_t *io;
+	pc_http_server_limits_t lim; /* defaults filled in */
+	pc_ws_origin_fn origin_check;
+	void *origin_user;
+	uint16_t port;
+	bool started; /* the controlling thread's view */
+	pc__http_route_t *routes;
+	size_t nroutes;
+	uint32_t nconns; /* atomic: live connections over every loop */
+
+	/* Start and free wait here for the loops' acknowledgements. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint32_t acks;
+
+	uint32_t nloops;
+	pc__srv_loop_t loops[];
+};
+
+typedef enum pc__conn_state {
+	PC__C_HEAD,    /* waiting for, or reading, a request head */
+	PC__C_BODY,    /* reading a request body */
+	PC__C_SERVICE, /* a request is with its actor, no answer yet */
+	PC__C_STREAM,  /* a streamed response is under way */
+	PC__C_CLOSING, /* the last response is being flushed */
+	PC__C_LINGER,  /* write side shut, draining input until EOF */
+	PC__C_WS,      /* a WebSocket (ws.c) */
+} pc__conn_state_t;
+
+/* A piece of queued output. */
+typedef struct pc__out {
+	struct pc__out *next;
+	size_t off; /* already sent */
+	size_t len;
+	size_t cap;
+	char data[];
+} pc__out_t;
+
+struct pc__ws;
+
+struct pc__http_conn {
+	pc__srv_loop_t *sl;
+	pc_http_server_t *srv;
+	pc__http_conn_t *prev, *next; /* sl->conns */
+	pc__http_conn_t *id_next;     /* the id table's chain (under sl->mu) */
+	uint64_t id;                  /* the request in service or the WebSocket; 0: none */
+	int fd;
+	pc__conn_state_t state;
+	pc_io_watch_t watch;
+	pc_io_timer_t timer;  /* the current phase's deadline */
+	pc_io_timer_t wtimer; /* output that makes no progress */
+
+	llhttp_t parser;
+	pc__buf_t head;     /* url NUL, then name NUL value NUL per header */
+	size_t val_start;   /* where the header value being parsed starts */
+	uint32_t nheaders;
+	size_t head_raw;    /* raw head bytes in earlier chunks */
+	const char *chunk;     /* the input being parsed now */
+	const char *span_end;  /* where the parser's last head span ended in it */
+	pc__buf_t body;
+	size_t trailer_bytes;
+	pc__buf_t pending;  /* input read but not parsed */
+
+	pc__out_t *out_head, *out_tail;
+	size_t out_bytes;
+
+	pc_actor_t *handler; /* borrowed from the route while a request is in service */
+	struct pc__ws *ws;
+	int err_status;      /* set by a parser callback that refuses the request */
+	uint8_t http_minor;
+	bool begun;      /* a request's first byte has arrived */
+	bool done;       /* the parser completed a request, not yet dispatched */
+	bool head_timed; /* the header deadline runs for this request */
+	bool served;     /* at least one response went out */
+	bool keep_alive;
+	bool upgrade;    /* the parser saw Connection: upgrade + Upgrade */
+	bool ws_ok;      /* the request is a valid WebSocket handshake */
+	bool no_body;    /* HEAD request or a status without a body */
+	bool chunked;    /* the streamed response uses chunked encoding */
+	bool in_drive;
+	bool dropped;    /* counted in connections_dropped */
+	bool closed;
+	char peer[48];
+	char ws_key[32];
+};
+
+/* ---- http_server.c (loop thread unless noted) ---- */
+
+uint64_t pc__srv_new_id(pc__srv_loop_t *sl);
+void pc__srv_id_add(pc__srv_loop_t *sl, pc__http_conn_t *c, uint64_t id);
+void pc__srv_id_remove(pc__srv_loop_t *sl, pc__http_conn_t *c);
+const pc__http_route_t *pc__srv_route(const pc_http_server_t *srv, const char *method,
+				      const char *path, size_t path_len);
+
+/* ---- http_conn.c (loop thread) ---- */
+
+/* Takes over an accepted socket (closing it on failure). */
+void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, socklen_t salen);
+/* Closes at once: the actor in charge gets GONE / CLOSED with `reason`;
+ * memory goes after the current batch. Idempotent. */
+void pc__conn_close(pc__http_conn_t *c, int reason);
+/* Shuts the write side and drains input until EOF or a deadline. */
+void pc__conn_linger(pc__http_conn_t *c);
+/* Sends what the socket takes and queues the rest; past the output cap the
+ * connection is dropped. Check c->closed afterwards. */
+void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n);
+/* Writes queued output; a negative code when the peer is gone (the caller
+ * closes). */
+int pc__conn_flush(pc__http_conn_t *c);
+/* Sets the epoll mask and the stall timer from the state. Check c->closed. */
+void pc__conn_rewatch(pc__http_conn_t *c);
+/* Output made progress (re-arms the stall timer). */
+void pc__conn_progress(pc__http_conn_t *c);
+/* Counts the connection in connections_dropped (once). */
+void pc__conn_drop(pc__http_conn_t *c);
+/* (Re)arms or cancels the phase deadline. */
+void pc__conn_arm(pc__http_conn_t *c, uint64_t ms);
+void pc__conn_disarm(pc__http_conn_t *c);
+/* Sends GONE or CLOSED; a message that cannot be allocated is lost. */
+void pc__conn_notify(pc_actor_t *to, uint32_t type, pc_http_server_t *srv, uint64_t id,
+		     int reason, uint16_t ws_code);
+
+/* Answers, run from the commands the answer API posts. */
+void pc__conn_respond(pc__http_conn_t *c, int status, const char *hdrs, size_t hlen,
+		      const char *body, size_t len);
+void pc__conn_stream_start(pc__http_conn_t *c, int status, const char *hdrs, size_t hlen);
+void pc__conn_stream_write(pc__http_conn_t *c, const char *data, size_t len);
+void pc__conn_stream_end(pc__http_conn_t *c);
+
+#endif
