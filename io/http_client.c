@@ -44,6 +44,10 @@ struct pc_http_call {
 	CURL *easy;
 	struct curl_slist *headers;
 	char *body;
+	size_t body_len;
+	char *url;
+	char *method;  /* NULL: POST with a body, else GET */
+	uint32_t connect_ms, total_ms;
 	pc_msg_t *end; /* allocated up front: END must never fail to go out */
 
 	/* Loop thread only from here. */
@@ -53,16 +57,24 @@ struct pc_http_call {
 	uint64_t last_rx_ns;
 	uint64_t bytes;
 	bool head_sent;
+	bool added; /* in the multi and on the live list */
 	char *head;
 	size_t head_len;
+	size_t head_cap;
 	char errbuf[CURL_ERROR_SIZE];
 };
+
+/* Easy handles kept for reuse: curl_easy_reset is far cheaper than a new
+ * handle, and the connection cache lives in the multi either way. */
+#define SPARE_EASY_MAX 256
 
 struct pc__http_client_loop {
 	pc_ioloop_t *loop;
 	CURLM *multi;
 	pc_io_timer_t timer;
 	pc_http_call_t *live;
+	CURL *spare[SPARE_EASY_MAX];
+	uint32_t nspare;
 };
 
 /* A socket curl asked us to watch. Freed through the loop's defer list. */
@@ -129,6 +141,8 @@ static void call_free(pc_http_call_t *call)
 	curl_slist_free_all(call->headers);
 	pc_actor_release(call->owner);
 	pc_msg_free(call->end);
+	free(call->url);
+	free(call->method);
 	free(call->body);
 	free(call->head);
 	free(call);
@@ -223,7 +237,7 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 {
 	pc_ioloop_t *loop = call->loop;
 	struct pc__http_client_loop *c = pc__ioloop_client(loop);
-	if (c) {
+	if (c && call->added) {
 		curl_multi_remove_handle(c->multi, call->easy);
 		if (call->prev)
 			call->prev->next = call->next;
@@ -235,7 +249,8 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 	pc__ioloop_timer_cancel(loop, &call->idle_timer);
 
 	long status = 0;
-	curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (call->easy)
+		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
 	pc_msg_t *m = call->end;
 	call->end = NULL;
 	pc_http_end_msg_t *e = pc_msg_data(m);
@@ -251,6 +266,11 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 	memcpy(e->error, text, tlen); /* truncation of a long curl message is fine */
 	e->error[tlen] = '\0';
 	pc_send(call->owner, m);
+	if (c && call->easy && c->nspare < SPARE_EASY_MAX) {
+		curl_easy_reset(call->easy);
+		c->spare[c->nspare++] = call->easy;
+		call->easy = NULL;
+	}
 	__atomic_store_n(&call->done, 1, __ATOMIC_RELEASE);
 	PC__IO_STAT_SUB(loop, transfers_live, 1);
 	if (__atomic_load_n(&call->pause, __ATOMIC_RELAXED) != PAUSE_NONE)
@@ -278,12 +298,18 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	size_t keep = len;
 	while (keep && (data[keep - 1] == '\r' || data[keep - 1] == '\n'))
 		keep--;
-	if (call->head_len + keep + 1 > HEADER_CAP)
+	size_t need = call->head_len + keep + 1;
+	if (need > HEADER_CAP)
 		return 0; /* refuses the response: CURLE_WRITE_ERROR, "malformed" */
-	if (!call->head) {
-		call->head = malloc(HEADER_CAP);
-		if (!call->head)
+	if (need > call->head_cap) {
+		size_t cap = call->head_cap ? call->head_cap : 512;
+		while (cap < need)
+			cap *= 2;
+		char *h = realloc(call->head, cap);
+		if (!h)
 			return 0;
+		call->head = h;
+		call->head_cap = cap;
 	}
 	memcpy(call->head + call->head_len, data, keep);
 	call->head_len += keep;
@@ -424,6 +450,53 @@ static void on_idle(pc_ioloop_t *loop, void *arg)
 	call_finish(call, PC_HTTP_IDLE, CURLE_OK, "no data within the idle timeout");
 }
 
+/* Loop thread: fills a fresh or reset easy handle from the call. */
+static int setup_easy(pc_http_call_t *call)
+{
+	CURL *e = call->easy;
+	CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                              \
+	do {                                                                                       \
+		if (rc == CURLE_OK)                                                                \
+			rc = curl_easy_setopt(e, opt, val);                                        \
+	} while (0)
+	SET(CURLOPT_URL, call->url);
+	SET(CURLOPT_PRIVATE, (void *)call);
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)call->connect_ms);
+	SET(CURLOPT_TIMEOUT_MS, (long)call->total_ms);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERDATA, (void *)call);
+	SET(CURLOPT_WRITEFUNCTION, on_body);
+	SET(CURLOPT_WRITEDATA, (void *)call);
+	SET(CURLOPT_ERRORBUFFER, call->errbuf);
+	SET(CURLOPT_HTTPHEADER, call->headers);
+	if (call->body) {
+		SET(CURLOPT_POSTFIELDS, call->body);
+		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
+	}
+	const char *method = call->method ? call->method : (call->body ? "POST" : "GET");
+	if (strcmp(method, "GET") == 0 && !call->body)
+		SET(CURLOPT_HTTPGET, 1L);
+	else if (strcmp(method, "POST") != 0)
+		SET(CURLOPT_CUSTOMREQUEST, method);
+#undef SET
+	return rc == CURLE_OK ? 0 : PC_EINVAL;
+}
+
+/* Only plain HTTP(S): the scheme is checked here, so no other protocol
+ * curl may know is ever reachable from a configured URL. */
+static bool http_url(const char *url)
+{
+	return strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0;
+}
+
+static char *dup_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
 /* ---- commands ------------------------------------------------------------------ */
 
 typedef struct call_cmd {
@@ -445,11 +518,21 @@ static void add_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		return;
 	}
 	call->last_rx_ns = pc__ioloop_now_ns(loop);
+	call->easy = c->nspare ? c->spare[--c->nspare] : curl_easy_init();
+	if (!call->easy) {
+		call_finish(call, PC_HTTP_OTHER, CURLE_OUT_OF_MEMORY, "out of memory");
+		return;
+	}
+	if (setup_easy(call) != 0) {
+		call_finish(call, PC_HTTP_OTHER, CURLE_OK, "could not configure the request");
+		return;
+	}
 	CURLMcode mc = curl_multi_add_handle(c->multi, call->easy);
 	if (mc != CURLM_OK) {
 		call_finish(call, PC_HTTP_OTHER, CURLE_OK, curl_multi_strerror(mc));
 		return;
 	}
+	call->added = true;
 	call->next = c->live;
 	if (c->live)
 		c->live->prev = call;
@@ -500,46 +583,11 @@ static int post_call_cmd(pc_http_call_t *call, pc_io_cmd_fn fn)
 
 /* ---- the public API ----------------------------------------------------------- */
 
-static int setup_easy(pc_http_call_t *call, const pc_http_client_request_t *req)
-{
-	CURL *e = call->easy;
-	CURLcode rc = CURLE_OK;
-	uint32_t connect_ms = req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
-#define SET(opt, val)                                                                              \
-	do {                                                                                       \
-		if (rc == CURLE_OK)                                                                \
-			rc = curl_easy_setopt(e, opt, val);                                        \
-	} while (0)
-	SET(CURLOPT_URL, req->url);
-	SET(CURLOPT_PRIVATE, (void *)call);
-	SET(CURLOPT_NOSIGNAL, 1L);
-	SET(CURLOPT_PROTOCOLS_STR, "http,https");
-	SET(CURLOPT_TCP_KEEPALIVE, 1L);
-	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
-	SET(CURLOPT_TIMEOUT_MS, (long)req->total_timeout_ms);
-	SET(CURLOPT_HEADERFUNCTION, on_header);
-	SET(CURLOPT_HEADERDATA, (void *)call);
-	SET(CURLOPT_WRITEFUNCTION, on_body);
-	SET(CURLOPT_WRITEDATA, (void *)call);
-	SET(CURLOPT_ERRORBUFFER, call->errbuf);
-	SET(CURLOPT_HTTPHEADER, call->headers);
-	if (call->body) {
-		SET(CURLOPT_POSTFIELDS, call->body);
-		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-	}
-	const char *method = req->method ? req->method : (call->body ? "POST" : "GET");
-	if (strcmp(method, "GET") == 0 && !call->body)
-		SET(CURLOPT_HTTPGET, 1L);
-	else if (strcmp(method, "POST") != 0)
-		SET(CURLOPT_CUSTOMREQUEST, method);
-#undef SET
-	return rc == CURLE_OK ? 0 : PC_EINVAL;
-}
-
 int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *owner,
 		  pc_http_call_t **out)
 {
-	if (!io || !req || !req->url || !owner || !out || (req->header_count && !req->headers))
+	if (!io || !req || !req->url || !owner || !out || (req->header_count && !req->headers) ||
+	    !http_url(req->url))
 		return PC_EINVAL;
 	int rc = PC_ENOMEM;
 	pc_http_call_t *call = calloc(1, sizeof(*call));
@@ -551,9 +599,14 @@ int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *
 	call->tag = req->tag;
 	call->max_buffered = req->max_buffered ? req->max_buffered : DEFAULT_MAX_BUFFERED;
 	call->idle_ns = (uint64_t)req->idle_timeout_ms * 1000000u;
+	call->connect_ms = req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+	call->total_ms = req->total_timeout_ms;
 	call->end = pc_msg_new(PC_MSG_HTTP_RESPONSE_END, sizeof(pc_http_end_msg_t));
-	if (!call->end)
+	call->url = dup_str(req->url);
+	call->method = dup_str(req->method);
+	if (!call->end || !call->url || (req->method && !call->method))
 		goto fail;
+	call->body_len = req->body_len;
 	if (req->body) {
 		/* A NUL after the body keeps it printable in a debugger; curl is
 		 * given the length. */
@@ -575,11 +628,6 @@ int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *
 			goto fail;
 		call->headers = h;
 	}
-	call->easy = curl_easy_init();
-	if (!call->easy)
-		goto fail;
-	if ((rc = setup_easy(call, req)) != 0)
-		goto fail;
 	call_cmd_t *p;
 	pc_msg_t *m = pc__io_cmd_new(add_cmd, sizeof(*p), (void **)&p);
 	rc = PC_ENOMEM;
@@ -671,6 +719,8 @@ void pc__http_client_loop_fini(struct pc__http_client_loop *c)
 		return;
 	while (c->live)
 		call_finish(c->live, PC_HTTP_CANCELLED, CURLE_OK, "the I/O layer is stopping");
+	while (c->nspare)
+		curl_easy_cleanup(c->spare[--c->nspare]);
 	curl_multi_cleanup(c->multi);
 	pc__ioloop_timer_cancel(c->loop, &c->timer);
 	free(c);

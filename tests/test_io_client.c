@@ -441,10 +441,13 @@ Test(io_client, bad_arguments_are_rejected)
 	req.header_count = 1;
 	cr_assert_eq(pc_http_fetch(io, &req, a, &call), PC_EINVAL);
 	req.header_count = 0;
-	req.url = "gopher://127.0.0.1:1/";
+	req.url = "file:///etc/passwd"; /* only http and https are reachable */
+	cr_assert_eq(pc_http_fetch(io, &req, a, &call), PC_EINVAL);
+	req.url = "http://127.0.0.1:1/";
+	req.method = "BREW";
 	cr_assert_eq(pc_http_fetch(io, &req, a, &call), 0);
 	c->call = call;
 	finish(c, a);
-	cr_assert_eq(c->end.transport, PC_HTTP_MALFORMED);
+	cr_assert_eq(c->end.transport, PC_HTTP_CONNECT);
 	collector_free(c);
 }
