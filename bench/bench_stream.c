@@ -38,7 +38,7 @@ typedef struct params {
 	uint16_t port; /* a mock already running there; 0: fork one */
 	bool deltas;   /* Pincer forwards each delta as a message (the default) */
 	char url[128];
-	char step_header[256];
+	char step_header[2048];
 	const char *body;
 } params_t;
 
@@ -47,7 +47,7 @@ static const char *BODY = "{\"model\":\"mock\",\"stream\":true,\"stream_options\
 
 /* ---- the mock in a child process ---------------------------------------- */
 
-static pid_t start_mock(uint16_t *port, uint32_t concurrency)
+static pid_t start_mock(uint16_t *port)
 {
 	int fds[2];
 	if (pipe(fds) != 0)
@@ -70,7 +70,6 @@ static pid_t start_mock(uint16_t *port, uint32_t concurrency)
 		if (pc_runtime_new(&rc, &rt) || pc_runtime_start(rt) || pc_io_new(rt, &ioc, &io) ||
 		    pc_mock_server_start(io, &mc, &m, err, sizeof(err)))
 			_exit(1);
-		(void)concurrency;
 		uint16_t p = pc_mock_server_port(m);
 		if (write(fds[1], &p, sizeof(p)) != sizeof(p))
 			_exit(1);
@@ -279,9 +278,55 @@ static double run_pincer(const params_t *p, uint64_t *ok_out)
 
 static uint32_t arg_u32(const char *v) { return (uint32_t)strtoul(v, NULL, 10); }
 
+/* The mock's script for this configuration: `chunks` one-word deltas. */
+static void set_step(params_t *p)
+{
+	char *h = p->step_header;
+	size_t cap = sizeof(p->step_header);
+	size_t len = (size_t)snprintf(h, cap, "x-mock-scenario: {\"kind\":\"text\",\"chunks\":%u,\"text\":\"", p->chunks);
+	for (uint32_t i = 0; i < p->chunks && len + 8 < cap; i++)
+		len += (size_t)snprintf(h + len, cap - len, "%sw", i ? " " : "");
+	snprintf(h + len, cap - len, "\"}");
+}
+
+/* Runs one configuration in the chosen modes and prints one line. */
+static void run_config(params_t *p)
+{
+	if (!p->total)
+		p->total = p->chunks > 50 ? 4000 : 20000;
+	if (p->total < p->concurrency)
+		p->total = p->concurrency;
+	set_step(p);
+	uint64_t ok[2] = {0, 0};
+	double wall[2] = {0, 0}, cpu[2] = {0, 0};
+	for (int mode = 0; mode < 2; mode++) {
+		if (p->only >= 0 && p->only != mode)
+			continue;
+		double c0 = bench_cpu_s();
+		wall[mode] = mode == 0 ? run_curl(p, &ok[mode]) : run_pincer(p, &ok[mode]);
+		cpu[mode] = bench_cpu_s() - c0;
+		if (ok[mode] != p->total)
+			bench_fail("%s: %" PRIu64 " of %" PRIu64 " streams succeeded", mode ? "pincer" : "curl_multi",
+				   ok[mode], p->total);
+	}
+	char extra[512];
+	int n = snprintf(extra, sizeof(extra), "\"chunks\":%u,\"concurrency\":%u,\"deltas\":%s", p->chunks,
+			 p->concurrency, p->deltas ? "true" : "false");
+	static const char *const names[2] = {"curl", "pincer"};
+	for (int mode = 0; mode < 2; mode++)
+		if (wall[mode] > 0)
+			n += snprintf(extra + n, sizeof(extra) - (size_t)n,
+				      ",\"%s_streams_per_s\":%.0f,\"%s_cpu_us_per_stream\":%.2f", names[mode],
+				      (double)p->total / wall[mode], names[mode], cpu[mode] * 1e6 / (double)p->total);
+	if (wall[0] > 0 && wall[1] > 0)
+		snprintf(extra + n, sizeof(extra) - (size_t)n, ",\"throughput_ratio\":%.3f,\"cpu_ratio\":%.3f",
+			 wall[0] / wall[1], cpu[1] / cpu[0]);
+	bench_report("stream", p->workers, wall[1] > 0 ? wall[1] : wall[0], p->total, extra);
+}
+
 int main(int argc, char **argv)
 {
-	params_t p = {.chunks = 1, .concurrency = 100, .total = 0, .workers = 2, .only = -1, .deltas = true, .body = BODY};
+	params_t p = {.concurrency = 0, .total = 0, .workers = 2, .only = -1, .deltas = true, .body = BODY};
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--chunks"))
 			p.chunks = arg_u32(argv[i + 1]);
@@ -298,64 +343,35 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--only"))
 			p.only = !strcmp(argv[i + 1], "pincer") ? 1 : 0;
 		else
-			bench_fail("usage: bench_stream [--chunks N] [--concurrency C] [--n TOTAL] [--workers W] [--only curl|pincer] [--port P] [--deltas 0|1]");
+			bench_fail("usage: bench_stream [--chunks N] [--concurrency C] [--n TOTAL] [--workers W] "
+				   "[--only curl|pincer] [--port P] [--deltas 0|1]");
 	}
-	if (!p.chunks || !p.concurrency)
-		bench_fail("chunks and concurrency must be positive");
-	if (!p.total)
-		p.total = p.chunks > 50 ? 5000 : 20000;
-	if (p.total < p.concurrency)
-		p.total = p.concurrency;
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max; /* both ends of every connection live in one machine */
+		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	uint16_t port = p.port;
-	pid_t mock = port ? 0 : start_mock(&port, p.concurrency);
+	pid_t mock = port ? 0 : start_mock(&port);
 	snprintf(p.url, sizeof(p.url), "http://127.0.0.1:%u/v1/chat/completions", port);
-	snprintf(p.step_header, sizeof(p.step_header),
-		 "x-mock-scenario: {\"kind\":\"text\",\"chunks\":%u,\"text\":\"%s\"}", p.chunks,
-		 p.chunks > 1 ? "" : "hello");
-	if (p.chunks > 1) {
-		/* N words make N chunks. */
-		char *hdr = p.step_header;
-		size_t len = (size_t)snprintf(hdr, sizeof(p.step_header),
-					      "x-mock-scenario: {\"kind\":\"text\",\"chunks\":%u,\"text\":\"", p.chunks);
-		for (uint32_t i = 0; i < p.chunks && len + 4 < sizeof(p.step_header) - 4; i++)
-			len += (size_t)snprintf(hdr + len, sizeof(p.step_header) - len, "%sw", i ? " " : "");
-		snprintf(hdr + len, sizeof(p.step_header) - len, "\"}");
-	}
 
-	uint64_t ok[2];
-	double wall[2], cpu[2];
-	for (int mode = 0; mode < 2; mode++) {
-		if (p.only >= 0 && p.only != mode)
-			continue;
-		double c0 = bench_cpu_s();
-		wall[mode] = mode == 0 ? run_curl(&p, &ok[mode]) : run_pincer(&p, &ok[mode]);
-		cpu[mode] = bench_cpu_s() - c0;
-		if (ok[mode] != p.total)
-			bench_fail("%s: %" PRIu64 " of %" PRIu64 " streams succeeded", mode ? "pincer" : "curl_multi",
-				   ok[mode], p.total);
-		char extra[256];
-		snprintf(extra, sizeof(extra),
-			 "\"mode\":\"%s\",\"chunks\":%u,\"concurrency\":%u,\"streams_per_s\":%.0f,"
-			 "\"cpu_us_per_stream\":%.2f",
-			 mode ? "pincer" : "curl_multi", p.chunks, p.concurrency, (double)p.total / wall[mode],
-			 cpu[mode] * 1e6 / (double)p.total);
-		bench_report("stream", mode ? p.workers : 1, wall[mode], p.total, extra);
+	/* --chunks and --concurrency pick one value; without them, the matrix. */
+	const uint32_t chunk_set[] = {1, 200}, conc_set[] = {1, 100, 1000, 10000};
+	size_t nchunks = p.chunks ? 1 : 2, nconc = p.concurrency ? 1 : 4;
+	for (size_t c = 0; c < nchunks; c++) {
+		for (size_t k = 0; k < nconc; k++) {
+			params_t q = p;
+			q.chunks = p.chunks ? p.chunks : chunk_set[c];
+			q.concurrency = p.concurrency ? p.concurrency : conc_set[k];
+			if ((uint64_t)q.concurrency * 2 + 64 > rl.rlim_cur) {
+				fprintf(stderr, "bench_stream: skipping concurrency %u (open-file limit %lu)\n",
+					q.concurrency, (unsigned long)rl.rlim_cur);
+				continue;
+			}
+			run_config(&q);
+		}
 	}
-	if (p.only >= 0) {
-		stop_mock(mock);
-		return 0;
-	}
-	char extra[256];
-	snprintf(extra, sizeof(extra),
-		 "\"chunks\":%u,\"concurrency\":%u,\"throughput_ratio\":%.3f,\"cpu_ratio\":%.3f", p.chunks,
-		 p.concurrency, wall[0] / wall[1], cpu[1] / cpu[0]);
-	bench_report("stream_ratio", p.workers, wall[0] + wall[1], p.total, extra);
 	stop_mock(mock);
 	return 0;
 }
