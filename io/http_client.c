@@ -64,8 +64,9 @@ struct pc_http_call {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
-/* Easy handles kept for reuse: curl_easy_reset is far cheaper than a new
- * handle, and the connection cache lives in the multi either way. */
+/* Easy handles kept for reuse (the connection cache lives in the multi
+ * either way). They are not curl_easy_reset: a reset costs as much as a
+ * new handle, and setup_easy sets every option we use on every call. */
 #define SPARE_EASY_MAX 256
 
 struct pc__http_client_loop {
@@ -267,7 +268,6 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 	e->error[tlen] = '\0';
 	pc_send(call->owner, m);
 	if (c && call->easy && c->nspare < SPARE_EASY_MAX) {
-		curl_easy_reset(call->easy);
 		c->spare[c->nspare++] = call->easy;
 		call->easy = NULL;
 	}
@@ -472,15 +472,17 @@ static int setup_easy(pc_http_call_t *call)
 	SET(CURLOPT_WRITEDATA, (void *)call);
 	SET(CURLOPT_ERRORBUFFER, call->errbuf);
 	SET(CURLOPT_HTTPHEADER, call->headers);
+	/* A reused handle keeps the previous call's options: each of these is
+	 * set (or cleared) every time. */
 	if (call->body) {
 		SET(CURLOPT_POSTFIELDS, call->body);
 		SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
+	} else {
+		SET(CURLOPT_HTTPGET, 1L);
 	}
 	const char *method = call->method ? call->method : (call->body ? "POST" : "GET");
-	if (strcmp(method, "GET") == 0 && !call->body)
-		SET(CURLOPT_HTTPGET, 1L);
-	else if (strcmp(method, "POST") != 0)
-		SET(CURLOPT_CUSTOMREQUEST, method);
+	bool plain = strcmp(method, call->body ? "POST" : "GET") == 0;
+	SET(CURLOPT_CUSTOMREQUEST, plain ? NULL : method);
 #undef SET
 	return rc == CURLE_OK ? 0 : PC_EINVAL;
 }

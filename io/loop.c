@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 
 #include "../mailbox/mailbox_internal.h"
+#include "../mailbox/msg_internal.h"
 #include "loop_internal.h"
 
 #define EVENT_BATCH 256
@@ -41,6 +42,7 @@ struct pc_ioloop {
 	pc_io_watch_t wake;
 
 	pc__mailbox_t cmds;
+	pc__msg_cache_t msg_cache; /* HEAD/DATA/END messages come from here, as on a worker */
 	bool cmds_busy;   /* popped since the queue was last marked idle */
 	uint32_t posting; /* producers inside pc__ioloop_post */
 	uint32_t closed;  /* set once the final drain has begun */
@@ -386,6 +388,7 @@ static void *loop_main(void *arg)
 {
 	pc_ioloop_t *loop = arg;
 	loop->self = pthread_self();
+	pc__msg_cache_attach(&loop->msg_cache);
 	struct pc__http_client_loop *client = NULL;
 	int rc = pc__http_client_loop_init(loop, &loop->io->cfg, &client);
 	pthread_mutex_lock(&loop->init_lock);
@@ -393,8 +396,10 @@ static void *loop_main(void *arg)
 	loop->init_state = rc == 0 ? 1 : rc;
 	pthread_cond_signal(&loop->init_cond);
 	pthread_mutex_unlock(&loop->init_lock);
-	if (rc != 0)
+	if (rc != 0) {
+		pc__msg_cache_detach();
 		return NULL;
+	}
 
 	struct epoll_event evs[EVENT_BATCH];
 	bool pending = false; /* commands left over from a full batch */
@@ -416,6 +421,7 @@ static void *loop_main(void *arg)
 		run_defers(loop);
 	}
 	shutdown_loop(loop);
+	pc__msg_cache_detach();
 	return NULL;
 }
 
