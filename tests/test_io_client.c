@@ -78,9 +78,11 @@ static const pc_behavior_t collector_b = {.name = "collector", .receive = collec
 
 static pc_runtime_t *rt;
 static pc_io_t *io;
+static int fds_before; /* descriptors open before the I/O layer started */
 
 static void setup(void)
 {
+	fds_before = open_fds();
 	rt = start_rt(2);
 	pc_io_config_t cfg = {.threads = 1};
 	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
@@ -91,6 +93,8 @@ static void teardown(void)
 	pc_io_free(io);
 	pc_runtime_stop(rt);
 	FREE_RUNTIME_CHECKED(rt);
+	/* Every socket, epoll and eventfd the layer opened is closed again. */
+	cr_assert_eq(open_fds(), fds_before, "file descriptors leaked");
 }
 
 TestSuite(io_client, .init = setup, .fini = teardown, .timeout = 60);

@@ -66,11 +66,13 @@ static const pc_behavior_t owner_b = {.name = "owner", .receive = owner_receive}
 
 static pc_runtime_t *rt;
 static pc_io_t *io;
+static int fds_before; /* descriptors open before the I/O layer started */
 static pc_mock_server_t *mock;
 static char base[64];
 
 static void setup(void)
 {
+	fds_before = open_fds();
 	rt = start_rt(2);
 	pc_io_config_t cfg = {.threads = 1, .max_host_connections = 2048};
 	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
@@ -86,6 +88,8 @@ static void teardown(void)
 	pc_io_free(io);
 	pc_runtime_stop(rt);
 	FREE_RUNTIME_CHECKED(rt);
+	/* Every socket, epoll and eventfd the layer opened is closed again. */
+	cr_assert_eq(open_fds(), fds_before, "file descriptors leaked");
 }
 
 TestSuite(model_call, .init = setup, .fini = teardown, .timeout = 120);

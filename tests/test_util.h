@@ -91,6 +91,20 @@ static inline void quiesce(pc_runtime_t *rt)
 #define ASSERT_NO_LEAKS() ((void)0)
 #endif
 
+/* Open file descriptors of this process (sockets, epoll, eventfds...). */
+#include <dirent.h>
+static inline int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 /* Frees the test's runtime, then checks that nothing leaked. */
 #define FREE_RUNTIME_CHECKED(rt)                                                                   \
 	do {                                                                                       \
