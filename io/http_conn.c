@@ -39,34 +39,6 @@
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-/* ---- buffers -------------------------------------------------------------- */
-
-int pc__buf_append(pc__buf_t *b, const void *data, size_t n)
-{
-	if (n > SIZE_MAX / 4 - b->len)
-		return PC_ENOMEM;
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return PC_ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->len, data, n);
-	b->len += n;
-	return 0;
-}
-
-void pc__buf_free(pc__buf_t *b)
-{
-	free(b->p);
-	*b = (pc__buf_t){0};
-}
-
 /* ---- small helpers ---------------------------------------------------------- */
 
 static const char *reason_phrase(int status)

@@ -19,6 +19,7 @@
 
 #include <llhttp.h>
 
+#include "buf_internal.h"
 #include "http_server.h"
 #include "loop_internal.h"
 
@@ -33,16 +34,6 @@
 /* The loop index lives in the top byte of an id (loop.c allows 256). */
 #define PC__HTTP_ID_SHIFT 56
 
-/* A growable byte buffer. */
-typedef struct pc__buf {
-	char *p;
-	size_t len;
-	size_t cap;
-} pc__buf_t;
-
-/* Appends n bytes; PC_ENOMEM leaves the buffer as it was. */
-int pc__buf_append(pc__buf_t *b, const void *data, size_t n);
-void pc__buf_free(pc__buf_t *b);
 
 typedef struct pc__http_route {
 	char *method; /* NULL: any */

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../io/buf_internal.h"
+
 /* ---- thinking levels ---- */
 
 static const char *const level_names[] = {
@@ -126,38 +128,15 @@ static int attach(cJSON *parent, const char *key, cJSON *item)
 	return 0;
 }
 
-typedef struct sbuf {
-	char *p;
-	size_t len, cap;
-} sbuf_t;
-
-static int sb_add(sbuf_t *b, const char *s)
-{
-	size_t n = strlen(s);
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return PC_ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n + 1);
-	b->len += n;
-	return 0;
-}
-
 /* The text blocks of `content` (or `content` itself when it is a string),
  * joined with `sep`. Other block types are skipped. *out is "" when there
  * is no text; the caller frees it. */
 static int join_text(const cJSON *content, const char *sep, char **out)
 {
-	sbuf_t b = {0};
-	int rc = sb_add(&b, "");
+	pc__buf_t b = {0};
+	int rc = pc__buf_append_str(&b, "");
 	if (!rc && cJSON_IsString(content)) {
-		rc = sb_add(&b, content->valuestring);
+		rc = pc__buf_append_str(&b, content->valuestring);
 	} else if (!rc) {
 		const cJSON *blk;
 		bool first = true;
@@ -167,9 +146,9 @@ static int join_text(const cJSON *content, const char *sep, char **out)
 			if (!t)
 				continue;
 			if (!first)
-				rc = sb_add(&b, sep);
+				rc = pc__buf_append_str(&b, sep);
 			if (!rc)
-				rc = sb_add(&b, t);
+				rc = pc__buf_append_str(&b, t);
 			if (rc)
 				break;
 			first = false;

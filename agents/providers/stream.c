@@ -23,26 +23,7 @@ const char *pc_stop_reason_name(pc_stop_reason_t r)
 	}
 }
 
-/* ---- buffers and strings ---- */
-
-static int sbuf_append(pc__sbuf_t *b, const char *s, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return PC_ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-	return 0;
-}
+/* ---- strings ---- */
 
 const char *pc__json_str(const cJSON *obj, const char *key)
 {
@@ -153,7 +134,7 @@ int pc__stream_append(pc_stream_decoder_t *d, size_t block, bool signature, cons
 	if (n > d->lim.max_bytes || d->bytes > d->lim.max_bytes - n)
 		return pc__stream_fail(d, PC_ELIMIT, "stream limit: response too large");
 	pc__block_t *b = &d->blocks[block];
-	int rc = sbuf_append(signature ? &b->sig : &b->text, s, n);
+	int rc = pc__buf_append(signature ? &b->sig : &b->text, s, n);
 	if (rc)
 		return pc__stream_fail(d, rc, NULL);
 	if (signature)
@@ -171,7 +152,7 @@ int pc__stream_block_delta(pc_stream_decoder_t *d, size_t block, bool signature,
 	if (rc)
 		return rc;
 	const pc__block_t *b = &d->blocks[block];
-	const pc__sbuf_t *buf = signature ? &b->sig : &b->text;
+	const pc__buf_t *buf = signature ? &b->sig : &b->text;
 	pc_stream_event_t ev = {
 		.kind = signature                     ? PC_STREAM_SIGNATURE_DELTA
 			: b->kind == PC_CONTENT_TEXT ? PC_STREAM_TEXT_DELTA
@@ -243,7 +224,7 @@ static int normalize_args(pc_stream_decoder_t *d, pc__block_t *b)
 	if (i < b->text.len)
 		return 0;
 	b->text.len = 0;
-	int rc = sbuf_append(&b->text, "{}", 2);
+	int rc = pc__buf_append(&b->text, "{}", 2);
 	return rc ? pc__stream_fail(d, rc, NULL) : 0;
 }
 
@@ -474,7 +455,7 @@ static int build_result(pc_stream_decoder_t *d)
 				return rc;
 		}
 		if (!b->text.p) { /* an empty block still hands out "" */
-			rc = sbuf_append(&b->text, "", 0);
+			rc = pc__buf_append(&b->text, "", 0);
 			if (rc)
 				return pc__stream_fail(d, rc, NULL);
 		}

@@ -13,18 +13,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "../../io/buf_internal.h"
 #include "stream.h"
-
-typedef struct pc__sbuf {
-	char *p; /* NUL-terminated when not NULL */
-	size_t len;
-	size_t cap;
-} pc__sbuf_t;
 
 typedef struct pc__block {
 	pc_content_kind_t kind;
-	pc__sbuf_t text;    /* text, thinking, or the arguments JSON */
-	pc__sbuf_t sig;     /* thinking signature (redacted: the opaque data) */
+	pc__buf_t text;    /* text, thinking, or the arguments JSON */
+	pc__buf_t sig;     /* thinking signature (redacted: the opaque data) */
 	bool has_sig;
 	bool redacted;
 	char *id;           /* tool call */

@@ -1,0 +1,24 @@
+/*
+ * A growable byte buffer, the one every module of io/ and agents/ uses.
+ * Its bytes are always followed by a NUL (when p is not NULL), so text
+ * built in it is a C string as it stands.
+ */
+#ifndef PC_IO_BUF_INTERNAL_H
+#define PC_IO_BUF_INTERNAL_H
+
+#include <stddef.h>
+
+typedef struct pc__buf {
+	char *p; /* NULL until the first append; then NUL-terminated */
+	size_t len;
+	size_t cap;
+} pc__buf_t;
+
+/* Appends n bytes; PC_ENOMEM leaves the buffer as it was. */
+int pc__buf_append(pc__buf_t *b, const void *data, size_t n);
+/* Appends a C string. */
+int pc__buf_append_str(pc__buf_t *b, const char *s);
+/* Frees the bytes and empties the buffer. */
+void pc__buf_free(pc__buf_t *b);
+
+#endif
