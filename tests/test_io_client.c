@@ -463,3 +463,84 @@ Test(io_client, bad_arguments_are_rejected)
 	cr_assert_eq(c->end.transport, PC_HTTP_CONNECT);
 	collector_free(c);
 }
+
+/* A listener that never accepts, with its backlog already full: the
+ * kernel drops further SYNs, so a connect can only time out. */
+Test(io_client, connect_timeout_is_its_own_outcome)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(lfd, 0), 0);
+	socklen_t sl = sizeof(sa);
+	getsockname(lfd, (struct sockaddr *)&sa, &sl);
+	int fillers[8];
+	int nfill = 0;
+	for (; nfill < 8; nfill++) {
+		fillers[nfill] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fillers[nfill], (struct sockaddr *)&sa, sizeof(sa));
+	}
+	sleep_ms(50); /* let the handshakes that fit complete */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", ntohs(sa.sin_port));
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	pc_http_client_request_t opt = {.connect_timeout_ms = 200};
+	uint64_t t0 = now_ms();
+	fetch(url, NULL, c, a, &opt);
+	finish(c, a);
+	uint64_t took = now_ms() - t0;
+	cr_assert_eq(c->end.transport, PC_HTTP_CONNECT_TIMEOUT, "transport %s",
+		     pc_http_transport_name(c->end.transport));
+	cr_assert_eq(c->end.result, PC_ETIMEDOUT);
+	cr_assert(took >= 200 && took < 3000, "took %" PRIu64 " ms", took);
+	for (int i = 0; i < nfill; i++)
+		close(fillers[i]);
+	close(lfd);
+	collector_free(c);
+}
+
+static uint32_t conns_now, conns_peak; /* serve_slow's concurrency */
+
+static void serve_slow(int fd, void *arg)
+{
+	(void)arg;
+	uint32_t n = __atomic_add_fetch(&conns_now, 1, __ATOMIC_ACQ_REL);
+	uint32_t peak = __atomic_load_n(&conns_peak, __ATOMIC_ACQUIRE);
+	while (n > peak && !__atomic_compare_exchange_n(&conns_peak, &peak, n, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE))
+		;
+	char buf[8192];
+	while (raw_read_request(fd, buf, sizeof(buf)) > 0) {
+		sleep_ms(50);
+		raw_write_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+	}
+	__atomic_sub_fetch(&conns_now, 1, __ATOMIC_ACQ_REL);
+}
+
+Test(io_client, per_host_connection_limit_queues_the_rest)
+{
+	/* This test's own I/O layer: two connections per host. */
+	pc_io_free(io);
+	pc_io_config_t cfg = {.threads = 1, .max_host_connections = 2};
+	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
+	raw_server_t s;
+	raw_server_start(&s, serve_slow, NULL);
+	set_url(&s, "/");
+	enum { N = 6 };
+	collector_t *c[N];
+	pc_actor_t *a[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = collector_new(true);
+		a[i] = spawn_collector(c[i]);
+		fetch(url, NULL, c[i], a[i], NULL);
+	}
+	for (int i = 0; i < N; i++) {
+		finish(c[i], a[i]);
+		cr_assert_eq(c[i]->end.result, 0);
+		cr_assert_str_eq(c[i]->body, "ok");
+		collector_free(c[i]);
+	}
+	raw_server_stop(&s);
+	cr_assert_eq(s.accepted, 2, "connections opened: %u", s.accepted);
+	cr_assert_eq(conns_peak, 2);
+}
