@@ -23,6 +23,12 @@ enum {
 	PC_ELIMIT = -10,   /* a limit was reached (e.g. restart intensity) */
 };
 
+/* Layers above the runtime number their own codes in reserved ranges and
+ * name them with their own strerror: -100..-199 the store (io/store/store.h,
+ * pc_store_strerror). pc_strerror calls them "unknown error". */
+#define PC_ERANGE_STORE_FIRST (-199)
+#define PC_ERANGE_STORE_LAST (-100)
+
 /* A static, human-readable name for a code; never NULL. Any thread. */
 const char *pc_strerror(int code);
 

@@ -1,0 +1,320 @@
+/*
+ * store: transcript appends through the store actor (SQLite, WAL,
+ * synchronous=FULL: every acknowledged append is on disk), and history
+ * loads.
+ *
+ * Appends: S session actors (S = 1, 10, 100, 1000), each appending ~200
+ * byte messages to its own session one after another (ask, wait for the
+ * durable reply, ask again) for --n milliseconds (default 1500) per
+ * configuration, in three commit modes:
+ *   - eager:     group commit, the default: an idle store commits at once;
+ *                appends arriving during a commit share the next one (at
+ *                most 256 a transaction);
+ *   - window1ms: group commit that also waits 1 ms for company after the
+ *                first append of an idle store;
+ *   - single:    one transaction per append (group_max 1).
+ * Reported: appends/s, the latency from ask to durable reply (p50, p99,
+ * max; a log-linear histogram, ~6% resolution), transactions and appends
+ * per transaction.
+ *
+ * History: one session of 10, 1,000 and 100,000 messages (~200 bytes of
+ * content each; written with one rewrite), loaded as a snapshot through
+ * pc_store_history from the main thread: mean and p99 time per load.
+ *
+ * Every configuration uses a fresh database in a temporary directory
+ * under /tmp (removed at the end). Figures depend on the disk's fsync
+ * latency: that is the cost group commit amortises.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchlib.h"
+#include "io/store/store.h"
+
+enum { MSG_GO = 1 };
+
+#define HSUB 16
+#define HBUCKETS (64 * HSUB)
+
+typedef struct hist {
+	uint64_t b[HBUCKETS];
+	uint64_t n;
+} hist_t;
+
+static int h_index(uint64_t ns)
+{
+	if (ns < HSUB)
+		return (int)ns;
+	int msb = 63 - __builtin_clzll(ns);
+	int sub = (int)((ns >> (msb - 4)) - HSUB);
+	return (msb - 3) * HSUB + sub;
+}
+
+/* The upper bound of bucket i. */
+static uint64_t h_value(int i)
+{
+	if (i < HSUB)
+		return (uint64_t)i;
+	int msb = i / HSUB + 3, sub = i % HSUB;
+	return ((uint64_t)(HSUB + sub + 1) << (msb - 4)) - 1;
+}
+
+static void h_add(hist_t *h, uint64_t ns)
+{
+	h->b[h_index(ns)]++;
+	h->n++;
+}
+
+static void h_merge(hist_t *into, const hist_t *h)
+{
+	for (int i = 0; i < HBUCKETS; i++)
+		into->b[i] += h->b[i];
+	into->n += h->n;
+}
+
+static uint64_t h_quantile(const hist_t *h, double q)
+{
+	uint64_t want = (uint64_t)((double)h->n * q), seen = 0;
+	for (int i = 0; i < HBUCKETS; i++) {
+		seen += h->b[i];
+		if (seen > want || (seen == h->n && h->b[i]))
+			return h_value(i);
+	}
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- append workload ---- */
+
+typedef struct shared {
+	int stop;         /* __atomic: stop asking */
+	uint32_t running; /* __atomic: sessions still waiting for a reply */
+	bench_latch_t latch;
+} shared_t;
+
+typedef struct sess {
+	pc_actor_t *store;
+	shared_t *sh;
+	char key[32];
+	uint64_t sent_ns, done, fails, k;
+	hist_t h;
+} sess_t;
+
+static int ask_one(pc_ctx_t *ctx, sess_t *s)
+{
+	char content[256];
+	snprintf(content, sizeof(content),
+		 "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"message %llu of the benchmark, "
+		 "about two hundred bytes of text to look like a short chat turn\"}]}",
+		 (unsigned long long)s->k++);
+	pc_store_msg_t m = {.role = "user", .content = content};
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_append(s->key, 0, &m, &req);
+	if (rc != 0)
+		return rc;
+	s->sent_ns = now_ns();
+	return pc_ask(ctx, s->store, req, NULL);
+}
+
+static void finished(sess_t *s)
+{
+	if (__atomic_sub_fetch(&s->sh->running, 1, __ATOMIC_ACQ_REL) == 0)
+		bench_latch_signal(&s->sh->latch);
+}
+
+static int sess_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	sess_t *s = state;
+	if (m->type == MSG_GO)
+		return ask_one(ctx, s);
+	if (m->type != PC_STORE_MSG_REPLY)
+		return 0;
+	h_add(&s->h, now_ns() - s->sent_ns);
+	pc_store_reply_t r;
+	if (pc_store_reply_get(m, &r) != 0 || r.rc != 0)
+		s->fails++;
+	else
+		s->done++;
+	if (__atomic_load_n(&s->sh->stop, __ATOMIC_ACQUIRE)) {
+		finished(s);
+		return 0;
+	}
+	int rc = ask_one(ctx, s);
+	if (rc != 0) {
+		s->fails++;
+		finished(s);
+	}
+	return 0;
+}
+
+static const pc_behavior_t sess_beh = {"bench-session", sess_receive, NULL};
+
+typedef struct mode {
+	const char *name;
+	uint32_t window_ms, group_max;
+} commit_mode_t;
+
+static const commit_mode_t modes[] = {
+	{"eager", 0, 0},
+	{"window1ms", 1, 0},
+	{"single", 0, 1},
+};
+
+static char tmpdir[64];
+
+static void rm_db(void)
+{
+	static const char *const names[] = {"state.db", "state.db-wal", "state.db-shm"};
+	char p[128];
+	for (int k = 0; k < 3; k++) {
+		snprintf(p, sizeof(p), "%s/%s", tmpdir, names[k]);
+		unlink(p);
+	}
+}
+
+static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t group_max)
+{
+	char path[128];
+	rm_db();
+	snprintf(path, sizeof(path), "%s/state.db", tmpdir);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.path = path;
+	cfg.window_ms = window_ms;
+	cfg.group_max = group_max;
+	pc_store_t *s = NULL;
+	int rc = pc_store_open(rt, &cfg, &s);
+	if (rc != 0)
+		bench_fail("open %s: %s", path, pc_store_strerror(rc));
+	return s;
+}
+
+static void run_appends(const bench_opts_t *o, const commit_mode_t *md, uint32_t nsess, uint64_t dur_ms)
+{
+	pc_runtime_t *rt = bench_runtime(o);
+	pc_store_t *st = open_fresh(rt, md->window_ms, md->group_max);
+	shared_t sh = {0};
+	bench_latch_init(&sh.latch);
+	sh.running = nsess;
+	sess_t **ss = calloc(nsess, sizeof(*ss));
+	pc_actor_t **as = calloc(nsess, sizeof(*as));
+	if (!ss || !as)
+		bench_fail("out of memory");
+	for (uint32_t k = 0; k < nsess; k++) {
+		ss[k] = calloc(1, sizeof(sess_t));
+		if (!ss[k])
+			bench_fail("out of memory");
+		ss[k]->store = pc_store_actor(st);
+		ss[k]->sh = &sh;
+		snprintf(ss[k]->key, sizeof(ss[k]->key), "agent:bench:%u", k);
+		if (pc_spawn(rt, &sess_beh, ss[k], &as[k]) != 0)
+			bench_fail("spawn");
+	}
+	double t0 = bench_now_s();
+	for (uint32_t k = 0; k < nsess; k++)
+		if (pc_send_u64(as[k], MSG_GO, 0) != 0)
+			bench_fail("send");
+	usleep((useconds_t)(dur_ms * 1000));
+	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
+	bench_latch_wait(&sh.latch, BENCH_TIMEOUT_S, "appends");
+	double wall = bench_now_s() - t0;
+	hist_t all = {0};
+	uint64_t done = 0, fails = 0;
+	for (uint32_t k = 0; k < nsess; k++) {
+		h_merge(&all, &ss[k]->h);
+		done += ss[k]->done;
+		fails += ss[k]->fails;
+	}
+	pc_store_stats_t stats;
+	pc_store_stats(st, &stats);
+	if (fails)
+		bench_fail("%llu appends failed", (unsigned long long)fails);
+	char extra[512];
+	snprintf(extra, sizeof(extra),
+		 "\"mode\":\"%s\",\"sessions\":%u,\"appends_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+		 "\"max_us\":%.1f,\"txns\":%llu,\"appends_per_txn\":%.1f",
+		 md->name, nsess, (double)done / wall, (double)h_quantile(&all, 0.50) / 1e3,
+		 (double)h_quantile(&all, 0.99) / 1e3, (double)h_quantile(&all, 1.0) / 1e3,
+		 (unsigned long long)stats.batches, stats.batches ? (double)stats.writes / (double)stats.batches : 0.0);
+	bench_report("store_append", o->workers, wall, done, extra);
+	for (uint32_t k = 0; k < nsess; k++)
+		pc_actor_release(as[k]);
+	pc_store_close(st);
+	pc_runtime_free(rt);
+	bench_latch_destroy(&sh.latch);
+	free(as);
+	free(ss);
+}
+
+/* ---- history loads ---- */
+
+static void run_history(const bench_opts_t *o, size_t nmsg, uint32_t loads)
+{
+	pc_runtime_t *rt = bench_runtime(o);
+	pc_store_t *st = open_fresh(rt, 0, 0);
+	pc_store_msg_t *v = calloc(nmsg, sizeof(*v));
+	char *content = malloc(256);
+	if (!v || !content)
+		bench_fail("out of memory");
+	snprintf(content, 256,
+		 "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a stored reply of about two "
+		 "hundred bytes, the size of a short chat turn in a long session history\"}]}");
+	for (size_t k = 0; k < nmsg; k++)
+		v[k] = (pc_store_msg_t){.role = k % 2 ? "assistant" : "user", .content = content};
+	pc_store_reply_t r;
+	int64_t last = 0;
+	int rc = pc_store_session(st, "agent:bench:history", "bench", NULL, NULL, &r);
+	if (rc == 0)
+		rc = pc_store_rewrite(st, "agent:bench:history", 0, 0, 1, v, nmsg, &last);
+	if (rc != 0)
+		bench_fail("fill: %s", pc_store_strerror(rc));
+	hist_t h = {0};
+	double t0 = bench_now_s();
+	for (uint32_t k = 0; k < loads; k++) {
+		uint64_t a = now_ns();
+		pc_store_history_t *hs = NULL;
+		rc = pc_store_history(st, "agent:bench:history", &hs);
+		if (rc != 0 || pc_store_history_count(hs) != nmsg)
+			bench_fail("load: %s", pc_store_strerror(rc));
+		pc_store_history_free(hs);
+		h_add(&h, now_ns() - a);
+	}
+	double wall = bench_now_s() - t0;
+	char extra[256];
+	snprintf(extra, sizeof(extra), "\"messages\":%zu,\"loads\":%u,\"mean_ms\":%.3f,\"p99_ms\":%.3f", nmsg, loads,
+		 wall * 1e3 / loads, (double)h_quantile(&h, 0.99) / 1e6);
+	bench_report("store_history", o->workers, wall, loads, extra);
+	pc_store_close(st);
+	pc_runtime_free(rt);
+	free(v);
+	free(content);
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts_t o;
+	bench_parse(argc, argv, &o);
+	uint64_t dur_ms = o.n ? o.n : 1500;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/pc-bench-store-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		bench_fail("mkdtemp");
+	static const uint32_t sessions[] = {1, 10, 100, 1000};
+	for (size_t m = 0; m < sizeof(modes) / sizeof(*modes); m++)
+		for (size_t k = 0; k < sizeof(sessions) / sizeof(*sessions); k++)
+			run_appends(&o, &modes[m], sessions[k], dur_ms);
+	run_history(&o, 10, 1000);
+	run_history(&o, 1000, 200);
+	run_history(&o, 100000, 5);
+	rm_db();
+	rmdir(tmpdir);
+	return 0;
+}

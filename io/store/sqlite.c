@@ -1,0 +1,1090 @@
+/*
+ * The SQLite backend. One writer connection, used by one blocking thread
+ * at a time (the store actor keeps one batch in flight), and a pool of
+ * reader connections opened on demand by history reads. WAL mode lets the
+ * readers see the last committed state while a batch is being written.
+ * Statements are prepared once per connection and reused.
+ *
+ * Durability: journal_mode=WAL with synchronous=FULL, so every COMMIT
+ * fsyncs the WAL before it returns (and SQLite fsyncs the directory when
+ * it creates the WAL file). The store answers a write only after COMMIT
+ * returned SQLITE_OK.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store_internal.h"
+
+#define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
+#define SCHEMA_VERSION 1
+#define BUSY_TIMEOUT_MS 5000
+
+/* Migrations: entry v takes a database at version v-1 to version v. Each
+ * runs in its own transaction with the version bump. */
+static const char *const migrations[SCHEMA_VERSION + 1] = {
+	NULL,
+	"CREATE TABLE sessions("
+	" key TEXT PRIMARY KEY,"
+	" id TEXT NOT NULL,"
+	" agent TEXT,"
+	" created_ms INTEGER NOT NULL,"
+	" updated_ms INTEGER NOT NULL,"
+	" metadata TEXT CHECK (metadata IS NULL OR json_valid(metadata)),"
+	" last_seq INTEGER NOT NULL DEFAULT 0,"
+	" lease_owner TEXT,"
+	" lease_epoch INTEGER NOT NULL DEFAULT 0,"
+	" lease_expires_ms INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE messages("
+	" session_key TEXT NOT NULL,"
+	" seq INTEGER NOT NULL,"
+	" role TEXT NOT NULL,"
+	" content TEXT NOT NULL CHECK (json_valid(content)),"
+	" tool_call_ids TEXT CHECK (tool_call_ids IS NULL OR json_valid(tool_call_ids)),"
+	" run_id TEXT,"
+	" created_ms INTEGER NOT NULL,"
+	" UNIQUE (session_key, seq));"
+	"CREATE TABLE runs("
+	" run_id TEXT PRIMARY KEY,"
+	" session_key TEXT NOT NULL,"
+	" idem_key TEXT UNIQUE,"
+	" status TEXT NOT NULL,"
+	" started_ms INTEGER NOT NULL,"
+	" ended_ms INTEGER,"
+	" error_code TEXT,"
+	" usage TEXT CHECK (usage IS NULL OR json_valid(usage)));"
+	"CREATE INDEX runs_session ON runs(session_key, started_ms);"
+	"CREATE TABLE attempts("
+	" run_id TEXT NOT NULL,"
+	" idx INTEGER NOT NULL,"
+	" provider TEXT, model TEXT, profile TEXT, reason TEXT,"
+	" status TEXT NOT NULL,"
+	" code TEXT,"
+	" duration_ms INTEGER NOT NULL,"
+	" created_ms INTEGER NOT NULL,"
+	" PRIMARY KEY (run_id, idx));"
+	"CREATE TABLE audit("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" ts_ms INTEGER NOT NULL,"
+	" kind TEXT NOT NULL CHECK (kind IN ('agent_run', 'tool_action')),"
+	" status TEXT NOT NULL CHECK (status IN ('started', 'succeeded', 'failed', 'cancelled',"
+	"  'timed_out', 'blocked', 'unknown')),"
+	" run_id TEXT NOT NULL,"
+	" session_key TEXT,"
+	" tool_name TEXT,"
+	" tool_call_id TEXT,"
+	" code TEXT,"
+	" CHECK (status IN ('started', 'succeeded') OR coalesce(code, '') LIKE 'run\\_%' ESCAPE '\\'"
+	"  OR coalesce(code, '') LIKE 'tool\\_%' ESCAPE '\\'));"
+	"CREATE INDEX audit_ts ON audit(ts_ms);",
+};
+
+enum {
+	W_SAVE, W_RELEASE, W_ROLLBACK_TO, W_BEGIN, W_COMMIT, W_ROLLBACK,
+	W_SESS_INSERT, W_SESS_ID, W_APP_BUMP, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
+	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
+	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET,
+	W_N
+};
+
+static const char *const wsql[W_N] = {
+	[W_SAVE] = "SAVEPOINT op",
+	[W_RELEASE] = "RELEASE op",
+	[W_ROLLBACK_TO] = "ROLLBACK TO op",
+	[W_BEGIN] = "BEGIN IMMEDIATE",
+	[W_COMMIT] = "COMMIT",
+	[W_ROLLBACK] = "ROLLBACK",
+	[W_SESS_INSERT] = "INSERT OR IGNORE INTO sessions(key, id, agent, created_ms, updated_ms, metadata)"
+			  " VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+	[W_SESS_ID] = "SELECT id FROM sessions WHERE key = ?1",
+	[W_APP_BUMP] = "UPDATE sessions SET last_seq = last_seq + 1, updated_ms = ?2"
+		       " WHERE key = ?1 AND (?3 = 0 OR lease_epoch = ?3) RETURNING last_seq",
+	[W_MSG_INSERT] = "INSERT INTO messages(session_key, seq, role, content, tool_call_ids, run_id, created_ms)"
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[W_SESS_STATE] = "SELECT last_seq, lease_epoch, lease_owner, lease_expires_ms FROM sessions WHERE key = ?1",
+	[W_MSG_DELETE_FROM] = "DELETE FROM messages WHERE session_key = ?1 AND seq >= ?2",
+	[W_SESS_SET_LAST] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE key = ?1",
+	[W_RUN_BY_IDEM] = "SELECT run_id, status FROM runs WHERE idem_key = ?1",
+	[W_RUN_INSERT] = "INSERT INTO runs(run_id, session_key, idem_key, status, started_ms)"
+			 " VALUES (?1, ?2, ?3, 'accepted', ?4)",
+	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5 WHERE run_id = ?1",
+	[W_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, idx, provider, model, profile, reason, status, code,"
+		      " duration_ms, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[W_AUDIT] = "INSERT INTO audit(ts_ms, kind, status, run_id, session_key, tool_name, tool_call_id, code)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[W_AUDIT_TRIM_N] = "DELETE FROM audit WHERE id <= (SELECT max(id) FROM audit) - ?1",
+	[W_AUDIT_TRIM_T] = "DELETE FROM audit WHERE ts_ms < ?1",
+	[W_SESS_SET] = "UPDATE sessions SET metadata = ?2, updated_ms = ?3"
+		       " WHERE key = ?1 AND (?4 = 0 OR lease_epoch = ?4)",
+	[W_LEASE_SET] = "UPDATE sessions SET lease_owner = ?2, lease_epoch = ?3, lease_expires_ms = ?4 WHERE key = ?1",
+};
+
+enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_N };
+
+static const char *const rsql[R_N] = {
+	[R_BEGIN] = "BEGIN",
+	[R_COMMIT] = "COMMIT",
+	[R_ROLLBACK] = "ROLLBACK",
+	[R_LAST] = "SELECT last_seq, id, agent, metadata, created_ms, updated_ms FROM sessions WHERE key = ?1",
+	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
+		   " WHERE session_key = ?1 ORDER BY seq",
+	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
+};
+
+static const char *const run_status_names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
+
+typedef struct reader {
+	struct reader *next;
+	sqlite3 *db;
+	sqlite3_stmt *st[R_N];
+} reader_t;
+
+typedef struct be {
+	char *path;
+	sqlite3 *db;
+	sqlite3_stmt *st[W_N];
+	pc_store_config_t cfg;
+	bool audit_dirty; /* the open batch added audit rows: trim before commit */
+	pthread_mutex_t lock; /* guards idle */
+	reader_t *idle;
+} be_t;
+
+/* ---- errors ---- */
+
+/* `os_errno` is the thread's errno right after the failing call: SQLite's
+ * own record (sqlite3_system_errno) misses some write errors, such as
+ * EFBIG, which is what a full disk or a file size limit looks like. */
+static int map_rc_errno(sqlite3 *db, int rc, int os_errno)
+{
+	int err = db ? sqlite3_system_errno(db) : 0;
+	if (err == 0)
+		err = os_errno;
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM: return PC_ENOMEM;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT: return PC_STORE_ECORRUPT;
+	case SQLITE_FULL: return PC_STORE_EFULL;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH: return PC_STORE_EREADONLY;
+	case SQLITE_CANTOPEN:
+		return (err == EACCES || err == EROFS || err == EPERM) ? PC_STORE_EREADONLY : PC_STORE_ECANTOPEN;
+	case SQLITE_IOERR:
+		if (err == ENOSPC || err == EFBIG || err == EDQUOT)
+			return PC_STORE_EFULL;
+		if (err == EROFS || err == EACCES)
+			return PC_STORE_EREADONLY;
+		return PC_STORE_EIO;
+	case SQLITE_TOOBIG: return PC_STORE_ETOOBIG;
+	case SQLITE_CONSTRAINT:
+		return (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) ? PC_EEXIST : PC_EINVAL;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED: return PC_EBUSY;
+	case SQLITE_MISMATCH:
+	case SQLITE_RANGE: return PC_EINVAL;
+	default: return PC_STORE_EIO;
+	}
+}
+
+static int map_rc(sqlite3 *db, int rc)
+{
+	return map_rc_errno(db, rc, 0);
+}
+
+/* Codes after which the open transaction cannot be trusted. (PC_EBUSY is
+ * not one: inside BEGIN IMMEDIATE SQLite has the write lock, and the code
+ * also means "lease held by another owner", which fails only its op.) */
+static bool batch_fatal(int rc)
+{
+	return rc == PC_ENOMEM || rc == PC_STORE_ECORRUPT || rc == PC_STORE_EFULL || rc == PC_STORE_EREADONLY ||
+	       rc == PC_STORE_EIO || rc == PC_STORE_ECANTOPEN;
+}
+
+/* ---- statement helpers ---- */
+
+/* Binders record the first failure in *err (bindings are never copied:
+ * they point into the op, which outlives the statement's use). */
+static void bind_rc(int *err, int rc)
+{
+	if (*err == 0 && rc != SQLITE_OK)
+		*err = rc == SQLITE_TOOBIG ? PC_STORE_ETOOBIG : rc == SQLITE_NOMEM ? PC_ENOMEM : PC_EINVAL;
+}
+
+static void bind_s(int *err, sqlite3_stmt *st, int idx, const pc__store_op_t *op, uint32_t k)
+{
+	if (k < op->nstr && op->s[k])
+		bind_rc(err, sqlite3_bind_text(st, idx, op->s[k], (int)op->len[k], SQLITE_STATIC));
+	else
+		bind_rc(err, sqlite3_bind_null(st, idx));
+}
+
+static void bind_str(int *err, sqlite3_stmt *st, int idx, const char *s)
+{
+	if (s)
+		bind_rc(err, sqlite3_bind_text(st, idx, s, -1, SQLITE_STATIC));
+	else
+		bind_rc(err, sqlite3_bind_null(st, idx));
+}
+
+static void bind_t(int *err, sqlite3_stmt *st, int idx, const char *s, int len)
+{
+	bind_rc(err, sqlite3_bind_text(st, idx, s, len, SQLITE_STATIC));
+}
+
+static void bind_i(int *err, sqlite3_stmt *st, int idx, int64_t v)
+{
+	bind_rc(err, sqlite3_bind_int64(st, idx, v));
+}
+
+/* Steps `st` once. 1 = a row (the caller reads it, then steps on or
+ * calls done), 0 = finished, < 0 = an error. Unless a row is returned the
+ * statement is reset and its bindings cleared, so no binding outlives the
+ * op it points into. */
+static int step(sqlite3 *db, sqlite3_stmt *st)
+{
+	errno = 0;
+	int rc = sqlite3_step(st);
+	int os_errno = errno;
+	if (rc == SQLITE_ROW)
+		return 1;
+	int out = rc == SQLITE_DONE ? 0 : map_rc_errno(db, rc, os_errno);
+	if (rc != SQLITE_DONE && out == 0)
+		out = PC_STORE_EIO;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return out;
+}
+
+static void done(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Runs a statement to its end (rows, if any, are skipped). */
+static int exec_st(sqlite3 *db, sqlite3_stmt *st)
+{
+	int rc;
+	while ((rc = step(db, st)) == 1)
+		;
+	return rc;
+}
+
+/* step / exec_st for a statement whose binding may have failed. */
+static int step_b(sqlite3 *db, sqlite3_stmt *st, int berr)
+{
+	if (berr == 0)
+		return step(db, st);
+	done(st);
+	return berr;
+}
+
+static int exec_b(sqlite3 *db, sqlite3_stmt *st, int berr)
+{
+	if (berr == 0)
+		return exec_st(db, st);
+	done(st);
+	return berr;
+}
+
+static int prepare_all(sqlite3 *db, const char *const *sql, sqlite3_stmt **st, int n)
+{
+	for (int k = 0; k < n; k++) {
+		int rc = sqlite3_prepare_v3(db, sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st[k], NULL);
+		if (rc != SQLITE_OK)
+			return map_rc(db, rc);
+	}
+	return 0;
+}
+
+static void finalize_all(sqlite3_stmt **st, int n)
+{
+	for (int k = 0; k < n; k++) {
+		sqlite3_finalize(st[k]);
+		st[k] = NULL;
+	}
+}
+
+/* ---- write operations (inside the batch transaction) ---- */
+
+static int ensure_session(be_t *be, const char *key, int klen, const char *agent, const char *id,
+			  const char *meta, bool *created)
+{
+	int berr = 0;
+	char gen[33];
+	sqlite3_stmt *st = be->st[W_SESS_INSERT];
+	if (!id) {
+		int rc = pc__store_gen_id(gen);
+		if (rc != 0)
+			return rc;
+		id = gen;
+	}
+	bind_t(&berr, st, 1, key, klen);
+	bind_t(&berr, st, 2, id, -1);
+	bind_str(&berr, st, 3, agent);
+	bind_i(&berr, st, 4, pc__store_now_ms());
+	bind_str(&berr, st, 5, meta);
+	int rc = exec_b(be->db, st, berr);
+	if (rc == 0 && created)
+		*created = sqlite3_changes(be->db) == 1;
+	return rc;
+}
+
+static int op_session(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	bool created = false;
+	int rc = ensure_session(be, op->s[S_SESS_KEY], (int)op->len[S_SESS_KEY], op->s[S_SESS_AGENT],
+				op->s[S_SESS_ID], op->s[S_SESS_META], &created);
+	if (rc != 0)
+		return rc;
+	sqlite3_stmt *st = be->st[W_SESS_ID];
+	bind_s(&berr, st, 1, op, S_SESS_KEY);
+	rc = step_b(be->db, st, berr);
+	if (rc == 1) {
+		const char *id = (const char *)sqlite3_column_text(st, 0);
+		snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
+		op->res.flags = created ? PC_STORE_CREATED : 0;
+		rc = 0;
+		done(st);
+	} else if (rc == 0) {
+		rc = PC_STORE_EIO; /* inserted or present, yet not found */
+	}
+	return rc;
+}
+
+/* Bumps and returns the session's last seq, fenced by `epoch`. */
+static int bump_seq(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t epoch, int64_t *seq)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_APP_BUMP];
+	bind_s(&berr, st, 1, op, key);
+	bind_i(&berr, st, 2, pc__store_now_ms());
+	bind_i(&berr, st, 3, epoch);
+	int rc = step_b(be->db, st, berr);
+	if (rc == 1) {
+		*seq = sqlite3_column_int64(st, 0);
+		rc = exec_b(be->db, st, berr);
+	} else if (rc == 0) {
+		rc = PC_STORE_EFENCED;
+	}
+	return rc;
+}
+
+static int insert_msg(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t seq, uint32_t first,
+		      int64_t created)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_MSG_INSERT];
+	bind_s(&berr, st, 1, op, key);
+	bind_i(&berr, st, 2, seq);
+	bind_s(&berr, st, 3, op, first);
+	bind_s(&berr, st, 4, op, first + 1);
+	bind_s(&berr, st, 5, op, first + 2);
+	bind_s(&berr, st, 6, op, first + 3);
+	bind_i(&berr, st, 7, created > 0 ? created : pc__store_now_ms());
+	return exec_b(be->db, st, berr);
+}
+
+static int op_append(be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_APP_N || op->nstr < S_APP_N)
+		return PC_EINVAL;
+	int64_t seq = 0;
+	int rc = ensure_session(be, op->s[S_APP_KEY], (int)op->len[S_APP_KEY], NULL, NULL, NULL, NULL);
+	if (rc == 0)
+		rc = bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq);
+	if (rc == 0)
+		rc = insert_msg(be, op, S_APP_KEY, seq, S_APP_ROLE, op->i[I_APP_CREATED]);
+	if (rc == 0)
+		op->res.seq = seq;
+	return rc;
+}
+
+typedef struct sess_state {
+	int64_t last_seq, epoch, expires;
+	char owner[PC_STORE_NAME_MAX + 1];
+	bool has_owner;
+} sess_state_t;
+
+static int session_state(be_t *be, const pc__store_op_t *op, uint32_t key, sess_state_t *out)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_SESS_STATE];
+	bind_s(&berr, st, 1, op, key);
+	int rc = step_b(be->db, st, berr);
+	if (rc == 0)
+		return PC_ENOTFOUND;
+	if (rc < 0)
+		return rc;
+	out->last_seq = sqlite3_column_int64(st, 0);
+	out->epoch = sqlite3_column_int64(st, 1);
+	const char *o = (const char *)sqlite3_column_text(st, 2);
+	out->has_owner = o != NULL;
+	snprintf(out->owner, sizeof(out->owner), "%s", o ? o : "");
+	out->expires = sqlite3_column_int64(st, 3);
+	done(st);
+	return 0;
+}
+
+static int op_rewrite(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	if (op->nint < I_RW_FIRST)
+		return PC_EINVAL;
+	int64_t n = op->i[I_RW_COUNT], epoch = op->i[I_RW_EPOCH];
+	if (n < 0 || op->nint != I_RW_FIRST + (uint64_t)n || op->nstr != S_RW_FIRST + (uint64_t)n * S_RW_PER)
+		return PC_EINVAL;
+	sess_state_t ss;
+	int rc = session_state(be, op, S_RW_KEY, &ss);
+	if (rc != 0)
+		return rc;
+	if (epoch != 0 && epoch != ss.epoch)
+		return PC_STORE_EFENCED;
+	if (ss.last_seq != op->i[I_RW_EXPECTED])
+		return PC_STORE_ECONFLICT;
+	sqlite3_stmt *st = be->st[W_MSG_DELETE_FROM];
+	bind_s(&berr, st, 1, op, S_RW_KEY);
+	bind_i(&berr, st, 2, op->i[I_RW_FROM]);
+	rc = exec_b(be->db, st, berr);
+	int64_t seq = ss.last_seq;
+	for (int64_t k = 0; k < n && rc == 0; k++)
+		rc = insert_msg(be, op, S_RW_KEY, ++seq, S_RW_FIRST + (uint32_t)k * S_RW_PER,
+				op->i[I_RW_FIRST + k]);
+	/* Even a pure truncation moves last_seq on, so a rewrite planned on
+	 * an older snapshot sees the change. */
+	if (n == 0)
+		seq++;
+	if (rc == 0) {
+		st = be->st[W_SESS_SET_LAST];
+		bind_s(&berr, st, 1, op, S_RW_KEY);
+		bind_i(&berr, st, 2, seq);
+		bind_i(&berr, st, 3, pc__store_now_ms());
+		rc = exec_b(be->db, st, berr);
+	}
+	if (rc == 0)
+		op->res.seq = seq;
+	return rc;
+}
+
+static int status_from_name(const char *s)
+{
+	for (int k = 0; k < (int)(sizeof(run_status_names) / sizeof(*run_status_names)); k++)
+		if (s && strcmp(s, run_status_names[k]) == 0)
+			return k;
+	return PC_STORE_RUN_ERROR;
+}
+
+static int op_run_begin(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	int rc = 0;
+	if (op->s[S_RB_IDEM]) {
+		sqlite3_stmt *st = be->st[W_RUN_BY_IDEM];
+		bind_s(&berr, st, 1, op, S_RB_IDEM);
+		rc = step_b(be->db, st, berr);
+		if (rc == 1) {
+			/* Seen before: the first run stands, nothing starts. */
+			const char *id = (const char *)sqlite3_column_text(st, 0);
+			snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
+			op->res.status = status_from_name((const char *)sqlite3_column_text(st, 1));
+			done(st);
+			return 0;
+		}
+		if (rc < 0)
+			return rc;
+	}
+	rc = ensure_session(be, op->s[S_RB_KEY], (int)op->len[S_RB_KEY], NULL, NULL, NULL, NULL);
+	if (rc != 0)
+		return rc;
+	sqlite3_stmt *st = be->st[W_RUN_INSERT];
+	bind_s(&berr, st, 1, op, S_RB_RUN);
+	bind_s(&berr, st, 2, op, S_RB_KEY);
+	bind_s(&berr, st, 3, op, S_RB_IDEM);
+	bind_i(&berr, st, 4, pc__store_now_ms());
+	rc = exec_b(be->db, st, berr);
+	if (rc == 0) {
+		snprintf(op->res.id, sizeof(op->res.id), "%s", op->s[S_RB_RUN]);
+		op->res.flags = PC_STORE_CREATED;
+		op->res.status = PC_STORE_RUN_ACCEPTED;
+	}
+	return rc;
+}
+
+static int op_run_end(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	if (op->nint < I_RE_N || op->i[I_RE_STATUS] < 0 || op->i[I_RE_STATUS] > PC_STORE_RUN_TIMEOUT)
+		return PC_EINVAL;
+	sqlite3_stmt *st = be->st[W_RUN_END];
+	bind_s(&berr, st, 1, op, S_RE_RUN);
+	bind_t(&berr, st, 2, run_status_names[op->i[I_RE_STATUS]], -1);
+	bind_i(&berr, st, 3, pc__store_now_ms());
+	bind_s(&berr, st, 4, op, S_RE_CODE);
+	bind_s(&berr, st, 5, op, S_RE_USAGE);
+	int rc = exec_b(be->db, st, berr);
+	if (rc == 0 && sqlite3_changes(be->db) == 0)
+		rc = PC_ENOTFOUND;
+	return rc;
+}
+
+static int op_attempt(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	if (op->nint < I_AT_N)
+		return PC_EINVAL;
+	sqlite3_stmt *st = be->st[W_ATTEMPT];
+	bind_s(&berr, st, 1, op, S_AT_RUN);
+	bind_i(&berr, st, 2, op->i[I_AT_INDEX]);
+	bind_s(&berr, st, 3, op, S_AT_PROVIDER);
+	bind_s(&berr, st, 4, op, S_AT_MODEL);
+	bind_s(&berr, st, 5, op, S_AT_PROFILE);
+	bind_s(&berr, st, 6, op, S_AT_REASON);
+	bind_s(&berr, st, 7, op, S_AT_STATUS);
+	bind_s(&berr, st, 8, op, S_AT_CODE);
+	bind_i(&berr, st, 9, op->i[I_AT_DURATION]);
+	bind_i(&berr, st, 10, pc__store_now_ms());
+	return exec_b(be->db, st, berr);
+}
+
+static int op_audit(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	if (op->nint < I_AU_N)
+		return PC_EINVAL;
+	sqlite3_stmt *st = be->st[W_AUDIT];
+	bind_i(&berr, st, 1, op->i[I_AU_TS] > 0 ? op->i[I_AU_TS] : pc__store_now_ms());
+	bind_s(&berr, st, 2, op, S_AU_KIND);
+	bind_s(&berr, st, 3, op, S_AU_STATUS);
+	bind_s(&berr, st, 4, op, S_AU_RUN);
+	bind_s(&berr, st, 5, op, S_AU_SESSION);
+	bind_s(&berr, st, 6, op, S_AU_TOOL);
+	bind_s(&berr, st, 7, op, S_AU_CALL);
+	bind_s(&berr, st, 8, op, S_AU_CODE);
+	int rc = exec_b(be->db, st, berr);
+	if (rc == 0)
+		be->audit_dirty = true;
+	return rc;
+}
+
+static int lease_set(be_t *be, const pc__store_op_t *op, const char *owner, int64_t epoch, int64_t expires)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_LEASE_SET];
+	bind_s(&berr, st, 1, op, S_LS_KEY);
+	bind_str(&berr, st, 2, owner);
+	bind_i(&berr, st, 3, epoch);
+	bind_i(&berr, st, 4, expires);
+	return exec_b(be->db, st, berr);
+}
+
+static int op_lease_acquire(be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_LS_N)
+		return PC_EINVAL;
+	int rc = ensure_session(be, op->s[S_LS_KEY], (int)op->len[S_LS_KEY], NULL, NULL, NULL, NULL);
+	sess_state_t ss;
+	if (rc == 0)
+		rc = session_state(be, op, S_LS_KEY, &ss);
+	if (rc != 0)
+		return rc;
+	int64_t now = pc__store_now_ms();
+	bool live = ss.has_owner && ss.expires > now;
+	bool mine = ss.has_owner && strcmp(ss.owner, op->s[S_LS_OWNER]) == 0;
+	if (live && !mine)
+		return PC_EBUSY;
+	/* A renewal by the live holder keeps its epoch; any new holder
+	 * fences out every earlier one. */
+	int64_t epoch = (live && mine) ? ss.epoch : ss.epoch + 1;
+	rc = lease_set(be, op, op->s[S_LS_OWNER], epoch, now + op->i[I_LS_VALUE]);
+	if (rc == 0)
+		op->res.epoch = epoch;
+	return rc;
+}
+
+static int op_lease_release(be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_LS_N)
+		return PC_EINVAL;
+	sess_state_t ss;
+	int rc = session_state(be, op, S_LS_KEY, &ss);
+	if (rc != 0)
+		return rc;
+	if (!ss.has_owner || strcmp(ss.owner, op->s[S_LS_OWNER]) != 0 || ss.epoch != op->i[I_LS_VALUE])
+		return PC_STORE_EFENCED;
+	return lease_set(be, op, NULL, ss.epoch, 0);
+}
+
+static int op_session_set(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	if (op->nint < I_SS_N)
+		return PC_EINVAL;
+	sqlite3_stmt *st = be->st[W_SESS_SET];
+	bind_s(&berr, st, 1, op, S_SS_KEY);
+	bind_s(&berr, st, 2, op, S_SS_META);
+	bind_i(&berr, st, 3, pc__store_now_ms());
+	bind_i(&berr, st, 4, op->i[I_SS_EPOCH]);
+	int rc = exec_b(be->db, st, berr);
+	if (rc == 0 && sqlite3_changes(be->db) == 0) {
+		sess_state_t ss;
+		rc = session_state(be, op, S_SS_KEY, &ss);
+		if (rc == 0)
+			rc = PC_STORE_EFENCED; /* it exists: the epoch was stale */
+	}
+	return rc;
+}
+
+static int dispatch(be_t *be, pc__store_op_t *op)
+{
+	switch (op->kind) {
+	case PC_STORE_REQ_SESSION: return op_session(be, op);
+	case PC_STORE_REQ_APPEND: return op_append(be, op);
+	case PC_STORE_REQ_REWRITE: return op_rewrite(be, op);
+	case PC_STORE_REQ_RUN_BEGIN: return op_run_begin(be, op);
+	case PC_STORE_REQ_RUN_END: return op_run_end(be, op);
+	case PC_STORE_REQ_ATTEMPT: return op_attempt(be, op);
+	case PC_STORE_REQ_AUDIT: return op_audit(be, op);
+	case PC_STORE_REQ_LEASE_ACQUIRE: return op_lease_acquire(be, op);
+	case PC_STORE_REQ_LEASE_RELEASE: return op_lease_release(be, op);
+	case PC_STORE_REQ_SESSION_SET: return op_session_set(be, op);
+	default: return PC_EINVAL;
+	}
+}
+
+/* Checks that a decoded op has the strings its kind needs. */
+static bool shape_ok(const pc__store_op_t *op)
+{
+	static const struct {
+		uint32_t kind, nstr;
+	} need[] = {
+		{PC_STORE_REQ_SESSION, S_SESS_N}, {PC_STORE_REQ_APPEND, S_APP_N}, {PC_STORE_REQ_RUN_BEGIN, S_RB_N},
+		{PC_STORE_REQ_RUN_END, S_RE_N}, {PC_STORE_REQ_ATTEMPT, S_AT_N}, {PC_STORE_REQ_AUDIT, S_AU_N},
+		{PC_STORE_REQ_LEASE_ACQUIRE, S_LS_N}, {PC_STORE_REQ_LEASE_RELEASE, S_LS_N},
+		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
+	};
+	for (size_t k = 0; k < sizeof(need) / sizeof(*need); k++)
+		if (need[k].kind == op->kind)
+			return op->nstr >= need[k].nstr && op->s[0] != NULL;
+	return false;
+}
+
+static int sq_apply(void *p, pc__store_op_t *op)
+{
+	be_t *be = p;
+	op->res = (pc_store_reply_t){0};
+	int rc = exec_st(be->db, be->st[W_SAVE]);
+	if (rc != 0)
+		return rc;
+	int orc = shape_ok(op) ? dispatch(be, op) : PC_EINVAL;
+	if (orc == 0)
+		return exec_st(be->db, be->st[W_RELEASE]);
+	op->res = (pc_store_reply_t){.rc = orc};
+	/* A failure that took the transaction with it fails the batch. */
+	if (batch_fatal(orc) || sqlite3_get_autocommit(be->db))
+		return orc;
+	rc = exec_st(be->db, be->st[W_ROLLBACK_TO]);
+	if (rc == 0)
+		rc = exec_st(be->db, be->st[W_RELEASE]);
+	return rc;
+}
+
+static int sq_begin(void *p)
+{
+	be_t *be = p;
+	be->audit_dirty = false;
+	return exec_st(be->db, be->st[W_BEGIN]);
+}
+
+static int sq_commit(void *p)
+{
+	int berr = 0;
+	be_t *be = p;
+	int rc = 0;
+	if (be->audit_dirty) {
+		sqlite3_stmt *st = be->st[W_AUDIT_TRIM_N];
+		bind_i(&berr, st, 1, be->cfg.audit_max);
+		rc = exec_b(be->db, st, berr);
+		if (rc == 0) {
+			st = be->st[W_AUDIT_TRIM_T];
+			bind_i(&berr, st, 1, pc__store_now_ms() - (int64_t)be->cfg.audit_days * 86400000);
+			rc = exec_b(be->db, st, berr);
+		}
+	}
+	if (rc == 0)
+		rc = exec_st(be->db, be->st[W_COMMIT]);
+	return rc;
+}
+
+static void sq_rollback(void *p)
+{
+	be_t *be = p;
+	/* After some errors SQLite has rolled back already. */
+	if (!sqlite3_get_autocommit(be->db))
+		exec_st(be->db, be->st[W_ROLLBACK]);
+}
+
+/* ---- readers ---- */
+
+static void reader_free(reader_t *r)
+{
+	if (!r)
+		return;
+	finalize_all(r->st, R_N);
+	sqlite3_close_v2(r->db);
+	free(r);
+}
+
+static int reader_get(be_t *be, reader_t **out)
+{
+	pthread_mutex_lock(&be->lock);
+	reader_t *r = be->idle;
+	if (r)
+		be->idle = r->next;
+	pthread_mutex_unlock(&be->lock);
+	if (r) {
+		*out = r;
+		return 0;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return PC_ENOMEM;
+	int rc = sqlite3_open_v2(be->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	rc = map_rc(r->db, rc);
+	if (rc == 0)
+		rc = map_rc(r->db, sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS));
+	if (rc == 0)
+		rc = map_rc(r->db, sqlite3_exec(r->db, "PRAGMA query_only = 1", NULL, NULL, NULL));
+	if (rc == 0)
+		rc = prepare_all(r->db, rsql, r->st, R_N);
+	if (rc != 0) {
+		reader_free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+static void reader_put(be_t *be, reader_t *r)
+{
+	pthread_mutex_lock(&be->lock);
+	r->next = be->idle;
+	be->idle = r;
+	pthread_mutex_unlock(&be->lock);
+}
+
+static int read_history(reader_t *r, const char *key, pc__store_hist_builder_t *b, int64_t *last)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_LAST];
+	bind_t(&berr, st, 1, key, -1);
+	int rc = step_b(r->db, st, berr);
+	if (rc == 0)
+		return PC_ENOTFOUND;
+	if (rc < 0)
+		return rc;
+	*last = sqlite3_column_int64(st, 0);
+	const char *ss[3];
+	size_t sl[3];
+	for (int k = 0; k < 3; k++) {
+		ss[k] = (const char *)sqlite3_column_text(st, 1 + k);
+		sl[k] = (size_t)sqlite3_column_bytes(st, 1 + k);
+	}
+	rc = pc__store_hist_session(b, ss, sl, sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5));
+	done(st);
+	if (rc != 0)
+		return rc;
+	st = r->st[R_MSGS];
+	bind_t(&berr, st, 1, key, -1);
+	while ((rc = step_b(r->db, st, berr)) == 1) {
+		const char *s[4];
+		size_t l[4];
+		for (int k = 0; k < 4; k++) {
+			s[k] = (const char *)sqlite3_column_text(st, 2 + k);
+			l[k] = (size_t)sqlite3_column_bytes(st, 2 + k);
+		}
+		rc = pc__store_hist_add(b, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), s, l);
+		if (rc != 0) {
+			done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *run_get(be_t *be, const pc__store_op_t *op)
+{
+	int berr = 0;
+	pc_store_reply_t res = {0};
+	reader_t *r = NULL;
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		sqlite3_stmt *st = r->st[R_RUN];
+		bind_s(&berr, st, 1, op, S_RG_RUN);
+		rc = step_b(r->db, st, berr);
+		if (rc == 1) {
+			const char *code = (const char *)sqlite3_column_text(st, 3);
+			res.status = status_from_name((const char *)sqlite3_column_text(st, 0));
+			res.started_ms = sqlite3_column_int64(st, 1);
+			res.ended_ms = sqlite3_column_int64(st, 2);
+			snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
+			snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
+			done(st);
+			rc = 0;
+		} else if (rc == 0) {
+			rc = PC_ENOTFOUND;
+		}
+		reader_put(be, r);
+	}
+	res.rc = rc;
+	return pc__store_reply_msg(&res);
+}
+
+static pc_msg_t *history(be_t *be, const char *key)
+{
+	reader_t *r = NULL;
+	pc__store_hist_builder_t b = {0};
+	int64_t last = 0;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_hist_error(rc);
+	/* One read transaction: last_seq and the rows are one snapshot. */
+	rc = exec_st(r->db, r->st[R_BEGIN]);
+	if (rc == 0) {
+		rc = read_history(r, key, &b, &last);
+		if (rc == 0)
+			rc = exec_st(r->db, r->st[R_COMMIT]);
+		if (rc != 0 && !sqlite3_get_autocommit(r->db))
+			exec_st(r->db, r->st[R_ROLLBACK]);
+	}
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_hist_clear(&b);
+		return pc__store_hist_error(rc);
+	}
+	pc_msg_t *m = pc__store_hist_finish(&b, last);
+	return m ? m : pc__store_hist_error(PC_ENOMEM);
+}
+
+static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
+{
+	be_t *be = p;
+	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
+		return run_get(be, op);
+	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
+		return history(be, op->s[S_HI_KEY]);
+	pc_store_reply_t res = {.rc = PC_EINVAL};
+	return op->kind == PC_STORE_REQ_HISTORY ? pc__store_hist_error(PC_EINVAL) : pc__store_reply_msg(&res);
+}
+
+/* ---- open / close ---- */
+
+static int query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*out = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	int out_rc = map_rc(db, rc);
+	if (out_rc == 0 && rc != SQLITE_OK)
+		out_rc = PC_STORE_EIO;
+	sqlite3_finalize(st);
+	return out_rc;
+}
+
+static int exec_sql(sqlite3 *db, const char *sql)
+{
+	return map_rc(db, sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+static int migrate(sqlite3 *db, int64_t from)
+{
+	int rc = 0;
+	for (int64_t v = from + 1; v <= SCHEMA_VERSION && rc == 0; v++) {
+		char bump[96];
+		snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld; PRAGMA application_id = %d;", (long long)v,
+			 APP_ID);
+		rc = exec_sql(db, "BEGIN IMMEDIATE");
+		if (rc == 0)
+			rc = exec_sql(db, migrations[v]);
+		if (rc == 0)
+			rc = exec_sql(db, bump);
+		if (rc == 0)
+			rc = exec_sql(db, "COMMIT");
+		if (rc != 0 && !sqlite3_get_autocommit(db))
+			exec_sql(db, "ROLLBACK");
+	}
+	return rc;
+}
+
+/* Is this file ours, and how old? Reading the header is also where a file
+ * that is not a database shows itself. */
+static int identify(sqlite3 *db, int64_t *version)
+{
+	int64_t app = 0, ver = 0, objects = 0;
+	int rc = query_int(db, "SELECT count(*) FROM sqlite_schema", &objects);
+	if (rc == 0)
+		rc = query_int(db, "PRAGMA application_id", &app);
+	if (rc == 0)
+		rc = query_int(db, "PRAGMA user_version", &ver);
+	if (rc != 0)
+		return rc;
+	if (app == 0 && ver == 0 && objects == 0)
+		*version = 0; /* new and empty */
+	else if (app != APP_ID)
+		return PC_STORE_EFOREIGN;
+	else if (ver > SCHEMA_VERSION)
+		return PC_STORE_EVERSION;
+	else
+		*version = ver;
+	return 0;
+}
+
+/* The directory holding `path`, as a new string (NULL on ENOMEM). */
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return strdup(".");
+	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+/* SQLite fsyncs the directory when it creates the WAL, not when it
+ * creates the database file: a new store's directory entry is made
+ * durable here, before any write can be acknowledged. */
+static int sync_dir(const char *path)
+{
+	char *dir = dir_of(path);
+	if (!dir)
+		return PC_ENOMEM;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+	if (fd < 0 || fsync(fd) != 0)
+		rc = errno == EIO ? PC_STORE_EIO : PC_ESYS;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return rc;
+}
+
+/* SQLite's errno after a failed open is often that of its last fallback
+ * attempt; ask the file system which permission was missing. */
+static int why_cantopen(const char *path)
+{
+	if (access(path, F_OK) == 0)
+		return access(path, W_OK) == 0 ? PC_STORE_ECANTOPEN : PC_STORE_EREADONLY;
+	char *dir = dir_of(path);
+	if (!dir)
+		return PC_ENOMEM;
+	int rc = PC_STORE_ECANTOPEN;
+	if (access(dir, F_OK) == 0 && access(dir, W_OK) != 0 && (errno == EACCES || errno == EROFS))
+		rc = PC_STORE_EREADONLY;
+	free(dir);
+	return rc;
+}
+
+static void sq_close(void *p)
+{
+	be_t *be = p;
+	if (!be)
+		return;
+	while (be->idle) {
+		reader_t *r = be->idle;
+		be->idle = r->next;
+		reader_free(r);
+	}
+	finalize_all(be->st, W_N);
+	sqlite3_close_v2(be->db);
+	pthread_mutex_destroy(&be->lock);
+	free(be->path);
+	free(be);
+}
+
+static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
+{
+	*out = NULL;
+	be_t *be = calloc(1, sizeof(*be));
+	if (!be)
+		return PC_ENOMEM;
+	if (pthread_mutex_init(&be->lock, NULL) != 0) {
+		free(be);
+		return PC_ESYS;
+	}
+	be->cfg = *cfg;
+	be->path = strdup(path);
+	int rc = be->path ? 0 : PC_ENOMEM;
+	if (rc == 0) {
+		int src = sqlite3_open_v2(path, &be->db,
+					  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+						  SQLITE_OPEN_EXRESCODE,
+					  NULL);
+		rc = map_rc(be->db, src);
+	}
+	if (rc == PC_STORE_ECANTOPEN)
+		rc = why_cantopen(path);
+	/* SQLite quietly falls back to read-only: a store must write. */
+	if (rc == 0 && sqlite3_db_readonly(be->db, "main") == 1)
+		rc = PC_STORE_EREADONLY;
+	int64_t version = 0;
+	if (rc == 0)
+		rc = map_rc(be->db, sqlite3_busy_timeout(be->db, BUSY_TIMEOUT_MS));
+	if (rc == 0)
+		rc = identify(be->db, &version);
+	if (rc == 0) {
+		sqlite3_stmt *st = NULL;
+		int src = sqlite3_prepare_v2(be->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+		if (src == SQLITE_OK)
+			src = sqlite3_step(st);
+		if (src == SQLITE_ROW) {
+			const char *mode = (const char *)sqlite3_column_text(st, 0);
+			/* A store that cannot use WAL (e.g. its directory is
+			 * read-only) is refused rather than run differently. */
+			rc = (mode && strcmp(mode, "wal") == 0) ? 0 : PC_STORE_EREADONLY;
+		} else {
+			rc = map_rc(be->db, src);
+			if (rc == 0)
+				rc = PC_STORE_EIO;
+		}
+		sqlite3_finalize(st);
+	}
+	if (rc == 0)
+		rc = exec_sql(be->db, "PRAGMA synchronous = FULL");
+	if (rc == 0 && version < SCHEMA_VERSION)
+		rc = migrate(be->db, version);
+	if (rc == 0)
+		rc = sync_dir(path);
+	if (rc == 0)
+		rc = prepare_all(be->db, wsql, be->st, W_N);
+	if (rc != 0) {
+		sq_close(be);
+		return rc;
+	}
+	*out = be;
+	return 0;
+}
+
+const pc__store_backend_t pc__store_sqlite = {
+	.name = "sqlite",
+	.open = sq_open,
+	.close = sq_close,
+	.begin = sq_begin,
+	.apply = sq_apply,
+	.commit = sq_commit,
+	.rollback = sq_rollback,
+	.read = sq_read,
+};

@@ -1,0 +1,1176 @@
+/*
+ * The store front: request builders, the store actor (group commit), the
+ * plain-thread wrappers and history snapshots. The backend does the SQL.
+ *
+ * Group commit. Writes queue in the actor. An idle actor that gets a write
+ * starts a batch at once, or, with a window configured, waits window_ms
+ * for company (a timer) unless group_max writes arrive first. A batch goes
+ * to the blocking pool as one transaction, each write in its own savepoint
+ * so that one bad write fails alone. Writes arriving while a batch commits
+ * wait for it and go in the next batch at once. The pool thread answers
+ * every write of a batch after COMMIT returned, then tells the actor, so
+ * at most one batch is in flight.
+ */
+#include "store_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../../actors/timer.h"
+#include "../../runtime/blocking.h"
+
+/* Actor-private message types. */
+enum {
+	STORE_TICK = 0x53540200u,  /* payload u64: the window's generation */
+	STORE_BATCH_DONE,
+	STORE_CLOSE,
+};
+
+struct pc_store {
+	pc_runtime_t *rt;
+	const pc__store_backend_t *ops;
+	void *be;
+	pc_store_config_t cfg; /* path not kept */
+	pc_actor_t *actor;
+	pthread_mutex_t lock;  /* guards reads */
+	pthread_cond_t cond;
+	uint32_t reads;        /* read jobs submitted and not finished */
+	pc_store_stats_t stats; /* __atomic counters */
+};
+
+/* ---- errors, config, small helpers ---- */
+
+const char *pc_store_strerror(int code)
+{
+	switch (code) {
+	case PC_STORE_ECORRUPT: return "store: the file is not a database or is damaged";
+	case PC_STORE_EFOREIGN: return "store: the database is not a Pincer store";
+	case PC_STORE_EVERSION: return "store: the database was written by a newer Pincer";
+	case PC_STORE_EFULL: return "store: disk full or file size limit reached";
+	case PC_STORE_EREADONLY: return "store: the database or its directory is read-only";
+	case PC_STORE_EIO: return "store: I/O error";
+	case PC_STORE_ETOOBIG: return "store: content over the size limit";
+	case PC_STORE_EFENCED: return "store: stale lease epoch";
+	case PC_STORE_ECONFLICT: return "store: the transcript changed since the snapshot";
+	case PC_STORE_ECANTOPEN: return "store: the database file cannot be opened";
+	default: return pc_strerror(code);
+	}
+}
+
+void pc_store_config_init(pc_store_config_t *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static void config_resolve(pc_store_config_t *c)
+{
+	if (c->group_max == 0)
+		c->group_max = PC_STORE_DEFAULT_GROUP_MAX;
+	if (c->max_content == 0)
+		c->max_content = PC_STORE_DEFAULT_MAX_CONTENT;
+	if (c->audit_max == 0)
+		c->audit_max = PC_STORE_DEFAULT_AUDIT_MAX;
+	if (c->audit_days == 0)
+		c->audit_days = PC_STORE_DEFAULT_AUDIT_DAYS;
+	if (c->timeout_ms == 0)
+		c->timeout_ms = PC_STORE_DEFAULT_TIMEOUT_MS;
+}
+
+int pc_store_default_path(char *buf, size_t len)
+{
+	const char *home = getenv("PINCER_HOME");
+	if (!home || !*home)
+		home = "./.pincer";
+	int n = snprintf(buf, len, "%s/state.db", home);
+	return (n < 0 || (size_t)n >= len) ? PC_ELIMIT : 0;
+}
+
+int64_t pc__store_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pc__store_gen_id(char out[33])
+{
+	uint8_t r[16];
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return PC_ESYS;
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+/* ---- request encoding ---- */
+
+/* Builds a request of `type` from ints and strings. Names (the first
+ * `nnames` strings) are limited to PC_STORE_NAME_MAX; `required` is a bit
+ * mask of strings that must be present. */
+static int req_build(uint32_t type, const int64_t *ints, uint32_t nint, const char *const *strs, uint32_t nstr,
+		     uint32_t nnames, uint64_t required, pc_msg_t **out)
+{
+	*out = NULL;
+	size_t bytes = 0;
+	for (uint32_t k = 0; k < nstr; k++) {
+		bool need = k < 64 && (required >> k) & 1u;
+		if (!strs[k]) {
+			if (need)
+				return PC_EINVAL;
+			continue;
+		}
+		size_t l = strlen(strs[k]);
+		if ((k < nnames && l > PC_STORE_NAME_MAX) || l >= PC__STR_NULL)
+			return PC_EINVAL;
+		bytes += l + 1;
+	}
+	size_t size = sizeof(pc__store_req_t) + nint * sizeof(int64_t) + nstr * sizeof(uint32_t) + bytes;
+	if (size > PC_MSG_MAX_PAYLOAD)
+		return PC_STORE_ETOOBIG;
+	pc_msg_t *m = pc_msg_new(type, size);
+	if (!m)
+		return PC_ENOMEM;
+	char *p = pc_msg_data(m);
+	pc__store_req_t h = {nint, nstr};
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	if (nint)
+		memcpy(p, ints, nint * sizeof(int64_t));
+	p += nint * sizeof(int64_t);
+	char *lens = p;
+	p += nstr * sizeof(uint32_t);
+	for (uint32_t k = 0; k < nstr; k++) {
+		uint32_t l = PC__STR_NULL;
+		if (strs[k]) {
+			l = (uint32_t)strlen(strs[k]);
+			memcpy(p, strs[k], (size_t)l + 1);
+			p += (size_t)l + 1;
+		}
+		memcpy(lens + k * sizeof(uint32_t), &l, sizeof(l));
+	}
+	*out = m;
+	return 0;
+}
+
+int pc__store_op_from_msg(const pc_msg_t *m, pc__store_op_t **out)
+{
+	*out = NULL;
+	size_t size = m->size;
+	const char *p = pc_msg_cdata(m);
+	pc__store_req_t h;
+	if (size < sizeof(h))
+		return PC_EINVAL;
+	memcpy(&h, p, sizeof(h));
+	if (h.nint > 1u << 24 || h.nstr > 1u << 24)
+		return PC_EINVAL;
+	size_t fixed = sizeof(h) + (size_t)h.nint * sizeof(int64_t) + (size_t)h.nstr * sizeof(uint32_t);
+	if (fixed > size)
+		return PC_EINVAL;
+	/* One allocation: the op, the pointer array, then the payload copy
+	 * (8-aligned, so the ints can be read in place). */
+	size_t ptrs = (size_t)h.nstr * sizeof(char *);
+	size_t head = (sizeof(pc__store_op_t) + ptrs + 7) & ~(size_t)7;
+	pc__store_op_t *op = calloc(1, head + size);
+	if (!op)
+		return PC_ENOMEM;
+	char *copy = (char *)op + head;
+	memcpy(copy, p, size);
+	op->kind = m->type;
+	op->nint = h.nint;
+	op->nstr = h.nstr;
+	op->i = (const int64_t *)(void *)(copy + sizeof(h));
+	op->len = (const uint32_t *)(void *)(copy + sizeof(h) + (size_t)h.nint * sizeof(int64_t));
+	op->s = (const char **)(void *)(op + 1);
+	size_t at = fixed;
+	int rc = 0;
+	for (uint32_t k = 0; k < h.nstr && rc == 0; k++) {
+		uint32_t l = op->len[k];
+		if (l == PC__STR_NULL) {
+			op->s[k] = NULL;
+		} else if ((size_t)l + 1 > size - at || copy[at + l] != 0) {
+			rc = PC_EINVAL;
+		} else {
+			op->s[k] = copy + at;
+			at += (size_t)l + 1;
+		}
+	}
+	if (rc != 0) {
+		free(op);
+		return rc;
+	}
+	op->reply_to = pc_actor_retain(m->reply_to);
+	op->corr = m->corr;
+	*out = op;
+	return 0;
+}
+
+void pc__store_op_free(pc__store_op_t *op)
+{
+	if (!op)
+		return;
+	pc_actor_release(op->reply_to);
+	free(op);
+}
+
+int pc_store_req_session(const char *key, const char *agent, const char *session_id, const char *metadata,
+			 pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_SESS_N] = {key, agent, session_id, metadata};
+	return req_build(PC_STORE_REQ_SESSION, NULL, 0, s, S_SESS_N, 3, 1u << S_SESS_KEY, out);
+}
+
+int pc_store_req_append(const char *key, int64_t epoch, const pc_store_msg_t *m, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!m)
+		return PC_EINVAL;
+	const char *s[S_APP_N] = {key, m->role, m->content, m->tool_call_ids, m->run_id};
+	int64_t i[I_APP_N] = {epoch, m->created_ms};
+	/* role is a name too, but not first: checked here. */
+	if (m->role && strlen(m->role) > PC_STORE_NAME_MAX)
+		return PC_EINVAL;
+	return req_build(PC_STORE_REQ_APPEND, i, I_APP_N, s, S_APP_N, 1,
+			 1u << S_APP_KEY | 1u << S_APP_ROLE | 1u << S_APP_CONTENT, out);
+}
+
+int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_seq, int64_t from_seq,
+			 const pc_store_msg_t *msgs, size_t n, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if ((n && !msgs) || n > (1u << 22))
+		return PC_EINVAL;
+	uint32_t nstr = S_RW_FIRST + (uint32_t)n * S_RW_PER, nint = I_RW_FIRST + (uint32_t)n;
+	const char **s = calloc(nstr, sizeof(*s));
+	int64_t *iv = calloc(nint, sizeof(*iv));
+	int rc = 0;
+	if (!s || !iv) {
+		rc = PC_ENOMEM;
+		goto out;
+	}
+	s[S_RW_KEY] = key;
+	iv[I_RW_EPOCH] = epoch;
+	iv[I_RW_EXPECTED] = expected_last_seq;
+	iv[I_RW_FROM] = from_seq;
+	iv[I_RW_COUNT] = (int64_t)n;
+	for (size_t k = 0; k < n && rc == 0; k++) {
+		if (!msgs[k].role || !msgs[k].content || strlen(msgs[k].role) > PC_STORE_NAME_MAX)
+			rc = PC_EINVAL;
+		s[S_RW_FIRST + k * S_RW_PER + 0] = msgs[k].role;
+		s[S_RW_FIRST + k * S_RW_PER + 1] = msgs[k].content;
+		s[S_RW_FIRST + k * S_RW_PER + 2] = msgs[k].tool_call_ids;
+		s[S_RW_FIRST + k * S_RW_PER + 3] = msgs[k].run_id;
+		iv[I_RW_FIRST + k] = msgs[k].created_ms;
+	}
+	if (rc == 0)
+		rc = req_build(PC_STORE_REQ_REWRITE, iv, nint, s, nstr, 1, 1u << S_RW_KEY, out);
+out:
+	free(s);
+	free(iv);
+	return rc;
+}
+
+int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (run_id && strlen(run_id) > PC_STORE_ID_MAX)
+		return PC_EINVAL;
+	const char *s[S_RB_N] = {key, run_id, idem_key};
+	return req_build(PC_STORE_REQ_RUN_BEGIN, NULL, 0, s, S_RB_N, S_RB_N,
+			 1u << S_RB_KEY | 1u << S_RB_RUN, out);
+}
+
+int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
+			 const char *usage, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT)
+		return PC_EINVAL;
+	const char *s[S_RE_N] = {run_id, error_code, usage};
+	int64_t i[I_RE_N] = {status};
+	return req_build(PC_STORE_REQ_RUN_END, i, I_RE_N, s, S_RE_N, 2, 1u << S_RE_RUN, out);
+}
+
+int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out)
+{
+	if (!out || !a) {
+		if (out)
+			*out = NULL;
+		return PC_EINVAL;
+	}
+	const char *s[S_AT_N] = {a->run_id, a->provider, a->model, a->profile, a->reason, a->status, a->code};
+	int64_t i[I_AT_N] = {a->index, a->duration_ms};
+	return req_build(PC_STORE_REQ_ATTEMPT, i, I_AT_N, s, S_AT_N, S_AT_N,
+			 1u << S_AT_RUN | 1u << S_AT_STATUS, out);
+}
+
+int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out)
+{
+	if (!out || !a) {
+		if (out)
+			*out = NULL;
+		return PC_EINVAL;
+	}
+	const char *s[S_AU_N] = {a->kind, a->status, a->run_id, a->session_key, a->tool_name, a->tool_call_id,
+				 a->code};
+	int64_t i[I_AU_N] = {a->ts_ms};
+	return req_build(PC_STORE_REQ_AUDIT, i, I_AU_N, s, S_AU_N, S_AU_N,
+			 1u << S_AU_KIND | 1u << S_AU_STATUS | 1u << S_AU_RUN, out);
+}
+
+int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (ttl_ms <= 0)
+		return PC_EINVAL;
+	const char *s[S_LS_N] = {key, owner};
+	int64_t i[I_LS_N] = {ttl_ms};
+	return req_build(PC_STORE_REQ_LEASE_ACQUIRE, i, I_LS_N, s, S_LS_N, S_LS_N,
+			 1u << S_LS_KEY | 1u << S_LS_OWNER, out);
+}
+
+int pc_store_req_lease_release(const char *key, const char *owner, int64_t epoch, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_LS_N] = {key, owner};
+	int64_t i[I_LS_N] = {epoch};
+	return req_build(PC_STORE_REQ_LEASE_RELEASE, i, I_LS_N, s, S_LS_N, S_LS_N,
+			 1u << S_LS_KEY | 1u << S_LS_OWNER, out);
+}
+
+int pc_store_req_history(const char *key, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_HI_N] = {key};
+	return req_build(PC_STORE_REQ_HISTORY, NULL, 0, s, S_HI_N, S_HI_N, 1u << S_HI_KEY, out);
+}
+
+int pc_store_req_session_set(const char *key, int64_t epoch, const char *metadata, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_SS_N] = {key, metadata};
+	int64_t i[I_SS_N] = {epoch};
+	return req_build(PC_STORE_REQ_SESSION_SET, i, I_SS_N, s, S_SS_N, 1, 1u << S_SS_KEY | 1u << S_SS_META, out);
+}
+
+int pc_store_req_run_get(const char *run_id, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_RG_N] = {run_id};
+	return req_build(PC_STORE_REQ_RUN_GET, NULL, 0, s, S_RG_N, S_RG_N, 1u << S_RG_RUN, out);
+}
+
+int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out)
+{
+	if (!m || !out || m->type != PC_STORE_MSG_REPLY || m->size != sizeof(*out))
+		return PC_EINVAL;
+	memcpy(out, pc_msg_cdata(m), sizeof(*out));
+	return 0;
+}
+
+/* ---- replies ---- */
+
+pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
+{
+	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_REPLY, sizeof(*r));
+	if (m)
+		memcpy(pc_msg_data(m), r, sizeof(*r));
+	return m;
+}
+
+/* Answers a decoded op (if it asked) with its result; frees the op. A
+ * reply that cannot be allocated is lost: the asker's timeout covers it. */
+static void op_answer(pc__store_op_t *op)
+{
+	if (op->reply_to) {
+		pc_msg_t *m = op->kind == PC_STORE_REQ_HISTORY ? pc__store_hist_error(op->res.rc)
+								: pc__store_reply_msg(&op->res);
+		if (m) {
+			m->corr = op->corr;
+			/* An asker that has stopped frees the reply as a dead
+			 * letter: nothing to do about a failed send. */
+			(void)pc_send(op->reply_to, m);
+		}
+	}
+	pc__store_op_free(op);
+}
+
+/* Answers a request still in the handler with an error. */
+static void answer_now(const pc_msg_t *req, int rc)
+{
+	if (!req->reply_to)
+		return;
+	pc_msg_t *m;
+	if (req->type == PC_STORE_REQ_HISTORY) {
+		m = pc__store_hist_error(rc);
+	} else {
+		pc_store_reply_t r = {.rc = rc};
+		m = pc__store_reply_msg(&r);
+	}
+	if (m)
+		pc_reply(req, m);
+}
+
+/* ---- history payloads ---- */
+
+/* Appends n strings (NULL = absent) to the byte area; their offsets go to
+ * off[]. */
+static int hist_put(pc__store_hist_builder_t *b, const char *const *str, const size_t *len, int n, uint32_t *off)
+{
+	size_t need = 0;
+	for (int k = 0; k < n; k++)
+		need += str[k] ? len[k] + 1 : 0;
+	if (need > PC_MSG_MAX_PAYLOAD - b->blen)
+		return PC_STORE_ETOOBIG;
+	if (b->blen + need > b->bcap) {
+		size_t cap = b->bcap ? b->bcap * 2 : 4096;
+		while (cap < b->blen + need)
+			cap *= 2;
+		char *nb = realloc(b->bytes, cap);
+		if (!nb)
+			return PC_ENOMEM;
+		b->bytes = nb;
+		b->bcap = cap;
+	}
+	for (int k = 0; k < n; k++) {
+		if (!str[k]) {
+			off[k] = PC__STR_NULL;
+			continue;
+		}
+		off[k] = (uint32_t)b->blen;
+		memcpy(b->bytes + b->blen, str[k], len[k]);
+		b->bytes[b->blen + len[k]] = 0;
+		b->blen += len[k] + 1;
+	}
+	return 0;
+}
+
+int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], const size_t len[3], int64_t created_ms,
+			   int64_t updated_ms)
+{
+	b->head.created_ms = created_ms;
+	b->head.updated_ms = updated_ms;
+	return hist_put(b, str, len, 3, b->head.sess_off);
+}
+
+int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
+		       const size_t len[4])
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		pc__store_hist_ent_t *e = realloc(b->ents, cap * sizeof(*e));
+		if (!e)
+			return PC_ENOMEM;
+		b->ents = e;
+		b->cap = cap;
+	}
+	pc__store_hist_ent_t *e = &b->ents[b->n];
+	int rc = hist_put(b, str, len, 4, e->off);
+	if (rc != 0)
+		return rc;
+	e->seq = seq;
+	e->created_ms = created_ms;
+	b->n++;
+	return 0;
+}
+
+pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq)
+{
+	size_t ents = b->n * sizeof(pc__store_hist_ent_t);
+	size_t size = sizeof(pc__store_hist_t) + ents + b->blen;
+	pc_msg_t *m = size <= PC_MSG_MAX_PAYLOAD ? pc_msg_new(PC_STORE_MSG_HISTORY, size) : NULL;
+	if (m) {
+		char *p = pc_msg_data(m);
+		pc__store_hist_t h = b->head;
+		h.rc = 0;
+		h.count = (uint32_t)b->n;
+		h.last_seq = last_seq;
+		memcpy(p, &h, sizeof(h));
+		if (ents)
+			memcpy(p + sizeof(h), b->ents, ents);
+		if (b->blen)
+			memcpy(p + sizeof(h) + ents, b->bytes, b->blen);
+	}
+	pc__store_hist_clear(b);
+	return m;
+}
+
+void pc__store_hist_clear(pc__store_hist_builder_t *b)
+{
+	free(b->ents);
+	free(b->bytes);
+	*b = (pc__store_hist_builder_t){0};
+}
+
+pc_msg_t *pc__store_hist_error(int rc)
+{
+	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_HISTORY, sizeof(pc__store_hist_t));
+	if (m) {
+		pc__store_hist_t h = {.rc = rc};
+		memcpy(pc_msg_data(m), &h, sizeof(h));
+	}
+	return m;
+}
+
+struct pc_store_history {
+	size_t n;
+	int64_t last_seq;
+	pc__store_hist_t head;
+	const pc__store_hist_ent_t *ents;
+	const char *bytes;
+	pc_msg_t *msg; /* the payload the pointers point into */
+};
+
+/* Wraps history reply `m` (owned; taken on success) as a snapshot. */
+static int history_adopt(pc_msg_t *m, pc_store_history_t **out)
+{
+	*out = NULL;
+	if (!m || m->type != PC_STORE_MSG_HISTORY || m->size < sizeof(pc__store_hist_t))
+		return PC_EINVAL;
+	pc__store_hist_t h;
+	memcpy(&h, pc_msg_cdata(m), sizeof(h));
+	if (h.rc != 0)
+		return h.rc;
+	if (h.count > (m->size - sizeof(h)) / sizeof(pc__store_hist_ent_t))
+		return PC_EINVAL;
+	pc_store_history_t *hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return PC_ENOMEM;
+	const char *p = pc_msg_cdata(m);
+	hs->msg = m;
+	hs->n = h.count;
+	hs->last_seq = h.last_seq;
+	hs->head = h;
+	hs->ents = (const pc__store_hist_ent_t *)(const void *)(p + sizeof(h));
+	hs->bytes = p + sizeof(h) + h.count * sizeof(pc__store_hist_ent_t);
+	*out = hs;
+	return 0;
+}
+
+int pc_store_history_take(const pc_msg_t *m, pc_store_history_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!m)
+		return PC_EINVAL;
+	pc_msg_t *copy = pc_msg_new(m->type, m->size);
+	if (!copy)
+		return PC_ENOMEM;
+	memcpy(pc_msg_data(copy), pc_msg_cdata(m), m->size);
+	int rc = history_adopt(copy, out);
+	if (rc != 0)
+		pc_msg_free(copy);
+	return rc;
+}
+
+size_t pc_store_history_count(const pc_store_history_t *h)
+{
+	return h ? h->n : 0;
+}
+
+int64_t pc_store_history_last_seq(const pc_store_history_t *h)
+{
+	return h ? h->last_seq : 0;
+}
+
+void pc_store_history_session(const pc_store_history_t *h, pc_store_session_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!h)
+		return;
+	const char *f[3];
+	for (int k = 0; k < 3; k++)
+		f[k] = h->head.sess_off[k] == PC__STR_NULL ? NULL : h->bytes + h->head.sess_off[k];
+	*out = (pc_store_session_t){f[0], f[1], f[2], h->head.created_ms, h->head.updated_ms};
+}
+
+void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!h || i >= h->n)
+		return;
+	const pc__store_hist_ent_t *e = &h->ents[i];
+	const char *f[4];
+	for (int k = 0; k < 4; k++)
+		f[k] = e->off[k] == PC__STR_NULL ? NULL : h->bytes + e->off[k];
+	*out = (pc_store_msg_t){e->seq, e->created_ms, f[0], f[1], f[2], f[3]};
+}
+
+void pc_store_history_free(pc_store_history_t *h)
+{
+	if (!h)
+		return;
+	pc_msg_free(h->msg);
+	free(h);
+}
+
+/* ---- blocking jobs ---- */
+
+typedef struct batch {
+	pc_store_t *s;
+	pc__store_op_t *ops;
+	uint32_t n;
+	pc_msg_t *done; /* STORE_BATCH_DONE, allocated up front: the actor must
+			 * hear that the batch ended, even when memory is short */
+} batch_t;
+
+static void batch_fail(pc__store_op_t *op, int rc)
+{
+	for (; op; op = op->next)
+		op->res = (pc_store_reply_t){.rc = rc};
+}
+
+/* On a blocking thread: one transaction for the whole batch. */
+static pc_msg_t *batch_run(void *arg)
+{
+	batch_t *b = arg;
+	pc_store_t *s = b->s;
+	int rc = s->ops->begin(s->be);
+	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next)
+		rc = s->ops->apply(s->be, op);
+	if (rc == 0)
+		rc = s->ops->commit(s->be);
+	if (rc != 0) {
+		s->ops->rollback(s->be);
+		batch_fail(b->ops, rc);
+		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->stats.writes, b->n, __ATOMIC_RELAXED);
+	/* Durable (or failed) now: answer. */
+	pc__store_op_t *op = b->ops;
+	while (op) {
+		pc__store_op_t *next = op->next;
+		op_answer(op);
+		op = next;
+	}
+	pc_msg_t *done = b->done;
+	free(b);
+	return done;
+}
+
+static void batch_discard(void *arg)
+{
+	batch_t *b = arg;
+	pc__store_op_t *op = b->ops;
+	while (op) {
+		pc__store_op_t *next = op->next;
+		pc__store_op_free(op);
+		op = next;
+	}
+	pc_msg_free(b->done);
+	free(b);
+}
+
+static void reads_done(pc_store_t *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->reads--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+typedef struct read_job {
+	pc_store_t *s;
+	pc__store_op_t *op;
+} read_job_t;
+
+static pc_msg_t *read_run(void *arg)
+{
+	read_job_t *j = arg;
+	pc_msg_t *m = j->s->ops->read(j->s->be, j->op);
+	if (m)
+		m->corr = j->op->corr;
+	__atomic_add_fetch(&j->s->stats.reads, 1, __ATOMIC_RELAXED);
+	reads_done(j->s);
+	pc__store_op_free(j->op);
+	free(j);
+	return m;
+}
+
+static void read_discard(void *arg)
+{
+	read_job_t *j = arg;
+	reads_done(j->s);
+	pc__store_op_free(j->op);
+	free(j);
+}
+
+/* ---- the store actor ---- */
+
+typedef struct store_actor {
+	pc_store_t *s;
+	pc__store_op_t *head, *tail;
+	uint32_t pending;
+	bool in_flight;
+	bool timer_armed;
+	uint64_t gen;           /* window generation: stale ticks are ignored */
+	bool closing;
+	pc_actor_t *close_to;   /* retained */
+	uint64_t close_corr;
+} store_actor_t;
+
+/* Sends the oldest group_max writes as one batch. A batch that cannot be
+ * submitted is answered with the error at once, and the next is tried, so
+ * no write is left waiting for an event that may never come. */
+static void flush(pc_ctx_t *ctx, store_actor_t *a)
+{
+	a->gen++;
+	a->timer_armed = false;
+	while (a->head && !a->in_flight) {
+		pc__store_op_t *first = a->head, *last = a->head;
+		uint32_t n = 1;
+		while (n < a->s->cfg.group_max && last->next) {
+			last = last->next;
+			n++;
+		}
+		a->head = last->next;
+		if (!a->head)
+			a->tail = NULL;
+		a->pending -= n;
+		last->next = NULL;
+		batch_t *b = malloc(sizeof(*b));
+		pc_msg_t *done = pc_msg_new(STORE_BATCH_DONE, 0);
+		int rc = PC_ENOMEM;
+		if (b && done) {
+			*b = (batch_t){a->s, first, n, done};
+			rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
+		}
+		if (rc == 0) {
+			a->in_flight = true;
+			return;
+		}
+		pc_msg_free(done);
+		free(b);
+		batch_fail(first, rc);
+		while (first) {
+			pc__store_op_t *next = first->next;
+			op_answer(first);
+			first = next;
+		}
+	}
+}
+
+static void close_finish(pc_ctx_t *ctx, store_actor_t *a)
+{
+	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_REPLY, sizeof(pc_store_reply_t));
+	if (m) {
+		memset(pc_msg_data(m), 0, sizeof(pc_store_reply_t));
+		m->corr = a->close_corr;
+		(void)pc_send(a->close_to, m); /* a gone waiter needs no answer */
+	}
+	pc_actor_release(a->close_to);
+	a->close_to = NULL;
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+/* The content-sized strings of a write: limited by max_content. */
+static bool too_big(const pc_store_t *s, const pc__store_op_t *op)
+{
+	for (uint32_t k = 0; k < op->nstr; k++)
+		if (pc__store_len(op, k) > s->cfg.max_content)
+			return true;
+	return false;
+}
+
+static int on_request(pc_ctx_t *ctx, store_actor_t *a, const pc_msg_t *m)
+{
+	pc_store_t *s = a->s;
+	if (a->closing) {
+		answer_now(m, PC_ESTOPPED);
+		return 0;
+	}
+	pc__store_op_t *op = NULL;
+	int rc = pc__store_op_from_msg(m, &op);
+	if (rc == 0 && too_big(s, op))
+		rc = PC_STORE_ETOOBIG;
+	if (rc != 0) {
+		pc__store_op_free(op);
+		answer_now(m, rc);
+		return 0;
+	}
+	if (m->type == PC_STORE_REQ_HISTORY || m->type == PC_STORE_REQ_RUN_GET) {
+		if (!op->reply_to) {
+			pc__store_op_free(op);
+			return 0;
+		}
+		read_job_t *j = malloc(sizeof(*j));
+		rc = PC_ENOMEM;
+		if (j) {
+			*j = (read_job_t){s, op};
+			pthread_mutex_lock(&s->lock);
+			s->reads++;
+			pthread_mutex_unlock(&s->lock);
+			rc = pc_blocking_submit(s->rt, read_run, read_discard, j, op->reply_to);
+			if (rc != 0) {
+				reads_done(s);
+				free(j);
+			}
+		}
+		if (rc != 0) {
+			op->res.rc = rc;
+			op_answer(op);
+		}
+		return 0;
+	}
+	if (a->tail)
+		a->tail->next = op;
+	else
+		a->head = op;
+	a->tail = op;
+	a->pending++;
+	if (a->in_flight)
+		return 0;
+	if (a->pending >= s->cfg.group_max || s->cfg.window_ms == 0) {
+		flush(ctx, a);
+	} else if (!a->timer_armed) {
+		pc_msg_t *t = pc_msg_new(STORE_TICK, sizeof(uint64_t));
+		if (!t) {
+			flush(ctx, a);
+			return 0;
+		}
+		memcpy(pc_msg_data(t), &a->gen, sizeof(a->gen));
+		if (pc_timer_after(pc_self(ctx), s->cfg.window_ms, t, NULL) == 0)
+			a->timer_armed = true;
+		else
+			flush(ctx, a);
+	}
+	return 0;
+}
+
+static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	store_actor_t *a = state;
+	switch (m->type) {
+	case STORE_TICK:
+		if (pc_msg_u64(m) == a->gen && !a->in_flight)
+			flush(ctx, a);
+		return 0;
+	case STORE_BATCH_DONE:
+		a->in_flight = false;
+		/* Writes that queued during the commit have waited already. */
+		if (a->head)
+			flush(ctx, a);
+		else if (a->closing)
+			close_finish(ctx, a);
+		return 0;
+	case STORE_CLOSE:
+		if (a->closing) {
+			answer_now(m, PC_ESTATE);
+			return 0;
+		}
+		a->closing = true;
+		a->close_to = pc_actor_retain(m->reply_to);
+		a->close_corr = m->corr;
+		if (a->head && !a->in_flight)
+			flush(ctx, a);
+		if (!a->in_flight)
+			close_finish(ctx, a);
+		return 0;
+	default:
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SESSION_SET)
+			return on_request(ctx, a, m);
+		return 0;
+	}
+}
+
+static void store_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	store_actor_t *a = state;
+	/* Stopped with writes still queued (runtime shutdown): they were
+	 * never committed, so they are answered as such. */
+	batch_fail(a->head, PC_ESTOPPED);
+	while (a->head) {
+		pc__store_op_t *next = a->head->next;
+		op_answer(a->head);
+		a->head = next;
+	}
+	pc_actor_release(a->close_to);
+	free(a);
+}
+
+static const pc_behavior_t store_behavior = {"store", store_receive, store_stop};
+
+/* ---- open / close ---- */
+
+static int ensure_home(const char *path)
+{
+	/* Only the default location's directory is created for the caller. */
+	char dir[PATH_MAX];
+	int n = snprintf(dir, sizeof(dir), "%s", path);
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return PC_ELIMIT;
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return 0;
+	*slash = 0;
+	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
+		return 0;
+	return (errno == EACCES || errno == EROFS || errno == EPERM) ? PC_STORE_EREADONLY : PC_STORE_ECANTOPEN;
+}
+
+int pc_store_open(pc_runtime_t *rt, const pc_store_config_t *cfg, pc_store_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!rt)
+		return PC_EINVAL;
+	pc_store_t *s = calloc(1, sizeof(*s));
+	store_actor_t *a = calloc(1, sizeof(*a));
+	char defpath[PATH_MAX];
+	int rc = 0;
+	if (!s || !a) {
+		rc = PC_ENOMEM;
+		goto fail;
+	}
+	if (cfg)
+		s->cfg = *cfg;
+	config_resolve(&s->cfg);
+	const char *path = s->cfg.path;
+	if (!path) {
+		rc = pc_store_default_path(defpath, sizeof(defpath));
+		if (rc == 0)
+			rc = ensure_home(defpath);
+		if (rc != 0)
+			goto fail;
+		path = defpath;
+	}
+	s->cfg.path = NULL;
+	s->rt = rt;
+	s->ops = &pc__store_sqlite;
+	if (pthread_mutex_init(&s->lock, NULL) != 0) {
+		rc = PC_ESYS;
+		goto fail;
+	}
+	if (pthread_cond_init(&s->cond, NULL) != 0) {
+		rc = PC_ESYS;
+		goto fail_lock;
+	}
+	rc = s->ops->open(path, &s->cfg, &s->be);
+	if (rc != 0)
+		goto fail_cond;
+	a->s = s;
+	rc = pc_spawn(rt, &store_behavior, a, &s->actor);
+	if (rc != 0) {
+		s->ops->close(s->be);
+		goto fail_cond;
+	}
+	*out = s;
+	return 0;
+fail_cond:
+	pthread_cond_destroy(&s->cond);
+fail_lock:
+	pthread_mutex_destroy(&s->lock);
+fail:
+	free(a);
+	free(s);
+	return rc;
+}
+
+int pc_store_close(pc_store_t *s)
+{
+	if (!s)
+		return 0;
+	pc_msg_t *m = pc_msg_new(STORE_CLOSE, 0), *r = NULL;
+	if (!m)
+		return PC_ENOMEM;
+	/* Waits for the last batch. PC_ESTOPPED: the actor is gone already
+	 * (its stop handler answered what was queued). Anything else means
+	 * the actor may still run on `s`: nothing is freed. */
+	int rc = pc_ask_sync(s->actor, m, -1, &r);
+	pc_msg_free(r);
+	if (rc != 0 && rc != PC_ESTOPPED)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	while (s->reads)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	s->ops->close(s->be);
+	pc_actor_release(s->actor);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return 0;
+}
+
+pc_actor_t *pc_store_actor(pc_store_t *s)
+{
+	return s ? s->actor : NULL;
+}
+
+void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s)
+		return;
+	out->batches = __atomic_load_n(&s->stats.batches, __ATOMIC_RELAXED);
+	out->writes = __atomic_load_n(&s->stats.writes, __ATOMIC_RELAXED);
+	out->failed_batches = __atomic_load_n(&s->stats.failed_batches, __ATOMIC_RELAXED);
+	out->reads = __atomic_load_n(&s->stats.reads, __ATOMIC_RELAXED);
+}
+
+/* ---- plain-thread wrappers ---- */
+
+/* Sends `req` (built by the caller with code `built`) and waits for the
+ * reply. */
+static int call(pc_store_t *s, int built, pc_msg_t *req, pc_store_reply_t *out)
+{
+	pc_store_reply_t r = {0};
+	pc_msg_t *rep = NULL;
+	int rc = built;
+	if (rc == 0 && !s) {
+		pc_msg_free(req);
+		rc = PC_EINVAL;
+	} else if (rc == 0) {
+		rc = pc_ask_sync(s->actor, req, s->cfg.timeout_ms, &rep);
+	}
+	if (rc == 0)
+		rc = pc_store_reply_get(rep, &r);
+	if (rc == 0)
+		rc = r.rc;
+	pc_msg_free(rep);
+	if (out)
+		*out = r;
+	return rc;
+}
+
+int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
+		     const char *metadata, pc_store_reply_t *out)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_session(key, agent, session_id, metadata, &m);
+	return call(s, rc, m, out);
+}
+
+int pc_store_session_set(pc_store_t *s, const char *key, int64_t epoch, const char *metadata)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_session_set(key, epoch, metadata, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_append(pc_store_t *s, const char *key, int64_t epoch, const pc_store_msg_t *msg, int64_t *seq)
+{
+	pc_msg_t *m = NULL;
+	pc_store_reply_t r;
+	int rc = pc_store_req_append(key, epoch, msg, &m);
+	rc = call(s, rc, m, &r);
+	if (seq)
+		*seq = rc == 0 ? r.seq : 0;
+	return rc;
+}
+
+int pc_store_rewrite(pc_store_t *s, const char *key, int64_t epoch, int64_t expected_last_seq,
+		     int64_t from_seq, const pc_store_msg_t *msgs, size_t n, int64_t *last_seq)
+{
+	pc_msg_t *m = NULL;
+	pc_store_reply_t r;
+	int rc = pc_store_req_rewrite(key, epoch, expected_last_seq, from_seq, msgs, n, &m);
+	rc = call(s, rc, m, &r);
+	if (last_seq)
+		*last_seq = rc == 0 ? r.seq : 0;
+	return rc;
+}
+
+int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const char *idem_key,
+		       pc_store_reply_t *out)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_run_begin(key, run_id, idem_key, &m);
+	return call(s, rc, m, out);
+}
+
+int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
+		     const char *usage)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_run_end(run_id, status, error_code, usage, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_run_get(run_id, &m);
+	return call(s, rc, m, out);
+}
+
+int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_attempt(a, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_audit(a, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, int64_t *epoch)
+{
+	pc_msg_t *m = NULL;
+	pc_store_reply_t r;
+	int rc = pc_store_req_lease_acquire(key, owner, ttl_ms, &m);
+	rc = call(s, rc, m, &r);
+	if (epoch)
+		*epoch = rc == 0 ? r.epoch : 0;
+	return rc;
+}
+
+int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_lease_release(key, owner, epoch, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_history(key, &m);
+	if (rc == 0 && !s) {
+		pc_msg_free(m);
+		rc = PC_EINVAL;
+	} else if (rc == 0) {
+		rc = pc_ask_sync(s->actor, m, s->cfg.timeout_ms, &rep);
+	}
+	if (rc == 0) {
+		rc = history_adopt(rep, out);
+		if (rc == 0)
+			rep = NULL;
+	}
+	pc_msg_free(rep);
+	return rc;
+}

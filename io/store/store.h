@@ -1,0 +1,345 @@
+/*
+ * The store: sessions, transcripts, runs, attempts, leases and the audit
+ * ledger, behind one interface whose backend today is SQLite (WAL mode).
+ * Schema, durability promise and limits: docs/store.md.
+ *
+ * Shape. A pc_store_t owns a backend and a store actor. Every write is a
+ * message to that actor; the actor groups writes that arrive close together
+ * into one transaction (group commit) and runs it on the blocking pool.
+ * Every reply to a write is sent only after its transaction has committed
+ * durably, so "acknowledged" means "on disk". Reads (history snapshots) run
+ * on the blocking pool too, on reader connections of their own, and are
+ * answered from there. No SQLite call ever runs on a worker.
+ *
+ * Two ways in:
+ *   - From actors: build a request with pc_store_req_* (the message is the
+ *     caller's until sent), pc_ask it to pc_store_actor(), and read the
+ *     reply with pc_store_reply_get / pc_store_history_take.
+ *   - From plain threads (main, the CLI, tests): the pc_store_<verb>
+ *     wrappers below do the same through pc_ask_sync and wait. They must
+ *     not be called on a worker thread (PC_ESTATE).
+ *
+ * What the store decides (so a PostgreSQL backend can decide it the same
+ * way, and callers never re-implement it): transcript sequence numbers,
+ * idempotency of run creation, lease epochs and fencing checks, and the
+ * atomicity of transcript rewrites.
+ *
+ * Threads: functions without a pc_store_t may be called from any thread;
+ * pc_store_open and pc_store_close not from a runtime thread.
+ */
+#ifndef PINCER_IO_STORE_STORE_H
+#define PINCER_IO_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../actors/actor.h"
+#include "../../mailbox/msg.h"
+#include "../../runtime/error.h"
+#include "../../runtime/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_store pc_store_t;
+
+/* Store error codes, beyond runtime/error.h's (pc_store_strerror names
+ * them all, and the PC_E* ones too). */
+enum {
+	PC_STORE_ECORRUPT = -100,  /* the file is not a database, or is damaged */
+	PC_STORE_EFOREIGN = -101,  /* a database, but not a Pincer store */
+	PC_STORE_EVERSION = -102,  /* a Pincer store newer than this build */
+	PC_STORE_EFULL = -103,     /* disk full or file size limit reached */
+	PC_STORE_EREADONLY = -104, /* the file or its directory cannot be written */
+	PC_STORE_EIO = -105,       /* an I/O error from the OS */
+	PC_STORE_ETOOBIG = -106,   /* content over the configured limit: refused */
+	PC_STORE_EFENCED = -107,   /* a write carried a stale lease epoch */
+	PC_STORE_ECONFLICT = -108, /* a rewrite's expected last sequence was stale */
+	PC_STORE_ECANTOPEN = -109, /* the file could not be opened or created */
+};
+
+const char *pc_store_strerror(int code);
+
+/* Defaults. */
+#define PC_STORE_DEFAULT_GROUP_MAX 256u
+#define PC_STORE_DEFAULT_MAX_CONTENT ((size_t)8 << 20) /* 8 MiB per message */
+#define PC_STORE_DEFAULT_AUDIT_MAX 100000u
+#define PC_STORE_DEFAULT_AUDIT_DAYS 30u
+#define PC_STORE_DEFAULT_TIMEOUT_MS 30000
+/* Longest session key, session id, run id, owner, role, kind... (bytes). */
+#define PC_STORE_NAME_MAX 255u
+#define PC_STORE_ID_MAX 128u
+#define PC_STORE_CODE_MAX 63u /* a run's error code as read back (longer is cut) */
+
+typedef struct pc_store_config {
+	/* The database file. NULL: $PINCER_HOME/state.db, where PINCER_HOME
+	 * defaults to ./.pincer (created, mode 0700, if missing). */
+	const char *path;
+	uint32_t window_ms;  /* group commit: how long the first write of an
+			      * idle store waits for company before its
+			      * transaction starts. 0 (the default) = no wait:
+			      * writes that arrive while a transaction commits
+			      * still share the next one; a window costs a lone
+			      * writer ~window_ms per write (docs/store.md). */
+	uint32_t group_max;  /* most writes in one transaction; 1 = one
+			      * transaction per write. 0 = default 256. */
+	size_t max_content;  /* bytes of one message's content (JSON) and of a
+			      * run's usage/metadata JSON; larger is refused
+			      * with PC_STORE_ETOOBIG. 0 = default 8 MiB. */
+	uint32_t audit_max;  /* audit ledger rows kept (oldest go first). 0 =
+			      * default 100 000. */
+	uint32_t audit_days; /* audit rows older than this go. 0 = default 30. */
+	int64_t timeout_ms;  /* how long the sync wrappers wait; 0 = default
+			      * 30 s, < 0 = for ever. PC_ETIMEDOUT means the
+			      * outcome is unknown, not that nothing happened. */
+} pc_store_config_t;
+
+void pc_store_config_init(pc_store_config_t *cfg);
+
+/* The default database path for the current environment, written to `buf`
+ * (NUL-terminated). PC_ELIMIT if it does not fit. */
+int pc_store_default_path(char *buf, size_t len);
+
+/* Opens (creating if needed) and migrates the database, then spawns the
+ * store actor on `rt` (which must run until pc_store_close). Errors name the
+ * cause: PC_STORE_ECORRUPT, _EFOREIGN, _EVERSION, _EREADONLY, _ECANTOPEN,
+ * _EFULL, _EIO. On success *out is the caller's, released by
+ * pc_store_close. Not on a worker thread: it does file I/O. */
+int pc_store_open(pc_runtime_t *rt, const pc_store_config_t *cfg, pc_store_t **out);
+
+/* Commits every write already sent, answers it, stops the actor, waits
+ * for reads in flight, closes the database and frees the store. Writes
+ * sent afterwards are answered PC_ESTOPPED (or dropped as dead letters).
+ * The runtime must still be running. Returns 0, or (nothing done, the
+ * store still open) PC_ESTATE on a worker thread or PC_ENOMEM. NULL is a
+ * no-op. */
+int pc_store_close(pc_store_t *s);
+
+/* The store actor, borrowed (valid until pc_store_close). */
+pc_actor_t *pc_store_actor(pc_store_t *s);
+
+typedef struct pc_store_stats {
+	uint64_t batches;        /* write transactions attempted */
+	uint64_t writes;         /* writes in them */
+	uint64_t failed_batches; /* transactions that failed as a whole */
+	uint64_t reads;          /* history snapshots served */
+} pc_store_stats_t;
+
+/* Counters since open (each read atomically). Any thread. */
+void pc_store_stats(pc_store_t *s, pc_store_stats_t *out);
+
+/* ---- records ---- */
+
+/* A transcript message as written and as read back. Strings are UTF-8 and
+ * NUL-terminated; NULL means absent (content and role are required). */
+typedef struct pc_store_msg {
+	int64_t seq;               /* read: the message's sequence number */
+	int64_t created_ms;        /* wall clock ms; 0 on write = now */
+	const char *role;          /* "user", "assistant", "toolResult", "system", ... */
+	const char *content;       /* the message, JSON (validated by the store) */
+	const char *tool_call_ids; /* JSON array of tool-call ids: for an assistant
+				    * message the calls it makes, in call order;
+				    * for a toolResult the one id it answers */
+	const char *run_id;        /* the run that produced it, if any */
+} pc_store_msg_t;
+
+typedef enum pc_store_run_status {
+	PC_STORE_RUN_ACCEPTED = 0,
+	PC_STORE_RUN_RUNNING = 1,
+	PC_STORE_RUN_OK = 2,
+	PC_STORE_RUN_ERROR = 3,
+	PC_STORE_RUN_ABORTED = 4,
+	PC_STORE_RUN_TIMEOUT = 5,
+} pc_store_run_status_t;
+
+typedef struct pc_store_attempt {
+	const char *run_id;
+	uint32_t index;       /* 0-based within the run */
+	const char *provider, *model, *profile; /* may be NULL */
+	const char *reason;   /* failover reason that led to it, or NULL */
+	const char *status;   /* "ok", "error", "aborted", "timeout", ... */
+	const char *code;     /* a short error code, never a raw message; may be NULL */
+	int64_t duration_ms;
+} pc_store_attempt_t;
+
+/* One audit ledger record: metadata only. There is deliberately no field
+ * for prompts, messages, tool arguments, tool results or raw errors. */
+typedef struct pc_store_audit {
+	const char *kind;        /* "agent_run" or "tool_action" */
+	const char *status;      /* started|succeeded|failed|cancelled|timed_out|blocked|unknown */
+	const char *run_id;
+	const char *session_key; /* may be NULL */
+	const char *tool_name;   /* tool_action only; may be NULL */
+	const char *tool_call_id;/* may be NULL */
+	const char *code;        /* run_* / tool_* outcome code, or NULL */
+	int64_t ts_ms;           /* 0 = now */
+} pc_store_audit_t;
+
+/* ---- requests (for actors) ---- */
+
+/* Message types. Requests go to pc_store_actor(); every request asked
+ * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
+ * PC_STORE_REQ_HISTORY, PC_STORE_MSG_REPLY for everything else. */
+enum {
+	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
+	PC_STORE_REQ_APPEND,
+	PC_STORE_REQ_REWRITE,
+	PC_STORE_REQ_RUN_BEGIN,
+	PC_STORE_REQ_RUN_END,
+	PC_STORE_REQ_ATTEMPT,
+	PC_STORE_REQ_AUDIT,
+	PC_STORE_REQ_LEASE_ACQUIRE,
+	PC_STORE_REQ_LEASE_RELEASE,
+	PC_STORE_REQ_HISTORY,
+	PC_STORE_REQ_RUN_GET,
+	PC_STORE_REQ_SESSION_SET,
+	PC_STORE_MSG_REPLY = 0x53540100u,
+	PC_STORE_MSG_HISTORY,
+};
+
+/* The payload of a PC_STORE_MSG_REPLY. */
+typedef struct pc_store_reply {
+	int32_t rc;      /* 0 or a negative code */
+	uint32_t flags;  /* PC_STORE_CREATED */
+	int64_t seq;     /* APPEND: the new message's seq; REWRITE: the new last seq */
+	int64_t epoch;   /* LEASE_ACQUIRE: the lease's fencing epoch */
+	int32_t status;  /* RUN_BEGIN, RUN_GET: the run's status (pc_store_run_status_t) */
+	uint32_t pad;
+	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs) */
+	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id */
+	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
+} pc_store_reply_t;
+
+#define PC_STORE_CREATED 1u /* SESSION / RUN_BEGIN: this request created the row */
+
+/* Each builder writes a new message (owned by the caller until sent) to
+ * *out. Strings are copied. PC_EINVAL for a missing required field or a
+ * name over PC_STORE_NAME_MAX; PC_ENOMEM. */
+
+/* Ensures a session `key` exists (agent and metadata JSON are used only
+ * when creating; `session_id` NULL = generate one). Reply: id, CREATED. */
+int pc_store_req_session(const char *key, const char *agent, const char *session_id, const char *metadata,
+			 pc_msg_t **out);
+/* Replaces session `key`'s metadata JSON (the loop's counters, overrides
+ * and toggles live there). `epoch` as for append. PC_ENOTFOUND if there
+ * is no such session. */
+int pc_store_req_session_set(const char *key, int64_t epoch, const char *metadata, pc_msg_t **out);
+/* Appends one message to `key`'s transcript (creating the session row if
+ * needed). `epoch` > 0: refused with PC_STORE_EFENCED unless it is the
+ * session's current lease epoch. Reply: seq. */
+int pc_store_req_append(const char *key, int64_t epoch, const pc_store_msg_t *m, pc_msg_t **out);
+/* Replaces the messages with seq >= from_seq by msgs[0..n) (which get new,
+ * higher sequence numbers; n may be 0: truncation), in one transaction,
+ * only if the session's last seq is still `expected_last_seq` (else
+ * PC_STORE_ECONFLICT: something was appended since the snapshot). `epoch`
+ * as for append. Reply: seq = the new last seq. */
+int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_seq, int64_t from_seq,
+			 const pc_store_msg_t *msgs, size_t n, pc_msg_t **out);
+/* Creates run `run_id` for session `key` unless `idem_key` (may be NULL)
+ * was already used: then nothing is created and the reply names the first
+ * run (id, status) without CREATED. */
+int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, pc_msg_t **out);
+/* Ends a run: status, a short error code (never a raw message; may be
+ * NULL) and usage JSON (may be NULL). PC_ENOTFOUND for an unknown run. */
+int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
+			 const char *usage, pc_msg_t **out);
+int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
+int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out);
+/* Takes (or renews, for the same owner) the lease on session `key` for
+ * `ttl_ms`. Every take by a new owner raises the epoch. PC_EBUSY while
+ * another owner holds an unexpired lease. Reply: epoch. Time is the
+ * store's clock. */
+int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, pc_msg_t **out);
+/* Releases it if `owner` still holds it at `epoch` (else PC_STORE_EFENCED). */
+int pc_store_req_lease_release(const char *key, const char *owner, int64_t epoch, pc_msg_t **out);
+/* Reads run `run_id` (a read: answered from a reader connection).
+ * PC_ENOTFOUND if there is none. Reply: id, status, started/ended, code. */
+int pc_store_req_run_get(const char *run_id, pc_msg_t **out);
+/* A consistent snapshot of `key`'s session row and transcript
+ * (PC_ENOTFOUND if no such session). Reply: PC_STORE_MSG_HISTORY. */
+int pc_store_req_history(const char *key, pc_msg_t **out);
+
+/* Reads a PC_STORE_MSG_REPLY (PC_EINVAL if `m` is not one). */
+int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out);
+
+/* ---- history snapshots ---- */
+
+typedef struct pc_store_history pc_store_history_t;
+
+/* Takes a copy of a PC_STORE_MSG_HISTORY reply (borrowed) as a snapshot
+ * the caller owns (pc_store_history_free). Returns the reply's code when
+ * the read failed (then *out is NULL). */
+int pc_store_history_take(const pc_msg_t *m, pc_store_history_t **out);
+size_t pc_store_history_count(const pc_store_history_t *h);
+/* The session's last seq at the time of the snapshot (for rewrite). */
+int64_t pc_store_history_last_seq(const pc_store_history_t *h);
+/* The session row as of the snapshot; strings point into the snapshot. */
+typedef struct pc_store_session {
+	const char *id, *agent, *metadata; /* agent, metadata may be NULL */
+	int64_t created_ms, updated_ms;
+} pc_store_session_t;
+void pc_store_history_session(const pc_store_history_t *h, pc_store_session_t *out);
+/* Message i (< count); strings point into the snapshot. */
+void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t *out);
+void pc_store_history_free(pc_store_history_t *h);
+
+/* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
+
+int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
+		     const char *metadata, pc_store_reply_t *out);
+int pc_store_session_set(pc_store_t *s, const char *key, int64_t epoch, const char *metadata);
+int pc_store_append(pc_store_t *s, const char *key, int64_t epoch, const pc_store_msg_t *m, int64_t *seq);
+int pc_store_rewrite(pc_store_t *s, const char *key, int64_t epoch, int64_t expected_last_seq,
+		     int64_t from_seq, const pc_store_msg_t *msgs, size_t n, int64_t *last_seq);
+int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const char *idem_key,
+		       pc_store_reply_t *out);
+int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
+		     const char *usage);
+int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
+int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
+int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
+int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, int64_t *epoch);
+int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch);
+int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
+
+/* ---- transcript hygiene (pure; no store needed) ---- */
+
+/* Counts of what a repair changed. */
+typedef struct pc_store_repair_stats {
+	uint32_t moved;       /* results moved up to follow their call */
+	uint32_t synthesized; /* missing results replaced by a synthetic error */
+	uint32_t orphans;     /* results with no matching call, dropped */
+	uint32_t duplicates;  /* second results for one id, dropped */
+	uint32_t errored;     /* results of error/aborted assistant turns, dropped */
+} pc_store_repair_stats_t;
+
+/* The text of a synthetic result (spec §2.2). */
+#define PC_STORE_SYNTHETIC_RESULT_TEXT                                                              \
+	"[openclaw] missing tool result in session history; inserted synthetic error result for "    \
+	"transcript repair."
+
+typedef struct pc_store_repaired pc_store_repaired_t;
+
+/* Tool-call / tool-result pairing repair (spec §2.2 step 5, policy
+ * "drop") over msgs[0..n): afterwards every assistant message with tool
+ * calls is followed at once by exactly one "toolResult" per call id, in
+ * call order (later results are moved up; missing ones become synthetic
+ * error results); results without a preceding call, duplicates, and
+ * results of assistant turns whose content has "stopReason" "error" or
+ * "aborted" are dropped. Call ids come from `tool_call_ids`. The output
+ * (owned by the caller, pc_store_repaired_free) borrows the strings of
+ * `msgs`, which must outlive it, and owns those of synthetic results; it
+ * keeps seq of the messages it kept (0 for synthetic ones) and can be
+ * passed to pc_store_rewrite. */
+int pc_store_repair_tool_pairs(const pc_store_msg_t *msgs, size_t n, pc_store_repaired_t **out,
+			       pc_store_repair_stats_t *stats);
+size_t pc_store_repaired_count(const pc_store_repaired_t *r);
+const pc_store_msg_t *pc_store_repaired_msgs(const pc_store_repaired_t *r);
+void pc_store_repaired_free(pc_store_repaired_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,143 @@
+/*
+ * The store's insides: the request encoding shared by the builders, the
+ * store actor and the backends, and the backend interface.
+ */
+#ifndef PINCER_IO_STORE_STORE_INTERNAL_H
+#define PINCER_IO_STORE_STORE_INTERNAL_H
+
+#include "store.h"
+
+/*
+ * A request payload: a header, nint int64 values, nstr string lengths
+ * (PC__STR_NULL for an absent string), then the strings back to back, each
+ * NUL-terminated. One flat message, so it can be copied, cloned or dropped
+ * without knowing what it holds.
+ */
+typedef struct pc__store_req {
+	uint32_t nint;
+	uint32_t nstr;
+} pc__store_req_t;
+
+#define PC__STR_NULL UINT32_MAX
+
+/* A decoded request: a pending write (or read) and where its answer goes. */
+typedef struct pc__store_op {
+	struct pc__store_op *next;
+	uint32_t kind;           /* PC_STORE_REQ_* */
+	uint32_t nint, nstr;
+	const int64_t *i;
+	const char **s;          /* nstr entries; NULL = absent */
+	const uint32_t *len;     /* byte lengths (PC__STR_NULL for absent) */
+	pc_actor_t *reply_to;    /* retained, or NULL */
+	uint64_t corr;
+	pc_store_reply_t res;    /* filled by the backend */
+	/* the copied payload and the pointer array follow */
+} pc__store_op_t;
+
+/* Decodes a request message into a new op (owned by the caller,
+ * pc__store_op_free); reply_to is retained. PC_EINVAL for a malformed one. */
+int pc__store_op_from_msg(const pc_msg_t *m, pc__store_op_t **out);
+void pc__store_op_free(pc__store_op_t *op);
+
+/* Message i'th string length or 0. */
+static inline size_t pc__store_len(const pc__store_op_t *op, uint32_t i)
+{
+	return (i < op->nstr && op->len[i] != PC__STR_NULL) ? op->len[i] : 0;
+}
+
+/* String layouts per kind (indexes into op->s / op->i). */
+enum { S_SESS_KEY = 0, S_SESS_AGENT, S_SESS_ID, S_SESS_META, S_SESS_N };
+enum { S_APP_KEY = 0, S_APP_ROLE, S_APP_CONTENT, S_APP_TCIDS, S_APP_RUN, S_APP_N };
+enum { I_APP_EPOCH = 0, I_APP_CREATED, I_APP_N };
+/* Rewrite: s[0] = key, then 4 per message (role, content, tcids, run);
+ * i: epoch, expected, from, n, then created_ms per message. */
+enum { S_RW_KEY = 0, S_RW_FIRST = 1, S_RW_PER = 4 };
+enum { I_RW_EPOCH = 0, I_RW_EXPECTED, I_RW_FROM, I_RW_COUNT, I_RW_FIRST };
+enum { S_RB_KEY = 0, S_RB_RUN, S_RB_IDEM, S_RB_N };
+enum { S_RE_RUN = 0, S_RE_CODE, S_RE_USAGE, S_RE_N };
+enum { I_RE_STATUS = 0, I_RE_N };
+enum { S_AT_RUN = 0, S_AT_PROVIDER, S_AT_MODEL, S_AT_PROFILE, S_AT_REASON, S_AT_STATUS, S_AT_CODE, S_AT_N };
+enum { I_AT_INDEX = 0, I_AT_DURATION, I_AT_N };
+enum { S_AU_KIND = 0, S_AU_STATUS, S_AU_RUN, S_AU_SESSION, S_AU_TOOL, S_AU_CALL, S_AU_CODE, S_AU_N };
+enum { I_AU_TS = 0, I_AU_N };
+enum { S_LS_KEY = 0, S_LS_OWNER, S_LS_N };
+enum { I_LS_VALUE = 0, I_LS_N }; /* acquire: ttl; release: epoch */
+enum { S_HI_KEY = 0, S_HI_N };
+enum { S_RG_RUN = 0, S_RG_N };
+enum { S_SS_KEY = 0, S_SS_META, S_SS_N };
+enum { I_SS_EPOCH = 0, I_SS_N };
+
+/*
+ * A history reply payload: the header, `count` entries, then the string
+ * bytes. Offsets are from the start of the bytes; PC__STR_NULL = absent.
+ */
+typedef struct pc__store_hist {
+	int32_t rc;
+	uint32_t count;
+	int64_t last_seq;
+	int64_t created_ms, updated_ms; /* the session row */
+	uint32_t sess_off[3];           /* its id, agent, metadata */
+	uint32_t pad;
+} pc__store_hist_t;
+
+typedef struct pc__store_hist_ent {
+	int64_t seq, created_ms;
+	uint32_t off[4]; /* role, content, tool_call_ids, run_id */
+} pc__store_hist_ent_t;
+
+/* Builds a history reply on a blocking thread. */
+typedef struct pc__store_hist_builder {
+	pc__store_hist_ent_t *ents;
+	size_t n, cap;
+	char *bytes;
+	size_t blen, bcap;
+	pc__store_hist_t head; /* rc, count and last_seq are set by finish */
+} pc__store_hist_builder_t;
+
+/* Records the session row (call once, before or after the messages). */
+int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], const size_t len[3], int64_t created_ms,
+			   int64_t updated_ms);
+int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
+		       const size_t len[4]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq);
+/* Frees what the builder holds. */
+void pc__store_hist_clear(pc__store_hist_builder_t *b);
+/* A history reply carrying only a failure code (NULL on ENOMEM). */
+pc_msg_t *pc__store_hist_error(int rc);
+
+/* A PC_STORE_MSG_REPLY carrying `r` (NULL on ENOMEM). */
+pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
+
+/* Wall clock, ms since the epoch (the store's clock). */
+int64_t pc__store_now_ms(void);
+/* A fresh random id: 32 hex digits and a NUL. */
+int pc__store_gen_id(char out[33]);
+
+/*
+ * A backend. Writer calls (begin/apply/commit/rollback) come from one
+ * blocking thread at a time, in batches; reads may run on several
+ * blocking threads at once, beside a batch.
+ */
+typedef struct pc__store_backend {
+	const char *name;
+	int (*open)(const char *path, const pc_store_config_t *cfg, void **out);
+	void (*close)(void *be);
+	int (*begin)(void *be);
+	/* Runs one write in the open transaction. Returns 0 when the batch
+	 * may go on (the op's own outcome is in op->res.rc, and a failed op
+	 * left nothing behind), or a negative code when the transaction is
+	 * lost and the whole batch must fail with it. */
+	int (*apply)(void *be, pc__store_op_t *op);
+	int (*commit)(void *be);
+	void (*rollback)(void *be);
+	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
+	 * snapshot; PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only
+	 * on ENOMEM. */
+	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
+} pc__store_backend_t;
+
+extern const pc__store_backend_t pc__store_sqlite;
+
+#endif

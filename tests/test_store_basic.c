@@ -1,0 +1,861 @@
+/*
+ * The store (io/store): transcripts, sessions, runs and idempotency,
+ * attempts, the audit ledger, leases and fencing, rewrites, history
+ * repair, group commit from threads and from actors, refusals of bad
+ * input, and files that are not (our) databases.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_util.h"
+#include "io/store/store.h"
+
+/* ---- fixtures ---- */
+
+typedef struct fx {
+	char dir[64];
+	char path[128];
+	pc_runtime_t *rt;
+	pc_store_t *s;
+} fx_t;
+
+static void rm_dir(const char *dir)
+{
+	static const char *const names[] = {"state.db", "state.db-wal", "state.db-shm", "junk.db", "other.db",
+					    "other.db-wal", "other.db-shm", "home/state.db", "home/state.db-wal",
+					    "home/state.db-shm", "home"};
+	char p[256];
+	for (size_t k = 0; k < sizeof(names) / sizeof(*names); k++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[k]);
+		if (unlink(p) != 0)
+			rmdir(p);
+	}
+	rmdir(dir);
+}
+
+static void fx_open_cfg(fx_t *f, pc_store_config_t *cfg)
+{
+	cfg->path = f->path;
+	cr_assert_eq(pc_store_open(f->rt, cfg, &f->s), 0);
+}
+
+static void fx_init(fx_t *f)
+{
+	memset(f, 0, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/pc-store-XXXXXX");
+	cr_assert_not_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/state.db", f->dir);
+	f->rt = start_rt(2);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(f, &cfg);
+}
+
+static void fx_fini(fx_t *f)
+{
+	pc_store_close(f->s);
+	FREE_RUNTIME_CHECKED(f->rt);
+	rm_dir(f->dir);
+}
+
+static int64_t append(pc_store_t *s, const char *key, const char *role, const char *content, const char *ids)
+{
+	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = ids};
+	int64_t seq = -1;
+	cr_assert_eq(pc_store_append(s, key, 0, &m, &seq), 0);
+	return seq;
+}
+
+static int count_rows(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_stmt *st = NULL;
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	int n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/* ---- transcripts ---- */
+
+Test(store, append_and_history_roundtrip)
+{
+	fx_t f;
+	fx_init(&f);
+	cr_assert_eq(append(f.s, "agent:main:main", "user", "{\"text\":\"hi\"}", NULL), 1);
+	cr_assert_eq(append(f.s, "agent:main:main", "assistant", "{\"text\":\"hello\"}", "[]"), 2);
+	cr_assert_eq(append(f.s, "other", "user", "\"x\"", NULL), 1);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "agent:main:main", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 2);
+	cr_assert_eq(pc_store_history_last_seq(h), 2);
+	pc_store_msg_t m;
+	pc_store_history_get(h, 0, &m);
+	cr_assert_eq(m.seq, 1);
+	cr_assert_str_eq(m.role, "user");
+	cr_assert_str_eq(m.content, "{\"text\":\"hi\"}");
+	cr_assert_null(m.tool_call_ids);
+	cr_assert_gt(m.created_ms, 0);
+	pc_store_history_get(h, 1, &m);
+	cr_assert_str_eq(m.tool_call_ids, "[]");
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_history(f.s, "nope", &h), PC_ENOTFOUND);
+	cr_assert_null(h);
+	fx_fini(&f);
+}
+
+Test(store, bad_input_is_refused_and_leaves_nothing)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_msg_t m = {.role = "user", .content = "{not json"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "k", 0, &m, &seq), PC_EINVAL);
+	m.content = NULL;
+	cr_assert_eq(pc_store_append(f.s, "k", 0, &m, &seq), PC_EINVAL);
+	m.content = "{}";
+	m.tool_call_ids = "not json";
+	cr_assert_eq(pc_store_append(f.s, "k", 0, &m, &seq), PC_EINVAL);
+	cr_assert_eq(pc_store_append(f.s, NULL, 0, &m, &seq), PC_EINVAL);
+	char longkey[PC_STORE_NAME_MAX + 2];
+	memset(longkey, 'k', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = 0;
+	m.tool_call_ids = NULL;
+	cr_assert_eq(pc_store_append(f.s, longkey, 0, &m, &seq), PC_EINVAL);
+	/* The failed appends took no sequence numbers. */
+	cr_assert_eq(append(f.s, "k", "user", "{}", NULL), 1);
+	fx_fini(&f);
+}
+
+Test(store, oversized_content_is_refused_not_dropped)
+{
+	fx_t f;
+	fx_init(&f);
+	/* A 50 MB tool result: over the 8 MiB default, refused with a code
+	 * the caller can act on (truncate per spec §3.3 and retry). */
+	size_t big = 50u << 20;
+	char *content = malloc(big + 3);
+	cr_assert_not_null(content);
+	content[0] = '"';
+	memset(content + 1, 'a', big);
+	content[big + 1] = '"';
+	content[big + 2] = 0;
+	pc_store_msg_t m = {.role = "toolResult", .content = content, .tool_call_ids = "[\"c1\"]"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "k", 0, &m, &seq), PC_STORE_ETOOBIG);
+	/* Up to the limit is kept whole. */
+	size_t ok = PC_STORE_DEFAULT_MAX_CONTENT - 2;
+	content[ok + 1] = '"';
+	content[ok + 2] = 0;
+	cr_assert_eq(pc_store_append(f.s, "k", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 1);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "k", &h), 0);
+	pc_store_msg_t r;
+	pc_store_history_get(h, 0, &r);
+	cr_assert_eq(strlen(r.content), ok + 2);
+	pc_store_history_free(h);
+	free(content);
+	fx_fini(&f);
+}
+
+Test(store, data_survives_reopen)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_session(f.s, "s1", "main", NULL, "{\"a\":1}", &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_CREATED, PC_STORE_CREATED);
+	char id[sizeof(r.id)];
+	memcpy(id, r.id, sizeof(id));
+	cr_assert_eq(strlen(id), 32);
+	for (int k = 1; k <= 50; k++)
+		cr_assert_eq(append(f.s, "s1", "user", "{}", NULL), k);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	cr_assert_eq(pc_store_session(f.s, "s1", "other", NULL, NULL, &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_CREATED, 0);
+	cr_assert_str_eq(r.id, id);
+	cr_assert_eq(append(f.s, "s1", "user", "{}", NULL), 51);
+	/* The session row comes with the snapshot. */
+	cr_assert_eq(pc_store_session_set(f.s, "s1", 0, "{\"compactionCount\":2}"), 0);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "s1", &h), 0);
+	pc_store_session_t si;
+	pc_store_history_session(h, &si);
+	cr_assert_str_eq(si.id, id);
+	cr_assert_str_eq(si.agent, "main");
+	cr_assert_str_eq(si.metadata, "{\"compactionCount\":2}");
+	cr_assert_geq(si.updated_ms, si.created_ms);
+	cr_assert_eq(pc_store_history_count(h), 51);
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_session_set(f.s, "s1", 0, "{bad"), PC_EINVAL);
+	cr_assert_eq(pc_store_session_set(f.s, "nope", 0, "{}"), PC_ENOTFOUND);
+	cr_assert_eq(pc_store_session_set(f.s, "s1", 0, NULL), PC_EINVAL);
+	int64_t e = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s1", "me", 60000, &e), 0);
+	cr_assert_eq(pc_store_session_set(f.s, "s1", e + 1, "{}"), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_session_set(f.s, "s1", e, "{}"), 0);
+	fx_fini(&f);
+}
+
+Test(store, default_path_uses_pincer_home)
+{
+	fx_t f;
+	fx_init(&f);
+	char home[128], buf[256];
+	snprintf(home, sizeof(home), "%s/home", f.dir);
+	cr_assert_eq(setenv("PINCER_HOME", home, 1), 0);
+	cr_assert_eq(pc_store_default_path(buf, sizeof(buf)), 0);
+	cr_assert_eq(strncmp(buf, home, strlen(home)), 0);
+	cr_assert_eq(pc_store_default_path(buf, 4), PC_ELIMIT);
+	pc_store_t *s2 = NULL;
+	cr_assert_eq(pc_store_open(f.rt, NULL, &s2), 0);
+	cr_assert_eq(append(s2, "x", "user", "{}", NULL), 1);
+	pc_store_close(s2);
+	struct stat st;
+	snprintf(buf, sizeof(buf), "%s/state.db", home);
+	cr_assert_eq(stat(buf, &st), 0);
+	unsetenv("PINCER_HOME");
+	fx_fini(&f);
+}
+
+/* ---- runs, attempts, audit ---- */
+
+Test(store, idempotency_key_returns_the_first_run)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r1, r2;
+	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-1", "idem-A", &r1), 0);
+	cr_assert_eq(r1.flags, PC_STORE_CREATED);
+	cr_assert_str_eq(r1.id, "run-1");
+	cr_assert_eq(r1.status, PC_STORE_RUN_ACCEPTED);
+	cr_assert_eq(pc_store_run_end(f.s, "run-1", PC_STORE_RUN_OK, NULL, "{\"input\":3,\"output\":5}"), 0);
+	/* Same key, another proposed run: the first run, not a new one. */
+	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", "idem-A", &r2), 0);
+	cr_assert_eq(r2.flags, 0);
+	cr_assert_str_eq(r2.id, "run-1");
+	cr_assert_eq(r2.status, PC_STORE_RUN_OK);
+	/* Another key starts another run; a reused run id is refused. */
+	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", "idem-B", &r2), 0);
+	cr_assert_eq(r2.flags, PC_STORE_CREATED);
+	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", NULL, &r2), PC_EEXIST);
+	cr_assert_eq(pc_store_run_end(f.s, "nope", PC_STORE_RUN_ERROR, "run_timeout", NULL), PC_ENOTFOUND);
+	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_ERROR, "run_provider_error", NULL), 0);
+	pc_store_reply_t g;
+	cr_assert_eq(pc_store_run_get(f.s, "run-2", &g), 0);
+	cr_assert_eq(g.status, PC_STORE_RUN_ERROR);
+	cr_assert_str_eq(g.code, "run_provider_error");
+	cr_assert_gt(g.ended_ms, 0);
+	cr_assert_geq(g.ended_ms, g.started_ms);
+	cr_assert_eq(pc_store_run_get(f.s, "run-1", &g), 0);
+	cr_assert_eq(g.status, PC_STORE_RUN_OK);
+	cr_assert_str_eq(g.code, "");
+	cr_assert_eq(pc_store_run_get(f.s, "nope", &g), PC_ENOTFOUND);
+	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_OK, NULL, "{bad"), PC_EINVAL);
+	pc_store_attempt_t a = {.run_id = "run-1", .index = 0, .provider = "mock", .model = "m", .status = "ok",
+				.duration_ms = 12};
+	cr_assert_eq(pc_store_attempt(f.s, &a), 0);
+	a.status = NULL;
+	cr_assert_eq(pc_store_attempt(f.s, &a), PC_EINVAL);
+	fx_fini(&f);
+}
+
+/* Concurrent duplicates: many threads race the same key; exactly one run
+ * is created and all of them see it. */
+typedef struct race {
+	pc_store_t *s;
+	int idx;
+	pc_store_reply_t r;
+	int rc;
+} race_t;
+
+static void *race_main(void *arg)
+{
+	race_t *x = arg;
+	char run[32];
+	snprintf(run, sizeof(run), "run-%d", x->idx);
+	x->rc = pc_store_run_begin(x->s, "s", run, "same-key", &x->r);
+	return NULL;
+}
+
+Test(store, idempotency_under_concurrency)
+{
+	fx_t f;
+	fx_init(&f);
+	enum { N = 16 };
+	pthread_t t[N];
+	race_t x[N];
+	for (int k = 0; k < N; k++) {
+		x[k] = (race_t){.s = f.s, .idx = k};
+		cr_assert_eq(pthread_create(&t[k], NULL, race_main, &x[k]), 0);
+	}
+	int created = 0;
+	for (int k = 0; k < N; k++) {
+		pthread_join(t[k], NULL);
+		cr_assert_eq(x[k].rc, 0);
+		created += (x[k].r.flags & PC_STORE_CREATED) != 0;
+		cr_assert_str_eq(x[k].r.id, x[0].r.id);
+	}
+	cr_assert_eq(created, 1);
+	fx_fini(&f);
+}
+
+Test(store, audit_ledger_is_metadata_only_and_bounded)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.audit_max = 10;
+	fx_open_cfg(&f, &cfg);
+	pc_store_audit_t a = {.kind = "agent_run", .status = "started", .run_id = "r1", .session_key = "s"};
+	for (int k = 0; k < 25; k++)
+		cr_assert_eq(pc_store_audit(f.s, &a), 0);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM audit"), 10);
+	/* Non-success needs a run_* / tool_* code; kinds and statuses are closed sets. */
+	a.status = "failed";
+	cr_assert_eq(pc_store_audit(f.s, &a), PC_EINVAL);
+	a.code = "boom: raw error text";
+	cr_assert_eq(pc_store_audit(f.s, &a), PC_EINVAL);
+	a.code = "run_timeout";
+	cr_assert_eq(pc_store_audit(f.s, &a), 0);
+	a.kind = "tool_action";
+	a.tool_name = "exec";
+	a.status = "weird";
+	cr_assert_eq(pc_store_audit(f.s, &a), PC_EINVAL);
+	/* Old records age out. */
+	a.status = "succeeded";
+	a.code = NULL;
+	a.ts_ms = 1000;
+	cr_assert_eq(pc_store_audit(f.s, &a), 0);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM audit WHERE ts_ms = 1000"), 0);
+	fx_fini(&f);
+}
+
+/* ---- leases and fencing ---- */
+
+Test(store, lease_epochs_fence_stale_writers)
+{
+	fx_t f;
+	fx_init(&f);
+	int64_t e1 = 0, e2 = 0, seq = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e1), 0);
+	cr_assert_eq(e1, 1);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, &e2), PC_EBUSY);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e2), 0);
+	cr_assert_eq(e2, e1, "a renewal keeps the epoch");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), 0);
+	cr_assert_eq(pc_store_lease_release(f.s, "s", "node-a", e1), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 1, &e2), 0);
+	cr_assert_eq(e2, 2);
+	/* node-a still thinks it owns the session: its writes are refused. */
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_rewrite(f.s, "s", e1, 1, 1, NULL, 0, &seq), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_lease_release(f.s, "s", "node-a", e1), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_append(f.s, "s", e2, &m, &seq), 0);
+	cr_assert_eq(seq, 2);
+	/* An expired lease can be taken by anyone, with a new epoch. */
+	sleep_ms(5);
+	int64_t e3 = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-c", 1000, &e3), 0);
+	cr_assert_eq(e3, 3);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 0, &e3), PC_EINVAL);
+	fx_fini(&f);
+}
+
+/* Refused writes fail alone: a batch holding a refused lease take, a
+ * fenced append and bad JSON commits everything else in it. */
+Test(store, a_refused_write_does_not_fail_its_batch)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.window_ms = 200; /* everything below lands in one batch */
+	fx_open_cfg(&f, &cfg);
+	int64_t e = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e), 0);
+	pc_actor_t *st = pc_store_actor(f.s);
+	for (int k = 0; k < 20; k++) {
+		pc_store_msg_t m = {.role = "user", .content = k % 5 == 4 ? "{bad" : "{}"};
+		pc_msg_t *req = NULL;
+		cr_assert_eq(pc_store_req_append("s", k % 7 == 6 ? e + 1 : 0, &m, &req), 0);
+		cr_assert_eq(pc_send(st, req), 0);
+	}
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, &e), PC_EBUSY);
+	pc_store_stats_t stats;
+	pc_store_stats(f.s, &stats);
+	cr_assert_eq(stats.failed_batches, 0);
+	cr_assert_leq(stats.batches, 3);
+	/* 20 sends: 4 with bad JSON (k = 4, 9, 14, 19), 2 fenced (k = 6, 13). */
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 14);
+	fx_fini(&f);
+}
+
+/* ---- rewrite and repair ---- */
+
+Test(store, rewrite_is_atomic_and_guarded)
+{
+	fx_t f;
+	fx_init(&f);
+	for (int k = 0; k < 6; k++)
+		append(f.s, "s", k % 2 ? "assistant" : "user", "{\"n\":0}", NULL);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	int64_t last = pc_store_history_last_seq(h);
+	cr_assert_eq(last, 6);
+	/* Compaction: messages 1..4 become one summary, 5 and 6 are kept. */
+	pc_store_msg_t nm[3] = {{.role = "system", .content = "{\"summary\":\"s\"}"}};
+	pc_store_history_get(h, 4, &nm[1]);
+	pc_store_history_get(h, 5, &nm[2]);
+	int64_t new_last = 0;
+	/* Something was appended since the snapshot: refused, unchanged. */
+	append(f.s, "s", "user", "{\"late\":1}", NULL);
+	cr_assert_eq(pc_store_rewrite(f.s, "s", 0, last, 1, nm, 3, &new_last), PC_STORE_ECONFLICT);
+	cr_assert_eq(pc_store_rewrite(f.s, "s", 0, last + 1, 1, nm, 3, &new_last), 0);
+	cr_assert_eq(new_last, 10);
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 3);
+	pc_store_msg_t m;
+	pc_store_history_get(h, 0, &m);
+	cr_assert_str_eq(m.content, "{\"summary\":\"s\"}");
+	cr_assert_eq(m.seq, 8);
+	pc_store_history_free(h);
+	/* A rewrite with one bad message changes nothing at all. */
+	pc_store_msg_t bad[2] = {{.role = "user", .content = "{}"}, {.role = "user", .content = "{oops"}};
+	cr_assert_eq(pc_store_rewrite(f.s, "s", 0, 10, 1, bad, 2, &new_last), PC_EINVAL);
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 3);
+	cr_assert_eq(pc_store_history_last_seq(h), 10);
+	pc_store_history_free(h);
+	/* Truncation (no new messages) still moves last_seq on. */
+	cr_assert_eq(pc_store_rewrite(f.s, "s", 0, 10, 10, NULL, 0, &new_last), 0);
+	cr_assert_eq(new_last, 11);
+	cr_assert_eq(pc_store_rewrite(f.s, "nope", 0, 0, 1, NULL, 0, &new_last), PC_ENOTFOUND);
+	fx_fini(&f);
+}
+
+static pc_store_msg_t M(const char *role, const char *content, const char *ids)
+{
+	return (pc_store_msg_t){.role = role, .content = content, .tool_call_ids = ids};
+}
+
+Test(store, repair_tool_pairs)
+{
+	pc_store_msg_t in[] = {
+		M("user", "{}", NULL),
+		M("toolResult", "{\"o\":0}", "[\"zz\"]"),                  /* orphan: no call */
+		M("assistant", "{}", "[\"a\",\"b\",\"c\"]"),
+		M("toolResult", "{\"r\":\"b\"}", "[\"b\"]"),               /* out of order: moved */
+		M("user", "{\"steer\":1}", NULL),                          /* stays after the results */
+		M("toolResult", "{\"r\":\"a\"}", "\"a\""),                 /* plain string id */
+		M("toolResult", "{\"r\":\"a2\"}", "[\"a\"]"),              /* duplicate */
+		M("assistant", "{\"stopReason\":\"aborted\"}", "[\"d\"]"), /* errored turn */
+		M("toolResult", "{\"r\":\"d\"}", "[\"d\"]"),
+		M("assistant", "{}", "[\"e\"]"),                            /* result never came */
+	};
+	size_t n = sizeof(in) / sizeof(*in);
+	pc_store_repaired_t *r = NULL;
+	pc_store_repair_stats_t st;
+	cr_assert_eq(pc_store_repair_tool_pairs(in, n, &r, &st), 0);
+	const pc_store_msg_t *o = pc_store_repaired_msgs(r);
+	cr_assert_eq(pc_store_repaired_count(r), 9);
+	cr_assert_str_eq(o[0].role, "user");
+	cr_assert_str_eq(o[1].role, "assistant");
+	cr_assert_str_eq(o[2].content, "{\"r\":\"a\"}");
+	cr_assert_str_eq(o[3].content, "{\"r\":\"b\"}");
+	cr_assert_str_eq(o[4].role, "toolResult"); /* c: synthetic */
+	cr_assert(strstr(o[4].content, "missing tool result in session history"));
+	cr_assert_str_eq(o[4].tool_call_ids, "[\"c\"]");
+	cr_assert_str_eq(o[5].content, "{\"steer\":1}");
+	cr_assert_str_eq(o[6].content, "{\"stopReason\":\"aborted\"}");
+	cr_assert_str_eq(o[7].role, "assistant");
+	cr_assert_str_eq(o[8].tool_call_ids, "[\"e\"]");
+	cr_assert_eq(st.orphans, 1);
+	cr_assert_eq(st.duplicates, 1);
+	cr_assert_eq(st.synthesized, 2);
+	cr_assert_eq(st.errored, 1);
+	cr_assert_eq(st.moved, 2);
+	pc_store_repaired_free(r);
+	/* A clean transcript comes out as it went in. */
+	pc_store_msg_t ok[] = {M("user", "{}", NULL), M("assistant", "{}", "[\"x\"]"),
+			       M("toolResult", "{}", "[\"x\"]"), M("assistant", "{}", NULL)};
+	cr_assert_eq(pc_store_repair_tool_pairs(ok, 4, &r, &st), 0);
+	cr_assert_eq(pc_store_repaired_count(r), 4);
+	cr_assert_eq(st.moved + st.synthesized + st.orphans + st.duplicates + st.errored, 0);
+	pc_store_repaired_free(r);
+	cr_assert_eq(pc_store_repair_tool_pairs(NULL, 0, &r, NULL), 0);
+	cr_assert_eq(pc_store_repaired_count(r), 0);
+	pc_store_repaired_free(r);
+	cr_assert_eq(pc_store_repair_tool_pairs(NULL, 1, &r, NULL), PC_EINVAL);
+	ASSERT_NO_LEAKS();
+}
+
+Test(store, repaired_history_round_trips_through_rewrite)
+{
+	fx_t f;
+	fx_init(&f);
+	append(f.s, "s", "user", "{}", NULL);
+	append(f.s, "s", "assistant", "{}", "[\"c1\"]");
+	append(f.s, "s", "user", "{\"next\":1}", NULL);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	size_t n = pc_store_history_count(h);
+	pc_store_msg_t v[3];
+	for (size_t k = 0; k < n; k++)
+		pc_store_history_get(h, k, &v[k]);
+	pc_store_repaired_t *r = NULL;
+	cr_assert_eq(pc_store_repair_tool_pairs(v, n, &r, NULL), 0);
+	cr_assert_eq(pc_store_repaired_count(r), 4);
+	int64_t last = 0;
+	cr_assert_eq(pc_store_rewrite(f.s, "s", 0, pc_store_history_last_seq(h), 1, pc_store_repaired_msgs(r),
+				      pc_store_repaired_count(r), &last),
+		     0);
+	pc_store_repaired_free(r);
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 4);
+	pc_store_msg_t m;
+	pc_store_history_get(h, 2, &m);
+	cr_assert_str_eq(m.role, "toolResult");
+	pc_store_history_free(h);
+	fx_fini(&f);
+}
+
+/* ---- group commit ---- */
+
+typedef struct writer {
+	pc_store_t *s;
+	int idx, n;
+	int fails;
+} writer_t;
+
+static void *writer_main(void *arg)
+{
+	writer_t *w = arg;
+	char key[32], content[64];
+	snprintf(key, sizeof(key), "sess-%d", w->idx % 4);
+	for (int k = 0; k < w->n; k++) {
+		snprintf(content, sizeof(content), "{\"w\":%d,\"k\":%d}", w->idx, k);
+		pc_store_msg_t m = {.role = "user", .content = content};
+		int64_t seq = 0;
+		if (pc_store_append(w->s, key, 0, &m, &seq) != 0 || seq <= 0)
+			w->fails++;
+	}
+	return NULL;
+}
+
+Test(store, concurrent_appends_from_threads_get_unique_contiguous_seqs)
+{
+	fx_t f;
+	fx_init(&f);
+	enum { T = 8, N = 200 };
+	pthread_t t[T];
+	writer_t w[T];
+	for (int k = 0; k < T; k++) {
+		w[k] = (writer_t){.s = f.s, .idx = k, .n = N};
+		cr_assert_eq(pthread_create(&t[k], NULL, writer_main, &w[k]), 0);
+	}
+	for (int k = 0; k < T; k++) {
+		pthread_join(t[k], NULL);
+		cr_assert_eq(w[k].fails, 0);
+	}
+	for (int sidx = 0; sidx < 4; sidx++) {
+		char key[32];
+		snprintf(key, sizeof(key), "sess-%d", sidx);
+		pc_store_history_t *h = NULL;
+		cr_assert_eq(pc_store_history(f.s, key, &h), 0);
+		cr_assert_eq(pc_store_history_count(h), (size_t)(T / 4 * N));
+		for (size_t k = 0; k < pc_store_history_count(h); k++) {
+			pc_store_msg_t m;
+			pc_store_history_get(h, k, &m);
+			cr_assert_eq(m.seq, (int64_t)k + 1);
+		}
+		pc_store_history_free(h);
+	}
+	/* Fewer transactions than appends: writes were grouped. */
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.writes, (uint64_t)(T * N));
+	cr_assert_lt(st.batches, st.writes);
+	cr_assert_eq(st.failed_batches, 0);
+	fx_fini(&f);
+}
+
+/* An actor that pc_asks many appends at once and counts the replies. */
+typedef struct asker {
+	pc_actor_t *store;
+	int n, replies, fails;
+	int64_t max_seq;
+	int hist_rc;
+	size_t hist_count;
+	volatile int done;
+} asker_t;
+
+enum { ASK_GO = 1 };
+
+static int asker_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	asker_t *a = state;
+	if (m->type == ASK_GO) {
+		for (int k = 0; k < a->n; k++) {
+			pc_store_msg_t sm = {.role = "user", .content = "{\"actor\":true}"};
+			pc_msg_t *req = NULL;
+			CHECK(pc_store_req_append("actor-sess", 0, &sm, &req) == 0, "build");
+			CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask");
+		}
+		return 0;
+	}
+	if (m->type == PC_STORE_MSG_REPLY) {
+		pc_store_reply_t r;
+		CHECK(pc_store_reply_get(m, &r) == 0, "reply");
+		if (r.rc != 0)
+			a->fails++;
+		if (r.seq > a->max_seq)
+			a->max_seq = r.seq;
+		if (++a->replies == a->n) {
+			pc_msg_t *req = NULL;
+			CHECK(pc_store_req_history("actor-sess", &req) == 0, "build history");
+			CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask history");
+		}
+		return 0;
+	}
+	if (m->type == PC_STORE_MSG_HISTORY) {
+		pc_store_history_t *h = NULL;
+		a->hist_rc = pc_store_history_take(m, &h);
+		a->hist_count = pc_store_history_count(h);
+		pc_store_history_free(h);
+		STORE(a->done, 1);
+	}
+	return 0;
+}
+
+static const pc_behavior_t asker_beh = {"asker", asker_receive, NULL};
+
+Test(store, actors_ask_and_get_replies_after_commit)
+{
+	fx_t f;
+	fx_init(&f);
+	reset_failures();
+	asker_t *a = calloc(1, sizeof(*a));
+	cr_assert_not_null(a);
+	a->store = pc_store_actor(f.s);
+	a->n = 1000;
+	pc_actor_t *act = NULL;
+	cr_assert_eq(pc_spawn(f.rt, &asker_beh, a, &act), 0);
+	cr_assert_eq(pc_send_u64(act, ASK_GO, 0), 0);
+	AWAIT(LOAD(a->done), 20000);
+	assert_no_failures();
+	cr_assert_eq(a->fails, 0);
+	cr_assert_eq(a->max_seq, 1000);
+	cr_assert_eq(a->hist_rc, 0);
+	cr_assert_eq(a->hist_count, 1000);
+	pc_actor_stop(act, PC_EXIT_NORMAL);
+	pc_actor_release(act);
+	quiesce(f.rt);
+	free(a);
+	fx_fini(&f);
+}
+
+/* Closing from a worker would block it and free the store under the
+ * actor: refused, and the store stays usable. */
+typedef struct closer {
+	pc_store_t *s;
+	int rc;
+	int done;
+} closer_t;
+
+static int closer_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	(void)ctx;
+	(void)m;
+	closer_t *c = state;
+	c->rc = pc_store_close(c->s);
+	STORE(c->done, 1);
+	return 0;
+}
+
+static const pc_behavior_t closer_beh = {"closer", closer_receive, NULL};
+
+Test(store, close_on_a_worker_is_refused)
+{
+	fx_t f;
+	fx_init(&f);
+	closer_t *c = calloc(1, sizeof(*c));
+	cr_assert_not_null(c);
+	c->s = f.s;
+	pc_actor_t *act = NULL;
+	cr_assert_eq(pc_spawn(f.rt, &closer_beh, c, &act), 0);
+	cr_assert_eq(pc_send_u64(act, 1, 0), 0);
+	AWAIT(LOAD(c->done), 5000);
+	cr_assert_eq(c->rc, PC_ESTATE);
+	cr_assert_eq(append(f.s, "k", "user", "{}", NULL), 1);
+	pc_actor_stop(act, PC_EXIT_NORMAL);
+	pc_actor_release(act);
+	quiesce(f.rt);
+	free(c);
+	fx_fini(&f);
+}
+
+Test(store, one_transaction_per_append_mode_works)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.group_max = 1;
+	fx_open_cfg(&f, &cfg);
+	enum { T = 4, N = 50 };
+	pthread_t t[T];
+	writer_t w[T];
+	for (int k = 0; k < T; k++) {
+		w[k] = (writer_t){.s = f.s, .idx = k, .n = N};
+		cr_assert_eq(pthread_create(&t[k], NULL, writer_main, &w[k]), 0);
+	}
+	for (int k = 0; k < T; k++) {
+		pthread_join(t[k], NULL);
+		cr_assert_eq(w[k].fails, 0);
+	}
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), T * N);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.batches, st.writes, "group_max 1: one transaction per append");
+	fx_fini(&f);
+}
+
+Test(store, commit_window_groups_writes)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.window_ms = 2;
+	cfg.group_max = 8;
+	fx_open_cfg(&f, &cfg);
+	enum { T = 8, N = 40 };
+	pthread_t t[T];
+	writer_t w[T];
+	for (int k = 0; k < T; k++) {
+		w[k] = (writer_t){.s = f.s, .idx = k, .n = N};
+		cr_assert_eq(pthread_create(&t[k], NULL, writer_main, &w[k]), 0);
+	}
+	for (int k = 0; k < T; k++) {
+		pthread_join(t[k], NULL);
+		cr_assert_eq(w[k].fails, 0);
+	}
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.writes, (uint64_t)(T * N));
+	cr_assert_lt(st.batches, st.writes);
+	cr_assert_geq(st.batches, st.writes / 8, "group_max bounds a transaction");
+	/* A lone write still gets through (after the window). */
+	cr_assert_eq(append(f.s, "lone", "user", "{}", NULL), 1);
+	fx_fini(&f);
+}
+
+Test(store, close_commits_what_was_sent)
+{
+	fx_t f;
+	fx_init(&f);
+	/* Fire-and-forget sends (no reply wanted) are still committed by close. */
+	for (int k = 0; k < 300; k++) {
+		pc_store_msg_t m = {.role = "user", .content = "{}"};
+		pc_msg_t *req = NULL;
+		cr_assert_eq(pc_store_req_append("ff", 0, &m, &req), 0);
+		cr_assert_eq(pc_send(pc_store_actor(f.s), req), 0);
+	}
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 300);
+	FREE_RUNTIME_CHECKED(f.rt);
+	rm_dir(f.dir);
+}
+
+/* ---- files that are not our store ---- */
+
+static int open_at(fx_t *f, const char *name)
+{
+	char p[192];
+	snprintf(p, sizeof(p), "%s/%s", f->dir, name);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.path = p;
+	pc_store_t *s = NULL;
+	int rc = pc_store_open(f->rt, &cfg, &s);
+	if (rc == 0)
+		pc_store_close(s);
+	else
+		cr_assert_null(s);
+	return rc;
+}
+
+static void write_file(fx_t *f, const char *name, const void *data, size_t len)
+{
+	char p[192];
+	snprintf(p, sizeof(p), "%s/%s", f->dir, name);
+	int fd = open(p, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+Test(store, corrupt_foreign_and_newer_files_are_refused)
+{
+	fx_t f;
+	fx_init(&f);
+	char junk[8192];
+	for (size_t k = 0; k < sizeof(junk); k++)
+		junk[k] = (char)(k * 7 + 3);
+	write_file(&f, "junk.db", junk, sizeof(junk));
+	cr_assert_eq(open_at(&f, "junk.db"), PC_STORE_ECORRUPT);
+	/* Someone else's SQLite database. */
+	char p[192];
+	snprintf(p, sizeof(p), "%s/other.db", f.dir);
+	sqlite3 *db = NULL;
+	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cr_assert_eq(open_at(&f, "other.db"), PC_STORE_EFOREIGN);
+	/* Ours, from the future. */
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cr_assert_eq(open_at(&f, "state.db"), PC_STORE_EVERSION);
+	/* Damage in the middle of our own file: a page overwritten. */
+	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	int fd = open(f.path, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, junk, 4096, 4096), 4096);
+	cr_assert_eq(pwrite(fd, junk, 100, 0), 100);
+	close(fd);
+	cr_assert_eq(open_at(&f, "state.db"), PC_STORE_ECORRUPT);
+	cr_assert_str_neq(pc_store_strerror(PC_STORE_ECORRUPT), pc_strerror(-12345));
+	cr_assert_eq(open_at(&f, "no/such/dir/x.db"), PC_STORE_ECANTOPEN);
+	FREE_RUNTIME_CHECKED(f.rt);
+	rm_dir(f.dir);
+}
