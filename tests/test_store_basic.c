@@ -454,6 +454,47 @@ Test(store, rewrite_is_atomic_and_guarded)
 	fx_fini(&f);
 }
 
+Test(store, a_rewrite_waits_for_the_session_write_lock)
+{
+	fx_t f;
+	fx_init(&f);
+	for (int k = 0; k < 4; k++)
+		append(f.s, "s", "user", "{\"n\":1}", NULL);
+	char locks[300];
+	snprintf(locks, sizeof(locks), "%s/locks", f.dir);
+	/* Someone else holds the session (the lock is not reentrant, so this
+	 * process's own hold excludes the rewrite like another process's). */
+	pc_session_lock_opts_t o;
+	pc_session_lock_opts_init(&o);
+	o.timeout_ms = 0;
+	pc_session_lock_t *held = NULL;
+	cr_assert_eq(pc_session_lock_acquire(locks, "s", &o, &held, NULL), 0);
+	o.timeout_ms = 150;
+	pc_store_msg_t summary = {.role = "system", .content = "{\"summary\":1}"};
+	int64_t last = 0;
+	pc_session_lock_info_t busy;
+	uint64_t t0 = now_ms();
+	cr_assert_eq(pc_store_rewrite_locked(f.s, locks, &o, "s", 0, 4, 1, &summary, 1, &last, &busy), PC_EBUSY);
+	cr_assert(now_ms() - t0 >= 150);
+	cr_assert_eq(busy.pid, getpid());
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 4, "a refused rewrite changed the transcript");
+	pc_store_history_free(h);
+	/* Released: the rewrite goes through, and leaves the lock free. */
+	cr_assert_eq(pc_session_lock_release(held), 0);
+	cr_assert_eq(pc_store_rewrite_locked(f.s, locks, &o, "s", 0, 4, 1, &summary, 1, &last, NULL), 0);
+	cr_assert_eq(pc_store_history(f.s, "s", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 1);
+	pc_store_history_free(h);
+	o.timeout_ms = 0;
+	cr_assert_eq(pc_session_lock_acquire(locks, "s", &o, &held, NULL), 0);
+	cr_assert_eq(pc_session_lock_release(held), 0);
+	cr_assert_eq(pc_session_lock_sweep(locks, NULL), 0);
+	rmdir(locks);
+	fx_fini(&f);
+}
+
 static pc_store_msg_t M(const char *role, const char *content, const char *ids)
 {
 	return (pc_store_msg_t){.role = role, .content = content, .tool_call_ids = ids};

@@ -38,6 +38,7 @@
 #include "../../mailbox/msg.h"
 #include "../../runtime/error.h"
 #include "../../runtime/runtime.h"
+#include "../lock/session_lock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -293,6 +294,17 @@ int pc_store_session_set(pc_store_t *s, const char *key, int64_t epoch, const ch
 int pc_store_append(pc_store_t *s, const char *key, int64_t epoch, const pc_store_msg_t *m, int64_t *seq);
 int pc_store_rewrite(pc_store_t *s, const char *key, int64_t epoch, int64_t expected_last_seq,
 		     int64_t from_seq, const pc_store_msg_t *msgs, size_t n, int64_t *last_seq);
+/* The rewrite every compaction and truncation goes through: takes the
+ * session's write lock in `lock_dir` (io/lock/session_lock.h: other
+ * processes are excluded as well as this one), rewrites as
+ * pc_store_rewrite does, and releases the lock. `opts` may be NULL (the
+ * defaults, 60 s acquire timeout). PC_EBUSY, with the holder in `busy` (may
+ * be NULL), when the lock stayed taken for the whole timeout; nothing was
+ * changed then. Blocks: from a plain thread or the blocking pool, never a
+ * worker (PC_ESTATE). */
+int pc_store_rewrite_locked(pc_store_t *s, const char *lock_dir, const pc_session_lock_opts_t *opts,
+			    const char *key, int64_t epoch, int64_t expected_last_seq, int64_t from_seq,
+			    const pc_store_msg_t *msgs, size_t n, int64_t *last_seq, pc_session_lock_info_t *busy);
 int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const char *idem_key,
 		       pc_store_reply_t *out);
 int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
