@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -74,14 +75,23 @@ struct pc__http_client_loop {
 	CURLM *multi;
 	pc_io_timer_t timer;
 	pc_http_call_t *live;
+	struct curl_sock **socks; /* by descriptor: every socket curl has open */
+	size_t nsocks;
 	CURL *spare[SPARE_EASY_MAX];
 	uint32_t nspare;
 };
 
-/* A socket curl asked us to watch. Freed through the loop's defer list. */
+/* A socket curl asked us to watch, from then until curl closes it (our
+ * CLOSESOCKETFUNCTION). When curl stops watching a connection it keeps
+ * for reuse (CURL_POLL_REMOVE) the socket is only parked: its epoll
+ * registration stays, so the next request on that connection costs no
+ * epoll_ctl, where removing and adding would cost two per request. An
+ * event on a parked socket (the peer closed it, say) removes it from
+ * epoll then, once. Freed through the loop's defer list. */
 typedef struct curl_sock {
 	pc_io_watch_t watch;
 	struct pc__http_client_loop *client;
+	bool parked;
 } curl_sock_t;
 
 const char *pc_http_transport_name(pc_http_transport_t t)
@@ -368,8 +378,12 @@ static void check_done(struct pc__http_client_loop *c)
 
 static void on_socket_event(pc_ioloop_t *loop, void *arg, uint32_t events)
 {
-	(void)loop;
 	curl_sock_t *s = arg;
+	if (s->parked) {
+		/* curl is not watching it: level-triggered, this would repeat. */
+		pc__ioloop_unwatch(loop, &s->watch);
+		return;
+	}
 	int flags = 0;
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
 		flags |= CURL_CSELECT_IN;
@@ -383,34 +397,74 @@ static void on_socket_event(pc_ioloop_t *loop, void *arg, uint32_t events)
 	check_done(c);
 }
 
+static curl_sock_t *sock_of(struct pc__http_client_loop *c, curl_socket_t fd)
+{
+	return fd >= 0 && (size_t)fd < c->nsocks ? c->socks[fd] : NULL;
+}
+
+static int sock_track(struct pc__http_client_loop *c, curl_socket_t fd, curl_sock_t *s)
+{
+	if ((size_t)fd >= c->nsocks) {
+		size_t n = c->nsocks ? c->nsocks : 64;
+		while (n <= (size_t)fd)
+			n *= 2;
+		curl_sock_t **t = realloc(c->socks, n * sizeof(*t));
+		if (!t)
+			return PC_ENOMEM;
+		memset(t + c->nsocks, 0, (n - c->nsocks) * sizeof(*t));
+		c->socks = t;
+		c->nsocks = n;
+	}
+	c->socks[fd] = s;
+	return 0;
+}
+
 static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	(void)easy;
 	struct pc__http_client_loop *c = userp;
-	curl_sock_t *s = socketp;
+	curl_sock_t *s = socketp ? socketp : sock_of(c, fd);
 	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			pc__ioloop_unwatch(c->loop, &s->watch);
-			curl_multi_assign(c->multi, fd, NULL);
-			if (pc__ioloop_defer(c->loop, free, s) != 0)
-				free(s); /* unwatched: no event of this batch reaches it */
-		}
+		if (s)
+			s->parked = true;
 		return 0;
 	}
 	uint32_t ev = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
 	if (!s) {
 		s = calloc(1, sizeof(*s));
-		if (!s)
-			return -1; /* curl fails the transfer */
-		s->client = c;
-		if (pc__ioloop_watch(c->loop, &s->watch, fd, ev, on_socket_event, s) != 0) {
+		if (!s || sock_track(c, fd, s) != 0) {
 			free(s);
-			return -1;
+			return -1; /* curl fails the transfer */
 		}
-		curl_multi_assign(c->multi, fd, s);
-		return 0;
+		s->client = c;
 	}
-	return pc__ioloop_rewatch(c->loop, &s->watch, ev) == 0 ? 0 : -1;
+	s->parked = false;
+	int rc;
+	if (s->watch.active)
+		rc = pc__ioloop_rewatch(c->loop, &s->watch, ev);
+	else
+		rc = pc__ioloop_watch(c->loop, &s->watch, fd, ev, on_socket_event, s);
+	if (rc != 0)
+		return -1;
+	curl_multi_assign(c->multi, fd, s);
+	return 0;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: curl closes a connection's socket. It
+ * leaves epoll first, so that an event still queued in this batch finds
+ * the watch inactive, and a new socket given the same number (by curl or
+ * by the server on this loop) starts clean. */
+static int on_close_socket(void *clientp, curl_socket_t fd)
+{
+	struct pc__http_client_loop *c = clientp;
+	curl_sock_t *s = sock_of(c, fd);
+	if (s) {
+		pc__ioloop_unwatch(c->loop, &s->watch);
+		c->socks[fd] = NULL;
+		if (pc__ioloop_defer(c->loop, free, s) != 0)
+			free(s); /* inactive: no event of this batch reaches it */
+	}
+	return close(fd);
 }
 
 static void on_timeout(pc_ioloop_t *loop, void *arg)
@@ -471,6 +525,8 @@ static int setup_easy(pc_http_call_t *call)
 	SET(CURLOPT_WRITEFUNCTION, on_body);
 	SET(CURLOPT_WRITEDATA, (void *)call);
 	SET(CURLOPT_ERRORBUFFER, call->errbuf);
+	SET(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+	SET(CURLOPT_CLOSESOCKETDATA, (void *)pc__ioloop_client(call->loop));
 	SET(CURLOPT_HTTPHEADER, call->headers);
 	/* A reused handle keeps the previous call's options: each of these is
 	 * set (or cleared) every time. */
@@ -723,7 +779,12 @@ void pc__http_client_loop_fini(struct pc__http_client_loop *c)
 		call_finish(c->live, PC_HTTP_CANCELLED, CURLE_OK, "the I/O layer is stopping");
 	while (c->nspare)
 		curl_easy_cleanup(c->spare[--c->nspare]);
-	curl_multi_cleanup(c->multi);
+	curl_multi_cleanup(c->multi); /* closes every cached connection */
 	pc__ioloop_timer_cancel(c->loop, &c->timer);
+	/* Every socket was closed through on_close_socket by now; what is
+	 * left is only memory. */
+	for (size_t fd = 0; fd < c->nsocks; fd++)
+		free(c->socks[fd]);
+	free(c->socks);
 	free(c);
 }
