@@ -644,13 +644,19 @@ static int post_call_cmd(pc_http_call_t *call, pc_io_cmd_fn fn)
 int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *owner,
 		  pc_http_call_t **out)
 {
+	char *taken = req && req->take_body ? (char *)req->body : NULL;
 	if (!io || !req || !req->url || !owner || !out || (req->header_count && !req->headers) ||
-	    !http_url(req->url))
+	    !http_url(req->url)) {
+		free(taken);
 		return PC_EINVAL;
+	}
 	int rc = PC_ENOMEM;
 	pc_http_call_t *call = calloc(1, sizeof(*call));
-	if (!call)
+	if (!call) {
+		free(taken);
 		return PC_ENOMEM;
+	}
+	call->body = taken; /* from here call_free releases it */
 	call->refs = 2; /* the caller's handle and the loop's transfer */
 	call->loop = pc__io_next_loop(io);
 	call->owner = pc_actor_retain(owner);
@@ -665,14 +671,11 @@ int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *
 	if (!call->end || !call->url || (req->method && !call->method))
 		goto fail;
 	call->body_len = req->body_len;
-	if (req->body) {
-		/* A NUL after the body keeps it printable in a debugger; curl is
-		 * given the length. */
-		call->body = malloc(req->body_len + 1);
+	if (req->body && !taken) {
+		call->body = malloc(req->body_len ? req->body_len : 1);
 		if (!call->body)
 			goto fail;
 		memcpy(call->body, req->body, req->body_len);
-		call->body[req->body_len] = '\0';
 	}
 	/* "Expect:" turns off 100-continue, which would cost a round trip on
 	 * every large prompt. */

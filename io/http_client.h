@@ -24,6 +24,7 @@
 #ifndef PINCER_IO_HTTP_CLIENT_H
 #define PINCER_IO_HTTP_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,10 @@ typedef struct pc_http_client_request {
 	size_t header_count;
 	const void *body;                /* copied; may be NULL */
 	size_t body_len;
+	bool take_body;                  /* body came from malloc and the call takes
+					  * it over instead of copying it (also when
+					  * pc_http_fetch fails): one copy less of a
+					  * large prompt */
 	uint32_t connect_timeout_ms;     /* 0: 10 s */
 	uint32_t total_timeout_ms;       /* 0: none */
 	uint32_t idle_timeout_ms;        /* no byte received for this long ends it; 0: none */

@@ -24,8 +24,9 @@ enum {
 typedef struct model_call {
 	pc_io_t *io;
 	pc_actor_t *owner;
-	pc_model_call_config_t cfg; /* strings point into `strings` */
+	pc_model_call_config_t cfg; /* strings point into `strings`, but body */
 	char *strings;
+	char *body; /* handed to the HTTP call at start (it takes it over) */
 	const char **headers;
 
 	pc_http_call_t *call;
@@ -288,13 +289,15 @@ static int start(pc_ctx_t *ctx, model_call_t *mc)
 			.url = mc->cfg.url,
 			.headers = mc->headers,
 			.header_count = mc->cfg.header_count,
-			.body = mc->cfg.body,
+			.body = mc->body,
 			.body_len = mc->cfg.body_len,
+			.take_body = true,
 			.connect_timeout_ms = mc->cfg.connect_timeout_ms,
 			.total_timeout_ms = mc->cfg.total_timeout_ms,
 			.idle_timeout_ms = mc->cfg.idle_timeout_ms,
 			.tag = mc->cfg.tag,
 		};
+		mc->body = NULL;
 		rc = pc_http_fetch(mc->io, &req, pc_self(ctx), &mc->call);
 	}
 	if (rc != 0) {
@@ -381,6 +384,7 @@ static void model_call_free(model_call_t *mc)
 	free(mc->err_body);
 	free(mc->headers);
 	free(mc->strings);
+	free(mc->body);
 	free(mc);
 }
 
@@ -397,17 +401,19 @@ static const pc_behavior_t model_call_behavior = {
 	.stop = stop,
 };
 
-/* Copies the configuration's strings into one block the actor owns. */
+/* Copies the configuration's strings into one block the actor owns, and
+ * the body apart, so that it can be handed to the HTTP call uncopied. */
 static int copy_config(model_call_t *mc, const pc_model_call_config_t *cfg)
 {
 	size_t ul = strlen(cfg->url) + 1;
 	size_t pl = cfg->provider ? strlen(cfg->provider) + 1 : 0;
-	size_t total = ul + pl + cfg->body_len + 1;
+	size_t total = ul + pl;
 	for (size_t i = 0; i < cfg->header_count; i++)
 		total += strlen(cfg->headers[i]) + 1;
 	mc->strings = malloc(total);
 	mc->headers = calloc(cfg->header_count + 1, sizeof(*mc->headers));
-	if (!mc->strings || !mc->headers)
+	mc->body = cfg->body_len ? malloc(cfg->body_len) : NULL;
+	if (!mc->strings || !mc->headers || (cfg->body_len && !mc->body))
 		return PC_ENOMEM;
 	mc->cfg = *cfg;
 	char *p = mc->strings;
@@ -420,10 +426,8 @@ static int copy_config(model_call_t *mc, const pc_model_call_config_t *cfg)
 		p += pl;
 	}
 	if (cfg->body_len)
-		memcpy(p, cfg->body, cfg->body_len);
-	p[cfg->body_len] = '\0';
-	mc->cfg.body = p;
-	p += cfg->body_len + 1;
+		memcpy(mc->body, cfg->body, cfg->body_len);
+	mc->cfg.body = NULL; /* only mc->body holds it, until the start */
 	for (size_t i = 0; i < cfg->header_count; i++) {
 		size_t hl = strlen(cfg->headers[i]) + 1;
 		memcpy(p, cfg->headers[i], hl);
