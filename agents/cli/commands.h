@@ -7,5 +7,7 @@
 #define PC_AGENTS_CLI_COMMANDS_H
 
 int pc_cmd_mock_llm(int argc, char **argv);
+int pc_cmd_agent(int argc, char **argv);
+int pc_cmd_config(int argc, char **argv);
 
 #endif

@@ -17,6 +17,8 @@ typedef struct command {
 } command_t;
 
 static const command_t commands[] = {
+	{"agent", pc_cmd_agent, "run one agent turn (--local: in-process)"},
+	{"config", pc_cmd_config, "validate or show the configuration"},
 	{"mock-llm", pc_cmd_mock_llm, "serve a scripted OpenAI- and Anthropic-compatible LLM API"},
 };
 

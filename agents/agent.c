@@ -1,0 +1,770 @@
+/*
+ * The agent host: wires the lane, the run registry and the session
+ * directory together, runs the embedded mock when configured, and offers
+ * the API of agent.h.
+ *
+ * The session directory maps a session key to its actor. Every message to
+ * a session goes through it and is counted (`inflight`) under the shard's
+ * lock; an idle session may retire only when nothing is on its way to it,
+ * so a message can never be sent to a session that has just decided to
+ * stop (it would be lost as a dead letter).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../runtime/blocking.h"
+#include "agent_internal.h"
+
+/* The embedded mock's demo: every run calls the clock tool once, then
+ * answers with the echo of the user's message. */
+static const char DEMO_SCENARIO[] =
+	"{\"steps\":[{\"kind\":\"tool_calls\",\"text\":\"Let me check the time.\","
+	"\"tool_calls\":[{\"name\":\"clock\",\"arguments\":{}}]},{\"kind\":\"text\"}],"
+	"\"then\":\"default\"}";
+
+/* Workspace files whose text joins the system prompt (§2.1 step 5). */
+static const char *const CONTEXT_FILES[] = {"AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md",
+					    "MEMORY.md"};
+#define CONTEXT_FILE_MAX_DEFAULT 20000u
+#define CONTEXT_TOTAL_MAX_DEFAULT 150000u
+
+typedef struct pc_session_slot {
+	char *key;
+	pc_actor_t *actor;      /* NULL when retired */
+	pc_event_hub_t *hub;
+	uint64_t inflight;      /* messages sent through the directory, not yet handled */
+	struct pc_session_slot *next;
+} pc_session_slot_t;
+
+int64_t pc__wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+pc_msg_t *pc__text_msg(uint32_t type, const char *text)
+{
+	size_t n = strlen(text ? text : "") + 1;
+	pc_msg_t *m = pc_msg_new(type, n);
+	if (m)
+		memcpy(pc_msg_data(m), text ? text : "", n);
+	return m;
+}
+
+void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1])
+{
+	uint64_t n = __atomic_add_fetch(&a->next_id, 1, __ATOMIC_RELAXED);
+	snprintf(out, PC_RUN_ID_MAX + 1, "run-%s-%llx", a->id_prefix, (unsigned long long)n);
+}
+
+const char *pc_agent_disposition_name(pc_agent_disposition_t d)
+{
+	switch (d) {
+	case PC_AGENT_STARTED: return "started";
+	case PC_AGENT_QUEUED: return "queued";
+	case PC_AGENT_STEERED: return "steered";
+	case PC_AGENT_DUPLICATE: return "duplicate";
+	case PC_AGENT_DROPPED: return "dropped";
+	}
+	return "unknown";
+}
+
+const char *pc_agent_wait_status_name(pc_agent_wait_status_t s)
+{
+	switch (s) {
+	case PC_AGENT_WAIT_OK: return "ok";
+	case PC_AGENT_WAIT_ERROR: return "error";
+	case PC_AGENT_WAIT_TIMEOUT: return "timeout";
+	}
+	return "unknown";
+}
+
+int pc__provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
+			 char ***out)
+{
+	const char *key = profile < provider->profile_count ? provider->profiles[profile].api_key : NULL;
+	int rc = pc_request_headers(provider->api, key, out);
+	if (rc != 0 || !provider->embedded)
+		return rc;
+	size_t n = 0;
+	while ((*out)[n])
+		n++;
+	char **h = realloc(*out, (n + 2) * sizeof(*h));
+	size_t len = strlen(run_id) + 32;
+	char *line = h ? malloc(len) : NULL;
+	if (!line) {
+		pc_request_headers_free(h ? h : *out);
+		*out = NULL;
+		return PC_ENOMEM;
+	}
+	snprintf(line, len, "x-mock-session: %s", run_id);
+	h[n] = line;
+	h[n + 1] = NULL;
+	*out = h;
+	return 0;
+}
+
+/* ---- the directory ---- */
+
+static uint64_t hash_key(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int key_ok(const char *key)
+{
+	size_t n = strlen(key);
+	if (n == 0 || n > PC__KEY_MAX)
+		return PC_EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
+			return PC_EINVAL;
+	return 0;
+}
+
+/* The slot of `key` in its (locked) shard, created when `create`. */
+static pc_session_slot_t *slot_find(pc_agent_t *a, size_t shard, const char *key, uint64_t h, bool create)
+{
+	__typeof__(a->shards[0]) *sh = &a->shards[shard];
+	if (sh->cap) {
+		for (pc_session_slot_t *s = sh->table[(h / PC__SESSION_SHARDS) % sh->cap]; s; s = s->next)
+			if (!strcmp(s->key, key))
+				return s;
+	}
+	if (!create)
+		return NULL;
+	if (sh->count + 1 > sh->cap * 2) {
+		size_t nc = sh->cap ? sh->cap * 4 : 16;
+		pc_session_slot_t **nt = calloc(nc, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < sh->cap; i++) {
+			for (pc_session_slot_t *s = sh->table[i], *next; s; s = next) {
+				next = s->next;
+				size_t b = (hash_key(s->key) / PC__SESSION_SHARDS) % nc;
+				s->next = nt[b];
+				nt[b] = s;
+			}
+		}
+		free(sh->table);
+		sh->table = nt;
+		sh->cap = nc;
+	}
+	pc_session_slot_t *s = calloc(1, sizeof(*s));
+	if (!s || !(s->key = strdup(key))) {
+		free(s);
+		return NULL;
+	}
+	size_t b = (h / PC__SESSION_SHARDS) % sh->cap;
+	s->next = sh->table[b];
+	sh->table[b] = s;
+	sh->count++;
+	return s;
+}
+
+static void slot_unlink(pc_agent_t *a, size_t shard, pc_session_slot_t *slot, uint64_t h)
+{
+	__typeof__(a->shards[0]) *sh = &a->shards[shard];
+	pc_session_slot_t **pp = &sh->table[(h / PC__SESSION_SHARDS) % sh->cap];
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == slot) {
+			*pp = slot->next;
+			sh->count--;
+			break;
+		}
+	}
+	free(slot->key);
+	free(slot);
+}
+
+static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t **out)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	int rc = 0;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, spawn);
+	if (!s) {
+		rc = spawn ? PC_ENOMEM : PC_ENOTFOUND;
+	} else if (!s->actor) {
+		if (!spawn)
+			rc = PC_ENOTFOUND;
+		else if (!s->hub && pc_event_hub_new(key, &s->hub) != 0)
+			rc = PC_ENOMEM;
+		else
+			rc = pc__session_spawn(a, key, s->hub, &s->actor);
+	}
+	if (rc == 0) {
+		s->inflight++;
+		*out = pc_actor_retain(s->actor);
+	}
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	return rc;
+}
+
+int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn)
+{
+	pc_actor_t *to = NULL;
+	int rc = session_target(a, key, spawn, &to);
+	if (rc != 0) {
+		pc_msg_free(msg);
+		return rc;
+	}
+	rc = pc_send(to, msg);
+	if (rc != 0)
+		pc__session_consumed(a, key);
+	pc_actor_release(to);
+	return rc;
+}
+
+int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply)
+{
+	pc_actor_t *to = NULL;
+	int rc = session_target(a, key, true, &to);
+	if (rc != 0) {
+		pc_msg_free(msg);
+		return rc;
+	}
+	rc = pc_ask_sync(to, msg, timeout_ms, reply);
+	pc_actor_release(to);
+	return rc;
+}
+
+void pc__session_consumed(pc_agent_t *a, const char *key)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	if (s && s->inflight)
+		s->inflight--;
+	pthread_mutex_unlock(&a->shards[shard].lock);
+}
+
+bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	bool ok = false;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	if (s && s->actor == self && s->inflight == 0) {
+		ok = true;
+		pc_actor_release(s->actor);
+		s->actor = NULL;
+		/* the hub outlives the actor while someone listens */
+		if (!s->hub || pc_event_hub_subscribers(s->hub) == 0) {
+			pc_event_hub_release(s->hub);
+			slot_unlink(a, shard, s, h);
+		}
+	}
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	return ok;
+}
+
+pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	pc_event_hub_t *hub = NULL;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, true);
+	if (s && !s->hub && pc_event_hub_new(key, &s->hub) != 0)
+		s->hub = NULL;
+	if (s && s->hub)
+		hub = pc_event_hub_retain(s->hub);
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	return hub;
+}
+
+/* ---- context files ---- */
+
+typedef struct context_job {
+	pc_agent_t *agent;
+} context_job_t;
+
+static char *read_context_files(const pc_agent_defaults_t *d)
+{
+	const char *dir = d->workspace ? d->workspace : ".";
+	size_t per = d->bootstrap_max_chars ? d->bootstrap_max_chars : CONTEXT_FILE_MAX_DEFAULT;
+	size_t total = d->bootstrap_total_chars ? d->bootstrap_total_chars : CONTEXT_TOTAL_MAX_DEFAULT;
+	char *out = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < sizeof(CONTEXT_FILES) / sizeof(CONTEXT_FILES[0]) && len < total; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", dir, CONTEXT_FILES[i]);
+		FILE *f = fopen(path, "rb");
+		if (!f)
+			continue;
+		size_t cap = per < total - len ? per : total - len;
+		char *buf = malloc(cap + 1);
+		size_t n = buf ? fread(buf, 1, cap, f) : 0;
+		bool more = buf && fgetc(f) != EOF;
+		fclose(f);
+		if (!buf)
+			continue;
+		size_t head = strlen(CONTEXT_FILES[i]) + 64;
+		char *grown = realloc(out, len + head + n + 64);
+		if (!grown) {
+			free(buf);
+			break;
+		}
+		out = grown;
+		len += (size_t)snprintf(out + len, head, "\n\n## %s\n\n", CONTEXT_FILES[i]);
+		memcpy(out + len, buf, n);
+		len += n;
+		if (more)
+			len += (size_t)snprintf(out + len, 64, "\n[... truncated at %zu characters]", n);
+		out[len] = '\0';
+		free(buf);
+	}
+	if (!out)
+		out = strdup("");
+	return out;
+}
+
+static pc_msg_t *context_job_run(void *arg)
+{
+	context_job_t *j = arg;
+	pc_agent_t *a = j->agent;
+	free(j);
+	char *text = read_context_files(&a->cfg->agent);
+	pthread_mutex_lock(&a->context.lock);
+	free(a->context.text);
+	a->context.text = text;
+	a->context.loaded_ms = pc_runtime_now_ms();
+	a->context.loading = false;
+	pthread_mutex_unlock(&a->context.lock);
+	return pc__text_msg(PC__MSG_ATTEMPT_CONTEXT, text ? text : "");
+}
+
+static void context_job_discard(void *arg) { free(arg); }
+
+int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out)
+{
+	*out = NULL;
+	uint64_t now = pc_runtime_now_ms();
+	pthread_mutex_lock(&a->context.lock);
+	if (a->context.text && now - a->context.loaded_ms < PC__CONTEXT_TTL_MS) {
+		*out = strdup(a->context.text);
+		pthread_mutex_unlock(&a->context.lock);
+		return *out ? 0 : PC_ENOMEM;
+	}
+	a->context.loading = true;
+	pthread_mutex_unlock(&a->context.lock);
+	context_job_t *j = malloc(sizeof(*j));
+	if (!j)
+		return PC_ENOMEM;
+	j->agent = a;
+	int rc = pc_blocking_submit(a->rt, context_job_run, context_job_discard, j, reply_to);
+	if (rc != 0)
+		free(j);
+	return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static int start_mock(pc_agent_t *a, const char *scenario)
+{
+	pc_mock_server_config_t mc = {.host = "127.0.0.1", .scenario = scenario ? scenario : DEMO_SCENARIO,
+				      .max_records = 64, .max_record_bytes = (size_t)1 << 20};
+	char err[256] = "";
+	int rc = pc_mock_server_start(a->io, &mc, &a->mock, err, sizeof(err));
+	if (rc != 0)
+		return rc;
+	snprintf(a->mock_base_url, sizeof(a->mock_base_url), "http://127.0.0.1:%u/v1",
+		 (unsigned)pc_mock_server_port(a->mock));
+	return 0;
+}
+
+int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
+{
+	if (!o || !out || !o->rt || !o->io || !o->store || !o->config)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_agent_t *a = calloc(1, sizeof(*a));
+	if (!a)
+		return PC_ENOMEM;
+	a->rt = o->rt;
+	a->io = o->io;
+	a->store = o->store;
+	a->cfg = o->config;
+	for (size_t i = 0; i < PC__SESSION_SHARDS; i++)
+		pthread_mutex_init(&a->shards[i].lock, NULL);
+	pthread_mutex_init(&a->context.lock, NULL);
+	uint8_t r[8];
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		memset(r, 0, sizeof(r));
+	for (int i = 0; i < 8; i++)
+		snprintf(a->id_prefix + 2 * i, 3, "%02x", r[i]);
+	int rc = 0;
+	if (o->lock_dir) {
+		a->lock_dir = strdup(o->lock_dir);
+	} else {
+		char path[4096];
+		rc = pc_store_default_path(path, sizeof(path));
+		char *slash = rc == 0 ? strrchr(path, '/') : NULL;
+		if (slash)
+			*slash = '\0';
+		if (rc == 0) {
+			size_t n = strlen(slash ? path : ".") + 8;
+			a->lock_dir = malloc(n);
+			if (a->lock_dir)
+				snprintf(a->lock_dir, n, "%s/locks", slash ? path : ".");
+		}
+	}
+	if (rc == 0 && !a->lock_dir)
+		rc = PC_ENOMEM;
+	if (rc == 0 && mkdir(a->lock_dir, 0700) != 0 && errno != EEXIST)
+		rc = PC_ESYS;
+	if (rc == 0 && !o->tools) {
+		rc = pc_tool_registry_new(&a->own_tools);
+		if (rc == 0)
+			rc = pc_tool_register_builtins(a->own_tools);
+	}
+	a->tools = o->tools ? o->tools : a->own_tools;
+	if (rc == 0)
+		rc = pc_run_registry_new(&a->runs);
+	if (rc == 0)
+		rc = pc_lane_new(a->rt, a->cfg->agent.max_concurrent ? a->cfg->agent.max_concurrent : 8, &a->lane);
+	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
+		if (a->cfg->providers[i].embedded && !a->mock)
+			rc = start_mock(a, o->mock_scenario);
+	if (rc != 0) {
+		pc_agent_free(a, 0);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+/* Every session actor, retained, for shutdown. */
+static size_t collect_sessions(pc_agent_t *a, pc_actor_t ***out)
+{
+	size_t n = 0, cap = 0;
+	pc_actor_t **v = NULL;
+	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
+		pthread_mutex_lock(&a->shards[i].lock);
+		for (size_t b = 0; b < a->shards[i].cap; b++) {
+			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
+				if (!s->actor)
+					continue;
+				if (n == cap) {
+					size_t c = cap ? cap * 2 : 64;
+					pc_actor_t **nv = realloc(v, c * sizeof(*nv));
+					if (!nv)
+						continue;
+					v = nv;
+					cap = c;
+				}
+				v[n++] = pc_actor_retain(s->actor);
+			}
+		}
+		pthread_mutex_unlock(&a->shards[i].lock);
+	}
+	*out = v;
+	return n;
+}
+
+void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
+{
+	if (!a)
+		return;
+	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
+	pc_actor_t **v = NULL;
+	size_t n = collect_sessions(a, &v);
+	for (size_t i = 0; i < n; i++)
+		pc_send(v[i], pc_msg_new(PC__MSG_SESSION_ABORT_ALL, 0));
+	uint64_t until = grace_ms < 0 ? UINT64_MAX : pc_runtime_now_ms() + (uint64_t)grace_ms;
+	while (a->runs && pc_run_registry_active_count(a->runs) > 0 && pc_runtime_now_ms() < until) {
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+	for (size_t i = 0; i < n; i++) {
+		pc_actor_stop(v[i], PC_EXIT_SHUTDOWN);
+		pc_actor_release(v[i]);
+	}
+	free(v);
+	/* wait for the session actors' stop handlers (they touch the lane and registry) */
+	while (__atomic_load_n(&a->stats.sessions_live, __ATOMIC_ACQUIRE) > 0 && pc_runtime_now_ms() < until) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	pc_mock_server_free(a->mock);
+	pc_lane_free(a->lane);
+	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
+		for (size_t b = 0; b < a->shards[i].cap; b++) {
+			for (pc_session_slot_t *s = a->shards[i].table[b], *next; s; s = next) {
+				next = s->next;
+				pc_actor_release(s->actor);
+				pc_event_hub_release(s->hub);
+				free(s->key);
+				free(s);
+			}
+		}
+		free(a->shards[i].table);
+		pthread_mutex_destroy(&a->shards[i].lock);
+	}
+	pc_run_registry_free(a->runs);
+	pc_tool_registry_free(a->own_tools);
+	free(a->context.text);
+	pthread_mutex_destroy(&a->context.lock);
+	free(a->lock_dir);
+	free(a);
+}
+
+/* ---- the API ---- */
+
+static const char *session_key_of(const pc_agent_params_t *p)
+{
+	return p->session_key && p->session_key[0] ? p->session_key : "main";
+}
+
+static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
+{
+	if (!a || !p || !p->message || !out)
+		return PC_EINVAL;
+	if (__atomic_load_n(&a->stopping, __ATOMIC_ACQUIRE))
+		return PC_ESTOPPED;
+	const char *key = session_key_of(p);
+	int rc = key_ok(key);
+	if (rc != 0)
+		return rc;
+	if (p->idempotency_key && strlen(p->idempotency_key) > PC_STORE_NAME_MAX)
+		return PC_EINVAL;
+	return pc__submit_encode(p, key, out);
+}
+
+int pc_agent_submit(pc_agent_t *a, const pc_agent_params_t *p, pc_agent_accepted_t *out)
+{
+	pc_msg_t *m = NULL;
+	int rc = submit_msg(a, p, &m);
+	if (rc != 0)
+		return rc;
+	pc_msg_t *reply = NULL;
+	rc = pc__session_ask_sync(a, session_key_of(p), m, PC_STORE_DEFAULT_TIMEOUT_MS, &reply);
+	if (rc != 0)
+		return rc;
+	const pc_agent_submit_reply_t *r = pc_msg_cdata(reply);
+	rc = r->rc;
+	if (rc == 0 && out)
+		*out = r->accepted;
+	pc_msg_free(reply);
+	return rc;
+}
+
+int pc_agent_submit_async(pc_agent_t *a, const pc_agent_params_t *p, pc_actor_t *reply_to, uint64_t corr)
+{
+	if (!reply_to)
+		return PC_EINVAL;
+	pc_msg_t *m = NULL;
+	int rc = submit_msg(a, p, &m);
+	if (rc != 0)
+		return rc;
+	m->reply_to = pc_actor_retain(reply_to);
+	m->corr = corr;
+	return pc__session_send(a, session_key_of(p), m, true);
+}
+
+static pc_agent_wait_status_t wait_status(pc_run_status_t s)
+{
+	return s == PC_RUN_STATUS_OK ? PC_AGENT_WAIT_OK : PC_AGENT_WAIT_ERROR;
+}
+
+int pc_agent_wait(pc_agent_t *a, const char *run_id, int64_t timeout_ms, pc_agent_wait_result_t *out)
+{
+	if (!a || !run_id || !out)
+		return PC_EINVAL;
+	memset(out, 0, sizeof(*out));
+	int rc = pc_run_registry_wait(a->runs, run_id, timeout_ms ? timeout_ms : PC_AGENT_WAIT_DEFAULT_MS,
+				      &out->run);
+	if (rc == 0) {
+		out->status = wait_status(out->run.status);
+		return 0;
+	}
+	if (rc == PC_ETIMEDOUT) {
+		out->status = PC_AGENT_WAIT_TIMEOUT;
+		return 0;
+	}
+	if (rc != PC_ENOTFOUND)
+		return rc;
+	/* not in memory: an older run, from the store */
+	pc_store_reply_t r;
+	rc = pc_store_run_get(a->store, run_id, &r);
+	if (rc != 0)
+		return rc;
+	snprintf(out->run.run_id, sizeof(out->run.run_id), "%s", run_id);
+	out->run.started_ms = r.started_ms;
+	out->run.ended_ms = r.ended_ms;
+	snprintf(out->run.error_kind, sizeof(out->run.error_kind), "%.31s", r.code);
+	switch (r.status) {
+	case PC_STORE_RUN_OK: out->run.status = PC_RUN_STATUS_OK; break;
+	case PC_STORE_RUN_ABORTED: out->run.status = PC_RUN_STATUS_ABORTED; break;
+	case PC_STORE_RUN_TIMEOUT: out->run.status = PC_RUN_STATUS_TIMEOUT; break;
+	case PC_STORE_RUN_ERROR: out->run.status = PC_RUN_STATUS_ERROR; break;
+	default:
+		/* accepted or running in a process that is gone: it never ends here */
+		out->run.status = PC_RUN_STATUS_ERROR;
+		snprintf(out->run.error, sizeof(out->run.error), "the run did not finish (process restarted)");
+		break;
+	}
+	out->status = wait_status(out->run.status);
+	return 0;
+}
+
+int pc_agent_watch(pc_agent_t *a, const char *run_id, pc_actor_t *who, uint64_t corr)
+{
+	if (!a || !run_id || !who)
+		return PC_EINVAL;
+	return pc_run_registry_watch(a->runs, run_id, who, PC_MSG_AGENT_RUN_INFO, corr);
+}
+
+static void *bus_retain(void *b) { return pc_event_bus_retain(b); }
+
+int pc_agent_result(pc_agent_t *a, const char *run_id, char **json)
+{
+	if (!a || !run_id || !json)
+		return PC_EINVAL;
+	*json = NULL;
+	pc_event_bus_t *bus = pc_run_registry_attachment(a->runs, run_id, bus_retain);
+	if (!bus)
+		return PC_ENOTFOUND;
+	int rc = PC_ESTATE;
+	if (pc_event_bus_ended(bus)) {
+		pc_event_sub_t *s = NULL;
+		pc_event_sub_config_t sc = {.capacity = 4};
+		rc = pc_event_sub_new(&sc, &s);
+		if (rc == 0)
+			rc = pc_event_bus_attach(bus, s, true);
+		pc_event_t *e = NULL;
+		if (rc == 0 && pc_event_sub_take(s, &e, 1) == 1) {
+			*json = strdup(e->data);
+			rc = *json ? 0 : PC_ENOMEM;
+			pc_event_release(e);
+		} else if (rc == 0) {
+			rc = PC_ESTATE;
+		}
+		if (s)
+			pc_event_bus_detach(bus, s);
+		pc_event_sub_release(s);
+	}
+	pc_event_bus_release(bus);
+	return rc;
+}
+
+int pc_agent_subscribe_run(pc_agent_t *a, const char *run_id, pc_event_sub_t *s)
+{
+	if (!a || !run_id || !s)
+		return PC_EINVAL;
+	pc_event_bus_t *bus = pc_run_registry_attachment(a->runs, run_id, bus_retain);
+	if (!bus)
+		return PC_ENOTFOUND;
+	int rc = pc_event_bus_attach(bus, s, true);
+	pc_event_bus_release(bus);
+	return rc;
+}
+
+int pc_agent_subscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s)
+{
+	if (!a || !session_key || !s || key_ok(session_key) != 0)
+		return PC_EINVAL;
+	pc_event_hub_t *hub = pc__session_hub(a, session_key);
+	if (!hub)
+		return PC_ENOMEM;
+	int rc = pc_event_hub_attach(hub, s);
+	pc_event_hub_release(hub);
+	return rc;
+}
+
+void pc_agent_unsubscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s)
+{
+	if (!a || !session_key || !s)
+		return;
+	pc_event_hub_t *hub = pc__session_hub(a, session_key);
+	if (hub) {
+		pc_event_hub_detach(hub, s);
+		pc_event_hub_release(hub);
+	}
+}
+
+int pc_agent_abort_run(pc_agent_t *a, const char *run_id)
+{
+	if (!a || !run_id)
+		return PC_EINVAL;
+	pc_run_info_t info;
+	int rc = pc_run_registry_get(a->runs, run_id, &info);
+	if (rc != 0)
+		return rc;
+	if (pc_run_status_terminal(info.status))
+		return PC_ESTATE;
+	pc_actor_t *run = pc_run_registry_actor(a->runs, run_id);
+	if (run) {
+		rc = pc_send(run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+		pc_actor_release(run);
+		return rc == PC_ESTOPPED ? PC_ESTATE : rc;
+	}
+	pc_msg_t *m = pc__text_msg(PC__MSG_SESSION_ABORT_RUN, run_id);
+	return m ? pc__session_send(a, info.session_key, m, false) : PC_ENOMEM;
+}
+
+int pc_agent_abort_session(pc_agent_t *a, const char *session_key)
+{
+	if (!a || !session_key)
+		return PC_EINVAL;
+	pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_ABORT_ALL, 0);
+	if (!m)
+		return PC_ENOMEM;
+	int rc = pc__session_send(a, session_key, m, false);
+	return rc == PC_ENOTFOUND ? 0 : rc;
+}
+
+int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text)
+{
+	if (!a || !session_key || !text)
+		return PC_EINVAL;
+	pc_msg_t *m = pc__text_msg(PC__MSG_SESSION_STEER, text);
+	if (!m)
+		return PC_ENOMEM;
+	pc_actor_t *to = NULL;
+	int rc = session_target(a, session_key, false, &to);
+	if (rc != 0) {
+		pc_msg_free(m);
+		return rc;
+	}
+	pc_msg_t *reply = NULL;
+	rc = pc_ask_sync(to, m, 5000, &reply);
+	pc_actor_release(to);
+	if (rc != 0)
+		return rc;
+	rc = (int)*(const int64_t *)pc_msg_cdata(reply);
+	pc_msg_free(reply);
+	return rc;
+}
+
+void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->sessions_live = __atomic_load_n(&a->stats.sessions_live, __ATOMIC_RELAXED);
+	out->runs_started = __atomic_load_n(&a->stats.runs_started, __ATOMIC_RELAXED);
+	out->runs_finished = __atomic_load_n(&a->stats.runs_finished, __ATOMIC_RELAXED);
+	out->runs_active = pc_run_registry_active_count(a->runs);
+	out->attempts = __atomic_load_n(&a->stats.attempts, __ATOMIC_RELAXED);
+	out->tool_calls = __atomic_load_n(&a->stats.tool_calls, __ATOMIC_RELAXED);
+	pc_lane_stats_t ls;
+	pc_lane_stats(a->lane, &ls);
+	out->lane_active = ls.active;
+	out->lane_queued = ls.queued;
+	out->lane_peak = ls.peak_active;
+	out->lane_max = ls.max;
+}
+
+uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->mock ? pc_mock_server_port(a->mock) : 0; }

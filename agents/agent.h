@@ -1,0 +1,162 @@
+/*
+ * The agent API: Pincer's in-process entry to the agent loop (spec §1–§3,
+ * §5–§7, §8.3–§8.4). The CLI, the gateway and C programs embedding Pincer
+ * all go through it, so they all run the identical session / run / attempt
+ * actors.
+ *
+ *   pc_agent_submit   "agent": the message is durably accepted (its run is
+ *                     in the store, the idempotency key honoured) and a run
+ *                     id comes back at once; the run goes on in actors.
+ *   pc_agent_wait     "agent.wait": waits for a run's end; a wait that
+ *                     times out never stops the run.
+ *   pc_agent_subscribe_run / _session
+ *                     the run's (or every run of a session's) events.
+ *   pc_agent_abort_run / _session, pc_agent_steer
+ *
+ * A pc_agent_t borrows a running runtime, an I/O layer, a store, a
+ * configuration and a tool registry, all of which must outlive it. With the
+ * embedded mock provider configured (no providers in the configuration), it
+ * starts the mock LLM in-process on a loopback port.
+ *
+ * Threads: pc_agent_new and pc_agent_free from a plain thread (not a
+ * worker); the sync calls (submit, wait) from a plain thread; the others
+ * from any thread.
+ */
+#ifndef PINCER_AGENTS_AGENT_H
+#define PINCER_AGENTS_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../actors/actor.h"
+#include "../io/io.h"
+#include "../io/store/store.h"
+#include "config/config.h"
+#include "events/event_bus.h"
+#include "run/run_registry.h"
+#include "tools/tool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_agent pc_agent_t;
+
+typedef struct pc_agent_options {
+	pc_runtime_t *rt;                 /* required, started */
+	pc_io_t *io;                      /* required */
+	pc_store_t *store;                /* required */
+	const pc_config_t *config;        /* required */
+	const pc_tool_registry_t *tools;  /* NULL: the built-in tools */
+	const char *lock_dir;             /* session write locks; NULL: next to the store */
+	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
+} pc_agent_options_t;
+
+/* Builds the agent layer: the lane, the run registry, the session
+ * directory; starts the embedded mock when configured. The caller owns
+ * *out (pc_agent_free). Not on a worker. */
+int pc_agent_new(const pc_agent_options_t *opts, pc_agent_t **out);
+
+/* Aborts every run, waits (at most `grace_ms`; < 0 for ever) for the runs
+ * to end, stops every session actor, frees. Before the I/O layer, store and
+ * runtime go. NULL is a no-op. Not on a worker. */
+void pc_agent_free(pc_agent_t *a, int64_t grace_ms);
+
+typedef struct pc_agent_params {
+	const char *session_key;     /* NULL or "": "main" */
+	const char *message;         /* required */
+	const char *idempotency_key; /* may be NULL */
+	const char *model;           /* "provider/model" for this run; NULL: the configured */
+	const char *trigger;         /* "user" (default), "cron", "heartbeat", ... (priority) */
+	const char *queue_mode;      /* how to treat it if the session is busy; NULL: configured */
+	const char *extra_system_prompt; /* per-run addition; may be NULL */
+	uint64_t timeout_ms;         /* run timeout; 0: configured */
+} pc_agent_params_t;
+
+/* What happened to a submitted message. */
+typedef enum pc_agent_disposition {
+	PC_AGENT_STARTED = 0, /* a run starts now (or when the global lane admits it) */
+	PC_AGENT_QUEUED,      /* the session is busy: queued (followup / collect) */
+	PC_AGENT_STEERED,     /* injected into the active run (its own run id ends at once) */
+	PC_AGENT_DUPLICATE,   /* the idempotency key was seen: run_id is the first run's */
+	PC_AGENT_DROPPED,     /* refused by the queue policy (cap, heartbeat while busy) */
+} pc_agent_disposition_t;
+const char *pc_agent_disposition_name(pc_agent_disposition_t d);
+
+typedef struct pc_agent_accepted {
+	char run_id[PC_RUN_ID_MAX + 1];
+	int64_t accepted_ms;          /* wall clock */
+	pc_agent_disposition_t disposition;
+} pc_agent_accepted_t;
+
+/* "agent" from a plain thread: accepts the message (durably) and returns.
+ * PC_EINVAL for a missing message or bad key, PC_ESTOPPED while shutting
+ * down, a store error code when the message could not be persisted. */
+int pc_agent_submit(pc_agent_t *a, const pc_agent_params_t *p, pc_agent_accepted_t *out);
+
+/* "agent" for actors: the answer comes to `reply_to` as a message of type
+ * PC_MSG_AGENT_ACCEPTED with `corr`, payload pc_agent_submit_reply_t. */
+enum { PC_MSG_AGENT_ACCEPTED = PC_MSG_TYPE_SYSTEM + 0x2400, PC_MSG_AGENT_RUN_INFO };
+typedef struct pc_agent_submit_reply {
+	int32_t rc;
+	pc_agent_accepted_t accepted;
+} pc_agent_submit_reply_t;
+int pc_agent_submit_async(pc_agent_t *a, const pc_agent_params_t *p, pc_actor_t *reply_to, uint64_t corr);
+
+/* "agent.wait": PC_AGENT_WAIT_DEFAULT_MS when timeout_ms is 0. */
+#define PC_AGENT_WAIT_DEFAULT_MS ((int64_t)30000)
+typedef enum pc_agent_wait_status {
+	PC_AGENT_WAIT_OK = 0,  /* the run ended well */
+	PC_AGENT_WAIT_ERROR,   /* the run ended with an error, an abort or its own timeout */
+	PC_AGENT_WAIT_TIMEOUT, /* the wait ran out; the run goes on */
+} pc_agent_wait_status_t;
+const char *pc_agent_wait_status_name(pc_agent_wait_status_t s);
+typedef struct pc_agent_wait_result {
+	pc_agent_wait_status_t status;
+	pc_run_info_t run;
+} pc_agent_wait_result_t;
+/* From a plain thread. PC_ENOTFOUND for a run neither in memory nor in the store. */
+int pc_agent_wait(pc_agent_t *a, const char *run_id, int64_t timeout_ms, pc_agent_wait_result_t *out);
+/* For actors: PC_MSG_AGENT_RUN_INFO (payload pc_run_info_t, corr) when the run ends. */
+int pc_agent_watch(pc_agent_t *a, const char *run_id, pc_actor_t *who, uint64_t corr);
+
+/* The run's final result as JSON text (the terminal lifecycle event's
+ * data: phase, payloads, usage, attempts, error), malloc'd. PC_ESTATE while
+ * the run goes on; PC_ENOTFOUND when unknown or swept. */
+int pc_agent_result(pc_agent_t *a, const char *run_id, char **json);
+
+/* Subscribes `s` to run `run_id` (closed after the run's terminal event)
+ * or to every run of a session from now on. */
+int pc_agent_subscribe_run(pc_agent_t *a, const char *run_id, pc_event_sub_t *s);
+int pc_agent_subscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s);
+void pc_agent_unsubscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s);
+
+/* Aborts a run, queued or active (a user abort: never failed over).
+ * PC_ENOTFOUND, PC_ESTATE when it already ended. */
+int pc_agent_abort_run(pc_agent_t *a, const char *run_id);
+/* Aborts the session's active run and withdraws its queued messages. */
+int pc_agent_abort_session(pc_agent_t *a, const char *session_key);
+/* Steers `text` into the session's active run at its next model boundary.
+ * PC_ENOTFOUND with no active run; PC_ESTATE when the run cannot take it
+ * now (not streaming, compacting). */
+int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text);
+
+typedef struct pc_agent_stats {
+	uint64_t sessions_live;   /* session actors in memory */
+	uint64_t runs_started;
+	uint64_t runs_finished;
+	uint64_t runs_active;
+	uint64_t attempts;
+	uint64_t tool_calls;
+	uint32_t lane_active, lane_queued, lane_peak, lane_max;
+} pc_agent_stats_t;
+void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
+
+/* The embedded mock's port (0 when none). */
+uint16_t pc_agent_mock_port(const pc_agent_t *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,206 @@
+/*
+ * What the agent layer's actors share: the agent host, the session
+ * directory, and the messages between sessions, runs and attempts.
+ * Private to agents/.
+ *
+ *   session actor ──spawns──▶ run actor ──spawns, one at a time──▶ attempt actor
+ *        ▲   RUN_DONE / RUN_PHASE │ ▲           ATTEMPT_DONE (flat)      │
+ *        └────────────────────────┘ └────────────────────────────────────┘
+ *
+ * Every message here is flat (no pointers to heap objects), so one that
+ * reaches an actor that has already stopped is freed as a dead letter
+ * without leaking anything.
+ */
+#ifndef PINCER_AGENTS_AGENT_INTERNAL_H
+#define PINCER_AGENTS_AGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../actors/actor.h"
+#include "agent.h"
+#include "mock/mock_server.h"
+#include "run/run_decide.h"
+#include "session/lane.h"
+#include "session/queue_policy.h"
+
+#define PC__SESSION_SHARDS 64u
+#define PC__KEY_MAX 255u
+#define PC__CONTEXT_TTL_MS 2000u
+
+enum {
+	/* to a session actor (through the directory) */
+	PC__MSG_SESSION_SUBMIT = PC_MSG_TYPE_SYSTEM + 0x2500,
+	PC__MSG_SESSION_ABORT_RUN,  /* payload: run id (NUL-terminated) */
+	PC__MSG_SESSION_ABORT_ALL,
+	PC__MSG_SESSION_STEER,      /* payload: text; asked (reply: rc as int64) */
+	PC__MSG_SESSION_IDLE,       /* its idle timer */
+	PC__MSG_SESSION_DRAIN,      /* its debounce timer */
+	PC__MSG_SESSION_INTERRUPT_WAIT, /* interrupt: the aborted run did not end in time */
+	/* run -> session */
+	PC__MSG_RUN_DONE,           /* pc__run_done_t */
+	PC__MSG_RUN_PHASE,          /* u64: pc_run_phase_t */
+	PC__MSG_STEER_REJECTED,     /* text: the run could not take it */
+	/* to a run actor */
+	PC__MSG_RUN_START,
+	PC__MSG_RUN_ABORT,
+	PC__MSG_RUN_STEER,          /* text */
+	PC__MSG_RUN_DELAY,          /* its backoff timer */
+	PC__MSG_RUN_TRUNCATED,      /* result of the truncation job: pc__truncated_t */
+	/* to an attempt actor */
+	PC__MSG_ATTEMPT_START,
+	PC__MSG_ATTEMPT_ABORT,
+	PC__MSG_ATTEMPT_STEER,      /* text */
+	PC__MSG_ATTEMPT_TIMEOUT,    /* its deadline */
+	PC__MSG_ATTEMPT_CONTEXT,    /* the context files job's result */
+	/* attempt -> run */
+	PC__MSG_ATTEMPT_DONE,       /* pc__attempt_done_t */
+	PC__MSG_ATTEMPT_PHASE,      /* u64: pc_run_phase_t */
+};
+
+struct pc_session_slot;
+
+struct pc_agent {
+	pc_runtime_t *rt;
+	pc_io_t *io;
+	pc_store_t *store;
+	const pc_config_t *cfg;
+	const pc_tool_registry_t *tools;
+	pc_tool_registry_t *own_tools;
+	char *lock_dir;
+	pc_mock_server_t *mock;
+	char mock_base_url[64];
+	pc_lane_t *lane;
+	pc_run_registry_t *runs;
+	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
+	uint64_t next_id;    /* atomic */
+	bool stopping;       /* atomic */
+	struct {
+		pthread_mutex_t lock;
+		struct pc_session_slot **table;
+		size_t cap, count;
+	} shards[PC__SESSION_SHARDS];
+	/* The workspace context files (AGENTS.md, ...), read on the blocking
+	 * pool and reused for PC__CONTEXT_TTL_MS. */
+	struct {
+		pthread_mutex_t lock;
+		char *text;          /* NULL: none read yet */
+		uint64_t loaded_ms;  /* runtime clock */
+		bool loading;
+	} context;
+	struct {
+		uint64_t sessions_live, runs_started, runs_finished, attempts, tool_calls;
+	} stats; /* atomics */
+};
+
+/* ---- the session directory (agent.c) ---- */
+
+/* Sends `msg` to the session actor of `key`, spawning it if needed
+ * (unless `spawn` is false: PC_ENOTFOUND then). Ownership of `msg`
+ * passes. As an ask when `ask` (the reply to the caller's actor or sync
+ * waiter is the message's corr). */
+int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn);
+/* pc_ask_sync through the directory. */
+int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply);
+/* The session actor handled one message that came through the directory. */
+void pc__session_consumed(pc_agent_t *a, const char *key);
+/* The session actor wants to stop because it is idle: true if it may (no
+ * message is on its way to it; its slot is then detached), false if it
+ * must stay. */
+bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self);
+/* The session's event hub (a new reference), created if needed. */
+pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);
+
+/* A fresh run id. */
+void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
+int64_t pc__wall_ms(void);
+
+/* ---- the session actor (session/session_actor.c) ---- */
+
+/* The SUBMIT payload: the params flattened into buf (offsets 0 = absent). */
+typedef struct pc__submit {
+	uint32_t key, message, idem, model, trigger, queue_mode, extra;
+	uint64_t timeout_ms;
+	char buf[];
+} pc__submit_t;
+int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out);
+
+/* `hub` is the session's event hub; the actor takes a reference of its own. */
+int pc__session_spawn(pc_agent_t *a, const char *key, pc_event_hub_t *hub, pc_actor_t **out);
+
+/* ---- the run actor (run/run_actor.c) ---- */
+
+typedef struct pc__run_done {
+	char run_id[PC_RUN_ID_MAX + 1];
+	pc_run_status_t status;
+} pc__run_done_t;
+
+/* What the session hands a new run (copied). */
+typedef struct pc__run_params {
+	const char *run_id;
+	const char *session_key;
+	const char *prompt;
+	const char *model;            /* "provider/model" or NULL */
+	const char *extra_system_prompt;
+	uint64_t timeout_ms;          /* 0: configured */
+	uint64_t lane_ticket;         /* released when the run stops */
+	pc_event_bus_t *bus;          /* retained by the run */
+} pc__run_params_t;
+
+/* Spawns a run actor for `p`; it reports to `session`. */
+int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out);
+
+/* ---- the attempt actor (attempt/attempt_actor.c) ---- */
+
+typedef struct pc__attempt_params {
+	const char *run_id;
+	const char *session_key;
+	uint32_t index;                   /* attempt number in the run, from 0 */
+	const pc_provider_config_t *provider;
+	const char *base_url;             /* resolved (embedded mock filled in) */
+	const char *model;
+	uint32_t profile;                 /* index into provider->profiles */
+	pc_think_level_t think;
+	uint64_t context_tokens;
+	int64_t max_tokens;
+	const char *prompt;               /* the user's prompt, or NULL when already persisted */
+	const char *continuation;         /* a prompt override to append as a new user turn, or NULL */
+	const char *const *additions;     /* sticky retry instructions (static strings) */
+	size_t addition_count;
+	const char *extra_system_prompt;
+	uint64_t timeout_ms;              /* the attempt's budget; 0: unlimited */
+	pc_event_bus_t *bus;
+} pc__attempt_params_t;
+
+/* The attempt's flat report. Strings and JSON are in buf at the offsets
+ * (0 = absent). */
+typedef struct pc__attempt_done {
+	pc_run_outcome_t outcome;   /* pointers inside are NULL; texts below */
+	uint32_t error_text;        /* prompt / assistant error text */
+	uint32_t error_code;
+	uint32_t payloads;          /* JSON array of final payload objects {text, isError?} */
+	uint32_t stop_reason;       /* the final stop reason name */
+	bool user_persisted;        /* the user's prompt is in the transcript now */
+	uint32_t tool_calls;        /* tool calls run in the attempt */
+	char buf[];
+} pc__attempt_done_t;
+
+int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *run, pc_actor_t **out);
+
+/* The system prompt's context-files section (a new string, the caller's),
+ * or NULL when it must first be read: then a blocking job is queued that
+ * answers `reply_to` with PC__MSG_ATTEMPT_CONTEXT. */
+int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out);
+
+/* The headers of a request to `provider` with auth profile `profile`
+ * (pc_request_headers_free). The embedded mock keeps a script cursor per
+ * conversation: requests of one run carry the run id, so a scenario's
+ * steps play in order for every run. */
+int pc__provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
+			 char ***out);
+
+/* Builds a message of `type` with a NUL-terminated text payload. */
+pc_msg_t *pc__text_msg(uint32_t type, const char *text);
+
+#endif

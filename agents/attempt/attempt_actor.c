@@ -1,0 +1,1171 @@
+/*
+ * The attempt actor (spec layers 2 and 3, §2.1, §3.1): one try at the
+ * run's prompt against one provider, model, auth profile and think level.
+ *
+ *   LOADING   the transcript (store) and the context files (cached, or
+ *             read on the blocking pool) arrive; history hygiene (§2.2);
+ *             the system prompt is built; the preflight check (§2.7)
+ *   MODEL     one streaming model call (a provider-stream actor); deltas
+ *             become assistant / thinking events
+ *   TOOLS     the model asked for tools: each call is a tool actor,
+ *             sequential or as a parallel batch; steering is checked at
+ *             the boundaries (§3.4); results are appended and the loop
+ *             goes back to MODEL
+ *   FINISHING every transcript write is acknowledged; then one
+ *             PC__MSG_ATTEMPT_DONE goes to the run and the actor stops
+ *
+ * An abort or the attempt's timer (a runtime timer, never a polled flag)
+ * aborts the model call and the tools in flight; the attempt reports once
+ * they have answered. Its cleanup runs exactly once in the stop handler,
+ * which also reports to the run when the attempt stopped any other way.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../../actors/timer.h"
+#include "../../runtime/blocking.h"
+#include "../agent_internal.h"
+#include "../compaction/compaction.h"
+#include "../providers/model_call.h"
+#include "../providers/request.h"
+#include "context_guard.h"
+#include "payload.h"
+#include "steering.h"
+
+/* §3.3 event-side cap of tool results on the `tool` stream. */
+#define TOOL_EVENT_MAX_CHARS 8000u
+#define TOOL_EVENT_TRUNCATED "\n\u2026(truncated)\u2026"
+
+#define BASE_SYSTEM_PROMPT                                                                         \
+	"You are a personal assistant running inside Pincer. Answer the user directly and "    \
+	"concisely. Use the tools when they help; never invent tool results."
+
+typedef enum phase {
+	PH_LOADING = 0,
+	PH_MODEL,
+	PH_TOOLS,
+	PH_FINISHING,
+} phase_t;
+
+typedef struct tool_slot {
+	pc_actor_t *actor;  /* NULL: not started (or finished) */
+	bool done;
+	bool skipped;
+} tool_slot_t;
+
+typedef struct attempt {
+	pc_agent_t *agent;
+	pc_actor_t *run;
+	pc_event_bus_t *bus;
+	char *run_id, *key, *model, *url, *prompt, *continuation, *extra;
+	const pc_provider_config_t *provider;
+	const char *const *additions;
+	size_t addition_count;
+	char **headers;
+	uint32_t index, profile;
+	pc_think_level_t think;
+	uint64_t context_tokens;
+	int64_t max_tokens;
+	uint64_t timeout_ms;
+
+	phase_t phase;
+	bool have_history, have_context;
+	cJSON *messages;      /* the model context: unified messages */
+	char *context_text;   /* context files section */
+	char *system_prompt;
+	cJSON *tools;         /* schemas offered, or NULL */
+
+	pc_actor_t *call;     /* the model call in flight */
+	uint64_t call_seq;
+	char *text;           /* cumulative assistant text of the current message */
+	size_t text_len, text_cap;
+	char *thinking;
+	size_t thinking_len, thinking_cap;
+
+	cJSON *calls;         /* the toolCall blocks being run (borrowed from messages) */
+	tool_slot_t *slots;
+	size_t n_calls, next_call, calls_done;
+
+	char **steer;
+	size_t steer_n, steer_cap;
+
+	uint32_t appends_pending;
+	int store_error;
+
+	pc_timer_t timer;
+	int64_t started_ms;
+	bool aborting, cancelled, timed_out, idle_timed_out, timed_out_in_tool;
+	bool user_persisted, reported;
+	uint32_t tool_calls_run;
+
+	/* the outcome so far */
+	pc_usage_t usage, last_usage;
+	bool completed_call, has_assistant, assistant_error, has_failure;
+	pc_failover_result_t failure;
+	pc_run_prompt_error_t prompt_error;
+	char *error_text;
+	char *stop_reason;
+	cJSON *final_message;  /* the last assistant message */
+	char *tool_error_name, *tool_error_text;
+	bool tool_error_mutating;
+} attempt_t;
+
+/* ---- small helpers ---- */
+
+static int buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		while (c < *len + n + 1)
+			c *= 2;
+		char *p = realloc(*buf, c);
+		if (!p)
+			return PC_ENOMEM;
+		*buf = p;
+		*cap = c;
+	}
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void set_error(attempt_t *t, const char *text)
+{
+	if (t->error_text || !text)
+		return;
+	t->error_text = strdup(text);
+}
+
+/* Publishes `data` (consumed) on the run's bus. */
+static void emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool droppable)
+{
+	if (!data)
+		return;
+	char *s = cJSON_PrintUnformatted(data);
+	cJSON_Delete(data);
+	if (!s)
+		return;
+	pc_event_bus_emit(t->bus, stream, s, strlen(s), droppable, false, NULL);
+	cJSON_free(s);
+}
+
+static cJSON *obj_phase(const char *phase)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (o && !cJSON_AddStringToObject(o, "phase", phase)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- persistence ---- */
+
+/* Appends `msg` (borrowed) to the transcript; the reply is counted. */
+static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const cJSON *msg, const char *tool_ids)
+{
+	char *content = cJSON_PrintUnformatted(msg);
+	if (!content)
+		return PC_ENOMEM;
+	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = tool_ids, .run_id = t->run_id};
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_append(t->key, 0, &m, &req);
+	cJSON_free(content);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
+	if (rc == 0)
+		t->appends_pending++;
+	return rc;
+}
+
+/* The ids of an assistant message's tool calls as a JSON array text, or NULL. */
+static char *tool_call_ids(const cJSON *msg)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+	cJSON *ids = cJSON_CreateArray();
+	const cJSON *b;
+	cJSON_ArrayForEach(b, content) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id");
+		if (cJSON_IsString(type) && !strcmp(type->valuestring, "toolCall") && cJSON_IsString(id))
+			cJSON_AddItemToArray(ids, cJSON_CreateString(id->valuestring));
+	}
+	char *s = NULL;
+	if (ids && cJSON_GetArraySize(ids) > 0)
+		s = cJSON_PrintUnformatted(ids);
+	cJSON_Delete(ids);
+	return s;
+}
+
+/* ---- the report ---- */
+
+static uint32_t put(pc__attempt_done_t *d, size_t *off, const char *s)
+{
+	if (!s)
+		return 0;
+	size_t n = strlen(s) + 1;
+	uint32_t at = (uint32_t)*off;
+	memcpy(d->buf + *off, s, n);
+	*off += n;
+	return at;
+}
+
+/* The final texts of the last assistant message, tags stripped. */
+static cJSON *assistant_texts(const cJSON *msg)
+{
+	cJSON *texts = cJSON_CreateArray();
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(msg, "content")) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+		const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+		if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
+			continue;
+		char *clean = NULL;
+		if (pc_payload_strip_tags(text->valuestring, false, &clean) == 0 && clean[0])
+			cJSON_AddItemToArray(texts, cJSON_CreateString(clean));
+		free(clean);
+	}
+	return texts;
+}
+
+static bool has_block(const cJSON *msg, const char *kind)
+{
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(msg, "content")) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+		if (cJSON_IsString(type) && !strcmp(type->valuestring, kind))
+			return true;
+	}
+	return false;
+}
+
+/* Describes the attempt in a pc_run_outcome_t and sends it to the run. */
+static void report(attempt_t *t)
+{
+	if (t->reported)
+		return;
+	t->reported = true;
+	pc_run_outcome_t o = {0};
+	o.now_ms = (uint64_t)pc__wall_ms();
+	o.duration_ms = (int64_t)(pc_runtime_now_ms() - (uint64_t)t->started_ms);
+	o.cancelled = t->cancelled;
+	o.usage = t->usage;
+	o.idle_timed_out = t->idle_timed_out;
+	o.completed_progress = t->completed_call;
+	o.timed_out = t->timed_out || t->idle_timed_out;
+	o.timed_out_by_run_budget = t->timed_out;
+	o.timed_out_during_tool = t->timed_out && t->timed_out_in_tool;
+	o.prompt_tokens = pc_usage_prompt_tokens(&t->last_usage);
+	o.context_tokens = (int64_t)t->context_tokens;
+	o.user_turn_persisted = t->user_persisted;
+	o.prompt_error = t->prompt_error;
+	o.has_failure = t->has_failure;
+	o.failure = t->failure;
+	o.has_assistant = t->has_assistant;
+	o.assistant_stop_error = t->assistant_error;
+	o.tool_metas = t->tool_calls_run;
+	o.tool_error = t->tool_error_name != NULL;
+	o.replay_unsafe = t->tool_error_mutating;
+
+	cJSON *payloads = NULL;
+	if (t->final_message && !t->assistant_error) {
+		cJSON *texts = assistant_texts(t->final_message);
+		pc_tool_error_t te = {.tool_name = t->tool_error_name, .error = t->tool_error_text,
+				      .mutating = t->tool_error_mutating};
+		pc_payload_input_t in = {.assistant_texts = texts,
+					 .last_tool_error = t->tool_error_name ? &te : NULL};
+		if (pc_payload_build(&in, &payloads) != 0)
+			payloads = NULL;
+		int n_texts = cJSON_GetArraySize(texts);
+		cJSON_Delete(texts);
+		o.assistant_texts = (uint32_t)n_texts;
+		o.visible_text = n_texts > 0;
+		o.reasoning_only = n_texts == 0 && has_block(t->final_message, "thinking") &&
+				   !has_block(t->final_message, "toolCall");
+		o.empty_response = !has_block(t->final_message, "text") &&
+				   !has_block(t->final_message, "thinking") &&
+				   !has_block(t->final_message, "toolCall");
+		o.nonvisible_retry_eligible = t->tool_calls_run == 0;
+	}
+	o.output_tokens = t->usage.output;
+	o.payload_count = payloads ? (uint32_t)cJSON_GetArraySize(payloads) : 0;
+	/* every text the model wrote was the silent token (§5.5) */
+	o.silent = o.assistant_texts > 0 && o.payload_count == 0;
+	o.nothing_returned = !t->has_assistant && !t->cancelled && !t->timed_out &&
+			     t->prompt_error == PC_PROMPT_ERR_NONE && t->tool_calls_run == 0;
+
+	char *pay = payloads ? cJSON_PrintUnformatted(payloads) : NULL;
+	cJSON_Delete(payloads);
+	size_t need = sizeof(pc__attempt_done_t) + 4 + (t->error_text ? strlen(t->error_text) + 1 : 0) +
+		      (pay ? strlen(pay) + 1 : 0) + (t->stop_reason ? strlen(t->stop_reason) + 1 : 0);
+	pc_msg_t *m = pc_msg_new(PC__MSG_ATTEMPT_DONE, need);
+	if (m) {
+		pc__attempt_done_t *d = pc_msg_data(m);
+		memset(d, 0, sizeof(*d));
+		size_t off = 1; /* offset 0 means "absent" */
+		d->buf[0] = '\0';
+		d->outcome = o;
+		d->error_text = put(d, &off, t->error_text);
+		d->payloads = put(d, &off, pay);
+		d->stop_reason = put(d, &off, t->stop_reason);
+		d->user_persisted = t->user_persisted;
+		d->tool_calls = t->tool_calls_run;
+		pc_send(t->run, m);
+	}
+	cJSON_free(pay);
+}
+
+/* Ends the attempt once nothing is in flight and every write is acknowledged. */
+static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (t->phase != PH_FINISHING || t->call || t->appends_pending)
+		return;
+	for (size_t i = 0; i < t->n_calls; i++)
+		if (t->slots[i].actor)
+			return;
+	if (t->store_error && t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
+		t->prompt_error = PC_PROMPT_ERR_SETUP;
+		set_error(t, pc_store_strerror(t->store_error));
+	}
+	report(t);
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+static void finish(pc_ctx_t *ctx, attempt_t *t)
+{
+	t->phase = PH_FINISHING;
+	if (t->timer) {
+		pc_timer_cancel(pc_ctx_runtime(ctx), t->timer);
+		t->timer = 0;
+	}
+	maybe_finish(ctx, t);
+}
+
+/* Abort and timeout: stop what is in flight; its answers finish the attempt. */
+static void abort_all(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (t->aborting)
+		return;
+	t->aborting = true;
+	if (t->call)
+		pc_model_call_abort(t->call);
+	for (size_t i = 0; i < t->n_calls; i++)
+		if (t->slots[i].actor)
+			pc_tool_abort(t->slots[i].actor);
+	if (t->phase == PH_LOADING || (!t->call && t->phase != PH_TOOLS))
+		finish(ctx, t);
+	else if (t->phase == PH_TOOLS && t->calls_done == t->n_calls)
+		finish(ctx, t);
+}
+
+/* ---- the system prompt ---- */
+
+static int build_system_prompt(attempt_t *t)
+{
+	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
+	char *s = NULL;
+	size_t len = 0, cap = 0;
+	const char *base = d->system_prompt ? d->system_prompt : BASE_SYSTEM_PROMPT;
+	int rc = buf_append(&s, &len, &cap, base, strlen(base));
+	if (rc == 0 && t->context_text && t->context_text[0])
+		rc = buf_append(&s, &len, &cap, t->context_text, strlen(t->context_text));
+	for (size_t i = 0; rc == 0 && i < t->addition_count; i++) {
+		rc = buf_append(&s, &len, &cap, "\n\n", 2);
+		if (rc == 0)
+			rc = buf_append(&s, &len, &cap, t->additions[i], strlen(t->additions[i]));
+	}
+	if (rc == 0 && t->extra && t->extra[0]) {
+		rc = buf_append(&s, &len, &cap, "\n\n", 2);
+		if (rc == 0)
+			rc = buf_append(&s, &len, &cap, t->extra, strlen(t->extra));
+	}
+	if (rc == 0)
+		t->system_prompt = s;
+	else
+		free(s);
+	return rc;
+}
+
+/* ---- the model call ---- */
+
+static int start_model_call(pc_ctx_t *ctx, attempt_t *t);
+
+static void fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why)
+{
+	t->prompt_error = PC_PROMPT_ERR_SETUP;
+	set_error(t, why);
+	finish(ctx, t);
+}
+
+static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
+{
+	/* §3.3 live context guard: oversized tool results are cut in a copy;
+	 * an estimate over the limit is the preemptive overflow error. */
+	cJSON *guarded = NULL;
+	pc_ctx_guard_result_t g;
+	int rc = pc_ctx_guard(t->messages, t->context_tokens, &guarded, &g);
+	if (rc != 0) {
+		fail_setup(ctx, t, "context guard failed");
+		return 0;
+	}
+	if (g.overflow) {
+		cJSON_Delete(guarded);
+		t->has_failure = true;
+		t->failure.reason = PC_FAILOVER_CONTEXT_OVERFLOW;
+		t->failure.compact = true;
+		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
+		set_error(t, PC_CTX_PREEMPTIVE_OVERFLOW_MESSAGE);
+		finish(ctx, t);
+		return 0;
+	}
+	pc_request_params_t rp = {
+		.api = t->provider->api,
+		.model = t->model,
+		.system_prompt = t->system_prompt,
+		.messages = guarded ? guarded : t->messages,
+		.tools = t->tools,
+		.max_tokens = t->max_tokens,
+		.thinking = t->think,
+	};
+	char *body = NULL;
+	rc = pc_request_body(&rp, &body);
+	cJSON_Delete(guarded);
+	if (rc != 0) {
+		fail_setup(ctx, t, "could not build the model request");
+		return 0;
+	}
+	size_t nh = 0;
+	while (t->headers && t->headers[nh])
+		nh++;
+	pc_model_call_config_t mc = {
+		.api = t->provider->api,
+		.url = t->url,
+		.headers = (const char *const *)t->headers,
+		.header_count = nh,
+		.body = body,
+		.body_len = strlen(body),
+		.provider = t->provider->id,
+		.total_timeout_ms = (uint32_t)(t->provider->request_timeout_ms > UINT32_MAX
+						       ? UINT32_MAX : t->provider->request_timeout_ms),
+		.idle_timeout_ms = (uint32_t)(t->provider->idle_timeout_ms > UINT32_MAX
+						      ? UINT32_MAX : t->provider->idle_timeout_ms),
+		.deltas = true,
+		.tag = ++t->call_seq,
+	};
+	rc = pc_model_call_start(t->agent->io, &mc, pc_self(ctx), &t->call);
+	cJSON_free(body);
+	if (rc != 0) {
+		fail_setup(ctx, t, "could not start the model call");
+		return 0;
+	}
+	t->phase = PH_MODEL;
+	t->text_len = 0;
+	t->thinking_len = 0;
+	return 0;
+}
+
+static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
+{
+	if (e->tag != t->call_seq)
+		return;
+	bool thinking = e->kind == PC_STREAM_THINKING_DELTA;
+	if (e->kind != PC_STREAM_TEXT_DELTA && !thinking)
+		return;
+	char **buf = thinking ? &t->thinking : &t->text;
+	size_t *len = thinking ? &t->thinking_len : &t->text_len;
+	size_t *cap = thinking ? &t->thinking_cap : &t->text_cap;
+	if (buf_append(buf, len, cap, e->text, e->text_len) != 0)
+		return;
+	/* §5.5: a draft that may still become NO_REPLY is held back. */
+	if (!thinking && (pc_payload_is_silent_prefix(*buf) || pc_payload_is_silent(*buf)))
+		return;
+	cJSON *d = cJSON_CreateObject();
+	if (!d)
+		return;
+	char *delta = strndup(e->text, e->text_len);
+	cJSON_AddStringToObject(d, "text", *buf);
+	cJSON_AddStringToObject(d, "delta", delta ? delta : "");
+	free(delta);
+	emit(t, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, d, true);
+}
+
+/* ---- tools ---- */
+
+static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
+static void tools_settled(pc_ctx_t *ctx, attempt_t *t);
+
+static const char *block_str(const cJSON *b, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, name);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* A tool result message {role: toolResult, ...}; persisted and appended. */
+static void add_tool_result(pc_ctx_t *ctx, attempt_t *t, const char *id, const char *name, const char *text,
+			    bool is_error)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON *content = cJSON_CreateArray();
+	cJSON *block = cJSON_CreateObject();
+	if (!m || !content || !block) {
+		cJSON_Delete(m);
+		cJSON_Delete(content);
+		cJSON_Delete(block);
+		t->store_error = PC_ENOMEM;
+		return;
+	}
+	cJSON_AddStringToObject(block, "type", "text");
+	cJSON_AddStringToObject(block, "text", text);
+	cJSON_AddItemToArray(content, block);
+	cJSON_AddStringToObject(m, "role", "toolResult");
+	cJSON_AddStringToObject(m, "toolCallId", id);
+	cJSON_AddStringToObject(m, "toolName", name);
+	cJSON_AddItemToObject(m, "content", content);
+	cJSON_AddBoolToObject(m, "isError", is_error);
+	char ids[PC_RUN_ID_MAX * 2];
+	cJSON *idarr = cJSON_CreateArray();
+	cJSON_AddItemToArray(idarr, cJSON_CreateString(id));
+	char *idtext = cJSON_PrintUnformatted(idarr);
+	cJSON_Delete(idarr);
+	snprintf(ids, sizeof(ids), "%s", idtext ? idtext : "[]");
+	cJSON_free(idtext);
+	int rc = persist(ctx, t, "toolResult", m, ids);
+	if (rc != 0)
+		t->store_error = rc;
+	cJSON_AddItemToArray(t->messages, m);
+}
+
+static void emit_tool(attempt_t *t, const char *phase, const char *id, const char *name, const cJSON *args,
+		      const char *result, bool is_error)
+{
+	cJSON *d = obj_phase(phase);
+	if (!d)
+		return;
+	cJSON_AddStringToObject(d, "name", name);
+	cJSON_AddStringToObject(d, "toolCallId", id);
+	if (args)
+		cJSON_AddItemToObject(d, "args", cJSON_Duplicate(args, true));
+	if (result) {
+		size_t n = strlen(result);
+		if (n > TOOL_EVENT_MAX_CHARS) {
+			char *cut = NULL;
+			size_t keep = TOOL_EVENT_MAX_CHARS;
+			while (keep > 0 && ((unsigned char)result[keep] & 0xC0) == 0x80)
+				keep--;
+			size_t l = 0, c = 0;
+			if (buf_append(&cut, &l, &c, result, keep) == 0 &&
+			    buf_append(&cut, &l, &c, TOOL_EVENT_TRUNCATED, strlen(TOOL_EVENT_TRUNCATED)) == 0)
+				cJSON_AddStringToObject(d, "result", cut);
+			free(cut);
+		} else {
+			cJSON_AddStringToObject(d, "result", result);
+		}
+		cJSON_AddBoolToObject(d, "isError", is_error);
+	}
+	emit(t, PC_EVENT_TOOL, d, false);
+}
+
+/* Skips calls [from, n): each still gets start/end events and the
+ * synthetic result, in source order (§3.4). */
+static void skip_calls(pc_ctx_t *ctx, attempt_t *t, size_t from)
+{
+	for (size_t i = from; i < t->n_calls; i++) {
+		if (t->slots[i].done || t->slots[i].actor)
+			continue;
+		const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
+		const char *id = block_str(b, "id"), *name = block_str(b, "name");
+		emit_tool(t, "start", id, name, cJSON_GetObjectItemCaseSensitive(b, "arguments"), NULL, false);
+		emit_tool(t, "result", id, name, NULL, PC_STEER_SKIPPED_TEXT, true);
+		add_tool_result(ctx, t, id, name, PC_STEER_SKIPPED_TEXT, true);
+		t->slots[i].done = true;
+		t->slots[i].skipped = true;
+		t->calls_done++;
+	}
+}
+
+/* Appends `n` queued steering messages as user turns. */
+static void inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n)
+{
+	for (size_t i = 0; i < n && t->steer_n > 0; i++) {
+		char *text = t->steer[0];
+		memmove(t->steer, t->steer + 1, (t->steer_n - 1) * sizeof(char *));
+		t->steer_n--;
+		cJSON *m = cJSON_CreateObject();
+		if (m) {
+			cJSON_AddStringToObject(m, "role", "user");
+			cJSON_AddStringToObject(m, "content", text);
+			int rc = persist(ctx, t, "user", m, NULL);
+			if (rc != 0)
+				t->store_error = rc;
+			cJSON_AddItemToArray(t->messages, m);
+		}
+		free(text);
+	}
+}
+
+static pc_tool_mode_t tool_mode(const attempt_t *t) { return t->agent->cfg->agent.tool_mode; }
+
+static void run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
+{
+	t->calls = cJSON_CreateArray();
+	const cJSON *b;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(assistant, "content")) {
+		if (!strcmp(block_str(b, "type"), "toolCall"))
+			cJSON_AddItemReferenceToArray(t->calls, (cJSON *)b);
+	}
+	t->n_calls = (size_t)cJSON_GetArraySize(t->calls);
+	free(t->slots);
+	t->slots = calloc(t->n_calls ? t->n_calls : 1, sizeof(*t->slots));
+	if (!t->slots) {
+		fail_setup(ctx, t, "out of memory");
+		return;
+	}
+	t->next_call = 0;
+	t->calls_done = 0;
+	t->phase = PH_TOOLS;
+	pc_tool_mode_t mode = tool_mode(t);
+	pc_steer_decision_t sd;
+	if (mode == PC_TOOLS_PARALLEL) {
+		pc_steer_at(mode, PC_STEER_DRAIN_ONE, PC_STEER_AT_BATCH_LAUNCH, 0, t->n_calls, t->steer_n, &sd);
+		if (sd.skip_from < t->n_calls)
+			skip_calls(ctx, t, sd.skip_from);
+		for (size_t i = 0; i < t->n_calls; i++)
+			if (!t->slots[i].done)
+				start_tool(ctx, t, i);
+	} else {
+		start_tool(ctx, t, 0);
+	}
+	if (t->calls_done == t->n_calls)
+		tools_settled(ctx, t);
+}
+
+static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
+{
+	if (i >= t->n_calls)
+		return;
+	if (tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
+		pc_steer_decision_t sd;
+		pc_steer_at(PC_TOOLS_SEQUENTIAL, PC_STEER_DRAIN_ONE, PC_STEER_AT_CALL_START, i, t->n_calls,
+			    t->steer_n, &sd);
+		if (sd.skip_from <= i) {
+			skip_calls(ctx, t, i);
+			return;
+		}
+	}
+	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
+	const char *id = block_str(b, "id"), *name = block_str(b, "name");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(b, "arguments");
+	char *args_text = cJSON_IsString(args) ? strdup(args->valuestring) : cJSON_PrintUnformatted(args);
+	emit_tool(t, "start", id, name, args, NULL, false);
+	pc_tool_invoke_t req = {
+		.name = name,
+		.tool_call_id = id,
+		.arguments = args_text ? args_text : "{}",
+		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
+			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
+		.tag = i,
+	};
+	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
+	if (cJSON_IsString(args))
+		free(args_text);
+	else
+		cJSON_free(args_text);
+	t->next_call = i + 1;
+	t->tool_calls_run++;
+	__atomic_add_fetch(&t->agent->stats.tool_calls, 1, __ATOMIC_RELAXED);
+	if (rc != 0) {
+		t->slots[i].actor = NULL;
+		t->slots[i].done = true;
+		t->calls_done++;
+		emit_tool(t, "result", id, name, NULL, "Tool could not be started.", true);
+		add_tool_result(ctx, t, id, name, "Tool could not be started.", true);
+	}
+}
+
+static void on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d)
+{
+	size_t i = (size_t)d->tag;
+	if (i >= t->n_calls || t->slots[i].done)
+		return;
+	pc_actor_release(t->slots[i].actor);
+	t->slots[i].actor = NULL;
+	t->slots[i].done = true;
+	t->calls_done++;
+	emit_tool(t, "result", d->tool_call_id, d->name, NULL, d->text, d->is_error);
+	add_tool_result(ctx, t, d->tool_call_id, d->name, d->text, d->is_error);
+	if (d->is_error) {
+		free(t->tool_error_name);
+		free(t->tool_error_text);
+		t->tool_error_name = strdup(d->name);
+		t->tool_error_text = strdup(d->text);
+		t->tool_error_mutating = d->mutating;
+	} else if (t->tool_error_name && !strcmp(t->tool_error_name, d->name)) {
+		/* a later success of the same tool clears its warning (§5.7) */
+		free(t->tool_error_name);
+		free(t->tool_error_text);
+		t->tool_error_name = t->tool_error_text = NULL;
+	}
+	if (d->status == PC_TOOL_TIMEOUT)
+		t->timed_out_in_tool = true;
+	if (t->aborting) {
+		if (t->calls_done == t->n_calls || tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
+			skip_calls(ctx, t, i + 1);
+			finish(ctx, t);
+		}
+		return;
+	}
+	if (tool_mode(t) == PC_TOOLS_SEQUENTIAL && t->next_call < t->n_calls)
+		start_tool(ctx, t, t->next_call);
+	if (t->calls_done == t->n_calls)
+		tools_settled(ctx, t);
+}
+
+static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
+{
+	cJSON_Delete(t->calls);
+	t->calls = NULL;
+	for (size_t i = 0; i < t->n_calls; i++)
+		if (t->slots[i].actor)
+			return;
+	t->n_calls = 0;
+	pc_steer_decision_t sd;
+	pc_steer_at(tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TOOLS_DONE, 0, 0, t->steer_n, &sd);
+	inject_steering(ctx, t, sd.inject);
+	if (t->aborting) {
+		finish(ctx, t);
+		return;
+	}
+	start_model_call(ctx, t);
+}
+
+/* ---- the model's answer ---- */
+
+static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t *d)
+{
+	if (d->tag != t->call_seq)
+		return;
+	pc_actor_release(t->call);
+	t->call = NULL;
+	pc_usage_add(&t->usage, &d->usage);
+	if (pc_usage_is_nonzero(&d->usage))
+		t->last_usage = d->usage;
+	cJSON *msg = d->message ? cJSON_ParseWithLength(d->message, d->message_len) : NULL;
+	if (d->aborted || (t->aborting && d->result != 0)) {
+		cJSON_Delete(msg);
+		finish(ctx, t);
+		return;
+	}
+	free(t->stop_reason);
+	t->stop_reason = strdup(pc_stop_reason_name(d->stop_reason));
+	if (d->result != 0) {
+		/* The provider's error becomes an assistant error (as the spec's
+		 * stream layer surfaces it), classified for the run. */
+		t->has_assistant = true;
+		t->assistant_error = true;
+		t->has_failure = true;
+		t->failure = d->failure;
+		t->idle_timed_out = d->transport == PC_TRANSPORT_IDLE_TIMEOUT;
+		set_error(t, d->error);
+		cJSON_Delete(t->final_message);
+		t->final_message = msg;
+		finish(ctx, t);
+		return;
+	}
+	t->completed_call = true;
+	t->has_assistant = true;
+	if (!msg && !d->message) {
+		/* a complete answer with no content at all */
+		msg = cJSON_CreateObject();
+		if (msg) {
+			cJSON_AddStringToObject(msg, "role", "assistant");
+			cJSON_AddItemToObject(msg, "content", cJSON_CreateArray());
+			cJSON_AddStringToObject(msg, "stopReason", pc_stop_reason_name(d->stop_reason));
+		}
+	}
+	if (!msg) {
+		fail_setup(ctx, t, "the model's answer could not be read");
+		return;
+	}
+	char *ids = tool_call_ids(msg);
+	int rc = persist(ctx, t, "assistant", msg, ids);
+	cJSON_free(ids);
+	if (rc != 0)
+		t->store_error = rc;
+	cJSON_AddItemToArray(t->messages, msg);
+	cJSON_Delete(t->final_message);
+	t->final_message = cJSON_Duplicate(msg, true);
+	if (t->aborting) {
+		finish(ctx, t);
+		return;
+	}
+	if (has_block(msg, "toolCall")) {
+		run_tools(ctx, t, msg);
+		return;
+	}
+	pc_steer_decision_t sd;
+	pc_steer_at(tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TURN_END, 0, 0, t->steer_n, &sd);
+	if (sd.continue_loop) {
+		inject_steering(ctx, t, sd.inject);
+		start_model_call(ctx, t);
+		return;
+	}
+	finish(ctx, t);
+}
+
+/* ---- loading ---- */
+
+static int load_history(pc_ctx_t *ctx, attempt_t *t)
+{
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_history(t->key, &req);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
+	return rc;
+}
+
+/* History hygiene (§2.2): tool pairing repaired, summaries turned into
+ * context, an orphaned trailing user turn dropped (unless it is this run's
+ * own prompt, persisted by an earlier attempt). */
+static int take_history(attempt_t *t, const pc_msg_t *m)
+{
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history_take(m, &h);
+	if (rc == PC_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return rc;
+	size_t n = pc_store_history_count(h);
+	pc_store_msg_t *msgs = calloc(n ? n : 1, sizeof(*msgs));
+	if (!msgs) {
+		pc_store_history_free(h);
+		return PC_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		pc_store_history_get(h, i, &msgs[i]);
+	pc_store_repaired_t *rep = NULL;
+	rc = pc_store_repair_tool_pairs(msgs, n, &rep, NULL);
+	if (rc == 0) {
+		size_t rn = pc_store_repaired_count(rep);
+		const pc_store_msg_t *rm = pc_store_repaired_msgs(rep);
+		for (size_t i = 0; i < rn; i++) {
+			cJSON *c = cJSON_Parse(rm[i].content);
+			if (!c)
+				continue;
+			if (!strcmp(rm[i].role, PC_COMPACTION_ROLE)) {
+				cJSON *u = NULL;
+				if (pc_compaction_context_message(c, &u) == 0)
+					cJSON_AddItemToArray(t->messages, u);
+				cJSON_Delete(c);
+				continue;
+			}
+			cJSON_AddItemToArray(t->messages, c);
+		}
+		pc_store_repaired_free(rep);
+	}
+	free(msgs);
+	pc_store_history_free(h);
+	int count = cJSON_GetArraySize(t->messages);
+	cJSON *last = count ? cJSON_GetArrayItem(t->messages, count - 1) : NULL;
+	if (last && t->prompt && !strcmp(block_str(last, "role"), "user"))
+		cJSON_DeleteItemFromArray(t->messages, count - 1);
+	return rc;
+}
+
+static void loaded(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (!t->have_history || !t->have_context)
+		return;
+	if (build_system_prompt(t) != 0) {
+		fail_setup(ctx, t, "out of memory");
+		return;
+	}
+	/* The new user turn: the prompt on a first attempt, or the run's
+	 * continuation instruction on a later one. */
+	const char *turn = t->prompt ? t->prompt : t->continuation;
+	if (turn) {
+		cJSON *m = cJSON_CreateObject();
+		if (!m) {
+			fail_setup(ctx, t, "out of memory");
+			return;
+		}
+		cJSON_AddStringToObject(m, "role", "user");
+		cJSON_AddStringToObject(m, "content", turn);
+		int rc = persist(ctx, t, "user", m, NULL);
+		cJSON_AddItemToArray(t->messages, m);
+		if (rc != 0) {
+			fail_setup(ctx, t, pc_store_strerror(rc));
+			return;
+		}
+		if (t->prompt)
+			t->user_persisted = true;
+	}
+	/* §2.7 preflight */
+	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
+	pc_preflight_input_t pin = {
+		.history_tokens = pc_ctx_messages_tokens(t->messages),
+		.system_tokens = pc_ctx_chars_to_tokens(strlen(t->system_prompt)),
+		.context_tokens = t->context_tokens,
+		.reserve_tokens = pc_compact_reserve_tokens(t->context_tokens, d->compaction.reserve_tokens),
+		.reducible_chars = pc_ctx_reducible_chars(
+			t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)),
+	};
+	pc_preflight_result_t pr;
+	if (pc_preflight_check(&pin, &pr) == 0 && pr.route != PC_PREFLIGHT_FITS) {
+		t->has_failure = true;
+		t->failure.reason = PC_FAILOVER_CONTEXT_OVERFLOW;
+		t->failure.compact = true;
+		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
+		set_error(t, PC_PREFLIGHT_ERROR_MESSAGE);
+		finish(ctx, t);
+		return;
+	}
+	cJSON *start = obj_phase("start");
+	if (start) {
+		cJSON_AddNumberToObject(start, "startedAt", (double)pc__wall_ms());
+		cJSON_AddNumberToObject(start, "attempt", t->index);
+		cJSON_AddStringToObject(start, "provider", t->provider->id);
+		cJSON_AddStringToObject(start, "model", t->model);
+	}
+	emit(t, PC_EVENT_LIFECYCLE, start, false);
+	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
+	start_model_call(ctx, t);
+}
+
+/* ---- the behaviour ---- */
+
+static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	attempt_t *t = state;
+	switch (msg->type) {
+	case PC__MSG_ATTEMPT_START: {
+		t->started_ms = (int64_t)pc_runtime_now_ms();
+		if (t->timeout_ms) {
+			pc_msg_t *fire = pc_msg_new(PC__MSG_ATTEMPT_TIMEOUT, 0);
+			if (!fire || pc_timer_after(pc_self(ctx), t->timeout_ms, fire, &t->timer) != 0)
+				return PC_ENOMEM;
+		}
+		int rc = load_history(ctx, t);
+		if (rc != 0) {
+			fail_setup(ctx, t, pc_store_strerror(rc));
+			return 0;
+		}
+		char *text = NULL;
+		rc = pc__context_get(t->agent, pc_self(ctx), &text);
+		if (rc == 0 && text) {
+			t->context_text = text;
+			t->have_context = true;
+		} else if (rc != 0) {
+			t->have_context = true; /* go on without context files */
+		}
+		return 0;
+	}
+	case PC_STORE_MSG_HISTORY:
+		if (t->phase != PH_LOADING || t->have_history)
+			return 0;
+		t->have_history = true;
+		if (take_history(t, msg) != 0) {
+			fail_setup(ctx, t, "the transcript could not be read");
+			return 0;
+		}
+		loaded(ctx, t);
+		return 0;
+	case PC__MSG_ATTEMPT_CONTEXT:
+		if (t->have_context)
+			return 0;
+		t->have_context = true;
+		if (msg->size > 0)
+			t->context_text = strdup(pc_msg_cdata(msg));
+		if (t->phase == PH_LOADING && t->have_history && !t->aborting)
+			loaded(ctx, t);
+		return 0;
+	case PC_STORE_MSG_REPLY: {
+		pc_store_reply_t r;
+		if (pc_store_reply_get(msg, &r) == 0 && r.rc != 0)
+			t->store_error = r.rc;
+		if (t->appends_pending)
+			t->appends_pending--;
+		maybe_finish(ctx, t);
+		return 0;
+	}
+	case PC_MSG_MODEL_EVENT:
+		on_model_event(t, pc_msg_cdata(msg));
+		return 0;
+	case PC_MSG_MODEL_DONE:
+		on_model_done(ctx, t, pc_msg_cdata(msg));
+		return 0;
+	case PC_MSG_TOOL_DONE:
+		on_tool_done(ctx, t, pc_msg_cdata(msg));
+		return 0;
+	case PC__MSG_ATTEMPT_STEER: {
+		if (t->steer_n == t->steer_cap) {
+			size_t c = t->steer_cap ? t->steer_cap * 2 : 4;
+			char **p = realloc(t->steer, c * sizeof(*p));
+			if (!p)
+				return 0;
+			t->steer = p;
+			t->steer_cap = c;
+		}
+		char *s = strdup(pc_msg_cdata(msg));
+		if (s)
+			t->steer[t->steer_n++] = s;
+		return 0;
+	}
+	case PC__MSG_ATTEMPT_ABORT:
+		t->cancelled = true;
+		abort_all(ctx, t);
+		return 0;
+	case PC__MSG_ATTEMPT_TIMEOUT:
+		t->timer = 0;
+		if (t->phase == PH_FINISHING)
+			return 0;
+		t->timed_out = true;
+		abort_all(ctx, t);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	attempt_t *t = state;
+	if (t->timer)
+		pc_timer_cancel(pc_ctx_runtime(ctx), t->timer);
+	if (t->call) {
+		pc_model_call_abort(t->call);
+		pc_actor_release(t->call);
+	}
+	for (size_t i = 0; i < t->n_calls; i++) {
+		if (t->slots && t->slots[i].actor) {
+			pc_tool_abort(t->slots[i].actor);
+			pc_actor_release(t->slots[i].actor);
+		}
+	}
+	if (!t->reported) {
+		/* Stopped without finishing (shutdown, a failed handler): the run
+		 * still gets its one report. */
+		if (t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
+			t->prompt_error = PC_PROMPT_ERR_SETUP;
+			set_error(t, reason == PC_EXIT_SHUTDOWN ? "the attempt was shut down"
+								: "the attempt failed");
+		}
+		report(t);
+	}
+	/* Steering that never reached a boundary goes back: the session runs
+	 * it as a followup instead of losing it. */
+	for (size_t i = 0; i < t->steer_n; i++)
+		pc_send(t->run, pc__text_msg(PC__MSG_STEER_REJECTED, t->steer[i]));
+	pc_actor_release(t->run);
+	pc_event_bus_release(t->bus);
+	pc_request_headers_free(t->headers);
+	cJSON_Delete(t->messages);
+	cJSON_Delete(t->tools);
+	cJSON_Delete(t->calls);
+	cJSON_Delete(t->final_message);
+	for (size_t i = 0; i < t->steer_n; i++)
+		free(t->steer[i]);
+	free(t->steer);
+	free(t->slots);
+	free(t->text);
+	free(t->thinking);
+	free(t->context_text);
+	free(t->system_prompt);
+	free(t->error_text);
+	free(t->stop_reason);
+	free(t->tool_error_name);
+	free(t->tool_error_text);
+	free(t->run_id);
+	free(t->key);
+	free(t->model);
+	free(t->url);
+	free(t->prompt);
+	free(t->continuation);
+	free(t->extra);
+	free(t);
+}
+
+static const pc_behavior_t attempt_behavior = {"attempt", attempt_receive, attempt_stop};
+
+int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *run, pc_actor_t **out)
+{
+	attempt_t *t = calloc(1, sizeof(*t));
+	if (!t)
+		return PC_ENOMEM;
+	const char *path = pc_provider_api_path(p->provider->api);
+	size_t ulen = strlen(p->base_url) + strlen(path ? path : "") + 1;
+	t->url = malloc(ulen);
+	if (t->url)
+		snprintf(t->url, ulen, "%s%s", p->base_url, path ? path : "");
+	t->agent = a;
+	t->run_id = strdup(p->run_id);
+	t->key = strdup(p->session_key);
+	t->model = strdup(p->model);
+	t->prompt = dup_or_null(p->prompt);
+	t->continuation = dup_or_null(p->continuation);
+	t->extra = dup_or_null(p->extra_system_prompt);
+	t->provider = p->provider;
+	t->additions = p->additions;
+	t->addition_count = p->addition_count;
+	t->index = p->index;
+	t->profile = p->profile;
+	t->think = p->think;
+	t->context_tokens = p->context_tokens;
+	t->max_tokens = p->max_tokens;
+	t->timeout_ms = p->timeout_ms;
+	t->messages = cJSON_CreateArray();
+	const pc_agent_defaults_t *d = &a->cfg->agent;
+	int rc = pc_tool_schemas(a->tools, d->tools_allow, d->tools_allow_count, &t->tools);
+	if (rc == 0 && cJSON_GetArraySize(t->tools) == 0) {
+		cJSON_Delete(t->tools);
+		t->tools = NULL;
+	}
+	if (rc == 0)
+		rc = pc__provider_headers(p->provider, p->profile, p->run_id, &t->headers);
+	if (rc == 0 && (!t->url || !t->run_id || !t->key || !t->model || !t->messages ||
+			(p->prompt && !t->prompt) || (p->continuation && !t->continuation) ||
+			(p->extra_system_prompt && !t->extra)))
+		rc = PC_ENOMEM;
+	pc_msg_t *start = rc == 0 ? pc_msg_new(PC__MSG_ATTEMPT_START, 0) : NULL;
+	if (rc == 0 && !start)
+		rc = PC_ENOMEM;
+	pc_actor_t *actor = NULL;
+	if (rc == 0) {
+		t->run = pc_actor_retain(run);
+		t->bus = pc_event_bus_retain(p->bus);
+		rc = pc_spawn(a->rt, &attempt_behavior, t, &actor);
+		if (rc != 0) {
+			pc_actor_release(t->run);
+			pc_event_bus_release(t->bus);
+			t->run = NULL;
+			t->bus = NULL;
+		}
+	}
+	if (rc != 0) {
+		pc_msg_free(start);
+		pc_request_headers_free(t->headers);
+		cJSON_Delete(t->messages);
+		cJSON_Delete(t->tools);
+		free(t->url);
+		free(t->run_id);
+		free(t->key);
+		free(t->model);
+		free(t->prompt);
+		free(t->continuation);
+		free(t->extra);
+		free(t);
+		return rc;
+	}
+	__atomic_add_fetch(&a->stats.attempts, 1, __ATOMIC_RELAXED);
+	pc_send(actor, start);
+	if (out)
+		*out = actor;
+	else
+		pc_actor_release(actor);
+	return 0;
+}

@@ -1,0 +1,1546 @@
+/*
+ * pincer.json: defaults, the file, environment overrides, validation.
+ *
+ * One pass over the parsed cJSON tree fills the struct and collects every
+ * problem it sees, so a user fixes a file in one round instead of one error
+ * at a time. Every key is fetched by name from an explicit list of allowed
+ * keys; anything else in an object is reported as unknown (typos must not
+ * be silently ignored).
+ *
+ * Memory: the parsed tree stays alive inside the config and the struct's
+ * strings point into it. Everything else (arrays, copied environment
+ * values, split model references) comes from a private arena of blocks that
+ * pc_config_free releases in one walk, so no field needs its own free and a
+ * caller may overwrite fields (CLI flags) without leaking or double-freeing.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "../run/idle_breaker.h"
+#include "../session/diagnostics.h"
+
+/* The largest integer a JSON number (a double) holds exactly. */
+#define BIG_INT ((int64_t)1 << 53)
+/* Seconds fields: about 136 years, so seconds x 1000 never overflows. */
+#define MAX_SECONDS ((int64_t)UINT32_MAX)
+#define MAX_CONCURRENT_LIMIT 4096
+#define MAX_FILE_BYTES ((size_t)16 << 20)
+#define PATH_LEN 384
+
+/* Header-comment defaults ("0: X") filled in so readers see real values. */
+#define DEFAULT_RESERVE_TOKENS ((uint64_t)20000)
+#define DEFAULT_COMPACTION_TIMEOUT_MS ((uint64_t)900 * 1000)
+#define DEFAULT_BOOTSTRAP_MAX_CHARS ((uint64_t)20000)
+#define DEFAULT_BOOTSTRAP_TOTAL_CHARS ((uint64_t)150000)
+
+#define MOCK_PROVIDER "mock"
+#define MOCK_MODEL "mock-model"
+
+/* ---- the config and its arena ---- */
+
+typedef struct block {
+	struct block *next;
+	max_align_t data[]; /* aligned for any field type */
+} block_t;
+
+typedef struct cfg {
+	pc_config_t pub; /* first: a pc_config_t * is a cfg_t * */
+	cJSON *root;
+	block_t *blocks;
+} cfg_t;
+
+/* One parse: the config being built and every error found so far. */
+typedef struct pctx {
+	cfg_t *cfg;
+	pc_config_errors_t errs;
+	bool oom;
+	bool providers_bad; /* "providers" itself unusable: no model default either */
+} pctx_t;
+
+static void *arena_alloc(pctx_t *x, size_t size)
+{
+	block_t *b = calloc(1, sizeof(*b) + (size ? size : 1));
+	if (!b) {
+		x->oom = true;
+		return NULL;
+	}
+	b->next = x->cfg->blocks;
+	x->cfg->blocks = b;
+	return b->data;
+}
+
+static char *arena_strdup(pctx_t *x, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = arena_alloc(x, n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+void pc_config_free(pc_config_t *c)
+{
+	if (!c)
+		return;
+	cfg_t *cfg = (cfg_t *)c;
+	block_t *b = cfg->blocks;
+	while (b) {
+		block_t *next = b->next;
+		free(b);
+		b = next;
+	}
+	cJSON_Delete(cfg->root);
+	free(cfg);
+}
+
+void pc_config_errors_free(pc_config_errors_t *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->count; i++)
+		free(e->items[i]);
+	free(e->items);
+	e->items = NULL;
+	e->count = 0;
+}
+
+/* ---- errors ---- */
+
+/* Appends "path: message". An allocation failure marks the parse as out
+ * of memory (reported as PC_ENOMEM) rather than losing the error quietly. */
+__attribute__((format(printf, 3, 4))) static void err(pctx_t *x, const char *path, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		x->oom = true;
+		return;
+	}
+	size_t len = strlen(path) + 2 + strlen(msg) + 1;
+	char *item = malloc(len);
+	char **items = realloc(x->errs.items, (x->errs.count + 1) * sizeof(*items));
+	if (!item || !items) {
+		free(item);
+		if (items)
+			x->errs.items = items;
+		x->oom = true;
+		return;
+	}
+	snprintf(item, len, "%s: %s", path, msg);
+	x->errs.items = items;
+	x->errs.items[x->errs.count++] = item;
+}
+
+/* A path cut short ends in "...": it only names the place in a message. */
+static const char *path_done(char *buf, int n)
+{
+	if (n < 0)
+		buf[0] = 0;
+	else if (n >= PATH_LEN)
+		memcpy(buf + PATH_LEN - 4, "...", 4);
+	return buf;
+}
+
+/* "parent.key" (or "key" at the top). */
+static const char *sub(char *buf, const char *parent, const char *key)
+{
+	return path_done(buf, snprintf(buf, PATH_LEN, "%s%s%s", parent, *parent ? "." : "", key));
+}
+
+static const char *at(char *buf, const char *parent, size_t i)
+{
+	return path_done(buf, snprintf(buf, PATH_LEN, "%s[%zu]", parent, i));
+}
+
+/* ---- typed getters: absent → false silently; wrong → error and false ---- */
+
+/* Checks that `obj` is an object holding only `keys` (NULL-terminated),
+ * each at most once. False (with an error) when it is not an object. */
+static bool check_object(pctx_t *x, const cJSON *obj, const char *path, const char *const *keys)
+{
+	char p[PATH_LEN];
+	if (!cJSON_IsObject(obj)) {
+		err(x, path, "must be an object");
+		return false;
+	}
+	for (const cJSON *it = obj->child; it; it = it->next) {
+		bool known = false;
+		for (size_t i = 0; keys[i] && !known; i++)
+			known = strcmp(it->string, keys[i]) == 0;
+		if (!known) {
+			err(x, sub(p, path, it->string), "unknown key");
+			continue;
+		}
+		for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
+			if (strcmp(prev->string, it->string) == 0) {
+				err(x, sub(p, path, it->string), "duplicate key");
+				break;
+			}
+		}
+	}
+	return true;
+}
+
+static bool get_str(pctx_t *x, const cJSON *obj, const char *key, const char *path, bool nonempty,
+		    const char **out)
+{
+	char p[PATH_LEN];
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v)
+		return false;
+	if (!cJSON_IsString(v)) {
+		err(x, sub(p, path, key), "must be a string");
+		return false;
+	}
+	if (nonempty && !*v->valuestring) {
+		err(x, sub(p, path, key), "must not be empty");
+		return false;
+	}
+	*out = v->valuestring;
+	return true;
+}
+
+static bool get_bool(pctx_t *x, const cJSON *obj, const char *key, const char *path, bool *out)
+{
+	char p[PATH_LEN];
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v)
+		return false;
+	if (!cJSON_IsBool(v)) {
+		err(x, sub(p, path, key), "must be true or false");
+		return false;
+	}
+	*out = cJSON_IsTrue(v);
+	return true;
+}
+
+/* An integer in [min, max] (max <= 2^53: doubles are exact up to there). */
+static bool int_value(pctx_t *x, const cJSON *v, const char *path, int64_t min, int64_t max, int64_t *out)
+{
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble) {
+		err(x, path, "must be an integer");
+		return false;
+	}
+	double d = v->valuedouble;
+	if (d < (double)min) {
+		if (min == 0)
+			err(x, path, "must not be negative");
+		else
+			err(x, path, "must be at least %lld", (long long)min);
+		return false;
+	}
+	if (d > (double)max) {
+		err(x, path, "must be at most %lld", (long long)max);
+		return false;
+	}
+	*out = (int64_t)d;
+	return true;
+}
+
+static bool get_int(pctx_t *x, const cJSON *obj, const char *key, const char *path, int64_t min, int64_t max,
+		    int64_t *out)
+{
+	char p[PATH_LEN];
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return v && int_value(x, v, sub(p, path, key), min, max, out);
+}
+
+static bool get_u64(pctx_t *x, const cJSON *obj, const char *key, const char *path, int64_t min, int64_t max,
+		    uint64_t *out)
+{
+	int64_t v;
+	if (!get_int(x, obj, key, path, min, max, &v))
+		return false;
+	*out = (uint64_t)v;
+	return true;
+}
+
+static bool get_u32(pctx_t *x, const cJSON *obj, const char *key, const char *path, int64_t min, int64_t max,
+		    uint32_t *out)
+{
+	int64_t v;
+	if (!get_int(x, obj, key, path, min, max > UINT32_MAX ? UINT32_MAX : max, &v))
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* Seconds in the file, milliseconds in the struct. */
+static bool get_seconds_ms(pctx_t *x, const cJSON *obj, const char *key, const char *path, int64_t min,
+			   uint64_t *out_ms)
+{
+	int64_t s;
+	if (!get_int(x, obj, key, path, min, MAX_SECONDS, &s))
+		return false;
+	*out_ms = (uint64_t)s * 1000u;
+	return true;
+}
+
+/* A context window: the guard of §1.2 refuses anything below the hard
+ * minimum, so such a value can only be a mistake. */
+static bool get_context_tokens(pctx_t *x, const cJSON *obj, const char *path, uint64_t *out)
+{
+	char p[PATH_LEN];
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "contextTokens");
+	int64_t n;
+	if (!v || !int_value(x, v, sub(p, path, "contextTokens"), -BIG_INT, BIG_INT, &n))
+		return false;
+	if (n < (int64_t)PC_CONFIG_CONTEXT_HARD_MIN) {
+		err(x, p, "below the minimum of %llu tokens (spec §1.2)",
+		    (unsigned long long)PC_CONFIG_CONTEXT_HARD_MIN);
+		return false;
+	}
+	*out = (uint64_t)n;
+	return true;
+}
+
+/* An array of non-empty strings, at most `max` long. */
+static bool get_str_array(pctx_t *x, const cJSON *obj, const char *key, const char *path, size_t max,
+			  const cJSON **out, size_t *count)
+{
+	char p[PATH_LEN], q[PATH_LEN];
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v)
+		return false;
+	sub(p, path, key);
+	if (!cJSON_IsArray(v)) {
+		err(x, p, "must be an array of strings");
+		return false;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(v), i = 0;
+	bool ok = true;
+	if (n > max) {
+		err(x, p, "at most %zu entries", max);
+		ok = false;
+	}
+	for (const cJSON *it = v->child; it; it = it->next, i++) {
+		if (!cJSON_IsString(it) || !*it->valuestring) {
+			err(x, at(q, p, i), "must be a non-empty string");
+			ok = false;
+		}
+	}
+	*out = v;
+	*count = n;
+	return ok;
+}
+
+/* ---- provider classes (§9.1 "Model idle") ---- */
+
+/* The host of an http(s) URL, lowercased, without brackets, port or
+ * user info. False when the URL has no host. */
+static bool url_host(const char *url, char *host, size_t cap)
+{
+	const char *s = strstr(url, "://");
+	if (!s)
+		return false;
+	s += 3;
+	size_t auth = strcspn(s, "/?#");
+	const char *at_sign = NULL;
+	for (size_t i = 0; i < auth; i++)
+		if (s[i] == '@')
+			at_sign = s + i;
+	if (at_sign) {
+		auth -= (size_t)(at_sign + 1 - s);
+		s = at_sign + 1;
+	}
+	size_t n;
+	if (auth && s[0] == '[') {
+		const char *close = memchr(s, ']', auth);
+		if (!close)
+			return false;
+		s++;
+		n = (size_t)(close - s);
+	} else {
+		const char *colon = memchr(s, ':', auth);
+		n = colon ? (size_t)(colon - s) : auth;
+	}
+	if (n == 0 || n >= cap)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		host[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
+	host[n] = 0;
+	if (n > 1 && host[n - 1] == '.') /* "localhost." is localhost */
+		host[n - 1] = 0;
+	return true;
+}
+
+static bool ipv4_local(const unsigned char *b)
+{
+	return b[0] == 127 || b[0] == 10 || (b[0] == 172 && (b[1] & 0xF0) == 16) ||
+	       (b[0] == 192 && b[1] == 168) || (b[0] == 100 && (b[1] & 0xC0) == 64) ||
+	       (b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0);
+}
+
+/* Literal addresses only (inet_pton): a name is never resolved, so loading
+ * a config does no DNS and cannot hang. */
+static bool host_is_local(const char *host)
+{
+	static const unsigned char zero[16], loop6[16] = {[15] = 1};
+	static const unsigned char mapped[12] = {[10] = 0xFF, [11] = 0xFF};
+	unsigned char b[16];
+	size_t n = strlen(host);
+	if (strcmp(host, "localhost") == 0 || (n > 6 && strcmp(host + n - 6, ".local") == 0))
+		return true;
+	if (inet_pton(AF_INET, host, b) == 1)
+		return ipv4_local(b);
+	if (inet_pton(AF_INET6, host, b) == 1) {
+		if (memcmp(b, loop6, 16) == 0 || memcmp(b, zero, 16) == 0)
+			return true;
+		if ((b[0] & 0xFE) == 0xFC || (b[0] == 0xFE && (b[1] & 0xC0) == 0x80))
+			return true;
+		if (memcmp(b, mapped, 12) == 0)
+			return ipv4_local(b + 12);
+	}
+	return false;
+}
+
+static bool id_is_self_hosted(const char *id)
+{
+	static const char *const ids[] = {"ollama", "lmstudio", "vllm", "sglang", "llama-cpp"};
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		size_t n = strlen(ids[i]);
+		if (strncasecmp(id, ids[i], n) == 0 && (id[n] == 0 || id[n] == '-'))
+			return true;
+	}
+	return false;
+}
+
+static bool host_is_self_hosted(const char *host)
+{
+	return strcmp(host, "host.docker.internal") == 0 || strcmp(host, "docker.orb.internal") == 0 ||
+	       strcmp(host, "host.orb.internal") == 0;
+}
+
+/* §9.1's resolution order: a genuinely local address first (no gap
+ * watchdog), then the self-hosted servers, else cloud. The embedded mock
+ * listens on loopback, so it is local. */
+static pc_provider_class_t classify(const pc_provider_config_t *p)
+{
+	char host[256];
+	bool have_host = p->base_url && url_host(p->base_url, host, sizeof(host));
+	if (p->embedded || (have_host && host_is_local(host)))
+		return PC_PROVIDER_LOCAL;
+	if (id_is_self_hosted(p->id) || (have_host && host_is_self_hosted(host)))
+		return PC_PROVIDER_SELF_HOSTED;
+	return PC_PROVIDER_CLOUD;
+}
+
+static const char *const class_names[] = {
+	[PC_PROVIDER_CLOUD] = "cloud",
+	[PC_PROVIDER_SELF_HOSTED] = "self-hosted",
+	[PC_PROVIDER_LOCAL] = "local",
+};
+
+static uint64_t class_idle_ms(pc_provider_class_t cls)
+{
+	switch (cls) {
+	case PC_PROVIDER_CLOUD:
+		return PC_CONFIG_IDLE_CLOUD_MS;
+	case PC_PROVIDER_SELF_HOSTED:
+		return PC_CONFIG_IDLE_SELF_HOSTED_MS;
+	default:
+		return 0;
+	}
+}
+
+/* ---- model references ---- */
+
+/* Splits at the first '/': the model part may hold more ("openrouter/
+ * anthropic/claude"), the provider part may not. */
+static bool split_ref(char *s, pc_model_ref_t *out)
+{
+	char *slash = strchr(s, '/');
+	if (!slash || slash == s || !slash[1])
+		return false;
+	*slash = 0;
+	out->provider = s;
+	out->model = slash + 1;
+	return true;
+}
+
+int pc_config_model_ref_parse(const char *text, pc_model_ref_t *out, char **buf)
+{
+	if (!text || !out || !buf)
+		return PC_EINVAL;
+	char *copy = strdup(text);
+	if (!copy)
+		return PC_ENOMEM;
+	pc_model_ref_t ref;
+	if (!split_ref(copy, &ref)) {
+		free(copy);
+		return PC_EINVAL;
+	}
+	*out = ref;
+	*buf = copy;
+	return 0;
+}
+
+const pc_provider_config_t *pc_config_provider(const pc_config_t *c, const char *id)
+{
+	if (!c || !id)
+		return NULL;
+	for (size_t i = 0; i < c->provider_count; i++)
+		if (c->providers[i].id && strcmp(c->providers[i].id, id) == 0)
+			return &c->providers[i];
+	return NULL;
+}
+
+const pc_model_config_t *pc_config_model(const pc_provider_config_t *p, const char *model)
+{
+	if (!p || !model)
+		return NULL;
+	for (size_t i = 0; i < p->model_count; i++)
+		if (strcmp(p->models[i].id, model) == 0)
+			return &p->models[i];
+	return NULL;
+}
+
+/* A provider-level contextTokens is both its models' default and a cap on
+ * them; a model's own value wins when the provider gives none. */
+uint64_t pc_config_context_tokens(const pc_config_t *c, const pc_model_ref_t *ref)
+{
+	const pc_provider_config_t *p = ref ? pc_config_provider(c, ref->provider) : NULL;
+	const pc_model_config_t *m = p ? pc_config_model(p, ref->model) : NULL;
+	uint64_t prov = p ? p->context_tokens : 0;
+	uint64_t mod = m ? m->context_tokens : 0;
+	if (mod && prov)
+		return mod < prov ? mod : prov;
+	if (mod)
+		return mod;
+	return prov ? prov : PC_CONFIG_DEFAULT_CONTEXT_TOKENS;
+}
+
+/* Reads "provider/model" into arena strings and checks the provider
+ * exists (providers are parsed before anything refers to them). */
+static bool resolve_ref(pctx_t *x, const char *text, const char *path, pc_model_ref_t *out)
+{
+	char *copy = arena_strdup(x, text);
+	pc_model_ref_t ref;
+	if (!copy)
+		return false;
+	if (!split_ref(copy, &ref)) {
+		err(x, path, "must be \"provider/model\"");
+		return false;
+	}
+	if (!pc_config_provider(&x->cfg->pub, ref.provider)) {
+		err(x, path, "unknown provider \"%s\"", ref.provider);
+		return false;
+	}
+	*out = ref;
+	return true;
+}
+
+/* ---- providers ---- */
+
+static bool valid_id(const char *id)
+{
+	if (!*id)
+		return false;
+	for (const char *s = id; *s; s++) {
+		char ch = *s;
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+			  ch == '.' || ch == '_' || ch == '-';
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* The value of the environment variable `name`, copied (the environment
+ * may change after load); NULL when unset or empty, which is not an error:
+ * a local server may need no key. */
+static const char *env_key(pctx_t *x, const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? arena_strdup(x, v) : NULL;
+}
+
+/* apiKey / apiKeyEnv of a provider or a profile: at most one of them. */
+static void parse_key(pctx_t *x, const cJSON *obj, const char *path, const char **out)
+{
+	char p[PATH_LEN];
+	const char *key = NULL, *env = NULL;
+	bool has_key = get_str(x, obj, "apiKey", path, false, &key);
+	bool has_env = get_str(x, obj, "apiKeyEnv", path, true, &env);
+	if (has_key && has_env) {
+		err(x, sub(p, path, "apiKeyEnv"), "not allowed together with apiKey");
+		return;
+	}
+	if (has_key)
+		*out = key;
+	else if (has_env)
+		*out = env_key(x, env);
+}
+
+static void parse_profiles(pctx_t *x, const cJSON *arr, const char *path, pc_provider_config_t *p)
+{
+	static const char *const keys[] = {"id", "apiKey", "apiKeyEnv", NULL};
+	char q[PATH_LEN], r[PATH_LEN];
+	if (!cJSON_IsArray(arr)) {
+		err(x, path, "must be an array of objects");
+		return;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(arr), i = 0;
+	if (n == 0) {
+		err(x, path, "must list at least one profile");
+		return;
+	}
+	if (n > PC_RUN_MAX_PROFILES) {
+		err(x, path, "at most %u profiles", PC_RUN_MAX_PROFILES);
+		return;
+	}
+	pc_auth_profile_config_t *prof = arena_alloc(x, n * sizeof(*prof));
+	if (!prof)
+		return;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		at(q, path, i);
+		prof[i].id = "";
+		if (!check_object(x, it, q, keys))
+			continue;
+		if (!get_str(x, it, "id", q, true, &prof[i].id) &&
+		    !cJSON_GetObjectItemCaseSensitive(it, "id"))
+			err(x, sub(r, q, "id"), "required");
+		parse_key(x, it, q, &prof[i].api_key);
+		for (size_t j = 0; j < i && *prof[i].id; j++) {
+			if (strcmp(prof[j].id, prof[i].id) == 0) {
+				err(x, sub(r, q, "id"), "duplicate profile id \"%s\"", prof[i].id);
+				break;
+			}
+		}
+	}
+	p->profiles = prof;
+	p->profile_count = n;
+}
+
+static void parse_models(pctx_t *x, const cJSON *arr, const char *path, pc_provider_config_t *p)
+{
+	static const char *const keys[] = {"id", "contextTokens", "maxTokens", "reasoning", NULL};
+	char q[PATH_LEN], r[PATH_LEN];
+	if (!cJSON_IsArray(arr)) {
+		err(x, path, "must be an array of objects");
+		return;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(arr), i = 0;
+	if (n > PC_CONFIG_MAX_MODELS) {
+		err(x, path, "at most %u models", PC_CONFIG_MAX_MODELS);
+		return;
+	}
+	pc_model_config_t *models = arena_alloc(x, n * sizeof(*models));
+	if (!models)
+		return;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		at(q, path, i);
+		models[i].id = "";
+		if (!check_object(x, it, q, keys))
+			continue;
+		if (!get_str(x, it, "id", q, true, &models[i].id) &&
+		    !cJSON_GetObjectItemCaseSensitive(it, "id"))
+			err(x, sub(r, q, "id"), "required");
+		get_context_tokens(x, it, q, &models[i].context_tokens);
+		get_int(x, it, "maxTokens", q, 0, BIG_INT, &models[i].max_tokens);
+		get_bool(x, it, "reasoning", q, &models[i].reasoning);
+		for (size_t j = 0; j < i && *models[i].id; j++) {
+			if (strcmp(models[j].id, models[i].id) == 0) {
+				err(x, sub(r, q, "id"), "duplicate model id \"%s\"", models[i].id);
+				break;
+			}
+		}
+	}
+	p->models = models;
+	p->model_count = n;
+}
+
+static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_provider_config_t *p)
+{
+	static const char *const keys[] = {"api", "baseUrl", "embedded", "apiKey", "apiKeyEnv", "profiles",
+					   "idleTimeoutSeconds", "timeoutSeconds", "contextTokens", "class",
+					   "models", NULL};
+	char q[PATH_LEN];
+	const char *s = NULL;
+	p->id = pj->string;
+	if (!valid_id(p->id))
+		err(x, path, "invalid provider id (use letters, digits, '.', '_' and '-')");
+	if (!check_object(x, pj, path, keys))
+		return;
+
+	get_bool(x, pj, "embedded", path, &p->embedded);
+	if (get_str(x, pj, "api", path, false, &s)) {
+		if (pc_provider_api_parse(s, &p->api) != 0)
+			err(x, sub(q, path, "api"), "must be one of openai-completions, anthropic-messages");
+	} else if (!cJSON_GetObjectItemCaseSensitive(pj, "api")) {
+		/* The mock speaks both; a real server must say which. */
+		if (p->embedded)
+			p->api = PC_API_OPENAI_COMPLETIONS;
+		else
+			err(x, sub(q, path, "api"), "required (openai-completions or anthropic-messages)");
+	}
+
+	if (get_str(x, pj, "baseUrl", path, false, &s)) {
+		char host[256];
+		sub(q, path, "baseUrl");
+		if (strncasecmp(s, "http://", 7) != 0 && strncasecmp(s, "https://", 8) != 0)
+			err(x, q, "must start with http:// or https://");
+		else if (!url_host(s, host, sizeof(host)))
+			err(x, q, "has no host");
+		else if (p->embedded)
+			err(x, q, "not allowed on an embedded provider (its address is set at start)");
+		else
+			p->base_url = s;
+	} else if (!p->embedded && !cJSON_GetObjectItemCaseSensitive(pj, "baseUrl")) {
+		err(x, sub(q, path, "baseUrl"), "required unless embedded is true");
+	}
+
+	const cJSON *profiles = cJSON_GetObjectItemCaseSensitive(pj, "profiles");
+	if (profiles) {
+		if (cJSON_GetObjectItemCaseSensitive(pj, "apiKey"))
+			err(x, sub(q, path, "apiKey"), "not allowed together with profiles");
+		if (cJSON_GetObjectItemCaseSensitive(pj, "apiKeyEnv"))
+			err(x, sub(q, path, "apiKeyEnv"), "not allowed together with profiles");
+		parse_profiles(x, profiles, sub(q, path, "profiles"), p);
+	} else {
+		pc_auth_profile_config_t *one = arena_alloc(x, sizeof(*one));
+		if (one) {
+			one->id = "default";
+			parse_key(x, pj, path, &one->api_key);
+			p->profiles = one;
+			p->profile_count = 1;
+		}
+	}
+
+	uint64_t idle_ms = 0;
+	bool has_idle = get_seconds_ms(x, pj, "idleTimeoutSeconds", path, 0, &idle_ms);
+	get_seconds_ms(x, pj, "timeoutSeconds", path, 0, &p->request_timeout_ms);
+	get_context_tokens(x, pj, path, &p->context_tokens);
+
+	p->cls = classify(p);
+	if (get_str(x, pj, "class", path, false, &s)) {
+		size_t i = 0;
+		while (i < sizeof(class_names) / sizeof(class_names[0]) && strcmp(s, class_names[i]) != 0)
+			i++;
+		if (i < sizeof(class_names) / sizeof(class_names[0]))
+			p->cls = (pc_provider_class_t)i;
+		else
+			err(x, sub(q, path, "class"), "must be one of cloud, self-hosted, local");
+	}
+	p->idle_timeout_ms = has_idle ? idle_ms : class_idle_ms(p->cls);
+
+	const cJSON *models = cJSON_GetObjectItemCaseSensitive(pj, "models");
+	if (models)
+		parse_models(x, models, sub(q, path, "models"), p);
+}
+
+/* The embedded mock: what `pincer agent --local` runs on a fresh machine. */
+static void add_mock(pctx_t *x)
+{
+	pc_provider_config_t *p = arena_alloc(x, sizeof(*p));
+	pc_auth_profile_config_t *prof = arena_alloc(x, sizeof(*prof));
+	if (!p || !prof)
+		return;
+	prof->id = "default";
+	p->id = MOCK_PROVIDER;
+	p->api = PC_API_OPENAI_COMPLETIONS;
+	p->embedded = true;
+	p->cls = PC_PROVIDER_LOCAL;
+	p->idle_timeout_ms = class_idle_ms(PC_PROVIDER_LOCAL);
+	p->profiles = prof;
+	p->profile_count = 1;
+	x->cfg->pub.providers = p;
+	x->cfg->pub.provider_count = 1;
+}
+
+static void parse_providers(pctx_t *x, const cJSON *root)
+{
+	const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "providers");
+	char q[PATH_LEN];
+	size_t n = 0, i = 0;
+	if (pj && !cJSON_IsObject(pj)) {
+		err(x, "providers", "must be an object");
+		x->providers_bad = true;
+		return;
+	}
+	n = pj ? (size_t)cJSON_GetArraySize(pj) : 0;
+	if (n == 0) {
+		add_mock(x);
+		return;
+	}
+	if (n > PC_CONFIG_MAX_PROVIDERS) {
+		err(x, "providers", "at most %u providers", PC_CONFIG_MAX_PROVIDERS);
+		x->providers_bad = true;
+		return;
+	}
+	pc_provider_config_t *ps = arena_alloc(x, n * sizeof(*ps));
+	if (!ps)
+		return;
+	/* Published before parsing, so a duplicate id is found by name. */
+	x->cfg->pub.providers = ps;
+	for (const cJSON *it = pj->child; it; it = it->next, i++) {
+		sub(q, "providers", it->string);
+		if (pc_config_provider(&x->cfg->pub, it->string)) {
+			ps[i].id = it->string;
+			err(x, q, "duplicate key");
+		} else {
+			parse_provider(x, it, q, &ps[i]);
+		}
+		x->cfg->pub.provider_count = i + 1;
+	}
+}
+
+/* ---- agents.defaults ---- */
+
+/* "20mb", "512 KiB" is not accepted: b, k/kb, m/mb, g/gb, 1024-based. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end = NULL;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	while (*end == ' ')
+		end++;
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {{"", 0}, {"b", 0}, {"k", 10}, {"kb", 10}, {"m", 20}, {"mb", 20}, {"g", 30}, {"gb", 30}};
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(end, units[i].suffix) == 0) {
+			if (n > ((unsigned long long)BIG_INT >> units[i].shift))
+				return false;
+			*out = (uint64_t)n << units[i].shift;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void parse_compaction(pctx_t *x, const cJSON *cj, const char *path, pc_compaction_config_t *c)
+{
+	static const char *const keys[] = {"enabled", "reserveTokens", "keepRecentTokens", "timeoutSeconds",
+					   "model", "maxActiveTranscriptBytes", NULL};
+	char q[PATH_LEN];
+	const char *s = NULL;
+	if (!check_object(x, cj, path, keys))
+		return;
+	get_bool(x, cj, "enabled", path, &c->enabled);
+	if (get_u64(x, cj, "reserveTokens", path, 0, BIG_INT, &c->reserve_tokens) && !c->reserve_tokens)
+		c->reserve_tokens = DEFAULT_RESERVE_TOKENS;
+	if (get_u64(x, cj, "keepRecentTokens", path, 0, BIG_INT, &c->keep_recent_tokens) && !c->keep_recent_tokens)
+		c->keep_recent_tokens = PC_CONFIG_DEFAULT_KEEP_RECENT_TOKENS;
+	if (get_seconds_ms(x, cj, "timeoutSeconds", path, 0, &c->timeout_ms) && !c->timeout_ms)
+		c->timeout_ms = DEFAULT_COMPACTION_TIMEOUT_MS;
+	if (get_str(x, cj, "model", path, true, &s))
+		resolve_ref(x, s, sub(q, path, "model"), &c->model);
+	const cJSON *mb = cJSON_GetObjectItemCaseSensitive(cj, "maxActiveTranscriptBytes");
+	if (mb) {
+		sub(q, path, "maxActiveTranscriptBytes");
+		if (cJSON_IsString(mb)) {
+			if (!parse_size(mb->valuestring, &c->max_transcript_bytes))
+				err(x, q, "must be a byte count or a size like \"20mb\"");
+		} else if (cJSON_IsNumber(mb)) {
+			int64_t n;
+			if (int_value(x, mb, q, 0, BIG_INT, &n))
+				c->max_transcript_bytes = (uint64_t)n;
+		} else {
+			err(x, q, "must be a byte count or a size like \"20mb\"");
+		}
+	}
+}
+
+static void parse_retries(pctx_t *x, const cJSON *rj, const char *path, pc_run_retries_config_t *r)
+{
+	static const char *const keys[] = {"base", "perProfile", "min", "max", NULL};
+	char q[PATH_LEN];
+	if (!check_object(x, rj, path, keys))
+		return;
+	r->has_base = get_int(x, rj, "base", path, 1, 100000, &r->base);
+	r->has_per_profile = get_int(x, rj, "perProfile", path, 0, 100000, &r->per_profile);
+	r->has_min = get_int(x, rj, "min", path, 1, 100000, &r->min);
+	r->has_max = get_int(x, rj, "max", path, 1, 100000, &r->max);
+	if (r->has_min && r->has_max && r->max < r->min)
+		err(x, sub(q, path, "max"), "must not be below min (%lld)", (long long)r->min);
+}
+
+static void parse_fallbacks(pctx_t *x, const cJSON *dj, const char *path, pc_agent_defaults_t *a)
+{
+	char p[PATH_LEN], q[PATH_LEN];
+	const cJSON *arr = NULL;
+	size_t n = 0, i = 0;
+	if (!get_str_array(x, dj, "fallbacks", path, PC_CONFIG_MAX_FALLBACKS, &arr, &n))
+		return;
+	sub(p, path, "fallbacks");
+	for (const cJSON *it = arr->child; it; it = it->next, i++)
+		resolve_ref(x, it->valuestring, at(q, p, i), &a->fallbacks[i]);
+	a->fallback_count = n;
+}
+
+static void parse_tools(pctx_t *x, const cJSON *tj, const char *path, pc_agent_defaults_t *a)
+{
+	static const char *const keys[] = {"allow", NULL};
+	const cJSON *arr = NULL;
+	size_t n = 0, i = 0;
+	if (!check_object(x, tj, path, keys))
+		return;
+	if (!get_str_array(x, tj, "allow", path, SIZE_MAX, &arr, &n))
+		return;
+	const char **names = arena_alloc(x, n * sizeof(*names));
+	if (!names)
+		return;
+	for (const cJSON *it = arr->child; it; it = it->next, i++)
+		names[i] = it->valuestring;
+	a->tools_allow = names;
+	a->tools_allow_count = n;
+}
+
+static void parse_agent_defaults(pctx_t *x, const cJSON *dj, const char *path, pc_agent_defaults_t *a)
+{
+	static const char *const keys[] = {"model", "fallbacks", "timeoutSeconds", "maxConcurrent", "thinking",
+					   "systemPrompt", "workspace", "bootstrapMaxChars",
+					   "bootstrapTotalMaxChars", "toolMode", "tools", "compaction",
+					   "runRetries", "idleBreaker", "loopDetection", "sessionIdleSeconds",
+					   NULL};
+	static const char *const loop_keys[] = {"enabled", NULL};
+	char q[PATH_LEN];
+	const char *s = NULL;
+	const cJSON *o;
+	if (!check_object(x, dj, path, keys))
+		return;
+	if (get_str(x, dj, "model", path, true, &s))
+		resolve_ref(x, s, sub(q, path, "model"), &a->model);
+	parse_fallbacks(x, dj, path, a);
+	get_seconds_ms(x, dj, "timeoutSeconds", path, 0, &a->run_timeout_ms);
+	get_u32(x, dj, "maxConcurrent", path, 1, MAX_CONCURRENT_LIMIT, &a->max_concurrent);
+	if (get_str(x, dj, "thinking", path, false, &s) && pc_think_level_parse(s, &a->think) != 0)
+		err(x, sub(q, path, "thinking"),
+		    "must be one of off, minimal, low, medium, high, xhigh, adaptive, max");
+	get_str(x, dj, "systemPrompt", path, false, &a->system_prompt);
+	get_str(x, dj, "workspace", path, true, &a->workspace);
+	if (get_u64(x, dj, "bootstrapMaxChars", path, 0, BIG_INT, &a->bootstrap_max_chars) &&
+	    !a->bootstrap_max_chars)
+		a->bootstrap_max_chars = DEFAULT_BOOTSTRAP_MAX_CHARS;
+	if (get_u64(x, dj, "bootstrapTotalMaxChars", path, 0, BIG_INT, &a->bootstrap_total_chars) &&
+	    !a->bootstrap_total_chars)
+		a->bootstrap_total_chars = DEFAULT_BOOTSTRAP_TOTAL_CHARS;
+	if (get_str(x, dj, "toolMode", path, false, &s)) {
+		if (strcmp(s, "sequential") == 0)
+			a->tool_mode = PC_TOOLS_SEQUENTIAL;
+		else if (strcmp(s, "parallel") == 0)
+			a->tool_mode = PC_TOOLS_PARALLEL;
+		else
+			err(x, sub(q, path, "toolMode"), "must be one of sequential, parallel");
+	}
+	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "tools")))
+		parse_tools(x, o, sub(q, path, "tools"), a);
+	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "compaction")))
+		parse_compaction(x, o, sub(q, path, "compaction"), &a->compaction);
+	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "runRetries")))
+		parse_retries(x, o, sub(q, path, "runRetries"), &a->retries);
+	get_u32(x, dj, "idleBreaker", path, 0, 1000000, &a->idle_breaker_cap);
+	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "loopDetection"))) {
+		sub(q, path, "loopDetection");
+		if (check_object(x, o, q, loop_keys))
+			get_bool(x, o, "enabled", q, &a->loop_guard);
+	}
+	get_seconds_ms(x, dj, "sessionIdleSeconds", path, 0, &a->session_idle_ms);
+}
+
+/* ---- the other sections ---- */
+
+static void parse_agents(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"defaults", NULL};
+	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(root, "agents");
+	if (!aj || !check_object(x, aj, "agents", keys))
+		return;
+	const cJSON *dj = cJSON_GetObjectItemCaseSensitive(aj, "defaults");
+	if (dj)
+		parse_agent_defaults(x, dj, "agents.defaults", &x->cfg->pub.agent);
+}
+
+static void parse_auth(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"cooldowns", NULL};
+	static const char *const cd_keys[] = {"rateLimitedProfileRotations", "overloadedProfileRotations",
+					      "overloadedBackoffMs", NULL};
+	pc_agent_defaults_t *a = &x->cfg->pub.agent;
+	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(root, "auth");
+	if (!aj || !check_object(x, aj, "auth", keys))
+		return;
+	const cJSON *cj = cJSON_GetObjectItemCaseSensitive(aj, "cooldowns");
+	const char *path = "auth.cooldowns";
+	if (!cj || !check_object(x, cj, path, cd_keys))
+		return;
+	get_u32(x, cj, "rateLimitedProfileRotations", path, 0, 1000, &a->rate_limit_rotations);
+	get_u32(x, cj, "overloadedProfileRotations", path, 0, 1000, &a->overload_rotations);
+	get_u64(x, cj, "overloadedBackoffMs", path, 0, (int64_t)24 * 3600 * 1000, &a->overloaded_backoff_ms);
+}
+
+static void parse_messages(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"queue", NULL};
+	static const char *const q_keys[] = {"mode", "debounceMs", "cap", "drop", NULL};
+	pc_queue_settings_t *qs = &x->cfg->pub.agent.queue;
+	const char *path = "messages.queue", *s = NULL;
+	char q[PATH_LEN];
+	const cJSON *mj = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	if (!mj || !check_object(x, mj, "messages", keys))
+		return;
+	const cJSON *qj = cJSON_GetObjectItemCaseSensitive(mj, "queue");
+	if (!qj || !check_object(x, qj, path, q_keys))
+		return;
+	if (get_str(x, qj, "mode", path, false, &s) && pc_queue_mode_parse(s, &qs->mode) != 0)
+		err(x, sub(q, path, "mode"), "must be one of steer, followup, collect, interrupt, steer-backlog");
+	get_u32(x, qj, "debounceMs", path, 0, 3600 * 1000, &qs->debounce_ms);
+	get_u32(x, qj, "cap", path, 1, 100000, &qs->cap);
+	if (get_str(x, qj, "drop", path, false, &s) && pc_queue_drop_parse(s, &qs->drop) != 0)
+		err(x, sub(q, path, "drop"), "must be one of old, new, summarize");
+}
+
+static void parse_diagnostics(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"enabled", "stuckSessionWarnMs", "stuckSessionAbortMs", NULL};
+	pc_diagnostics_config_t *d = &x->cfg->pub.diagnostics;
+	const char *path = "diagnostics";
+	char q[PATH_LEN];
+	uint64_t warn = 0, abort_ms = 0;
+	const cJSON *dj = cJSON_GetObjectItemCaseSensitive(root, "diagnostics");
+	if (!dj || !check_object(x, dj, path, keys))
+		return;
+	get_bool(x, dj, "enabled", path, &d->enabled);
+	/* §9.2 falls back to the default outside 1 s – 24 h; a file that says
+	 * so is wrong, so it is reported instead. */
+	if (get_u64(x, dj, "stuckSessionWarnMs", path, (int64_t)PC_DIAG_WARN_MIN_MS, (int64_t)PC_DIAG_WARN_MAX_MS,
+		    &warn))
+		d->warn_ms = warn;
+	if (get_u64(x, dj, "stuckSessionAbortMs", path, 0, BIG_INT, &abort_ms)) {
+		if (abort_ms && abort_ms < d->warn_ms)
+			err(x, sub(q, path, "stuckSessionAbortMs"), "must not be below stuckSessionWarnMs (%llu)",
+			    (unsigned long long)d->warn_ms);
+		else
+			d->abort_ms = pc_diag_abort_ms(d->warn_ms, abort_ms);
+	} else {
+		d->abort_ms = pc_diag_abort_ms(d->warn_ms, 0);
+	}
+}
+
+static void parse_store(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"path", NULL};
+	const cJSON *sj = cJSON_GetObjectItemCaseSensitive(root, "store");
+	if (!sj || !check_object(x, sj, "store", keys))
+		return;
+	get_str(x, sj, "path", "store", true, &x->cfg->pub.store_path);
+}
+
+/* ---- defaults, environment, the whole parse ---- */
+
+static uint32_t default_max_concurrent(void)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cores < 8)
+		cores = 8; /* also when sysconf fails (-1) */
+	return cores > 16 ? 16u : (uint32_t)cores;
+}
+
+static void set_defaults(pc_config_t *c)
+{
+	pc_agent_defaults_t *a = &c->agent;
+	a->run_timeout_ms = PC_CONFIG_DEFAULT_RUN_TIMEOUT_MS;
+	a->max_concurrent = default_max_concurrent();
+	a->think = PC_THINK_OFF;
+	a->bootstrap_max_chars = DEFAULT_BOOTSTRAP_MAX_CHARS;
+	a->bootstrap_total_chars = DEFAULT_BOOTSTRAP_TOTAL_CHARS;
+	a->tool_mode = PC_TOOLS_SEQUENTIAL;
+	a->compaction.enabled = true;
+	a->compaction.reserve_tokens = DEFAULT_RESERVE_TOKENS;
+	a->compaction.keep_recent_tokens = PC_CONFIG_DEFAULT_KEEP_RECENT_TOKENS;
+	a->compaction.timeout_ms = DEFAULT_COMPACTION_TIMEOUT_MS;
+	pc_queue_settings_default(&a->queue);
+	a->rate_limit_rotations = PC_RUN_DEFAULT_RATE_LIMIT_ROTATIONS;
+	a->overload_rotations = PC_RUN_DEFAULT_OVERLOAD_ROTATIONS;
+	a->overloaded_backoff_ms = PC_RUN_DEFAULT_OVERLOADED_BACKOFF_MS;
+	a->idle_breaker_cap = PC_IDLE_BREAKER_DEFAULT_CAP;
+	a->loop_guard = true;
+	a->session_idle_ms = PC_CONFIG_DEFAULT_SESSION_IDLE_MS;
+	c->diagnostics.enabled = true;
+	c->diagnostics.warn_ms = pc_diag_warn_ms(0);
+	c->diagnostics.abort_ms = pc_diag_abort_ms(c->diagnostics.warn_ms, 0);
+}
+
+/* A whole decimal number in [min, max]; nothing else in the text. */
+static bool env_int(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end = NULL;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* After the file: the environment wins over it. An empty variable counts
+ * as unset, as shells make unsetting awkward. */
+static void apply_env(pctx_t *x)
+{
+	pc_agent_defaults_t *a = &x->cfg->pub.agent;
+	const char *v;
+	uint64_t n;
+	if ((v = getenv("PINCER_MODEL")) && *v)
+		resolve_ref(x, v, "env.PINCER_MODEL", &a->model);
+	if ((v = getenv("PINCER_MAX_CONCURRENT")) && *v) {
+		if (env_int(v, 1, MAX_CONCURRENT_LIMIT, &n))
+			a->max_concurrent = (uint32_t)n;
+		else
+			err(x, "env.PINCER_MAX_CONCURRENT", "must be an integer from 1 to %d", MAX_CONCURRENT_LIMIT);
+	}
+	if ((v = getenv("PINCER_TIMEOUT_SECONDS")) && *v) {
+		if (env_int(v, 0, (uint64_t)MAX_SECONDS, &n))
+			a->run_timeout_ms = n * 1000u;
+		else
+			err(x, "env.PINCER_TIMEOUT_SECONDS", "must be a non-negative integer (0 = unlimited)");
+	}
+	if ((v = getenv("PINCER_WORKSPACE")) && *v)
+		a->workspace = arena_strdup(x, v);
+}
+
+/* With no model named anywhere: the mock's model on a fresh machine, else
+ * the first model some provider lists. */
+static void default_model(pctx_t *x, bool explicit_model_failed)
+{
+	pc_config_t *c = &x->cfg->pub;
+	if (c->agent.model.provider || explicit_model_failed || x->providers_bad)
+		return;
+	for (size_t i = 0; i < c->provider_count; i++) {
+		if (c->providers[i].embedded && strcmp(c->providers[i].id, MOCK_PROVIDER) == 0 &&
+		    !c->providers[i].model_count) {
+			c->agent.model = (pc_model_ref_t){MOCK_PROVIDER, MOCK_MODEL};
+			return;
+		}
+		if (c->providers[i].model_count && *c->providers[i].models[0].id) {
+			c->agent.model = (pc_model_ref_t){c->providers[i].id, c->providers[i].models[0].id};
+			return;
+		}
+	}
+	err(x, "agents.defaults.model", "required (no provider lists a model to default to)");
+}
+
+/* Line and column (1-based, bytes) of `off` in `text`. */
+static void line_col(const char *text, size_t off, size_t *line, size_t *col)
+{
+	size_t l = 1, start = 0;
+	for (size_t i = 0; i < off; i++) {
+		if (text[i] == '\n') {
+			l++;
+			start = i + 1;
+		}
+	}
+	*line = l;
+	*col = off - start + 1;
+}
+
+int pc_config_parse(const char *json, size_t len, const char *source, pc_config_t **out,
+		    pc_config_errors_t *errs)
+{
+	static const char *const keys[] = {"providers", "agents", "auth", "messages", "diagnostics", "store",
+					   NULL};
+	const char *src = source ? source : "(config)";
+	pctx_t x = {0};
+	char *text = NULL;
+	int rc = 0;
+	if (errs)
+		*errs = (pc_config_errors_t){0};
+	if ((!json && len) || !out)
+		return PC_EINVAL;
+	*out = NULL;
+	x.cfg = calloc(1, sizeof(*x.cfg));
+	/* cJSON needs the terminating NUL inside the length to accept the end
+	 * of the text (require_null_terminated), so the text is copied. */
+	text = malloc(len + 1);
+	if (!x.cfg || !text) {
+		rc = PC_ENOMEM;
+		goto out;
+	}
+	if (len)
+		memcpy(text, json, len);
+	text[len] = 0;
+	set_defaults(&x.cfg->pub);
+	if (source && !(x.cfg->pub.source = arena_strdup(&x, source)))
+		goto done;
+
+	if (memchr(text, 0, len)) {
+		err(&x, src, "invalid JSON: contains a NUL byte");
+		goto done;
+	}
+	size_t ws = strspn(text, " \t\r\n");
+	if (ws < len) {
+		const char *end = NULL;
+		x.cfg->root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+		if (!x.cfg->root) {
+			size_t line, col;
+			size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+			line_col(text, off, &line, &col);
+			err(&x, src, "invalid JSON near line %zu column %zu", line, col);
+			goto done;
+		}
+		if (!cJSON_IsObject(x.cfg->root)) {
+			err(&x, src, "must be a JSON object");
+			goto done;
+		}
+		check_object(&x, x.cfg->root, "", keys);
+	}
+	/* An empty (or all-blank) file is the defaults. */
+
+	parse_providers(&x, x.cfg->root);
+	parse_agents(&x, x.cfg->root);
+	parse_auth(&x, x.cfg->root);
+	parse_messages(&x, x.cfg->root);
+	parse_diagnostics(&x, x.cfg->root);
+	parse_store(&x, x.cfg->root);
+	apply_env(&x);
+	{
+		/* A model named but refused must not be papered over by a default. */
+		const cJSON *aj = cJSON_GetObjectItemCaseSensitive(x.cfg->root, "agents");
+		const cJSON *dj = cJSON_GetObjectItemCaseSensitive(aj, "defaults");
+		const char *env_model = getenv("PINCER_MODEL");
+		default_model(&x, cJSON_GetObjectItemCaseSensitive(dj, "model") || (env_model && *env_model));
+	}
+
+done:
+	if (x.oom)
+		rc = PC_ENOMEM;
+	else if (x.errs.count)
+		rc = PC_EINVAL;
+out:
+	free(text);
+	if (rc) {
+		pc_config_free(x.cfg ? &x.cfg->pub : NULL);
+	} else {
+		*out = &x.cfg->pub;
+	}
+	if (errs)
+		*errs = x.errs;
+	else
+		pc_config_errors_free(&x.errs);
+	return rc;
+}
+
+int pc_config_default(pc_config_t **out)
+{
+	return pc_config_parse("", 0, NULL, out, NULL);
+}
+
+/* ---- loading a file ---- */
+
+/* The whole file; PC_ENOTFOUND when it does not exist, PC_ESYS (errno set)
+ * when it cannot be read, PC_ELIMIT past MAX_FILE_BYTES. */
+static int read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	if (!f)
+		return errno == ENOENT || errno == ENOTDIR ? PC_ENOTFOUND : PC_ESYS;
+	for (;;) {
+		if (n == cap) {
+			if (cap > MAX_FILE_BYTES) {
+				rc = PC_ELIMIT;
+				break;
+			}
+			cap = cap ? cap * 2 : 4096;
+			char *nb = realloc(buf, cap);
+			if (!nb) {
+				rc = PC_ENOMEM;
+				break;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0) {
+			rc = ferror(f) ? PC_ESYS : 0;
+			break;
+		}
+	}
+	int saved = errno;
+	if (fclose(f) && !rc)
+		rc = PC_ESYS;
+	else
+		errno = saved;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* One error on its own, for failures before parsing. */
+static int single_error(pc_config_errors_t *errs, int rc, const char *path, const char *msg)
+{
+	pctx_t x = {0};
+	err(&x, path, "%s", msg);
+	if (errs)
+		*errs = x.errs;
+	else
+		pc_config_errors_free(&x.errs);
+	return x.oom ? PC_ENOMEM : rc;
+}
+
+/* Parses `path`; `required`: a missing file is an error, else ENOTFOUND is
+ * returned quietly so the search goes on. */
+static int load_file(const char *path, bool required, pc_config_t **out, pc_config_errors_t *errs)
+{
+	char *text = NULL;
+	size_t len = 0;
+	char msg[256];
+	int rc = read_file(path, &text, &len);
+	if (rc == PC_ENOTFOUND && !required)
+		return rc;
+	if (rc == PC_ENOTFOUND)
+		return single_error(errs, rc, path, "no such file");
+	if (rc == PC_ELIMIT) {
+		snprintf(msg, sizeof(msg), "larger than %zu bytes", MAX_FILE_BYTES);
+		return single_error(errs, rc, path, msg);
+	}
+	if (rc == PC_ESYS) {
+		snprintf(msg, sizeof(msg), "cannot read: %s", strerror(errno));
+		return single_error(errs, rc, path, msg);
+	}
+	if (rc)
+		return rc;
+	rc = pc_config_parse(text, len, path, out, errs);
+	free(text);
+	return rc;
+}
+
+int pc_config_load(const char *path, pc_config_t **out, pc_config_errors_t *errs)
+{
+	const char *env = getenv("PINCER_CONFIG");
+	const char *home = getenv("PINCER_HOME");
+	char buf[4096];
+	int rc;
+	if (errs)
+		*errs = (pc_config_errors_t){0};
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	/* Named by the caller or by $PINCER_CONFIG: it must exist. */
+	if (path)
+		return load_file(path, true, out, errs);
+	if (env && *env)
+		return load_file(env, true, out, errs);
+	rc = load_file("pincer.json", false, out, errs);
+	if (rc != PC_ENOTFOUND)
+		return rc;
+	if (!home || !*home)
+		home = "./.pincer";
+	int n = snprintf(buf, sizeof(buf), "%s/pincer.json", home);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return single_error(errs, PC_EINVAL, "env.PINCER_HOME", "path too long");
+	rc = load_file(buf, false, out, errs);
+	if (rc != PC_ENOTFOUND)
+		return rc;
+	return pc_config_parse("", 0, NULL, out, errs);
+}
+
+/* ---- back to JSON ---- */
+
+/* Each add records a failure in *ok; cJSON ignores adds to a NULL parent,
+ * so building can go on and be checked once at the end. */
+static cJSON *j_obj(bool *ok, cJSON *parent, const char *key)
+{
+	cJSON *o = cJSON_AddObjectToObject(parent, key);
+	*ok = *ok && o;
+	return o;
+}
+
+static void j_num(bool *ok, cJSON *o, const char *key, double v)
+{
+	*ok = *ok && cJSON_AddNumberToObject(o, key, v);
+}
+
+static void j_str(bool *ok, cJSON *o, const char *key, const char *v)
+{
+	*ok = *ok && cJSON_AddStringToObject(o, key, v);
+}
+
+static void j_bool(bool *ok, cJSON *o, const char *key, bool v)
+{
+	*ok = *ok && cJSON_AddBoolToObject(o, key, v);
+}
+
+static void j_ref(bool *ok, cJSON *o, const char *key, const pc_model_ref_t *r, cJSON *arr)
+{
+	size_t n = strlen(r->provider) + strlen(r->model) + 2;
+	char *s = malloc(n);
+	if (!s) {
+		*ok = false;
+		return;
+	}
+	snprintf(s, n, "%s/%s", r->provider, r->model);
+	if (arr) {
+		cJSON *item = cJSON_CreateString(s);
+		*ok = *ok && item && cJSON_AddItemToArray(arr, item);
+		if (!*ok)
+			cJSON_Delete(item);
+	} else {
+		j_str(ok, o, key, s);
+	}
+	free(s);
+}
+
+static void j_provider(bool *ok, cJSON *ps, const pc_config_t *c, const pc_provider_config_t *p)
+{
+	cJSON *o = j_obj(ok, ps, p->id);
+	j_str(ok, o, "api", pc_provider_api_name(p->api));
+	if (p->base_url)
+		j_str(ok, o, "baseUrl", p->base_url);
+	j_bool(ok, o, "embedded", p->embedded);
+	j_str(ok, o, "class", (unsigned)p->cls < 3 ? class_names[p->cls] : "cloud");
+	j_num(ok, o, "idleTimeoutSeconds", (double)(p->idle_timeout_ms / 1000));
+	j_num(ok, o, "timeoutSeconds", (double)(p->request_timeout_ms / 1000));
+	if (p->context_tokens)
+		j_num(ok, o, "contextTokens", (double)p->context_tokens);
+	cJSON *profs = cJSON_AddArrayToObject(o, "profiles");
+	*ok = *ok && profs;
+	for (size_t i = 0; i < p->profile_count; i++) {
+		cJSON *pr = cJSON_CreateObject();
+		*ok = *ok && pr && cJSON_AddItemToArray(profs, pr);
+		if (!*ok) {
+			cJSON_Delete(pr);
+			return;
+		}
+		j_str(ok, pr, "id", p->profiles[i].id);
+		/* Never print a secret: only say that one is set. */
+		if (p->profiles[i].api_key && *p->profiles[i].api_key)
+			j_str(ok, pr, "apiKey", "***");
+	}
+	cJSON *models = cJSON_AddArrayToObject(o, "models");
+	*ok = *ok && models;
+	for (size_t i = 0; i < p->model_count; i++) {
+		const pc_model_config_t *m = &p->models[i];
+		pc_model_ref_t ref = {p->id, m->id};
+		cJSON *mo = cJSON_CreateObject();
+		*ok = *ok && mo && cJSON_AddItemToArray(models, mo);
+		if (!*ok) {
+			cJSON_Delete(mo);
+			return;
+		}
+		j_str(ok, mo, "id", m->id);
+		j_num(ok, mo, "contextTokens", (double)pc_config_context_tokens(c, &ref));
+		j_num(ok, mo, "maxTokens", (double)m->max_tokens);
+		j_bool(ok, mo, "reasoning", m->reasoning);
+	}
+}
+
+static void j_agent(bool *ok, cJSON *root, const pc_agent_defaults_t *a)
+{
+	cJSON *d = j_obj(ok, j_obj(ok, root, "agents"), "defaults");
+	if (a->model.provider && a->model.model)
+		j_ref(ok, d, "model", &a->model, NULL);
+	cJSON *fb = cJSON_AddArrayToObject(d, "fallbacks");
+	*ok = *ok && fb;
+	for (size_t i = 0; i < a->fallback_count && i < PC_CONFIG_MAX_FALLBACKS; i++)
+		j_ref(ok, NULL, NULL, &a->fallbacks[i], fb);
+	j_num(ok, d, "timeoutSeconds", (double)(a->run_timeout_ms / 1000));
+	j_num(ok, d, "maxConcurrent", a->max_concurrent);
+	j_str(ok, d, "thinking", pc_think_level_name(a->think));
+	if (a->system_prompt)
+		j_str(ok, d, "systemPrompt", a->system_prompt);
+	if (a->workspace)
+		j_str(ok, d, "workspace", a->workspace);
+	j_num(ok, d, "bootstrapMaxChars", (double)a->bootstrap_max_chars);
+	j_num(ok, d, "bootstrapTotalMaxChars", (double)a->bootstrap_total_chars);
+	j_str(ok, d, "toolMode", a->tool_mode == PC_TOOLS_PARALLEL ? "parallel" : "sequential");
+	if (a->tools_allow) {
+		cJSON *allow = cJSON_AddArrayToObject(j_obj(ok, d, "tools"), "allow");
+		*ok = *ok && allow;
+		for (size_t i = 0; *ok && i < a->tools_allow_count; i++) {
+			cJSON *s = cJSON_CreateString(a->tools_allow[i]);
+			*ok = s && cJSON_AddItemToArray(allow, s);
+			if (!*ok)
+				cJSON_Delete(s);
+		}
+	}
+	cJSON *cp = j_obj(ok, d, "compaction");
+	j_bool(ok, cp, "enabled", a->compaction.enabled);
+	j_num(ok, cp, "reserveTokens", (double)a->compaction.reserve_tokens);
+	j_num(ok, cp, "keepRecentTokens", (double)a->compaction.keep_recent_tokens);
+	j_num(ok, cp, "timeoutSeconds", (double)(a->compaction.timeout_ms / 1000));
+	if (a->compaction.model.provider && a->compaction.model.model)
+		j_ref(ok, cp, "model", &a->compaction.model, NULL);
+	j_num(ok, cp, "maxActiveTranscriptBytes", (double)a->compaction.max_transcript_bytes);
+	cJSON *rr = j_obj(ok, d, "runRetries");
+	j_num(ok, rr, "base", (double)(a->retries.has_base ? a->retries.base : PC_RUN_BUDGET_BASE));
+	j_num(ok, rr, "perProfile",
+	      (double)(a->retries.has_per_profile ? a->retries.per_profile : PC_RUN_BUDGET_PER_PROFILE));
+	j_num(ok, rr, "min", (double)(a->retries.has_min ? a->retries.min : PC_RUN_BUDGET_MIN));
+	j_num(ok, rr, "max", (double)(a->retries.has_max ? a->retries.max : PC_RUN_BUDGET_MAX));
+	j_num(ok, d, "idleBreaker", a->idle_breaker_cap);
+	j_bool(ok, j_obj(ok, d, "loopDetection"), "enabled", a->loop_guard);
+	j_num(ok, d, "sessionIdleSeconds", (double)(a->session_idle_ms / 1000));
+}
+
+int pc_config_to_json(const pc_config_t *c, char **out)
+{
+	if (!c || !out)
+		return PC_EINVAL;
+	const pc_agent_defaults_t *a = &c->agent;
+	bool ok = true;
+	cJSON *root = cJSON_CreateObject();
+	char *text = NULL;
+	int rc = 0;
+	ok = root != NULL;
+	cJSON *ps = j_obj(&ok, root, "providers");
+	for (size_t i = 0; ok && i < c->provider_count; i++)
+		j_provider(&ok, ps, c, &c->providers[i]);
+	j_agent(&ok, root, a);
+	cJSON *cd = j_obj(&ok, j_obj(&ok, root, "auth"), "cooldowns");
+	j_num(&ok, cd, "rateLimitedProfileRotations", a->rate_limit_rotations);
+	j_num(&ok, cd, "overloadedProfileRotations", a->overload_rotations);
+	j_num(&ok, cd, "overloadedBackoffMs", (double)a->overloaded_backoff_ms);
+	cJSON *q = j_obj(&ok, j_obj(&ok, root, "messages"), "queue");
+	j_str(&ok, q, "mode", pc_queue_mode_name(a->queue.mode));
+	j_num(&ok, q, "debounceMs", a->queue.debounce_ms);
+	j_num(&ok, q, "cap", a->queue.cap);
+	j_str(&ok, q, "drop", pc_queue_drop_name(a->queue.drop));
+	cJSON *dg = j_obj(&ok, root, "diagnostics");
+	j_bool(&ok, dg, "enabled", c->diagnostics.enabled);
+	j_num(&ok, dg, "stuckSessionWarnMs", (double)c->diagnostics.warn_ms);
+	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
+	if (c->store_path)
+		j_str(&ok, j_obj(&ok, root, "store"), "path", c->store_path);
+	if (ok)
+		text = cJSON_Print(root);
+	if (!text) {
+		rc = PC_ENOMEM;
+		goto out;
+	}
+	/* cJSON's allocator may be hooked; the caller frees with free(). */
+	*out = strdup(text);
+	if (!*out)
+		rc = PC_ENOMEM;
+	cJSON_free(text);
+out:
+	cJSON_Delete(root);
+	return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * Configuration: `pincer.json`, environment overrides and built-in
+ * defaults, read into one immutable pc_config_t that every agent actor
+ * borrows for its life.
+ *
+ * Precedence, lowest first: built-in defaults (spec constants), the file,
+ * environment overrides (PINCER_MODEL, PINCER_MAX_CONCURRENT,
+ * PINCER_TIMEOUT_SECONDS, PINCER_WORKSPACE, and a provider's `apiKeyEnv`),
+ * then whatever the caller sets on the struct afterwards (CLI flags).
+ *
+ * With no file and no provider configured, the config names the embedded
+ * mock provider ("mock", api openai-completions, `embedded` set): the agent
+ * host starts the mock LLM in-process on a loopback port and points the
+ * provider at it, so `pincer agent --local` works on a fresh machine.
+ *
+ * Validation never stops at the first problem: every error is reported
+ * with the JSON path of the offending key ("providers.openai.api: must be
+ * one of openai-completions, anthropic-messages"). Unknown keys are errors
+ * (a typo must not be silently ignored).
+ *
+ * A pc_config_t is read-only after load and may be shared by any number of
+ * threads. Every string it holds is owned by it.
+ */
+#ifndef PINCER_AGENTS_CONFIG_CONFIG_H
+#define PINCER_AGENTS_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../runtime/error.h"
+#include "../providers/provider.h"
+#include "../providers/request.h"
+#include "../run/run_state.h"
+#include "../attempt/steering.h"
+#include "../session/queue_policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* §1.2 step 9 DEFAULT_CONTEXT_TOKENS and the context-window guard. */
+#define PC_CONFIG_DEFAULT_CONTEXT_TOKENS ((uint64_t)200000)
+#define PC_CONFIG_CONTEXT_WARN_BELOW ((uint64_t)32000) /* CONTEXT_WINDOW_WARN_BELOW_TOKENS */
+#define PC_CONFIG_CONTEXT_HARD_MIN ((uint64_t)16000)   /* CONTEXT_WINDOW_HARD_MIN_TOKENS */
+/* §9.1 agents.defaults.timeoutSeconds: 48 h. */
+#define PC_CONFIG_DEFAULT_RUN_TIMEOUT_MS ((uint64_t)172800 * 1000)
+/* §9.1 model idle watchdogs. */
+#define PC_CONFIG_IDLE_CLOUD_MS ((uint64_t)120000)       /* DEFAULT_LLM_IDLE_TIMEOUT_MS */
+#define PC_CONFIG_IDLE_SELF_HOSTED_MS ((uint64_t)300000) /* SELF_HOSTED_LLM_IDLE_TIMEOUT_MS */
+/* §7.2 keepRecentTokens. */
+#define PC_CONFIG_DEFAULT_KEEP_RECENT_TOKENS ((uint64_t)20000)
+/* How long an idle session actor stays in memory (its state is in the store). */
+#define PC_CONFIG_DEFAULT_SESSION_IDLE_MS ((uint64_t)60000)
+/* Bounds of this implementation. */
+#define PC_CONFIG_MAX_PROVIDERS 32u
+#define PC_CONFIG_MAX_MODELS 64u /* per provider */
+#define PC_CONFIG_MAX_FALLBACKS (PC_RUN_MAX_CANDIDATES - 1u)
+
+/* One credential of a provider (an auth profile, §1.11). */
+typedef struct pc_auth_profile_config {
+	const char *id;      /* "default" when the file gives none */
+	const char *api_key; /* NULL or "": no auth header (local servers) */
+} pc_auth_profile_config_t;
+
+typedef struct pc_model_config {
+	const char *id;             /* the provider's model name */
+	uint64_t context_tokens;    /* 0: the provider's, else the default */
+	int64_t max_tokens;         /* 0: the API's default */
+	bool reasoning;             /* accepts a thinking level */
+} pc_model_config_t;
+
+/* How the model idle watchdog's default is chosen (§9.1). */
+typedef enum pc_provider_class {
+	PC_PROVIDER_CLOUD = 0,   /* 120 s */
+	PC_PROVIDER_SELF_HOSTED, /* 300 s */
+	PC_PROVIDER_LOCAL,       /* no implicit gap watchdog */
+} pc_provider_class_t;
+
+typedef struct pc_provider_config {
+	const char *id;             /* the key in "providers" */
+	pc_provider_api_t api;
+	const char *base_url;       /* e.g. "http://127.0.0.1:18790/v1"; NULL when embedded */
+	bool embedded;              /* the in-process mock LLM (base_url filled in at start) */
+	pc_provider_class_t cls;    /* from the id and base_url (§9.1), unless set */
+	uint64_t idle_timeout_ms;   /* resolved: explicit, else by class; 0 = none */
+	uint64_t request_timeout_ms; /* models.providers.<id>.timeoutSeconds; 0 = none */
+	uint64_t context_tokens;    /* default for its models; 0 = PC_CONFIG_DEFAULT_CONTEXT_TOKENS */
+	const pc_auth_profile_config_t *profiles; /* at least one */
+	size_t profile_count;
+	const pc_model_config_t *models;          /* may be empty: any model name is accepted */
+	size_t model_count;
+} pc_provider_config_t;
+
+/* "provider/model". */
+typedef struct pc_model_ref {
+	const char *provider;
+	const char *model;
+} pc_model_ref_t;
+
+typedef struct pc_compaction_config {
+	bool enabled;                /* threshold compaction (overflow/preflight stay on) */
+	uint64_t reserve_tokens;     /* 0: the floor, 20 000 */
+	uint64_t keep_recent_tokens; /* 0: 20 000 */
+	uint64_t timeout_ms;         /* a single compaction; 0: 900 s */
+	pc_model_ref_t model;        /* NULL provider: the session's model */
+	uint64_t max_transcript_bytes; /* 0: disabled */
+} pc_compaction_config_t;
+
+typedef struct pc_agent_defaults {
+	pc_model_ref_t model;           /* the primary model */
+	pc_model_ref_t fallbacks[PC_CONFIG_MAX_FALLBACKS];
+	size_t fallback_count;
+	uint64_t run_timeout_ms;        /* 0 = unlimited */
+	uint32_t max_concurrent;        /* the global lane; default min(16, max(8, cores)) */
+	pc_think_level_t think;
+	const char *system_prompt;      /* NULL: the built-in base prompt */
+	const char *workspace;          /* NULL: the current directory */
+	uint64_t bootstrap_max_chars;   /* per context file; 0: 20 000 */
+	uint64_t bootstrap_total_chars; /* all context files; 0: 150 000 */
+	pc_tool_mode_t tool_mode;       /* sequential (default) or parallel */
+	const char *const *tools_allow; /* NULL: every registered tool */
+	size_t tools_allow_count;
+	pc_compaction_config_t compaction;
+	pc_queue_settings_t queue;      /* messages.queue */
+	pc_run_retries_config_t retries; /* agents.defaults.runRetries */
+	uint32_t rate_limit_rotations;  /* auth.cooldowns.rateLimitedProfileRotations */
+	uint32_t overload_rotations;    /* auth.cooldowns.overloadedProfileRotations */
+	uint64_t overloaded_backoff_ms; /* auth.cooldowns.overloadedBackoffMs */
+	uint32_t idle_breaker_cap;      /* 0 disables; default PC_IDLE_BREAKER_DEFAULT_CAP */
+	bool loop_guard;                /* agents.defaults.loopDetection.enabled */
+	uint64_t session_idle_ms;       /* idle session actors stop after this */
+} pc_agent_defaults_t;
+
+typedef struct pc_diagnostics_config {
+	bool enabled;      /* default true: stuck-session recovery on */
+	uint64_t warn_ms;  /* 0: 2 min (pc_diag_warn_ms) */
+	uint64_t abort_ms; /* 0: max(5 min, 3 x warn) */
+} pc_diagnostics_config_t;
+
+typedef struct pc_config {
+	const pc_provider_config_t *providers;
+	size_t provider_count;
+	pc_agent_defaults_t agent;
+	pc_diagnostics_config_t diagnostics;
+	const char *store_path;  /* NULL: pc_store_default_path() */
+	const char *source;      /* the file it came from, or NULL */
+} pc_config_t;
+
+/* Every problem found, each "path: message". */
+typedef struct pc_config_errors {
+	char **items;
+	size_t count;
+} pc_config_errors_t;
+void pc_config_errors_free(pc_config_errors_t *e);
+
+/*
+ * Parses `json[0..len)` (the file's text) on top of the defaults, applies
+ * the environment overrides, and validates. On success *out is the
+ * caller's (pc_config_free). PC_EINVAL with every problem in `errs` (may
+ * be NULL) when the text is not valid JSON or fails validation; PC_ENOMEM.
+ * `source` (may be NULL) is the path, for messages. *errs is overwritten
+ * (it need not be initialised) and is the caller's to release with
+ * pc_config_errors_free whatever the result (empty on success). Empty or
+ * all-blank text is the defaults.
+ */
+int pc_config_parse(const char *json, size_t len, const char *source, pc_config_t **out,
+		    pc_config_errors_t *errs);
+
+/*
+ * Loads `path`; NULL: $PINCER_CONFIG, else ./pincer.json, else
+ * $PINCER_HOME/pincer.json; when none of those exists, the defaults (the
+ * embedded mock provider). A path given explicitly that does not exist is
+ * an error (PC_ENOTFOUND, with the path in `errs`); so is a non-empty
+ * $PINCER_CONFIG naming a missing file. PC_ESYS when a file exists but
+ * cannot be read, PC_ELIMIT past 16 MiB; otherwise as pc_config_parse. A
+ * file found by the search that is invalid is reported, never skipped.
+ */
+int pc_config_load(const char *path, pc_config_t **out, pc_config_errors_t *errs);
+
+/* The defaults alone (plus environment overrides). PC_EINVAL when an
+ * override is bad (pc_config_load or pc_config_parse say which). */
+int pc_config_default(pc_config_t **out);
+
+void pc_config_free(pc_config_t *c);
+
+/* The provider named `id`, or NULL. */
+const pc_provider_config_t *pc_config_provider(const pc_config_t *c, const char *id);
+
+/* The model entry `model` of `p`, or NULL when the provider lists none by
+ * that name (any name is still usable; defaults apply). */
+const pc_model_config_t *pc_config_model(const pc_provider_config_t *p, const char *model);
+
+/* The effective context window of provider/model: min(model's, provider's
+ * or the default). */
+uint64_t pc_config_context_tokens(const pc_config_t *c, const pc_model_ref_t *ref);
+
+/* Parses "provider/model" (the provider part is required). The strings
+ * point into `text`'s copy in *buf (malloc'd; the caller frees). */
+int pc_config_model_ref_parse(const char *text, pc_model_ref_t *out, char **buf);
+
+/* The config as JSON with every default filled in and api keys redacted
+ * ("***"), malloc'd (free()). For `pincer config show`; the text is itself
+ * a valid pincer.json. PC_EINVAL, PC_ENOMEM. */
+int pc_config_to_json(const pc_config_t *c, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

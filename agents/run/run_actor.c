@@ -1,0 +1,676 @@
+/*
+ * The run actor (spec layer 1, §1, Appendix A): the retry / failover state
+ * machine around attempts. It owns the run's pc_run_state_t and does what
+ * the pure decisions of run_decide.h say: dispatch an attempt (one at a
+ * time), sleep a backoff (a timer message), compact (a compaction actor),
+ * move to the next profile or model, or finish.
+ *
+ *   ITER_CHECK  pc_run_begin_iteration -> DISPATCH | FALLBACK | FINISH | FAIL
+ *   WAIT        the attempt's PC__MSG_ATTEMPT_DONE
+ *   EVAL        pc_run_decide -> RETRY | COMPACT | TRUNCATE | FALLBACK | FINISH | FAIL
+ *
+ * Finishing publishes the run's one terminal lifecycle event (with the
+ * payloads, usage and attempts trace), records the end in the store and the
+ * registry, and tells the session. An abort is a message: it goes down to
+ * the attempt or compaction in flight, cancels a backoff, and never enters
+ * fallback. The stop handler releases the global-lane permit and anything
+ * still running, exactly once, whatever stopped the run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../../actors/timer.h"
+#include "../agent_internal.h"
+#include "../compaction/compaction.h"
+#include "../providers/request.h"
+#include "run_decide.h"
+
+typedef struct candidate {
+	const pc_provider_config_t *provider;
+	const char *model;        /* borrowed from the config, or from `model_buf` */
+	uint64_t context_tokens;
+	int64_t max_tokens;
+} candidate_t;
+
+typedef enum run_phase {
+	RP_IDLE = 0,   /* between steps */
+	RP_ATTEMPT,
+	RP_DELAY,
+	RP_COMPACTING,
+	RP_DONE,
+} run_phase_t;
+
+typedef struct run {
+	pc_agent_t *agent;
+	pc_actor_t *session;
+	pc_event_bus_t *bus;
+	char *run_id, *key, *prompt, *extra, *model_buf;
+	uint64_t timeout_ms;
+	uint64_t lane_ticket;
+	candidate_t cand[PC_RUN_MAX_CANDIDATES];
+	uint32_t n_cand;
+	pc_run_state_t rs;
+
+	run_phase_t phase;
+	pc_actor_t *attempt;
+	pc_actor_t *compaction;
+	pc_run_compaction_t compaction_kind;
+	pc_timer_t delay;
+	uint32_t attempts;
+	bool user_persisted, cancelled, streaming;
+	uint64_t started_ms;      /* runtime clock */
+	int64_t started_wall;
+
+	/* the last attempt */
+	pc_run_outcome_t outcome;
+	char *error_text, *payloads, *stop_reason;
+} run_t;
+
+static void iterate(pc_ctx_t *ctx, run_t *r);
+static void decide(pc_ctx_t *ctx, run_t *r);
+
+static const char *base_url(const run_t *r, const pc_provider_config_t *p)
+{
+	return p->embedded ? r->agent->mock_base_url : p->base_url;
+}
+
+/* ---- finishing ---- */
+
+static const char *status_error_kind(const pc_run_action_t *a)
+{
+	return a && a->error != PC_RUN_ERR_NONE ? pc_run_error_kind_name(a->error) : NULL;
+}
+
+static pc_store_run_status_t store_status(pc_run_status_t s)
+{
+	switch (s) {
+	case PC_RUN_STATUS_OK: return PC_STORE_RUN_OK;
+	case PC_RUN_STATUS_ABORTED: return PC_STORE_RUN_ABORTED;
+	case PC_RUN_STATUS_TIMEOUT: return PC_STORE_RUN_TIMEOUT;
+	default: return PC_STORE_RUN_ERROR;
+	}
+}
+
+static cJSON *usage_json(const pc_usage_t *u)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "input", (double)u->input);
+	cJSON_AddNumberToObject(o, "output", (double)u->output);
+	cJSON_AddNumberToObject(o, "cacheRead", (double)u->cache_read);
+	cJSON_AddNumberToObject(o, "cacheWrite", (double)u->cache_write);
+	cJSON_AddNumberToObject(o, "totalTokens", (double)u->total);
+	return o;
+}
+
+static cJSON *trace_json(const pc_run_state_t *s)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (uint32_t i = 0; arr && i < s->trace_count; i++) {
+		const pc_run_trace_entry_t *e = &s->trace[i];
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			break;
+		cJSON_AddStringToObject(o, "result", pc_run_trace_result_name(e->result));
+		if (e->reason != PC_RUN_REASON_NONE)
+			cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(e->reason));
+		if (e->status)
+			cJSON_AddNumberToObject(o, "status", e->status);
+		if (e->code[0])
+			cJSON_AddStringToObject(o, "code", e->code);
+		cJSON_AddNumberToObject(o, "candidate", e->candidate);
+		cJSON_AddNumberToObject(o, "profile", e->profile);
+		cJSON_AddNumberToObject(o, "durationMs", (double)e->duration_ms);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+/*
+ * The run's end: the terminal event first (after the transcript writes,
+ * which each attempt awaited), then the store, the registry and the
+ * session. `message` is the user-facing error payload, if any.
+ */
+static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
+		   const pc_run_action_t *act)
+{
+	if (r->phase == RP_DONE)
+		return;
+	r->phase = RP_DONE;
+	bool ok = status == PC_RUN_STATUS_OK;
+	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
+	cJSON *d = cJSON_CreateObject();
+	if (d) {
+		cJSON_AddStringToObject(d, "phase", ok ? "end" : "error");
+		cJSON_AddStringToObject(d, "status", pc_run_status_name(status));
+		cJSON_AddNumberToObject(d, "startedAt", (double)r->started_wall);
+		cJSON_AddNumberToObject(d, "endedAt", (double)pc__wall_ms());
+		cJSON *payloads = NULL;
+		if (ok && r->payloads)
+			payloads = cJSON_Parse(r->payloads);
+		if (!ok && message && message[0]) {
+			payloads = cJSON_CreateArray();
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "text", message);
+			cJSON_AddBoolToObject(p, "isError", true);
+			cJSON_AddItemToArray(payloads, p);
+		}
+		if (ok && act && act->silent) {
+			cJSON_Delete(payloads);
+			payloads = cJSON_CreateArray();
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "text", "NO_REPLY");
+			cJSON_AddItemToArray(payloads, p);
+		}
+		cJSON_AddItemToObject(d, "payloads", payloads ? payloads : cJSON_CreateArray());
+		if (!ok)
+			cJSON_AddStringToObject(d, "error", message && message[0] ? message : "run failed");
+		if (kind)
+			cJSON_AddStringToObject(d, "errorKind", kind);
+		if (r->stop_reason && ok)
+			cJSON_AddStringToObject(d, "stopReason", r->stop_reason);
+		cJSON_AddStringToObject(d, "livenessState",
+					pc_run_liveness_name(act ? act->liveness : r->rs.liveness));
+		if (r->rs.replay_invalid)
+			cJSON_AddBoolToObject(d, "replayInvalid", true);
+		cJSON_AddItemToObject(d, "usage", usage_json(&r->rs.usage));
+		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
+	}
+	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
+	cJSON_Delete(d);
+	pc_event_bus_emit(r->bus, PC_EVENT_LIFECYCLE, data ? data : "{}", data ? strlen(data) : 2, false, true,
+			  NULL);
+	cJSON_free(data);
+
+	char *usage = NULL;
+	cJSON *u = usage_json(&r->rs.usage);
+	if (u) {
+		usage = cJSON_PrintUnformatted(u);
+		cJSON_Delete(u);
+	}
+	char code[64];
+	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
+	pc_msg_t *req = NULL;
+	if (pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage, &req) == 0)
+		pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
+	cJSON_free(usage);
+
+	pc_run_registry_finish(r->agent->runs, r->run_id, status, pc__wall_ms(), ok ? NULL : message, kind);
+	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
+	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t));
+	if (m) {
+		pc__run_done_t *rd = pc_msg_data(m);
+		memset(rd, 0, sizeof(*rd));
+		snprintf(rd->run_id, sizeof(rd->run_id), "%s", r->run_id);
+		rd->status = status;
+		pc_send(r->session, m);
+	}
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	switch (act->next) {
+	case PC_RUN_FINISH_OK:
+		finish(ctx, r, PC_RUN_STATUS_OK, NULL, act);
+		return;
+	case PC_RUN_FINISH_ERROR:
+		finish(ctx, r, act->error == PC_RUN_ERR_TIMEOUT ? PC_RUN_STATUS_TIMEOUT : PC_RUN_STATUS_ERROR,
+		       act->message, act);
+		return;
+	default: {
+		/* FAIL: the error itself is the message */
+		bool aborted = act->error == PC_RUN_ERR_ABORTED;
+		const char *msg = act->message[0] ? act->message
+			: (r->error_text ? r->error_text : pc_run_error_kind_name(act->error));
+		finish(ctx, r, aborted ? PC_RUN_STATUS_ABORTED : PC_RUN_STATUS_ERROR, msg, act);
+		return;
+	}
+	}
+}
+
+/* ---- attempts ---- */
+
+static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	const candidate_t *c = &r->cand[r->rs.cand.index];
+	const char *additions[PC_RUN_INSTR_COUNT];
+	size_t n_add = 0;
+	pc_run_prompt_additions(&r->rs, additions, PC_RUN_INSTR_COUNT, &n_add);
+	const char *continuation = act->prompt != PC_RUN_PROMPT_USER ? pc_run_prompt_override_text(act->prompt)
+								       : NULL;
+	uint64_t budget = 0;
+	if (r->timeout_ms) {
+		uint64_t spent = pc_runtime_now_ms() - r->started_ms;
+		budget = spent >= r->timeout_ms ? 1 : r->timeout_ms - spent;
+	}
+	pc__attempt_params_t p = {
+		.run_id = r->run_id,
+		.session_key = r->key,
+		.index = r->attempts,
+		.provider = c->provider,
+		.base_url = base_url(r, c->provider),
+		.model = c->model,
+		.profile = r->rs.cand.profile,
+		.think = r->rs.cand.think,
+		.context_tokens = c->context_tokens,
+		.max_tokens = c->max_tokens,
+		.prompt = r->user_persisted || act->suppress_user_persist ? NULL : r->prompt,
+		.continuation = continuation && continuation[0] ? continuation : NULL,
+		.additions = additions,
+		.addition_count = n_add,
+		.extra_system_prompt = r->extra,
+		.timeout_ms = budget,
+		.bus = r->bus,
+	};
+	int rc = pc__attempt_spawn(r->agent, &p, pc_self(ctx), &r->attempt);
+	if (rc != 0) {
+		pc_run_action_t fail = {.next = PC_RUN_FAIL, .error = PC_RUN_ERR_PROMPT_FAILED};
+		snprintf(fail.message, sizeof(fail.message), "could not start an attempt: %s", pc_strerror(rc));
+		finish_action(ctx, r, &fail);
+		return;
+	}
+	r->attempts++;
+	r->phase = RP_ATTEMPT;
+}
+
+static void iterate(pc_ctx_t *ctx, run_t *r)
+{
+	/* A fallback moves to the next candidate and checks again; the
+	 * chain is finite, so this ends. */
+	for (uint32_t guard = 0; guard <= PC_RUN_MAX_CANDIDATES; guard++) {
+		if (r->cancelled) {
+			pc_run_action_t a = {.next = PC_RUN_FAIL, .error = PC_RUN_ERR_ABORTED};
+			snprintf(a.message, sizeof(a.message), "Operation aborted");
+			finish_action(ctx, r, &a);
+			return;
+		}
+		pc_run_action_t act;
+		pc_run_begin_iteration(&r->rs, &act);
+		if (act.next == PC_RUN_DISPATCH) {
+			dispatch(ctx, r, &act);
+			return;
+		}
+		if (act.next != PC_RUN_FALLBACK) {
+			finish_action(ctx, r, &act);
+			return;
+		}
+	}
+}
+
+static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
+{
+	const pc_compaction_config_t *cc = &r->agent->cfg->agent.compaction;
+	const candidate_t *c = &r->cand[r->rs.cand.index];
+	char **headers = NULL;
+	const char *path = pc_provider_api_path(c->provider->api);
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", base_url(r, c->provider), path ? path : "");
+	int rc = pc__provider_headers(c->provider, r->rs.cand.profile, r->run_id, &headers);
+	size_t nh = 0;
+	while (headers && headers[nh])
+		nh++;
+	pc_compaction_request_t req = {
+		.io = r->agent->io,
+		.store = r->agent->store,
+		.lock_dir = r->agent->lock_dir,
+		.session_key = r->key,
+		.run_id = r->run_id,
+		.trigger = kind == PC_COMPACTION_OVERFLOW ? "overflow" : "timeout_recovery",
+		.api = c->provider->api,
+		.url = url,
+		.headers = (const char *const *)headers,
+		.header_count = nh,
+		.provider = c->provider->id,
+		.model = c->model,
+		.keep_recent_tokens = cc->keep_recent_tokens,
+		.timeout_ms = cc->timeout_ms,
+		.tag = r->attempts,
+	};
+	if (rc == 0)
+		rc = pc_compaction_start(r->agent->rt, &req, pc_self(ctx), &r->compaction);
+	pc_request_headers_free(headers);
+	cJSON *d = cJSON_CreateObject();
+	if (d) {
+		cJSON_AddStringToObject(d, "phase", "start");
+		cJSON_AddStringToObject(d, "trigger", req.trigger);
+		char *s = cJSON_PrintUnformatted(d);
+		if (s)
+			pc_event_bus_emit(r->bus, PC_EVENT_COMPACTION, s, strlen(s), false, false, NULL);
+		cJSON_free(s);
+		cJSON_Delete(d);
+	}
+	if (rc != 0) {
+		/* Could not compact: the decision goes on as after a failed compaction. */
+		if (kind == PC_COMPACTION_OVERFLOW)
+			r->outcome.recovery.overflow_compaction = PC_RECOVERY_NOTHING;
+		else
+			r->outcome.recovery.timeout_compaction = PC_RECOVERY_NOTHING;
+		decide(ctx, r);
+		return;
+	}
+	r->phase = RP_COMPACTING;
+	r->compaction_kind = kind;
+	pc_send_u64(r->session, PC__MSG_RUN_PHASE, PC_RUN_COMPACTING);
+}
+
+static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done_msg_t *d)
+{
+	pc_actor_release(r->compaction);
+	r->compaction = NULL;
+	bool done = d->rc == 0 && d->compacted;
+	cJSON *e = cJSON_CreateObject();
+	if (e) {
+		cJSON_AddStringToObject(e, "phase", "end");
+		cJSON_AddBoolToObject(e, "willRetry", done && !r->cancelled);
+		cJSON_AddBoolToObject(e, "completed", done);
+		if (d->rc != 0 && d->error[0])
+			cJSON_AddStringToObject(e, "error", d->error);
+		char *s = cJSON_PrintUnformatted(e);
+		if (s)
+			pc_event_bus_emit(r->bus, PC_EVENT_COMPACTION, s, strlen(s), false, false, NULL);
+		cJSON_free(s);
+		cJSON_Delete(e);
+	}
+	if (done)
+		r->rs.auto_compactions++;
+	pc_run_recovery_result_t res = done ? PC_RECOVERY_DONE : PC_RECOVERY_NOTHING;
+	if (r->compaction_kind == PC_COMPACTION_OVERFLOW)
+		r->outcome.recovery.overflow_compaction = res;
+	else
+		r->outcome.recovery.timeout_compaction = res;
+	r->phase = RP_IDLE;
+	if (r->cancelled)
+		r->outcome.cancelled = true;
+	decide(ctx, r);
+}
+
+static void decide(pc_ctx_t *ctx, run_t *r)
+{
+	r->outcome.error_text = r->error_text;
+	pc_run_action_t act;
+	pc_run_decide(&r->rs, &r->outcome, &act);
+	switch (act.next) {
+	case PC_RUN_RETRY:
+		if (act.delay_ms > 0) {
+			pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
+			if (!m || pc_timer_after(pc_self(ctx), act.delay_ms, m, &r->delay) != 0) {
+				iterate(ctx, r);
+				return;
+			}
+			r->phase = RP_DELAY;
+			return;
+		}
+		iterate(ctx, r);
+		return;
+	case PC_RUN_FALLBACK:
+		iterate(ctx, r);
+		return;
+	case PC_RUN_COMPACT:
+		start_compaction(ctx, r, act.compaction);
+		return;
+	case PC_RUN_TRUNCATE:
+		/* Session truncation of tool results is not done yet: report
+		 * that nothing was cut, and the pipeline goes on without it. */
+		r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
+		decide(ctx, r);
+		return;
+	case PC_RUN_DISPATCH:
+		dispatch(ctx, r, &act);
+		return;
+	default:
+		finish_action(ctx, r, &act);
+		return;
+	}
+}
+
+static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
+{
+	const pc__attempt_done_t *d = pc_msg_cdata(msg);
+	pc_actor_release(r->attempt);
+	r->attempt = NULL;
+	r->phase = RP_IDLE;
+	r->streaming = false;
+	free(r->error_text);
+	free(r->payloads);
+	free(r->stop_reason);
+	r->error_text = d->error_text ? strdup(d->buf + d->error_text) : NULL;
+	r->payloads = d->payloads ? strdup(d->buf + d->payloads) : NULL;
+	r->stop_reason = d->stop_reason ? strdup(d->buf + d->stop_reason) : NULL;
+	if (d->user_persisted)
+		r->user_persisted = true;
+	r->outcome = d->outcome;
+	r->outcome.error_text = NULL;
+	r->outcome.error_code = NULL;
+	if (r->cancelled)
+		r->outcome.cancelled = true;
+
+	/* the attempt's row (fire and forget: the reply is ignored) */
+	const candidate_t *c = &r->cand[r->rs.cand.index];
+	pc_store_attempt_t row = {
+		.run_id = r->run_id,
+		.index = r->attempts ? r->attempts - 1 : 0,
+		.provider = c->provider->id,
+		.model = c->model,
+		.profile = r->rs.cand.profile < c->provider->profile_count
+			? c->provider->profiles[r->rs.cand.profile].id : NULL,
+		.reason = d->outcome.has_failure ? pc_failover_reason_name(d->outcome.failure.reason) : NULL,
+		.status = d->outcome.cancelled ? "aborted"
+			: d->outcome.timed_out ? "timeout"
+			: (d->outcome.has_failure || d->outcome.prompt_error) ? "error" : "ok",
+		.duration_ms = d->outcome.duration_ms,
+	};
+	pc_msg_t *req = NULL;
+	if (pc_store_req_attempt(&row, &req) == 0)
+		pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
+	decide(ctx, r);
+}
+
+/* ---- the behaviour ---- */
+
+static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	run_t *r = state;
+	switch (msg->type) {
+	case PC__MSG_RUN_START:
+		r->started_ms = pc_runtime_now_ms();
+		r->started_wall = pc__wall_ms();
+		pc_run_registry_start(r->agent->runs, r->run_id, pc_self(ctx), r->started_wall);
+		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);
+		iterate(ctx, r);
+		return 0;
+	case PC__MSG_ATTEMPT_DONE:
+		on_attempt_done(ctx, r, msg);
+		return 0;
+	case PC__MSG_ATTEMPT_PHASE:
+		r->streaming = pc_msg_u64(msg) == PC_RUN_STREAMING;
+		pc_send_u64(r->session, PC__MSG_RUN_PHASE, pc_msg_u64(msg));
+		return 0;
+	case PC_MSG_COMPACTION_DONE:
+		if (r->phase == RP_COMPACTING)
+			on_compaction_done(ctx, r, pc_msg_cdata(msg));
+		return 0;
+	case PC__MSG_RUN_DELAY:
+		r->delay = 0;
+		if (r->phase == RP_DELAY) {
+			r->phase = RP_IDLE;
+			iterate(ctx, r);
+		}
+		return 0;
+	case PC__MSG_RUN_ABORT:
+		if (r->cancelled || r->phase == RP_DONE)
+			return 0;
+		r->cancelled = true;
+		if (r->attempt) {
+			pc_send(r->attempt, pc_msg_new(PC__MSG_ATTEMPT_ABORT, 0));
+		} else if (r->compaction) {
+			pc_compaction_abort(r->compaction);
+		} else {
+			if (r->delay)
+				pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);
+			r->delay = 0;
+			iterate(ctx, r); /* finishes as aborted */
+		}
+		return 0;
+	case PC__MSG_STEER_REJECTED:
+		/* a steer the attempt could not inject before it ended */
+		pc_send(r->session, pc__text_msg(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
+		return 0;
+	case PC__MSG_RUN_STEER:
+		if (r->attempt && r->streaming && !r->cancelled) {
+			pc_send(r->attempt, pc__text_msg(PC__MSG_ATTEMPT_STEER, pc_msg_cdata(msg)));
+		} else {
+			pc_send(r->session, pc__text_msg(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void run_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)reason;
+	run_t *r = state;
+	if (r->phase != RP_DONE) {
+		/* Stopped without finishing (shutdown, a failed handler): the
+		 * run still ends once, as an error. */
+		pc_event_bus_emit(r->bus, PC_EVENT_LIFECYCLE,
+				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\"}",
+				  strlen("{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\"}"),
+				  false, true, NULL);
+		pc_run_registry_finish(r->agent->runs, r->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
+				       "the run was stopped", "stopped");
+		__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
+		pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t));
+		if (m) {
+			pc__run_done_t *rd = pc_msg_data(m);
+			memset(rd, 0, sizeof(*rd));
+			snprintf(rd->run_id, sizeof(rd->run_id), "%s", r->run_id);
+			rd->status = PC_RUN_STATUS_ERROR;
+			pc_send(r->session, m);
+		}
+	}
+	if (r->delay)
+		pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);
+	if (r->attempt) {
+		pc_actor_stop(r->attempt, PC_EXIT_SHUTDOWN);
+		pc_actor_release(r->attempt);
+	}
+	if (r->compaction) {
+		pc_compaction_abort(r->compaction);
+		pc_actor_release(r->compaction);
+	}
+	pc_lane_release(r->agent->lane, r->lane_ticket);
+	pc_actor_release(r->session);
+	pc_event_bus_release(r->bus);
+	free(r->error_text);
+	free(r->payloads);
+	free(r->stop_reason);
+	free(r->run_id);
+	free(r->key);
+	free(r->prompt);
+	free(r->extra);
+	free(r->model_buf);
+	free(r);
+}
+
+static const pc_behavior_t run_behavior = {"run", run_receive, run_stop};
+
+/* The fallback chain: the run's model (or the configured one), then the
+ * configured fallbacks. */
+static int resolve_chain(run_t *r, const char *model)
+{
+	const pc_config_t *c = r->agent->cfg;
+	pc_model_ref_t refs[PC_RUN_MAX_CANDIDATES];
+	uint32_t n = 0;
+	if (model) {
+		pc_model_ref_t ref;
+		int rc = pc_config_model_ref_parse(model, &ref, &r->model_buf);
+		if (rc != 0)
+			return rc;
+		refs[n++] = ref;
+	} else {
+		refs[n++] = c->agent.model;
+	}
+	for (size_t i = 0; i < c->agent.fallback_count && n < PC_RUN_MAX_CANDIDATES; i++)
+		refs[n++] = c->agent.fallbacks[i];
+	for (uint32_t i = 0; i < n; i++) {
+		const pc_provider_config_t *p = pc_config_provider(c, refs[i].provider);
+		if (!p)
+			return PC_ENOTFOUND;
+		const pc_model_config_t *m = pc_config_model(p, refs[i].model);
+		r->cand[i] = (candidate_t){
+			.provider = p,
+			.model = refs[i].model,
+			.context_tokens = pc_config_context_tokens(c, &refs[i]),
+			.max_tokens = m ? m->max_tokens : 0,
+		};
+	}
+	r->n_cand = n;
+	return 0;
+}
+
+int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out)
+{
+	run_t *r = calloc(1, sizeof(*r));
+	if (!r)
+		return PC_ENOMEM;
+	r->agent = a;
+	r->run_id = strdup(p->run_id);
+	r->key = strdup(p->session_key);
+	r->prompt = strdup(p->prompt);
+	r->extra = p->extra_system_prompt ? strdup(p->extra_system_prompt) : NULL;
+	r->timeout_ms = p->timeout_ms ? p->timeout_ms : a->cfg->agent.run_timeout_ms;
+	r->lane_ticket = p->lane_ticket;
+	int rc = (!r->run_id || !r->key || !r->prompt || (p->extra_system_prompt && !r->extra)) ? PC_ENOMEM : 0;
+	if (rc == 0)
+		rc = resolve_chain(r, p->model);
+	if (rc == 0) {
+		const pc_agent_defaults_t *d = &a->cfg->agent;
+		pc_run_config_t rc_cfg;
+		pc_run_config_defaults(&rc_cfg);
+		rc_cfg.candidate_count = r->n_cand;
+		for (uint32_t i = 0; i < r->n_cand; i++)
+			rc_cfg.profile_counts[i] = (uint32_t)r->cand[i].provider->profile_count;
+		rc_cfg.retries = d->retries;
+		rc_cfg.rate_limit_rotations = d->rate_limit_rotations;
+		rc_cfg.overload_rotations = d->overload_rotations;
+		rc_cfg.overloaded_backoff_ms = d->overloaded_backoff_ms;
+		rc_cfg.idle_breaker_cap = d->idle_breaker_cap;
+		rc_cfg.loop_guard_enabled = d->loop_guard;
+		rc_cfg.think_level = d->think;
+		rc_cfg.has_session_key = true;
+		rc = pc_run_state_init(&r->rs, &rc_cfg);
+	}
+	pc_msg_t *start = rc == 0 ? pc_msg_new(PC__MSG_RUN_START, 0) : NULL;
+	if (rc == 0 && !start)
+		rc = PC_ENOMEM;
+	pc_actor_t *actor = NULL;
+	if (rc == 0) {
+		r->session = pc_actor_retain(session);
+		r->bus = pc_event_bus_retain(p->bus);
+		rc = pc_spawn(a->rt, &run_behavior, r, &actor);
+		if (rc != 0) {
+			pc_actor_release(r->session);
+			pc_event_bus_release(r->bus);
+		}
+	}
+	if (rc != 0) {
+		pc_msg_free(start);
+		free(r->run_id);
+		free(r->key);
+		free(r->prompt);
+		free(r->extra);
+		free(r->model_buf);
+		free(r);
+		return rc;
+	}
+	pc_send(actor, start);
+	*out = actor;
+	return 0;
+}

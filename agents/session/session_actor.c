@@ -1,0 +1,827 @@
+/*
+ * The session actor (spec §1.1, §6.1–§6.3): one per session key, spawned
+ * on demand by the directory (agent.c), retired when idle. It *is* the
+ * session lane: at most one run is active; messages that arrive meanwhile
+ * are handled by the queue mode (queue_policy.h decides; this actor does
+ * what it says): steered into the active run, queued as followups or for
+ * a collected batch, or they interrupt the active run.
+ *
+ * Accepting a message: the run row is created in the store (idempotency
+ * key honoured) and only then is the caller told "accepted". Starting a
+ * run: a permit from the global lane, then a run actor, which reports back
+ * with PC__MSG_RUN_DONE (or, if it died, a monitor's DOWN).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../actors/timer.h"
+#include "../agent_internal.h"
+
+typedef struct item {
+	char run_id[PC_RUN_ID_MAX + 1];
+	char *prompt, *model, *extra, *idem;
+	int priority;
+	int64_t enqueued_ms;
+	uint64_t timeout_ms;
+	pc_event_bus_t *bus;
+} item_t;
+
+typedef struct pending {
+	uint64_t store_corr;
+	pc_actor_t *reply_to;
+	uint64_t corr;
+	char run_id[PC_RUN_ID_MAX + 1];
+	pc__submit_t *params; /* malloc'd copy */
+	size_t params_size;
+} pending_t;
+
+typedef struct session {
+	pc_agent_t *agent;
+	char *key;
+	pc_event_hub_t *hub;
+	item_t *queue;
+	size_t qn, qcap;
+	uint32_t dropped;
+	char **drop_lines;
+	size_t n_drop_lines;
+	int64_t last_enqueue_ms;
+	bool individual;
+	pc_queue_settings_t settings; /* of the latest queued message */
+
+	/* the active run (or the one waiting for the global lane) */
+	item_t active;
+	bool has_active, started;
+	pc_actor_t *run;
+	uint64_t monitor;
+	uint64_t ticket;
+	pc_run_phase_t phase;
+
+	item_t interrupt; /* interrupt mode: runs once the aborted run ended */
+	bool has_interrupt;
+
+	pending_t *pend;
+	size_t pn, pcap;
+
+	pc_timer_t idle_timer, drain_timer, interrupt_timer;
+} session_t;
+
+static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
+
+static void item_free(item_t *it)
+{
+	free(it->prompt);
+	free(it->model);
+	free(it->extra);
+	free(it->idem);
+	pc_event_bus_release(it->bus);
+	memset(it, 0, sizeof(*it));
+}
+
+static void bus_release(void *b) { pc_event_bus_release(b); }
+
+/* Ends a run that never ran (dropped, refused, steered, aborted while
+ * queued): its one terminal event, the store and the registry. */
+static void end_unrun(pc_ctx_t *ctx, session_t *s, item_t *it, pc_run_status_t status, const char *why)
+{
+	bool ok = status == PC_RUN_STATUS_OK;
+	char data[512];
+	snprintf(data, sizeof(data), "{\"phase\":\"%s\",\"status\":\"%s\",\"reason\":\"%s\",\"payloads\":[]}",
+		 ok ? "end" : "error", pc_run_status_name(status), why);
+	if (it->bus)
+		pc_event_bus_emit(it->bus, PC_EVENT_LIFECYCLE, data, strlen(data), false, true, NULL);
+	pc_msg_t *req = NULL;
+	char code[64];
+	snprintf(code, sizeof(code), "run_%s", why);
+	pc_store_run_status_t st = ok ? PC_STORE_RUN_OK
+		: status == PC_RUN_STATUS_ABORTED ? PC_STORE_RUN_ABORTED : PC_STORE_RUN_ERROR;
+	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, &req) == 0)
+		pc_ask(ctx, pc_store_actor(s->agent->store), req, NULL);
+	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
+	item_free(it);
+}
+
+static void cancel_timer(pc_ctx_t *ctx, pc_timer_t *t)
+{
+	if (*t)
+		pc_timer_cancel(pc_ctx_runtime(ctx), *t);
+	*t = 0;
+}
+
+static void arm(pc_ctx_t *ctx, pc_timer_t *t, uint32_t type, uint64_t ms)
+{
+	cancel_timer(ctx, t);
+	pc_msg_t *m = pc_msg_new(type, 0);
+	if (m && pc_timer_after(pc_self(ctx), ms, m, t) != 0)
+		*t = 0;
+}
+
+/* ---- starting runs ---- */
+
+static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
+{
+	cancel_timer(ctx, &s->idle_timer);
+	s->active = *it;
+	memset(it, 0, sizeof(*it));
+	s->has_active = true;
+	s->started = false;
+	s->phase = PC_RUN_STARTING;
+	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
+	const pc_config_t *c = s->agent->cfg;
+	uint64_t timeout = s->active.timeout_ms ? s->active.timeout_ms : c->agent.run_timeout_ms;
+	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
+	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
+	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active.priority, pc_self(ctx), 0, lane_timeout);
+	if (rc != 0) {
+		s->has_active = false;
+		end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
+	}
+}
+
+static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
+{
+	if (!s->has_active || s->started || n->ticket != s->ticket) {
+		pc_lane_release(s->agent->lane, n->ticket);
+		return;
+	}
+	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active.bus) {
+		char d[128];
+		snprintf(d, sizeof(d), "{\"phase\":\"granted\",\"waitMs\":%llu,\"queuedAhead\":%u}",
+			 (unsigned long long)n->wait_ms, n->queued_ahead);
+		pc_event_bus_emit(s->active.bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
+	}
+	pc__run_params_t p = {
+		.run_id = s->active.run_id,
+		.session_key = s->key,
+		.prompt = s->active.prompt,
+		.model = s->active.model,
+		.extra_system_prompt = s->active.extra,
+		.timeout_ms = s->active.timeout_ms,
+		.lane_ticket = s->ticket,
+		.bus = s->active.bus,
+	};
+	int rc = pc__run_spawn(s->agent, &p, pc_self(ctx), &s->run);
+	if (rc != 0) {
+		pc_lane_release(s->agent->lane, s->ticket);
+		s->has_active = false;
+		char why[64];
+		snprintf(why, sizeof(why), "%s", rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
+		end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ERROR, why);
+		return;
+	}
+	s->started = true;
+	pc_monitor(ctx, s->run, &s->monitor);
+}
+
+/* ---- the queue ---- */
+
+static int queue_push(session_t *s, item_t *it)
+{
+	if (s->qn == s->qcap) {
+		size_t c = s->qcap ? s->qcap * 2 : 4;
+		item_t *q = realloc(s->queue, c * sizeof(*q));
+		if (!q)
+			return PC_ENOMEM;
+		s->queue = q;
+		s->qcap = c;
+	}
+	s->queue[s->qn++] = *it;
+	memset(it, 0, sizeof(*it));
+	return 0;
+}
+
+static void queue_remove(session_t *s, size_t i)
+{
+	memmove(&s->queue[i], &s->queue[i + 1], (s->qn - i - 1) * sizeof(item_t));
+	s->qn--;
+}
+
+/* A view for the policy; `items` must hold s->qn entries. */
+static pc_queue_view_t view(const session_t *s, pc_queue_item_t *items)
+{
+	for (size_t i = 0; i < s->qn; i++)
+		items[i] = (pc_queue_item_t){.message_id = s->queue[i].idem, .prompt = s->queue[i].prompt,
+					     .priority = s->queue[i].priority,
+					     .enqueued_ms = s->queue[i].enqueued_ms};
+	return (pc_queue_view_t){.items = items, .n = s->qn, .dropped = s->dropped,
+				 .last_enqueue_ms = s->last_enqueue_ms, .individual = s->individual};
+}
+
+static void drop_victims(pc_ctx_t *ctx, session_t *s, size_t count, bool summarize)
+{
+	if (count == 0 || s->qn == 0)
+		return;
+	pc_queue_item_t *items = calloc(s->qn, sizeof(*items));
+	size_t *idx = calloc(count, sizeof(*idx));
+	if (!items || !idx) {
+		free(items);
+		free(idx);
+		return;
+	}
+	pc_queue_view_t v = view(s, items);
+	size_t n = pc_queue_victims(&v, count, idx);
+	/* remove from the back so earlier indexes stay valid */
+	for (size_t k = n; k-- > 0;) {
+		item_t it = s->queue[idx[k]];
+		queue_remove(s, idx[k]);
+		if (summarize) {
+			char *line = NULL;
+			char **lines = realloc(s->drop_lines, (s->n_drop_lines + 1) * sizeof(char *));
+			if (lines) {
+				s->drop_lines = lines;
+				if (pc_queue_summary_line(it.prompt, &line) == 0)
+					s->drop_lines[s->n_drop_lines++] = line;
+			}
+			s->dropped++;
+		}
+		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "queue_overflow");
+	}
+	free(items);
+	free(idx);
+}
+
+static void clear_drops(session_t *s)
+{
+	for (size_t i = 0; i < s->n_drop_lines; i++)
+		free(s->drop_lines[i]);
+	free(s->drop_lines);
+	s->drop_lines = NULL;
+	s->n_drop_lines = 0;
+	s->dropped = 0;
+}
+
+/* A synthetic turn (overflow summary, collected batch) gets a run of its
+ * own, registered like any other. */
+static int synthetic_item(session_t *s, char *prompt, item_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	pc__agent_run_id(s->agent, out->run_id);
+	int rc = pc_event_bus_new(out->run_id, s->key, s->hub, &out->bus);
+	if (rc != 0) {
+		free(prompt);
+		return rc;
+	}
+	rc = pc_run_registry_add(s->agent->runs, out->run_id, s->key, pc__wall_ms(),
+				 pc_event_bus_retain(out->bus), bus_release);
+	if (rc != 0) {
+		pc_event_bus_release(out->bus);
+		pc_event_bus_release(out->bus);
+		free(prompt);
+		return rc;
+	}
+	out->prompt = prompt;
+	out->priority = PC_QUEUE_NORMAL;
+	return 0;
+}
+
+/* The lane is free: what runs next (§6.3 step 6). */
+static void drain(pc_ctx_t *ctx, session_t *s)
+{
+	if (s->has_active)
+		return;
+	if (s->has_interrupt) {
+		cancel_timer(ctx, &s->interrupt_timer);
+		s->has_interrupt = false;
+		start_item(ctx, s, &s->interrupt);
+		return;
+	}
+	pc_queue_item_t *items = s->qn ? calloc(s->qn, sizeof(*items)) : NULL;
+	if (s->qn && !items)
+		return;
+	pc_queue_view_t v = view(s, items);
+	pc_queue_next_t next;
+	int64_t now = (int64_t)pc_runtime_now_ms();
+	int rc = pc_queue_next(&s->settings, &v, now, &next);
+	if (rc != 0)
+		next.kind = PC_QUEUE_NEXT_IDLE;
+	s->individual = next.individual;
+	item_t it;
+	switch (next.kind) {
+	case PC_QUEUE_NEXT_WAIT:
+		arm(ctx, &s->drain_timer, PC__MSG_SESSION_DRAIN,
+		    next.wait_until_ms > now ? (uint64_t)(next.wait_until_ms - now) : 1);
+		break;
+	case PC_QUEUE_NEXT_RUN_ITEM:
+		it = s->queue[next.index];
+		queue_remove(s, next.index);
+		start_item(ctx, s, &it);
+		break;
+	case PC_QUEUE_NEXT_RUN_BATCH: {
+		char *summary = NULL, *prompt = NULL;
+		if (s->dropped)
+			pc_queue_overflow_prompt(s->dropped, (const char *const *)s->drop_lines, s->n_drop_lines,
+						 s->settings.cap, &summary);
+		rc = pc_queue_collect_prompt(items, s->qn, summary, &prompt);
+		free(summary);
+		if (rc != 0)
+			break;
+		clear_drops(s);
+		/* The batch runs as the last item's run; the others were
+		 * delivered inside it. */
+		it = s->queue[s->qn - 1];
+		s->qn--;
+		for (size_t i = 0; i < s->qn; i++)
+			end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_OK, "collected");
+		s->qn = 0;
+		free(it.prompt);
+		it.prompt = prompt;
+		start_item(ctx, s, &it);
+		break;
+	}
+	case PC_QUEUE_NEXT_RUN_OVERFLOW: {
+		char *prompt = NULL;
+		if (pc_queue_overflow_prompt(s->dropped, (const char *const *)s->drop_lines, s->n_drop_lines,
+					     s->settings.cap, &prompt) == 0 && prompt &&
+		    synthetic_item(s, prompt, &it) == 0)
+			start_item(ctx, s, &it);
+		clear_drops(s);
+		break;
+	}
+	default:
+		arm(ctx, &s->idle_timer, PC__MSG_SESSION_IDLE, s->agent->cfg->agent.session_idle_ms);
+		break;
+	}
+	free(items);
+}
+
+static void run_ended(pc_ctx_t *ctx, session_t *s)
+{
+	if (!s->has_active)
+		return;
+	if (s->run) {
+		pc_demonitor(ctx, s->monitor);
+		pc_actor_release(s->run);
+		s->run = NULL;
+	}
+	item_free(&s->active);
+	s->has_active = false;
+	s->started = false;
+	s->phase = PC_RUN_IDLE;
+	drain(ctx, s);
+}
+
+/* ---- accepting ---- */
+
+static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_disposition_t d)
+{
+	pc_msg_t *m = pc_msg_new(PC_MSG_AGENT_ACCEPTED, sizeof(pc_agent_submit_reply_t));
+	if (!m)
+		return;
+	pc_agent_submit_reply_t *r = pc_msg_data(m);
+	memset(r, 0, sizeof(*r));
+	r->rc = rc;
+	if (run_id)
+		snprintf(r->accepted.run_id, sizeof(r->accepted.run_id), "%s", run_id);
+	r->accepted.accepted_ms = pc__wall_ms();
+	r->accepted.disposition = d;
+	m->corr = p->corr;
+	pc_send(p->reply_to, m);
+}
+
+static void pending_free(pending_t *p)
+{
+	pc_actor_release(p->reply_to);
+	free(p->params);
+}
+
+static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
+{
+	if (!msg->reply_to)
+		return 0;
+	if (s->pn == s->pcap) {
+		size_t c = s->pcap ? s->pcap * 2 : 2;
+		pending_t *p = realloc(s->pend, c * sizeof(*p));
+		if (!p)
+			return 0;
+		s->pend = p;
+		s->pcap = c;
+	}
+	pending_t *p = &s->pend[s->pn];
+	memset(p, 0, sizeof(*p));
+	p->reply_to = pc_actor_retain(msg->reply_to);
+	p->corr = msg->corr;
+	p->params = malloc(msg->size);
+	if (!p->params) {
+		reply_accepted(p, PC_ENOMEM, NULL, PC_AGENT_DROPPED);
+		pending_free(p);
+		return 0;
+	}
+	memcpy(p->params, pc_msg_cdata(msg), msg->size);
+	p->params_size = msg->size;
+	pc__agent_run_id(s->agent, p->run_id);
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_run_begin(s->key, p->run_id, sub_str(p->params, p->params->idem), &req);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p->store_corr);
+	if (rc != 0) {
+		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
+		pending_free(p);
+		return 0;
+	}
+	cancel_timer(ctx, &s->idle_timer);
+	s->pn++;
+	return 0;
+}
+
+static int dup_field(char **dst, const char *src)
+{
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : PC_ENOMEM;
+}
+
+/* The store has the run: register it, decide, answer, act. */
+static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_reply_t *r)
+{
+	if (r->rc != 0) {
+		reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
+		return;
+	}
+	if (!(r->flags & PC_STORE_CREATED)) {
+		reply_accepted(p, 0, r->id, PC_AGENT_DUPLICATE);
+		return;
+	}
+	const pc__submit_t *sp = p->params;
+	item_t it = {0};
+	snprintf(it.run_id, sizeof(it.run_id), "%s", p->run_id);
+	int rc = dup_field(&it.prompt, sub_str(sp, sp->message));
+	if (rc == 0)
+		rc = dup_field(&it.model, sub_str(sp, sp->model));
+	if (rc == 0)
+		rc = dup_field(&it.extra, sub_str(sp, sp->extra));
+	if (rc == 0)
+		rc = dup_field(&it.idem, sub_str(sp, sp->idem));
+	it.priority = pc_queue_priority_for_trigger(sub_str(sp, sp->trigger));
+	it.timeout_ms = sp->timeout_ms;
+	it.enqueued_ms = (int64_t)pc_runtime_now_ms();
+	if (rc == 0)
+		rc = pc_event_bus_new(it.run_id, s->key, s->hub, &it.bus);
+	if (rc == 0) {
+		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__wall_ms(),
+					 pc_event_bus_retain(it.bus), bus_release);
+		if (rc != 0)
+			pc_event_bus_release(it.bus);
+	}
+	if (rc != 0) {
+		item_free(&it);
+		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
+		return;
+	}
+
+	pc_queue_settings_t st = s->agent->cfg->agent.queue;
+	pc_queue_mode_t mode;
+	if (sub_str(sp, sp->queue_mode) && pc_queue_mode_parse(sub_str(sp, sp->queue_mode), &mode) == 0)
+		st.mode = mode;
+	pc_queue_item_t *items = s->qn ? calloc(s->qn, sizeof(*items)) : NULL;
+	pc_queue_view_t v = view(s, items);
+	const char *trigger = sub_str(sp, sp->trigger);
+	pc_queue_incoming_t in = {.mode = st.mode, .priority = it.priority,
+				  .heartbeat = trigger && !strcmp(trigger, "heartbeat"),
+				  .message_id = it.idem};
+	pc_run_phase_t phase = s->has_active ? s->phase : (s->has_interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
+	int64_t now = (int64_t)pc_runtime_now_ms();
+	pc_queue_decision_t d;
+	rc = (s->qn && !items) ? PC_ENOMEM : pc_queue_on_message(&st, &v, phase, &in, now, &d);
+	free(items);
+	if (rc != 0) {
+		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
+		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "rejected");
+		return;
+	}
+	switch (d.action) {
+	case PC_QUEUE_RUN_NOW:
+		reply_accepted(p, 0, it.run_id, PC_AGENT_STARTED);
+		if (s->has_active) {
+			/* the policy only says "run now" for a free lane */
+			s->settings = st;
+			queue_push(s, &it);
+		} else {
+			start_item(ctx, s, &it);
+		}
+		return;
+	case PC_QUEUE_INJECT:
+		reply_accepted(p, 0, it.run_id, PC_AGENT_STEERED);
+		if (s->run)
+			pc_send(s->run, pc__text_msg(PC__MSG_RUN_STEER, it.prompt));
+		if (d.also_enqueue) {
+			drop_victims(ctx, s, d.drop_count, d.summarize);
+			item_t copy = {0};
+			if (synthetic_item(s, strdup(it.prompt), &copy) == 0) {
+				s->settings = st;
+				s->last_enqueue_ms = now;
+				queue_push(s, &copy);
+			}
+		}
+		end_unrun(ctx, s, &it, PC_RUN_STATUS_OK, "steered");
+		return;
+	case PC_QUEUE_ENQUEUE:
+		reply_accepted(p, 0, it.run_id, PC_AGENT_QUEUED);
+		drop_victims(ctx, s, d.drop_count, d.summarize);
+		s->settings = st;
+		s->last_enqueue_ms = now;
+		if (queue_push(s, &it) != 0)
+			end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+		return;
+	case PC_QUEUE_ABORT_THEN_RUN:
+		reply_accepted(p, 0, it.run_id, PC_AGENT_STARTED);
+		/* §6.3 step 1: queued turns are cleared, the active run aborted */
+		for (size_t i = 0; i < s->qn; i++)
+			end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
+		s->qn = 0;
+		if (s->has_interrupt)
+			end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
+		s->interrupt = it;
+		s->has_interrupt = true;
+		if (s->run) {
+			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+			arm(ctx, &s->interrupt_timer, PC__MSG_SESSION_INTERRUPT_WAIT, PC_QUEUE_RUN_END_WAIT_MS);
+		} else if (s->has_active) {
+			/* still waiting for the global lane: withdraw it */
+			pc_lane_release(s->agent->lane, s->ticket);
+			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
+			s->has_active = false;
+			drain(ctx, s);
+		} else {
+			drain(ctx, s);
+		}
+		return;
+	case PC_QUEUE_REFUSE:
+	case PC_QUEUE_DROP:
+	default:
+		reply_accepted(p, 0, it.run_id, PC_AGENT_DROPPED);
+		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, d.action == PC_QUEUE_REFUSE ? "queue_full" : "dropped");
+		return;
+	}
+}
+
+static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
+{
+	for (size_t i = 0; i < s->pn; i++) {
+		if (s->pend[i].store_corr != msg->corr)
+			continue;
+		pending_t p = s->pend[i];
+		memmove(&s->pend[i], &s->pend[i + 1], (s->pn - i - 1) * sizeof(pending_t));
+		s->pn--;
+		pc_store_reply_t r;
+		if (pc_store_reply_get(msg, &r) != 0)
+			r.rc = PC_EINVAL;
+		accepted(ctx, s, &p, &r);
+		pending_free(&p);
+		return true;
+	}
+	return false;
+}
+
+/* ---- aborts and steering ---- */
+
+static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
+{
+	if (s->has_active && !strcmp(s->active.run_id, run_id)) {
+		if (s->run) {
+			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+		} else {
+			pc_lane_release(s->agent->lane, s->ticket);
+			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
+			s->has_active = false;
+			drain(ctx, s);
+		}
+		return;
+	}
+	if (s->has_interrupt && !strcmp(s->interrupt.run_id, run_id)) {
+		s->has_interrupt = false;
+		cancel_timer(ctx, &s->interrupt_timer);
+		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+		return;
+	}
+	for (size_t i = 0; i < s->qn; i++) {
+		if (strcmp(s->queue[i].run_id, run_id))
+			continue;
+		item_t it = s->queue[i];
+		queue_remove(s, i);
+		end_unrun(ctx, s, &it, PC_RUN_STATUS_ABORTED, "aborted");
+		return;
+	}
+}
+
+static void abort_all(pc_ctx_t *ctx, session_t *s)
+{
+	for (size_t i = 0; i < s->qn; i++)
+		end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
+	s->qn = 0;
+	clear_drops(s);
+	if (s->has_interrupt) {
+		s->has_interrupt = false;
+		cancel_timer(ctx, &s->interrupt_timer);
+		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+	}
+	if (s->has_active)
+		abort_run(ctx, s, s->active.run_id);
+}
+
+static void on_steer(session_t *s, const pc_msg_t *msg)
+{
+	int64_t rc = 0;
+	if (!s->has_active || !s->run)
+		rc = PC_ENOTFOUND;
+	else if (s->phase != PC_RUN_STREAMING)
+		rc = PC_ESTATE;
+	else
+		pc_send(s->run, pc__text_msg(PC__MSG_RUN_STEER, pc_msg_cdata(msg)));
+	pc_msg_t *r = pc_msg_new(PC__MSG_SESSION_STEER, sizeof(int64_t));
+	if (r) {
+		*(int64_t *)pc_msg_data(r) = rc;
+		pc_reply(msg, r);
+	}
+}
+
+/* ---- the behaviour ---- */
+
+static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	session_t *s = state;
+	switch (msg->type) {
+	case PC__MSG_SESSION_SUBMIT:
+		pc__session_consumed(s->agent, s->key);
+		return on_submit(ctx, s, msg);
+	case PC__MSG_SESSION_ABORT_RUN:
+		pc__session_consumed(s->agent, s->key);
+		abort_run(ctx, s, pc_msg_cdata(msg));
+		return 0;
+	case PC__MSG_SESSION_ABORT_ALL:
+		pc__session_consumed(s->agent, s->key);
+		abort_all(ctx, s);
+		return 0;
+	case PC__MSG_SESSION_STEER:
+		pc__session_consumed(s->agent, s->key);
+		on_steer(s, msg);
+		return 0;
+	case PC_STORE_MSG_REPLY:
+		on_store_reply(ctx, s, msg);
+		return 0;
+	case PC_MSG_LANE_GRANTED:
+		on_granted(ctx, s, pc_msg_cdata(msg));
+		return 0;
+	case PC_MSG_LANE_WAITING: {
+		const pc_lane_notice_t *n = pc_msg_cdata(msg);
+		if (s->has_active && n->ticket == s->ticket && s->active.bus) {
+			char d[128];
+			snprintf(d, sizeof(d), "{\"phase\":\"wait\",\"queuedAhead\":%u,\"active\":%u}",
+				 n->queued_ahead, n->active);
+			pc_event_bus_emit(s->active.bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
+		}
+		return 0;
+	}
+	case PC_MSG_LANE_EXPIRED: {
+		/* §1.17: the lane took its permit back; the run must end */
+		const pc_lane_notice_t *n = pc_msg_cdata(msg);
+		if (s->run && n->ticket == s->ticket)
+			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+		return 0;
+	}
+	case PC__MSG_RUN_PHASE:
+		if (s->has_active)
+			s->phase = (pc_run_phase_t)pc_msg_u64(msg);
+		return 0;
+	case PC__MSG_RUN_DONE: {
+		const pc__run_done_t *d = pc_msg_cdata(msg);
+		if (s->has_active && !strcmp(d->run_id, s->active.run_id))
+			run_ended(ctx, s);
+		return 0;
+	}
+	case PC_MSG_DOWN: {
+		const pc_down_t *d = pc_msg_cdata(msg);
+		if (s->run && d->ref == s->monitor) {
+			s->monitor = 0;
+			pc_run_registry_finish(s->agent->runs, s->active.run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
+					       "the run stopped unexpectedly", "crashed");
+			pc_actor_release(s->run);
+			s->run = NULL;
+			run_ended(ctx, s);
+		}
+		return 0;
+	}
+	case PC__MSG_STEER_REJECTED: {
+		/* it could not be steered in: run it after the active run */
+		item_t it;
+		char *prompt = strdup(pc_msg_cdata(msg));
+		if (prompt && synthetic_item(s, prompt, &it) == 0) {
+			s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
+			if (queue_push(s, &it) != 0)
+				end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+			if (!s->has_active)
+				drain(ctx, s);
+		}
+		return 0;
+	}
+	case PC__MSG_SESSION_DRAIN:
+		s->drain_timer = 0;
+		drain(ctx, s);
+		return 0;
+	case PC__MSG_SESSION_INTERRUPT_WAIT:
+		s->interrupt_timer = 0;
+		if (s->has_interrupt) {
+			s->has_interrupt = false;
+			end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
+		}
+		return 0;
+	case PC__MSG_SESSION_IDLE:
+		s->idle_timer = 0;
+		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0 &&
+		    pc__session_may_retire(s->agent, s->key, pc_self(ctx)))
+			pc_exit(ctx, PC_EXIT_NORMAL);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void session_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)reason;
+	session_t *s = state;
+	cancel_timer(ctx, &s->idle_timer);
+	cancel_timer(ctx, &s->drain_timer);
+	cancel_timer(ctx, &s->interrupt_timer);
+	for (size_t i = 0; i < s->pn; i++) {
+		reply_accepted(&s->pend[i], PC_ESTOPPED, NULL, PC_AGENT_DROPPED);
+		pending_free(&s->pend[i]);
+	}
+	free(s->pend);
+	for (size_t i = 0; i < s->qn; i++)
+		end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
+	free(s->queue);
+	if (s->has_interrupt)
+		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
+	if (s->has_active) {
+		if (s->run) {
+			pc_actor_stop(s->run, PC_EXIT_SHUTDOWN);
+			pc_actor_release(s->run);
+			item_free(&s->active);
+		} else {
+			pc_lane_release(s->agent->lane, s->ticket);
+			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "shutdown");
+		}
+	}
+	clear_drops(s);
+	pc_event_hub_release(s->hub);
+	__atomic_sub_fetch(&s->agent->stats.sessions_live, 1, __ATOMIC_RELAXED);
+	free(s->key);
+	free(s);
+}
+
+static const pc_behavior_t session_behavior = {"session", session_receive, session_stop};
+
+int pc__session_spawn(pc_agent_t *a, const char *key, pc_event_hub_t *hub, pc_actor_t **out)
+{
+	session_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return PC_ENOMEM;
+	s->agent = a;
+	s->key = strdup(key);
+	s->hub = pc_event_hub_retain(hub);
+	s->settings = a->cfg->agent.queue;
+	if (!s->key || !s->hub) {
+		pc_event_hub_release(s->hub);
+		free(s->key);
+		free(s);
+		return PC_ENOMEM;
+	}
+	int rc = pc_spawn(a->rt, &session_behavior, s, out);
+	if (rc != 0) {
+		pc_event_hub_release(s->hub);
+		free(s->key);
+		free(s);
+		return rc;
+	}
+	__atomic_add_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out)
+{
+	const char *f[7] = {key, p->message, p->idempotency_key, p->model, p->trigger, p->queue_mode,
+			    p->extra_system_prompt};
+	size_t need = sizeof(pc__submit_t) + 1;
+	for (int i = 0; i < 7; i++)
+		need += f[i] ? strlen(f[i]) + 1 : 0;
+	pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_SUBMIT, need);
+	if (!m)
+		return PC_ENOMEM;
+	pc__submit_t *s = pc_msg_data(m);
+	memset(s, 0, sizeof(*s));
+	s->timeout_ms = p->timeout_ms;
+	size_t off = 1;
+	s->buf[0] = '\0';
+	uint32_t *slot[7] = {&s->key, &s->message, &s->idem, &s->model, &s->trigger, &s->queue_mode, &s->extra};
+	for (int i = 0; i < 7; i++) {
+		if (!f[i])
+			continue;
+		size_t n = strlen(f[i]) + 1;
+		memcpy(s->buf + off, f[i], n);
+		*slot[i] = (uint32_t)off;
+		off += n;
+	}
+	*out = m;
+	return 0;
+}

@@ -1,0 +1,811 @@
+/*
+ * Tools (tool.h): the registry of definitions and the invocation actor.
+ *
+ * One actor per invocation. It is spawned with a copy of the request and a
+ * START message queued, so whatever the caller does next (an abort, a
+ * runtime shutdown) finds it already owning everything it needs. Its life:
+ *
+ *   START -> resolve the tool, parse the arguments, arm the timeout ->
+ *     `call` inline                          -> DONE
+ *     `call` on the blocking pool -> JOB_DONE -> DONE
+ *     `start` -> TASK_TIMER* -> on_timer ... pc_tool_task_complete -> DONE
+ *   TIMEOUT / ABORT at any point before DONE -> DONE
+ *   the actor stopping for any other reason   -> DONE from the stop handler
+ *
+ * The one rule everything else serves: the owner gets exactly one DONE.
+ * `done` is set when it has been sent, every path that sends checks it,
+ * and the stop handler (which runs exactly once, whatever stops the actor)
+ * sends it if nothing else did.
+ *
+ * A blocking job may outlive its actor (timeout, abort, shutdown). It
+ * therefore owns copies of everything it reads (the arguments, the
+ * environment, the function and its `user`), and its result carries the
+ * text inside the message: delivered to a stopped actor it is a dead letter
+ * that holds nothing.
+ */
+#include "tool.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../actors/timer.h"
+#include "../../runtime/blocking.h"
+
+enum {
+	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2110,
+	MSG_ABORT,
+	MSG_TIMEOUT,
+	MSG_TASK_TIMER, /* task_timer_msg_t */
+	MSG_JOB_DONE,   /* job_result_t */
+};
+
+#define DEFAULT_SCHEMA "{\"type\":\"object\"}"
+
+/* ---- the registry ------------------------------------------------------ */
+
+struct pc_tool_registry {
+	pc_tool_def_t **defs; /* each its own allocation: pc_tool_find's pointers stay valid */
+	size_t n;
+	size_t cap;
+};
+
+int pc_tool_registry_new(pc_tool_registry_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : PC_ENOMEM;
+}
+
+static void def_free(pc_tool_def_t *d)
+{
+	if (!d)
+		return;
+	free((char *)d->name);
+	free((char *)d->description);
+	free((char *)d->parameters);
+	free(d);
+}
+
+void pc_tool_registry_free(pc_tool_registry_t *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++)
+		def_free(r->defs[i]);
+	free(r->defs);
+	free(r);
+}
+
+static bool valid_name(const char *name)
+{
+	size_t n = 0;
+	if (!name)
+		return false;
+	for (; name[n]; n++) {
+		char c = name[n];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+			  c == '-';
+		if (!ok || n >= PC_TOOL_NAME_MAX)
+			return false;
+	}
+	return n > 0;
+}
+
+static bool schema_is_object(const char *schema)
+{
+	cJSON *j = cJSON_Parse(schema);
+	bool ok = cJSON_IsObject(j);
+	cJSON_Delete(j);
+	return ok;
+}
+
+int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
+{
+	if (!r || !def || !valid_name(def->name))
+		return PC_EINVAL;
+	/* Exactly one way to run; the blocking pool only runs `call`. */
+	if ((def->call != NULL) == (def->start != NULL) || (def->start && def->blocking))
+		return PC_EINVAL;
+	if (def->parameters && !schema_is_object(def->parameters))
+		return PC_EINVAL;
+	if (pc_tool_find(r, def->name))
+		return PC_EEXIST;
+	int rc = PC_ENOMEM;
+	pc_tool_def_t *d = malloc(sizeof(*d));
+	if (!d)
+		goto out;
+	*d = *def;
+	d->name = strdup(def->name);
+	d->description = strdup(def->description ? def->description : "");
+	d->parameters = strdup(def->parameters ? def->parameters : DEFAULT_SCHEMA);
+	if (!d->name || !d->description || !d->parameters)
+		goto out;
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 8;
+		pc_tool_def_t **v = realloc(r->defs, cap * sizeof(*v));
+		if (!v)
+			goto out;
+		r->defs = v;
+		r->cap = cap;
+	}
+	r->defs[r->n++] = d;
+	d = NULL;
+	rc = 0;
+out:
+	def_free(d);
+	return rc;
+}
+
+const pc_tool_def_t *pc_tool_find(const pc_tool_registry_t *r, const char *name)
+{
+	if (!r || !name)
+		return NULL;
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->defs[i]->name, name) == 0)
+			return r->defs[i];
+	return NULL;
+}
+
+size_t pc_tool_count(const pc_tool_registry_t *r)
+{
+	return r ? r->n : 0;
+}
+
+static bool allowed(const char *name, const char *const *allow, size_t n)
+{
+	if (!allow)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (allow[i] && strcmp(allow[i], name) == 0)
+			return true;
+	return false;
+}
+
+int pc_tool_schemas(const pc_tool_registry_t *r, const char *const *allow, size_t n, cJSON **out)
+{
+	if (!r || !out)
+		return PC_EINVAL;
+	int rc = PC_ENOMEM;
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		goto out;
+	for (size_t i = 0; i < r->n; i++) {
+		const pc_tool_def_t *d = r->defs[i];
+		if (!allowed(d->name, allow, n))
+			continue;
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			goto out;
+		cJSON_AddItemToArray(arr, o);
+		/* Registration checked that the schema parses, so a NULL here
+		 * can only be memory. */
+		cJSON *params = cJSON_Parse(d->parameters);
+		if (!params)
+			goto out;
+		if (!cJSON_AddStringToObject(o, "name", d->name) ||
+		    !cJSON_AddStringToObject(o, "description", d->description)) {
+			cJSON_Delete(params);
+			goto out;
+		}
+		cJSON_AddItemToObject(o, "parameters", params);
+		if (!cJSON_GetObjectItemCaseSensitive(o, "parameters")) {
+			cJSON_Delete(params);
+			goto out;
+		}
+	}
+	*out = arr;
+	arr = NULL;
+	rc = 0;
+out:
+	cJSON_Delete(arr);
+	return rc;
+}
+
+const char *pc_tool_status_name(pc_tool_status_t s)
+{
+	switch (s) {
+	case PC_TOOL_OK: return "ok";
+	case PC_TOOL_ERROR: return "error";
+	case PC_TOOL_INVALID: return "invalid";
+	case PC_TOOL_TIMEOUT: return "timeout";
+	case PC_TOOL_ABORTED: return "aborted";
+	case PC_TOOL_CRASHED: return "crashed";
+	default: return "unknown";
+	}
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Copies `n` strings (NULL stays NULL) into one block the caller frees. */
+static char *pack(const char *const *src, const char **dst, size_t n)
+{
+	size_t total = 1;
+	for (size_t i = 0; i < n; i++)
+		total += src[i] ? strlen(src[i]) + 1 : 0;
+	char *block = malloc(total);
+	if (!block)
+		return NULL;
+	char *p = block;
+	for (size_t i = 0; i < n; i++) {
+		dst[i] = NULL;
+		if (!src[i])
+			continue;
+		size_t l = strlen(src[i]) + 1;
+		memcpy(p, src[i], l);
+		dst[i] = p;
+		p += l;
+	}
+	*p = '\0';
+	return block;
+}
+
+/* ---- the blocking job ---------------------------------------------------- */
+
+typedef struct job {
+	pc_tool_call_fn call;
+	void *user;
+	cJSON *args;
+	pc_tool_env_t env;
+	char *strings;
+} job_t;
+
+typedef struct job_result {
+	int rc;
+	bool is_error;
+	bool terminate;
+	bool has_text; /* false: the tool gave no text */
+	char text[];
+} job_result_t;
+
+static void job_free(void *arg)
+{
+	job_t *j = arg;
+	cJSON_Delete(j->args);
+	free(j->strings);
+	free(j);
+}
+
+static pc_msg_t *job_run(void *arg)
+{
+	job_t *j = arg;
+	pc_tool_output_t out = {0};
+	int rc = j->call(j->user, j->args, &j->env, &out);
+	size_t tl = out.text ? strlen(out.text) : 0;
+	pc_msg_t *m = pc_msg_new(MSG_JOB_DONE, sizeof(job_result_t) + tl + 1);
+	if (m) {
+		job_result_t *res = pc_msg_data(m);
+		res->rc = rc;
+		res->is_error = out.is_error;
+		res->terminate = out.terminate;
+		res->has_text = out.text != NULL;
+		if (tl)
+			memcpy(res->text, out.text, tl);
+		res->text[tl] = '\0';
+	} else if ((m = pc_msg_new(MSG_JOB_DONE, sizeof(job_result_t) + 1))) {
+		/* The text did not fit in memory: say so rather than go quiet. */
+		job_result_t *res = pc_msg_data(m);
+		*res = (job_result_t){.rc = PC_ENOMEM};
+		res->text[0] = '\0';
+	}
+	free(out.text);
+	job_free(j);
+	return m; /* NULL only when memory is gone: the timeout then ends it */
+}
+
+static job_t *job_new(pc_tool_call_fn call, void *user, const cJSON *args, const pc_tool_env_t *env)
+{
+	job_t *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->call = call;
+	j->user = user;
+	j->args = cJSON_Duplicate(args, true);
+	const char *src[4] = {env->workspace, env->session_key, env->run_id, env->tool_call_id};
+	const char *dst[4];
+	j->strings = pack(src, dst, 4);
+	if (!j->args || !j->strings) {
+		job_free(j);
+		return NULL;
+	}
+	j->env = (pc_tool_env_t){dst[0], dst[1], dst[2], dst[3]};
+	return j;
+}
+
+/* ---- the invocation -------------------------------------------------------- */
+
+typedef struct task_timer {
+	uint64_t seq;
+	pc_timer_t id;
+} task_timer_t;
+
+typedef struct task_timer_msg {
+	uint64_t seq;
+	uint64_t token;
+} task_timer_msg_t;
+
+typedef struct invocation invocation_t;
+
+struct pc_tool_task {
+	invocation_t *inv;
+	pc_ctx_t *ctx; /* set only while one of the tool's callbacks runs */
+};
+
+struct invocation {
+	pc_runtime_t *rt;
+	const pc_tool_registry_t *reg;
+	const pc_tool_def_t *def; /* NULL: no such tool (reported at START) */
+	pc_actor_t *owner;
+
+	char *strings; /* the request's strings, below, in one block */
+	const char *name;
+	const char *tool_call_id;
+	const char *arguments;
+	pc_tool_env_t env;
+	uint64_t tag;
+	uint64_t timeout_ms;
+
+	cJSON *args;
+	pc_tool_task_t task;
+	pc_timer_t timeout_timer;
+	task_timer_t *timers; /* task timers armed and not yet handled */
+	size_t ntimers;
+	size_t cap_timers;
+	uint64_t next_seq;
+
+	uint64_t t0_ns;
+	int crash_code; /* the last code a handler failed with */
+	bool done;      /* DONE has been sent */
+	bool lost;      /* a handler's DONE could not be built: the stop handler sends it */
+	pc_tool_status_t lost_status;
+};
+
+static size_t max_output(const invocation_t *inv)
+{
+	return inv->def && inv->def->max_output ? inv->def->max_output : PC_TOOL_DEFAULT_MAX_OUTPUT;
+}
+
+/* The largest prefix length <= max that does not split a UTF-8 sequence:
+ * step back over continuation bytes from the first byte left out. */
+static size_t utf8_floor(const char *s, size_t max)
+{
+	size_t k = max;
+	while (k > 0 && ((unsigned char)s[k] & 0xC0u) == 0x80u)
+		k--;
+	return k;
+}
+
+static void cancel_timers(invocation_t *inv)
+{
+	if (inv->timeout_timer) {
+		pc_timer_cancel(inv->rt, inv->timeout_timer);
+		inv->timeout_timer = 0;
+	}
+	for (size_t i = 0; i < inv->ntimers; i++)
+		pc_timer_cancel(inv->rt, inv->timers[i].id);
+	inv->ntimers = 0;
+}
+
+/*
+ * Sends the DONE (once). `text` is borrowed; NULL reads as "". Cuts it to
+ * max_output at a UTF-8 boundary and appends a marker saying how much went.
+ * On success the invocation is over: its timers are cancelled, and a
+ * handler caller ends the actor with pc_exit.
+ */
+static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool terminate, const char *text)
+{
+	if (inv->done)
+		return PC_ESTATE;
+	if (!text)
+		text = "";
+	size_t len = strlen(text);
+	size_t keep = len;
+	char marker[64] = "";
+	if (len > max_output(inv)) {
+		keep = utf8_floor(text, max_output(inv));
+		snprintf(marker, sizeof(marker), "\n\u2026(truncated %zu bytes)", len - keep);
+	}
+	size_t ml = strlen(marker);
+	size_t il = strlen(inv->tool_call_id);
+	size_t nl = strlen(inv->name);
+	pc_msg_t *m = pc_msg_new(PC_MSG_TOOL_DONE, sizeof(pc_tool_done_msg_t) + il + nl + keep + ml + 3);
+	if (!m)
+		return PC_ENOMEM;
+	pc_tool_done_msg_t *d = pc_msg_data(m);
+	memset(d, 0, sizeof(*d));
+	d->tag = inv->tag;
+	d->status = st;
+	d->is_error = is_error || st != PC_TOOL_OK;
+	d->terminate = terminate;
+	d->mutating = inv->def ? inv->def->mutating : false;
+	d->duration_us = (mono_ns() - inv->t0_ns) / 1000u;
+	char *p = d->buf;
+	memcpy(p, inv->tool_call_id, il + 1);
+	d->tool_call_id = p;
+	p += il + 1;
+	memcpy(p, inv->name, nl + 1);
+	d->name = p;
+	p += nl + 1;
+	memcpy(p, text, keep);
+	memcpy(p + keep, marker, ml);
+	p[keep + ml] = '\0';
+	d->text = p;
+	d->text_len = keep + ml;
+	/* A stopped owner frees it as a dead letter: still "sent". */
+	pc_send(inv->owner, m);
+	inv->done = true;
+	cancel_timers(inv);
+	return 0;
+}
+
+/* Ends the invocation from a handler. A DONE that cannot be built (no
+ * memory) is left to the stop handler, which tries again with the same
+ * status and a fixed text. */
+static void finish(pc_ctx_t *ctx, invocation_t *inv, pc_tool_status_t st, bool is_error, bool terminate,
+		   const char *text)
+{
+	if (send_done(inv, st, is_error, terminate, text) != 0 && !inv->done) {
+		inv->lost = true;
+		inv->lost_status = st;
+	}
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+static void finish_fmt(pc_ctx_t *ctx, invocation_t *inv, pc_tool_status_t st, const char *f, ...)
+	__attribute__((format(printf, 4, 5)));
+static void finish_fmt(pc_ctx_t *ctx, invocation_t *inv, pc_tool_status_t st, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	char *text = NULL;
+	if (vasprintf(&text, f, ap) < 0)
+		text = NULL;
+	va_end(ap);
+	finish(ctx, inv, st, true, false, text ? text : "Tool failed: out of memory");
+	free(text);
+}
+
+/* What a tool's function returned, as the DONE. `out->text` is taken. */
+static void finish_output(pc_ctx_t *ctx, invocation_t *inv, int rc, pc_tool_output_t *out)
+{
+	if (rc < 0 && !out->text)
+		finish_fmt(ctx, inv, PC_TOOL_ERROR, "Tool %s failed: %s", inv->name, pc_strerror(rc));
+	else if (rc < 0 || out->is_error)
+		finish(ctx, inv, PC_TOOL_ERROR, true, out->terminate, out->text);
+	else
+		finish(ctx, inv, PC_TOOL_OK, false, out->terminate, out->text);
+	free(out->text);
+	out->text = NULL;
+}
+
+static void finish_not_found(pc_ctx_t *ctx, invocation_t *inv)
+{
+#define NOT_FOUND_LEAD "Tool \"%s\" not found. Available tools: "
+	size_t total = sizeof(NOT_FOUND_LEAD) + strlen(inv->name) + sizeof("none");
+	for (size_t i = 0; i < inv->reg->n; i++)
+		total += strlen(inv->reg->defs[i]->name) + 2;
+	char *text = malloc(total);
+	if (!text) {
+		finish(ctx, inv, PC_TOOL_INVALID, true, false, "Tool not found");
+		return;
+	}
+	int n = snprintf(text, total, NOT_FOUND_LEAD, inv->name);
+	char *p = text + (n > 0 ? (size_t)n : 0);
+	/* The list is copied by hand: its length is already counted above. */
+	for (size_t i = 0; i < inv->reg->n; i++) {
+		const char *name = inv->reg->defs[i]->name;
+		size_t l = strlen(name);
+		if (i) {
+			memcpy(p, ", ", 2);
+			p += 2;
+		}
+		memcpy(p, name, l);
+		p += l;
+	}
+	if (inv->reg->n == 0) {
+		memcpy(p, "none", 4);
+		p += 4;
+	}
+	*p = '\0';
+	finish(ctx, inv, PC_TOOL_INVALID, true, false, text);
+	free(text);
+}
+
+/* Parses the arguments into inv->args; false (DONE sent) if they are not a
+ * JSON object. Empty arguments mean no arguments: models send "" for tools
+ * that take none. */
+static bool parse_args(pc_ctx_t *ctx, invocation_t *inv)
+{
+	const char *a = inv->arguments ? inv->arguments : "";
+	a += strspn(a, " \t\r\n");
+	if (!*a)
+		a = "{}";
+	inv->args = cJSON_Parse(a);
+	if (cJSON_IsObject(inv->args))
+		return true;
+	const char *why = inv->args ? "" : " (the text is not valid JSON)";
+	finish_fmt(ctx, inv, PC_TOOL_INVALID, "Invalid arguments for tool %s: expected a JSON object%s", inv->name,
+		   why);
+	return false;
+}
+
+static int arm_timeout(pc_ctx_t *ctx, invocation_t *inv)
+{
+	pc_msg_t *m = pc_msg_new(MSG_TIMEOUT, 0);
+	if (!m)
+		return PC_ENOMEM;
+	return pc_timer_after(pc_self(ctx), inv->timeout_ms, m, &inv->timeout_timer);
+}
+
+static int on_start(pc_ctx_t *ctx, invocation_t *inv)
+{
+	const pc_tool_def_t *def = inv->def;
+	if (!def) {
+		finish_not_found(ctx, inv);
+		return 0;
+	}
+	if (!parse_args(ctx, inv))
+		return 0;
+	int rc = arm_timeout(ctx, inv);
+	if (rc != 0)
+		return rc;
+	if (def->call && !def->blocking) {
+		pc_tool_output_t out = {0};
+		rc = def->call(def->user, inv->args, &inv->env, &out);
+		finish_output(ctx, inv, rc, &out);
+		return 0;
+	}
+	if (def->call) {
+		job_t *j = job_new(def->call, def->user, inv->args, &inv->env);
+		rc = j ? pc_blocking_submit(inv->rt, job_run, job_free, j, pc_self(ctx)) : PC_ENOMEM;
+		if (rc != 0) {
+			if (j)
+				job_free(j);
+			finish_fmt(ctx, inv, PC_TOOL_ERROR, "Tool %s failed: could not be started (%s)", inv->name,
+				   pc_strerror(rc));
+		}
+		return 0;
+	}
+	inv->task.ctx = ctx;
+	rc = def->start(def->user, &inv->task, inv->args, &inv->env);
+	inv->task.ctx = NULL;
+	if (rc < 0 && !inv->done)
+		finish_fmt(ctx, inv, PC_TOOL_ERROR, "Tool %s failed: %s", inv->name, pc_strerror(rc));
+	return 0;
+}
+
+static int on_task_timer(pc_ctx_t *ctx, invocation_t *inv, const task_timer_msg_t *tm)
+{
+	for (size_t i = 0; i < inv->ntimers; i++) {
+		if (inv->timers[i].seq == tm->seq) {
+			inv->timers[i] = inv->timers[--inv->ntimers];
+			break;
+		}
+	}
+	inv->task.ctx = ctx;
+	int rc = inv->def->on_timer(inv->def->user, &inv->task, tm->token);
+	inv->task.ctx = NULL;
+	/* A failing on_timer fails the invocation: the actor stops with the
+	 * code and the stop handler reports the crash. */
+	return inv->done ? 0 : rc;
+}
+
+static void on_job_done(pc_ctx_t *ctx, invocation_t *inv, const job_result_t *res)
+{
+	pc_tool_output_t out = {
+		.text = res->has_text ? strdup(res->text) : NULL,
+		.is_error = res->is_error,
+		.terminate = res->terminate,
+	};
+	if (res->has_text && !out.text) {
+		finish(ctx, inv, PC_TOOL_ERROR, true, false, "Tool failed: out of memory");
+		return;
+	}
+	finish_output(ctx, inv, res->rc, &out);
+}
+
+static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	invocation_t *inv = state;
+	int rc = 0;
+	if (inv->done)
+		return 0; /* anything after the DONE is stale */
+	switch (msg->type) {
+	case MSG_START:
+		rc = on_start(ctx, inv);
+		break;
+	case MSG_ABORT:
+		finish_fmt(ctx, inv, PC_TOOL_ABORTED, "Tool %s was aborted", inv->name);
+		break;
+	case MSG_TIMEOUT:
+		inv->timeout_timer = 0; /* handled: nothing left to cancel */
+		finish_fmt(ctx, inv, PC_TOOL_TIMEOUT, "Tool %s timed out after %llu ms", inv->name,
+			   (unsigned long long)inv->timeout_ms);
+		break;
+	case MSG_TASK_TIMER:
+		if (inv->def && inv->def->on_timer && msg->size >= sizeof(task_timer_msg_t))
+			rc = on_task_timer(ctx, inv, pc_msg_cdata(msg));
+		break;
+	case MSG_JOB_DONE:
+		if (msg->size >= sizeof(job_result_t))
+			on_job_done(ctx, inv, pc_msg_cdata(msg));
+		break;
+	default:
+		break;
+	}
+	if (rc < 0)
+		inv->crash_code = rc;
+	return rc;
+}
+
+static void invocation_free(invocation_t *inv)
+{
+	cancel_timers(inv);
+	cJSON_Delete(inv->args);
+	pc_actor_release(inv->owner);
+	free(inv->timers);
+	free(inv->strings);
+	free(inv);
+}
+
+static const char *reason_name(int reason)
+{
+	switch (reason) {
+	case PC_EXIT_KILLED: return "killed";
+	case PC_EXIT_LINKED: return "a linked actor failed";
+	case PC_EXIT_SHUTDOWN: return "shutdown";
+	default: return "stopped";
+	}
+}
+
+/* Runs exactly once, whatever stopped the actor: the last chance to keep
+ * the promise of one DONE. */
+static void stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	invocation_t *inv = state;
+	if (!inv->done) {
+		char text[256];
+		pc_tool_status_t st = PC_TOOL_ABORTED;
+		if (reason == PC_EXIT_ERROR || reason == PC_EXIT_LINKED) {
+			st = PC_TOOL_CRASHED;
+			snprintf(text, sizeof(text), "Tool %s failed: the invocation crashed (%s)", inv->name,
+				 reason == PC_EXIT_ERROR ? pc_strerror(inv->crash_code) : reason_name(reason));
+		} else {
+			snprintf(text, sizeof(text), "Tool %s was stopped before it finished (%s)", inv->name,
+				 reason_name(reason));
+		}
+		if (inv->lost) {
+			/* A handler decided but could not build the DONE. */
+			st = inv->lost_status;
+			snprintf(text, sizeof(text), "Tool %s: the result was lost (out of memory)", inv->name);
+		}
+		if (send_done(inv, st, true, false, text) != 0)
+			send_done(inv, st, true, false, ""); /* the bare status still ends the wait */
+	}
+	invocation_free(inv);
+}
+
+static const pc_behavior_t invocation_behavior = {
+	.name = "tool",
+	.receive = receive,
+	.stop = stop,
+};
+
+int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc_tool_invoke_t *req,
+			 pc_actor_t *owner, pc_actor_t **out)
+{
+	if (!rt || !r || !req || !req->name || !owner)
+		return PC_EINVAL;
+	int rc = PC_ENOMEM;
+	pc_msg_t *go = pc_msg_new(MSG_START, 0);
+	invocation_t *inv = calloc(1, sizeof(*inv));
+	if (!go || !inv)
+		goto fail;
+	const char *call_id = req->tool_call_id ? req->tool_call_id : "";
+	const char *src[7] = {req->name, call_id, req->arguments, req->env.workspace, req->env.session_key,
+			      req->env.run_id, req->env.tool_call_id ? req->env.tool_call_id : call_id};
+	const char *dst[7];
+	if (!(inv->strings = pack(src, dst, 7)))
+		goto fail;
+	inv->name = dst[0];
+	inv->tool_call_id = dst[1];
+	inv->arguments = dst[2];
+	inv->env = (pc_tool_env_t){dst[3], dst[4], dst[5], dst[6]};
+	inv->rt = rt;
+	inv->reg = r;
+	inv->def = pc_tool_find(r, req->name);
+	inv->tag = req->tag;
+	inv->timeout_ms = req->timeout_ms               ? req->timeout_ms
+			  : inv->def && inv->def->timeout_ms ? inv->def->timeout_ms
+							     : PC_TOOL_DEFAULT_TIMEOUT_MS;
+	inv->task.inv = inv;
+	inv->t0_ns = mono_ns();
+	inv->owner = pc_actor_retain(owner);
+	pc_actor_t *a = NULL;
+	if ((rc = pc_spawn(rt, &invocation_behavior, inv, &a)) != 0)
+		goto fail;
+	/* The actor owns inv now. START is queued before the caller can hold
+	 * the handle, so it is handled before any abort. */
+	pc_send(a, go);
+	if (out)
+		*out = a;
+	else
+		pc_actor_release(a);
+	return 0;
+fail:
+	pc_msg_free(go);
+	if (inv)
+		invocation_free(inv);
+	return rc;
+}
+
+int pc_tool_abort(pc_actor_t *invocation)
+{
+	if (!invocation)
+		return PC_EINVAL;
+	pc_msg_t *m = pc_msg_new(MSG_ABORT, 0);
+	if (!m)
+		return PC_ENOMEM;
+	return pc_send(invocation, m);
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+int pc_tool_task_after(pc_tool_task_t *t, uint64_t ms, uint64_t token)
+{
+	if (!t || !t->inv->def || !t->inv->def->on_timer)
+		return PC_EINVAL;
+	invocation_t *inv = t->inv;
+	if (!t->ctx || inv->done)
+		return PC_ESTATE;
+	if (inv->ntimers == inv->cap_timers) {
+		size_t cap = inv->cap_timers ? inv->cap_timers * 2 : 4;
+		task_timer_t *v = realloc(inv->timers, cap * sizeof(*v));
+		if (!v)
+			return PC_ENOMEM;
+		inv->timers = v;
+		inv->cap_timers = cap;
+	}
+	pc_msg_t *m = pc_msg_new(MSG_TASK_TIMER, sizeof(task_timer_msg_t));
+	if (!m)
+		return PC_ENOMEM;
+	task_timer_msg_t *tm = pc_msg_data(m);
+	tm->seq = ++inv->next_seq;
+	tm->token = token;
+	pc_timer_t id = 0;
+	int rc = pc_timer_after(pc_self(t->ctx), ms, m, &id);
+	if (rc == 0)
+		inv->timers[inv->ntimers++] = (task_timer_t){inv->next_seq, id};
+	return rc;
+}
+
+int pc_tool_task_complete(pc_tool_task_t *t, pc_tool_output_t *out)
+{
+	int rc = 0;
+	if (!t || !out) {
+		rc = PC_EINVAL;
+		goto out;
+	}
+	if (!t->ctx || t->inv->done) {
+		rc = PC_ESTATE;
+		goto out;
+	}
+	finish_output(t->ctx, t->inv, 0, out);
+out:
+	if (out) {
+		free(out->text);
+		out->text = NULL;
+	}
+	return rc;
+}

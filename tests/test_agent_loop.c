@@ -1,0 +1,283 @@
+/*
+ * The whole agent loop against the embedded mock LLM: one run from
+ * message to final payload, retries, profile rotation and model fallback,
+ * compaction on overflow, the idle breaker, tool crashes, agent.wait.
+ * Each test scripts the mock (one script cursor per run) and asserts what
+ * a user sees: the terminal event, the attempts trace, the transcript,
+ * and the requests the provider received.
+ */
+#include <criterion/criterion.h>
+
+#include "agent_harness.h"
+
+TestSuite(agent_loop, .timeout = 60);
+
+static int count_messages(harness_t *h, const char *key, const char *role)
+{
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(h->store, key, &hist), 0);
+	int n = 0;
+	for (size_t i = 0; i < pc_store_history_count(hist); i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(hist, i, &m);
+		if (!role || !strcmp(m.role, role))
+			n++;
+	}
+	pc_store_history_free(hist);
+	return n;
+}
+
+Test(agent_loop, one_attempt_with_a_tool_call)
+{
+	harness_t h;
+	harness_start(&h, NULL); /* the demo: clock tool, then the echo */
+	pc_event_sub_t *sub = NULL;
+	pc_event_sub_config_t sc = {.capacity = 256};
+	cr_assert_eq(pc_event_sub_new(&sc, &sub), 0);
+	cr_assert_eq(pc_agent_subscribe_session(h.agent, "s1", sub), 0);
+	char run[80];
+	cr_assert_eq(submit(&h, "s1", "hello world", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_str_eq(payload_text(d), "hello world");
+	char trace[256];
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "success");
+	cJSON_Delete(d);
+
+	/* events: seq 1.., one terminal, tool start and result in between */
+	pc_event_t *ev[256];
+	size_t n = pc_event_sub_take(sub, ev, 256);
+	uint64_t seq = 0;
+	int tool_start = 0, tool_result = 0, terminal = 0, deltas = 0;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(ev[i]->seq, seq + 1);
+		seq = ev[i]->seq;
+		if (ev[i]->stream == PC_EVENT_TOOL && strstr(ev[i]->data, "\"phase\":\"start\""))
+			tool_start++;
+		if (ev[i]->stream == PC_EVENT_TOOL && strstr(ev[i]->data, "\"phase\":\"result\""))
+			tool_result++;
+		deltas += ev[i]->stream == PC_EVENT_ASSISTANT;
+		terminal += ev[i]->terminal;
+		pc_event_release(ev[i]);
+	}
+	cr_assert_eq(tool_start, 1);
+	cr_assert_eq(tool_result, 1);
+	cr_assert_eq(terminal, 1);
+	cr_assert_gt(deltas, 0);
+	pc_agent_unsubscribe_session(h.agent, "s1", sub);
+	pc_event_sub_release(sub);
+
+	/* the transcript: user, assistant (tool call), tool result, assistant */
+	cr_assert_eq(count_messages(&h, "s1", NULL), 4);
+	cr_assert_eq(count_messages(&h, "s1", "toolResult"), 1);
+
+	/* a second turn sees the first in its context */
+	cr_assert_eq(submit(&h, "s1", "again", run), PC_AGENT_STARTED);
+	d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(payload_text(d), "again");
+	cJSON_Delete(d);
+	cr_assert_eq(count_messages(&h, "s1", "user"), 2);
+	harness_stop(&h);
+}
+
+Test(agent_loop, rate_limit_rotates_the_profile_then_succeeds)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":\"Daily request limit reached\"},{\"text\":\"fine\"}]}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(payload_text(d), "fine");
+	char trace[256];
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,success");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	char *all = cJSON_PrintUnformatted(reqs);
+	char *a = strstr(all, "key-a"), *b = strstr(all, "key-b");
+	cr_assert(a && b && a < b, "the second attempt used the second profile");
+	cJSON_free(all);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+Test(agent_loop, rotations_exhausted_then_model_fallback)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":\"Daily request limit reached\"},{\"kind\":\"error\",\"status\":429,\"message\":\"Daily request limit reached\"},"
+			  "{\"text\":\"from the fallback\"}]}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_str_eq(payload_text(d), "from the fallback");
+	char trace[256];
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,fallback_model:rate_limit,success", "trace %s", trace);
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	char m[3][32];
+	cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+	for (int i = 0; i < 3; i++)
+		request_model(reqs, i, m[i], sizeof(m[i]));
+	cr_assert_str_eq(m[0], "m1");
+	cr_assert_str_eq(m[1], "m1");
+	cr_assert_str_eq(m[2], "m2");
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+Test(agent_loop, empty_response_is_retried_once)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"kind\":\"empty\"},{\"text\":\"now I answer\"}]}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(payload_text(d), "now I answer");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+Test(agent_loop, reasoning_only_retries_up_to_the_cap_then_fail)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"kind\":\"reasoning\",\"reasoning\":\"hmm\"}}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_str_eq(jstr(d, "errorKind"), "incomplete_turn");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	/* the first try and PC_RUN_MAX_REASONING_ONLY_RETRIES more, on each model */
+	cr_assert_eq(cJSON_GetArraySize(reqs), 1 + PC_RUN_MAX_REASONING_ONLY_RETRIES);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+Test(agent_loop, unknown_tool_is_a_tool_error_the_model_reads)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"nope\"}]},"
+			  "{\"text\":\"sorry\"}]}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(payload_text(d), "sorry");
+	cJSON_Delete(d);
+	/* the second request carries the error result */
+	cJSON *reqs = mock_requests(&h);
+	char *all = cJSON_PrintUnformatted(cJSON_GetArrayItem(reqs, 1));
+	cr_assert_not_null(strstr(all, "not found"));
+	cJSON_free(all);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+/* A tool whose invocation crashes (its timer handler fails). */
+static int crash_start(void *user, pc_tool_task_t *t, const cJSON *args, const pc_tool_env_t *env)
+{
+	(void)user, (void)args, (void)env;
+	return pc_tool_task_after(t, 1, 7);
+}
+static int crash_timer(void *user, pc_tool_task_t *t, uint64_t token)
+{
+	(void)user, (void)t, (void)token;
+	return PC_ESTATE;
+}
+
+Test(agent_loop, a_crashing_tool_is_a_tool_error_not_a_dead_session)
+{
+	pc_tool_registry_t *tools = NULL;
+	cr_assert_eq(pc_tool_registry_new(&tools), 0);
+	cr_assert_eq(pc_tool_register_builtins(tools), 0);
+	pc_tool_def_t boom = {.name = "boom", .description = "crashes", .start = crash_start,
+			      .on_timer = crash_timer};
+	cr_assert_eq(pc_tool_register(tools, &boom), 0);
+	harness_t h;
+	harness_start_with(&h, HARNESS_CONFIG,
+			   "{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"boom\"}]},"
+			   "{\"text\":\"the tool failed\"}]}",
+			   tools);
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_str_eq(payload_text(d), "the tool failed");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	char *all = cJSON_PrintUnformatted(cJSON_GetArrayItem(reqs, 1));
+	cr_assert_not_null(strstr(all, "crashed"), "the model read the crash: %s", all);
+	cJSON_free(all);
+	cJSON_Delete(reqs);
+	/* the session still works */
+	submit(&h, "s", "still there?", run);
+	d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cJSON_Delete(d);
+	harness_stop(&h);
+	pc_tool_registry_free(tools);
+}
+
+Test(agent_loop, wait_timeout_does_not_stop_the_run)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"slow\",\"ttft_ms\":400}}");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, run, 50, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_TIMEOUT);
+	cr_assert_eq(w.run.status, PC_RUN_STATUS_RUNNING);
+	cr_assert_eq(pc_agent_wait(h.agent, run, 10000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	harness_stop(&h);
+}
+
+Test(agent_loop, idempotency_key_gives_the_first_run)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"once\"}}");
+	pc_agent_params_t p = {.session_key = "s", .message = "hi", .idempotency_key = "k-1"};
+	pc_agent_accepted_t a1, a2;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a1), 0);
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a2), 0);
+	cr_assert_eq(a2.disposition, PC_AGENT_DUPLICATE);
+	cr_assert_str_eq(a1.run_id, a2.run_id);
+	cJSON *d = finish_of(&h, a1.run_id, 10000);
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 1);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+Test(agent_loop, bad_input_is_refused_cleanly)
+{
+	harness_t h;
+	harness_start(&h, NULL);
+	pc_agent_params_t p = {.session_key = "s", .message = NULL};
+	pc_agent_accepted_t a;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), PC_EINVAL);
+	char key[400];
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	p = (pc_agent_params_t){.session_key = key, .message = "x"};
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), PC_EINVAL);
+	p = (pc_agent_params_t){.session_key = "bad\nkey", .message = "x"};
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), PC_EINVAL);
+	/* an unknown model ends the run with an error, not a crash */
+	p = (pc_agent_params_t){.session_key = "s", .message = "x", .model = "nosuch/model"};
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), 0);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, a.run_id, 10000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(pc_agent_wait(h.agent, "no-such-run", 100, &w), PC_ENOTFOUND);
+	harness_stop(&h);
+}
