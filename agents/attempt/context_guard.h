@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include "../../runtime/error.h"
+#include "../run/run_state.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -186,7 +187,7 @@ pc_preflight_next_t pc_preflight_next(pc_preflight_route_t route, bool truncatio
 
 #define PC_COMPACT_RESERVE_TOKENS_FLOOR ((uint64_t)20000) /* DEFAULT_PI_COMPACTION_RESERVE_TOKENS_FLOOR */
 #define PC_COMPACT_TIMEOUT_PROMPT_RATIO 0.65 /* timeout recovery: prompt side over 65 % */
-#define PC_COMPACT_TIMEOUT_MAX_ATTEMPTS 2u   /* timeout compactions per run */
+#define PC_COMPACT_TIMEOUT_MAX_ATTEMPTS PC_RUN_MAX_TIMEOUT_COMPACTIONS /* per run */
 #define PC_COMPACT_OVERFLOW_MAX_ATTEMPTS 3u  /* overflow compactions per run */
 
 typedef enum pc_compact_trigger {

@@ -376,8 +376,6 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 		cJSON_free(s);
 		cJSON_Delete(e);
 	}
-	if (done)
-		r->rs.auto_compactions++;
 	pc_run_recovery_result_t res = done ? PC_RECOVERY_DONE : PC_RECOVERY_NOTHING;
 	if (r->compaction_kind == PC_COMPACTION_OVERFLOW)
 		r->outcome.recovery.overflow_compaction = res;

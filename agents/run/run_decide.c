@@ -8,6 +8,8 @@
  */
 #include "run_decide.h"
 
+#include "../attempt/context_guard.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -980,11 +982,20 @@ int pc_run_decide(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t 
 		pc_loop_guard_arm(&s->guard);
 		return retry(a, PC_RETRY_TIMEOUT_COMPACTED, 0);
 	}
-	if (o->recovery.timeout_compaction == PC_RECOVERY_NOT_RUN && !resumed && o->timed_out &&
-	    !o->timed_out_during_compaction && !o->timed_out_during_tool &&
-	    !o->timed_out_by_run_budget && c->timeout_compactions < PC_RUN_MAX_TIMEOUT_COMPACTIONS &&
-	    o->context_tokens > 0 &&
-	    prompt_side_tokens(s, o) * 100 > o->context_tokens * PC_RUN_TIMEOUT_COMPACTION_RATIO_PCT) {
+	/* the rule itself (65 % of the window, two per run) is the compaction
+	 * trigger's, shared with every other entry to compaction */
+	pc_compact_input_t ci = {
+		.context_window = o->context_tokens > 0 ? (uint64_t)o->context_tokens : 0,
+		.timed_out = o->timed_out,
+		.timed_out_during_compaction = o->timed_out_during_compaction,
+		.timed_out_during_tool_execution = o->timed_out_during_tool,
+		.timed_out_by_run_budget = o->timed_out_by_run_budget,
+		.prompt_side_tokens = (uint64_t)(prompt_side_tokens(s, o) > 0 ? prompt_side_tokens(s, o) : 0),
+		.timeout_attempts = c->timeout_compactions,
+	};
+	pc_compact_decision_t cd = {0};
+	if (o->recovery.timeout_compaction == PC_RECOVERY_NOT_RUN && !resumed && o->context_tokens > 0 &&
+	    pc_compact_decide(&ci, &cd) == 0 && cd.trigger == PC_COMPACT_TRIGGER_TIMEOUT_RECOVERY) {
 		c->timeout_compactions++; /* counted even if the compaction fails */
 		a->next = PC_RUN_COMPACT;
 		a->compaction = PC_COMPACTION_TIMEOUT_RECOVERY;

@@ -32,9 +32,6 @@
 extern "C" {
 #endif
 
-/* §1.7 step 6: compact on a timeout when the prompt filled more than 65 %
- * of the context window. */
-#define PC_RUN_TIMEOUT_COMPACTION_RATIO_PCT 65
 /* §1.10 same-model rate-limit retry: 10 s per retry so far + 1, and a
  * retry-after honoured, both capped at 60 s (MAX_SHORT_WINDOW_RETRY_AFTER). */
 #define PC_RUN_RATE_LIMIT_RETRY_STEP_MS 10000u
