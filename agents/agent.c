@@ -19,6 +19,7 @@
 
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
+#include "session/diagnostics.h"
 
 /* The embedded mock's demo: every run calls the clock tool once, then
  * answers with the echo of the user's message. */
@@ -759,6 +760,10 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->runs_active = pc_run_registry_active_count(a->runs);
 	out->attempts = __atomic_load_n(&a->stats.attempts, __ATOMIC_RELAXED);
 	out->tool_calls = __atomic_load_n(&a->stats.tool_calls, __ATOMIC_RELAXED);
+	out->long_running = __atomic_load_n(&a->stats.diag[PC_DIAG_LONG_RUNNING], __ATOMIC_RELAXED);
+	out->stalled = __atomic_load_n(&a->stats.diag[PC_DIAG_STALLED], __ATOMIC_RELAXED);
+	out->stuck = __atomic_load_n(&a->stats.diag[PC_DIAG_STUCK], __ATOMIC_RELAXED);
+	out->recoveries = __atomic_load_n(&a->stats.diag_recoveries, __ATOMIC_RELAXED);
 	pc_lane_stats_t ls;
 	pc_lane_stats(a->lane, &ls);
 	out->lane_active = ls.active;

@@ -150,6 +150,10 @@ typedef struct pc_agent_stats {
 	uint64_t attempts;
 	uint64_t tool_calls;
 	uint32_t lane_active, lane_queued, lane_peak, lane_max;
+	uint64_t long_running;   /* §9.2 session.long_running warnings */
+	uint64_t stalled;        /* session.stalled */
+	uint64_t stuck;          /* session.stuck */
+	uint64_t recoveries;     /* runs aborted or lanes released by the watchdog */
 } pc_agent_stats_t;
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 

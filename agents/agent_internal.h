@@ -38,6 +38,7 @@ enum {
 	PC__MSG_SESSION_IDLE,       /* its idle timer */
 	PC__MSG_SESSION_DRAIN,      /* its debounce timer */
 	PC__MSG_SESSION_INTERRUPT_WAIT, /* interrupt: the aborted run did not end in time */
+	PC__MSG_SESSION_DIAG,       /* its stalled-session watchdog tick (§9.2) */
 	/* run -> session */
 	PC__MSG_RUN_DONE,           /* pc__run_done_t */
 	PC__MSG_RUN_PHASE,          /* u64: pc_run_phase_t */
@@ -47,7 +48,7 @@ enum {
 	PC__MSG_RUN_ABORT,
 	PC__MSG_RUN_STEER,          /* text */
 	PC__MSG_RUN_DELAY,          /* its backoff timer */
-	PC__MSG_RUN_TRUNCATED,      /* result of the truncation job: pc__truncated_t */
+	PC__MSG_RUN_TRUNCATED,      /* the truncation job's result: int64 count or code */
 	/* to an attempt actor */
 	PC__MSG_ATTEMPT_START,
 	PC__MSG_ATTEMPT_ABORT,
@@ -91,6 +92,8 @@ struct pc_agent {
 	} context;
 	struct {
 		uint64_t sessions_live, runs_started, runs_finished, attempts, tool_calls;
+		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
+		uint64_t diag_recoveries;
 	} stats; /* atomics */
 };
 
@@ -150,6 +153,11 @@ typedef struct pc__run_params {
 
 /* Spawns a run actor for `p`; it reports to `session`. */
 int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out);
+
+/* Cuts oversized tool results in the session's transcript on the blocking
+ * pool; `reply_to` gets PC__MSG_RUN_TRUNCATED with an int64 payload: how
+ * many were cut, or a negative code. */
+int pc__truncate_start(pc_agent_t *a, const char *key, uint64_t context_tokens, pc_actor_t *reply_to);
 
 /* ---- the attempt actor (attempt/attempt_actor.c) ---- */
 

@@ -281,3 +281,47 @@ Test(agent_loop, bad_input_is_refused_cleanly)
 	cr_assert_eq(pc_agent_wait(h.agent, "no-such-run", 100, &w), PC_ENOTFOUND);
 	harness_stop(&h);
 }
+
+Test(agent_loop, stalled_run_is_aborted_and_the_queue_drains)
+{
+	harness_t h;
+	harness_start_with(&h,
+			   "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"
+			   "\"agents\":{\"defaults\":{\"model\":\"mock/m\"}},"
+			   "\"messages\":{\"queue\":{\"mode\":\"followup\",\"debounceMs\":0}},"
+			   "\"diagnostics\":{\"enabled\":true,\"stuckSessionWarnMs\":1000,"
+			   "\"stuckSessionAbortMs\":2000}}",
+			   /* the first run's model never answers (a local provider has no
+			    * idle watchdog); the next one answers */
+			   "{\"default\":{\"text\":\"next\"}}", NULL);
+	pc_event_sub_t *sub = NULL;
+	pc_event_sub_config_t sc = {.capacity = 256};
+	cr_assert_eq(pc_event_sub_new(&sc, &sub), 0);
+	cr_assert_eq(pc_agent_subscribe_session(h.agent, "s", sub), 0);
+	char run1[80], run2[80];
+	cr_assert_eq(submit(&h, "s", "first [[mock:{\"kind\":\"stall\"}]]", run1), PC_AGENT_STARTED);
+	cr_assert_eq(submit(&h, "s", "second", run2), PC_AGENT_QUEUED);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, run1, 15000, &w), 0);
+	cr_assert_eq(w.run.status, PC_RUN_STATUS_ABORTED);
+	cr_assert_eq(pc_agent_wait(h.agent, run2, 15000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK, "the queued message ran after the recovery: %s %s %s",
+		     pc_run_status_name(w.run.status), w.run.error, w.run.error_kind);
+	pc_agent_stats_t st;
+	pc_agent_stats(h.agent, &st);
+	cr_assert_geq(st.long_running, 1);
+	cr_assert_geq(st.stalled, 1);
+	cr_assert_eq(st.recoveries, 1);
+	pc_event_t *ev[256];
+	size_t n = pc_event_sub_take(sub, ev, 256);
+	int diag = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i]->stream == PC_EVENT_DIAGNOSTIC && strstr(ev[i]->data, "session.stalled"))
+			diag++;
+		pc_event_release(ev[i]);
+	}
+	cr_assert_geq(diag, 1);
+	pc_agent_unsubscribe_session(h.agent, "s", sub);
+	pc_event_sub_release(sub);
+	harness_stop(&h);
+}

@@ -45,6 +45,7 @@ static const char *const stream_names[PC_EVENT_STREAM_COUNT] = {
 	[PC_EVENT_COMPACTION] = "compaction",
 	[PC_EVENT_LANE] = "lane",
 	[PC_EVENT_ERROR] = "error",
+	[PC_EVENT_DIAGNOSTIC] = "diagnostic",
 };
 
 const char *pc_event_stream_name(pc_event_stream_t s)

@@ -47,11 +47,12 @@ typedef enum pc_event_stream {
 	PC_EVENT_COMPACTION,    /* {phase:start|end, willRetry?, completed?} */
 	PC_EVENT_LANE,          /* {phase:wait|granted, queuedAhead, waitMs} */
 	PC_EVENT_ERROR,         /* {reason, ...} */
+	PC_EVENT_DIAGNOSTIC,    /* {type: session.long_running|stalled|stuck, ageMs, ...} (§9.2) */
 	PC_EVENT_STREAM_COUNT
 } pc_event_stream_t;
 
 /* "lifecycle", "assistant", "thinking", "tool", "compaction", "lane",
- * "error"; "unknown" out of range. Static. */
+ * "error", "diagnostic"; "unknown" out of range. Static. */
 const char *pc_event_stream_name(pc_event_stream_t s);
 
 typedef struct pc_event {

@@ -40,6 +40,7 @@ typedef enum run_phase {
 	RP_ATTEMPT,
 	RP_DELAY,
 	RP_COMPACTING,
+	RP_TRUNCATING,
 	RP_DONE,
 } run_phase_t;
 
@@ -412,10 +413,13 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 		start_compaction(ctx, r, act.compaction);
 		return;
 	case PC_RUN_TRUNCATE:
-		/* Session truncation of tool results is not done yet: report
-		 * that nothing was cut, and the pipeline goes on without it. */
-		r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
-		decide(ctx, r);
+		if (pc__truncate_start(r->agent, r->key, r->cand[r->rs.cand.index].context_tokens,
+				       pc_self(ctx)) != 0) {
+			r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
+			decide(ctx, r);
+			return;
+		}
+		r->phase = RP_TRUNCATING;
 		return;
 	case PC_RUN_DISPATCH:
 		dispatch(ctx, r, &act);
@@ -492,6 +496,16 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (r->phase == RP_COMPACTING)
 			on_compaction_done(ctx, r, pc_msg_cdata(msg));
 		return 0;
+	case PC__MSG_RUN_TRUNCATED:
+		if (r->phase != RP_TRUNCATING)
+			return 0;
+		r->phase = RP_IDLE;
+		r->outcome.recovery.truncation = *(const int64_t *)pc_msg_cdata(msg) > 0 ? PC_RECOVERY_DONE
+											: PC_RECOVERY_NOTHING;
+		if (r->cancelled)
+			r->outcome.cancelled = true;
+		decide(ctx, r);
+		return 0;
 	case PC__MSG_RUN_DELAY:
 		r->delay = 0;
 		if (r->phase == RP_DELAY) {
@@ -507,6 +521,8 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			pc_send(r->attempt, pc_msg_new(PC__MSG_ATTEMPT_ABORT, 0));
 		} else if (r->compaction) {
 			pc_compaction_abort(r->compaction);
+		} else if (r->phase == RP_TRUNCATING) {
+			/* the rewrite finishes (it is short); its answer ends the run */
 		} else {
 			if (r->delay)
 				pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);

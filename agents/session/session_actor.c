@@ -17,6 +17,7 @@
 
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
+#include "diagnostics.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -64,6 +65,14 @@ typedef struct session {
 	size_t pn, pcap;
 
 	pc_timer_t idle_timer, drain_timer, interrupt_timer;
+
+	/* the stalled-session watchdog (§9.2), armed while a run is active */
+	pc_timer_t diag_timer;
+	uint64_t diag_seq;         /* the run's event seq at the last tick */
+	int64_t run_started_ms, last_progress_ms, last_warn_ms;
+	uint32_t warn_repeats;
+	pc_diag_class_t last_class;
+	bool recovery_sent;
 } session_t;
 
 static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
@@ -114,6 +123,92 @@ static void arm(pc_ctx_t *ctx, pc_timer_t *t, uint32_t type, uint64_t ms)
 	pc_msg_t *m = pc_msg_new(type, 0);
 	if (m && pc_timer_after(pc_self(ctx), ms, m, t) != 0)
 		*t = 0;
+}
+
+/* ---- the stalled-session watchdog (§9.2) ---- */
+
+static void diag_arm(pc_ctx_t *ctx, session_t *s)
+{
+	const pc_diagnostics_config_t *dc = &s->agent->cfg->diagnostics;
+	s->run_started_ms = s->last_progress_ms = (int64_t)pc_runtime_now_ms();
+	s->diag_seq = 0;
+	s->warn_repeats = 0;
+	s->last_warn_ms = 0;
+	s->last_class = PC_DIAG_OK;
+	s->recovery_sent = false;
+	if (!dc->enabled)
+		return;
+	/* ticks at a quarter of the warn threshold: progress is seen to within that */
+	uint64_t period = pc_diag_warn_ms(dc->warn_ms) / 4;
+	pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_DIAG, 0);
+	if (m && pc_timer_every(pc_self(ctx), period ? period : 1, m, &s->diag_timer) != 0)
+		s->diag_timer = 0;
+}
+
+static void diag_emit(session_t *s, const pc_diag_result_t *r)
+{
+	char d[256];
+	snprintf(d, sizeof(d),
+		 "{\"type\":\"%s\",\"ageMs\":%llu,\"runMs\":%llu,\"queued\":%zu,\"reason\":\"%s\","
+		 "\"recovery\":\"%s\"}",
+		 pc_diag_class_name(r->cls), (unsigned long long)r->age_ms, (unsigned long long)r->run_ms, s->qn,
+		 r->reason ? r->reason : "",
+		 r->recovery == PC_DIAG_RECOVER_ABORT_RUN ? "abort_run"
+		 : r->recovery == PC_DIAG_RECOVER_RELEASE_LANE ? "release_lane" : "none");
+	if (s->active.bus)
+		pc_event_bus_emit(s->active.bus, PC_EVENT_DIAGNOSTIC, d, strlen(d), false, false, NULL);
+}
+
+static void run_ended(pc_ctx_t *ctx, session_t *s);
+
+static void diag_tick(pc_ctx_t *ctx, session_t *s)
+{
+	if (!s->has_active || !s->started)
+		return;
+	const pc_diagnostics_config_t *dc = &s->agent->cfg->diagnostics;
+	int64_t now = (int64_t)pc_runtime_now_ms();
+	uint64_t seq = s->active.bus ? pc_event_bus_seq(s->active.bus) : 0;
+	if (seq != s->diag_seq) {
+		s->diag_seq = seq;
+		s->last_progress_ms = now;
+	}
+	uint64_t warn = pc_diag_warn_ms(dc->warn_ms);
+	pc_diag_input_t in = {
+		.processing = true,
+		.has_run = s->run != NULL,
+		.activity = s->phase == PC_RUN_STREAMING ? PC_DIAG_ACT_MODEL_CALL : PC_DIAG_ACT_NONE,
+		.queued = (uint32_t)s->qn,
+		.started_ms = s->run_started_ms,
+		.last_progress_ms = s->last_progress_ms,
+		.now_ms = now,
+		.warn_ms = warn,
+		.abort_ms = pc_diag_abort_ms(warn, dc->abort_ms),
+	};
+	pc_diag_result_t r;
+	if (pc_diag_classify(&in, &r) != 0 || r.cls == PC_DIAG_OK) {
+		s->last_class = PC_DIAG_OK;
+		s->warn_repeats = 0;
+		return;
+	}
+	if (r.cls != s->last_class)
+		s->warn_repeats = 0;
+	if (r.cls != s->last_class || pc_diag_should_warn(s->warn_repeats, s->last_warn_ms, now, warn)) {
+		diag_emit(s, &r);
+		__atomic_add_fetch(&s->agent->stats.diag[r.cls], 1, __ATOMIC_RELAXED);
+		s->last_warn_ms = now;
+		if (r.cls == s->last_class)
+			s->warn_repeats++;
+	}
+	s->last_class = r.cls;
+	/* recovery keeps the queue: it drains after the run is gone */
+	if (r.recovery == PC_DIAG_RECOVER_ABORT_RUN && s->run && !s->recovery_sent) {
+		s->recovery_sent = true;
+		__atomic_add_fetch(&s->agent->stats.diag_recoveries, 1, __ATOMIC_RELAXED);
+		pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+	} else if (r.recovery == PC_DIAG_RECOVER_RELEASE_LANE && !s->run) {
+		__atomic_add_fetch(&s->agent->stats.diag_recoveries, 1, __ATOMIC_RELAXED);
+		run_ended(ctx, s);
+	}
 }
 
 /* ---- starting runs ---- */
@@ -171,6 +266,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 	}
 	s->started = true;
 	pc_monitor(ctx, s->run, &s->monitor);
+	diag_arm(ctx, s);
 }
 
 /* ---- the queue ---- */
@@ -348,6 +444,7 @@ static void run_ended(pc_ctx_t *ctx, session_t *s)
 {
 	if (!s->has_active)
 		return;
+	cancel_timer(ctx, &s->diag_timer);
 	if (s->run) {
 		pc_demonitor(ctx, s->monitor);
 		pc_actor_release(s->run);
@@ -714,6 +811,9 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		}
 		return 0;
 	}
+	case PC__MSG_SESSION_DIAG:
+		diag_tick(ctx, s);
+		return 0;
 	case PC__MSG_SESSION_DRAIN:
 		s->drain_timer = 0;
 		drain(ctx, s);
@@ -743,6 +843,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	cancel_timer(ctx, &s->idle_timer);
 	cancel_timer(ctx, &s->drain_timer);
 	cancel_timer(ctx, &s->interrupt_timer);
+	cancel_timer(ctx, &s->diag_timer);
 	for (size_t i = 0; i < s->pn; i++) {
 		reply_accepted(&s->pend[i], PC_ESTOPPED, NULL, PC_AGENT_DROPPED);
 		pending_free(&s->pend[i]);
