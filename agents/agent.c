@@ -344,11 +344,18 @@ static pc_msg_t *context_job_run(void *arg)
 	a->context.text = text;
 	a->context.loaded_ms = pc_runtime_now_ms();
 	a->context.loading = false;
+	pc_msg_t *m = pc__text_msg(PC__MSG_ATTEMPT_CONTEXT, text ? text : "");
 	pthread_mutex_unlock(&a->context.lock);
-	return pc__text_msg(PC__MSG_ATTEMPT_CONTEXT, text ? text : "");
+	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
+	return m;
 }
 
-static void context_job_discard(void *arg) { free(arg); }
+static void context_job_discard(void *arg)
+{
+	context_job_t *j = arg;
+	__atomic_sub_fetch(&j->agent->stats.jobs_live, 1, __ATOMIC_RELEASE);
+	free(j);
+}
 
 int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out)
 {
@@ -366,9 +373,12 @@ int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out)
 	if (!j)
 		return PC_ENOMEM;
 	j->agent = a;
+	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_blocking_submit(a->rt, context_job_run, context_job_discard, j, reply_to);
-	if (rc != 0)
+	if (rc != 0) {
+		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
 		free(j);
+	}
 	return rc;
 }
 
@@ -476,6 +486,15 @@ static size_t collect_sessions(pc_agent_t *a, pc_actor_t ***out)
 	return n;
 }
 
+static bool quiet(pc_agent_t *a)
+{
+	return __atomic_load_n(&a->stats.sessions_live, __ATOMIC_ACQUIRE) == 0 &&
+	       __atomic_load_n(&a->stats.runs_live, __ATOMIC_ACQUIRE) == 0 &&
+	       __atomic_load_n(&a->stats.attempts_live, __ATOMIC_ACQUIRE) == 0 &&
+	       __atomic_load_n(&a->stats.jobs_live, __ATOMIC_ACQUIRE) == 0 &&
+	       pc_tool_registry_live(a->tools) == 0;
+}
+
 void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 {
 	if (!a)
@@ -495,8 +514,10 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 		pc_actor_release(v[i]);
 	}
 	free(v);
-	/* wait for the session actors' stop handlers (they touch the lane and registry) */
-	while (__atomic_load_n(&a->stats.sessions_live, __ATOMIC_ACQUIRE) > 0 && pc_runtime_now_ms() < until) {
+	/* Every actor and job that touches the agent has stopped (their stop
+	 * handlers use the lane, the registry and the tools). Not bounded by
+	 * the grace: freeing under a live actor would be a use after free. */
+	while (!quiet(a)) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}

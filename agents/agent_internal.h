@@ -92,6 +92,8 @@ struct pc_agent {
 	} context;
 	struct {
 		uint64_t sessions_live, runs_started, runs_finished, attempts, tool_calls;
+		/* actors and jobs that touch the agent: pc_agent_free waits for 0 */
+		uint64_t runs_live, attempts_live, jobs_live;
 		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
 		uint64_t diag_recoveries;
 	} stats; /* atomics */

@@ -153,4 +153,198 @@ static inline void request_model(const cJSON *reqs, int i, char *out, size_t cap
 	cJSON_Delete(parsed);
 }
 
+/* ---- scenario helpers (queue / abort / recovery tests) ---- */
+
+/* harness_stop, and also: once the agent, the store and the I/O layer are
+ * gone, no actor of the runtime is left (none leaked by the runs). */
+static inline void harness_stop_no_leaks(harness_t *h)
+{
+	pc_agent_free(h->agent, 10000);
+	cr_assert_eq(pc_store_close(h->store), 0);
+	pc_io_free(h->io);
+	uint64_t until = now_ms() + 5000;
+	pc_runtime_stats_t st;
+	do {
+		pc_runtime_stats(h->rt, &st, NULL, 0);
+		if (st.actors_live == 0)
+			break;
+		sleep_ms(2);
+	} while (now_ms() < until);
+	cr_assert_eq(st.actors_live, 0, "%llu actors still live after the agent stopped",
+		     (unsigned long long)st.actors_live);
+	pc_runtime_free(h->rt);
+	pc_config_free(h->cfg);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", h->dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* Submits with an explicit queue mode (NULL: the configured one). */
+static inline pc_agent_disposition_t submit_mode(harness_t *h, const char *key, const char *msg,
+						 const char *mode, char *run)
+{
+	pc_agent_params_t p = {.session_key = key, .message = msg, .queue_mode = mode};
+	pc_agent_accepted_t acc;
+	int rc = pc_agent_submit(h->agent, &p, &acc);
+	cr_assert_eq(rc, 0, "submit: %s", pc_strerror(rc));
+	strcpy(run, acc.run_id);
+	return acc.disposition;
+}
+
+/* pc_agent_wait that must not time out; the result is returned. */
+static inline pc_agent_wait_result_t wait_run(harness_t *h, const char *run, int64_t timeout_ms)
+{
+	pc_agent_wait_result_t w;
+	memset(&w, 0, sizeof(w));
+	cr_assert_eq(pc_agent_wait(h->agent, run, timeout_ms, &w), 0);
+	cr_assert_neq(w.status, PC_AGENT_WAIT_TIMEOUT, "run %s did not end in time", run);
+	return w;
+}
+
+/* A subscription to every run of session `key` (pc_event_sub_release). */
+static inline pc_event_sub_t *session_sub(harness_t *h, const char *key)
+{
+	pc_event_sub_t *sub = NULL;
+	pc_event_sub_config_t sc = {.capacity = 4096};
+	cr_assert_eq(pc_event_sub_new(&sc, &sub), 0);
+	cr_assert_eq(pc_agent_subscribe_session(h->agent, key, sub), 0);
+	return sub;
+}
+
+static inline void session_unsub(harness_t *h, const char *key, pc_event_sub_t *sub)
+{
+	pc_agent_unsubscribe_session(h->agent, key, sub);
+	pc_event_sub_release(sub);
+}
+
+/* Takes events from `sub` until one of `stream` whose data contains
+ * `needle` (NULL: any) arrives: true, or false after timeout_ms. The
+ * events taken (up to and including that one) are released; the data of
+ * those of `stream` is appended, one per line, to `log` when given. */
+static inline bool await_event(pc_event_sub_t *sub, pc_event_stream_t stream, const char *needle,
+			       int64_t timeout_ms, char *log, size_t cap)
+{
+	uint64_t until = now_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		pc_event_t *ev = NULL;
+		while (pc_event_sub_take(sub, &ev, 1) == 1) {
+			bool hit = ev->stream == stream && (!needle || strstr(ev->data, needle));
+			if (log && ev->stream == stream) {
+				size_t n = strlen(log);
+				snprintf(log + n, cap - n, "%s\n", ev->data);
+			}
+			pc_event_release(ev);
+			if (hit)
+				return true;
+		}
+		uint64_t now = now_ms();
+		if (now >= until)
+			return false;
+		if (pc_event_sub_wait(sub, (int64_t)(until - now)) == PC_ESTOPPED)
+			return false;
+	}
+}
+
+/* Appends `n` messages (user, assistant, user, ...) of a few dozen words
+ * each to session `key`'s transcript. */
+static inline void seed_history(harness_t *h, const char *key, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char content[512];
+		if (i % 2 == 0)
+			snprintf(content, sizeof(content),
+				 "{\"role\":\"user\",\"content\":\"question %d: tell me about item %d of the "
+				 "inventory, its colour, its weight, its price and where it is stored today\"}",
+				 i, i);
+		else
+			snprintf(content, sizeof(content),
+				 "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"answer %d: "
+				 "item %d is blue, weighs three kilograms, costs twelve euros and sits on shelf "
+				 "B%d in the north warehouse\"}],\"stopReason\":\"stop\"}",
+				 i, i - 1, i);
+		pc_store_msg_t m = {.role = i % 2 == 0 ? "user" : "assistant", .content = content};
+		int64_t seq = 0;
+		cr_assert_eq(pc_store_append(h->store, key, 0, &m, &seq), 0);
+	}
+}
+
+/* The roles of session `key`'s transcript, comma-separated, into out;
+ * returns the number of messages. */
+static inline int history_roles(harness_t *h, const char *key, char *out, size_t cap)
+{
+	pc_store_history_t *hist = NULL;
+	out[0] = '\0';
+	int rc = pc_store_history(h->store, key, &hist);
+	if (rc == PC_ENOTFOUND)
+		return 0;
+	cr_assert_eq(rc, 0);
+	size_t n = pc_store_history_count(hist);
+	for (size_t i = 0; i < n; i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(hist, i, &m);
+		size_t l = strlen(out);
+		snprintf(out + l, cap - l, "%s%s", i ? "," : "", m.role);
+	}
+	pc_store_history_free(hist);
+	return (int)n;
+}
+
+/* The number of requests the mock saw. */
+static inline int request_count(harness_t *h)
+{
+	cJSON *r = mock_requests(h);
+	int n = cJSON_GetArraySize(r);
+	cJSON_Delete(r);
+	return n;
+}
+
+/* Request i's body as an object (a new one when the log holds a string;
+ * the caller deletes *owned when set). */
+static inline const cJSON *request_body(const cJSON *reqs, int i, cJSON **owned)
+{
+	const cJSON *body = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reqs, i), "body");
+	*owned = cJSON_IsString(body) ? cJSON_Parse(body->valuestring) : NULL;
+	return *owned ? *owned : body;
+}
+
+/* Request i's last message: its role and text (a string content, or its
+ * text parts joined). */
+static inline void request_last_message(const cJSON *reqs, int i, char *role, size_t rcap, char *text, size_t tcap)
+{
+	cJSON *owned = NULL;
+	const cJSON *b = request_body(reqs, i, &owned);
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(b, "messages");
+	const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+	snprintf(role, rcap, "%s", jstr(last, "role"));
+	text[0] = '\0';
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(last, "content");
+	if (cJSON_IsString(c)) {
+		snprintf(text, tcap, "%s", c->valuestring);
+	} else {
+		const cJSON *part;
+		cJSON_ArrayForEach(part, c) {
+			size_t l = strlen(text);
+			snprintf(text + l, tcap - l, "%s", jstr(part, "text"));
+		}
+	}
+	cJSON_Delete(owned);
+}
+
+/* Request i's body as text (cJSON_free). */
+static inline char *request_text(const cJSON *reqs, int i)
+{
+	cJSON *owned = NULL;
+	const cJSON *b = request_body(reqs, i, &owned);
+	char *s = cJSON_PrintUnformatted(b);
+	cJSON_Delete(owned);
+	return s;
+}
+
+/* Request i's x-mock-session header (the run it belongs to), or "". */
+static inline const char *request_session(const cJSON *reqs, int i)
+{
+	const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reqs, i), "headers");
+	return jstr(hd, "x-mock-session");
+}
+
 #endif

@@ -325,3 +325,53 @@ Test(agent_loop, stalled_run_is_aborted_and_the_queue_drains)
 	pc_event_sub_release(sub);
 	harness_stop(&h);
 }
+
+/* §7.1 item 1 and §2.6: the context grows past window - reserve between
+ * two model calls, so the attempt compacts before calling again; the run
+ * budget runs out while it compacts and is extended once instead of
+ * aborting the run. */
+Test(agent_loop, threshold_compaction_inside_the_attempt_extends_the_budget)
+{
+	harness_t h;
+	harness_start_with(&h,
+			   "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,"
+			   "\"contextTokens\":16000}},"
+			   "\"agents\":{\"defaults\":{\"model\":\"mock/m\","
+			   "\"compaction\":{\"keepRecentTokens\":10}}}}",
+			   "{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\"}],"
+			   "\"usage\":{\"input_tokens\":9000,\"output_tokens\":10}},"
+			   "{\"text\":\"SUMMARY of the work\",\"ttft_ms\":1500},{\"text\":\"done\"}]}",
+			   NULL);
+	pc_event_sub_t *sub = NULL;
+	pc_event_sub_config_t sc = {.capacity = 256};
+	cr_assert_eq(pc_event_sub_new(&sc, &sub), 0);
+	cr_assert_eq(pc_agent_subscribe_session(h.agent, "s", sub), 0);
+	pc_agent_params_t p = {.session_key = "s", .message = "do the work", .timeout_ms = 1000};
+	pc_agent_accepted_t acc;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &acc), 0);
+	cJSON *d = finish_of(&h, acc.run_id, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(payload_text(d), "done");
+	cJSON_Delete(d);
+	pc_event_t *ev[256];
+	size_t n = pc_event_sub_take(sub, ev, 256);
+	int starts = 0, retries = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i]->stream == PC_EVENT_COMPACTION && strstr(ev[i]->data, "\"phase\":\"start\""))
+			starts++;
+		if (ev[i]->stream == PC_EVENT_COMPACTION && strstr(ev[i]->data, "\"willRetry\":true"))
+			retries++;
+		pc_event_release(ev[i]);
+	}
+	cr_assert_eq(starts, 1);
+	cr_assert_eq(retries, 1);
+	pc_agent_unsubscribe_session(h.agent, "s", sub);
+	pc_event_sub_release(sub);
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(h.store, "s", &hist), 0);
+	pc_store_msg_t m;
+	pc_store_history_get(hist, 0, &m);
+	cr_assert_str_eq(m.role, "compactionSummary");
+	pc_store_history_free(hist);
+	harness_stop(&h);
+}

@@ -31,6 +31,7 @@
 #include "../compaction/compaction.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
+#include "attempt_timeout.h"
 #include "context_guard.h"
 #include "payload.h"
 #include "steering.h"
@@ -47,6 +48,7 @@ typedef enum phase {
 	PH_LOADING = 0,
 	PH_MODEL,
 	PH_TOOLS,
+	PH_COMPACTING, /* threshold compaction between two model calls (§7.1 item 1) */
 	PH_FINISHING,
 } phase_t;
 
@@ -96,6 +98,10 @@ typedef struct attempt {
 	int store_error;
 
 	pc_timer_t timer;
+	pc_attempt_timeout_t budget; /* the compaction-aware run-budget timer (§2.6) */
+	pc_actor_t *compaction;      /* in flight, or NULL */
+	uint32_t compactions;        /* done inside this attempt */
+	bool timed_out_in_compaction;
 	int64_t started_ms;
 	bool aborting, cancelled, timed_out, idle_timed_out, timed_out_in_tool;
 	bool user_persisted, reported;
@@ -260,6 +266,8 @@ static void report(attempt_t *t)
 	o.completed_progress = t->completed_call;
 	o.timed_out = t->timed_out || t->idle_timed_out;
 	o.timed_out_by_run_budget = t->timed_out;
+	o.timed_out_during_compaction = t->timed_out_in_compaction;
+	o.compaction_count = t->compactions;
 	o.timed_out_during_tool = t->timed_out && t->timed_out_in_tool;
 	o.prompt_tokens = pc_usage_prompt_tokens(&t->last_usage);
 	o.context_tokens = (int64_t)t->context_tokens;
@@ -324,7 +332,7 @@ static void report(attempt_t *t)
 /* Ends the attempt once nothing is in flight and every write is acknowledged. */
 static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (t->phase != PH_FINISHING || t->call || t->appends_pending)
+	if (t->phase != PH_FINISHING || t->call || t->compaction || t->appends_pending)
 		return;
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
@@ -358,6 +366,10 @@ static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
 			pc_tool_abort(t->slots[i].actor);
+	if (t->compaction) {
+		pc_compaction_abort(t->compaction); /* its DONE finishes the attempt */
+		return;
+	}
 	if (t->phase == PH_LOADING || (!t->call && t->phase != PH_TOOLS))
 		finish(ctx, t);
 	else if (t->phase == PH_TOOLS && t->calls_done == t->n_calls)
@@ -499,6 +511,7 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
 static void tools_settled(pc_ctx_t *ctx, attempt_t *t);
+static int load_history(pc_ctx_t *ctx, attempt_t *t);
 
 static const char *block_str(const cJSON *b, const char *name)
 {
@@ -726,6 +739,107 @@ static void on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *
 		tools_settled(ctx, t);
 }
 
+/* §7.1 item 1: between two model calls, when the context has grown past
+ * window - reserve, compact before calling again (the core's
+ * auto-compaction, willRetry). */
+static bool wants_compaction(const attempt_t *t)
+{
+	const pc_compaction_config_t *cc = &t->agent->cfg->agent.compaction;
+	uint64_t estimate = pc_ctx_messages_tokens(t->messages) +
+			    pc_ctx_chars_to_tokens(t->system_prompt ? strlen(t->system_prompt) : 0);
+	uint64_t used = (uint64_t)(pc_usage_prompt_tokens(&t->last_usage) + t->last_usage.output);
+	pc_compact_input_t in = {
+		.context_window = t->context_tokens,
+		.auto_enabled = cc->enabled,
+		.turn_succeeded = true,
+		.context_tokens = used > estimate ? used : estimate,
+		.reserve_tokens = cc->reserve_tokens,
+	};
+	pc_compact_decision_t d;
+	return pc_compact_decide(&in, &d) == 0 && d.trigger == PC_COMPACT_TRIGGER_THRESHOLD;
+}
+
+/* Starts the wanted compaction once every transcript write is in (it reads
+ * and rewrites the transcript); false when it could not start. */
+static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (t->appends_pending)
+		return true; /* the last acknowledgement calls again */
+	const pc_compaction_config_t *cc = &t->agent->cfg->agent.compaction;
+	char **headers = NULL;
+	int rc = pc__provider_headers(t->provider, t->profile, t->run_id, &headers);
+	size_t nh = 0;
+	while (headers && headers[nh])
+		nh++;
+	pc_compaction_request_t req = {
+		.io = t->agent->io,
+		.store = t->agent->store,
+		.lock_dir = t->agent->lock_dir,
+		.session_key = t->key,
+		.run_id = t->run_id,
+		.trigger = "threshold",
+		.api = t->provider->api,
+		.url = t->url,
+		.headers = (const char *const *)headers,
+		.header_count = nh,
+		.provider = t->provider->id,
+		.model = t->model,
+		.keep_recent_tokens = cc->keep_recent_tokens,
+		.timeout_ms = cc->timeout_ms,
+	};
+	if (rc == 0)
+		rc = pc_compaction_start(t->agent->rt, &req, pc_self(ctx), &t->compaction);
+	pc_request_headers_free(headers);
+	return rc == 0;
+}
+
+static bool maybe_compact(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (!wants_compaction(t))
+		return false;
+	t->phase = PH_COMPACTING;
+	emit(t, PC_EVENT_COMPACTION, obj_phase("start"), false);
+	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_COMPACTING);
+	if (start_compaction(ctx, t))
+		return true;
+	emit(t, PC_EVENT_COMPACTION, obj_phase("end"), false);
+	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
+	t->phase = PH_TOOLS;
+	return false;
+}
+
+static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_done_msg_t *d)
+{
+	pc_actor_release(t->compaction);
+	t->compaction = NULL;
+	bool done = d->rc == 0 && d->compacted;
+	cJSON *e = obj_phase("end");
+	if (e) {
+		cJSON_AddBoolToObject(e, "willRetry", done && !t->aborting);
+		cJSON_AddBoolToObject(e, "completed", done);
+	}
+	emit(t, PC_EVENT_COMPACTION, e, false);
+	if (done)
+		t->compactions++;
+	if (t->aborting) {
+		finish(ctx, t);
+		return;
+	}
+	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
+	if (!done) {
+		/* nothing to summarise, or it failed: go on with the context as is */
+		t->phase = PH_TOOLS;
+		start_model_call(ctx, t);
+		return;
+	}
+	/* the transcript was rewritten: the context is read again */
+	cJSON_Delete(t->messages);
+	t->messages = cJSON_CreateArray();
+	t->have_history = false;
+	if (!t->messages || load_history(ctx, t) != 0)
+		fail_setup(ctx, t, "the transcript could not be read after compaction");
+}
+
 static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
 {
 	cJSON_Delete(t->calls);
@@ -741,6 +855,8 @@ static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
 		finish(ctx, t);
 		return;
 	}
+	if (maybe_compact(ctx, t))
+		return;
 	start_model_call(ctx, t);
 }
 
@@ -937,6 +1053,19 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 	start_model_call(ctx, t);
 }
 
+/* (Re)arms the timer where the budget says, if it says anywhere. */
+static int arm_budget(pc_ctx_t *ctx, attempt_t *t)
+{
+	int64_t due = 0;
+	if (!pc_attempt_timeout_armed(&t->budget, &due))
+		return 0;
+	int64_t now = (int64_t)pc_runtime_now_ms();
+	pc_msg_t *fire = pc_msg_new(PC__MSG_ATTEMPT_TIMEOUT, 0);
+	if (!fire)
+		return PC_ENOMEM;
+	return pc_timer_after(pc_self(ctx), due > now ? (uint64_t)(due - now) : 0, fire, &t->timer);
+}
+
 /* ---- the behaviour ---- */
 
 static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
@@ -945,11 +1074,10 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	switch (msg->type) {
 	case PC__MSG_ATTEMPT_START: {
 		t->started_ms = (int64_t)pc_runtime_now_ms();
-		if (t->timeout_ms) {
-			pc_msg_t *fire = pc_msg_new(PC__MSG_ATTEMPT_TIMEOUT, 0);
-			if (!fire || pc_timer_after(pc_self(ctx), t->timeout_ms, fire, &t->timer) != 0)
-				return PC_ENOMEM;
-		}
+		pc_attempt_timeout_init(&t->budget, t->timeout_ms, t->agent->cfg->agent.compaction.timeout_ms,
+					t->started_ms);
+		if (arm_budget(ctx, t) != 0)
+			return PC_ENOMEM;
 		int rc = load_history(ctx, t);
 		if (rc != 0) {
 			fail_setup(ctx, t, pc_store_strerror(rc));
@@ -966,6 +1094,16 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	}
 	case PC_STORE_MSG_HISTORY:
+		if (t->phase == PH_COMPACTING && !t->have_history) {
+			t->have_history = true;
+			if (take_history(t, msg) != 0) {
+				fail_setup(ctx, t, "the transcript could not be read after compaction");
+				return 0;
+			}
+			t->phase = PH_TOOLS;
+			start_model_call(ctx, t);
+			return 0;
+		}
 		if (t->phase != PH_LOADING || t->have_history)
 			return 0;
 		t->have_history = true;
@@ -990,6 +1128,12 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			t->store_error = r.rc;
 		if (t->appends_pending)
 			t->appends_pending--;
+		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && t->have_history &&
+		    !t->aborting && !start_compaction(ctx, t)) {
+			pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
+			t->phase = PH_TOOLS;
+			start_model_call(ctx, t);
+		}
 		maybe_finish(ctx, t);
 		return 0;
 	}
@@ -1001,6 +1145,10 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC_MSG_TOOL_DONE:
 		on_tool_done(ctx, t, pc_msg_cdata(msg));
+		return 0;
+	case PC_MSG_COMPACTION_DONE:
+		if (t->compaction)
+			on_compaction_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_ATTEMPT_STEER: {
 		if (t->steer_n == t->steer_cap) {
@@ -1020,13 +1168,24 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		t->cancelled = true;
 		abort_all(ctx, t);
 		return 0;
-	case PC__MSG_ATTEMPT_TIMEOUT:
+	case PC__MSG_ATTEMPT_TIMEOUT: {
 		t->timer = 0;
 		if (t->phase == PH_FINISHING)
 			return 0;
+		/* §2.6: extended once while a compaction runs, then an abort */
+		pc_attempt_timeout_step_t st;
+		pc_attempt_timeout_fire(&t->budget, (int64_t)pc_runtime_now_ms(), false, t->compaction != NULL,
+					&st);
+		if (st.action == PC_ATTEMPT_TIMER_EXTEND || st.action == PC_ATTEMPT_TIMER_IGNORE) {
+			if (arm_budget(ctx, t) != 0)
+				return PC_ENOMEM;
+			return 0;
+		}
 		t->timed_out = true;
+		t->timed_out_in_compaction = st.timed_out_during_compaction;
 		abort_all(ctx, t);
 		return 0;
+	}
 	default:
 		return 0;
 	}
@@ -1037,6 +1196,10 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	attempt_t *t = state;
 	if (t->timer)
 		pc_timer_cancel(pc_ctx_runtime(ctx), t->timer);
+	if (t->compaction) {
+		pc_compaction_abort(t->compaction);
+		pc_actor_release(t->compaction);
+	}
 	if (t->call) {
 		pc_model_call_abort(t->call);
 		pc_actor_release(t->call);
@@ -1087,7 +1250,9 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(t->prompt);
 	free(t->continuation);
 	free(t->extra);
+	pc_agent_t *a = t->agent;
 	free(t);
+	__atomic_sub_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELEASE);
 }
 
 static const pc_behavior_t attempt_behavior = {"attempt", attempt_receive, attempt_stop};
@@ -1138,8 +1303,10 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	if (rc == 0) {
 		t->run = pc_actor_retain(run);
 		t->bus = pc_event_bus_retain(p->bus);
+		__atomic_add_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELAXED);
 		rc = pc_spawn(a->rt, &attempt_behavior, t, &actor);
 		if (rc != 0) {
+			__atomic_sub_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELEASE);
 			pc_actor_release(t->run);
 			pc_event_bus_release(t->bus);
 			t->run = NULL;

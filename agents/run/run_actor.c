@@ -590,7 +590,9 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->prompt);
 	free(r->extra);
 	free(r->model_buf);
+	pc_agent_t *a = r->agent;
 	free(r);
+	__atomic_sub_fetch(&a->stats.runs_live, 1, __ATOMIC_RELEASE);
 }
 
 static const pc_behavior_t run_behavior = {"run", run_receive, run_stop};
@@ -668,8 +670,10 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 	if (rc == 0) {
 		r->session = pc_actor_retain(session);
 		r->bus = pc_event_bus_retain(p->bus);
+		__atomic_add_fetch(&a->stats.runs_live, 1, __ATOMIC_RELAXED);
 		rc = pc_spawn(a->rt, &run_behavior, r, &actor);
 		if (rc != 0) {
+			__atomic_sub_fetch(&a->stats.runs_live, 1, __ATOMIC_RELEASE);
 			pc_actor_release(r->session);
 			pc_event_bus_release(r->bus);
 		}

@@ -866,9 +866,10 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	}
 	clear_drops(s);
 	pc_event_hub_release(s->hub);
-	__atomic_sub_fetch(&s->agent->stats.sessions_live, 1, __ATOMIC_RELAXED);
+	pc_agent_t *a = s->agent;
 	free(s->key);
 	free(s);
+	__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
 }
 
 static const pc_behavior_t session_behavior = {"session", session_receive, session_stop};
@@ -888,14 +889,15 @@ int pc__session_spawn(pc_agent_t *a, const char *key, pc_event_hub_t *hub, pc_ac
 		free(s);
 		return PC_ENOMEM;
 	}
+	__atomic_add_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_spawn(a->rt, &session_behavior, s, out);
 	if (rc != 0) {
+		__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
 		pc_event_hub_release(s->hub);
 		free(s->key);
 		free(s);
 		return rc;
 	}
-	__atomic_add_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 

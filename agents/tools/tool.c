@@ -50,6 +50,9 @@ struct pc_tool_registry {
 	pc_tool_def_t **defs; /* each its own allocation: pc_tool_find's pointers stay valid */
 	size_t n;
 	size_t cap;
+	uint64_t live; /* invocations whose actor has not stopped (atomic): the
+			* registry is read-only otherwise, and this count is how its
+			* owner learns when it may be freed */
 };
 
 int pc_tool_registry_new(pc_tool_registry_t **out)
@@ -148,6 +151,11 @@ const pc_tool_def_t *pc_tool_find(const pc_tool_registry_t *r, const char *name)
 		if (strcmp(r->defs[i]->name, name) == 0)
 			return r->defs[i];
 	return NULL;
+}
+
+uint64_t pc_tool_registry_live(const pc_tool_registry_t *r)
+{
+	return r ? __atomic_load_n(&r->live, __ATOMIC_ACQUIRE) : 0;
 }
 
 size_t pc_tool_count(const pc_tool_registry_t *r)
@@ -693,7 +701,9 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 		if (send_done(inv, st, true, false, text) != 0)
 			send_done(inv, st, true, false, ""); /* the bare status still ends the wait */
 	}
+	pc_tool_registry_t *reg = (pc_tool_registry_t *)inv->reg;
 	invocation_free(inv);
+	__atomic_sub_fetch(&reg->live, 1, __ATOMIC_RELEASE);
 }
 
 static const pc_behavior_t invocation_behavior = {
@@ -733,8 +743,11 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 	inv->t0_ns = mono_ns();
 	inv->owner = pc_actor_retain(owner);
 	pc_actor_t *a = NULL;
-	if ((rc = pc_spawn(rt, &invocation_behavior, inv, &a)) != 0)
+	__atomic_add_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELAXED);
+	if ((rc = pc_spawn(rt, &invocation_behavior, inv, &a)) != 0) {
+		__atomic_sub_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELEASE);
 		goto fail;
+	}
 	/* The actor owns inv now. START is queued before the caller can hold
 	 * the handle, so it is handled before any abort. */
 	pc_send(a, go);

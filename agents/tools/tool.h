@@ -115,6 +115,9 @@ void pc_tool_registry_free(pc_tool_registry_t *r);
 int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def);
 const pc_tool_def_t *pc_tool_find(const pc_tool_registry_t *r, const char *name);
 size_t pc_tool_count(const pc_tool_registry_t *r);
+/* Invocations of this registry's tools whose actor is still alive: the
+ * registry may be freed once this is 0 and no new invocation starts. */
+uint64_t pc_tool_registry_live(const pc_tool_registry_t *r);
 /* The tools offered to the model, as the request builder wants them: an
  * array of {name, description, parameters}, in registration order, only
  * those named in allow[0..n) when allow is not NULL. The caller owns *out. */

@@ -1,0 +1,298 @@
+/*
+ * The session lane and the queue modes (spec §6.1-§6.3) through the whole
+ * loop against the embedded mock LLM: one run at a time per session, the
+ * four modes for a message that arrives while the session is busy
+ * (followup, collect, steer, interrupt), the global lane's cap over many
+ * sessions, and the queue cap with its drop policies.
+ *
+ * A slow first answer is scripted with a marker in the first message
+ * ([[mock:{...}]] only fires for the request whose last message carries
+ * it), so every later run gets the echo of its own prompt.
+ */
+#include <criterion/criterion.h>
+
+#include "agent_harness.h"
+
+TestSuite(agent_queue, .timeout = 60);
+
+/* The harness's providers, with a short debounce so queued turns drain fast. */
+#define QUEUE_CONFIG(queue)                                                                        \
+	"{\"providers\":{"                                                                          \
+	"\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,"                               \
+	"\"profiles\":[{\"id\":\"a\",\"apiKey\":\"key-a\"},{\"id\":\"b\",\"apiKey\":\"key-b\"}]},"   \
+	"\"fb\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"key-fb\"}},"         \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"fallbacks\":[\"fb/m2\"],"                \
+	"\"maxConcurrent\":16,\"sessionIdleSeconds\":1}},"                                          \
+	"\"messages\":{\"queue\":" queue "}}"
+
+#define SLOW(ms) "first [[mock:{\"text\":\"first answer\",\"ttft_ms\":" #ms "}]]"
+
+/* The last message of request i must be a user message with `text`. */
+static void assert_last_user(const cJSON *reqs, int i, const char *text)
+{
+	char role[32], got[4096];
+	request_last_message(reqs, i, role, sizeof(role), got, sizeof(got));
+	cr_assert_str_eq(role, "user", "request %d ends with a %s message", i, role);
+	cr_assert_str_eq(got, text, "request %d's last user message: %s", i, got);
+}
+
+Test(agent_queue, two_messages_to_one_session_are_serialised)
+{
+	harness_t h;
+	harness_start_with(&h, QUEUE_CONFIG("{\"debounceMs\":20}"), "{}", NULL);
+	char r1[80], r2[80];
+	cr_assert_eq(submit_mode(&h, "s", SLOW(300), "followup", r1), PC_AGENT_STARTED);
+	cr_assert_eq(submit_mode(&h, "s", "second", "followup", r2), PC_AGENT_QUEUED);
+	pc_agent_wait_result_t w1 = wait_run(&h, r1, 20000);
+	pc_agent_wait_result_t w2 = wait_run(&h, r2, 20000);
+	cr_assert_eq(w1.status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK);
+	cr_assert_gt(w1.run.started_ms, 0);
+	cr_assert_gt(w1.run.ended_ms, 0);
+	cr_assert_gt(w2.run.started_ms, 0);
+	/* the slow answer took its 300 ms; the second run only began after */
+	cr_assert_geq(w1.run.ended_ms - w1.run.started_ms, 250);
+	cr_assert_geq(w2.run.started_ms, w1.run.ended_ms, "second started at %lld, first ended at %lld",
+		      (long long)w2.run.started_ms, (long long)w1.run.ended_ms);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	assert_last_user(reqs, 1, "second");
+	cJSON_Delete(reqs);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, followup_runs_after_the_active_run_with_its_answer_in_context)
+{
+	harness_t h;
+	harness_start_with(&h, QUEUE_CONFIG("{\"mode\":\"followup\",\"debounceMs\":20}"), "{}", NULL);
+	char r1[80], r2[80];
+	cr_assert_eq(submit(&h, "s", SLOW(300), r1), PC_AGENT_STARTED);
+	cr_assert_eq(submit(&h, "s", "and then?", r2), PC_AGENT_QUEUED);
+	pc_agent_wait_result_t w2 = wait_run(&h, r2, 20000);
+	pc_agent_wait_result_t w1 = wait_run(&h, r1, 20000);
+	cr_assert_eq(w1.status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK);
+	cr_assert_geq(w2.run.started_ms, w1.run.ended_ms);
+	cJSON *d = finish_of(&h, r2, 1000);
+	cr_assert_str_eq(payload_text(d), "and then?");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	assert_last_user(reqs, 1, "and then?");
+	/* the followup's context holds the first turn and its answer */
+	char *body = request_text(reqs, 1);
+	cr_assert_not_null(strstr(body, "first answer"), "second request: %s", body);
+	cJSON_free(body);
+	cr_assert_str_neq(request_session(reqs, 0), request_session(reqs, 1));
+	cJSON_Delete(reqs);
+	char roles[256];
+	cr_assert_eq(history_roles(&h, "s", roles, sizeof(roles)), 4);
+	cr_assert_str_eq(roles, "user,assistant,user,assistant");
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, collect_turns_queued_messages_into_one_run)
+{
+	harness_t h;
+	harness_start_with(&h, QUEUE_CONFIG("{\"mode\":\"collect\",\"debounceMs\":50}"), "{}", NULL);
+	char r1[80], r[3][80];
+	const char *msgs[3] = {"alpha one", "bravo two", "charlie three"};
+	cr_assert_eq(submit(&h, "s", SLOW(600), r1), PC_AGENT_STARTED);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(submit(&h, "s", msgs[i], r[i]), PC_AGENT_QUEUED, "message %d", i);
+	cr_assert_eq(wait_run(&h, r1, 20000).status, PC_AGENT_WAIT_OK);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(wait_run(&h, r[i], 20000).status, PC_AGENT_WAIT_OK, "run %d", i);
+	/* one run for the three: the mock saw two requests in all */
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	char role[32], text[4096];
+	request_last_message(reqs, 1, role, sizeof(role), text, sizeof(text));
+	cr_assert_str_eq(role, "user");
+	cr_assert_eq(strncmp(text, PC_QUEUE_COLLECT_TITLE, strlen(PC_QUEUE_COLLECT_TITLE)), 0, "prompt: %s", text);
+	const char *a = strstr(text, "Queued #1\nalpha one");
+	const char *b = strstr(text, "Queued #2\nbravo two");
+	const char *c = strstr(text, "Queued #3\ncharlie three");
+	cr_assert(a && b && c && a < b && b < c, "prompt: %s", text);
+	cJSON_Delete(reqs);
+	/* the batch ran as the last message's run: the echo is its answer */
+	cJSON *d = finish_of(&h, r[2], 1000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_eq(strncmp(payload_text(d), PC_QUEUE_COLLECT_TITLE, strlen(PC_QUEUE_COLLECT_TITLE)), 0,
+		     "payload: %s", payload_text(d));
+	cJSON_Delete(d);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":200}]}");
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char r1[80], r2[80];
+	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
+	cr_assert_eq(submit_mode(&h, "s", "make it shorter", "steer", r2), PC_AGENT_STEERED);
+	/* the steered message's own run id ends at once, well */
+	cr_assert_eq(wait_run(&h, r2, 5000).status, PC_AGENT_WAIT_OK);
+	cJSON *d = finish_of(&h, r1, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_str_eq(payload_text(d), "make it shorter");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	/* the same run asked again, with the steer as its last user turn */
+	cr_assert_str_eq(request_session(reqs, 0), request_session(reqs, 1));
+	assert_last_user(reqs, 1, "make it shorter");
+	char *body = request_text(reqs, 1);
+	cr_assert_not_null(strstr(body, "a b c d e f"), "the streamed answer is in the context: %s", body);
+	cJSON_free(body);
+	cJSON_Delete(reqs);
+	char roles[256];
+	history_roles(&h, "s", roles, sizeof(roles));
+	cr_assert_str_eq(roles, "user,assistant,user,assistant");
+	session_unsub(&h, "s", sub);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, interrupt_aborts_the_active_run_and_runs_the_new_one)
+{
+	harness_t h;
+	harness_start(&h, "{}");
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char r1[80], r2[80];
+	uint64_t t0 = now_ms();
+	cr_assert_eq(submit(&h, "s", SLOW(5000), r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_LIFECYCLE, "\"phase\":\"start\"", 10000, NULL, 0));
+	cr_assert_eq(submit_mode(&h, "s", "never mind", "interrupt", r2), PC_AGENT_STARTED);
+	pc_agent_wait_result_t w1 = wait_run(&h, r1, 20000);
+	cr_assert_eq(w1.status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(w1.run.status, PC_RUN_STATUS_ABORTED, "first run: %s", pc_run_status_name(w1.run.status));
+	pc_agent_wait_result_t w2 = wait_run(&h, r2, 20000);
+	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK);
+	cr_assert_geq(w2.run.started_ms, w1.run.ended_ms);
+	cr_assert_lt(now_ms() - t0, 4000, "the interrupted answer was not waited for");
+	cJSON *d = finish_of(&h, r2, 1000);
+	cr_assert_str_eq(payload_text(d), "never mind");
+	cJSON_Delete(d);
+	d = finish_of(&h, r1, 1000);
+	cr_assert_str_eq(jstr(d, "errorKind"), "aborted");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	assert_last_user(reqs, 1, "never mind");
+	cJSON_Delete(reqs);
+	session_unsub(&h, "s", sub);
+	harness_stop_no_leaks(&h);
+}
+
+#define CAP_SESSIONS 1000
+
+Test(agent_queue, global_lane_caps_a_thousand_sessions_at_sixteen)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"ok\",\"ttft_ms\":30}}");
+	static char runs[CAP_SESSIONS][80];
+	for (int i = 0; i < CAP_SESSIONS; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "cap-%d", i);
+		cr_assert_eq(submit(&h, key, "hi", runs[i]), PC_AGENT_STARTED);
+		pc_agent_stats_t st;
+		pc_agent_stats(h.agent, &st);
+		cr_assert_leq(st.lane_active, 16);
+	}
+	int ok = 0;
+	for (int i = 0; i < CAP_SESSIONS; i++) {
+		pc_agent_wait_result_t w = wait_run(&h, runs[i], 50000);
+		ok += w.status == PC_AGENT_WAIT_OK;
+	}
+	cr_assert_eq(ok, CAP_SESSIONS);
+	pc_agent_stats_t st;
+	pc_agent_stats(h.agent, &st);
+	cr_assert_eq(st.lane_max, 16);
+	cr_assert_leq(st.lane_peak, 16, "peak %u", st.lane_peak);
+	cr_assert_eq(st.lane_peak, 16, "the lane never filled: peak %u", st.lane_peak);
+	AWAIT((pc_agent_stats(h.agent, &st), st.lane_active == 0 && st.lane_queued == 0 &&
+	       st.runs_finished == CAP_SESSIONS), 5000);
+	/* one attempt each (the embedded mock keeps only its latest requests) */
+	cr_assert_eq(st.attempts, CAP_SESSIONS, "%llu attempts", (unsigned long long)st.attempts);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, queue_cap_with_drop_new_refuses_the_newest)
+{
+	harness_t h;
+	harness_start_with(&h, QUEUE_CONFIG("{\"mode\":\"followup\",\"cap\":2,\"drop\":\"new\",\"debounceMs\":20}"),
+			   "{}", NULL);
+	char r1[80], r[3][80];
+	cr_assert_eq(submit(&h, "s", SLOW(500), r1), PC_AGENT_STARTED);
+	cr_assert_eq(submit(&h, "s", "m2", r[0]), PC_AGENT_QUEUED);
+	cr_assert_eq(submit(&h, "s", "m3", r[1]), PC_AGENT_QUEUED);
+	cr_assert_eq(submit(&h, "s", "m4", r[2]), PC_AGENT_DROPPED);
+	cr_assert_eq(wait_run(&h, r[2], 5000).status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(wait_run(&h, r1, 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[0], 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[1], 20000).status, PC_AGENT_WAIT_OK);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+	assert_last_user(reqs, 1, "m2");
+	assert_last_user(reqs, 2, "m3");
+	cJSON_Delete(reqs);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, queue_cap_with_drop_old_drops_the_oldest)
+{
+	harness_t h;
+	harness_start_with(&h, QUEUE_CONFIG("{\"mode\":\"followup\",\"cap\":2,\"drop\":\"old\",\"debounceMs\":20}"),
+			   "{}", NULL);
+	char r1[80], r[3][80];
+	cr_assert_eq(submit(&h, "s", SLOW(500), r1), PC_AGENT_STARTED);
+	for (int i = 0; i < 3; i++) {
+		char m[8];
+		snprintf(m, sizeof(m), "m%d", i + 2);
+		cr_assert_eq(submit(&h, "s", m, r[i]), PC_AGENT_QUEUED);
+	}
+	/* m2 made room for m4 */
+	pc_agent_wait_result_t w = wait_run(&h, r[0], 5000);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(w.run.started_ms, 0, "the dropped message never ran");
+	cr_assert_eq(wait_run(&h, r1, 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[1], 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[2], 20000).status, PC_AGENT_WAIT_OK);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+	assert_last_user(reqs, 1, "m3");
+	assert_last_user(reqs, 2, "m4");
+	cJSON_Delete(reqs);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_queue, queue_cap_with_summarize_reports_the_dropped_message)
+{
+	harness_t h;
+	harness_start_with(&h,
+			   QUEUE_CONFIG("{\"mode\":\"followup\",\"cap\":2,\"drop\":\"summarize\",\"debounceMs\":20}"),
+			   "{}", NULL);
+	char r1[80], r[3][80];
+	const char *msgs[3] = {"please   water the\tplants", "m3", "m4"};
+	cr_assert_eq(submit(&h, "s", SLOW(500), r1), PC_AGENT_STARTED);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(submit(&h, "s", msgs[i], r[i]), PC_AGENT_QUEUED);
+	cr_assert_eq(wait_run(&h, r[0], 5000).status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(wait_run(&h, r1, 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[1], 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(wait_run(&h, r[2], 20000).status, PC_AGENT_WAIT_OK);
+	/* first, the overflow summary (§6.3 step 6), then the kept messages */
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 4);
+	char role[32], text[2048];
+	request_last_message(reqs, 1, role, sizeof(role), text, sizeof(text));
+	cr_assert_str_eq(role, "user");
+	cr_assert_not_null(strstr(text, "[Queue overflow] Dropped 1 message due to cap."), "prompt: %s", text);
+	cr_assert_not_null(strstr(text, "- please water the plants"), "prompt: %s", text);
+	assert_last_user(reqs, 2, "m3");
+	assert_last_user(reqs, 3, "m4");
+	cJSON_Delete(reqs);
+	harness_stop_no_leaks(&h);
+}
