@@ -111,6 +111,71 @@ int pc__provider_headers(const pc_provider_config_t *provider, uint32_t profile,
 	return 0;
 }
 
+/* ---- auth-profile cooldowns ---- */
+
+typedef struct pc__cooldown {
+	const pc_provider_config_t *provider;
+	uint32_t profile;
+	uint32_t errors;
+	uint64_t until_ms, last_failure_ms;
+} pc__cooldown_t;
+
+/* The entry of provider/profile (locked), created when `create`. */
+static pc__cooldown_t *cooldown_find(pc_agent_t *a, const pc_provider_config_t *p, uint32_t profile, bool create)
+{
+	for (size_t i = 0; i < a->cooldowns.n; i++)
+		if (a->cooldowns.v[i].provider == p && a->cooldowns.v[i].profile == profile)
+			return &a->cooldowns.v[i];
+	if (!create)
+		return NULL;
+	if (a->cooldowns.n == a->cooldowns.cap) {
+		size_t c = a->cooldowns.cap ? a->cooldowns.cap * 2 : 8;
+		pc__cooldown_t *v = realloc(a->cooldowns.v, c * sizeof(*v));
+		if (!v)
+			return NULL;
+		a->cooldowns.v = v;
+		a->cooldowns.cap = c;
+	}
+	pc__cooldown_t *e = &a->cooldowns.v[a->cooldowns.n++];
+	*e = (pc__cooldown_t){.provider = p, .profile = profile};
+	return e;
+}
+
+void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
+			 uint64_t cooldown_ms, uint64_t now_ms)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	pc__cooldown_t *e = cooldown_find(a, provider, profile, true);
+	if (e) {
+		if (e->last_failure_ms && now_ms - e->last_failure_ms >= PC_AUTH_FAILURE_WINDOW_MS)
+			e->errors = 0;
+		e->errors++;
+		e->last_failure_ms = now_ms;
+		e->until_ms = now_ms + cooldown_ms;
+	}
+	pthread_mutex_unlock(&a->cooldowns.lock);
+}
+
+void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
+	if (e)
+		*e = (pc__cooldown_t){.provider = provider, .profile = profile};
+	pthread_mutex_unlock(&a->cooldowns.lock);
+}
+
+void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, uint64_t *until_ms,
+		      uint64_t *last_failure_ms, uint32_t *errors)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
+	*until_ms = e ? e->until_ms : 0;
+	*last_failure_ms = e ? e->last_failure_ms : 0;
+	*errors = e ? e->errors : 0;
+	pthread_mutex_unlock(&a->cooldowns.lock);
+}
+
 /* ---- the directory ---- */
 
 static uint64_t hash_key(const char *s)
@@ -412,6 +477,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++)
 		pthread_mutex_init(&a->shards[i].lock, NULL);
 	pthread_mutex_init(&a->context.lock, NULL);
+	pthread_mutex_init(&a->cooldowns.lock, NULL);
 	uint8_t r[8];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		memset(r, 0, sizeof(r));
@@ -540,6 +606,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc_tool_registry_free(a->own_tools);
 	free(a->context.text);
 	pthread_mutex_destroy(&a->context.lock);
+	free(a->cooldowns.v);
+	pthread_mutex_destroy(&a->cooldowns.lock);
 	free(a->lock_dir);
 	free(a);
 }

@@ -82,6 +82,13 @@ struct pc_agent {
 		struct pc_session_slot **table;
 		size_t cap, count;
 	} shards[PC__SESSION_SHARDS];
+	/* Auth-profile cooldowns (§1.11), shared by every run of the process:
+	 * a profile that failed in one session is skipped by the others. */
+	struct {
+		pthread_mutex_t lock;
+		struct pc__cooldown *v;
+		size_t n, cap;
+	} cooldowns;
 	/* The workspace context files (AGENTS.md, ...), read on the blocking
 	 * pool and reused for PC__CONTEXT_TTL_MS. */
 	struct {
@@ -116,6 +123,15 @@ void pc__session_consumed(pc_agent_t *a, const char *key);
 bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self);
 /* The session's event hub (a new reference), created if needed. */
 pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);
+
+/* Auth-profile cooldowns: a failure of `profile` of `provider` (cooldown
+ * from the decision), a success (the error count starts over), and the
+ * state to seed a run with (zeros when it never failed). */
+void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
+			 uint64_t cooldown_ms, uint64_t now_ms);
+void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile);
+void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, uint64_t *until_ms,
+		      uint64_t *last_failure_ms, uint32_t *errors);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);

@@ -375,3 +375,35 @@ Test(agent_loop, threshold_compaction_inside_the_attempt_extends_the_budget)
 	pc_store_history_free(hist);
 	harness_stop(&h);
 }
+
+/* §1.11: a profile that failed in one run is in cooldown for the next,
+ * in any session of the process. */
+Test(agent_loop, profile_cooldown_is_shared_by_later_runs)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"kind\":\"error\",\"status\":429,"
+			  "\"message\":\"Daily request limit reached\"},{\"text\":\"ok\"}]}");
+	char run[80];
+	submit(&h, "s1", "first", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	char trace[128];
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,success");
+	cJSON_Delete(d);
+	/* the marker answers every request of this run with a text */
+	submit(&h, "s2", "second [[mock:{\"text\":\"ok\"}]]", run);
+	d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(payload_text(d), "ok");
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "success", "the second run went straight to the good profile");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	int n = cJSON_GetArraySize(reqs);
+	cr_assert_eq(n, 3);
+	char *last = cJSON_PrintUnformatted(cJSON_GetArrayItem(reqs, n - 1));
+	cr_assert_not_null(strstr(last, "key-b"), "the later run used profile b");
+	cr_assert_null(strstr(last, "key-a"));
+	cJSON_free(last);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}

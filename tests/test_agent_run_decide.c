@@ -1190,3 +1190,17 @@ Test(run_decide, trace_is_bounded)
 	free(s);
 	ASSERT_NO_LEAKS();
 }
+
+Test(run_decide, start_profile_skips_cooldowns)
+{
+	pc_run_state_t *s = mkstate(1, 3);
+	cr_assert_eq(pc_run_profile_seed(s, 0, 5000, 1000, 1), 0);
+	cr_assert_eq(pc_run_profile_seed(s, 1, 3000, 1000, 1), 0);
+	cr_assert_eq(pc_run_start_profile(s, 2000), 2u, "the first profile out of cooldown");
+	cr_assert_eq(s->cand.profile, 2u);
+	cr_assert_eq(pc_run_start_profile(s, 4000), 1u, "profile 1 came out of cooldown");
+	cr_assert_eq(pc_run_profile_seed(s, 2, 9000, 1000, 1), 0);
+	cr_assert_eq(pc_run_start_profile(s, 2000), 0u, "all in cooldown: the first");
+	cr_assert_eq(pc_run_start_profile(NULL, 0), 0u);
+	free(s);
+}

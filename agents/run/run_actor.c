@@ -61,6 +61,7 @@ typedef struct run {
 	pc_run_compaction_t compaction_kind;
 	pc_timer_t delay;
 	uint32_t attempts;
+	uint32_t seeded;          /* 1 + the candidate whose cooldowns were seeded */
 	bool user_persisted, cancelled, streaming;
 	uint64_t started_ms;      /* runtime clock */
 	int64_t started_wall;
@@ -236,6 +237,35 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 
 /* ---- attempts ---- */
 
+/* The profile bookkeeping an action asks for goes to the process-wide
+ * cooldown table, so other runs skip a failing profile too. */
+static void book_profiles(run_t *r, const pc_run_action_t *act)
+{
+	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
+		pc__cooldown_failed(r->agent, r->cand[act->failed_candidate].provider, act->failed_profile,
+				    act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
+	if (act->mark_profile_success)
+		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile);
+}
+
+/* A candidate's profiles start from the process's cooldowns (§1.11). */
+static void seed_profiles(run_t *r)
+{
+	uint32_t idx = r->rs.cand.index;
+	if (r->seeded == idx + 1)
+		return;
+	r->seeded = idx + 1;
+	for (uint32_t p = 0; p < r->rs.cand.profile_count; p++) {
+		uint64_t until, last;
+		uint32_t errors;
+		pc__cooldown_get(r->agent, r->cand[idx].provider, p, &until, &last, &errors);
+		if (errors)
+			pc_run_profile_seed(&r->rs, p, until, last, errors);
+	}
+	if (!r->rs.cfg.profile_locked)
+		pc_run_start_profile(&r->rs, (uint64_t)pc__wall_ms());
+}
+
 static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 {
 	const candidate_t *c = &r->cand[r->rs.cand.index];
@@ -290,8 +320,10 @@ static void iterate(pc_ctx_t *ctx, run_t *r)
 			finish_action(ctx, r, &a);
 			return;
 		}
+		seed_profiles(r);
 		pc_run_action_t act;
 		pc_run_begin_iteration(&r->rs, &act);
+		book_profiles(r, &act);
 		if (act.next == PC_RUN_DISPATCH) {
 			dispatch(ctx, r, &act);
 			return;
@@ -393,6 +425,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	r->outcome.error_text = r->error_text;
 	pc_run_action_t act;
 	pc_run_decide(&r->rs, &r->outcome, &act);
+	book_profiles(r, &act);
 	switch (act.next) {
 	case PC_RUN_RETRY:
 		if (act.delay_ms > 0) {

@@ -148,6 +148,21 @@ int pc_run_profile_seed(pc_run_state_t *s, uint32_t profile, uint64_t cooldown_u
 	return 0;
 }
 
+uint32_t pc_run_start_profile(pc_run_state_t *s, uint64_t now_ms)
+{
+	if (!s)
+		return 0;
+	pc_run_candidate_state_t *c = &s->cand;
+	for (uint32_t i = 0; i < c->profile_count; i++) {
+		if (c->cooldown_until_ms[i] <= now_ms) {
+			c->profile = i;
+			return i;
+		}
+	}
+	c->profile = 0;
+	return 0;
+}
+
 bool pc_run_thinking_attempted(const pc_run_state_t *s, pc_think_level_t t)
 {
 	return s && (unsigned)t < PC_RUN_THINK_COUNT && (s->cand.attempted_thinking & (1u << t));

@@ -246,6 +246,11 @@ int pc_run_state_init(pc_run_state_t *s, const pc_run_config_t *cfg);
 int pc_run_profile_seed(pc_run_state_t *s, uint32_t profile, uint64_t cooldown_until_ms,
 			uint64_t last_failure_ms, uint32_t error_count);
 
+/* resolveAuthProfileOrder's start: after seeding, the candidate begins with
+ * its first profile not in cooldown at `now_ms` (the first one when all
+ * are). Returns the profile chosen. NULL is ignored (0). */
+uint32_t pc_run_start_profile(pc_run_state_t *s, uint64_t now_ms);
+
 /*
  * Moves to candidate `index` of the fallback chain (§1.12): everything in
  * `cand` starts afresh (budget from that candidate's profile count, first
