@@ -73,8 +73,9 @@ static int parse(int argc, char **argv, opts_t *o)
 	return 0;
 }
 
-/* Prints one event; returns true for this run's terminal event. */
-static bool show(const opts_t *o, const char *run_id, const pc_event_t *e, int *status)
+/* Prints one event; returns true for this run's terminal event.
+ * *mid_line: the answer's last line on stdout is not finished yet. */
+static bool show(const opts_t *o, const char *run_id, const pc_event_t *e, int *status, bool *mid_line)
 {
 	if (strcmp(e->run_id, run_id))
 		return false;
@@ -92,18 +93,26 @@ static bool show(const opts_t *o, const char *run_id, const pc_event_t *e, int *
 	if (!o->json) {
 		if (e->stream == PC_EVENT_ASSISTANT) {
 			const char *delta = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "delta"));
-			if (delta)
+			if (delta && delta[0]) {
 				fputs(delta, stdout);
+				*mid_line = delta[strlen(delta) - 1] != '\n';
+			}
 			fflush(stdout);
 		} else if (e->stream == PC_EVENT_TOOL && phase && !strcmp(phase, "start")) {
 			const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "name"));
-			fprintf(stderr, "\n[tool %s]", name ? name : "?");
+			if (*mid_line)
+				fputc('\n', stdout);
+			*mid_line = false;
+			fflush(stdout);
+			fprintf(stderr, "[tool %s]", name ? name : "?");
 		} else if (e->stream == PC_EVENT_TOOL && phase && !strcmp(phase, "result")) {
 			const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "result"));
 			fprintf(stderr, " %s\n", r ? r : "");
 		} else if (e->terminal) {
 			const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
-			fputc('\n', stdout);
+			if (*mid_line)
+				fputc('\n', stdout);
+			fflush(stdout);
 			if (err)
 				fprintf(stderr, "pincer agent: %s\n", err);
 		}
@@ -134,6 +143,7 @@ static int run_turn(const opts_t *o, pc_agent_t *agent)
 		return 1;
 	}
 	int status = 1;
+	bool mid_line = false;
 	bool done = acc.disposition == PC_AGENT_DUPLICATE;
 	while (!done) {
 		if (pc_event_sub_wait(sub, -1) != 0)
@@ -141,7 +151,7 @@ static int run_turn(const opts_t *o, pc_agent_t *agent)
 		pc_event_t *ev[64];
 		size_t n = pc_event_sub_take(sub, ev, 64);
 		for (size_t i = 0; i < n; i++) {
-			if (!done && show(o, acc.run_id, ev[i], &status))
+			if (!done && show(o, acc.run_id, ev[i], &status, &mid_line))
 				done = true;
 			pc_event_release(ev[i]);
 		}

@@ -468,7 +468,7 @@ static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_di
 	memset(r, 0, sizeof(*r));
 	r->rc = rc;
 	if (run_id)
-		snprintf(r->accepted.run_id, sizeof(r->accepted.run_id), "%s", run_id);
+		snprintf(r->accepted.run_id, sizeof(r->accepted.run_id), "%.64s", run_id);
 	r->accepted.accepted_ms = pc__wall_ms();
 	r->accepted.disposition = d;
 	m->corr = p->corr;
