@@ -9,6 +9,7 @@
  * so a message can never be sent to a session that has just decided to
  * stop (it would be lost as a dead letter).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,6 +359,49 @@ typedef struct context_job {
 	pc_agent_t *agent;
 } context_job_t;
 
+/* The skills section (§2.1 step 3): one line per <workspace>/skills/<dir>/
+ * SKILL.md, from its front matter's name and description, so the model
+ * knows which instructions it can read with its tools. Appended to `out`. */
+static void read_skills(const char *dir, char **out, size_t *len, size_t total)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/skills", dir);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	bool any = false;
+	struct dirent *e;
+	while ((e = readdir(d)) && *len < total) {
+		if (e->d_name[0] == '.')
+			continue;
+		char file[4096 + 300];
+		snprintf(file, sizeof(file), "%s/%s/SKILL.md", path, e->d_name);
+		FILE *f = fopen(file, "r");
+		if (!f)
+			continue;
+		char line[512], name[128] = "", desc[400] = "";
+		for (int i = 0; i < 20 && fgets(line, sizeof(line), f); i++) {
+			line[strcspn(line, "\r\n")] = '\0';
+			if (!strncmp(line, "name:", 5))
+				snprintf(name, sizeof(name), "%s", line + 5 + strspn(line + 5, " "));
+			else if (!strncmp(line, "description:", 12))
+				snprintf(desc, sizeof(desc), "%s", line + 12 + strspn(line + 12, " "));
+		}
+		fclose(f);
+		size_t need = strlen(name) + strlen(desc) + strlen(file) + 64;
+		char *grown = realloc(*out, *len + need + 32);
+		if (!grown)
+			break;
+		*out = grown;
+		if (!any)
+			*len += (size_t)snprintf(*out + *len, 32, "\n\n## Skills\n");
+		any = true;
+		*len += (size_t)snprintf(*out + *len, need, "- %s: %s (%s)\n", name[0] ? name : e->d_name, desc,
+					 file);
+	}
+	closedir(d);
+}
+
 static char *read_context_files(const pc_agent_defaults_t *d)
 {
 	const char *dir = d->workspace ? d->workspace : ".";
@@ -393,6 +437,7 @@ static char *read_context_files(const pc_agent_defaults_t *d)
 		out[len] = '\0';
 		free(buf);
 	}
+	read_skills(dir, &out, &len, total);
 	if (!out)
 		out = strdup("");
 	return out;

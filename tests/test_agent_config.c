@@ -637,10 +637,10 @@ Test(config, bad_environment_values_are_errors)
 	static const struct {
 		const char *var, *value, *want;
 	} rows[] = {
-		{"PINCER_MAX_CONCURRENT", "0", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 4096"},
-		{"PINCER_MAX_CONCURRENT", "4097", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 4096"},
-		{"PINCER_MAX_CONCURRENT", "eight", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 4096"},
-		{"PINCER_MAX_CONCURRENT", "8 ", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 4096"},
+		{"PINCER_MAX_CONCURRENT", "0", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 1000000"},
+		{"PINCER_MAX_CONCURRENT", "1000001", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 1000000"},
+		{"PINCER_MAX_CONCURRENT", "eight", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 1000000"},
+		{"PINCER_MAX_CONCURRENT", "8 ", "env.PINCER_MAX_CONCURRENT: must be an integer from 1 to 1000000"},
 		{"PINCER_TIMEOUT_SECONDS", "-3", "env.PINCER_TIMEOUT_SECONDS: must be a non-negative integer (0 = unlimited)"},
 		{"PINCER_TIMEOUT_SECONDS", "1.5", "env.PINCER_TIMEOUT_SECONDS: must be a non-negative integer (0 = unlimited)"},
 		{"PINCER_MODEL", "nosuch/x", "env.PINCER_MODEL: unknown provider \"nosuch\""},
@@ -680,8 +680,8 @@ Test(config, invalid_files_name_the_offending_path)
 		{"{\"agents\":{\"defaults\":{\"maxConcurrent\":\"8\"}}}",
 		 {"agents.defaults.maxConcurrent: must be an integer"}},
 		{"{\"agents\":{\"defaults\":{\"maxConcurrent\":0}}}", {"agents.defaults.maxConcurrent: must be at least 1"}},
-		{"{\"agents\":{\"defaults\":{\"maxConcurrent\":4097}}}",
-		 {"agents.defaults.maxConcurrent: must be at most 4096"}},
+		{"{\"agents\":{\"defaults\":{\"maxConcurrent\":1000001}}}",
+		 {"agents.defaults.maxConcurrent: must be at most 1000000"}},
 		{"{\"agents\":{\"defaults\":{\"maxConcurrent\":2.5}}}", {"agents.defaults.maxConcurrent: must be an integer"}},
 		{"{\"agents\":{\"defaults\":{\"timeoutSeconds\":-5}}}", {"agents.defaults.timeoutSeconds: must not be negative"}},
 		{"{\"agents\":{\"defaults\":{\"timeoutSeconds\":null}}}", {"agents.defaults.timeoutSeconds: must be an integer"}},

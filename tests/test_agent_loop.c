@@ -407,3 +407,37 @@ Test(agent_loop, profile_cooldown_is_shared_by_later_runs)
 	cJSON_Delete(reqs);
 	harness_stop(&h);
 }
+
+/* §2.1 steps 3, 5, 7: the system prompt carries the workspace's context
+ * files and its skills list. */
+Test(agent_loop, system_prompt_has_context_files_and_skills)
+{
+	char ws[] = "/tmp/pincer-ws-XXXXXX";
+	cr_assert_not_null(mkdtemp(ws));
+	char path[256], cfg[1024];
+	snprintf(path, sizeof(path), "%s/skills/weather", ws);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && printf 'Always answer in French.\\n' > %s/AGENTS.md && "
+		 "printf -- '---\\nname: weather\\ndescription: look up the weather\\n---\\n' > %s/SKILL.md",
+		 path, ws, path);
+	cr_assert_eq(system(cmd), 0);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"
+		 "\"agents\":{\"defaults\":{\"model\":\"mock/m\",\"workspace\":\"%s\"}}}", ws);
+	harness_t h;
+	harness_start_with(&h, cfg, "{\"default\":{\"text\":\"ok\"}}", NULL);
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	char *all = cJSON_PrintUnformatted(reqs);
+	cr_assert_not_null(strstr(all, "Always answer in French."));
+	cr_assert_not_null(strstr(all, "## Skills"));
+	cr_assert_not_null(strstr(all, "weather: look up the weather"));
+	cJSON_free(all);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", ws);
+	cr_assert_eq(system(cmd), 0);
+}

@@ -526,3 +526,28 @@ Test(registry_stress, add_start_finish_wait, .timeout = 120)
 	free(p);
 	ASSERT_NO_LEAKS();
 }
+
+Test(registry, terminal_cache_is_capped_oldest_first)
+{
+	pc_run_registry_t *r = NULL;
+	cr_assert_eq(pc_run_registry_new(&r), 0);
+	uint32_t n = PC_RUN_REGISTRY_TERMINAL_MAX * 2;
+	char id[64];
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "cap-%u", i);
+		cr_assert_eq(pc_run_registry_add(r, id, "s", 1, NULL, NULL), 0);
+		cr_assert_eq(pc_run_registry_finish(r, id, PC_RUN_STATUS_OK, 2, NULL, NULL), 0);
+	}
+	pc_run_info_t info;
+	cr_assert_eq(pc_run_registry_get(r, "cap-0", &info), PC_ENOTFOUND, "the oldest went first");
+	snprintf(id, sizeof(id), "cap-%u", n - 1);
+	cr_assert_eq(pc_run_registry_get(r, id, &info), 0, "the newest is kept");
+	size_t kept = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "cap-%u", i);
+		kept += pc_run_registry_get(r, id, &info) == 0;
+	}
+	cr_assert_leq(kept, (size_t)PC_RUN_REGISTRY_TERMINAL_MAX);
+	cr_assert_geq(kept, (size_t)PC_RUN_REGISTRY_TERMINAL_MAX / 2);
+	pc_run_registry_free(r);
+}

@@ -786,6 +786,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		.model = t->model,
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
+		.idle_timeout_ms = t->provider->idle_timeout_ms,
 	};
 	if (rc == 0)
 		rc = pc_compaction_start(t->agent->rt, &req, pc_self(ctx), &t->compaction);

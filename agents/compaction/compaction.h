@@ -105,6 +105,8 @@ typedef struct pc_compaction_request {
 	int64_t max_tokens;              /* of the summary; 0: 4096 */
 	uint64_t keep_recent_tokens;     /* 0: 20 000 */
 	uint64_t timeout_ms;             /* the whole operation; 0: 900 s */
+	uint64_t idle_timeout_ms;        /* the model's silence before the call fails
+					  * (the provider's idle watchdog); 0: none */
 	uint64_t tag;
 } pc_compaction_request_t;
 

@@ -429,6 +429,8 @@ static int start_model(pc_ctx_t *ctx, compaction_t *c)
 		.body = body,
 		.body_len = strlen(body),
 		.provider = c->req.provider,
+		.idle_timeout_ms = (uint32_t)(c->req.idle_timeout_ms > UINT32_MAX ? UINT32_MAX
+										 : c->req.idle_timeout_ms),
 		.deltas = false,
 		.tag = c->req.tag,
 	};

@@ -34,7 +34,7 @@
 #define BIG_INT ((int64_t)1 << 53)
 /* Seconds fields: about 136 years, so seconds x 1000 never overflows. */
 #define MAX_SECONDS ((int64_t)UINT32_MAX)
-#define MAX_CONCURRENT_LIMIT 4096
+#define MAX_CONCURRENT_LIMIT 1000000
 #define MAX_FILE_BYTES ((size_t)16 << 20)
 #define PATH_LEN 384
 

@@ -362,6 +362,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.model = c->model,
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
+		.idle_timeout_ms = c->provider->idle_timeout_ms,
 		.tag = r->attempts,
 	};
 	if (rc == 0)

@@ -47,6 +47,7 @@ typedef struct entry {
 	void (*release)(void *);
 	watcher_t *watchers;
 	uint32_t waiters;   /* threads in wait on it: the sweep leaves it */
+	struct entry *fprev, *fnext; /* the shard's finished runs, oldest first */
 } entry_t;
 
 typedef struct active {
@@ -70,6 +71,8 @@ typedef struct shard {
 	table_t sessions;    /* active_t */
 	size_t running;      /* entries of this shard started, not finished */
 	int64_t last_sweep_ms;
+	entry_t *fhead, *ftail; /* finished runs in the order they finished */
+	size_t finished;
 } shard_t;
 
 struct pc_run_registry {
@@ -341,6 +344,51 @@ void pc_run_registry_free(pc_run_registry_t *r)
 
 /* ---- sweeping ---- */
 
+/* The terminal cache holds at most this many finished runs per shard
+ * (PC_RUN_REGISTRY_TERMINAL_MAX in all); past it the oldest go first, so a
+ * busy process keeps the last runs' outcomes, not ten minutes' worth. */
+#define FINISHED_PER_SHARD (PC_RUN_REGISTRY_TERMINAL_MAX / SHARDS)
+
+static void finished_unlink(shard_t *sh, entry_t *e)
+{
+	if (e->fprev)
+		e->fprev->fnext = e->fnext;
+	else if (sh->fhead == e)
+		sh->fhead = e->fnext;
+	else
+		return; /* not on the list */
+	if (e->fnext)
+		e->fnext->fprev = e->fprev;
+	else
+		sh->ftail = e->fprev;
+	e->fprev = e->fnext = NULL;
+	sh->finished--;
+}
+
+/* Under sh->lock: `e` just finished; the oldest finished runs past the cap
+ * that nobody waits on go onto *gone. */
+static void finished_push(shard_t *sh, entry_t *e, entry_t **gone)
+{
+	e->fprev = sh->ftail;
+	e->fnext = NULL;
+	if (sh->ftail)
+		sh->ftail->fnext = e;
+	else
+		sh->fhead = e;
+	sh->ftail = e;
+	sh->finished++;
+	for (entry_t *o = sh->fhead; o && sh->finished > FINISHED_PER_SHARD;) {
+		entry_t *next = o->fnext;
+		if (!o->waiters && o != e) {
+			finished_unlink(sh, o);
+			table_unlink(&sh->runs, o);
+			o->next = *gone;
+			*gone = o;
+		}
+		o = next;
+	}
+}
+
 /* Under sh->lock: unlinks the finished entries older than the terminal
  * cache time onto *gone (to be freed after unlocking: releasing an
  * attachment may do anything). Returns how many. */
@@ -355,6 +403,7 @@ static size_t shard_sweep(shard_t *sh, int64_t now_ms, entry_t **gone)
 			    now_ms - e->info.ended_ms > (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS) {
 				*p = e->next;
 				sh->runs.count--;
+				finished_unlink(sh, e);
 				e->next = *gone;
 				*gone = e;
 				n++;
@@ -537,6 +586,7 @@ int pc_run_registry_finish(pc_run_registry_t *r, const char *run_id, pc_run_stat
 	pc_actor_t *actor = NULL, *active_actor = NULL;
 	active_t *gone_active = NULL;
 	watcher_t *watchers = NULL;
+	entry_t *evicted = NULL;
 	pc_run_info_t info;
 	shard_t *sh, *ss;
 	uint64_t sk;
@@ -566,9 +616,11 @@ int pc_run_registry_finish(pc_run_registry_t *r, const char *run_id, pc_run_stat
 		active_actor = a->actor;
 		gone_active = a;
 	}
+	finished_push(sh, e, &evicted);
 	pthread_cond_broadcast(&sh->cond);
 unlock:
 	unlock_pair(sh, ss);
+	free_list(evicted);
 	free(gone_active);
 	pc_actor_release(active_actor);
 	pc_actor_release(actor);

@@ -8,7 +8,9 @@
  * session's active run matches the run id, so the late cleanup of an old
  * run never removes a newer one (§2.5 handle_mismatch). Finished runs stay
  * for the terminal cache time (10 min, §9.1) so a late agent.wait still
- * gets the outcome, then are swept.
+ * gets the outcome, then are swept; at most PC_RUN_REGISTRY_TERMINAL_MAX of
+ * them are kept (the oldest go first), so memory stays bounded under load.
+ * An evicted run is still answered from the store by the agent layer.
  *
  * Each entry can carry one attachment (the run's event bus) with its
  * release function, released when the entry is swept or the registry is
@@ -31,6 +33,7 @@ extern "C" {
 #endif
 
 #define PC_RUN_REGISTRY_TERMINAL_TTL_MS ((uint64_t)600000) /* terminal cache: 10 min */
+#define PC_RUN_REGISTRY_TERMINAL_MAX 16384u /* ... and at most this many finished runs */
 #define PC_RUN_ID_MAX 64u
 #define PC_RUN_ERROR_MAX 384u
 

@@ -68,8 +68,9 @@ extern "C" {
 
 /* Storage bounds of this implementation (not from the spec). */
 #define PC_RUN_MAX_CANDIDATES 16u /* models in the fallback chain */
-#define PC_RUN_MAX_PROFILES 64u   /* auth profiles of one candidate */
-#define PC_RUN_TRACE_MAX 256u     /* trace entries kept; later ones are counted only */
+#define PC_RUN_MAX_PROFILES 16u   /* auth profiles of one candidate */
+#define PC_RUN_TRACE_MAX 32u      /* trace entries kept (a run rarely needs more than a
+				   * few); later ones are counted only */
 #define PC_RUN_TRACE_CODE_MAX 32u /* bytes kept of an error code, NUL included */
 
 /* "No reason": the spec's null FailoverReason. */
