@@ -1,0 +1,545 @@
+/*
+ * agent: whole agent runs in-process against the embedded mock LLM over
+ * loopback (no latency, a one-chunk answer "ok"), with 1, 100 and 10,000
+ * sessions kept busy at once: runs/s and the process's CPU per run, and in
+ * the same process, against the same mock, with the same request body and
+ * headers the agent sent, two baselines at the same concurrency:
+ *
+ *   curl_multi  one plain thread driving curl-multi (SSE parser + decoder
+ *               in the write callback, the assembled message printed as
+ *               JSON): the raw transport, as in bench_stream;
+ *   model_call  the provider stream actors (pc_model_call_start, deltas
+ *               forwarded to an owner actor): the transport as the agent
+ *               loop uses it.
+ *
+ * The mock serves on the same runtime and I/O thread in every mode, so
+ * each figure includes it; the differences are the client's. The loop's
+ * own cost is the agent's CPU per run minus a baseline's CPU per request:
+ * loop_cpu_us (against model_call) and loop_vs_curl_cpu_us (against
+ * curl_multi: the loop plus Pincer's I/O layer).
+ *
+ * A run is one message through the real session, run and attempt actors:
+ * the run row in the store (durable before the message is acknowledged),
+ * the history read, the user and assistant messages appended, the attempt
+ * row and the run's end, its events, one model call. Each session slot
+ * moves to a fresh session key every --turns runs (default 8), so the
+ * history sent with each request stays short and every configuration
+ * measures the same work; --turns 0 keeps one key per slot for ever.
+ *
+ *   bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] [--turns K]
+ *               [--only agent|curl|model_call] [--mock inproc|child]
+ *
+ * The mock is in-process (the agent's embedded mock) unless the client and
+ * server ends of every connection would not fit in the open-file limit
+ * (10,000 sessions under a 20,000 hard limit): then it runs in a forked
+ * child (its own runtime, one worker, one I/O thread; the provider then
+ * has its address instead of being embedded), and the child's CPU time
+ * (/proc/PID/stat) is added to this process's, so the figures still
+ * include the mock. The JSON line says which ("mock").
+ *
+ * One JSON line per session count ("agent_runs"). Everything talks to
+ * 127.0.0.1 only; the temporary store directory is removed at the end.
+ */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "agent_env.h"
+#include "agents/providers/model_call.h"
+#include "agents/providers/request.h"
+#include "agents/providers/stream.h"
+#include "io/sse.h"
+
+#define SCENARIO "{\"default\":{\"text\":\"ok\",\"chunks\":1}}"
+/* One embedded provider; the workspace is the (empty) temporary directory
+ * so no context file of the current directory joins the prompt. */
+#define CONFIG                                                                                     \
+	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"           \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\","                     \
+	"\"maxConcurrent\":4096,\"sessionIdleSeconds\":60}}}"
+/* The same with the mock in a child process (its address given). */
+#define CONFIG_CHILD                                                                               \
+	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\","                              \
+	"\"baseUrl\":\"http://127.0.0.1:%u/v1\"}},"                                                \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\","                     \
+	"\"maxConcurrent\":4096,\"sessionIdleSeconds\":60}}}"
+
+typedef struct params {
+	uint32_t workers, sessions, turns;
+	uint64_t runs;   /* measured */
+	double seconds;  /* cap on the measured phase */
+	int only;        /* -1 all; 0 agent; 1 curl; 2 model_call */
+	int mock;        /* -1 in-process when the open-file limit allows; 0 in-process; 1 child */
+} params_t;
+
+/* The measured window, shared by the three drivers: the first `warm`
+ * completions warm up; the window closes after `runs` more or `seconds`. */
+typedef struct window {
+	uint64_t warm, runs;
+	double seconds;
+	uint64_t n0, n1;
+	double t0, c0, t1, c1;
+	int state; /* 0 warming, 1 measuring, 2 closed */
+	pid_t mock; /* the mock's process, when a child: its CPU counts too */
+} window_t;
+
+static double window_cpu(const window_t *w) { return bench_cpu_s() + env_child_cpu_s(w->mock); }
+
+/* Called at each completion with the total so far; true once it closed. */
+static bool window_tick(window_t *w, uint64_t finished)
+{
+	if (w->state == 0 && finished >= w->warm) {
+		w->state = 1;
+		w->n0 = finished;
+		w->t0 = bench_now_s();
+		w->c0 = window_cpu(w);
+	} else if (w->state == 1) {
+		double now = bench_now_s();
+		if (finished - w->n0 >= w->runs || now - w->t0 >= w->seconds) {
+			w->state = 2;
+			w->n1 = finished;
+			w->t1 = now;
+			w->c1 = window_cpu(w);
+		}
+	}
+	return w->state == 2;
+}
+
+typedef struct result {
+	uint64_t n;
+	double wall, cpu;
+	uint64_t ok, errors;
+} result_t;
+
+static void window_result(const window_t *w, result_t *r)
+{
+	r->n = w->n1 - w->n0;
+	r->wall = w->t1 - w->t0;
+	r->cpu = w->c1 - w->c0;
+}
+
+/* ---- the agent: a driver actor keeping every session busy ---------------- */
+
+enum { MSG_GO = 1 };
+
+typedef struct adrv {
+	pc_agent_t *agent;
+	const params_t *p;
+	uint32_t *gen, *turn;
+	uint64_t submitted, finished, ok, errors, refused;
+	bool stop;
+	window_t w;
+	bench_latch_t done;
+} adrv_t;
+
+static void agent_submit(pc_ctx_t *ctx, adrv_t *d, uint32_t slot)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "b%u-s%u-g%u", d->p->sessions, slot, d->gen[slot]);
+	pc_agent_params_t ap = {.session_key = key, .message = "hello"};
+	d->submitted++;
+	int rc = pc_agent_submit_async(d->agent, &ap, pc_self(ctx), slot);
+	if (rc != 0)
+		bench_fail("pc_agent_submit_async: %s", pc_strerror(rc));
+}
+
+static void agent_finished(pc_ctx_t *ctx, adrv_t *d, uint32_t slot, bool ok)
+{
+	d->finished++;
+	d->ok += ok;
+	d->errors += !ok;
+	if (d->p->turns && ++d->turn[slot] >= d->p->turns) {
+		d->turn[slot] = 0;
+		d->gen[slot]++;
+	}
+	if (!d->stop && window_tick(&d->w, d->finished))
+		d->stop = true;
+	if (!d->stop)
+		agent_submit(ctx, d, slot);
+	else if (d->finished == d->submitted)
+		bench_latch_signal(&d->done);
+}
+
+static int agent_drive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	adrv_t *d = state;
+	if (msg->type == MSG_GO) {
+		for (uint32_t i = 0; i < d->p->sessions; i++)
+			agent_submit(ctx, d, i);
+	} else if (msg->type == PC_MSG_AGENT_ACCEPTED) {
+		const pc_agent_submit_reply_t *r = pc_msg_cdata(msg);
+		uint32_t slot = (uint32_t)msg->corr;
+		if (r->rc != 0 || r->accepted.disposition != PC_AGENT_STARTED) {
+			d->refused++;
+			agent_finished(ctx, d, slot, false);
+		} else if (pc_agent_watch(d->agent, r->accepted.run_id, pc_self(ctx), slot) != 0) {
+			bench_fail("pc_agent_watch");
+		}
+	} else if (msg->type == PC_MSG_AGENT_RUN_INFO) {
+		const pc_run_info_t *info = pc_msg_cdata(msg);
+		agent_finished(ctx, d, (uint32_t)msg->corr, info->status == PC_RUN_STATUS_OK);
+	}
+	return 0;
+}
+
+static const pc_behavior_t agent_driver_b = {"bench-agent-driver", agent_drive, NULL};
+
+static void run_agent(agent_env_t *e, const params_t *p, window_t w, result_t *out)
+{
+	adrv_t d = {.agent = e->agent, .p = p, .w = w};
+	d.gen = calloc(p->sessions, sizeof(uint32_t));
+	d.turn = calloc(p->sessions, sizeof(uint32_t));
+	bench_latch_init(&d.done);
+	pc_actor_t *a = NULL;
+	if (pc_spawn(e->rt, &agent_driver_b, &d, &a))
+		bench_fail("spawn");
+	pc_send(a, pc_msg_new(MSG_GO, 0));
+	bench_latch_wait(&d.done, 4 * BENCH_TIMEOUT_S, "agent runs");
+	pc_actor_stop(a, PC_EXIT_NORMAL);
+	pc_actor_release(a);
+	window_result(&d.w, out);
+	out->ok = d.ok;
+	out->errors = d.errors;
+	if (d.refused)
+		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", d.refused);
+	bench_latch_destroy(&d.done);
+	free(d.gen);
+	free(d.turn);
+}
+
+/* ---- baseline 1: a plain curl-multi loop on its own thread --------------- */
+
+typedef struct parse {
+	pc_sse_parser_t *sse;
+	pc_stream_decoder_t *dec;
+} parse_t;
+
+static int feed_decoder(void *user, const pc_sse_event_t *ev) { return pc_stream_decoder_feed_sse(user, ev); }
+
+static void parse_init(parse_t *p)
+{
+	if (pc_stream_decoder_new(PC_API_OPENAI_COMPLETIONS, NULL, NULL, &p->dec) ||
+	    pc_sse_parser_new(NULL, feed_decoder, p->dec, &p->sse))
+		bench_fail("parser");
+}
+
+static bool parse_finish(parse_t *p)
+{
+	pc_stream_result_t r;
+	bool ok = pc_sse_finish(p->sse) == 0 && pc_stream_decoder_finish(p->dec, &r) == 0 && r.complete &&
+		  !r.error_message;
+	cJSON *j = NULL;
+	if (ok && r.nblocks && pc_stream_result_to_json(&r, &j) == 0) {
+		char *text = cJSON_PrintUnformatted(j);
+		ok = text != NULL;
+		cJSON_free(text);
+		cJSON_Delete(j);
+	}
+	pc_sse_parser_free(p->sse);
+	pc_stream_decoder_free(p->dec);
+	return ok;
+}
+
+typedef struct slot {
+	CURL *easy;
+	parse_t parse;
+} slot_t;
+
+static size_t on_write(char *data, size_t size, size_t n, void *arg)
+{
+	slot_t *s = arg;
+	return pc_sse_feed(s->parse.sse, data, size * n) == 0 ? size * n : 0;
+}
+
+typedef struct curl_job {
+	const params_t *p;
+	const request_t *req;
+	window_t w;
+	uint64_t ok, errors;
+} curl_job_t;
+
+static void slot_start(CURLM *multi, slot_t *s, const request_t *req, struct curl_slist *headers)
+{
+	if (!s->easy) {
+		s->easy = curl_easy_init();
+		curl_easy_setopt(s->easy, CURLOPT_URL, req->url);
+		curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, headers);
+		curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_write);
+		curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+		curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+		curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
+	}
+	parse_init(&s->parse);
+	if (curl_multi_add_handle(multi, s->easy) != CURLM_OK)
+		bench_fail("curl_multi_add_handle");
+}
+
+static void *curl_thread(void *arg)
+{
+	curl_job_t *j = arg;
+	uint32_t conc = j->p->sessions;
+	CURLM *multi = curl_multi_init();
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)conc);
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)conc);
+	struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+	for (size_t i = 0; i < j->req->header_count; i++)
+		h = curl_slist_append(h, j->req->headers[i]);
+	slot_t *slots = calloc(conc, sizeof(*slots));
+	uint64_t started = 0, finished = 0;
+	bool stop = false;
+	/* the first requests go out 256 per turn of the loop: 10,000 connects
+	 * at once overflow the listen backlog and a few fail */
+	uint32_t opened = 0;
+	double deadline = bench_now_s() + 4 * BENCH_TIMEOUT_S;
+	while ((opened < conc && !stop) || finished < started) {
+		for (uint32_t k = 0; k < 256 && opened < conc && !stop; k++, opened++, started++)
+			slot_start(multi, &slots[opened], j->req, h);
+		int running;
+		curl_multi_perform(multi, &running);
+		CURLMsg *m;
+		int left;
+		while ((m = curl_multi_info_read(multi, &left))) {
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			slot_t *s;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+			bool good = m->data.result == CURLE_OK;
+			curl_multi_remove_handle(multi, s->easy);
+			if (!good && j->errors < 3)
+				{ long oe = 0; curl_easy_getinfo(m->easy_handle, CURLINFO_OS_ERRNO, &oe); fprintf(stderr, "bench_agent: curl: %s (errno %ld)\n", curl_easy_strerror(m->data.result), oe); }
+			good = parse_finish(&s->parse) && good;
+			j->ok += good;
+			j->errors += !good;
+			finished++;
+			if (!stop && window_tick(&j->w, finished))
+				stop = true;
+			if (!stop) {
+				slot_start(multi, s, j->req, h);
+				started++;
+			}
+		}
+		if (opened < conc && !stop)
+			curl_multi_poll(multi, NULL, 0, 1, NULL);
+		else if (finished < started)
+			curl_multi_poll(multi, NULL, 0, 1000, NULL);
+		if (bench_now_s() > deadline)
+			bench_fail("curl_multi timed out");
+	}
+	for (uint32_t i = 0; i < conc; i++)
+		if (slots[i].easy)
+			curl_easy_cleanup(slots[i].easy);
+	free(slots);
+	curl_slist_free_all(h);
+	curl_multi_cleanup(multi);
+	return NULL;
+}
+
+static void run_curl(const params_t *p, const request_t *req, window_t w, result_t *out)
+{
+	curl_job_t j = {.p = p, .req = req, .w = w};
+	pthread_t t;
+	if (pthread_create(&t, NULL, curl_thread, &j) != 0)
+		bench_fail("pthread_create");
+	pthread_join(t, NULL);
+	window_result(&j.w, out);
+	out->ok = j.ok;
+	out->errors = j.errors;
+}
+
+/* ---- baseline 2: provider stream actors ----------------------------------- */
+
+typedef struct mdrv {
+	pc_io_t *io;
+	const params_t *p;
+	pc_model_call_config_t cfg;
+	uint64_t submitted, finished, ok, errors;
+	bool stop;
+	window_t w;
+	bench_latch_t done;
+} mdrv_t;
+
+static void call_start(pc_ctx_t *ctx, mdrv_t *d)
+{
+	d->submitted++;
+	if (pc_model_call_start(d->io, &d->cfg, pc_self(ctx), NULL) != 0)
+		bench_fail("pc_model_call_start");
+}
+
+static int model_drive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	mdrv_t *d = state;
+	if (msg->type == MSG_GO) {
+		for (uint32_t i = 0; i < d->p->sessions; i++)
+			call_start(ctx, d);
+		return 0;
+	}
+	if (msg->type != PC_MSG_MODEL_DONE)
+		return 0;
+	const pc_model_done_msg_t *dm = pc_msg_cdata(msg);
+	d->finished++;
+	d->ok += dm->result == 0;
+	d->errors += dm->result != 0;
+	if (!d->stop && window_tick(&d->w, d->finished))
+		d->stop = true;
+	if (!d->stop)
+		call_start(ctx, d);
+	else if (d->finished == d->submitted)
+		bench_latch_signal(&d->done);
+	return 0;
+}
+
+static const pc_behavior_t model_driver_b = {"bench-model-driver", model_drive, NULL};
+
+static void run_model_call(agent_env_t *e, const params_t *p, const request_t *req, window_t w, result_t *out)
+{
+	mdrv_t d = {
+		.io = e->io,
+		.p = p,
+		.cfg = {.api = PC_API_OPENAI_COMPLETIONS, .url = req->url,
+			.headers = (const char *const *)req->headers, .header_count = req->header_count,
+			.body = req->body, .body_len = strlen(req->body), .provider = "mock", .deltas = true},
+		.w = w,
+	};
+	bench_latch_init(&d.done);
+	pc_actor_t *a = NULL;
+	if (pc_spawn(e->rt, &model_driver_b, &d, &a))
+		bench_fail("spawn");
+	pc_send(a, pc_msg_new(MSG_GO, 0));
+	bench_latch_wait(&d.done, 4 * BENCH_TIMEOUT_S, "model calls");
+	pc_actor_stop(a, PC_EXIT_NORMAL);
+	pc_actor_release(a);
+	window_result(&d.w, out);
+	out->ok = d.ok;
+	out->errors = d.errors;
+	bench_latch_destroy(&d.done);
+}
+
+/* ---- one configuration ------------------------------------------------------ */
+
+static void run_config(const params_t *p, bool child)
+{
+	uint32_t conc = p->sessions;
+	uint16_t port = 0;
+	pid_t mock = child ? env_mock_child(SCENARIO, 1, &port) : 0;
+	/* every session's connection kept alive; the mock's server side too */
+	pc_io_config_t icfg = {.threads = 1, .max_host_connections = conc + 64,
+			       .max_idle_connections = conc + 64};
+	agent_env_t e;
+	env_base_start(&e, p->workers, &icfg);
+	char json[1024];
+	if (child)
+		snprintf(json, sizeof(json), CONFIG_CHILD, (unsigned)port, e.dir);
+	else
+		snprintf(json, sizeof(json), CONFIG, e.dir);
+	env_agent_start(&e, json, conc > 4096 ? conc : 0, SCENARIO);
+	if (!child)
+		port = pc_agent_mock_port(e.agent);
+	/* warm-up: every session slot's first runs (session actors, connections) */
+	window_t w = {.warm = conc >= 1000 ? conc : (conc * 4 > 400 ? conc * 4 : 400), .runs = p->runs,
+		      .seconds = p->seconds, .mock = mock};
+	result_t r[3];
+	memset(r, 0, sizeof(r));
+	uint64_t rss0 = bench_rss_kib();
+	pc_agent_stats_t st0, st1;
+	pc_agent_stats(e.agent, &st0);
+	/* the agent always runs: the baselines replay the request it sent */
+	run_agent(&e, p, w, &r[0]);
+	pc_agent_stats(e.agent, &st1);
+	uint64_t rss1 = bench_rss_kib();
+	request_t req;
+	capture_request(port, &req);
+	if (p->only < 0 || p->only == 1)
+		run_curl(p, &req, w, &r[1]);
+	if (p->only < 0 || p->only == 2)
+		run_model_call(&e, p, &req, w, &r[2]);
+	for (int m = 0; m < 3; m++)
+		if (r[m].errors)
+			bench_fail("%s: %" PRIu64 " of %" PRIu64 " failed", m == 0 ? "agent" : m == 1 ? "curl" : "model_call",
+				   r[m].errors, r[m].ok + r[m].errors);
+
+	double us[3] = {0, 0, 0}, rps[3] = {0, 0, 0};
+	for (int m = 0; m < 3; m++) {
+		if (r[m].n && r[m].wall > 0) {
+			us[m] = r[m].cpu * 1e6 / (double)r[m].n;
+			rps[m] = (double)r[m].n / r[m].wall;
+		}
+	}
+	uint64_t runs_total = st1.runs_finished - st0.runs_finished;
+	char extra[1536];
+	int n = snprintf(extra, sizeof(extra),
+			 "\"sessions\":%u,\"mock\":\"%s\",\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
+			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
+			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu",
+			 conc, child ? "child_process" : "in_process", p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
+			 r[0].errors, runs_total ? (double)(st1.attempts - st0.attempts) / (double)runs_total : 0,
+			 runs_total ? (double)(rss1 - rss0) * 1024.0 / (double)runs_total : 0, strlen(req.body));
+	if (us[1] > 0)
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
+			      ",\"curl_requests\":%" PRIu64 ",\"curl_per_s\":%.0f,\"curl_cpu_us\":%.1f,"
+			      "\"loop_vs_curl_cpu_us\":%.1f,\"cpu_ratio_vs_curl\":%.2f",
+			      r[1].n, rps[1], us[1], us[0] - us[1], us[0] / us[1]);
+	if (us[2] > 0)
+		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
+			      ",\"model_call_requests\":%" PRIu64 ",\"model_call_per_s\":%.0f,\"model_call_cpu_us\":%.1f,"
+			      "\"loop_cpu_us\":%.1f,\"cpu_ratio_vs_model_call\":%.2f",
+			      r[2].n, rps[2], us[2], us[0] - us[2], us[0] / us[2]);
+	bench_report("agent_runs", p->workers, r[0].wall, r[0].n, extra);
+	request_free(&req);
+	env_stop(&e, NULL, 0);
+	env_mock_child_stop(mock);
+}
+
+int main(int argc, char **argv)
+{
+	params_t p = {.workers = 2, .turns = 8, .seconds = 5, .only = -1, .mock = -1};
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--workers"))
+			p.workers = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--sessions"))
+			p.sessions = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--runs"))
+			p.runs = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--seconds"))
+			p.seconds = strtod(argv[i + 1], NULL);
+		else if (!strcmp(argv[i], "--turns"))
+			p.turns = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--mock"))
+			p.mock = !strcmp(argv[i + 1], "child") ? 1 : 0;
+		else if (!strcmp(argv[i], "--only"))
+			p.only = !strcmp(argv[i + 1], "agent") ? 0 : !strcmp(argv[i + 1], "curl") ? 1 : 2;
+		else
+			bench_fail("usage: bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] "
+				   "[--turns K] [--only agent|curl|model_call] [--mock inproc|child]");
+	}
+	if ((argc - 1) % 2)
+		bench_fail("usage: bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] [--turns K]");
+	rlim_t nofile = env_raise_nofile(1 << 17);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	const uint32_t set[] = {1, 100, 10000};
+	for (size_t i = 0; i < 3; i++) {
+		params_t q = p;
+		q.sessions = p.sessions ? p.sessions : set[i];
+		if (!q.runs)
+			q.runs = q.sessions == 1 ? 3000 : 30000;
+		/* in-process, both ends of each connection are in this process;
+		 * with the mock in a child, only the client's */
+		bool child = p.mock == 1 || (p.mock < 0 && (rlim_t)q.sessions * 2 + 256 > nofile);
+		if ((rlim_t)q.sessions * (child ? 1 : 2) + 256 > nofile) {
+			fprintf(stderr, "bench_agent: skipping %u sessions (open-file limit %lu)\n", q.sessions,
+				(unsigned long)nofile);
+		} else {
+			run_config(&q, child);
+		}
+		if (p.sessions)
+			break;
+	}
+	curl_global_cleanup();
+	return 0;
+}
