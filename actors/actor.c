@@ -253,6 +253,18 @@ int pc_ask(pc_ctx_t *ctx, pc_actor_t *to, pc_msg_t *m, uint64_t *corr)
 	return pc_send(to, m);
 }
 
+int pc_ask_as(pc_actor_t *to, pc_msg_t *m, pc_actor_t *reply_to, uint64_t corr)
+{
+	if (!m || !to || !reply_to) {
+		pc_msg_free(m);
+		return PC_EINVAL;
+	}
+	m->reply_to = pc_actor_retain(reply_to);
+	m->flags |= PC_MSGF_REPLY_REF;
+	m->corr = corr;
+	return pc_send(to, m);
+}
+
 int pc_reply(const pc_msg_t *req, pc_msg_t *reply)
 {
 	if (!reply)

@@ -95,6 +95,11 @@ static inline uint64_t pc_msg_u64(const pc_msg_t *m) { return *(const uint64_t *
  * reply arrives as an ordinary message with the same corr. */
 int pc_ask(pc_ctx_t *ctx, pc_actor_t *to, pc_msg_t *msg, uint64_t *corr);
 
+/* Sends `msg` to `to` as a request whose reply goes to `reply_to` (held
+ * until the message is freed) with correlation id `corr`: how an actor
+ * forwards a question it was asked, so the one who will answer replies to
+ * the one who asked. Ownership of `msg` passes, on every path. Any thread. */
+int pc_ask_as(pc_actor_t *to, pc_msg_t *msg, pc_actor_t *reply_to, uint64_t corr);
 /* Replies to `request` (which must have come from pc_ask or pc_ask_sync):
  * `reply` goes to its reply_to with its corr. Ownership of `reply` passes.
  * PC_EINVAL if the request expects no reply. The request's reply_to stays

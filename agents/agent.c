@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../actors/timer.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/diagnostics.h"
@@ -36,12 +37,16 @@ static const char *const CONTEXT_FILES[] = {"AGENTS.md", "SOUL.md", "TOOLS.md", 
 #define CONTEXT_TOTAL_MAX_DEFAULT 150000u
 
 typedef struct pc_session_slot {
-	char *key;
 	pc_actor_t *actor;      /* NULL when retired */
 	pc_event_hub_t *hub;
 	uint64_t inflight;      /* messages sent through the directory, not yet handled */
+	int64_t idle_since_ms;  /* runtime clock; 0 while busy */
+	bool told;              /* the reaper sent IDLE for this idle period */
 	struct pc_session_slot *next;
+	char key[PC__KEY_MAX + 1];
 } pc_session_slot_t;
+
+enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600 };
 
 int64_t pc__wall_ms(void)
 {
@@ -226,11 +231,10 @@ static pc_session_slot_t *slot_find(pc_agent_t *a, size_t shard, const char *key
 		sh->table = nt;
 		sh->cap = nc;
 	}
-	pc_session_slot_t *s = calloc(1, sizeof(*s));
-	if (!s || !(s->key = strdup(key))) {
-		free(s);
+	pc_session_slot_t *s = pc__slab_alloc(&a->slot_slab);
+	if (!s)
 		return NULL;
-	}
+	snprintf(s->key, sizeof(s->key), "%s", key);
 	size_t b = (h / PC__SESSION_SHARDS) % sh->cap;
 	s->next = sh->table[b];
 	sh->table[b] = s;
@@ -249,8 +253,7 @@ static void slot_unlink(pc_agent_t *a, size_t shard, pc_session_slot_t *slot, ui
 			break;
 		}
 	}
-	free(slot->key);
-	free(slot);
+	pc__slab_free(&a->slot_slab, slot);
 }
 
 static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t **out)
@@ -265,10 +268,8 @@ static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t
 	} else if (!s->actor) {
 		if (!spawn)
 			rc = PC_ENOTFOUND;
-		else if (!s->hub && pc_event_hub_new(key, &s->hub) != 0)
-			rc = PC_ENOMEM;
 		else
-			rc = pc__session_spawn(a, key, s->hub, &s->actor);
+			rc = pc__session_spawn(a, key, &s->actor);
 	}
 	if (rc == 0) {
 		s->inflight++;
@@ -278,7 +279,8 @@ static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t
 	return rc;
 }
 
-int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn)
+int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn, pc_actor_t *reply_to,
+		     uint64_t corr)
 {
 	pc_actor_t *to = NULL;
 	int rc = session_target(a, key, spawn, &to);
@@ -286,7 +288,7 @@ int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn)
 		pc_msg_free(msg);
 		return rc;
 	}
-	rc = pc_send(to, msg);
+	rc = reply_to ? pc_ask_as(to, msg, reply_to, corr) : pc_send(to, msg);
 	if (rc != 0)
 		pc__session_consumed(a, key);
 	pc_actor_release(to);
@@ -336,6 +338,82 @@ bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
 	}
 	pthread_mutex_unlock(&a->shards[shard].lock);
 	return ok;
+}
+
+void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	if (s) {
+		s->idle_since_ms = idle ? (int64_t)pc_runtime_now_ms() : 0;
+		s->told = false;
+	}
+	pthread_mutex_unlock(&a->shards[shard].lock);
+}
+
+/* The reaper: one periodic tick for every session. Sessions idle for the
+ * configured time are told to retire (they check again and stop only if
+ * still idle and nothing is on its way to them). */
+static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	(void)ctx;
+	pc_agent_t *a = state;
+	if (msg->type != REAPER_TICK)
+		return 0;
+	int64_t now = (int64_t)pc_runtime_now_ms();
+	int64_t idle_ms = (int64_t)a->cfg->agent.session_idle_ms;
+	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
+		pthread_mutex_lock(&a->shards[i].lock);
+		for (size_t b = 0; b < a->shards[i].cap; b++) {
+			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
+				if (!s->actor || !s->idle_since_ms || s->told || now - s->idle_since_ms < idle_ms)
+					continue;
+				s->told = true;
+				pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_IDLE, 0);
+				if (m)
+					pc_send(s->actor, m);
+			}
+		}
+		pthread_mutex_unlock(&a->shards[i].lock);
+	}
+	return 0;
+}
+
+static void reaper_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx, (void)reason;
+	pc_agent_t *a = state;
+	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
+}
+
+static const pc_behavior_t reaper_behavior = {"session-reaper", reaper_receive, reaper_stop};
+
+static int start_reaper(pc_agent_t *a)
+{
+	uint64_t period = a->cfg->agent.session_idle_ms / 4;
+	period = period < 100 ? 100 : period > 30000 ? 30000 : period;
+	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
+	int rc = pc_spawn(a->rt, &reaper_behavior, a, &a->reaper);
+	if (rc != 0) {
+		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
+		return rc;
+	}
+	pc_msg_t *tick = pc_msg_new(REAPER_TICK, 0);
+	pc_timer_t id;
+	return tick ? pc_timer_every(a->reaper, period, tick, &id) : PC_ENOMEM;
+}
+
+pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	pc_event_hub_t *hub = s && s->hub ? pc_event_hub_retain(s->hub) : NULL;
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	return hub;
 }
 
 pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key)
@@ -523,6 +601,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		pthread_mutex_init(&a->shards[i].lock, NULL);
 	pthread_mutex_init(&a->context.lock, NULL);
 	pthread_mutex_init(&a->cooldowns.lock, NULL);
+	pc__slab_init(&a->slot_slab, sizeof(pc_session_slot_t), 64);
+	pc__slab_init(&a->session_slab, pc__session_state_size(), 64);
 	uint8_t r[8];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		memset(r, 0, sizeof(r));
@@ -558,6 +638,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
 		rc = pc_lane_new(a->rt, a->cfg->agent.max_concurrent ? a->cfg->agent.max_concurrent : 8, &a->lane);
+	if (rc == 0)
+		rc = start_reaper(a);
 	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
 		if (a->cfg->providers[i].embedded && !a->mock)
 			rc = start_mock(a, o->mock_scenario);
@@ -611,6 +693,11 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	if (!a)
 		return;
 	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
+	if (a->reaper) {
+		pc_actor_stop(a->reaper, PC_EXIT_SHUTDOWN);
+		pc_actor_release(a->reaper);
+		a->reaper = NULL;
+	}
 	pc_actor_t **v = NULL;
 	size_t n = collect_sessions(a, &v);
 	for (size_t i = 0; i < n; i++)
@@ -640,13 +727,13 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 				next = s->next;
 				pc_actor_release(s->actor);
 				pc_event_hub_release(s->hub);
-				free(s->key);
-				free(s);
 			}
 		}
 		free(a->shards[i].table);
 		pthread_mutex_destroy(&a->shards[i].lock);
 	}
+	pc__slab_destroy(&a->slot_slab);
+	pc__slab_destroy(&a->session_slab);
 	pc_run_registry_free(a->runs);
 	pc_tool_registry_free(a->own_tools);
 	free(a->context.text);
@@ -705,9 +792,7 @@ int pc_agent_submit_async(pc_agent_t *a, const pc_agent_params_t *p, pc_actor_t 
 	int rc = submit_msg(a, p, &m);
 	if (rc != 0)
 		return rc;
-	m->reply_to = pc_actor_retain(reply_to);
-	m->corr = corr;
-	return pc__session_send(a, session_key_of(p), m, true);
+	return pc__session_send(a, session_key_of(p), m, true, reply_to, corr);
 }
 
 static pc_agent_wait_status_t wait_status(pc_run_status_t s)
@@ -848,7 +933,7 @@ int pc_agent_abort_run(pc_agent_t *a, const char *run_id)
 		return rc == PC_ESTOPPED ? PC_ESTATE : rc;
 	}
 	pc_msg_t *m = pc__text_msg(PC__MSG_SESSION_ABORT_RUN, run_id);
-	return m ? pc__session_send(a, info.session_key, m, false) : PC_ENOMEM;
+	return m ? pc__session_send(a, info.session_key, m, false, NULL, 0) : PC_ENOMEM;
 }
 
 int pc_agent_abort_session(pc_agent_t *a, const char *session_key)
@@ -858,7 +943,7 @@ int pc_agent_abort_session(pc_agent_t *a, const char *session_key)
 	pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_ABORT_ALL, 0);
 	if (!m)
 		return PC_ENOMEM;
-	int rc = pc__session_send(a, session_key, m, false);
+	int rc = pc__session_send(a, session_key, m, false, NULL, 0);
 	return rc == PC_ENOTFOUND ? 0 : rc;
 }
 

@@ -24,6 +24,7 @@
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
+#include "slab.h"
 
 #define PC__SESSION_SHARDS 64u
 #define PC__KEY_MAX 255u
@@ -35,7 +36,7 @@ enum {
 	PC__MSG_SESSION_ABORT_RUN,  /* payload: run id (NUL-terminated) */
 	PC__MSG_SESSION_ABORT_ALL,
 	PC__MSG_SESSION_STEER,      /* payload: text; asked (reply: rc as int64) */
-	PC__MSG_SESSION_IDLE,       /* its idle timer */
+	PC__MSG_SESSION_IDLE,       /* the reaper: idle long enough to retire */
 	PC__MSG_SESSION_DRAIN,      /* its debounce timer */
 	PC__MSG_SESSION_INTERRUPT_WAIT, /* interrupt: the aborted run did not end in time */
 	PC__MSG_SESSION_DIAG,       /* its stalled-session watchdog tick (§9.2) */
@@ -74,6 +75,9 @@ struct pc_agent {
 	char mock_base_url[64];
 	pc_lane_t *lane;
 	pc_run_registry_t *runs;
+	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */
+	pc__slab_t session_slab; /* session actors' state */
+	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */
@@ -110,19 +114,25 @@ struct pc_agent {
 
 /* Sends `msg` to the session actor of `key`, spawning it if needed
  * (unless `spawn` is false: PC_ENOTFOUND then). Ownership of `msg`
- * passes. As an ask when `ask` (the reply to the caller's actor or sync
- * waiter is the message's corr). */
-int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn);
+ * passes. With `reply_to`, as a request answered to it with `corr`. */
+int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn, pc_actor_t *reply_to,
+		     uint64_t corr);
 /* pc_ask_sync through the directory. */
 int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply);
 /* The session actor handled one message that came through the directory. */
 void pc__session_consumed(pc_agent_t *a, const char *key);
+/* The session is idle (nothing active, queued or pending) from now, or
+ * busy again; the reaper tells it to retire once idle long enough. */
+void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle);
 /* The session actor wants to stop because it is idle: true if it may (no
  * message is on its way to it; its slot is then detached), false if it
  * must stay. */
 bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self);
-/* The session's event hub (a new reference), created if needed. */
+/* The session's event hub (a new reference), created if needed: hubs
+ * exist only for sessions somebody subscribed to. */
 pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);
+/* The session's hub if it has one (a new reference), else NULL. */
+pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key);
 
 /* Auth-profile cooldowns: a failure of `profile` of `provider` (cooldown
  * from the decision), a success (the error count starts over), and the
@@ -147,8 +157,9 @@ typedef struct pc__submit {
 } pc__submit_t;
 int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out);
 
-/* `hub` is the session's event hub; the actor takes a reference of its own. */
-int pc__session_spawn(pc_agent_t *a, const char *key, pc_event_hub_t *hub, pc_actor_t **out);
+int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out);
+/* sizeof the session actor's state, for its slab. */
+size_t pc__session_state_size(void);
 
 /* ---- the run actor (run/run_actor.c) ---- */
 

@@ -156,13 +156,16 @@ static inline void request_model(const cJSON *reqs, int i, char *out, size_t cap
 /* ---- scenario helpers (queue / abort / recovery tests) ---- */
 
 /* harness_stop, and also: once the agent, the store and the I/O layer are
- * gone, no actor of the runtime is left (none leaked by the runs). */
+ * gone, no actor of the runtime is left (none leaked by the runs). The
+ * embedded mock's answer timers outlive it (an actor per delayed answer,
+ * until its ttft/delay passes), so keep scripted delays of aborted
+ * requests under a few seconds. */
 static inline void harness_stop_no_leaks(harness_t *h)
 {
 	pc_agent_free(h->agent, 10000);
 	cr_assert_eq(pc_store_close(h->store), 0);
 	pc_io_free(h->io);
-	uint64_t until = now_ms() + 5000;
+	uint64_t until = now_ms() + 8000;
 	pc_runtime_stats_t st;
 	do {
 		pc_runtime_stats(h->rt, &st, NULL, 0);

@@ -104,20 +104,22 @@ Test(agent_abort, abort_during_compaction_leaves_the_transcript_unchanged)
 {
 	harness_t h;
 	harness_start_with(&h, ABORT_CONFIG(",\"compaction\":{\"keepRecentTokens\":50}"),
-			   "{\"steps\":[{\"kind\":\"context_overflow\"},{\"text\":\"S\",\"ttft_ms\":5000}]}", NULL);
+			   /* (3 s, not more: the mock's answer timer outlives the
+			    * aborted request, and the actor check waits for it) */
+			   "{\"steps\":[{\"kind\":\"context_overflow\"},{\"text\":\"S\",\"ttft_ms\":3000}]}", NULL);
 	seed_history(&h, "s", 30);
 	pc_event_sub_t *sub = session_sub(&h, "s");
 	char run[80];
-	uint64_t t0 = now_ms();
 	cr_assert_eq(submit(&h, "s", "one more question", run), PC_AGENT_STARTED);
 	char log[4096] = "";
 	cr_assert(await_event(sub, PC_EVENT_COMPACTION, "\"phase\":\"start\"", 10000, log, sizeof(log)),
 		  "no compaction start");
 	/* the summarising request has reached the mock */
 	AWAIT(request_count(&h) == 2, 5000);
+	uint64_t t0 = now_ms();
 	cr_assert_eq(pc_agent_abort_run(h.agent, run), 0);
 	pc_agent_wait_result_t w = wait_run(&h, run, 10000);
-	cr_assert_lt(now_ms() - t0, 4000, "the run waited for the summary: %llu ms",
+	cr_assert_lt(now_ms() - t0, 1500, "the run waited for the summary: %llu ms",
 		     (unsigned long long)(now_ms() - t0));
 	cr_assert_eq(w.run.status, PC_RUN_STATUS_ABORTED);
 	assert_aborted(&h, run);
@@ -210,5 +212,57 @@ Test(agent_abort, abort_of_unknown_run_is_not_found)
 	cr_assert_str_eq(jstr(d, "phase"), "end");
 	cJSON_Delete(d);
 	cr_assert_eq(pc_agent_abort_run(h.agent, run), PC_ESTATE);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_abort, abort_during_a_retry_backoff_ends_at_once)
+{
+	harness_t h;
+	/* a short-window rate limit: the same model is retried after 10 s */
+	harness_start_with(&h, ABORT_CONFIG(""),
+			   "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"retry_after\":5},{\"text\":\"late\"}]}", NULL);
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "hi", run), PC_AGENT_STARTED);
+	AWAIT(request_count(&h) == 1, 10000);
+	sleep_ms(200); /* the attempt has reported; the run sleeps */
+	uint64_t t0 = now_ms();
+	cr_assert_eq(pc_agent_abort_run(h.agent, run), 0);
+	pc_agent_wait_result_t w = wait_run(&h, run, 15000);
+	cr_assert_lt(now_ms() - t0, 1500, "the abort waited for the backoff: %llu ms",
+		     (unsigned long long)(now_ms() - t0));
+	cr_assert_eq(w.run.status, PC_RUN_STATUS_ABORTED, "status %s", pc_run_status_name(w.run.status));
+	assert_aborted(&h, run);
+	sleep_ms(100);
+	cr_assert_eq(request_count(&h), 1);
+	harness_stop_no_leaks(&h);
+}
+
+Test(agent_abort, abort_of_a_run_waiting_for_the_global_lane)
+{
+	harness_t h;
+	harness_start_with(&h,
+			   "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"
+			   "\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"maxConcurrent\":1,\"sessionIdleSeconds\":1}}}",
+			   "{}", NULL);
+	char r1[80], r2[80];
+	cr_assert_eq(submit(&h, "s1", "first [[mock:{\"text\":\"first answer\",\"ttft_ms\":800}]]", r1),
+		     PC_AGENT_STARTED);
+	cr_assert_eq(submit(&h, "s2", "second", r2), PC_AGENT_STARTED);
+	pc_agent_stats_t st;
+	AWAIT((pc_agent_stats(h.agent, &st), st.lane_active == 1 && st.lane_queued == 1), 5000);
+	cr_assert_eq(pc_agent_abort_run(h.agent, r2), 0);
+	pc_agent_wait_result_t w2 = wait_run(&h, r2, 5000);
+	cr_assert_eq(w2.run.status, PC_RUN_STATUS_ABORTED);
+	cr_assert_eq(w2.run.started_ms, 0);
+	AWAIT((pc_agent_stats(h.agent, &st), st.lane_queued == 0), 5000);
+	cr_assert_eq(wait_run(&h, r1, 10000).status, PC_AGENT_WAIT_OK);
+	sleep_ms(100);
+	cr_assert_eq(request_count(&h), 1);
+	/* the lane admits the next run at once */
+	char r3[80];
+	cr_assert_eq(submit(&h, "s2", "third", r3), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, r3, 10000);
+	cr_assert_str_eq(payload_text(d), "third");
+	cJSON_Delete(d);
 	harness_stop_no_leaks(&h);
 }

@@ -293,6 +293,9 @@ Test(agent_recovery, idle_breaker_does_not_trip_when_output_arrived_in_between)
 	harness_stop_no_leaks(&h);
 }
 
+/* A tool turn whose usage says the prompt filled `input` of the 100 000
+ * window (under the threshold compaction's window - reserve), then a stall
+ * (the idle watchdog fires), then what a compaction and a retry get. */
 #define TIMEOUT_STEPS(input)                                                                       \
 	"{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\"}],"               \
 	"\"usage\":{\"input_tokens\":" #input "}}," STALL ",{\"text\":\"SUMMARY\"},{\"text\":\"after\"}]}"
@@ -301,9 +304,9 @@ Test(agent_recovery, idle_timeout_with_a_full_prompt_compacts_and_retries)
 {
 	harness_t h;
 	harness_start_with(&h,
-			   SINGLE_CONFIG(",\"contextTokens\":16000", "[{\"id\":\"a\"}]",
+			   SINGLE_CONFIG(",\"contextTokens\":100000", "[{\"id\":\"a\"}]",
 					 ",\"compaction\":{\"keepRecentTokens\":50}"),
-			   TIMEOUT_STEPS(12000), NULL);
+			   TIMEOUT_STEPS(70000), NULL);
 	set_idle_timeout(&h, 300);
 	seed_history(&h, "s", 30);
 	pc_event_sub_t *sub = session_sub(&h, "s");
@@ -330,16 +333,16 @@ Test(agent_recovery, idle_timeout_with_a_small_prompt_does_not_compact)
 {
 	harness_t h;
 	harness_start_with(&h,
-			   SINGLE_CONFIG(",\"contextTokens\":16000", "[{\"id\":\"a\"}]",
+			   SINGLE_CONFIG(",\"contextTokens\":100000", "[{\"id\":\"a\"}]",
 					 ",\"compaction\":{\"keepRecentTokens\":50}"),
-			   TIMEOUT_STEPS(4000), NULL);
+			   TIMEOUT_STEPS(40000), NULL);
 	set_idle_timeout(&h, 300);
 	seed_history(&h, "s", 30);
 	pc_event_sub_t *sub = session_sub(&h, "s");
 	char run[80];
 	submit(&h, "s", "what time is it?", run);
 	cJSON *d = finish_of(&h, run, 30000);
-	/* 4000 / 16000 is under 65 %: the timeout is reported, nothing compacted */
+	/* 40 000 / 100 000 is under 65 %: the timeout is reported, nothing compacted */
 	cr_assert_str_eq(jstr(d, "phase"), "error");
 	cr_assert_str_eq(jstr(d, "errorKind"), "timeout", "kind %s: %s", jstr(d, "errorKind"), jstr(d, "error"));
 	cr_assert_not_null(strstr(payload_text(d), "model idle timeout"), "payload: %s", payload_text(d));
@@ -352,4 +355,30 @@ Test(agent_recovery, idle_timeout_with_a_small_prompt_does_not_compact)
 	cr_assert_str_eq(role, "user");
 	cr_assert_eq(request_count(&h), 2);
 	harness_stop_no_leaks(&h);
+}
+
+Test(agent_recovery, a_stalled_summary_call_is_bounded_by_the_idle_watchdog)
+{
+	harness_t h;
+	harness_start_with(&h, SINGLE_CONFIG("", "[{\"id\":\"a\"}]", ",\"compaction\":{\"keepRecentTokens\":50}"),
+			   "{\"steps\":[" OVERFLOW "," STALL ",{\"text\":\"never\"}]}", NULL);
+	set_idle_timeout(&h, 300);
+	seed_history(&h, "s", 30);
+	char run[80];
+	submit(&h, "s", "what is on shelf B5?", run);
+	/* The summarising request goes to the same provider: its idle watchdog
+	 * (300 ms here) bounds it, not only the 900 s compaction timeout. */
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, run, 10000, &w), 0);
+	bool ended = w.status != PC_AGENT_WAIT_TIMEOUT;
+	if (!ended) {
+		pc_agent_abort_run(h.agent, run);
+		pc_agent_wait(h.agent, run, 10000, &w);
+	}
+	int requests = request_count(&h);
+	harness_stop_no_leaks(&h);
+	cr_assert(ended, "the run still hung 10 s after the summary call stalled (%d requests)", requests);
+	/* the failed compaction leaves the overflow unrecovered: an error, no retry */
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert_eq(requests, 2);
 }

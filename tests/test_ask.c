@@ -480,3 +480,37 @@ Test(ask, concurrent_ask_sync)
 	pc_actor_release(server);
 	FREE_RUNTIME_CHECKED(rt);
 }
+
+/* A forwarder that passes every question on with pc_ask_as: the server
+ * answers the original asker directly, with its correlation id. */
+static int forward_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	(void)ctx;
+	pc_actor_t *server = state;
+	if (!m->reply_to)
+		return 0;
+	return pc_ask_as(server, req_u64(S_DOUBLE, pc_msg_u64(m)), m->reply_to, m->corr);
+}
+
+Test(ask, ask_as_forwards_the_question)
+{
+	pc_runtime_t *rt = start_rt(2);
+	server_t s;
+	pc_actor_t *server = spawn_server(rt, &s);
+	static const pc_behavior_t fwd_b = {"forwarder", forward_receive, NULL};
+	pc_actor_t *fwd = NULL;
+	cr_assert_eq(pc_spawn(rt, &fwd_b, server, &fwd), 0);
+	for (uint64_t i = 1; i <= 20; i++) {
+		pc_msg_t *reply = NULL;
+		cr_assert_eq(pc_ask_sync(fwd, req_u64(S_DOUBLE, i), 5000, &reply), 0);
+		cr_assert_eq(pc_msg_u64(reply), i * 2, "the server answered the first asker");
+		pc_msg_free(reply);
+	}
+	cr_assert_eq(pc_ask_as(NULL, pc_msg_new(S_DOUBLE, 8), server, 1), PC_EINVAL);
+	cr_assert_eq(pc_ask_as(server, pc_msg_new(S_DOUBLE, 8), NULL, 1), PC_EINVAL);
+	quiesce(rt);
+	cr_assert_eq(live_count(rt), 2, "the waiters and their references are released");
+	pc_actor_release(fwd);
+	pc_actor_release(server);
+	FREE_RUNTIME_CHECKED(rt);
+}

@@ -799,8 +799,10 @@ static bool maybe_compact(pc_ctx_t *ctx, attempt_t *t)
 	if (!wants_compaction(t))
 		return false;
 	t->phase = PH_COMPACTING;
-	emit(t, PC_EVENT_COMPACTION, obj_phase("start"), false);
+	/* the run learns before anyone sees the event: steering is refused
+	 * from the moment a compaction is visible (§7.4) */
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_COMPACTING);
+	emit(t, PC_EVENT_COMPACTION, obj_phase("start"), false);
 	if (start_compaction(ctx, t))
 		return true;
 	emit(t, PC_EVENT_COMPACTION, obj_phase("end"), false);

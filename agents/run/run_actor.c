@@ -368,6 +368,10 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	if (rc == 0)
 		rc = pc_compaction_start(r->agent->rt, &req, pc_self(ctx), &r->compaction);
 	pc_request_headers_free(headers);
+	/* the session learns before anyone sees the event: steering is refused
+	 * from the moment a compaction is visible (§7.4) */
+	if (rc == 0)
+		pc_send_u64(r->session, PC__MSG_RUN_PHASE, PC_RUN_COMPACTING);
 	cJSON *d = cJSON_CreateObject();
 	if (d) {
 		cJSON_AddStringToObject(d, "phase", "start");
@@ -389,7 +393,6 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	}
 	r->phase = RP_COMPACTING;
 	r->compaction_kind = kind;
-	pc_send_u64(r->session, PC__MSG_RUN_PHASE, PC_RUN_COMPACTING);
 }
 
 static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done_msg_t *d)
@@ -568,13 +571,24 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		/* a steer the attempt could not inject before it ended */
 		pc_send(r->session, pc__text_msg(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
 		return 0;
-	case PC__MSG_RUN_STEER:
-		if (r->attempt && r->streaming && !r->cancelled) {
+	case PC__MSG_RUN_STEER: {
+		/* only a streaming attempt takes steering (never while compacting) */
+		bool take = r->attempt && r->streaming && !r->cancelled;
+		if (take)
 			pc_send(r->attempt, pc__text_msg(PC__MSG_ATTEMPT_STEER, pc_msg_cdata(msg)));
-		} else {
+		if (msg->reply_to) {
+			/* pc_agent_steer asked: the caller learns the answer */
+			pc_msg_t *rep = pc_msg_new(PC__MSG_SESSION_STEER, sizeof(int64_t));
+			if (rep) {
+				*(int64_t *)pc_msg_data(rep) = take ? 0 : PC_ESTATE;
+				pc_reply(msg, rep);
+			}
+		} else if (!take) {
+			/* a steer-mode message: it runs after this run instead */
 			pc_send(r->session, pc__text_msg(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
 		}
 		return 0;
+	}
 	default:
 		return 0;
 	}

@@ -9,7 +9,9 @@
  * Accepting a message: the run row is created in the store (idempotency
  * key honoured) and only then is the caller told "accepted". Starting a
  * run: a permit from the global lane, then a run actor, which reports back
- * with PC__MSG_RUN_DONE (or, if it died, a monitor's DOWN).
+ * with PC__MSG_RUN_DONE, which its stop handler sends if the run stopped
+ * any other way (so no monitor is needed: a monitor would keep an
+ * allocation alive on the session for its whole life).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +41,6 @@ typedef struct pending {
 
 typedef struct session {
 	pc_agent_t *agent;
-	char *key;
-	pc_event_hub_t *hub;
 	item_t *queue;
 	size_t qn, qcap;
 	uint32_t dropped;
@@ -54,7 +54,6 @@ typedef struct session {
 	item_t active;
 	bool has_active, started;
 	pc_actor_t *run;
-	uint64_t monitor;
 	uint64_t ticket;
 	pc_run_phase_t phase;
 
@@ -64,7 +63,7 @@ typedef struct session {
 	pending_t *pend;
 	size_t pn, pcap;
 
-	pc_timer_t idle_timer, drain_timer, interrupt_timer;
+	pc_timer_t drain_timer, interrupt_timer;
 
 	/* the stalled-session watchdog (§9.2), armed while a run is active */
 	pc_timer_t diag_timer;
@@ -73,7 +72,20 @@ typedef struct session {
 	uint32_t warn_repeats;
 	pc_diag_class_t last_class;
 	bool recovery_sent;
+	char key[PC__KEY_MAX + 1];
 } session_t;
+
+size_t pc__session_state_size(void) { return sizeof(session_t); }
+
+/* A new event bus for run `run_id`, publishing to the session's hub too
+ * when somebody subscribed to the session. */
+static int new_bus(session_t *s, const char *run_id, pc_event_bus_t **out)
+{
+	pc_event_hub_t *hub = pc__session_hub_peek(s->agent, s->key);
+	int rc = pc_event_bus_new(run_id, s->key, hub, out);
+	pc_event_hub_release(hub);
+	return rc;
+}
 
 static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
 
@@ -215,7 +227,6 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 
 static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 {
-	cancel_timer(ctx, &s->idle_timer);
 	s->active = *it;
 	memset(it, 0, sizeof(*it));
 	s->has_active = true;
@@ -265,7 +276,6 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		return;
 	}
 	s->started = true;
-	pc_monitor(ctx, s->run, &s->monitor);
 	diag_arm(ctx, s);
 }
 
@@ -352,7 +362,7 @@ static int synthetic_item(session_t *s, char *prompt, item_t *out)
 {
 	memset(out, 0, sizeof(*out));
 	pc__agent_run_id(s->agent, out->run_id);
-	int rc = pc_event_bus_new(out->run_id, s->key, s->hub, &out->bus);
+	int rc = new_bus(s, out->run_id, &out->bus);
 	if (rc != 0) {
 		free(prompt);
 		return rc;
@@ -434,7 +444,8 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 		break;
 	}
 	default:
-		arm(ctx, &s->idle_timer, PC__MSG_SESSION_IDLE, s->agent->cfg->agent.session_idle_ms);
+		/* nothing left: the reaper retires the session if it stays so */
+		pc__session_set_idle(s->agent, s->key, true);
 		break;
 	}
 	free(items);
@@ -446,7 +457,6 @@ static void run_ended(pc_ctx_t *ctx, session_t *s)
 		return;
 	cancel_timer(ctx, &s->diag_timer);
 	if (s->run) {
-		pc_demonitor(ctx, s->monitor);
 		pc_actor_release(s->run);
 		s->run = NULL;
 	}
@@ -515,7 +525,8 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		pending_free(p);
 		return 0;
 	}
-	cancel_timer(ctx, &s->idle_timer);
+	if (s->pn == 0)
+		pc__session_set_idle(s->agent, s->key, false);
 	s->pn++;
 	return 0;
 }
@@ -553,7 +564,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 	it.timeout_ms = sp->timeout_ms;
 	it.enqueued_ms = (int64_t)pc_runtime_now_ms();
 	if (rc == 0)
-		rc = pc_event_bus_new(it.run_id, s->key, s->hub, &it.bus);
+		rc = new_bus(s, it.run_id, &it.bus);
 	if (rc == 0) {
 		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__wall_ms(),
 					 pc_event_bus_retain(it.bus), bus_release);
@@ -659,12 +670,19 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 			continue;
 		pending_t p = s->pend[i];
 		memmove(&s->pend[i], &s->pend[i + 1], (s->pn - i - 1) * sizeof(pending_t));
-		s->pn--;
+		if (--s->pn == 0) {
+			/* an idle session keeps no spare capacity */
+			free(s->pend);
+			s->pend = NULL;
+			s->pcap = 0;
+		}
 		pc_store_reply_t r;
 		if (pc_store_reply_get(msg, &r) != 0)
 			r.rc = PC_EINVAL;
 		accepted(ctx, s, &p, &r);
 		pending_free(&p);
+		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0)
+			pc__session_set_idle(s->agent, s->key, true);
 		return true;
 	}
 	return false;
@@ -716,15 +734,19 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 		abort_run(ctx, s, s->active.run_id);
 }
 
+/* pc_agent_steer: the run answers (it knows whether its attempt can take
+ * the text now); without a run the session does. */
 static void on_steer(session_t *s, const pc_msg_t *msg)
 {
-	int64_t rc = 0;
-	if (!s->has_active || !s->run)
-		rc = PC_ENOTFOUND;
-	else if (s->phase != PC_RUN_STREAMING)
+	int64_t rc = PC_ENOTFOUND;
+	if (s->has_active && s->run && msg->reply_to) {
+		pc_msg_t *fwd = pc__text_msg(PC__MSG_RUN_STEER, pc_msg_cdata(msg));
+		if (fwd && pc_ask_as(s->run, fwd, msg->reply_to, msg->corr) == 0)
+			return;
 		rc = PC_ESTATE;
-	else
-		pc_send(s->run, pc__text_msg(PC__MSG_RUN_STEER, pc_msg_cdata(msg)));
+	} else if (s->has_active) {
+		rc = PC_ESTATE;
+	}
 	pc_msg_t *r = pc_msg_new(PC__MSG_SESSION_STEER, sizeof(int64_t));
 	if (r) {
 		*(int64_t *)pc_msg_data(r) = rc;
@@ -786,18 +808,6 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			run_ended(ctx, s);
 		return 0;
 	}
-	case PC_MSG_DOWN: {
-		const pc_down_t *d = pc_msg_cdata(msg);
-		if (s->run && d->ref == s->monitor) {
-			s->monitor = 0;
-			pc_run_registry_finish(s->agent->runs, s->active.run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
-					       "the run stopped unexpectedly", "crashed");
-			pc_actor_release(s->run);
-			s->run = NULL;
-			run_ended(ctx, s);
-		}
-		return 0;
-	}
 	case PC__MSG_STEER_REJECTED: {
 		/* it could not be steered in: run it after the active run */
 		item_t it;
@@ -826,7 +836,6 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		}
 		return 0;
 	case PC__MSG_SESSION_IDLE:
-		s->idle_timer = 0;
 		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0 &&
 		    pc__session_may_retire(s->agent, s->key, pc_self(ctx)))
 			pc_exit(ctx, PC_EXIT_NORMAL);
@@ -840,7 +849,6 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)reason;
 	session_t *s = state;
-	cancel_timer(ctx, &s->idle_timer);
 	cancel_timer(ctx, &s->drain_timer);
 	cancel_timer(ctx, &s->interrupt_timer);
 	cancel_timer(ctx, &s->diag_timer);
@@ -865,37 +873,26 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 	}
 	clear_drops(s);
-	pc_event_hub_release(s->hub);
 	pc_agent_t *a = s->agent;
-	free(s->key);
-	free(s);
+	pc__slab_free(&a->session_slab, s);
 	__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
 }
 
 static const pc_behavior_t session_behavior = {"session", session_receive, session_stop};
 
-int pc__session_spawn(pc_agent_t *a, const char *key, pc_event_hub_t *hub, pc_actor_t **out)
+int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out)
 {
-	session_t *s = calloc(1, sizeof(*s));
+	session_t *s = pc__slab_alloc(&a->session_slab);
 	if (!s)
 		return PC_ENOMEM;
 	s->agent = a;
-	s->key = strdup(key);
-	s->hub = pc_event_hub_retain(hub);
+	snprintf(s->key, sizeof(s->key), "%s", key);
 	s->settings = a->cfg->agent.queue;
-	if (!s->key || !s->hub) {
-		pc_event_hub_release(s->hub);
-		free(s->key);
-		free(s);
-		return PC_ENOMEM;
-	}
 	__atomic_add_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_spawn(a->rt, &session_behavior, s, out);
 	if (rc != 0) {
 		__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
-		pc_event_hub_release(s->hub);
-		free(s->key);
-		free(s);
+		pc__slab_free(&a->session_slab, s);
 		return rc;
 	}
 	return 0;
