@@ -639,7 +639,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->extra);
 	free(r->model_buf);
 	pc_agent_t *a = r->agent;
-	free(r);
+	pc__slab_free(&a->run_slab, r);
 	__atomic_sub_fetch(&a->stats.runs_live, 1, __ATOMIC_RELEASE);
 }
 
@@ -679,9 +679,13 @@ static int resolve_chain(run_t *r, const char *model)
 	return 0;
 }
 
+size_t pc__run_state_size(void) { return sizeof(run_t); }
+
 int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out)
 {
-	run_t *r = calloc(1, sizeof(*r));
+	/* a slab: the state is a few KiB, and a fresh large malloc per run
+	 * makes glibc consolidate its fast bins every time */
+	run_t *r = pc__slab_alloc(&a->run_slab);
 	if (!r)
 		return PC_ENOMEM;
 	r->agent = a;
@@ -733,7 +737,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		free(r->prompt);
 		free(r->extra);
 		free(r->model_buf);
-		free(r);
+		pc__slab_free(&a->run_slab, r);
 		return rc;
 	}
 	pc_send(actor, start);

@@ -678,10 +678,15 @@ static bool shape_ok(const pc__store_op_t *op)
 	return false;
 }
 
-static int sq_apply(void *p, pc__store_op_t *op)
+static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 {
 	be_t *be = p;
 	op->res = (pc_store_reply_t){0};
+	if (!guarded) {
+		int orc = shape_ok(op) ? dispatch(be, op) : PC_EINVAL;
+		op->res.rc = orc;
+		return orc;
+	}
 	int rc = exec_st(be->db, be->st[W_SAVE]);
 	if (rc != 0)
 		return rc;

@@ -125,11 +125,13 @@ typedef struct pc__store_backend {
 	int (*open)(const char *path, const pc_store_config_t *cfg, void **out);
 	void (*close)(void *be);
 	int (*begin)(void *be);
-	/* Runs one write in the open transaction. Returns 0 when the batch
-	 * may go on (the op's own outcome is in op->res.rc, and a failed op
-	 * left nothing behind), or a negative code when the transaction is
-	 * lost and the whole batch must fail with it. */
-	int (*apply)(void *be, pc__store_op_t *op);
+	/* Runs one write in the open transaction. Guarded: returns 0 when
+	 * the batch may go on (the op's own outcome is in op->res.rc, and a
+	 * failed op left nothing behind), or a negative code when the
+	 * transaction is lost and the whole batch must fail with it.
+	 * Unguarded (no savepoint around the op, for speed): any failure is
+	 * returned and the caller rolls the transaction back. */
+	int (*apply)(void *be, pc__store_op_t *op, bool guarded);
 	int (*commit)(void *be);
 	void (*rollback)(void *be);
 	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
