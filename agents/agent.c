@@ -55,6 +55,14 @@ int64_t pc__wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+uint64_t pc__hash64(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
 pc_msg_t *pc__text_msg(uint32_t type, const char *text)
 {
 	size_t n = strlen(text ? text : "") + 1;
@@ -401,8 +409,7 @@ static int start_reaper(pc_agent_t *a)
 		return rc;
 	}
 	pc_msg_t *tick = pc_msg_new(REAPER_TICK, 0);
-	pc_timer_t id;
-	return tick ? pc_timer_every(a->reaper, period, tick, &id) : PC_ENOMEM;
+	return tick ? pc_timer_every(a->reaper, period, tick, &a->reaper_tick) : PC_ENOMEM;
 }
 
 pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
@@ -695,6 +702,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 		return;
 	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
 	if (a->reaper) {
+		/* the periodic timer holds a reference to the reaper */
+		pc_timer_cancel(a->rt, a->reaper_tick);
 		pc_actor_stop(a->reaper, PC_EXIT_SHUTDOWN);
 		pc_actor_release(a->reaper);
 		a->reaper = NULL;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../actors/actor.h"
+#include "../actors/timer.h"
 #include "agent.h"
 #include "mock/mock_server.h"
 #include "run/run_decide.h"
@@ -59,7 +60,18 @@ enum {
 	/* attempt -> run */
 	PC__MSG_ATTEMPT_DONE,       /* pc__attempt_done_t */
 	PC__MSG_ATTEMPT_PHASE,      /* u64: pc_run_phase_t */
+	PC__MSG_TOOL_OUTCOME,       /* pc__tool_outcome_t: for the loop guard (§1.16) */
 };
+
+/* One live tool outcome, as the post-compaction loop guard compares them. */
+typedef struct pc__tool_outcome {
+	uint64_t args_hash;
+	uint64_t result_hash;
+	char name[64];
+} pc__tool_outcome_t;
+
+/* FNV-1a over `len` bytes: the loop guard's stable hash. */
+uint64_t pc__hash64(const char *s, size_t len);
 
 struct pc_session_slot;
 
@@ -76,6 +88,7 @@ struct pc_agent {
 	pc_lane_t *lane;
 	pc_run_registry_t *runs;
 	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */
+	pc_timer_t reaper_tick;
 	pc__slab_t session_slab; /* session actors' state */
 	pc__slab_t slot_slab;    /* directory slots */
 	pc__slab_t run_slab;     /* run actors' state */

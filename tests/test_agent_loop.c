@@ -441,3 +441,32 @@ Test(agent_loop, system_prompt_has_context_files_and_skills)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", ws);
 	cr_assert_eq(system(cmd), 0);
 }
+
+/* §1.16: after an overflow compaction the model calls the same tool with
+ * the same arguments and gets the same result three times: the guard ends
+ * the run (no retry, no fallback). */
+Test(agent_loop, post_compaction_loop_guard_stops_a_persisting_loop)
+{
+	harness_t h;
+	harness_start_with(&h,
+			   "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"
+			   "\"agents\":{\"defaults\":{\"model\":\"mock/m\",\"compaction\":{\"keepRecentTokens\":50}}}}",
+			   "{\"steps\":[{\"kind\":\"context_overflow\"},{\"text\":\"SUMMARY\"}],"
+			   "\"default\":{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"sleep\","
+			   "\"arguments\":{\"ms\":0}}]}}",
+			   NULL);
+	seed_history(&h, "s", 30);
+	char run[80];
+	submit(&h, "s", "go", run);
+	cJSON *d = finish_of(&h, run, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_str_eq(jstr(d, "errorKind"), "compaction_loop_persisted", "%s", jstr(d, "error"));
+	cr_assert_not_null(strstr(jstr(d, "error"), "repeated"), "%s", jstr(d, "error"));
+	cJSON_Delete(d);
+	/* overflow, summary, then the loop: three identical tool rounds, and
+	 * at most one more request before the abort landed */
+	int n = request_count(&h);
+	cr_assert_geq(n, 5);
+	cr_assert_leq(n, 6);
+	harness_stop_no_leaks(&h);
+}

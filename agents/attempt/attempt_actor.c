@@ -701,6 +701,24 @@ static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 	}
 }
 
+/* Every live tool outcome goes to the run for its post-compaction loop
+ * guard (§1.16): the tool, a hash of its arguments and of its result. */
+static void report_outcome(attempt_t *t, size_t i, const pc_tool_done_msg_t *d)
+{
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(t->calls, (int)i), "arguments");
+	char *text = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
+	const char *a = cJSON_IsString(args) ? args->valuestring : text ? text : "";
+	pc_msg_t *m = pc_msg_new(PC__MSG_TOOL_OUTCOME, sizeof(pc__tool_outcome_t));
+	if (m) {
+		pc__tool_outcome_t *o = pc_msg_data(m);
+		o->args_hash = pc__hash64(a, strlen(a));
+		o->result_hash = pc__hash64(d->text, d->text_len);
+		snprintf(o->name, sizeof(o->name), "%s", d->name);
+		pc_send(t->run, m);
+	}
+	cJSON_free(text);
+}
+
 static void on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d)
 {
 	size_t i = (size_t)d->tag;
@@ -712,6 +730,7 @@ static void on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *
 	t->calls_done++;
 	emit_tool(t, "result", d->tool_call_id, d->name, NULL, d->text, d->is_error);
 	add_tool_result(ctx, t, d->tool_call_id, d->name, d->text, d->is_error);
+	report_outcome(t, i, d);
 	if (d->is_error) {
 		free(t->tool_error_name);
 		free(t->tool_error_text);

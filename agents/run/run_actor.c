@@ -63,12 +63,14 @@ typedef struct run {
 	uint32_t attempts;
 	uint32_t seeded;          /* 1 + the candidate whose cooldowns were seeded */
 	bool user_persisted, cancelled, streaming;
+	bool loop_persisted;      /* the post-compaction guard aborted the attempt */
 	uint64_t started_ms;      /* runtime clock */
 	int64_t started_wall;
 
 	/* the last attempt */
 	pc_run_outcome_t outcome;
 	char *error_text, *payloads, *stop_reason;
+	char *guard_text;         /* the loop guard's message, once it tripped */
 } run_t;
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
@@ -228,6 +230,7 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		/* FAIL: the error itself is the message */
 		bool aborted = act->error == PC_RUN_ERR_ABORTED;
 		const char *msg = act->message[0] ? act->message
+			: act->error == PC_RUN_ERR_LOOP_PERSISTED && r->guard_text ? r->guard_text
 			: (r->error_text ? r->error_text : pc_run_error_kind_name(act->error));
 		finish(ctx, r, aborted ? PC_RUN_STATUS_ABORTED : PC_RUN_STATUS_ERROR, msg, act);
 		return;
@@ -485,6 +488,11 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	r->outcome = d->outcome;
 	r->outcome.error_text = NULL;
 	r->outcome.error_code = NULL;
+	if (r->loop_persisted) {
+		/* the attempt ended because the guard aborted it, not the user */
+		r->outcome.cancelled = false;
+		r->outcome.loop_guard_abort = true;
+	}
 	if (r->cancelled)
 		r->outcome.cancelled = true;
 
@@ -533,6 +541,22 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (r->phase == RP_COMPACTING)
 			on_compaction_done(ctx, r, pc_msg_cdata(msg));
 		return 0;
+	case PC__MSG_TOOL_OUTCOME: {
+		const pc__tool_outcome_t *o = pc_msg_cdata(msg);
+		pc_loop_guard_verdict_t v;
+		if (r->loop_persisted || !r->attempt ||
+		    pc_loop_guard_observe(&r->rs.guard, o->name, o->args_hash, o->result_hash, &v) != 0 ||
+		    !v.abort)
+			return 0;
+		/* §1.16: compaction did not break the loop; stop paying for it */
+		char text[PC_RUN_MESSAGE_MAX];
+		pc_loop_guard_message(&v, o->name, text, sizeof(text));
+		free(r->guard_text);
+		r->guard_text = strdup(text);
+		r->loop_persisted = true;
+		pc_send(r->attempt, pc_msg_new(PC__MSG_ATTEMPT_ABORT, 0));
+		return 0;
+	}
 	case PC__MSG_RUN_TRUNCATED:
 		if (r->phase != RP_TRUNCATING)
 			return 0;
@@ -633,6 +657,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->error_text);
 	free(r->payloads);
 	free(r->stop_reason);
+	free(r->guard_text);
 	free(r->run_id);
 	free(r->key);
 	free(r->prompt);

@@ -83,8 +83,7 @@ uint32_t pc_run_budget(size_t profile_count, const pc_run_retries_config_t *cfg)
 						     : PC_RUN_BUDGET_PER_PROFILE);
 	int64_t lo = max64(1, cfg->has_min ? min64(cfg->min, lim) : PC_RUN_BUDGET_MIN);
 	int64_t hi = max64(lo, cfg->has_max ? min64(cfg->max, lim) : PC_RUN_BUDGET_MAX);
-	int64_t profiles = profile_count > (size_t)PC_RUN_MAX_PROFILES ? PC_RUN_MAX_PROFILES
-								       : (int64_t)profile_count;
+	int64_t profiles = profile_count > (size_t)lim ? lim : (int64_t)profile_count;
 	int64_t scaled = base + max64(1, profiles) * per;
 	return (uint32_t)min64(hi, max64(lo, scaled));
 }
