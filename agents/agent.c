@@ -42,6 +42,7 @@ typedef struct pc_session_slot {
 	uint64_t inflight;      /* messages sent through the directory, not yet handled */
 	int64_t idle_since_ms;  /* runtime clock; 0 while busy */
 	bool told;              /* the reaper sent IDLE for this idle period */
+	cJSON *transcript;      /* kept between runs (pc__transcript_keep) */
 	struct pc_session_slot *next;
 	char key[PC__KEY_MAX + 1];
 } pc_session_slot_t;
@@ -332,12 +333,15 @@ bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
 	uint64_t h = hash_key(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	bool ok = false;
+	cJSON *transcript = NULL;
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
 	if (s && s->actor == self && s->inflight == 0) {
 		ok = true;
 		pc_actor_release(s->actor);
 		s->actor = NULL;
+		transcript = s->transcript;
+		s->transcript = NULL;
 		/* the hub outlives the actor while someone listens */
 		if (!s->hub || pc_event_hub_subscribers(s->hub) == 0) {
 			pc_event_hub_release(s->hub);
@@ -345,7 +349,41 @@ bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
 		}
 	}
 	pthread_mutex_unlock(&a->shards[shard].lock);
+	cJSON_Delete(transcript);
 	return ok;
+}
+
+cJSON *pc__transcript_take(pc_agent_t *a, const char *key)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	cJSON *t = s ? s->transcript : NULL;
+	if (s)
+		s->transcript = NULL;
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	return t;
+}
+
+void pc__transcript_keep(pc_agent_t *a, const char *key, cJSON *messages)
+{
+	uint64_t h = hash_key(key);
+	size_t shard = h % PC__SESSION_SHARDS;
+	cJSON *old = messages;
+	pthread_mutex_lock(&a->shards[shard].lock);
+	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
+	if (s && s->actor) {
+		old = s->transcript;
+		s->transcript = messages;
+	}
+	pthread_mutex_unlock(&a->shards[shard].lock);
+	cJSON_Delete(old);
+}
+
+void pc__transcript_drop(pc_agent_t *a, const char *key)
+{
+	cJSON_Delete(pc__transcript_take(a, key));
 }
 
 void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
@@ -373,9 +411,15 @@ static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	int64_t now = (int64_t)pc_runtime_now_ms();
 	int64_t idle_ms = (int64_t)a->cfg->agent.session_idle_ms;
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
+		cJSON *dropped = cJSON_CreateArray(); /* freed outside the lock */
 		pthread_mutex_lock(&a->shards[i].lock);
 		for (size_t b = 0; b < a->shards[i].cap; b++) {
 			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
+				if (s->transcript && s->idle_since_ms && dropped &&
+				    now - s->idle_since_ms >= (int64_t)PC__TRANSCRIPT_KEEP_MS) {
+					cJSON_AddItemToArray(dropped, s->transcript);
+					s->transcript = NULL;
+				}
 				if (!s->actor || !s->idle_since_ms || s->told || now - s->idle_since_ms < idle_ms)
 					continue;
 				s->told = true;
@@ -385,6 +429,7 @@ static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			}
 		}
 		pthread_mutex_unlock(&a->shards[i].lock);
+		cJSON_Delete(dropped);
 	}
 	return 0;
 }
@@ -400,8 +445,11 @@ static const pc_behavior_t reaper_behavior = {"session-reaper", reaper_receive, 
 
 static int start_reaper(pc_agent_t *a)
 {
+	/* often enough for both idle retirement and dropping kept transcripts */
 	uint64_t period = a->cfg->agent.session_idle_ms / 4;
-	period = period < 100 ? 100 : period > 30000 ? 30000 : period;
+	if (period > PC__TRANSCRIPT_KEEP_MS / 2)
+		period = PC__TRANSCRIPT_KEEP_MS / 2;
+	period = period < 100 ? 100 : period;
 	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_spawn(a->rt, &reaper_behavior, a, &a->reaper);
 	if (rc != 0) {
@@ -737,6 +785,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 				next = s->next;
 				pc_actor_release(s->actor);
 				pc_event_hub_release(s->hub);
+				cJSON_Delete(s->transcript);
 			}
 		}
 		free(a->shards[i].table);

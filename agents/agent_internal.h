@@ -30,6 +30,8 @@
 #define PC__SESSION_SHARDS 64u
 #define PC__KEY_MAX 255u
 #define PC__CONTEXT_TTL_MS 2000u
+/* A session's transcript stays in memory this long after its last run. */
+#define PC__TRANSCRIPT_KEEP_MS 2000u
 
 enum {
 	/* to a session actor (through the directory) */
@@ -142,6 +144,19 @@ void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle);
  * message is on its way to it; its slot is then detached), false if it
  * must stay. */
 bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self);
+/*
+ * The transcript kept between runs of a busy session (the model context an
+ * attempt ended with, which equals the stored transcript: every message in
+ * it was acknowledged by the store). The next attempt takes it instead of
+ * reading and parsing the transcript again. Ownership moves under the
+ * directory's lock; anything that rewrites the transcript (compaction,
+ * truncation) drops it first; the reaper drops it PC__TRANSCRIPT_KEEP_MS
+ * after the session went idle.
+ */
+cJSON *pc__transcript_take(pc_agent_t *a, const char *key);
+void pc__transcript_keep(pc_agent_t *a, const char *key, cJSON *messages);
+void pc__transcript_drop(pc_agent_t *a, const char *key);
+
 /* The session's event hub (a new reference), created if needed: hubs
  * exist only for sessions somebody subscribed to. */
 pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);

@@ -218,7 +218,9 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	/* 3. idle: the sessions stay; then without the terminal cache */
 	uint64_t idle_sessions = st1.sessions_live - st0.sessions_live;
 	pc_run_registry_sweep(e.agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
-	struct timespec ts = {0, 100 * 1000000};
+	/* past the time a finished session keeps its transcript in memory */
+	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + 1500;
+	struct timespec ts = {(time_t)(settle_ms / 1000), (long)(settle_ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 	uint64_t rss_swept = env_trimmed_rss_kib();
 	struct mallinfo2 mi1 = mallinfo2();

@@ -470,3 +470,38 @@ Test(agent_loop, post_compaction_loop_guard_stops_a_persisting_loop)
 	cr_assert_leq(n, 6);
 	harness_stop_no_leaks(&h);
 }
+
+/* Between runs of a busy session the transcript stays in memory (it equals
+ * the stored one): the next run does not read it back; after the keep
+ * time, or a rewrite, it is read from the store again. */
+Test(agent_loop, busy_session_keeps_its_transcript_between_runs)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"ok\"}}");
+	pc_store_stats_t s0, s1, s2;
+	char run[80];
+	pc_store_stats(h.store, &s0);
+	submit(&h, "s", "first message", run);
+	cJSON_Delete(finish_of(&h, run, 10000));
+	submit(&h, "s", "second message", run);
+	cJSON_Delete(finish_of(&h, run, 10000));
+	pc_store_stats(h.store, &s1);
+	cr_assert_eq(s1.reads - s0.reads, 1, "the second run started from the kept transcript");
+	/* and it saw the first turn */
+	cJSON *reqs = mock_requests(&h);
+	char *second = cJSON_PrintUnformatted(cJSON_GetArrayItem(reqs, cJSON_GetArraySize(reqs) - 1));
+	cr_assert_not_null(strstr(second, "first message"));
+	cr_assert_not_null(strstr(second, "second message"));
+	cJSON_free(second);
+	cJSON_Delete(reqs);
+	/* idle past the keep time: read from the store again */
+	sleep_ms(PC__TRANSCRIPT_KEEP_MS + 1500);
+	submit(&h, "s", "third message", run);
+	cJSON *d = finish_of(&h, run, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cJSON_Delete(d);
+	pc_store_stats(h.store, &s2);
+	cr_assert_eq(s2.reads - s1.reads, 1);
+	cr_assert_eq(request_count(&h), 3);
+	harness_stop_no_leaks(&h);
+}

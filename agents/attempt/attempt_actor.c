@@ -341,6 +341,12 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
 		set_error(t, pc_store_strerror(t->store_error));
 	}
+	/* every message of the context was acknowledged: it is the stored
+	 * transcript, and the session's next attempt can start from it */
+	if (!t->store_error && t->prompt_error != PC_PROMPT_ERR_SETUP && t->have_history && t->messages) {
+		pc__transcript_keep(t->agent, t->key, t->messages);
+		t->messages = NULL;
+	}
 	report(t);
 	pc_exit(ctx, PC_EXIT_NORMAL);
 }
@@ -970,6 +976,17 @@ static int load_history(pc_ctx_t *ctx, attempt_t *t)
 /* History hygiene (§2.2): tool pairing repaired, summaries turned into
  * context, an orphaned trailing user turn dropped (unless it is this run's
  * own prompt, persisted by an earlier attempt). */
+/* §2.2 step 6: a trailing user turn left by a run that died before
+ * answering is dropped before a new prompt (never this run's own prompt,
+ * persisted by an earlier attempt: then there is no new prompt). */
+static void drop_orphan_user(attempt_t *t)
+{
+	int count = cJSON_GetArraySize(t->messages);
+	cJSON *last = count ? cJSON_GetArrayItem(t->messages, count - 1) : NULL;
+	if (last && t->prompt && !strcmp(block_str(last, "role"), "user"))
+		cJSON_DeleteItemFromArray(t->messages, count - 1);
+}
+
 static int take_history(attempt_t *t, const pc_msg_t *m)
 {
 	pc_store_history_t *h = NULL;
@@ -1008,10 +1025,7 @@ static int take_history(attempt_t *t, const pc_msg_t *m)
 	}
 	free(msgs);
 	pc_store_history_free(h);
-	int count = cJSON_GetArraySize(t->messages);
-	cJSON *last = count ? cJSON_GetArrayItem(t->messages, count - 1) : NULL;
-	if (last && t->prompt && !strcmp(block_str(last, "role"), "user"))
-		cJSON_DeleteItemFromArray(t->messages, count - 1);
+	drop_orphan_user(t);
 	return rc;
 }
 
@@ -1100,8 +1114,15 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 					t->started_ms);
 		if (arm_budget(ctx, t) != 0)
 			return PC_ENOMEM;
-		int rc = load_history(ctx, t);
-		if (rc != 0) {
+		int rc = 0;
+		cJSON *kept = pc__transcript_take(t->agent, t->key);
+		if (kept) {
+			/* the previous attempt's context, exactly what is stored */
+			cJSON_Delete(t->messages);
+			t->messages = kept;
+			t->have_history = true;
+			drop_orphan_user(t);
+		} else if ((rc = load_history(ctx, t)) != 0) {
 			fail_setup(ctx, t, pc_store_strerror(rc));
 			return 0;
 		}
@@ -1113,6 +1134,8 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		} else if (rc != 0) {
 			t->have_context = true; /* go on without context files */
 		}
+		/* with a kept transcript and cached context files, nothing to wait for */
+		loaded(ctx, t);
 		return 0;
 	}
 	case PC_STORE_MSG_HISTORY:

@@ -368,8 +368,10 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.idle_timeout_ms = c->provider->idle_timeout_ms,
 		.tag = r->attempts,
 	};
-	if (rc == 0)
+	if (rc == 0) {
+		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		rc = pc_compaction_start(r->agent->rt, &req, pc_self(ctx), &r->compaction);
+	}
 	pc_request_headers_free(headers);
 	/* the session learns before anyone sees the event: steering is refused
 	 * from the moment a compaction is visible (§7.4) */
@@ -453,6 +455,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 		start_compaction(ctx, r, act.compaction);
 		return;
 	case PC_RUN_TRUNCATE:
+		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		if (pc__truncate_start(r->agent, r->key, r->cand[r->rs.cand.index].context_tokens,
 				       pc_self(ctx)) != 0) {
 			r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
