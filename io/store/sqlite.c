@@ -99,8 +99,10 @@ static const char *const wsql[W_N] = {
 	[W_BEGIN] = "BEGIN IMMEDIATE",
 	[W_COMMIT] = "COMMIT",
 	[W_ROLLBACK] = "ROLLBACK",
+	/* a generated id comes from SQLite's own generator: no system call for
+	 * the common case where the row already exists */
 	[W_SESS_INSERT] = "INSERT OR IGNORE INTO sessions(key, id, agent, created_ms, updated_ms, metadata)"
-			  " VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+			  " VALUES (?1, coalesce(?2, lower(hex(randomblob(16)))), ?3, ?4, ?4, ?5)",
 	[W_SESS_ID] = "SELECT id FROM sessions WHERE key = ?1",
 	[W_APP_BUMP] = "UPDATE sessions SET last_seq = last_seq + 1, updated_ms = ?2"
 		       " WHERE key = ?1 AND (?3 = 0 OR lease_epoch = ?3) RETURNING last_seq",
@@ -320,16 +322,9 @@ static int ensure_session(be_t *be, const char *key, int klen, const char *agent
 			  const char *meta, bool *created)
 {
 	int berr = 0;
-	char gen[33];
 	sqlite3_stmt *st = be->st[W_SESS_INSERT];
-	if (!id) {
-		int rc = pc__store_gen_id(gen);
-		if (rc != 0)
-			return rc;
-		id = gen;
-	}
 	bind_t(&berr, st, 1, key, klen);
-	bind_t(&berr, st, 2, id, -1);
+	bind_str(&berr, st, 2, id);
 	bind_str(&berr, st, 3, agent);
 	bind_i(&berr, st, 4, pc__store_now_ms());
 	bind_str(&berr, st, 5, meta);
@@ -400,9 +395,15 @@ static int op_append(be_t *be, pc__store_op_t *op)
 	if (op->nint < I_APP_N || op->nstr < S_APP_N)
 		return PC_EINVAL;
 	int64_t seq = 0;
-	int rc = ensure_session(be, op->s[S_APP_KEY], (int)op->len[S_APP_KEY], NULL, NULL, NULL, NULL);
-	if (rc == 0)
-		rc = bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq);
+	/* The session usually exists: bump first; only when no row matched is
+	 * the session created (and then a fenced write still fails). */
+	int rc = bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq);
+	if (rc == PC_STORE_EFENCED) {
+		bool created = false;
+		rc = ensure_session(be, op->s[S_APP_KEY], (int)op->len[S_APP_KEY], NULL, NULL, NULL, &created);
+		if (rc == 0)
+			rc = created ? bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq) : PC_STORE_EFENCED;
+	}
 	if (rc == 0)
 		rc = insert_msg(be, op, S_APP_KEY, seq, S_APP_ROLE, op->i[I_APP_CREATED]);
 	if (rc == 0)

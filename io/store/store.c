@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -97,16 +96,6 @@ int64_t pc__store_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int pc__store_gen_id(char out[33])
-{
-	uint8_t r[16];
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return PC_ESYS;
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", r[i]);
-	return 0;
 }
 
 /* ---- request encoding ---- */

@@ -112,8 +112,6 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
 
 /* Wall clock, ms since the epoch (the store's clock). */
 int64_t pc__store_now_ms(void);
-/* A fresh random id: 32 hex digits and a NUL. */
-int pc__store_gen_id(char out[33]);
 
 /*
  * A backend. Writer calls (begin/apply/commit/rollback) come from one
