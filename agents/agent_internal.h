@@ -192,10 +192,23 @@ size_t pc__session_state_size(void);
 
 /* ---- the run actor (run/run_actor.c) ---- */
 
+/* The run's end, told to its session, which frees the lane, then
+ * publishes the terminal event and finishes the registry entry: so whoever
+ * learns that the run ended (an agent.wait, a subscriber) and sends the
+ * session its next message finds the lane free. (Sends from a handler are
+ * batched per destination, so "sent first" would not mean "seen first".) */
 typedef struct pc__run_done {
 	char run_id[PC_RUN_ID_MAX + 1];
 	pc_run_status_t status;
+	char kind[32];       /* error kind, "" none */
+	uint32_t error;      /* offset in buf of the error text, 0 none */
+	uint32_t data;       /* offset in buf of the terminal event's data */
+	char buf[];
 } pc__run_done_t;
+
+/* Sends the session a run's end. */
+void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t status, const char *kind,
+		       const char *error, const char *data);
 
 /* What the session hands a new run (copied). */
 typedef struct pc__run_params {

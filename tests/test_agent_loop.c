@@ -505,3 +505,20 @@ Test(agent_loop, busy_session_keeps_its_transcript_between_runs)
 	cr_assert_eq(request_count(&h), 3);
 	harness_stop_no_leaks(&h);
 }
+
+/* Whoever learns from agent.wait that a run ended finds the session free:
+ * the next message starts a run of its own (it is never steered into the
+ * run that just ended, whatever the queue mode). */
+Test(agent_loop, a_message_after_wait_starts_its_own_run)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"ok\"}}");
+	for (int i = 0; i < 200; i++) {
+		char run[80];
+		cr_assert_eq(submit(&h, "s", "again", run), PC_AGENT_STARTED, "message %d", i);
+		pc_agent_wait_result_t w;
+		cr_assert_eq(pc_agent_wait(h.agent, run, 10000, &w), 0);
+		cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	}
+	harness_stop_no_leaks(&h);
+}

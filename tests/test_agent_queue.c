@@ -164,6 +164,8 @@ Test(agent_queue, interrupt_aborts_the_active_run_and_runs_the_new_one)
 	uint64_t t0 = now_ms();
 	cr_assert_eq(submit(&h, "s", SLOW(3000), r1), PC_AGENT_STARTED);
 	cr_assert(await_event(sub, PC_EVENT_LIFECYCLE, "\"phase\":\"start\"", 10000, NULL, 0));
+	/* the model has the first request before the interrupt arrives */
+	AWAIT(request_count(&h) == 1, 5000);
 	cr_assert_eq(submit_mode(&h, "s", "never mind", "interrupt", r2), PC_AGENT_STARTED);
 	pc_agent_wait_result_t w1 = wait_run(&h, r1, 20000);
 	cr_assert_eq(w1.status, PC_AGENT_WAIT_ERROR);

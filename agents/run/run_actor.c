@@ -134,6 +134,30 @@ static cJSON *trace_json(const pc_run_state_t *s)
 	return arr;
 }
 
+void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t status, const char *kind,
+		       const char *error, const char *data)
+{
+	size_t el = error ? strlen(error) + 1 : 0, dl = strlen(data) + 1;
+	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t) + 1 + el + dl);
+	if (!m)
+		return;
+	pc__run_done_t *rd = pc_msg_data(m);
+	memset(rd, 0, sizeof(*rd));
+	snprintf(rd->run_id, sizeof(rd->run_id), "%s", run_id);
+	snprintf(rd->kind, sizeof(rd->kind), "%s", kind ? kind : "");
+	rd->status = status;
+	size_t off = 1;
+	rd->buf[0] = '\0';
+	if (error) {
+		memcpy(rd->buf + off, error, el);
+		rd->error = (uint32_t)off;
+		off += el;
+	}
+	memcpy(rd->buf + off, data, dl);
+	rd->data = (uint32_t)off;
+	pc_send(session, m);
+}
+
 /*
  * The run's end: the terminal event first (after the transcript writes,
  * which each attempt awaited), then the store, the registry and the
@@ -186,9 +210,6 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	}
 	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
 	cJSON_Delete(d);
-	pc_event_bus_emit(r->bus, PC_EVENT_LIFECYCLE, data ? data : "{}", data ? strlen(data) : 2, false, true,
-			  NULL);
-	cJSON_free(data);
 
 	char *usage = NULL;
 	cJSON *u = usage_json(&r->rs.usage);
@@ -199,20 +220,15 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
+	/* fire and forget: nobody waits for the run's end to be durable */
 	if (pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage, &req) == 0)
-		pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
+		pc_send(pc_store_actor(r->agent->store), req);
 	cJSON_free(usage);
 
-	pc_run_registry_finish(r->agent->runs, r->run_id, status, pc__wall_ms(), ok ? NULL : message, kind);
+	/* the session publishes the terminal event and wakes the waiters */
+	pc__run_done_send(r->session, r->run_id, status, kind, ok ? NULL : message, data ? data : "{}");
+	cJSON_free(data);
 	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
-	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t));
-	if (m) {
-		pc__run_done_t *rd = pc_msg_data(m);
-		memset(rd, 0, sizeof(*rd));
-		snprintf(rd->run_id, sizeof(rd->run_id), "%s", r->run_id);
-		rd->status = status;
-		pc_send(r->session, m);
-	}
 	pc_exit(ctx, PC_EXIT_NORMAL);
 }
 
@@ -516,7 +532,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	};
 	pc_msg_t *req = NULL;
 	if (pc_store_req_attempt(&row, &req) == 0)
-		pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
+		pc_send(pc_store_actor(r->agent->store), req);
 	decide(ctx, r);
 }
 
@@ -628,21 +644,10 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	if (r->phase != RP_DONE) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
-		pc_event_bus_emit(r->bus, PC_EVENT_LIFECYCLE,
-				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\"}",
-				  strlen("{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\"}"),
-				  false, true, NULL);
-		pc_run_registry_finish(r->agent->runs, r->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
-				       "the run was stopped", "stopped");
+		pc__run_done_send(r->session, r->run_id, PC_RUN_STATUS_ERROR, "stopped", "the run was stopped",
+				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
+				  "\"errorKind\":\"stopped\",\"payloads\":[]}");
 		__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
-		pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t));
-		if (m) {
-			pc__run_done_t *rd = pc_msg_data(m);
-			memset(rd, 0, sizeof(*rd));
-			snprintf(rd->run_id, sizeof(rd->run_id), "%s", r->run_id);
-			rd->status = PC_RUN_STATUS_ERROR;
-			pc_send(r->session, m);
-		}
 	}
 	if (r->delay)
 		pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);

@@ -37,6 +37,12 @@ typedef struct pending {
 	char run_id[PC_RUN_ID_MAX + 1];
 	pc__submit_t *params; /* malloc'd copy */
 	size_t params_size;
+	/* Admitted before the store answered (no idempotency key, so no
+	 * duplicate is possible): the run may start at once; the caller hears
+	 * "accepted" once the run row is durable, with this answer. */
+	bool early;
+	int32_t answer_rc;
+	pc_agent_disposition_t answer;
 } pending_t;
 
 typedef struct session {
@@ -100,10 +106,11 @@ static void item_free(item_t *it)
 }
 
 static void bus_release(void *b) { pc_event_bus_release(b); }
+static void *bus_retain(void *b) { return pc_event_bus_retain(b); }
 
 /* Ends a run that never ran (dropped, refused, steered, aborted while
  * queued): its one terminal event, the store and the registry. */
-static void end_unrun(pc_ctx_t *ctx, session_t *s, item_t *it, pc_run_status_t status, const char *why)
+static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const char *why)
 {
 	bool ok = status == PC_RUN_STATUS_OK;
 	char data[512];
@@ -117,7 +124,7 @@ static void end_unrun(pc_ctx_t *ctx, session_t *s, item_t *it, pc_run_status_t s
 	pc_store_run_status_t st = ok ? PC_STORE_RUN_OK
 		: status == PC_RUN_STATUS_ABORTED ? PC_STORE_RUN_ABORTED : PC_STORE_RUN_ERROR;
 	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, &req) == 0)
-		pc_ask(ctx, pc_store_actor(s->agent->store), req, NULL);
+		pc_send(pc_store_actor(s->agent->store), req);
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
 	item_free(it);
 }
@@ -171,7 +178,7 @@ static void diag_emit(session_t *s, const pc_diag_result_t *r)
 		pc_event_bus_emit(s->active.bus, PC_EVENT_DIAGNOSTIC, d, strlen(d), false, false, NULL);
 }
 
-static void run_ended(pc_ctx_t *ctx, session_t *s);
+static void release_stuck_lane(pc_ctx_t *ctx, session_t *s);
 
 static void diag_tick(pc_ctx_t *ctx, session_t *s)
 {
@@ -219,7 +226,7 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 		pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
 	} else if (r.recovery == PC_DIAG_RECOVER_RELEASE_LANE && !s->run) {
 		__atomic_add_fetch(&s->agent->stats.diag_recoveries, 1, __ATOMIC_RELAXED);
-		run_ended(ctx, s);
+		release_stuck_lane(ctx, s);
 	}
 }
 
@@ -240,7 +247,7 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active.priority, pc_self(ctx), 0, lane_timeout);
 	if (rc != 0) {
 		s->has_active = false;
-		end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
+		end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
 	}
 }
 
@@ -272,7 +279,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		s->has_active = false;
 		char why[64];
 		snprintf(why, sizeof(why), "%s", rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
-		end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ERROR, why);
+		end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, why);
 		return;
 	}
 	s->started = true;
@@ -313,7 +320,7 @@ static pc_queue_view_t view(const session_t *s, pc_queue_item_t *items)
 				 .last_enqueue_ms = s->last_enqueue_ms, .individual = s->individual};
 }
 
-static void drop_victims(pc_ctx_t *ctx, session_t *s, size_t count, bool summarize)
+static void drop_victims(session_t *s, size_t count, bool summarize)
 {
 	if (count == 0 || s->qn == 0)
 		return;
@@ -340,7 +347,7 @@ static void drop_victims(pc_ctx_t *ctx, session_t *s, size_t count, bool summari
 			}
 			s->dropped++;
 		}
-		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "queue_overflow");
+		end_unrun(s, &it, PC_RUN_STATUS_ERROR, "queue_overflow");
 	}
 	free(items);
 	free(idx);
@@ -427,7 +434,7 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 		it = s->queue[s->qn - 1];
 		s->qn--;
 		for (size_t i = 0; i < s->qn; i++)
-			end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_OK, "collected");
+			end_unrun(s, &s->queue[i], PC_RUN_STATUS_OK, "collected");
 		s->qn = 0;
 		free(it.prompt);
 		it.prompt = prompt;
@@ -451,20 +458,49 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 	free(items);
 }
 
-static void run_ended(pc_ctx_t *ctx, session_t *s)
+/* §9.2 session.stuck: the lane is held with no run behind it; release it
+ * (the run's entry ends as an error) and let the queue drain. */
+static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 {
 	if (!s->has_active)
 		return;
 	cancel_timer(ctx, &s->diag_timer);
-	if (s->run) {
-		pc_actor_release(s->run);
-		s->run = NULL;
-	}
-	item_free(&s->active);
+	pc_lane_release(s->agent->lane, s->ticket);
+	end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, "stuck");
 	s->has_active = false;
 	s->started = false;
 	s->phase = PC_RUN_IDLE;
 	drain(ctx, s);
+}
+
+/* A run ended: the lane is freed first, then the run's terminal event goes
+ * out and its waiters wake, then the next message runs. */
+static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
+{
+	pc_event_bus_t *bus = NULL;
+	bool mine = s->has_active && !strcmp(d->run_id, s->active.run_id);
+	if (mine) {
+		bus = pc_event_bus_retain(s->active.bus);
+		if (s->run) {
+			pc_actor_release(s->run);
+			s->run = NULL;
+		}
+		cancel_timer(ctx, &s->diag_timer);
+		item_free(&s->active);
+		s->has_active = false;
+		s->started = false;
+		s->phase = PC_RUN_IDLE;
+	} else {
+		bus = pc_run_registry_attachment(s->agent->runs, d->run_id, bus_retain);
+	}
+	const char *data = d->buf + d->data;
+	if (bus)
+		pc_event_bus_emit(bus, PC_EVENT_LIFECYCLE, data, strlen(data), false, true, NULL);
+	pc_event_bus_release(bus);
+	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__wall_ms(),
+			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
+	if (mine)
+		drain(ctx, s);
 }
 
 /* ---- accepting ---- */
@@ -490,6 +526,9 @@ static void pending_free(pending_t *p)
 	pc_actor_release(p->reply_to);
 	free(p->params);
 }
+
+static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p);
+static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id);
 
 static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
@@ -517,7 +556,8 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	p->params_size = msg->size;
 	pc__agent_run_id(s->agent, p->run_id);
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_run_begin(s->key, p->run_id, sub_str(p->params, p->params->idem), &req);
+	const char *idem = sub_str(p->params, p->params->idem);
+	int rc = pc_store_req_run_begin(s->key, p->run_id, idem, &req);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p->store_corr);
 	if (rc != 0) {
@@ -528,6 +568,14 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	if (s->pn == 0)
 		pc__session_set_idle(s->agent, s->key, false);
 	s->pn++;
+	/* Without an idempotency key the store cannot refuse it as a
+	 * duplicate, so the run need not wait for the row: it is admitted now
+	 * (its own writes reach the store after the row, in order), and the
+	 * caller is answered once the row is durable. */
+	if (!idem) {
+		p->early = true;
+		admit(ctx, s, &s->pend[s->pn - 1]);
+	}
 	return 0;
 }
 
@@ -539,9 +587,34 @@ static int dup_field(char **dst, const char *src)
 	return *dst ? 0 : PC_ENOMEM;
 }
 
+/* The answer to the caller: at once, or kept until the run row is durable
+ * when the message was admitted early. */
+static void answer(pending_t *p, int rc, const char *run_id, pc_agent_disposition_t d)
+{
+	if (p->early) {
+		p->answer_rc = rc;
+		p->answer = d;
+		return;
+	}
+	reply_accepted(p, rc, run_id, d);
+}
+
+
 /* The store has the run: register it, decide, answer, act. */
 static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_reply_t *r)
 {
+	if (p->early) {
+		if (r->rc != 0) {
+			/* the run row did not make it: the run must not go on */
+			abort_run(ctx, s, p->run_id);
+			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
+					       pc_store_strerror(r->rc), "store");
+			reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
+			return;
+		}
+		reply_accepted(p, p->answer_rc, p->answer_rc ? NULL : p->run_id, p->answer);
+		return;
+	}
 	if (r->rc != 0) {
 		reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
 		return;
@@ -550,6 +623,12 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 		reply_accepted(p, 0, r->id, PC_AGENT_DUPLICATE);
 		return;
 	}
+	admit(ctx, s, p);
+}
+
+/* Registers the run, decides what the queue policy says, answers, acts. */
+static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
+{
 	const pc__submit_t *sp = p->params;
 	item_t it = {0};
 	snprintf(it.run_id, sizeof(it.run_id), "%s", p->run_id);
@@ -573,7 +652,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 	}
 	if (rc != 0) {
 		item_free(&it);
-		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
+		answer(p, rc, NULL, PC_AGENT_DROPPED);
 		return;
 	}
 
@@ -593,13 +672,13 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 	rc = (s->qn && !items) ? PC_ENOMEM : pc_queue_on_message(&st, &v, phase, &in, now, &d);
 	free(items);
 	if (rc != 0) {
-		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
-		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "rejected");
+		answer(p, rc, NULL, PC_AGENT_DROPPED);
+		end_unrun(s, &it, PC_RUN_STATUS_ERROR, "rejected");
 		return;
 	}
 	switch (d.action) {
 	case PC_QUEUE_RUN_NOW:
-		reply_accepted(p, 0, it.run_id, PC_AGENT_STARTED);
+		answer(p, 0, it.run_id, PC_AGENT_STARTED);
 		if (s->has_active) {
 			/* the policy only says "run now" for a free lane */
 			s->settings = st;
@@ -609,11 +688,11 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 		}
 		return;
 	case PC_QUEUE_INJECT:
-		reply_accepted(p, 0, it.run_id, PC_AGENT_STEERED);
+		answer(p, 0, it.run_id, PC_AGENT_STEERED);
 		if (s->run)
 			pc_send(s->run, pc__text_msg(PC__MSG_RUN_STEER, it.prompt));
 		if (d.also_enqueue) {
-			drop_victims(ctx, s, d.drop_count, d.summarize);
+			drop_victims(s, d.drop_count, d.summarize);
 			item_t copy = {0};
 			if (synthetic_item(s, strdup(it.prompt), &copy) == 0) {
 				s->settings = st;
@@ -621,24 +700,24 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 				queue_push(s, &copy);
 			}
 		}
-		end_unrun(ctx, s, &it, PC_RUN_STATUS_OK, "steered");
+		end_unrun(s, &it, PC_RUN_STATUS_OK, "steered");
 		return;
 	case PC_QUEUE_ENQUEUE:
-		reply_accepted(p, 0, it.run_id, PC_AGENT_QUEUED);
-		drop_victims(ctx, s, d.drop_count, d.summarize);
+		answer(p, 0, it.run_id, PC_AGENT_QUEUED);
+		drop_victims(s, d.drop_count, d.summarize);
 		s->settings = st;
 		s->last_enqueue_ms = now;
 		if (queue_push(s, &it) != 0)
-			end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+			end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
 		return;
 	case PC_QUEUE_ABORT_THEN_RUN:
-		reply_accepted(p, 0, it.run_id, PC_AGENT_STARTED);
+		answer(p, 0, it.run_id, PC_AGENT_STARTED);
 		/* §6.3 step 1: queued turns are cleared, the active run aborted */
 		for (size_t i = 0; i < s->qn; i++)
-			end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
+			end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
 		s->qn = 0;
 		if (s->has_interrupt)
-			end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
+			end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
 		s->interrupt = it;
 		s->has_interrupt = true;
 		if (s->run) {
@@ -647,7 +726,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 		} else if (s->has_active) {
 			/* still waiting for the global lane: withdraw it */
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
+			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
 			s->has_active = false;
 			drain(ctx, s);
 		} else {
@@ -657,8 +736,8 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 	case PC_QUEUE_REFUSE:
 	case PC_QUEUE_DROP:
 	default:
-		reply_accepted(p, 0, it.run_id, PC_AGENT_DROPPED);
-		end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, d.action == PC_QUEUE_REFUSE ? "queue_full" : "dropped");
+		answer(p, 0, it.run_id, PC_AGENT_DROPPED);
+		end_unrun(s, &it, PC_RUN_STATUS_ERROR, d.action == PC_QUEUE_REFUSE ? "queue_full" : "dropped");
 		return;
 	}
 }
@@ -697,7 +776,7 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
+			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
 			s->has_active = false;
 			drain(ctx, s);
 		}
@@ -706,7 +785,7 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 	if (s->has_interrupt && !strcmp(s->interrupt.run_id, run_id)) {
 		s->has_interrupt = false;
 		cancel_timer(ctx, &s->interrupt_timer);
-		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
 		return;
 	}
 	for (size_t i = 0; i < s->qn; i++) {
@@ -714,7 +793,7 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 			continue;
 		item_t it = s->queue[i];
 		queue_remove(s, i);
-		end_unrun(ctx, s, &it, PC_RUN_STATUS_ABORTED, "aborted");
+		end_unrun(s, &it, PC_RUN_STATUS_ABORTED, "aborted");
 		return;
 	}
 }
@@ -722,13 +801,13 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 static void abort_all(pc_ctx_t *ctx, session_t *s)
 {
 	for (size_t i = 0; i < s->qn; i++)
-		end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
+		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
 	s->qn = 0;
 	clear_drops(s);
 	if (s->has_interrupt) {
 		s->has_interrupt = false;
 		cancel_timer(ctx, &s->interrupt_timer);
-		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
 	}
 	if (s->has_active)
 		abort_run(ctx, s, s->active.run_id);
@@ -802,12 +881,9 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (s->has_active)
 			s->phase = (pc_run_phase_t)pc_msg_u64(msg);
 		return 0;
-	case PC__MSG_RUN_DONE: {
-		const pc__run_done_t *d = pc_msg_cdata(msg);
-		if (s->has_active && !strcmp(d->run_id, s->active.run_id))
-			run_ended(ctx, s);
+	case PC__MSG_RUN_DONE:
+		on_run_done(ctx, s, pc_msg_cdata(msg));
 		return 0;
-	}
 	case PC__MSG_STEER_REJECTED: {
 		/* it could not be steered in: run it after the active run */
 		item_t it;
@@ -815,7 +891,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (prompt && synthetic_item(s, prompt, &it) == 0) {
 			s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
 			if (queue_push(s, &it) != 0)
-				end_unrun(ctx, s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+				end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
 			if (!s->has_active)
 				drain(ctx, s);
 		}
@@ -832,7 +908,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		s->interrupt_timer = 0;
 		if (s->has_interrupt) {
 			s->has_interrupt = false;
-			end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
+			end_unrun(s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
 		}
 		return 0;
 	case PC__MSG_SESSION_IDLE:
@@ -858,18 +934,25 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	}
 	free(s->pend);
 	for (size_t i = 0; i < s->qn; i++)
-		end_unrun(ctx, s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
+		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
 	free(s->queue);
 	if (s->has_interrupt)
-		end_unrun(ctx, s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
+		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
 	if (s->has_active) {
 		if (s->run) {
+			/* its end would come to this session, which is going: it is
+			 * published here (the run's own report is then a dead letter) */
 			pc_actor_stop(s->run, PC_EXIT_SHUTDOWN);
 			pc_actor_release(s->run);
+			static const char data[] = "{\"phase\":\"error\",\"status\":\"aborted\","
+						   "\"error\":\"shutdown\",\"errorKind\":\"shutdown\",\"payloads\":[]}";
+			pc_event_bus_emit(s->active.bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
+			pc_run_registry_finish(s->agent->runs, s->active.run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
+					       "shutdown", "shutdown");
 			item_free(&s->active);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(ctx, s, &s->active, PC_RUN_STATUS_ABORTED, "shutdown");
+			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "shutdown");
 		}
 	}
 	clear_drops(s);

@@ -504,9 +504,7 @@ static int op_run_begin(be_t *be, pc__store_op_t *op)
 		if (rc < 0)
 			return rc;
 	}
-	rc = ensure_session(be, op->s[S_RB_KEY], (int)op->len[S_RB_KEY], NULL, NULL, NULL, NULL);
-	if (rc != 0)
-		return rc;
+	/* the session row comes with its first message (or pc_store_session) */
 	sqlite3_stmt *st = be->st[W_RUN_INSERT];
 	bind_s(&berr, st, 1, op, S_RB_RUN);
 	bind_s(&berr, st, 2, op, S_RB_KEY);
