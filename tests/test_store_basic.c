@@ -380,8 +380,8 @@ Test(store, lease_epochs_fence_stale_writers)
 	fx_fini(&f);
 }
 
-/* Refused writes fail alone: a batch holding a refused lease take, a
- * fenced append and bad JSON commits everything else in it. */
+/* Refused writes fail alone: a batch holding a refused lease take and
+ * fenced appends commits everything else in it (bad JSON never gets in). */
 Test(store, a_refused_write_does_not_fail_its_batch)
 {
 	fx_t f;
@@ -397,8 +397,11 @@ Test(store, a_refused_write_does_not_fail_its_batch)
 	for (int k = 0; k < 20; k++) {
 		pc_store_msg_t m = {.role = "user", .content = k % 5 == 4 ? "{bad" : "{}"};
 		pc_msg_t *req = NULL;
-		cr_assert_eq(pc_store_req_append("s", k % 7 == 6 ? e + 1 : 0, &m, &req), 0);
-		cr_assert_eq(pc_send(st, req), 0);
+		/* malformed JSON is refused before it is sent */
+		int rc = pc_store_req_append("s", k % 7 == 6 ? e + 1 : 0, &m, &req);
+		cr_assert_eq(rc, k % 5 == 4 ? PC_EINVAL : 0);
+		if (rc == 0)
+			cr_assert_eq(pc_send(st, req), 0);
 	}
 	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, &e), PC_EBUSY);
 	pc_store_stats_t stats;
@@ -899,4 +902,62 @@ Test(store, corrupt_foreign_and_newer_files_are_refused)
 	cr_assert_eq(open_at(&f, "no/such/dir/x.db"), PC_STORE_ECANTOPEN);
 	FREE_RUNTIME_CHECKED(f.rt);
 	rm_dir(f.dir);
+}
+
+/* A database written by schema version 1 (JSON checked by CHECK
+ * constraints) is migrated to version 2 on open, its rows kept, and JSON
+ * is then checked when requests are built. */
+Test(store, version_1_database_is_migrated)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	f.s = NULL;
+	sqlite3 *db = NULL;
+	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
+	static const char v1[] =
+		"DROP TABLE messages; DROP TABLE runs;"
+		"CREATE TABLE messages(session_key TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,"
+		" content TEXT NOT NULL CHECK (json_valid(content)),"
+		" tool_call_ids TEXT CHECK (tool_call_ids IS NULL OR json_valid(tool_call_ids)),"
+		" run_id TEXT, created_ms INTEGER NOT NULL, UNIQUE (session_key, seq));"
+		"CREATE TABLE runs(run_id TEXT PRIMARY KEY, session_key TEXT NOT NULL, idem_key TEXT UNIQUE,"
+		" status TEXT NOT NULL, started_ms INTEGER NOT NULL, ended_ms INTEGER, error_code TEXT,"
+		" usage TEXT CHECK (usage IS NULL OR json_valid(usage)));"
+		"CREATE INDEX runs_session ON runs(session_key, started_ms);"
+		"INSERT INTO sessions(key, id, created_ms, updated_ms, last_seq) VALUES ('old', 'id1', 1, 1, 2);"
+		"INSERT INTO messages VALUES ('old', 1, 'user', '{\"content\":\"hi\"}', NULL, 'r1', 1);"
+		"INSERT INTO messages VALUES ('old', 2, 'assistant', '{\"content\":\"yo\"}', NULL, 'r1', 2);"
+		"INSERT INTO runs VALUES ('r1', 'old', 'k1', 'ok', 1, 2, NULL, '{\"input\":3}');"
+		"PRAGMA user_version = 1;";
+	cr_assert_eq(sqlite3_exec(db, v1, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	/* the rows survived */
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "old", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 2);
+	pc_store_msg_t m;
+	pc_store_history_get(h, 1, &m);
+	cr_assert_str_eq(m.content, "{\"content\":\"yo\"}");
+	pc_store_history_free(h);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_begin(f.s, "old", "r2", "k1", &r), 0);
+	cr_assert_str_eq(r.id, "r1", "the old run's idempotency key still holds");
+	/* appends go on from the old sequence; bad JSON is refused up front */
+	int64_t seq = 0;
+	pc_store_msg_t add = {.role = "user", .content = "{\"content\":\"again\"}"};
+	cr_assert_eq(pc_store_append(f.s, "old", 0, &add, &seq), 0);
+	cr_assert_eq(seq, 3);
+	add.content = "{broken";
+	cr_assert_eq(pc_store_append(f.s, "old", 0, &add, &seq), PC_EINVAL);
+	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 2);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%json_valid(content)%'"),
+		     0);
+	fx_fini(&f);
 }

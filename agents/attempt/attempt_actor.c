@@ -179,7 +179,8 @@ static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const cJSON *m
 	char *content = cJSON_PrintUnformatted(msg);
 	if (!content)
 		return PC_ENOMEM;
-	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = tool_ids, .run_id = t->run_id};
+	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = tool_ids, .run_id = t->run_id,
+			    .json_checked = true /* printed by cJSON just now */};
 	pc_msg_t *req = NULL;
 	int rc = pc_store_req_append(t->key, 0, &m, &req);
 	cJSON_free(content);

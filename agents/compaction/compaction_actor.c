@@ -358,7 +358,9 @@ static int submit_rewrite(pc_ctx_t *ctx, compaction_t *c)
 	pc_store_msg_t first;
 	pc_store_history_get(c->hist, 0, &first);
 	j->from_seq = first.seq;
-	j->msgs[0] = (pc_store_msg_t){.role = PC_COMPACTION_ROLE, .content = j->content, .run_id = j->run_id};
+	/* the summary was printed by cJSON; the kept rows were stored valid */
+	j->msgs[0] = (pc_store_msg_t){.role = PC_COMPACTION_ROLE, .content = j->content, .run_id = j->run_id,
+				      .json_checked = true};
 	for (size_t i = 0; i < kept; i++) {
 		pc_store_msg_t sm;
 		pc_store_history_get(c->hist, c->first_kept + i, &sm);
@@ -368,6 +370,7 @@ static int submit_rewrite(pc_ctx_t *ctx, compaction_t *c)
 			.content = sm.content,
 			.tool_call_ids = sm.tool_call_ids,
 			.run_id = sm.run_id,
+			.json_checked = true,
 		};
 	}
 	/* What the model will read afterwards: the summary as its context

@@ -73,6 +73,7 @@ static int truncate_transcript(truncate_job_t *j)
 			goto out;
 		}
 		rows[i].content = texts[i - first];
+		rows[i].json_checked = true; /* printed by cJSON; ids as stored */
 	}
 	int64_t last = 0;
 	rc = pc_store_rewrite_locked(j->store, j->lock_dir, NULL, j->key, 0, pc_store_history_last_seq(h),

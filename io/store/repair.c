@@ -119,7 +119,7 @@ static int synthetic(pc_store_repaired_t *r, const pc_store_msg_t *call, const c
 		rc = own(r, tcids);
 	}
 	if (rc == 0) {
-		pc_store_msg_t m = {0, call->created_ms, "toolResult", content, tcids, call->run_id};
+		pc_store_msg_t m = {0, call->created_ms, "toolResult", content, tcids, call->run_id, true};
 		rc = push(r, &m);
 	}
 	cJSON_Delete(c);

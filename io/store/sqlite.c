@@ -22,7 +22,7 @@
 #include "store_internal.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -82,6 +82,36 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" CHECK (status IN ('started', 'succeeded') OR coalesce(code, '') LIKE 'run\\_%' ESCAPE '\\'"
 	"  OR coalesce(code, '') LIKE 'tool\\_%' ESCAPE '\\'));"
 	"CREATE INDEX audit_ts ON audit(ts_ms);",
+	/* 2: message content, tool-call ids and run usage are validated before
+	 * they reach the writer (pc_store_req_*), not by CHECK json_valid():
+	 * SQLite parsed every message again on the single writer thread. */
+	"CREATE TABLE messages2("
+	" session_key TEXT NOT NULL,"
+	" seq INTEGER NOT NULL,"
+	" role TEXT NOT NULL,"
+	" content TEXT NOT NULL,"
+	" tool_call_ids TEXT,"
+	" run_id TEXT,"
+	" created_ms INTEGER NOT NULL,"
+	" UNIQUE (session_key, seq));"
+	"INSERT INTO messages2 SELECT session_key, seq, role, content, tool_call_ids, run_id, created_ms"
+	" FROM messages;"
+	"DROP TABLE messages;"
+	"ALTER TABLE messages2 RENAME TO messages;"
+	"CREATE TABLE runs2("
+	" run_id TEXT PRIMARY KEY,"
+	" session_key TEXT NOT NULL,"
+	" idem_key TEXT UNIQUE,"
+	" status TEXT NOT NULL,"
+	" started_ms INTEGER NOT NULL,"
+	" ended_ms INTEGER,"
+	" error_code TEXT,"
+	" usage TEXT);"
+	"INSERT INTO runs2 SELECT run_id, session_key, idem_key, status, started_ms, ended_ms, error_code, usage"
+	" FROM runs;"
+	"DROP TABLE runs;"
+	"ALTER TABLE runs2 RENAME TO runs;"
+	"CREATE INDEX runs_session ON runs(session_key, started_ms);",
 };
 
 enum {

@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
 
@@ -217,12 +219,28 @@ int pc_store_req_session(const char *key, const char *agent, const char *session
 	return req_build(PC_STORE_REQ_SESSION, NULL, 0, s, S_SESS_N, 3, 1u << S_SESS_KEY, out);
 }
 
+/* JSON text the store keeps must parse; NULL passes (absent). */
+static bool json_ok(const char *text)
+{
+	if (!text)
+		return true;
+	cJSON *j = cJSON_ParseWithLength(text, strlen(text));
+	cJSON_Delete(j);
+	return j != NULL;
+}
+
+/* A message's JSON fields, unless its producer vouches for them. */
+static bool msg_json_ok(const pc_store_msg_t *m)
+{
+	return m->json_checked || (json_ok(m->content) && json_ok(m->tool_call_ids));
+}
+
 int pc_store_req_append(const char *key, int64_t epoch, const pc_store_msg_t *m, pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if (!m)
+	if (!m || !msg_json_ok(m))
 		return PC_EINVAL;
 	const char *s[S_APP_N] = {key, m->role, m->content, m->tool_call_ids, m->run_id};
 	int64_t i[I_APP_N] = {epoch, m->created_ms};
@@ -255,7 +273,8 @@ int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_s
 	iv[I_RW_FROM] = from_seq;
 	iv[I_RW_COUNT] = (int64_t)n;
 	for (size_t k = 0; k < n && rc == 0; k++) {
-		if (!msgs[k].role || !msgs[k].content || strlen(msgs[k].role) > PC_STORE_NAME_MAX)
+		if (!msgs[k].role || !msgs[k].content || strlen(msgs[k].role) > PC_STORE_NAME_MAX ||
+		    !msg_json_ok(&msgs[k]))
 			rc = PC_EINVAL;
 		s[S_RW_FIRST + k * S_RW_PER + 0] = msgs[k].role;
 		s[S_RW_FIRST + k * S_RW_PER + 1] = msgs[k].content;
@@ -289,7 +308,7 @@ int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT)
+	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT || !json_ok(usage))
 		return PC_EINVAL;
 	const char *s[S_RE_N] = {run_id, error_code, usage};
 	int64_t i[I_RE_N] = {status};
@@ -605,7 +624,8 @@ void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t 
 	const char *f[4];
 	for (int k = 0; k < 4; k++)
 		f[k] = e->off[k] == PC__STR_NULL ? NULL : h->bytes + e->off[k];
-	*out = (pc_store_msg_t){e->seq, e->created_ms, f[0], f[1], f[2], f[3]};
+	/* stored JSON was checked on its way in */
+	*out = (pc_store_msg_t){e->seq, e->created_ms, f[0], f[1], f[2], f[3], true};
 }
 
 void pc_store_history_free(pc_store_history_t *h)

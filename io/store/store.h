@@ -139,11 +139,16 @@ typedef struct pc_store_msg {
 	int64_t seq;               /* read: the message's sequence number */
 	int64_t created_ms;        /* wall clock ms; 0 on write = now */
 	const char *role;          /* "user", "assistant", "toolResult", "system", ... */
-	const char *content;       /* the message, JSON (validated by the store) */
+	const char *content;       /* the message, JSON (validated when the request is
+				    * built, unless json_checked) */
 	const char *tool_call_ids; /* JSON array of tool-call ids: for an assistant
 				    * message the calls it makes, in call order;
 				    * for a toolResult the one id it answers */
 	const char *run_id;        /* the run that produced it, if any */
+	bool json_checked;         /* write: content and tool_call_ids were printed by a
+				    * JSON library, so they are not parsed again (the
+				    * agent's own messages); otherwise malformed JSON is
+				    * refused with PC_EINVAL before anything is sent */
 } pc_store_msg_t;
 
 typedef enum pc_store_run_status {
@@ -243,7 +248,8 @@ int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_s
  * run (id, status) without CREATED. */
 int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, pc_msg_t **out);
 /* Ends a run: status, a short error code (never a raw message; may be
- * NULL) and usage JSON (may be NULL). PC_ENOTFOUND for an unknown run. */
+ * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once).
+ * PC_ENOTFOUND for an unknown run. */
 int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
 			 const char *usage, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
