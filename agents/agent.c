@@ -690,6 +690,15 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 			rc = pc_tool_register_builtins(a->own_tools);
 	}
 	a->tools = o->tools ? o->tools : a->own_tools;
+	/* the registry is complete now: the schemas every request offers are
+	 * built once and shared (read-only) by every attempt */
+	if (rc == 0)
+		rc = pc_tool_schemas(a->tools, a->cfg->agent.tools_allow, a->cfg->agent.tools_allow_count,
+				     &a->tool_schemas);
+	if (rc == 0 && cJSON_GetArraySize(a->tool_schemas) == 0) {
+		cJSON_Delete(a->tool_schemas);
+		a->tool_schemas = NULL;
+	}
 	if (rc == 0)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
@@ -795,6 +804,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc__slab_destroy(&a->session_slab);
 	pc__slab_destroy(&a->run_slab);
 	pc_run_registry_free(a->runs);
+	cJSON_Delete(a->tool_schemas);
 	pc_tool_registry_free(a->own_tools);
 	free(a->context.text);
 	pthread_mutex_destroy(&a->context.lock);

@@ -48,7 +48,8 @@ typedef struct pc_agent_options {
 	pc_io_t *io;                      /* required */
 	pc_store_t *store;                /* required */
 	const pc_config_t *config;        /* required */
-	const pc_tool_registry_t *tools;  /* NULL: the built-in tools */
+	const pc_tool_registry_t *tools;  /* NULL: the built-in tools; complete before
+					   * pc_agent_new (the schemas offered are read once) */
 	const char *lock_dir;             /* session write locks; NULL: next to the store */
 	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
 } pc_agent_options_t;

@@ -84,6 +84,7 @@ struct pc_agent {
 	const pc_config_t *cfg;
 	const pc_tool_registry_t *tools;
 	pc_tool_registry_t *own_tools;
+	cJSON *tool_schemas;  /* what every request offers the model (read-only), or NULL */
 	char *lock_dir;
 	pc_mock_server_t *mock;
 	char mock_base_url[64];

@@ -78,7 +78,7 @@ typedef struct attempt {
 	cJSON *messages;      /* the model context: unified messages */
 	char *context_text;   /* context files section */
 	char *system_prompt;
-	cJSON *tools;         /* schemas offered, or NULL */
+	const cJSON *tools;   /* schemas offered (the agent's, shared), or NULL */
 
 	pc_actor_t *call;     /* the model call in flight */
 	uint64_t call_seq;
@@ -1274,7 +1274,6 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	pc_event_bus_release(t->bus);
 	pc_request_headers_free(t->headers);
 	cJSON_Delete(t->messages);
-	cJSON_Delete(t->tools);
 	cJSON_Delete(t->calls);
 	cJSON_Delete(t->final_message);
 	for (size_t i = 0; i < t->steer_n; i++)
@@ -1330,12 +1329,8 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->max_tokens = p->max_tokens;
 	t->timeout_ms = p->timeout_ms;
 	t->messages = cJSON_CreateArray();
-	const pc_agent_defaults_t *d = &a->cfg->agent;
-	int rc = pc_tool_schemas(a->tools, d->tools_allow, d->tools_allow_count, &t->tools);
-	if (rc == 0 && cJSON_GetArraySize(t->tools) == 0) {
-		cJSON_Delete(t->tools);
-		t->tools = NULL;
-	}
+	t->tools = a->tool_schemas;
+	int rc = 0;
 	if (rc == 0)
 		rc = pc__provider_headers(p->provider, p->profile, p->run_id, &t->headers);
 	if (rc == 0 && (!t->url || !t->run_id || !t->key || !t->model || !t->messages ||
@@ -1363,8 +1358,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		pc_msg_free(start);
 		pc_request_headers_free(t->headers);
 		cJSON_Delete(t->messages);
-		cJSON_Delete(t->tools);
-		free(t->url);
+			free(t->url);
 		free(t->run_id);
 		free(t->key);
 		free(t->model);
