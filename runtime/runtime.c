@@ -1,6 +1,8 @@
 /* Runtime lifecycle, configuration, ids and counters. */
 #include "runtime_internal.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -91,6 +93,13 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 	if (cfg)
 		rt->cfg = *cfg;
 	resolve(&rt->cfg);
+	/* runtime.h says why; mallopt returns 1 on success, and a failure (or
+	 * an allocator without the knob) only costs speed */
+	if (rt->cfg.malloc_top_pad >= 0) {
+		int64_t pad = rt->cfg.malloc_top_pad ? rt->cfg.malloc_top_pad : PC_RUNTIME_DEFAULT_MALLOC_TOP_PAD;
+		if (mallopt(M_TOP_PAD, pad > INT_MAX ? INT_MAX : (int)pad) != 1)
+			rt->cfg.malloc_top_pad = -1;
+	}
 	rt->nworkers = rt->cfg.workers;
 	rt->next_id = 1;
 	rt->state = PC__RT_NEW;
