@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "../actors/timer.h"
+#include "../io/buf_internal.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/diagnostics.h"
@@ -494,8 +495,8 @@ typedef struct context_job {
 
 /* The skills section (§2.1 step 3): one line per <workspace>/skills/<dir>/
  * SKILL.md, from its front matter's name and description, so the model
- * knows which instructions it can read with its tools. Appended to `out`. */
-static void read_skills(const char *dir, char **out, size_t *len, size_t total)
+ * knows which instructions it can read with its tools. */
+static void read_skills(const char *dir, pc__buf_t *out, size_t total)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/skills", dir);
@@ -504,7 +505,7 @@ static void read_skills(const char *dir, char **out, size_t *len, size_t total)
 		return;
 	bool any = false;
 	struct dirent *e;
-	while ((e = readdir(d)) && *len < total) {
+	while ((e = readdir(d)) && out->len < total && !out->err) {
 		if (e->d_name[0] == '.')
 			continue;
 		char file[4096 + 300];
@@ -521,59 +522,52 @@ static void read_skills(const char *dir, char **out, size_t *len, size_t total)
 				snprintf(desc, sizeof(desc), "%s", line + 12 + strspn(line + 12, " "));
 		}
 		fclose(f);
-		size_t need = strlen(name) + strlen(desc) + strlen(file) + 64;
-		char *grown = realloc(*out, *len + need + 32);
-		if (!grown)
-			break;
-		*out = grown;
 		if (!any)
-			*len += (size_t)snprintf(*out + *len, 32, "\n\n## Skills\n");
+			pc__buf_append_str(out, "\n\n## Skills\n");
 		any = true;
-		*len += (size_t)snprintf(*out + *len, need, "- %s: %s (%s)\n", name[0] ? name : e->d_name, desc,
-					 file);
+		char entry[5200];
+		int n = snprintf(entry, sizeof(entry), "- %s: %s (%s)\n", name[0] ? name : e->d_name, desc, file);
+		if (n > 0)
+			pc__buf_append(out, entry, (size_t)n < sizeof(entry) ? (size_t)n : sizeof(entry) - 1);
 	}
 	closedir(d);
 }
 
+/* The context files (§2.1 step 5), each cut to its budget and all to the
+ * total, then the skills. */
 static char *read_context_files(const pc_agent_defaults_t *d)
 {
 	const char *dir = d->workspace ? d->workspace : ".";
 	size_t per = d->bootstrap_max_chars ? d->bootstrap_max_chars : CONTEXT_FILE_MAX_DEFAULT;
 	size_t total = d->bootstrap_total_chars ? d->bootstrap_total_chars : CONTEXT_TOTAL_MAX_DEFAULT;
-	char *out = NULL;
-	size_t len = 0;
-	for (size_t i = 0; i < sizeof(CONTEXT_FILES) / sizeof(CONTEXT_FILES[0]) && len < total; i++) {
-		char path[4096];
+	pc__buf_t out = {0};
+	char *buf = malloc(per + 1);
+	for (size_t i = 0; buf && i < sizeof(CONTEXT_FILES) / sizeof(CONTEXT_FILES[0]) && out.len < total; i++) {
+		char path[4096], line[128];
 		snprintf(path, sizeof(path), "%s/%s", dir, CONTEXT_FILES[i]);
 		FILE *f = fopen(path, "rb");
 		if (!f)
 			continue;
-		size_t cap = per < total - len ? per : total - len;
-		char *buf = malloc(cap + 1);
-		size_t n = buf ? fread(buf, 1, cap, f) : 0;
-		bool more = buf && fgetc(f) != EOF;
+		size_t cap = per < total - out.len ? per : total - out.len;
+		size_t n = fread(buf, 1, cap, f);
+		bool more = fgetc(f) != EOF;
 		fclose(f);
-		if (!buf)
-			continue;
-		size_t head = strlen(CONTEXT_FILES[i]) + 64;
-		char *grown = realloc(out, len + head + n + 64);
-		if (!grown) {
-			free(buf);
-			break;
+		snprintf(line, sizeof(line), "\n\n## %s\n\n", CONTEXT_FILES[i]);
+		pc__buf_append_str(&out, line);
+		pc__buf_append(&out, buf, n);
+		if (more) {
+			snprintf(line, sizeof(line), "\n[... truncated at %zu characters]", n);
+			pc__buf_append_str(&out, line);
 		}
-		out = grown;
-		len += (size_t)snprintf(out + len, head, "\n\n## %s\n\n", CONTEXT_FILES[i]);
-		memcpy(out + len, buf, n);
-		len += n;
-		if (more)
-			len += (size_t)snprintf(out + len, 64, "\n[... truncated at %zu characters]", n);
-		out[len] = '\0';
-		free(buf);
 	}
-	read_skills(dir, &out, &len, total);
-	if (!out)
-		out = strdup("");
-	return out;
+	free(buf);
+	read_skills(dir, &out, total);
+	if (pc__buf_append(&out, "", 0) != 0) {
+		/* out of memory: no context files rather than no run */
+		pc__buf_free(&out);
+		return strdup("");
+	}
+	return out.p;
 }
 
 static pc_msg_t *context_job_run(void *arg)

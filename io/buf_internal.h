@@ -12,9 +12,13 @@ typedef struct pc__buf {
 	char *p; /* NULL until the first append; then NUL-terminated */
 	size_t len;
 	size_t cap;
+	int err; /* sticky: the first failed append's code; later appends do
+		  * nothing and return it, so a text can be built without a
+		  * check per piece and checked once at the end */
 } pc__buf_t;
 
-/* Appends n bytes; PC_ENOMEM leaves the buffer as it was. */
+/* Appends n bytes (even 0: p is then a string); PC_ENOMEM leaves the
+ * buffer as it was and sticks in err. */
 int pc__buf_append(pc__buf_t *b, const void *data, size_t n);
 /* Appends a C string. */
 int pc__buf_append_str(pc__buf_t *b, const char *s);

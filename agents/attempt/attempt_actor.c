@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "../../actors/timer.h"
+#include "../../io/buf_internal.h"
 #include "../../runtime/blocking.h"
 #include "../agent_internal.h"
 #include "../compaction/compaction.h"
@@ -82,10 +83,8 @@ typedef struct attempt {
 
 	pc_actor_t *call;     /* the model call in flight */
 	uint64_t call_seq;
-	char *text;           /* cumulative assistant text of the current message */
-	size_t text_len, text_cap;
-	char *thinking;
-	size_t thinking_len, thinking_cap;
+	pc__buf_t text;       /* cumulative assistant text of the current message */
+	pc__buf_t thinking;
 
 	cJSON *calls;         /* the toolCall blocks being run (borrowed from messages) */
 	tool_slot_t *slots;
@@ -120,24 +119,6 @@ typedef struct attempt {
 } attempt_t;
 
 /* ---- small helpers ---- */
-
-static int buf_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	if (*len + n + 1 > *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		while (c < *len + n + 1)
-			c *= 2;
-		char *p = realloc(*buf, c);
-		if (!p)
-			return PC_ENOMEM;
-		*buf = p;
-		*cap = c;
-	}
-	memcpy(*buf + *len, s, n);
-	*len += n;
-	(*buf)[*len] = '\0';
-	return 0;
-}
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -388,26 +369,24 @@ static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 static int build_system_prompt(attempt_t *t)
 {
 	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
-	char *s = NULL;
-	size_t len = 0, cap = 0;
-	const char *base = d->system_prompt ? d->system_prompt : BASE_SYSTEM_PROMPT;
-	int rc = buf_append(&s, &len, &cap, base, strlen(base));
-	if (rc == 0 && t->context_text && t->context_text[0])
-		rc = buf_append(&s, &len, &cap, t->context_text, strlen(t->context_text));
+	pc__buf_t b = {0};
+	int rc = pc__buf_append_str(&b, d->system_prompt ? d->system_prompt : BASE_SYSTEM_PROMPT);
+	if (rc == 0 && t->context_text)
+		rc = pc__buf_append_str(&b, t->context_text);
 	for (size_t i = 0; rc == 0 && i < t->addition_count; i++) {
-		rc = buf_append(&s, &len, &cap, "\n\n", 2);
+		rc = pc__buf_append_str(&b, "\n\n");
 		if (rc == 0)
-			rc = buf_append(&s, &len, &cap, t->additions[i], strlen(t->additions[i]));
+			rc = pc__buf_append_str(&b, t->additions[i]);
 	}
 	if (rc == 0 && t->extra && t->extra[0]) {
-		rc = buf_append(&s, &len, &cap, "\n\n", 2);
+		rc = pc__buf_append_str(&b, "\n\n");
 		if (rc == 0)
-			rc = buf_append(&s, &len, &cap, t->extra, strlen(t->extra));
+			rc = pc__buf_append_str(&b, t->extra);
 	}
 	if (rc == 0)
-		t->system_prompt = s;
+		t->system_prompt = b.p; /* the buffer's bytes, NUL-terminated */
 	else
-		free(s);
+		pc__buf_free(&b);
 	return rc;
 }
 
@@ -484,8 +463,8 @@ static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
 		return 0;
 	}
 	t->phase = PH_MODEL;
-	t->text_len = 0;
-	t->thinking_len = 0;
+	t->text.len = 0;
+	t->thinking.len = 0;
 	return 0;
 }
 
@@ -496,19 +475,17 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 	bool thinking = e->kind == PC_STREAM_THINKING_DELTA;
 	if (e->kind != PC_STREAM_TEXT_DELTA && !thinking)
 		return;
-	char **buf = thinking ? &t->thinking : &t->text;
-	size_t *len = thinking ? &t->thinking_len : &t->text_len;
-	size_t *cap = thinking ? &t->thinking_cap : &t->text_cap;
-	if (buf_append(buf, len, cap, e->text, e->text_len) != 0)
+	pc__buf_t *buf = thinking ? &t->thinking : &t->text;
+	if (pc__buf_append(buf, e->text, e->text_len) != 0 || !buf->p)
 		return;
 	/* §5.5: a draft that may still become NO_REPLY is held back. */
-	if (!thinking && (pc_payload_is_silent_prefix(*buf) || pc_payload_is_silent(*buf)))
+	if (!thinking && (pc_payload_is_silent_prefix(buf->p) || pc_payload_is_silent(buf->p)))
 		return;
 	cJSON *d = cJSON_CreateObject();
 	if (!d)
 		return;
 	char *delta = strndup(e->text, e->text_len);
-	cJSON_AddStringToObject(d, "text", *buf);
+	cJSON_AddStringToObject(d, "text", buf->p);
 	cJSON_AddStringToObject(d, "delta", delta ? delta : "");
 	free(delta);
 	emit(t, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, d, true);
@@ -574,15 +551,14 @@ static void emit_tool(attempt_t *t, const char *phase, const char *id, const cha
 	if (result) {
 		size_t n = strlen(result);
 		if (n > TOOL_EVENT_MAX_CHARS) {
-			char *cut = NULL;
+			pc__buf_t cut = {0};
 			size_t keep = TOOL_EVENT_MAX_CHARS;
 			while (keep > 0 && ((unsigned char)result[keep] & 0xC0) == 0x80)
 				keep--;
-			size_t l = 0, c = 0;
-			if (buf_append(&cut, &l, &c, result, keep) == 0 &&
-			    buf_append(&cut, &l, &c, TOOL_EVENT_TRUNCATED, strlen(TOOL_EVENT_TRUNCATED)) == 0)
-				cJSON_AddStringToObject(d, "result", cut);
-			free(cut);
+			if (pc__buf_append(&cut, result, keep) == 0 &&
+			    pc__buf_append_str(&cut, TOOL_EVENT_TRUNCATED) == 0)
+				cJSON_AddStringToObject(d, "result", cut.p);
+			pc__buf_free(&cut);
 		} else {
 			cJSON_AddStringToObject(d, "result", result);
 		}
@@ -1280,8 +1256,8 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 		free(t->steer[i]);
 	free(t->steer);
 	free(t->slots);
-	free(t->text);
-	free(t->thinking);
+	pc__buf_free(&t->text);
+	pc__buf_free(&t->thinking);
 	free(t->context_text);
 	free(t->system_prompt);
 	free(t->error_text);

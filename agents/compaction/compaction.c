@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../io/buf_internal.h"
 #include "../attempt/context_guard.h"
 
 /* A tool result (or tool-call arguments) is cut to this many bytes in the
@@ -126,60 +127,28 @@ int pc_compaction_cut_point(const cJSON *messages, uint64_t keep_recent_tokens, 
 
 /* ---- the prompt ---- */
 
-typedef struct buf {
-	char *p;
-	size_t len, cap;
-	int rc;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *s, size_t n)
-{
-	if (b->rc)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->rc = PC_ENOMEM;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void buf_str(buf_t *b, const char *s)
-{
-	buf_add(b, s, strlen(s));
-}
-
 /* s cut to `max` bytes (never inside a UTF-8 sequence) plus a notice. */
-static void buf_capped(buf_t *b, const char *s, size_t max)
+static void buf_capped(pc__buf_t *b, const char *s, size_t max)
 {
 	size_t len = strlen(s);
 	if (len <= max) {
-		buf_add(b, s, len);
+		pc__buf_append(b, s, len);
 		return;
 	}
 	size_t keep = max;
 	while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80)
 		keep--;
-	buf_add(b, s, keep);
+	pc__buf_append(b, s, keep);
 	char notice[64];
 	int nn = snprintf(notice, sizeof(notice), " [... %zu more characters]", len - keep);
 	if (nn > 0)
-		buf_add(b, notice, (size_t)nn);
+		pc__buf_append(b, notice, (size_t)nn);
 }
 
 /* The text blocks of a content (a string or an array), joined by
  * newlines; images as "[image]"; thinking left out (it is the model's
  * scratch work, not part of the conversation). */
-static void render_text(buf_t *b, const cJSON *content, size_t max)
+static void render_text(pc__buf_t *b, const cJSON *content, size_t max)
 {
 	if (cJSON_IsString(content)) {
 		buf_capped(b, content->valuestring, max);
@@ -198,7 +167,7 @@ static void render_text(buf_t *b, const cJSON *content, size_t max)
 		if (!s)
 			continue;
 		if (!first)
-			buf_str(b, "\n");
+			pc__buf_append_str(b, "\n");
 		buf_capped(b, s, max);
 		first = false;
 	}
@@ -219,12 +188,12 @@ static bool content_has_text(const cJSON *content)
 	return false;
 }
 
-static void render_tool_call(buf_t *b, const cJSON *blk)
+static void render_tool_call(pc__buf_t *b, const cJSON *blk)
 {
 	const char *name = str_of(blk, "name");
-	buf_str(b, "Assistant called tool ");
-	buf_str(b, name ? name : "?");
-	buf_str(b, "(");
+	pc__buf_append_str(b, "Assistant called tool ");
+	pc__buf_append_str(b, name ? name : "?");
+	pc__buf_append_str(b, "(");
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(blk, "arguments");
 	if (cJSON_IsString(args)) {
 		buf_capped(b, args->valuestring, RENDER_TOOL_CHARS);
@@ -232,14 +201,14 @@ static void render_tool_call(buf_t *b, const cJSON *blk)
 		char *s = cJSON_PrintUnformatted(args);
 		if (s)
 			buf_capped(b, s, RENDER_TOOL_CHARS);
-		else if (!b->rc)
-			b->rc = PC_ENOMEM;
+		else if (!b->err)
+			b->err = PC_ENOMEM;
 		cJSON_free(s);
 	}
-	buf_str(b, ")\n\n");
+	pc__buf_append_str(b, ")\n\n");
 }
 
-static void render_message(buf_t *b, const cJSON *msg)
+static void render_message(pc__buf_t *b, const cJSON *msg)
 {
 	const char *role = str_of(msg, "role");
 	const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
@@ -248,22 +217,22 @@ static void render_message(buf_t *b, const cJSON *msg)
 	if (strcmp(role, PC_COMPACTION_ROLE) == 0) {
 		const char *s = str_of(msg, "summary");
 		if (s && s[0]) {
-			buf_str(b, "Earlier summary: ");
-			buf_str(b, s); /* whole: it is already the condensed history */
-			buf_str(b, "\n\n");
+			pc__buf_append_str(b, "Earlier summary: ");
+			pc__buf_append_str(b, s); /* whole: it is already the condensed history */
+			pc__buf_append_str(b, "\n\n");
 		}
 	} else if (strcmp(role, "toolResult") == 0) {
 		const char *name = str_of(msg, "toolName");
-		buf_str(b, "Tool ");
-		buf_str(b, name ? name : "?");
-		buf_str(b, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "isError")) ? " error: " : " result: ");
+		pc__buf_append_str(b, "Tool ");
+		pc__buf_append_str(b, name ? name : "?");
+		pc__buf_append_str(b, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "isError")) ? " error: " : " result: ");
 		render_text(b, content, RENDER_TOOL_CHARS);
-		buf_str(b, "\n\n");
+		pc__buf_append_str(b, "\n\n");
 	} else if (strcmp(role, "assistant") == 0) {
 		if (content_has_text(content)) {
-			buf_str(b, "Assistant: ");
+			pc__buf_append_str(b, "Assistant: ");
 			render_text(b, content, SIZE_MAX);
-			buf_str(b, "\n\n");
+			pc__buf_append_str(b, "\n\n");
 		}
 		const cJSON *blocks = cJSON_IsArray(content) ? content : NULL;
 		const cJSON *blk;
@@ -275,15 +244,15 @@ static void render_message(buf_t *b, const cJSON *msg)
 		}
 	} else if (content_has_text(content)) {
 		if (strcmp(role, "user") == 0)
-			buf_str(b, "User: ");
+			pc__buf_append_str(b, "User: ");
 		else if (strcmp(role, "system") == 0)
-			buf_str(b, "System: ");
+			pc__buf_append_str(b, "System: ");
 		else {
-			buf_str(b, role); /* a role this file does not know: named as it is */
-			buf_str(b, ": ");
+			pc__buf_append_str(b, role); /* a role this file does not know: named as it is */
+			pc__buf_append_str(b, ": ");
 		}
 		render_text(b, content, SIZE_MAX);
-		buf_str(b, "\n\n");
+		pc__buf_append_str(b, "\n\n");
 	}
 }
 
@@ -292,10 +261,10 @@ int pc_compaction_prompt(const cJSON *messages, size_t n, const char *instructio
 	if (!cJSON_IsArray(messages) || !out || n > (size_t)cJSON_GetArraySize(messages))
 		return PC_EINVAL;
 	*out = NULL;
-	buf_t b = {0};
+	pc__buf_t b = {0};
 	cJSON *arr = NULL;
 	int rc = 0;
-	buf_str(&b, "Here is the history of a conversation between a user and an AI agent, "
+	pc__buf_append_str(&b, "Here is the history of a conversation between a user and an AI agent, "
 		    "with the agent's tool calls and their results:\n\n<conversation>\n");
 	size_t i = 0;
 	const cJSON *m;
@@ -305,13 +274,13 @@ int pc_compaction_prompt(const cJSON *messages, size_t n, const char *instructio
 			break;
 		render_message(&b, m);
 	}
-	buf_str(&b, "</conversation>\n\n");
-	buf_str(&b, instructions_text);
+	pc__buf_append_str(&b, "</conversation>\n\n");
+	pc__buf_append_str(&b, instructions_text);
 	if (instructions && instructions[0]) {
-		buf_str(&b, "\n\nAdditional instructions for this summary: ");
-		buf_str(&b, instructions);
+		pc__buf_append_str(&b, "\n\nAdditional instructions for this summary: ");
+		pc__buf_append_str(&b, instructions);
 	}
-	if ((rc = b.rc) != 0)
+	if ((rc = b.err) != 0)
 		goto out;
 	rc = PC_ENOMEM;
 	cJSON *msg = NULL;
@@ -328,7 +297,7 @@ int pc_compaction_prompt(const cJSON *messages, size_t n, const char *instructio
 	rc = 0;
 out:
 	cJSON_Delete(arr);
-	free(b.p);
+	pc__buf_free(&b);
 	return rc;
 }
 

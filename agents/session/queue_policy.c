@@ -22,6 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../../io/buf_internal.h"
+
 /* ---- names ---- */
 
 static const char *const mode_names[PC_QUEUE_MODE_COUNT] = {
@@ -321,45 +323,14 @@ int pc_queue_next(const pc_queue_settings_t *s, const pc_queue_view_t *q, int64_
 
 /* ---- prompts ---- */
 
-typedef struct sb {
-	char *p;
-	size_t len, cap;
-	int err;
-} sb_t;
-
-static void sb_put(sb_t *b, const char *s, size_t n)
+/* Hands the built text over (an empty one when nothing was added), or
+ * the first error. */
+static int sb_done(pc__buf_t *b, char **out)
 {
-	if (b->err)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 128;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->err = PC_ENOMEM;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_str(sb_t *b, const char *s)
-{
-	sb_put(b, s, strlen(s));
-}
-
-static int sb_done(sb_t *b, char **out)
-{
-	if (!b->err && !b->p)
-		sb_put(b, "", 0);
-	if (b->err) {
-		free(b->p);
-		return b->err;
+	if (pc__buf_append(b, "", 0) != 0) {
+		int rc = b->err;
+		pc__buf_free(b);
+		return rc;
 	}
 	*out = b->p;
 	return 0;
@@ -369,7 +340,7 @@ int pc_queue_summary_line(const char *prompt, char **out)
 {
 	if (!prompt || !out)
 		return PC_EINVAL;
-	sb_t b = {0};
+	pc__buf_t b = {0};
 	size_t chars = 0, cut = 0;
 	bool space = false;
 	for (const char *s = prompt; *s; s++) {
@@ -380,13 +351,13 @@ int pc_queue_summary_line(const char *prompt, char **out)
 		if (space) {
 			if (++chars == PC_QUEUE_SUMMARY_LINE_MAX)
 				cut = b.len;
-			sb_put(&b, " ", 1);
+			pc__buf_append(&b, " ", 1);
 			space = false;
 		}
 		/* A UTF-8 continuation byte belongs to the character before it. */
 		if (((unsigned char)*s & 0xC0) != 0x80 && ++chars == PC_QUEUE_SUMMARY_LINE_MAX)
 			cut = b.len;
-		sb_put(&b, s, 1);
+		pc__buf_append(&b, s, 1);
 	}
 	if (!b.err && chars > PC_QUEUE_SUMMARY_LINE_MAX) {
 		/* Keep MAX - 1 characters, trailing spaces trimmed, then "…". */
@@ -394,7 +365,7 @@ int pc_queue_summary_line(const char *prompt, char **out)
 		while (b.len > 0 && b.p[b.len - 1] == ' ')
 			b.len--;
 		b.p[b.len] = '\0';
-		sb_str(&b, "\u2026");
+		pc__buf_append_str(&b, "\u2026");
 	}
 	return sb_done(&b, out);
 }
@@ -410,14 +381,14 @@ int pc_queue_overflow_prompt(uint32_t dropped, const char *const *lines, size_t 
 	char title[96];
 	snprintf(title, sizeof(title), "[Queue overflow] Dropped %u message%s due to cap.", dropped,
 		 dropped == 1 ? "" : "s");
-	sb_t b = {0};
-	sb_str(&b, title);
+	pc__buf_t b = {0};
+	pc__buf_append_str(&b, title);
 	size_t from = cap && n_lines > cap ? n_lines - cap : 0;
 	if (n_lines > from)
-		sb_str(&b, "\nSummary:");
+		pc__buf_append_str(&b, "\nSummary:");
 	for (size_t i = from; i < n_lines; i++) {
-		sb_str(&b, "\n- ");
-		sb_str(&b, lines[i] ? lines[i] : "");
+		pc__buf_append_str(&b, "\n- ");
+		pc__buf_append_str(&b, lines[i] ? lines[i] : "");
 	}
 	return sb_done(&b, out);
 }
@@ -426,17 +397,17 @@ int pc_queue_collect_prompt(const pc_queue_item_t *items, size_t n, const char *
 {
 	if (!out || (n && !items))
 		return PC_EINVAL;
-	sb_t b = {0};
-	sb_str(&b, PC_QUEUE_COLLECT_TITLE);
+	pc__buf_t b = {0};
+	pc__buf_append_str(&b, PC_QUEUE_COLLECT_TITLE);
 	if (overflow_summary && *overflow_summary) {
-		sb_str(&b, "\n\n");
-		sb_str(&b, overflow_summary);
+		pc__buf_append_str(&b, "\n\n");
+		pc__buf_append_str(&b, overflow_summary);
 	}
 	for (size_t i = 0; i < n; i++) {
 		char head[48];
 		snprintf(head, sizeof(head), "\n\n---\nQueued #%zu\n", i + 1);
-		sb_str(&b, head);
-		sb_str(&b, items[i].prompt ? items[i].prompt : "");
+		pc__buf_append_str(&b, head);
+		pc__buf_append_str(&b, items[i].prompt ? items[i].prompt : "");
 	}
 	return sb_done(&b, out);
 }
