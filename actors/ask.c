@@ -141,7 +141,7 @@ int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **re
 			}
 			if (pc__now_ns() >= deadline)
 				break;
-			struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+			struct timespec ts = pc__timespec_ns(deadline);
 			pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 		}
 		if (w->done) {

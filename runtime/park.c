@@ -201,7 +201,7 @@ int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms)
 		 * against a waiter arriving between a check and a signal that
 		 * does not take this lock. */
 		uint64_t until = now + 20000000u < deadline ? now + 20000000u : deadline;
-		struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+		struct timespec ts = pc__timespec_ns(until);
 		pthread_cond_timedwait(&rt->quiet_cond, &rt->idle_lock, &ts);
 	}
 	pthread_mutex_unlock(&rt->idle_lock);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../mailbox/atomics_internal.h"
+#include "sync_internal.h"
 #include "version.h"
 
 const char *pc_version(void)
@@ -72,7 +73,7 @@ uint64_t pc__next_id(pc_runtime_t *rt)
 	return pc_atomic_faa_u64(&rt->next_id, 1);
 }
 
-static int init_cond_monotonic(pthread_cond_t *c)
+int pc__cond_init_monotonic(pthread_cond_t *c)
 {
 	pthread_condattr_t a;
 	if (pthread_condattr_init(&a) != 0)
@@ -81,6 +82,8 @@ static int init_cond_monotonic(pthread_cond_t *c)
 	pthread_condattr_destroy(&a);
 	return rc;
 }
+
+
 
 int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 {
@@ -122,7 +125,7 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 	}
 	pthread_mutex_init(&rt->inject_lock, NULL);
 	pthread_mutex_init(&rt->idle_lock, NULL);
-	if ((rc = init_cond_monotonic(&rt->quiet_cond)) != 0)
+	if ((rc = pc__cond_init_monotonic(&rt->quiet_cond)) != 0)
 		goto fail;
 	if ((rc = pc__timers_init(rt)) != 0)
 		goto fail;

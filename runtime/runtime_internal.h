@@ -13,6 +13,7 @@
 #include "../mailbox/msg_internal.h"
 #include "error.h"
 #include "runtime.h"
+#include "sync_internal.h"
 #include "timer_wheel_internal.h"
 
 #define PC__RUNQ_SIZE 256u
@@ -171,10 +172,6 @@ uint32_t pc__runq_len(const pc__runq_t *q);
 
 /* Ids: unique, never reused. */
 uint64_t pc__next_id(pc_runtime_t *rt);
-uint64_t pc__now_ns(void);
-/* The monotonic instant `timeout_ms` from now; UINT64_MAX (never) for a
- * negative timeout or one too long to represent. */
-uint64_t pc__deadline_ns(int64_t timeout_ms);
 
 /* Timers (timers.c) */
 int pc__timers_init(pc_runtime_t *rt);

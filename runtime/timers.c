@@ -265,7 +265,7 @@ static void *timer_main(void *arg)
 		if (next == UINT64_MAX) {
 			pthread_cond_wait(&t->cond, &t->lock);
 		} else if (next > fc.now_ns) {
-			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+			struct timespec ts = pc__timespec_ns(next);
 			pthread_cond_timedwait(&t->cond, &t->lock, &ts);
 		}
 	}

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "../../mailbox/atomics_internal.h"
+#include "../../runtime/sync_internal.h"
 
 /* ---- events ---- */
 
@@ -159,15 +160,6 @@ struct pc_event_sub {
 	uint64_t tag;
 };
 
-static int cond_init_monotonic(pthread_cond_t *c)
-{
-	pthread_condattr_t a;
-	if (pthread_condattr_init(&a) != 0)
-		return PC_ESYS;
-	int rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(c, &a) == 0 ? 0 : PC_ESYS;
-	pthread_condattr_destroy(&a);
-	return rc;
-}
 
 int pc_event_sub_new(const pc_event_sub_config_t *cfg, pc_event_sub_t **out)
 {
@@ -180,7 +172,7 @@ int pc_event_sub_new(const pc_event_sub_config_t *cfg, pc_event_sub_t **out)
 	int rc = PC_ESYS;
 	if (pthread_mutex_init(&s->lock, NULL) != 0)
 		goto fail_mutex;
-	if ((rc = cond_init_monotonic(&s->cond)) != 0)
+	if ((rc = pc__cond_init_monotonic(&s->cond)) != 0)
 		goto fail_cond;
 	s->refs = 1;
 	s->capacity = cfg && cfg->capacity ? cfg->capacity : PC_EVENT_SUB_DEFAULT_CAPACITY;
@@ -353,17 +345,7 @@ int pc_event_sub_wait(pc_event_sub_t *s, int64_t timeout_ms)
 {
 	if (!s)
 		return PC_EINVAL;
-	struct timespec deadline = {0, 0};
-	if (timeout_ms >= 0) {
-		if (clock_gettime(CLOCK_MONOTONIC, &deadline) != 0)
-			return PC_ESYS;
-		deadline.tv_sec += (time_t)(timeout_ms / 1000);
-		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (deadline.tv_nsec >= 1000000000L) {
-			deadline.tv_sec++;
-			deadline.tv_nsec -= 1000000000L;
-		}
-	}
+	struct timespec deadline = pc__timespec_ns(pc__deadline_ns(timeout_ms));
 	pthread_mutex_lock(&s->lock);
 	s->waiters++;
 	bool expired = false;

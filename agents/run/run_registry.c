@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "../../mailbox/atomics_internal.h"
+#include "../../runtime/sync_internal.h"
 
 #define SHARDS 16u
 #define INITIAL_BUCKETS 16u
@@ -256,22 +257,13 @@ static void shard_destroy(shard_t *sh)
 	pthread_mutex_destroy(&sh->lock);
 }
 
-static int cond_init_monotonic(pthread_cond_t *c)
-{
-	pthread_condattr_t a;
-	if (pthread_condattr_init(&a) != 0)
-		return PC_ESYS;
-	int rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(c, &a) == 0 ? 0 : PC_ESYS;
-	pthread_condattr_destroy(&a);
-	return rc;
-}
 
 static int shard_init(shard_t *sh)
 {
 	int rc = PC_ESYS;
 	if (pthread_mutex_init(&sh->lock, NULL) != 0)
 		return rc;
-	if ((rc = cond_init_monotonic(&sh->cond)) != 0)
+	if ((rc = pc__cond_init_monotonic(&sh->cond)) != 0)
 		goto fail_cond;
 	if ((rc = table_init(&sh->runs)) != 0)
 		goto fail_runs;
@@ -299,7 +291,7 @@ int pc_run_registry_new(pc_run_registry_t **out)
 	size_t made = 0;
 	if (pthread_mutex_init(&r->wlock, NULL) != 0)
 		goto fail_wlock;
-	if ((rc = cond_init_monotonic(&r->wcond)) != 0)
+	if ((rc = pc__cond_init_monotonic(&r->wcond)) != 0)
 		goto fail_wcond;
 	for (; made < SHARDS; made++)
 		if ((rc = shard_init(&r->shards[made])) != 0)
@@ -738,17 +730,7 @@ int pc_run_registry_wait(pc_run_registry_t *r, const char *run_id, int64_t timeo
 {
 	if (!r || !run_id)
 		return PC_EINVAL;
-	struct timespec deadline = {0, 0};
-	if (timeout_ms >= 0) {
-		if (clock_gettime(CLOCK_MONOTONIC, &deadline) != 0)
-			return PC_ESYS;
-		deadline.tv_sec += (time_t)(timeout_ms / 1000);
-		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (deadline.tv_nsec >= 1000000000L) {
-			deadline.tv_sec++;
-			deadline.tv_nsec -= 1000000000L;
-		}
-	}
+	struct timespec deadline = pc__timespec_ns(pc__deadline_ns(timeout_ms));
 	pthread_mutex_lock(&r->wlock);
 	r->inside++;
 	pthread_mutex_unlock(&r->wlock);
