@@ -237,6 +237,35 @@ int pc_send_u64(pc_actor_t *to, uint32_t type, uint64_t value)
 	return pc_send(to, m);
 }
 
+int pc_send_signal(pc_actor_t *to, uint32_t type)
+{
+	pc_msg_t *m = pc_msg_new(type, 0);
+	return m ? pc_send(to, m) : PC_ENOMEM;
+}
+
+int pc_spawn_start(pc_runtime_t *rt, const pc_behavior_t *b, void *state, uint32_t start_type,
+		   pc_actor_t **out)
+{
+	if (out)
+		*out = NULL;
+	/* allocated first: once spawned, the actor owns `state` */
+	pc_msg_t *start = pc_msg_new(start_type, 0);
+	if (!start)
+		return PC_ENOMEM;
+	pc_actor_t *a = NULL;
+	int rc = pc_spawn(rt, b, state, &a);
+	if (rc != 0) {
+		pc_msg_free(start);
+		return rc;
+	}
+	pc_send(a, start);
+	if (out)
+		*out = a;
+	else
+		pc_actor_release(a);
+	return 0;
+}
+
 int pc_ask(pc_ctx_t *ctx, pc_actor_t *to, pc_msg_t *m, uint64_t *corr)
 {
 	/* Checked before the reply reference is taken: pc_send cannot give

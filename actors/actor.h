@@ -71,6 +71,13 @@ typedef struct pc_behavior {
  * holds one reference owned by the caller; on failure the caller keeps
  * `state`. PC_ESTOPPED if the runtime is stopping. Any thread. */
 int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out);
+/* pc_spawn, then a message of `start_type` (no payload) sent before the
+ * caller can reach the actor, so it is the actor's first message whatever
+ * else is sent to it later. On failure (PC_ENOMEM included) nothing was
+ * spawned and the caller keeps `state`. `out` may be NULL (the reference
+ * is then released). */
+int pc_spawn_start(pc_runtime_t *rt, const pc_behavior_t *b, void *state, uint32_t start_type,
+		   pc_actor_t **out);
 
 pc_actor_t *pc_actor_retain(pc_actor_t *a);
 void pc_actor_release(pc_actor_t *a); /* NULL is a no-op */
@@ -88,6 +95,9 @@ int pc_send(pc_actor_t *to, pc_msg_t *msg);
 /* Shorthand: a message of `type` carrying one 64-bit value. PC_ENOMEM if it
  * could not be allocated. */
 int pc_send_u64(pc_actor_t *to, uint32_t type, uint64_t value);
+/* Shorthand: a message of `type` with no payload (a signal: abort, tick).
+ * PC_ENOMEM if it could not be allocated. */
+int pc_send_signal(pc_actor_t *to, uint32_t type);
 static inline uint64_t pc_msg_u64(const pc_msg_t *m) { return *(const uint64_t *)pc_msg_cdata(m); }
 
 /* Asks the running actor's question: `msg` goes to `to` with reply_to set

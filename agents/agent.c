@@ -424,9 +424,7 @@ static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 				if (!s->actor || !s->idle_since_ms || s->told || now - s->idle_since_ms < idle_ms)
 					continue;
 				s->told = true;
-				pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_IDLE, 0);
-				if (m)
-					pc_send(s->actor, m);
+				pc_send_signal(s->actor, PC__MSG_SESSION_IDLE);
 			}
 		}
 		pthread_mutex_unlock(&a->shards[i].lock);
@@ -762,7 +760,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc_actor_t **v = NULL;
 	size_t n = collect_sessions(a, &v);
 	for (size_t i = 0; i < n; i++)
-		pc_send(v[i], pc_msg_new(PC__MSG_SESSION_ABORT_ALL, 0));
+		pc_send_signal(v[i], PC__MSG_SESSION_ABORT_ALL);
 	uint64_t until = grace_ms < 0 ? UINT64_MAX : pc_runtime_now_ms() + (uint64_t)grace_ms;
 	while (a->runs && pc_run_registry_active_count(a->runs) > 0 && pc_runtime_now_ms() < until) {
 		struct timespec ts = {0, 2000000};
@@ -992,7 +990,7 @@ int pc_agent_abort_run(pc_agent_t *a, const char *run_id)
 		return PC_ESTATE;
 	pc_actor_t *run = pc_run_registry_actor(a->runs, run_id);
 	if (run) {
-		rc = pc_send(run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+		rc = pc_send_signal(run, PC__MSG_RUN_ABORT);
 		pc_actor_release(run);
 		return rc == PC_ESTOPPED ? PC_ESTATE : rc;
 	}

@@ -709,3 +709,47 @@ Test(actor, self_driven_producers_are_muted)
 	pc_actor_release(bp.consumer);
 	FREE_RUNTIME_CHECKED(rt);
 }
+
+/* pc_spawn_start: the start message is the actor's first, whatever else
+ * is sent to it at once; pc_send_signal carries no payload. */
+typedef struct order_state {
+	uint32_t first;
+	uint32_t count;
+	uint32_t empty;
+} order_state_t;
+
+static int order_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	(void)ctx;
+	order_state_t *s = state;
+	if (INC(s->count) == 1)
+		STORE(s->first, msg->type);
+	if (msg->size == 0)
+		INC(s->empty);
+	return 0;
+}
+
+Test(actor, spawn_start_message_comes_first)
+{
+	pc_runtime_t *rt = start_rt(2);
+	static const pc_behavior_t b = {"order", order_receive, NULL};
+	for (int i = 0; i < 200; i++) {
+		order_state_t s = {0};
+		pc_actor_t *a = NULL;
+		cr_assert_eq(pc_spawn_start(rt, &b, &s, 7, &a), 0);
+		cr_assert_eq(pc_send_u64(a, 8, 1), 0);
+		cr_assert_eq(pc_send_signal(a, 9), 0);
+		AWAIT(LOAD(s.count) == 3, 5000);
+		cr_assert_eq(LOAD(s.first), 7u);
+		cr_assert_eq(LOAD(s.empty), 2u, "the start and the signal carry nothing");
+		pc_actor_stop(a, PC_EXIT_NORMAL);
+		pc_actor_release(a);
+		cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0);
+	}
+	static order_state_t loose;
+	cr_assert_eq(pc_spawn_start(rt, &b, &loose, 7, NULL), 0, "without a handle");
+	AWAIT(LOAD(loose.count) == 1, 5000);
+	cr_assert_eq(LOAD(loose.first), 7u);
+	cr_assert_eq(pc_send_signal(NULL, 9), PC_EINVAL);
+	pc_runtime_free(rt);
+}

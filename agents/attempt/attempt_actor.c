@@ -1313,15 +1313,12 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 			(p->prompt && !t->prompt) || (p->continuation && !t->continuation) ||
 			(p->extra_system_prompt && !t->extra)))
 		rc = PC_ENOMEM;
-	pc_msg_t *start = rc == 0 ? pc_msg_new(PC__MSG_ATTEMPT_START, 0) : NULL;
-	if (rc == 0 && !start)
-		rc = PC_ENOMEM;
 	pc_actor_t *actor = NULL;
 	if (rc == 0) {
 		t->run = pc_actor_retain(run);
 		t->bus = pc_event_bus_retain(p->bus);
 		__atomic_add_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELAXED);
-		rc = pc_spawn(a->rt, &attempt_behavior, t, &actor);
+		rc = pc_spawn_start(a->rt, &attempt_behavior, t, PC__MSG_ATTEMPT_START, &actor);
 		if (rc != 0) {
 			__atomic_sub_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELEASE);
 			pc_actor_release(t->run);
@@ -1331,10 +1328,9 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		}
 	}
 	if (rc != 0) {
-		pc_msg_free(start);
 		pc_request_headers_free(t->headers);
 		cJSON_Delete(t->messages);
-			free(t->url);
+		free(t->url);
 		free(t->run_id);
 		free(t->key);
 		free(t->model);
@@ -1345,7 +1341,6 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		return rc;
 	}
 	__atomic_add_fetch(&a->stats.attempts, 1, __ATOMIC_RELAXED);
-	pc_send(actor, start);
 	if (out)
 		*out = actor;
 	else

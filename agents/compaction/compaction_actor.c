@@ -752,37 +752,21 @@ int pc_compaction_start(pc_runtime_t *rt, const pc_compaction_request_t *req, pc
 	for (size_t i = 0; i < req->header_count; i++)
 		if (!req->headers[i])
 			return PC_EINVAL;
-	pc_msg_t *go = pc_msg_new(MSG_START, 0);
 	compaction_t *c = calloc(1, sizeof(*c));
-	pc_actor_t *a = NULL;
-	int rc = PC_ENOMEM;
-	if (!go || !c)
-		goto fail;
+	if (!c)
+		return PC_ENOMEM;
 	c->rt = rt;
 	c->owner = pc_actor_retain(owner);
-	if ((rc = copy_request(c, req)) != 0)
-		goto fail;
-	if ((rc = pc_spawn(rt, &compaction_behavior, c, &a)) != 0)
-		goto fail;
-	pc_send(a, go); /* the actor owns c now; START is its first message */
-	if (out)
-		*out = a;
-	else
-		pc_actor_release(a);
-	return 0;
-fail:
-	pc_msg_free(go);
-	if (c)
+	int rc = copy_request(c, req);
+	/* the actor owns c once spawned; START is its first message */
+	if (rc == 0)
+		rc = pc_spawn_start(rt, &compaction_behavior, c, MSG_START, out);
+	if (rc != 0)
 		compaction_free(c);
 	return rc;
 }
 
 int pc_compaction_abort(pc_actor_t *compaction)
 {
-	if (!compaction)
-		return PC_EINVAL;
-	pc_msg_t *m = pc_msg_new(MSG_ABORT, 0);
-	if (!m)
-		return PC_ENOMEM;
-	return pc_send(compaction, m);
+	return compaction ? pc_send_signal(compaction, MSG_ABORT) : PC_EINVAL;
 }

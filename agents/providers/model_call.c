@@ -446,37 +446,21 @@ int pc_model_call_start(pc_io_t *io, const pc_model_call_config_t *cfg, pc_actor
 		return PC_EINVAL;
 	if (cfg->api != PC_API_OPENAI_COMPLETIONS && cfg->api != PC_API_ANTHROPIC_MESSAGES)
 		return PC_EINVAL;
-	pc_msg_t *go = pc_msg_new(MSG_START, 0);
 	model_call_t *mc = calloc(1, sizeof(*mc));
-	int rc = PC_ENOMEM;
-	if (!go || !mc)
-		goto fail;
+	if (!mc)
+		return PC_ENOMEM;
 	mc->io = io;
 	mc->owner = pc_actor_retain(owner);
-	if ((rc = copy_config(mc, cfg)) != 0)
-		goto fail;
-	pc_actor_t *a = NULL;
-	if ((rc = pc_spawn(pc_io_runtime(io), &model_call_behavior, mc, &a)) != 0)
-		goto fail;
-	pc_send(a, go); /* the actor owns mc now; START runs first */
-	if (out)
-		*out = a;
-	else
-		pc_actor_release(a);
-	return 0;
-fail:
-	pc_msg_free(go);
-	if (mc)
+	int rc = copy_config(mc, cfg);
+	/* the actor owns mc once spawned; START is its first message */
+	if (rc == 0)
+		rc = pc_spawn_start(pc_io_runtime(io), &model_call_behavior, mc, MSG_START, out);
+	if (rc != 0)
 		model_call_free(mc);
 	return rc;
 }
 
 int pc_model_call_abort(pc_actor_t *call)
 {
-	if (!call)
-		return PC_EINVAL;
-	pc_msg_t *m = pc_msg_new(MSG_ABORT, 0);
-	if (!m)
-		return PC_ENOMEM;
-	return pc_send(call, m);
+	return call ? pc_send_signal(call, MSG_ABORT) : PC_EINVAL;
 }

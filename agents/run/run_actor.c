@@ -573,7 +573,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		free(r->guard_text);
 		r->guard_text = strdup(text);
 		r->loop_persisted = true;
-		pc_send(r->attempt, pc_msg_new(PC__MSG_ATTEMPT_ABORT, 0));
+		pc_send_signal(r->attempt, PC__MSG_ATTEMPT_ABORT);
 		return 0;
 	}
 	case PC__MSG_RUN_TRUNCATED:
@@ -598,7 +598,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			return 0;
 		r->cancelled = true;
 		if (r->attempt) {
-			pc_send(r->attempt, pc_msg_new(PC__MSG_ATTEMPT_ABORT, 0));
+			pc_send_signal(r->attempt, PC__MSG_ATTEMPT_ABORT);
 		} else if (r->compaction) {
 			pc_compaction_abort(r->compaction);
 		} else if (r->phase == RP_TRUNCATING) {
@@ -748,15 +748,12 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		rc_cfg.has_session_key = true;
 		rc = pc_run_state_init(&r->rs, &rc_cfg);
 	}
-	pc_msg_t *start = rc == 0 ? pc_msg_new(PC__MSG_RUN_START, 0) : NULL;
-	if (rc == 0 && !start)
-		rc = PC_ENOMEM;
 	pc_actor_t *actor = NULL;
 	if (rc == 0) {
 		r->session = pc_actor_retain(session);
 		r->bus = pc_event_bus_retain(p->bus);
 		__atomic_add_fetch(&a->stats.runs_live, 1, __ATOMIC_RELAXED);
-		rc = pc_spawn(a->rt, &run_behavior, r, &actor);
+		rc = pc_spawn_start(a->rt, &run_behavior, r, PC__MSG_RUN_START, &actor);
 		if (rc != 0) {
 			__atomic_sub_fetch(&a->stats.runs_live, 1, __ATOMIC_RELEASE);
 			pc_actor_release(r->session);
@@ -764,7 +761,6 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		}
 	}
 	if (rc != 0) {
-		pc_msg_free(start);
 		free(r->run_id);
 		free(r->key);
 		free(r->prompt);
@@ -773,7 +769,6 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		pc__slab_free(&a->run_slab, r);
 		return rc;
 	}
-	pc_send(actor, start);
 	*out = actor;
 	return 0;
 }

@@ -223,7 +223,7 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 	if (r.recovery == PC_DIAG_RECOVER_ABORT_RUN && s->run && !s->recovery_sent) {
 		s->recovery_sent = true;
 		__atomic_add_fetch(&s->agent->stats.diag_recoveries, 1, __ATOMIC_RELAXED);
-		pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+		pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 	} else if (r.recovery == PC_DIAG_RECOVER_RELEASE_LANE && !s->run) {
 		__atomic_add_fetch(&s->agent->stats.diag_recoveries, 1, __ATOMIC_RELAXED);
 		release_stuck_lane(ctx, s);
@@ -721,7 +721,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		s->interrupt = it;
 		s->has_interrupt = true;
 		if (s->run) {
-			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 			arm(ctx, &s->interrupt_timer, PC__MSG_SESSION_INTERRUPT_WAIT, PC_QUEUE_RUN_END_WAIT_MS);
 		} else if (s->has_active) {
 			/* still waiting for the global lane: withdraw it */
@@ -773,7 +773,7 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 {
 	if (s->has_active && !strcmp(s->active.run_id, run_id)) {
 		if (s->run) {
-			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
 			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
@@ -874,7 +874,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		/* §1.17: the lane took its permit back; the run must end */
 		const pc_lane_notice_t *n = pc_msg_cdata(msg);
 		if (s->run && n->ticket == s->ticket)
-			pc_send(s->run, pc_msg_new(PC__MSG_RUN_ABORT, 0));
+			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 		return 0;
 	}
 	case PC__MSG_RUN_PHASE:

@@ -718,9 +718,8 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 	if (!rt || !r || !req || !req->name || !owner)
 		return PC_EINVAL;
 	int rc = PC_ENOMEM;
-	pc_msg_t *go = pc_msg_new(MSG_START, 0);
 	invocation_t *inv = calloc(1, sizeof(*inv));
-	if (!go || !inv)
+	if (!inv)
 		goto fail;
 	const char *call_id = req->tool_call_id ? req->tool_call_id : "";
 	const char *src[7] = {req->name, call_id, req->arguments, req->env.workspace, req->env.session_key,
@@ -742,22 +741,15 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 	inv->task.inv = inv;
 	inv->t0_ns = mono_ns();
 	inv->owner = pc_actor_retain(owner);
-	pc_actor_t *a = NULL;
 	__atomic_add_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELAXED);
-	if ((rc = pc_spawn(rt, &invocation_behavior, inv, &a)) != 0) {
+	/* The actor owns inv once spawned. START is queued before the caller
+	 * can hold the handle, so it is handled before any abort. */
+	if ((rc = pc_spawn_start(rt, &invocation_behavior, inv, MSG_START, out)) != 0) {
 		__atomic_sub_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELEASE);
 		goto fail;
 	}
-	/* The actor owns inv now. START is queued before the caller can hold
-	 * the handle, so it is handled before any abort. */
-	pc_send(a, go);
-	if (out)
-		*out = a;
-	else
-		pc_actor_release(a);
 	return 0;
 fail:
-	pc_msg_free(go);
 	if (inv)
 		invocation_free(inv);
 	return rc;
@@ -765,12 +757,7 @@ fail:
 
 int pc_tool_abort(pc_actor_t *invocation)
 {
-	if (!invocation)
-		return PC_EINVAL;
-	pc_msg_t *m = pc_msg_new(MSG_ABORT, 0);
-	if (!m)
-		return PC_ENOMEM;
-	return pc_send(invocation, m);
+	return invocation ? pc_send_signal(invocation, MSG_ABORT) : PC_EINVAL;
 }
 
 /* ---- tasks ---------------------------------------------------------------- */
