@@ -131,11 +131,15 @@ static fx_t fx_new(uint32_t cap, uint32_t nholders)
 
 static void fx_free(fx_t *f)
 {
-	pc_lane_free(f->t->lane);
-	for (uint32_t i = 0; i < f->nholders; i++) {
+	/* the holders go first: one may still be releasing a ticket (the lane
+	 * handle must outlive every call on it) */
+	for (uint32_t i = 0; i < f->nholders; i++)
 		pc_actor_stop(f->holders[i], PC_EXIT_NORMAL);
+	for (uint32_t i = 0; i < f->nholders; i++) {
+		AWAIT(pc_actor_stopped(f->holders[i]), 5000);
 		pc_actor_release(f->holders[i]);
 	}
+	pc_lane_free(f->t->lane);
 	pc_runtime_free(f->rt);
 	pthread_mutex_destroy(&f->t->lock);
 	free(f->t);
