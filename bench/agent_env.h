@@ -26,6 +26,7 @@
 #include "agents/providers/request.h"
 #include "agents/mock/mock_server.h"
 #include "benchlib.h"
+#include "stream_common.h"
 
 typedef struct agent_env {
 	char dir[64];
@@ -128,58 +129,6 @@ static inline void env_agent_start(agent_env_t *e, const char *json, uint32_t ma
 				.lock_dir = locks, .mock_scenario = scenario};
 	if ((r = pc_agent_new(&o, &e->agent)) != 0)
 		bench_fail("agent: %s", pc_strerror(r));
-}
-
-/* The mock LLM in a forked child process (its own runtime: `workers`
- * workers and one I/O thread), for loads whose server ends would not fit
- * in this process's open-file limit. Fork before this process starts any
- * runtime. Returns the child's pid; *port is where it listens. */
-static inline pid_t env_mock_child(const char *scenario, uint32_t workers, uint16_t *port)
-{
-	int fds[2];
-	if (pipe(fds) != 0)
-		bench_fail("pipe");
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0)
-		bench_fail("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive a failed run */
-		pc_runtime_config_t rc;
-		pc_runtime_config_init(&rc);
-		rc.workers = workers;
-		pc_runtime_t *rt = NULL;
-		pc_io_t *io = NULL;
-		pc_mock_server_t *m = NULL;
-		pc_io_config_t ioc = {.threads = 1};
-		pc_mock_server_config_t mc = {.host = "127.0.0.1", .scenario = scenario, .max_records = 64,
-					      .max_record_bytes = (size_t)1 << 20};
-		char err[256] = "";
-		if (pc_runtime_new(&rc, &rt) || pc_runtime_start(rt) || pc_io_new(rt, &ioc, &io) ||
-		    pc_mock_server_start(io, &mc, &m, err, sizeof(err)))
-			_exit(1);
-		uint16_t p = pc_mock_server_port(m);
-		if (write(fds[1], &p, sizeof(p)) != sizeof(p))
-			_exit(1);
-		close(fds[1]);
-		pause(); /* until the parent's SIGTERM */
-		_exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], port, sizeof(*port)) != sizeof(*port))
-		bench_fail("the mock server did not start");
-	close(fds[0]);
-	return pid;
-}
-
-static inline void env_mock_child_stop(pid_t pid)
-{
-	if (pid > 0) {
-		kill(pid, SIGTERM);
-		waitpid(pid, NULL, 0);
-	}
 }
 
 /* A child's CPU time (user + system) so far, seconds; 0 for pid <= 0. */

@@ -215,37 +215,6 @@ static void run_agent(agent_env_t *e, const params_t *p, window_t w, result_t *o
 
 /* ---- baseline 1: a plain curl-multi loop on its own thread --------------- */
 
-typedef struct parse {
-	pc_sse_parser_t *sse;
-	pc_stream_decoder_t *dec;
-} parse_t;
-
-static int feed_decoder(void *user, const pc_sse_event_t *ev) { return pc_stream_decoder_feed_sse(user, ev); }
-
-static void parse_init(parse_t *p)
-{
-	if (pc_stream_decoder_new(PC_API_OPENAI_COMPLETIONS, NULL, NULL, &p->dec) ||
-	    pc_sse_parser_new(NULL, feed_decoder, p->dec, &p->sse))
-		bench_fail("parser");
-}
-
-static bool parse_finish(parse_t *p)
-{
-	pc_stream_result_t r;
-	bool ok = pc_sse_finish(p->sse) == 0 && pc_stream_decoder_finish(p->dec, &r) == 0 && r.complete &&
-		  !r.error_message;
-	cJSON *j = NULL;
-	if (ok && r.nblocks && pc_stream_result_to_json(&r, &j) == 0) {
-		char *text = cJSON_PrintUnformatted(j);
-		ok = text != NULL;
-		cJSON_free(text);
-		cJSON_Delete(j);
-	}
-	pc_sse_parser_free(p->sse);
-	pc_stream_decoder_free(p->dec);
-	return ok;
-}
-
 typedef struct slot {
 	CURL *easy;
 	parse_t parse;
@@ -427,7 +396,7 @@ static void run_config(const params_t *p, bool child)
 {
 	uint32_t conc = p->sessions;
 	uint16_t port = 0;
-	pid_t mock = child ? env_mock_child(SCENARIO, 1, &port) : 0;
+	pid_t mock = child ? bench_mock_child(SCENARIO, 1, &port) : 0;
 	/* every session's connection kept alive; the mock's server side too */
 	pc_io_config_t icfg = {.threads = 1, .max_host_connections = conc + 64,
 			       .max_idle_connections = conc + 64};
@@ -493,7 +462,7 @@ static void run_config(const params_t *p, bool child)
 	bench_report("agent_runs", p->workers, r[0].wall, r[0].n, extra);
 	request_free(&req);
 	env_stop(&e, NULL, 0);
-	env_mock_child_stop(mock);
+	bench_mock_child_stop(mock);
 }
 
 int main(int argc, char **argv)

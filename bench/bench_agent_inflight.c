@@ -180,7 +180,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	char scenario[128];
 	snprintf(scenario, sizeof(scenario), "{\"default\":{\"text\":\"ok\",\"chunks\":1,\"ttft_ms\":%u}}", latency_ms);
 	uint16_t port = 0;
-	pid_t mock = env_mock_child(scenario, 1, &port);
+	pid_t mock = bench_mock_child(scenario, 1, &port);
 	pc_io_config_t icfg = {.threads = 1, .max_host_connections = n + 64, .max_total_connections = 0};
 	agent_env_t e;
 	env_base_start(&e, workers, &icfg);
@@ -254,7 +254,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	bench_report("agent_inflight", workers, pa.wall_s, pa.ok, extra);
 	request_free(&req);
 	env_stop(&e, NULL, 0);
-	env_mock_child_stop(mock);
+	bench_mock_child_stop(mock);
 	if (pa.ok != n || pb.ok != n)
 		bench_fail("%u sessions: %" PRIu64 " runs and %" PRIu64 " raw calls of %u completed", n, pa.ok, pb.ok, n);
 }

@@ -29,6 +29,7 @@
 #include "agents/providers/model_call.h"
 #include "agents/providers/stream.h"
 #include "benchlib.h"
+#include "stream_common.h"
 #include "io/sse.h"
 
 typedef struct params {
@@ -46,91 +47,6 @@ typedef struct params {
 
 static const char *BODY = "{\"model\":\"mock\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
 			  "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
-
-/* ---- the mock in a child process ---------------------------------------- */
-
-static pid_t start_mock(uint16_t *port)
-{
-	int fds[2];
-	if (pipe(fds) != 0)
-		bench_fail("pipe");
-	pid_t pid = fork();
-	if (pid < 0)
-		bench_fail("fork");
-	if (pid == 0) {
-		close(fds[0]);
-		prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive a failed run */
-		pc_runtime_config_t rc;
-		pc_runtime_config_init(&rc);
-		rc.workers = 1;
-		pc_runtime_t *rt = NULL;
-		pc_io_t *io = NULL;
-		pc_mock_server_t *m = NULL;
-		pc_io_config_t ioc = {.threads = 1};
-		pc_mock_server_config_t mc = {.max_records = 1};
-		char err[256] = "";
-		if (pc_runtime_new(&rc, &rt) || pc_runtime_start(rt) || pc_io_new(rt, &ioc, &io) ||
-		    pc_mock_server_start(io, &mc, &m, err, sizeof(err)))
-			_exit(1);
-		uint16_t p = pc_mock_server_port(m);
-		if (write(fds[1], &p, sizeof(p)) != sizeof(p))
-			_exit(1);
-		close(fds[1]);
-		pause(); /* until the parent's SIGTERM */
-		_exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], port, sizeof(*port)) != sizeof(*port))
-		bench_fail("the mock server did not start");
-	close(fds[0]);
-	return pid;
-}
-
-static void stop_mock(pid_t mock)
-{
-	if (mock > 0) {
-		kill(mock, SIGTERM);
-		waitpid(mock, NULL, 0);
-	}
-}
-
-/* ---- shared parsing work ----------------------------------------------------- */
-
-typedef struct parse {
-	pc_sse_parser_t *sse;
-	pc_stream_decoder_t *dec;
-} parse_t;
-
-static int feed_decoder(void *user, const pc_sse_event_t *ev)
-{
-	return pc_stream_decoder_feed_sse(user, ev);
-}
-
-static void parse_init(parse_t *p)
-{
-	if (pc_stream_decoder_new(PC_API_OPENAI_COMPLETIONS, NULL, NULL, &p->dec) ||
-	    pc_sse_parser_new(NULL, feed_decoder, p->dec, &p->sse))
-		bench_fail("parser");
-}
-
-/* Ends the stream as the provider stream actor does: the assembled
- * message, printed as the JSON its owner receives. */
-static bool parse_finish(parse_t *p)
-{
-	pc_stream_result_t r;
-	bool ok = pc_sse_finish(p->sse) == 0 && pc_stream_decoder_finish(p->dec, &r) == 0 && r.complete &&
-		  !r.error_message;
-	cJSON *j = NULL;
-	if (ok && r.nblocks && pc_stream_result_to_json(&r, &j) == 0) {
-		char *text = cJSON_PrintUnformatted(j);
-		ok = text != NULL;
-		cJSON_free(text);
-		cJSON_Delete(j);
-	}
-	pc_sse_parser_free(p->sse);
-	pc_stream_decoder_free(p->dec);
-	return ok;
-}
 
 /* ---- baseline: one thread, curl_multi_poll ----------------------------------- */
 
@@ -364,7 +280,7 @@ int main(int argc, char **argv)
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	uint16_t port = p.port;
-	pid_t mock = port ? 0 : start_mock(&port);
+	pid_t mock = port ? 0 : bench_mock_child(NULL, 1, &port);
 	snprintf(p.url, sizeof(p.url), "http://127.0.0.1:%u/v1/chat/completions", port);
 
 	/* --chunks and --concurrency pick one value; without them, the matrix. */
@@ -383,6 +299,6 @@ int main(int argc, char **argv)
 			run_config(&q);
 		}
 	}
-	stop_mock(mock);
+	bench_mock_child_stop(mock);
 	return 0;
 }
