@@ -25,104 +25,26 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
-#include "../../io/buf_internal.h"
 #include "../../runtime/blocking.h"
-#include "../agent_internal.h"
 #include "../compaction/compaction.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
-#include "attempt_timeout.h"
+#include "attempt_internal.h"
 #include "context_guard.h"
 #include "payload.h"
 #include "steering.h"
-
-/* §3.3 event-side cap of tool results on the `tool` stream. */
-#define TOOL_EVENT_MAX_CHARS 8000u
-#define TOOL_EVENT_TRUNCATED "\n\u2026(truncated)\u2026"
 
 #define BASE_SYSTEM_PROMPT                                                                         \
 	"You are a personal assistant running inside Pincer. Answer the user directly and "    \
 	"concisely. Use the tools when they help; never invent tool results."
 
-typedef enum phase {
-	PH_LOADING = 0,
-	PH_MODEL,
-	PH_TOOLS,
-	PH_COMPACTING, /* threshold compaction between two model calls (§7.1 item 1) */
-	PH_FINISHING,
-} phase_t;
-
-typedef struct tool_slot {
-	pc_actor_t *actor;  /* NULL: not started (or finished) */
-	bool done;
-	bool skipped;
-} tool_slot_t;
-
-typedef struct attempt {
-	pc_agent_t *agent;
-	pc_actor_t *run;
-	pc_event_bus_t *bus;
-	char *run_id, *key, *model, *url, *prompt, *continuation, *extra;
-	const pc_provider_config_t *provider;
-	const char *const *additions;
-	size_t addition_count;
-	char **headers;
-	uint32_t index, profile;
-	pc_think_level_t think;
-	uint64_t context_tokens;
-	int64_t max_tokens;
-	uint64_t timeout_ms;
-
-	phase_t phase;
-	bool have_history, have_context;
-	cJSON *messages;      /* the model context: unified messages */
-	char *context_text;   /* context files section */
-	char *system_prompt;
-	const cJSON *tools;   /* schemas offered (the agent's, shared), or NULL */
-
-	pc_actor_t *call;     /* the model call in flight */
-	uint64_t call_seq;
-	pc__buf_t text;       /* cumulative assistant text of the current message */
-	pc__buf_t thinking;
-
-	cJSON *calls;         /* the toolCall blocks being run (borrowed from messages) */
-	tool_slot_t *slots;
-	size_t n_calls, next_call, calls_done;
-
-	char **steer;
-	size_t steer_n, steer_cap;
-
-	uint32_t appends_pending;
-	int store_error;
-
-	pc_timer_t timer;
-	pc_attempt_timeout_t budget; /* the compaction-aware run-budget timer (§2.6) */
-	pc_actor_t *compaction;      /* in flight, or NULL */
-	uint32_t compactions;        /* done inside this attempt */
-	bool timed_out_in_compaction;
-	int64_t started_ms;
-	bool aborting, cancelled, timed_out, idle_timed_out, timed_out_in_tool;
-	bool user_persisted, reported;
-	uint32_t tool_calls_run;
-
-	/* the outcome so far */
-	pc_usage_t usage, last_usage;
-	bool completed_call, has_assistant, assistant_error, has_failure;
-	pc_failover_result_t failure;
-	pc_run_prompt_error_t prompt_error;
-	char *error_text;
-	char *stop_reason;
-	cJSON *final_message;  /* the last assistant message */
-	char *tool_error_name, *tool_error_text;
-	bool tool_error_mutating;
-} attempt_t;
+static int load_history(pc_ctx_t *ctx, attempt_t *t);
 
 /* ---- small helpers ---- */
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static void set_error(attempt_t *t, const char *text)
+void pc__att_set_error(attempt_t *t, const char *text)
 {
 	if (t->error_text || !text)
 		return;
@@ -130,7 +52,7 @@ static void set_error(attempt_t *t, const char *text)
 }
 
 /* Publishes `data` (consumed) on the run's bus. */
-static void emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool droppable)
+void pc__att_emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool droppable)
 {
 	if (!data)
 		return;
@@ -142,7 +64,7 @@ static void emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool dropp
 	cJSON_free(s);
 }
 
-static cJSON *obj_phase(const char *phase)
+cJSON *pc__att_obj_phase(const char *phase)
 {
 	cJSON *o = cJSON_CreateObject();
 	if (o && !cJSON_AddStringToObject(o, "phase", phase)) {
@@ -155,7 +77,7 @@ static cJSON *obj_phase(const char *phase)
 /* ---- persistence ---- */
 
 /* Appends `msg` (borrowed) to the transcript; the reply is counted. */
-static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const cJSON *msg, const char *tool_ids)
+int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const cJSON *msg, const char *tool_ids)
 {
 	char *content = cJSON_PrintUnformatted(msg);
 	if (!content)
@@ -222,7 +144,7 @@ static cJSON *assistant_texts(const cJSON *msg)
 	return texts;
 }
 
-static bool has_block(const cJSON *msg, const char *kind)
+bool pc__att_has_block(const cJSON *msg, const char *kind)
 {
 	const cJSON *b;
 	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(msg, "content")) {
@@ -276,11 +198,11 @@ static void report(attempt_t *t)
 		cJSON_Delete(texts);
 		o.assistant_texts = (uint32_t)n_texts;
 		o.visible_text = n_texts > 0;
-		o.reasoning_only = n_texts == 0 && has_block(t->final_message, "thinking") &&
-				   !has_block(t->final_message, "toolCall");
-		o.empty_response = !has_block(t->final_message, "text") &&
-				   !has_block(t->final_message, "thinking") &&
-				   !has_block(t->final_message, "toolCall");
+		o.reasoning_only = n_texts == 0 && pc__att_has_block(t->final_message, "thinking") &&
+				   !pc__att_has_block(t->final_message, "toolCall");
+		o.empty_response = !pc__att_has_block(t->final_message, "text") &&
+				   !pc__att_has_block(t->final_message, "thinking") &&
+				   !pc__att_has_block(t->final_message, "toolCall");
 		o.nonvisible_retry_eligible = t->tool_calls_run == 0;
 	}
 	o.output_tokens = t->usage.output;
@@ -321,7 +243,7 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 			return;
 	if (t->store_error && t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
-		set_error(t, pc_store_strerror(t->store_error));
+		pc__att_set_error(t, pc_store_strerror(t->store_error));
 	}
 	/* every message of the context was acknowledged: it is the stored
 	 * transcript, and the session's next attempt can start from it */
@@ -333,7 +255,7 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 	pc_exit(ctx, PC_EXIT_NORMAL);
 }
 
-static void finish(pc_ctx_t *ctx, attempt_t *t)
+void pc__att_finish(pc_ctx_t *ctx, attempt_t *t)
 {
 	t->phase = PH_FINISHING;
 	if (t->timer) {
@@ -359,9 +281,9 @@ static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 		return;
 	}
 	if (t->phase == PH_LOADING || (!t->call && t->phase != PH_TOOLS))
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 	else if (t->phase == PH_TOOLS && t->calls_done == t->n_calls)
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 }
 
 /* ---- the system prompt ---- */
@@ -392,16 +314,14 @@ static int build_system_prompt(attempt_t *t)
 
 /* ---- the model call ---- */
 
-static int start_model_call(pc_ctx_t *ctx, attempt_t *t);
-
-static void fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why)
+void pc__att_fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why)
 {
 	t->prompt_error = PC_PROMPT_ERR_SETUP;
-	set_error(t, why);
-	finish(ctx, t);
+	pc__att_set_error(t, why);
+	pc__att_finish(ctx, t);
 }
 
-static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
+int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 {
 	/* §3.3 live context guard: oversized tool results are cut in a copy;
 	 * an estimate over the limit is the preemptive overflow error. */
@@ -409,7 +329,7 @@ static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
 	pc_ctx_guard_result_t g;
 	int rc = pc_ctx_guard(t->messages, t->context_tokens, &guarded, &g);
 	if (rc != 0) {
-		fail_setup(ctx, t, "context guard failed");
+		pc__att_fail_setup(ctx, t, "context guard failed");
 		return 0;
 	}
 	if (g.overflow) {
@@ -418,8 +338,8 @@ static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
 		t->failure.reason = PC_FAILOVER_CONTEXT_OVERFLOW;
 		t->failure.compact = true;
 		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
-		set_error(t, PC_CTX_PREEMPTIVE_OVERFLOW_MESSAGE);
-		finish(ctx, t);
+		pc__att_set_error(t, PC_CTX_PREEMPTIVE_OVERFLOW_MESSAGE);
+		pc__att_finish(ctx, t);
 		return 0;
 	}
 	pc_request_params_t rp = {
@@ -435,7 +355,7 @@ static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
 	rc = pc_request_body(&rp, &body);
 	cJSON_Delete(guarded);
 	if (rc != 0) {
-		fail_setup(ctx, t, "could not build the model request");
+		pc__att_fail_setup(ctx, t, "could not build the model request");
 		return 0;
 	}
 	size_t nh = 0;
@@ -459,7 +379,7 @@ static int start_model_call(pc_ctx_t *ctx, attempt_t *t)
 	rc = pc_model_call_start(t->agent->io, &mc, pc_self(ctx), &t->call);
 	cJSON_free(body);
 	if (rc != 0) {
-		fail_setup(ctx, t, "could not start the model call");
+		pc__att_fail_setup(ctx, t, "could not start the model call");
 		return 0;
 	}
 	t->phase = PH_MODEL;
@@ -488,257 +408,7 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 	cJSON_AddStringToObject(d, "text", buf->p);
 	cJSON_AddStringToObject(d, "delta", delta ? delta : "");
 	free(delta);
-	emit(t, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, d, true);
-}
-
-/* ---- tools ---- */
-
-static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
-static void tools_settled(pc_ctx_t *ctx, attempt_t *t);
-static int load_history(pc_ctx_t *ctx, attempt_t *t);
-
-static const char *block_str(const cJSON *b, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, name);
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-/* A tool result message {role: toolResult, ...}; persisted and appended. */
-static void add_tool_result(pc_ctx_t *ctx, attempt_t *t, const char *id, const char *name, const char *text,
-			    bool is_error)
-{
-	cJSON *m = cJSON_CreateObject();
-	cJSON *content = cJSON_CreateArray();
-	cJSON *block = cJSON_CreateObject();
-	if (!m || !content || !block) {
-		cJSON_Delete(m);
-		cJSON_Delete(content);
-		cJSON_Delete(block);
-		t->store_error = PC_ENOMEM;
-		return;
-	}
-	cJSON_AddStringToObject(block, "type", "text");
-	cJSON_AddStringToObject(block, "text", text);
-	cJSON_AddItemToArray(content, block);
-	cJSON_AddStringToObject(m, "role", "toolResult");
-	cJSON_AddStringToObject(m, "toolCallId", id);
-	cJSON_AddStringToObject(m, "toolName", name);
-	cJSON_AddItemToObject(m, "content", content);
-	cJSON_AddBoolToObject(m, "isError", is_error);
-	char ids[PC_RUN_ID_MAX * 2];
-	cJSON *idarr = cJSON_CreateArray();
-	cJSON_AddItemToArray(idarr, cJSON_CreateString(id));
-	char *idtext = cJSON_PrintUnformatted(idarr);
-	cJSON_Delete(idarr);
-	snprintf(ids, sizeof(ids), "%s", idtext ? idtext : "[]");
-	cJSON_free(idtext);
-	int rc = persist(ctx, t, "toolResult", m, ids);
-	if (rc != 0)
-		t->store_error = rc;
-	cJSON_AddItemToArray(t->messages, m);
-}
-
-static void emit_tool(attempt_t *t, const char *phase, const char *id, const char *name, const cJSON *args,
-		      const char *result, bool is_error)
-{
-	cJSON *d = obj_phase(phase);
-	if (!d)
-		return;
-	cJSON_AddStringToObject(d, "name", name);
-	cJSON_AddStringToObject(d, "toolCallId", id);
-	if (args)
-		cJSON_AddItemToObject(d, "args", cJSON_Duplicate(args, true));
-	if (result) {
-		size_t n = strlen(result);
-		if (n > TOOL_EVENT_MAX_CHARS) {
-			pc__buf_t cut = {0};
-			size_t keep = TOOL_EVENT_MAX_CHARS;
-			while (keep > 0 && ((unsigned char)result[keep] & 0xC0) == 0x80)
-				keep--;
-			if (pc__buf_append(&cut, result, keep) == 0 &&
-			    pc__buf_append_str(&cut, TOOL_EVENT_TRUNCATED) == 0)
-				cJSON_AddStringToObject(d, "result", cut.p);
-			pc__buf_free(&cut);
-		} else {
-			cJSON_AddStringToObject(d, "result", result);
-		}
-		cJSON_AddBoolToObject(d, "isError", is_error);
-	}
-	emit(t, PC_EVENT_TOOL, d, false);
-}
-
-/* Skips calls [from, n): each still gets start/end events and the
- * synthetic result, in source order (§3.4). */
-static void skip_calls(pc_ctx_t *ctx, attempt_t *t, size_t from)
-{
-	for (size_t i = from; i < t->n_calls; i++) {
-		if (t->slots[i].done || t->slots[i].actor)
-			continue;
-		const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
-		const char *id = block_str(b, "id"), *name = block_str(b, "name");
-		emit_tool(t, "start", id, name, cJSON_GetObjectItemCaseSensitive(b, "arguments"), NULL, false);
-		emit_tool(t, "result", id, name, NULL, PC_STEER_SKIPPED_TEXT, true);
-		add_tool_result(ctx, t, id, name, PC_STEER_SKIPPED_TEXT, true);
-		t->slots[i].done = true;
-		t->slots[i].skipped = true;
-		t->calls_done++;
-	}
-}
-
-/* Appends `n` queued steering messages as user turns. */
-static void inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n)
-{
-	for (size_t i = 0; i < n && t->steer_n > 0; i++) {
-		char *text = t->steer[0];
-		memmove(t->steer, t->steer + 1, (t->steer_n - 1) * sizeof(char *));
-		t->steer_n--;
-		cJSON *m = cJSON_CreateObject();
-		if (m) {
-			cJSON_AddStringToObject(m, "role", "user");
-			cJSON_AddStringToObject(m, "content", text);
-			int rc = persist(ctx, t, "user", m, NULL);
-			if (rc != 0)
-				t->store_error = rc;
-			cJSON_AddItemToArray(t->messages, m);
-		}
-		free(text);
-	}
-}
-
-static pc_tool_mode_t tool_mode(const attempt_t *t) { return t->agent->cfg->agent.tool_mode; }
-
-static void run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
-{
-	t->calls = cJSON_CreateArray();
-	const cJSON *b;
-	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(assistant, "content")) {
-		if (!strcmp(block_str(b, "type"), "toolCall"))
-			cJSON_AddItemReferenceToArray(t->calls, (cJSON *)b);
-	}
-	t->n_calls = (size_t)cJSON_GetArraySize(t->calls);
-	free(t->slots);
-	t->slots = calloc(t->n_calls ? t->n_calls : 1, sizeof(*t->slots));
-	if (!t->slots) {
-		fail_setup(ctx, t, "out of memory");
-		return;
-	}
-	t->next_call = 0;
-	t->calls_done = 0;
-	t->phase = PH_TOOLS;
-	pc_tool_mode_t mode = tool_mode(t);
-	pc_steer_decision_t sd;
-	if (mode == PC_TOOLS_PARALLEL) {
-		pc_steer_at(mode, PC_STEER_DRAIN_ONE, PC_STEER_AT_BATCH_LAUNCH, 0, t->n_calls, t->steer_n, &sd);
-		if (sd.skip_from < t->n_calls)
-			skip_calls(ctx, t, sd.skip_from);
-		for (size_t i = 0; i < t->n_calls; i++)
-			if (!t->slots[i].done)
-				start_tool(ctx, t, i);
-	} else {
-		start_tool(ctx, t, 0);
-	}
-	if (t->calls_done == t->n_calls)
-		tools_settled(ctx, t);
-}
-
-static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
-{
-	if (i >= t->n_calls)
-		return;
-	if (tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
-		pc_steer_decision_t sd;
-		pc_steer_at(PC_TOOLS_SEQUENTIAL, PC_STEER_DRAIN_ONE, PC_STEER_AT_CALL_START, i, t->n_calls,
-			    t->steer_n, &sd);
-		if (sd.skip_from <= i) {
-			skip_calls(ctx, t, i);
-			return;
-		}
-	}
-	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
-	const char *id = block_str(b, "id"), *name = block_str(b, "name");
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(b, "arguments");
-	char *args_text = cJSON_IsString(args) ? strdup(args->valuestring) : cJSON_PrintUnformatted(args);
-	emit_tool(t, "start", id, name, args, NULL, false);
-	pc_tool_invoke_t req = {
-		.name = name,
-		.tool_call_id = id,
-		.arguments = args_text ? args_text : "{}",
-		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
-			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
-		.tag = i,
-	};
-	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
-	if (cJSON_IsString(args))
-		free(args_text);
-	else
-		cJSON_free(args_text);
-	t->next_call = i + 1;
-	t->tool_calls_run++;
-	__atomic_add_fetch(&t->agent->stats.tool_calls, 1, __ATOMIC_RELAXED);
-	if (rc != 0) {
-		t->slots[i].actor = NULL;
-		t->slots[i].done = true;
-		t->calls_done++;
-		emit_tool(t, "result", id, name, NULL, "Tool could not be started.", true);
-		add_tool_result(ctx, t, id, name, "Tool could not be started.", true);
-	}
-}
-
-/* Every live tool outcome goes to the run for its post-compaction loop
- * guard (§1.16): the tool, a hash of its arguments and of its result. */
-static void report_outcome(attempt_t *t, size_t i, const pc_tool_done_msg_t *d)
-{
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(t->calls, (int)i), "arguments");
-	char *text = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
-	const char *a = cJSON_IsString(args) ? args->valuestring : text ? text : "";
-	pc_msg_t *m = pc_msg_new(PC__MSG_TOOL_OUTCOME, sizeof(pc__tool_outcome_t));
-	if (m) {
-		pc__tool_outcome_t *o = pc_msg_data(m);
-		o->args_hash = pc__hash64(a, strlen(a));
-		o->result_hash = pc__hash64(d->text, d->text_len);
-		snprintf(o->name, sizeof(o->name), "%s", d->name);
-		pc_send(t->run, m);
-	}
-	cJSON_free(text);
-}
-
-static void on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d)
-{
-	size_t i = (size_t)d->tag;
-	if (i >= t->n_calls || t->slots[i].done)
-		return;
-	pc_actor_release(t->slots[i].actor);
-	t->slots[i].actor = NULL;
-	t->slots[i].done = true;
-	t->calls_done++;
-	emit_tool(t, "result", d->tool_call_id, d->name, NULL, d->text, d->is_error);
-	add_tool_result(ctx, t, d->tool_call_id, d->name, d->text, d->is_error);
-	report_outcome(t, i, d);
-	if (d->is_error) {
-		free(t->tool_error_name);
-		free(t->tool_error_text);
-		t->tool_error_name = strdup(d->name);
-		t->tool_error_text = strdup(d->text);
-		t->tool_error_mutating = d->mutating;
-	} else if (t->tool_error_name && !strcmp(t->tool_error_name, d->name)) {
-		/* a later success of the same tool clears its warning (§5.7) */
-		free(t->tool_error_name);
-		free(t->tool_error_text);
-		t->tool_error_name = t->tool_error_text = NULL;
-	}
-	if (d->status == PC_TOOL_TIMEOUT)
-		t->timed_out_in_tool = true;
-	if (t->aborting) {
-		if (t->calls_done == t->n_calls || tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
-			skip_calls(ctx, t, i + 1);
-			finish(ctx, t);
-		}
-		return;
-	}
-	if (tool_mode(t) == PC_TOOLS_SEQUENTIAL && t->next_call < t->n_calls)
-		start_tool(ctx, t, t->next_call);
-	if (t->calls_done == t->n_calls)
-		tools_settled(ctx, t);
+	pc__att_emit(t, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, d, true);
 }
 
 /* §7.1 item 1: between two model calls, when the context has grown past
@@ -796,7 +466,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 	return rc == 0;
 }
 
-static bool maybe_compact(pc_ctx_t *ctx, attempt_t *t)
+bool pc__att_maybe_compact(pc_ctx_t *ctx, attempt_t *t)
 {
 	if (!wants_compaction(t))
 		return false;
@@ -804,10 +474,10 @@ static bool maybe_compact(pc_ctx_t *ctx, attempt_t *t)
 	/* the run learns before anyone sees the event: steering is refused
 	 * from the moment a compaction is visible (§7.4) */
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_COMPACTING);
-	emit(t, PC_EVENT_COMPACTION, obj_phase("start"), false);
+	pc__att_emit(t, PC_EVENT_COMPACTION, pc__att_obj_phase("start"), false);
 	if (start_compaction(ctx, t))
 		return true;
-	emit(t, PC_EVENT_COMPACTION, obj_phase("end"), false);
+	pc__att_emit(t, PC_EVENT_COMPACTION, pc__att_obj_phase("end"), false);
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 	t->phase = PH_TOOLS;
 	return false;
@@ -818,23 +488,23 @@ static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_
 	pc_actor_release(t->compaction);
 	t->compaction = NULL;
 	bool done = d->rc == 0 && d->compacted;
-	cJSON *e = obj_phase("end");
+	cJSON *e = pc__att_obj_phase("end");
 	if (e) {
 		cJSON_AddBoolToObject(e, "willRetry", done && !t->aborting);
 		cJSON_AddBoolToObject(e, "completed", done);
 	}
-	emit(t, PC_EVENT_COMPACTION, e, false);
+	pc__att_emit(t, PC_EVENT_COMPACTION, e, false);
 	if (done)
 		t->compactions++;
 	if (t->aborting) {
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 		return;
 	}
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 	if (!done) {
 		/* nothing to summarise, or it failed: go on with the context as is */
 		t->phase = PH_TOOLS;
-		start_model_call(ctx, t);
+		pc__att_model_call(ctx, t);
 		return;
 	}
 	/* the transcript was rewritten: the context is read again */
@@ -842,27 +512,7 @@ static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_
 	t->messages = cJSON_CreateArray();
 	t->have_history = false;
 	if (!t->messages || load_history(ctx, t) != 0)
-		fail_setup(ctx, t, "the transcript could not be read after compaction");
-}
-
-static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
-{
-	cJSON_Delete(t->calls);
-	t->calls = NULL;
-	for (size_t i = 0; i < t->n_calls; i++)
-		if (t->slots[i].actor)
-			return;
-	t->n_calls = 0;
-	pc_steer_decision_t sd;
-	pc_steer_at(tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TOOLS_DONE, 0, 0, t->steer_n, &sd);
-	inject_steering(ctx, t, sd.inject);
-	if (t->aborting) {
-		finish(ctx, t);
-		return;
-	}
-	if (maybe_compact(ctx, t))
-		return;
-	start_model_call(ctx, t);
+		pc__att_fail_setup(ctx, t, "the transcript could not be read after compaction");
 }
 
 /* ---- the model's answer ---- */
@@ -879,7 +529,7 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	cJSON *msg = d->message ? cJSON_ParseWithLength(d->message, d->message_len) : NULL;
 	if (d->aborted || (t->aborting && d->result != 0)) {
 		cJSON_Delete(msg);
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 		return;
 	}
 	free(t->stop_reason);
@@ -892,10 +542,10 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		t->has_failure = true;
 		t->failure = d->failure;
 		t->idle_timed_out = d->transport == PC_TRANSPORT_IDLE_TIMEOUT;
-		set_error(t, d->error);
+		pc__att_set_error(t, d->error);
 		cJSON_Delete(t->final_message);
 		t->final_message = msg;
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 		return;
 	}
 	t->completed_call = true;
@@ -910,11 +560,11 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		}
 	}
 	if (!msg) {
-		fail_setup(ctx, t, "the model's answer could not be read");
+		pc__att_fail_setup(ctx, t, "the model's answer could not be read");
 		return;
 	}
 	char *ids = tool_call_ids(msg);
-	int rc = persist(ctx, t, "assistant", msg, ids);
+	int rc = pc__att_persist(ctx, t, "assistant", msg, ids);
 	cJSON_free(ids);
 	if (rc != 0)
 		t->store_error = rc;
@@ -922,21 +572,21 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	cJSON_Delete(t->final_message);
 	t->final_message = cJSON_Duplicate(msg, true);
 	if (t->aborting) {
-		finish(ctx, t);
+		pc__att_finish(ctx, t);
 		return;
 	}
-	if (has_block(msg, "toolCall")) {
-		run_tools(ctx, t, msg);
+	if (pc__att_has_block(msg, "toolCall")) {
+		pc__att_run_tools(ctx, t, msg);
 		return;
 	}
 	pc_steer_decision_t sd;
-	pc_steer_at(tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TURN_END, 0, 0, t->steer_n, &sd);
+	pc_steer_at(pc__att_tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TURN_END, 0, 0, t->steer_n, &sd);
 	if (sd.continue_loop) {
-		inject_steering(ctx, t, sd.inject);
-		start_model_call(ctx, t);
+		pc__att_inject_steering(ctx, t, sd.inject);
+		pc__att_model_call(ctx, t);
 		return;
 	}
-	finish(ctx, t);
+	pc__att_finish(ctx, t);
 }
 
 /* ---- loading ---- */
@@ -960,7 +610,7 @@ static void drop_orphan_user(attempt_t *t)
 {
 	int count = cJSON_GetArraySize(t->messages);
 	cJSON *last = count ? cJSON_GetArrayItem(t->messages, count - 1) : NULL;
-	if (last && t->prompt && !strcmp(block_str(last, "role"), "user"))
+	if (last && t->prompt && !strcmp(pc__att_block_str(last, "role"), "user"))
 		cJSON_DeleteItemFromArray(t->messages, count - 1);
 }
 
@@ -1011,7 +661,7 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 	if (!t->have_history || !t->have_context)
 		return;
 	if (build_system_prompt(t) != 0) {
-		fail_setup(ctx, t, "out of memory");
+		pc__att_fail_setup(ctx, t, "out of memory");
 		return;
 	}
 	/* The new user turn: the prompt on a first attempt, or the run's
@@ -1020,15 +670,15 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 	if (turn) {
 		cJSON *m = cJSON_CreateObject();
 		if (!m) {
-			fail_setup(ctx, t, "out of memory");
+			pc__att_fail_setup(ctx, t, "out of memory");
 			return;
 		}
 		cJSON_AddStringToObject(m, "role", "user");
 		cJSON_AddStringToObject(m, "content", turn);
-		int rc = persist(ctx, t, "user", m, NULL);
+		int rc = pc__att_persist(ctx, t, "user", m, NULL);
 		cJSON_AddItemToArray(t->messages, m);
 		if (rc != 0) {
-			fail_setup(ctx, t, pc_store_strerror(rc));
+			pc__att_fail_setup(ctx, t, pc_store_strerror(rc));
 			return;
 		}
 		if (t->prompt)
@@ -1050,20 +700,20 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 		t->failure.reason = PC_FAILOVER_CONTEXT_OVERFLOW;
 		t->failure.compact = true;
 		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
-		set_error(t, PC_PREFLIGHT_ERROR_MESSAGE);
-		finish(ctx, t);
+		pc__att_set_error(t, PC_PREFLIGHT_ERROR_MESSAGE);
+		pc__att_finish(ctx, t);
 		return;
 	}
-	cJSON *start = obj_phase("start");
+	cJSON *start = pc__att_obj_phase("start");
 	if (start) {
 		cJSON_AddNumberToObject(start, "startedAt", (double)pc__wall_ms());
 		cJSON_AddNumberToObject(start, "attempt", t->index);
 		cJSON_AddStringToObject(start, "provider", t->provider->id);
 		cJSON_AddStringToObject(start, "model", t->model);
 	}
-	emit(t, PC_EVENT_LIFECYCLE, start, false);
+	pc__att_emit(t, PC_EVENT_LIFECYCLE, start, false);
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
-	start_model_call(ctx, t);
+	pc__att_model_call(ctx, t);
 }
 
 /* (Re)arms the timer where the budget says, if it says anywhere. */
@@ -1100,7 +750,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			t->have_history = true;
 			drop_orphan_user(t);
 		} else if ((rc = load_history(ctx, t)) != 0) {
-			fail_setup(ctx, t, pc_store_strerror(rc));
+			pc__att_fail_setup(ctx, t, pc_store_strerror(rc));
 			return 0;
 		}
 		char *text = NULL;
@@ -1119,18 +769,18 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (t->phase == PH_COMPACTING && !t->have_history) {
 			t->have_history = true;
 			if (take_history(t, msg) != 0) {
-				fail_setup(ctx, t, "the transcript could not be read after compaction");
+				pc__att_fail_setup(ctx, t, "the transcript could not be read after compaction");
 				return 0;
 			}
 			t->phase = PH_TOOLS;
-			start_model_call(ctx, t);
+			pc__att_model_call(ctx, t);
 			return 0;
 		}
 		if (t->phase != PH_LOADING || t->have_history)
 			return 0;
 		t->have_history = true;
 		if (take_history(t, msg) != 0) {
-			fail_setup(ctx, t, "the transcript could not be read");
+			pc__att_fail_setup(ctx, t, "the transcript could not be read");
 			return 0;
 		}
 		loaded(ctx, t);
@@ -1154,7 +804,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		    !t->aborting && !start_compaction(ctx, t)) {
 			pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 			t->phase = PH_TOOLS;
-			start_model_call(ctx, t);
+			pc__att_model_call(ctx, t);
 		}
 		maybe_finish(ctx, t);
 		return 0;
@@ -1166,7 +816,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		on_model_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
 	case PC_MSG_TOOL_DONE:
-		on_tool_done(ctx, t, pc_msg_cdata(msg));
+		pc__att_on_tool_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
 	case PC_MSG_COMPACTION_DONE:
 		if (t->compaction)
@@ -1237,7 +887,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 		 * still gets its one report. */
 		if (t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
 			t->prompt_error = PC_PROMPT_ERR_SETUP;
-			set_error(t, reason == PC_EXIT_SHUTDOWN ? "the attempt was shut down"
+			pc__att_set_error(t, reason == PC_EXIT_SHUTDOWN ? "the attempt was shut down"
 								: "the attempt failed");
 		}
 		report(t);
