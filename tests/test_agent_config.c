@@ -696,6 +696,22 @@ Test(config, invalid_files_name_the_offending_path)
 		  "agents.defaults.tools.allow[2]: must be a non-empty string"}},
 		{"{\"agents\":{\"defaults\":{\"loopDetection\":{\"enabled\":\"no\"}}}}",
 		 {"agents.defaults.loopDetection.enabled: must be true or false"}},
+		{"{\"agents\":{\"defaults\":{\"loopDetection\":{\"warningThreshold\":0,\"detectors\":{\"x\":1}}}}}",
+		 {"agents.defaults.loopDetection.warningThreshold: must be at least 1",
+		  "agents.defaults.loopDetection.detectors.x: unknown key"}},
+		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"some\"}}}}}",
+		 {"agents.defaults.tools.exec.mode: must be one of full, allowlist, off"}},
+		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"allowlist\"}}}}}",
+		 {"agents.defaults.tools.exec.allow: required (non-empty) when mode is allowlist"}},
+		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"timeoutSeconds\":0,\"env\":[1]}}}}}",
+		 {"agents.defaults.tools.exec.timeoutSeconds: must be at least 1",
+		  "agents.defaults.tools.exec.env[0]: must be a non-empty string"}},
+		{"{\"plugins\":{\"entries\":{\"a b\":{\"path\":\"x.so\"}}}}",
+		 {"plugins.entries.a b: a plugin id is letters, digits, '_', '-' and '.'"}},
+		{"{\"plugins\":{\"entries\":{\"p\":{\"enabled\":true}}}}", {"plugins.entries.p.path: required"}},
+		{"{\"plugins\":{\"entries\":{\"p\":{\"path\":\"x.so\",\"config\":[]}}}}",
+		 {"plugins.entries.p.config: must be an object"}},
+		{"{\"plugins\":{\"load\":{}}}", {"plugins.load: unknown key"}},
 		{"{\"agents\":{\"defaults\":{\"model\":\"gpt4\"}}}", {"agents.defaults.model: must be \"provider/model\""}},
 		{"{\"agents\":{\"defaults\":{\"model\":\"/gpt4\"}}}", {"agents.defaults.model: must be \"provider/model\""}},
 		{WITH_P("", ",\"fallbacks\":[\"p/a\",\"x/b\"]"), {"agents.defaults.fallbacks[1]: unknown provider \"x\""}},
@@ -1068,6 +1084,70 @@ Test(config, load_search_order)
 	cr_assert_eq(unlink(arg_file), 0);
 	cr_assert_eq(chdir(saved_cwd), 0);
 	cr_assert_eq(rmdir(dir), 0);
+	ASSERT_NO_LEAKS();
+}
+
+/* Tools, loop detection and plugins: values read, defaults kept, and
+ * `show` gives back a file that means the same. */
+Test(config, tools_loop_detection_and_plugins)
+{
+	pc_config_t *c = NULL;
+	pc_config_errors_t e;
+	cr_assert_eq(parse("{}", &c, &e), 0);
+	cr_assert_eq(c->agent.exec.mode, PC_CONFIG_EXEC_FULL);
+	cr_assert_not(c->agent.loop_detection.enabled);
+	cr_assert(c->agent.loop_guard, "the post-compaction guard is on unless disabled explicitly");
+	cr_assert(c->agent.loop_detection.ping_pong && c->agent.loop_detection.generic_repeat &&
+		  c->agent.loop_detection.known_poll_no_progress);
+	cr_assert_eq(c->plugin_count, 0);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+
+	cr_assert_eq(parse("{\"agents\":{\"defaults\":{\"loopDetection\":{\"enabled\":false}}}}", &c, &e), 0);
+	cr_assert_not(c->agent.loop_guard, "explicit false also turns off §1.16");
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+
+	const char *json =
+		"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"allowlist\",\"allow\":[\"ls\",\"git\"],"
+		"\"env\":[\"GIT_DIR\"],\"timeoutSeconds\":60}},\"loopDetection\":{\"enabled\":true,\"historySize\":40,"
+		"\"warningThreshold\":5,\"criticalThreshold\":8,\"globalCircuitBreakerThreshold\":12,"
+		"\"detectors\":{\"pingPong\":false},\"postCompactionGuard\":{\"windowSize\":4}}}},"
+		"\"plugins\":{\"entries\":{\"audit\":{\"path\":\"/opt/p/audit.so\",\"config\":{\"deny\":[\"exec\"]}},"
+		"\"off\":{\"path\":\"off.so\",\"enabled\":false}}}}";
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(parse(json, &c, &e), 0);
+		const pc_agent_defaults_t *a = &c->agent;
+		cr_assert_eq(a->exec.mode, PC_CONFIG_EXEC_ALLOWLIST);
+		cr_assert_eq(a->exec.allow_count, 2);
+		cr_assert_str_eq(a->exec.allow[1], "git");
+		cr_assert_eq(a->exec.env_count, 1);
+		cr_assert_eq(a->exec.timeout_ms, 60000);
+		cr_assert(a->loop_detection.enabled && a->loop_guard);
+		cr_assert_eq(a->loop_detection.history_size, 40);
+		cr_assert_eq(a->loop_detection.warning_threshold, 5);
+		cr_assert_eq(a->loop_detection.critical_threshold, 8);
+		cr_assert_eq(a->loop_detection.global_threshold, 12);
+		cr_assert_not(a->loop_detection.ping_pong);
+		cr_assert(a->loop_detection.generic_repeat);
+		cr_assert_eq(a->loop_detection.post_compaction_window, 4);
+		cr_assert_eq(c->plugin_count, 2);
+		cr_assert_str_eq(c->plugins[0].id, "audit");
+		cr_assert(c->plugins[0].enabled);
+		cr_assert_str_eq(c->plugins[0].config_json, "{\"deny\":[\"exec\"]}");
+		cr_assert_str_eq(c->plugins[1].config_json, "{}");
+		cr_assert_not(c->plugins[1].enabled);
+		/* the second round reads what `show` printed */
+		char *shown = NULL;
+		cr_assert_eq(pc_config_to_json(c, &shown), 0);
+		pc_config_free(c);
+		pc_config_errors_free(&e);
+		static char again[4096];
+		cr_assert_lt(strlen(shown), sizeof(again));
+		strcpy(again, shown);
+		free(shown);
+		json = again;
+	}
 	ASSERT_NO_LEAKS();
 }
 

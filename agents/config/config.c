@@ -888,22 +888,98 @@ static void parse_fallbacks(pctx_t *x, const cJSON *dj, const char *path, pc_age
 	a->fallback_count = n;
 }
 
+static const char *const *names_of(pctx_t *x, const cJSON *arr, size_t n)
+{
+	const char **names = arena_alloc(x, (n ? n : 1) * sizeof(*names));
+	size_t i = 0;
+	for (const cJSON *it = arr->child; names && it; it = it->next, i++)
+		names[i] = it->valuestring;
+	return names;
+}
+
+static void parse_exec(pctx_t *x, const cJSON *ej, const char *path, pc_exec_config_t *e)
+{
+	static const char *const keys[] = {"mode", "allow", "env", "timeoutSeconds", NULL};
+	char q[PATH_LEN];
+	const cJSON *arr = NULL;
+	const char *s = NULL;
+	size_t n = 0;
+	if (!check_object(x, ej, path, keys))
+		return;
+	if (get_str(x, ej, "mode", path, false, &s)) {
+		if (!strcmp(s, "full"))
+			e->mode = PC_CONFIG_EXEC_FULL;
+		else if (!strcmp(s, "allowlist"))
+			e->mode = PC_CONFIG_EXEC_ALLOWLIST;
+		else if (!strcmp(s, "off"))
+			e->mode = PC_CONFIG_EXEC_OFF;
+		else
+			err(x, sub(q, path, "mode"), "must be one of full, allowlist, off");
+	}
+	if (get_str_array(x, ej, "allow", path, 1024, &arr, &n)) {
+		e->allow = names_of(x, arr, n);
+		e->allow_count = n;
+	}
+	if (get_str_array(x, ej, "env", path, 1024, &arr, &n)) {
+		e->env = names_of(x, arr, n);
+		e->env_count = n;
+	}
+	get_seconds_ms(x, ej, "timeoutSeconds", path, 1, &e->timeout_ms);
+	if (e->mode == PC_CONFIG_EXEC_ALLOWLIST && e->allow_count == 0)
+		err(x, sub(q, path, "allow"), "required (non-empty) when mode is allowlist");
+}
+
 static void parse_tools(pctx_t *x, const cJSON *tj, const char *path, pc_agent_defaults_t *a)
 {
-	static const char *const keys[] = {"allow", NULL};
-	const cJSON *arr = NULL;
-	size_t n = 0, i = 0;
+	static const char *const keys[] = {"allow", "exec", NULL};
+	char q[PATH_LEN];
+	const cJSON *arr = NULL, *o;
+	size_t n = 0;
 	if (!check_object(x, tj, path, keys))
 		return;
-	if (!get_str_array(x, tj, "allow", path, SIZE_MAX, &arr, &n))
+	if (get_str_array(x, tj, "allow", path, SIZE_MAX, &arr, &n)) {
+		a->tools_allow = names_of(x, arr, n);
+		a->tools_allow_count = n;
+	}
+	if ((o = cJSON_GetObjectItemCaseSensitive(tj, "exec")))
+		parse_exec(x, o, sub(q, path, "exec"), &a->exec);
+}
+
+/* §4.2: thresholds are whole numbers >= 1 (the detectors then force
+ * critical > warning and global > critical). */
+static void parse_loop_detection(pctx_t *x, const cJSON *lj, const char *path, pc_agent_defaults_t *a)
+{
+	static const char *const keys[] = {"enabled", "historySize", "warningThreshold", "criticalThreshold",
+					   "globalCircuitBreakerThreshold", "detectors", "postCompactionGuard",
+					   NULL};
+	static const char *const det_keys[] = {"genericRepeat", "knownPollNoProgress", "pingPong", NULL};
+	static const char *const pcg_keys[] = {"windowSize", NULL};
+	pc_loop_detection_config_t *l = &a->loop_detection;
+	char q[PATH_LEN];
+	const cJSON *o;
+	if (!check_object(x, lj, path, keys))
 		return;
-	const char **names = arena_alloc(x, n * sizeof(*names));
-	if (!names)
-		return;
-	for (const cJSON *it = arr->child; it; it = it->next, i++)
-		names[i] = it->valuestring;
-	a->tools_allow = names;
-	a->tools_allow_count = n;
+	if (get_bool(x, lj, "enabled", path, &l->enabled)) {
+		l->enabled_set = true;
+		a->loop_guard = l->enabled;
+	}
+	get_u32(x, lj, "historySize", path, 1, 10000, &l->history_size);
+	get_u32(x, lj, "warningThreshold", path, 1, 10000, &l->warning_threshold);
+	get_u32(x, lj, "criticalThreshold", path, 1, 10000, &l->critical_threshold);
+	get_u32(x, lj, "globalCircuitBreakerThreshold", path, 1, 10000, &l->global_threshold);
+	if ((o = cJSON_GetObjectItemCaseSensitive(lj, "detectors"))) {
+		sub(q, path, "detectors");
+		if (check_object(x, o, q, det_keys)) {
+			get_bool(x, o, "genericRepeat", q, &l->generic_repeat);
+			get_bool(x, o, "knownPollNoProgress", q, &l->known_poll_no_progress);
+			get_bool(x, o, "pingPong", q, &l->ping_pong);
+		}
+	}
+	if ((o = cJSON_GetObjectItemCaseSensitive(lj, "postCompactionGuard"))) {
+		sub(q, path, "postCompactionGuard");
+		if (check_object(x, o, q, pcg_keys))
+			get_u32(x, o, "windowSize", q, 1, 1000, &l->post_compaction_window);
+	}
 }
 
 static void parse_agent_defaults(pctx_t *x, const cJSON *dj, const char *path, pc_agent_defaults_t *a)
@@ -913,7 +989,6 @@ static void parse_agent_defaults(pctx_t *x, const cJSON *dj, const char *path, p
 					   "bootstrapTotalMaxChars", "toolMode", "tools", "compaction",
 					   "runRetries", "idleBreaker", "loopDetection", "sessionIdleSeconds",
 					   NULL};
-	static const char *const loop_keys[] = {"enabled", NULL};
 	char q[PATH_LEN];
 	const char *s = NULL;
 	const cJSON *o;
@@ -950,11 +1025,8 @@ static void parse_agent_defaults(pctx_t *x, const cJSON *dj, const char *path, p
 	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "runRetries")))
 		parse_retries(x, o, sub(q, path, "runRetries"), &a->retries);
 	get_u32(x, dj, "idleBreaker", path, 0, 1000000, &a->idle_breaker_cap);
-	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "loopDetection"))) {
-		sub(q, path, "loopDetection");
-		if (check_object(x, o, q, loop_keys))
-			get_bool(x, o, "enabled", q, &a->loop_guard);
-	}
+	if ((o = cJSON_GetObjectItemCaseSensitive(dj, "loopDetection")))
+		parse_loop_detection(x, o, sub(q, path, "loopDetection"), a);
 	get_seconds_ms(x, dj, "sessionIdleSeconds", path, 0, &a->session_idle_ms);
 }
 
@@ -987,6 +1059,71 @@ static void parse_auth(pctx_t *x, const cJSON *root)
 	get_u32(x, cj, "rateLimitedProfileRotations", path, 0, 1000, &a->rate_limit_rotations);
 	get_u32(x, cj, "overloadedProfileRotations", path, 0, 1000, &a->overload_rotations);
 	get_u64(x, cj, "overloadedBackoffMs", path, 0, (int64_t)24 * 3600 * 1000, &a->overloaded_backoff_ms);
+}
+
+/* plugins.entries.<id>: {path, enabled?, config?}. */
+static void parse_plugin(pctx_t *x, const cJSON *pj, const char *path, pc_plugin_config_t *p)
+{
+	static const char *const keys[] = {"path", "enabled", "config", NULL};
+	char q[PATH_LEN];
+	p->enabled = true;
+	p->config_json = "{}";
+	if (!check_object(x, pj, path, keys))
+		return;
+	if (!get_str(x, pj, "path", path, true, &p->path) && !cJSON_GetObjectItemCaseSensitive(pj, "path"))
+		err(x, sub(q, path, "path"), "required");
+	get_bool(x, pj, "enabled", path, &p->enabled);
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(pj, "config");
+	if (!c)
+		return;
+	if (!cJSON_IsObject(c)) {
+		err(x, sub(q, path, "config"), "must be an object");
+		return;
+	}
+	char *text = cJSON_PrintUnformatted(c);
+	if (!text) {
+		x->oom = true;
+		return;
+	}
+	p->config_json = arena_strdup(x, text);
+	cJSON_free(text);
+}
+
+static void parse_plugins(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"entries", NULL};
+	const cJSON *pj = cJSON_GetObjectItemCaseSensitive(root, "plugins");
+	if (!pj || !check_object(x, pj, "plugins", keys))
+		return;
+	const cJSON *ej = cJSON_GetObjectItemCaseSensitive(pj, "entries");
+	if (!ej)
+		return;
+	if (!cJSON_IsObject(ej)) {
+		err(x, "plugins.entries", "must be an object");
+		return;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(ej), i = 0;
+	if (n > PC_CONFIG_MAX_PLUGINS) {
+		err(x, "plugins.entries", "at most %u plugins", PC_CONFIG_MAX_PLUGINS);
+		return;
+	}
+	pc_plugin_config_t *ps = arena_alloc(x, (n ? n : 1) * sizeof(*ps));
+	if (!ps)
+		return;
+	char q[PATH_LEN];
+	for (const cJSON *it = ej->child; it; it = it->next, i++) {
+		ps[i].id = it->string;
+		sub(q, "plugins.entries", it->string);
+		if (!*it->string || strspn(it->string, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+					    strlen(it->string))
+			err(x, q, "a plugin id is letters, digits, '_', '-' and '.'");
+		for (const cJSON *prev = ej->child; prev != it; prev = prev->next)
+			if (!strcmp(prev->string, it->string))
+				err(x, q, "duplicate key");
+		parse_plugin(x, it, q, &ps[i]);
+	}
+	x->cfg->pub.plugins = ps;
+	x->cfg->pub.plugin_count = n;
 }
 
 static void parse_messages(pctx_t *x, const cJSON *root)
@@ -1075,6 +1212,9 @@ static void set_defaults(pc_config_t *c)
 	a->overloaded_backoff_ms = PC_RUN_DEFAULT_OVERLOADED_BACKOFF_MS;
 	a->idle_breaker_cap = PC_IDLE_BREAKER_DEFAULT_CAP;
 	a->loop_guard = true;
+	a->loop_detection.generic_repeat = true;
+	a->loop_detection.known_poll_no_progress = true;
+	a->loop_detection.ping_pong = true;
 	a->session_idle_ms = PC_CONFIG_DEFAULT_SESSION_IDLE_MS;
 	c->diagnostics.enabled = true;
 	c->diagnostics.warn_ms = pc_diag_warn_ms(0);
@@ -1159,7 +1299,7 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 		    pc_config_errors_t *errs)
 {
 	static const char *const keys[] = {"providers", "agents", "auth", "messages", "diagnostics", "store",
-					   NULL};
+					   "plugins", NULL};
 	const char *src = source ? source : "(config)";
 	pctx_t x = {0};
 	char *text = NULL;
@@ -1211,6 +1351,7 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 	parse_agents(&x, x.cfg->root);
 	parse_auth(&x, x.cfg->root);
 	parse_messages(&x, x.cfg->root);
+	parse_plugins(&x, x.cfg->root);
 	parse_diagnostics(&x, x.cfg->root);
 	parse_store(&x, x.cfg->root);
 	apply_env(&x);
@@ -1383,6 +1524,18 @@ static void j_str(bool *ok, cJSON *o, const char *key, const char *v)
 	*ok = *ok && cJSON_AddStringToObject(o, key, v);
 }
 
+static void j_names(bool *ok, cJSON *o, const char *key, const char *const *names, size_t n)
+{
+	cJSON *arr = *ok ? cJSON_AddArrayToObject(o, key) : NULL;
+	*ok = *ok && arr;
+	for (size_t i = 0; *ok && i < n; i++) {
+		cJSON *s = cJSON_CreateString(names[i]);
+		*ok = s && cJSON_AddItemToArray(arr, s);
+		if (!*ok)
+			cJSON_Delete(s);
+	}
+}
+
 static void j_bool(bool *ok, cJSON *o, const char *key, bool v)
 {
 	*ok = *ok && cJSON_AddBoolToObject(o, key, v);
@@ -1452,6 +1605,44 @@ static void j_provider(bool *ok, cJSON *ps, const pc_config_t *c, const pc_provi
 	}
 }
 
+static void j_exec(bool *ok, cJSON *tools, const pc_exec_config_t *e)
+{
+	static const char *const modes[] = {"full", "allowlist", "off"};
+	cJSON *o = j_obj(ok, tools, "exec");
+	j_str(ok, o, "mode", modes[e->mode]);
+	if (e->allow_count)
+		j_names(ok, o, "allow", e->allow, e->allow_count);
+	if (e->env_count)
+		j_names(ok, o, "env", e->env, e->env_count);
+	if (e->timeout_ms)
+		j_num(ok, o, "timeoutSeconds", (double)(e->timeout_ms / 1000));
+}
+
+/* Numbers left at 0 (the spec's defaults) and an "enabled" never given are
+ * not printed, so that the output read back means the same. */
+static void j_loop_detection(bool *ok, cJSON *d, const pc_loop_detection_config_t *l)
+{
+	cJSON *o = j_obj(ok, d, "loopDetection");
+	if (l->enabled_set)
+		j_bool(ok, o, "enabled", l->enabled);
+	const struct {
+		const char *key;
+		uint32_t v;
+	} nums[] = {{"historySize", l->history_size},
+		    {"warningThreshold", l->warning_threshold},
+		    {"criticalThreshold", l->critical_threshold},
+		    {"globalCircuitBreakerThreshold", l->global_threshold}};
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		if (nums[i].v)
+			j_num(ok, o, nums[i].key, nums[i].v);
+	cJSON *det = j_obj(ok, o, "detectors");
+	j_bool(ok, det, "genericRepeat", l->generic_repeat);
+	j_bool(ok, det, "knownPollNoProgress", l->known_poll_no_progress);
+	j_bool(ok, det, "pingPong", l->ping_pong);
+	if (l->post_compaction_window)
+		j_num(ok, j_obj(ok, o, "postCompactionGuard"), "windowSize", l->post_compaction_window);
+}
+
 static void j_agent(bool *ok, cJSON *root, const pc_agent_defaults_t *a)
 {
 	cJSON *d = j_obj(ok, j_obj(ok, root, "agents"), "defaults");
@@ -1471,16 +1662,10 @@ static void j_agent(bool *ok, cJSON *root, const pc_agent_defaults_t *a)
 	j_num(ok, d, "bootstrapMaxChars", (double)a->bootstrap_max_chars);
 	j_num(ok, d, "bootstrapTotalMaxChars", (double)a->bootstrap_total_chars);
 	j_str(ok, d, "toolMode", a->tool_mode == PC_TOOLS_PARALLEL ? "parallel" : "sequential");
-	if (a->tools_allow) {
-		cJSON *allow = cJSON_AddArrayToObject(j_obj(ok, d, "tools"), "allow");
-		*ok = *ok && allow;
-		for (size_t i = 0; *ok && i < a->tools_allow_count; i++) {
-			cJSON *s = cJSON_CreateString(a->tools_allow[i]);
-			*ok = s && cJSON_AddItemToArray(allow, s);
-			if (!*ok)
-				cJSON_Delete(s);
-		}
-	}
+	cJSON *tools = j_obj(ok, d, "tools");
+	if (a->tools_allow)
+		j_names(ok, tools, "allow", a->tools_allow, a->tools_allow_count);
+	j_exec(ok, tools, &a->exec);
 	cJSON *cp = j_obj(ok, d, "compaction");
 	j_bool(ok, cp, "enabled", a->compaction.enabled);
 	j_num(ok, cp, "reserveTokens", (double)a->compaction.reserve_tokens);
@@ -1496,7 +1681,7 @@ static void j_agent(bool *ok, cJSON *root, const pc_agent_defaults_t *a)
 	j_num(ok, rr, "min", (double)(a->retries.has_min ? a->retries.min : PC_RUN_BUDGET_MIN));
 	j_num(ok, rr, "max", (double)(a->retries.has_max ? a->retries.max : PC_RUN_BUDGET_MAX));
 	j_num(ok, d, "idleBreaker", a->idle_breaker_cap);
-	j_bool(ok, j_obj(ok, d, "loopDetection"), "enabled", a->loop_guard);
+	j_loop_detection(ok, d, &a->loop_detection);
 	j_num(ok, d, "sessionIdleSeconds", (double)(a->session_idle_ms / 1000));
 }
 
@@ -1529,6 +1714,19 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
 	if (c->store_path)
 		j_str(&ok, j_obj(&ok, root, "store"), "path", c->store_path);
+	if (c->plugin_count) {
+		cJSON *pe = j_obj(&ok, j_obj(&ok, root, "plugins"), "entries");
+		for (size_t i = 0; ok && i < c->plugin_count; i++) {
+			const pc_plugin_config_t *p = &c->plugins[i];
+			cJSON *e = j_obj(&ok, pe, p->id);
+			j_str(&ok, e, "path", p->path);
+			j_bool(&ok, e, "enabled", p->enabled);
+			cJSON *pc = ok ? cJSON_Parse(p->config_json) : NULL;
+			ok = ok && pc && cJSON_AddItemToObject(e, "config", pc);
+			if (!ok)
+				cJSON_Delete(pc);
+		}
+	}
 	if (ok)
 		text = cJSON_Print(root);
 	if (!text) {

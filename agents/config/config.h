@@ -107,6 +107,45 @@ typedef struct pc_compaction_config {
 	uint64_t max_transcript_bytes; /* 0: disabled */
 } pc_compaction_config_t;
 
+/* How the `exec` tool may run commands (agents.defaults.tools.exec). */
+typedef enum pc_config_exec_mode {
+	PC_CONFIG_EXEC_FULL = 0,  /* any command, through /bin/sh (the default, as OpenClaw) */
+	PC_CONFIG_EXEC_ALLOWLIST, /* no shell; the program must be in `allow` */
+	PC_CONFIG_EXEC_OFF,       /* the tool refuses */
+} pc_config_exec_mode_t;
+
+typedef struct pc_exec_config {
+	pc_config_exec_mode_t mode;
+	const char *const *allow;  /* program names (allowlist mode) */
+	size_t allow_count;
+	const char *const *env;    /* further environment names passed to commands */
+	size_t env_count;
+	uint64_t timeout_ms;       /* per command when the call gives none; 0: the tool's */
+} pc_exec_config_t;
+
+/* agents.defaults.loopDetection (§4.2). Zero numbers mean the spec's
+ * defaults (30 / 10 / 20 / 30). */
+typedef struct pc_loop_detection_config {
+	bool enabled;              /* the rolling-history detectors; default false */
+	bool enabled_set;          /* "enabled" was given (explicit false also turns off §1.16) */
+	uint32_t history_size;
+	uint32_t warning_threshold;
+	uint32_t critical_threshold;
+	uint32_t global_threshold;
+	bool generic_repeat, known_poll_no_progress, ping_pong; /* default true */
+	uint32_t post_compaction_window; /* postCompactionGuard.windowSize; 0: 3 */
+} pc_loop_detection_config_t;
+
+/* plugins.entries.<id>: a shared object loaded at start (docs/hooks.md). */
+typedef struct pc_plugin_config {
+	const char *id;
+	const char *path;
+	bool enabled;              /* default true */
+	const char *config_json;   /* its "config" object as JSON text, or "{}" */
+} pc_plugin_config_t;
+
+#define PC_CONFIG_MAX_PLUGINS 64u
+
 typedef struct pc_agent_defaults {
 	pc_model_ref_t model;           /* the primary model */
 	pc_model_ref_t fallbacks[PC_CONFIG_MAX_FALLBACKS];
@@ -128,7 +167,9 @@ typedef struct pc_agent_defaults {
 	uint32_t overload_rotations;    /* auth.cooldowns.overloadedProfileRotations */
 	uint64_t overloaded_backoff_ms; /* auth.cooldowns.overloadedBackoffMs */
 	uint32_t idle_breaker_cap;      /* 0 disables; default PC_IDLE_BREAKER_DEFAULT_CAP */
-	bool loop_guard;                /* agents.defaults.loopDetection.enabled */
+	bool loop_guard;                /* §1.16: on unless loopDetection.enabled is false */
+	pc_loop_detection_config_t loop_detection;
+	pc_exec_config_t exec;          /* tools.exec */
 	uint64_t session_idle_ms;       /* idle session actors stop after this */
 } pc_agent_defaults_t;
 
@@ -143,6 +184,8 @@ typedef struct pc_config {
 	size_t provider_count;
 	pc_agent_defaults_t agent;
 	pc_diagnostics_config_t diagnostics;
+	const pc_plugin_config_t *plugins;
+	size_t plugin_count;
 	const char *store_path;  /* NULL: pc_store_default_path() */
 	const char *source;      /* the file it came from, or NULL */
 } pc_config_t;
