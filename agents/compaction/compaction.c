@@ -93,8 +93,15 @@ int pc_compaction_cut_point(const cJSON *messages, uint64_t keep_recent_tokens, 
 	if (!m)
 		return PC_ENOMEM;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, messages)
-		m[i++] = it;
+	cJSON_ArrayForEach(it, messages) {
+		if (i < n)
+			m[i++] = it;
+	}
+	n = i; /* every slot read below was written (the optimiser cannot know) */
+	if (n <= 1) {
+		free(m);
+		return 0;
+	}
 	/* Newest first: the last message is always kept, then each older
 	 * one while the estimate stays within the budget. */
 	size_t chars = msg_chars(m[n - 1]);
