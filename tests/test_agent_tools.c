@@ -699,3 +699,349 @@ Test(tools, invoke_argument_checks)
 	cr_assert_eq(pc_tool_task_complete(NULL, NULL), PC_EINVAL);
 	fx_free(f);
 }
+
+/* ---- task cancel and wake ------------------------------------------------- */
+
+/*
+ * "probe": an asynchronous tool that keeps its own data on the task,
+ * publishes its waker, and counts what it is told. {"after": ms} completes
+ * after a timer; {"fail": true} fails `start`; on_timer(666) fails.
+ */
+typedef struct probe {
+	pthread_mutex_t lock;
+	pc_actor_t *waker; /* the latest invocation's */
+	uint32_t starts;
+	uint32_t timers;
+	uint32_t cancels;
+	uint32_t cancels_with_data; /* on_cancel found the data start set */
+	uint32_t cancel_task_usable; /* complete / after / waker worked inside on_cancel (must stay 0) */
+	uint32_t freed;
+	uint64_t last_token;
+} probe_t;
+
+#define PROBE_MARK 0x5eed
+
+static int probe_start(void *user, pc_tool_task_t *t, const cJSON *args, const pc_tool_env_t *env)
+{
+	(void)env;
+	probe_t *p = user;
+	int *mark = malloc(sizeof(*mark));
+	if (!mark)
+		return PC_ENOMEM;
+	*mark = PROBE_MARK;
+	pc_tool_task_set_data(t, mark);
+	pc_actor_t *w = NULL;
+	int rc = pc_tool_task_waker(t, &w);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&p->lock);
+	pc_actor_release(p->waker);
+	p->waker = w;
+	p->starts++;
+	pthread_mutex_unlock(&p->lock);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "fail")))
+		return PC_EBUSY;
+	const cJSON *after = cJSON_GetObjectItemCaseSensitive(args, "after");
+	if (cJSON_IsNumber(after))
+		return pc_tool_task_after(t, (uint64_t)after->valuedouble, 1000 + (uint64_t)after->valuedouble);
+	return 0;
+}
+
+static int probe_timer(void *user, pc_tool_task_t *t, uint64_t token)
+{
+	probe_t *p = user;
+	pthread_mutex_lock(&p->lock);
+	p->timers++;
+	p->last_token = token;
+	pthread_mutex_unlock(&p->lock);
+	if (token == 666)
+		return PC_ENOTFOUND;
+	free(pc_tool_task_data(t));
+	pc_tool_task_set_data(t, NULL);
+	pc_tool_output_t out = {0};
+	if (asprintf(&out.text, "woken %llu", (unsigned long long)token) < 0)
+		return PC_ENOMEM;
+	return pc_tool_task_complete(t, &out);
+}
+
+static void probe_cancel(void *user, pc_tool_task_t *t)
+{
+	probe_t *p = user;
+	int *mark = pc_tool_task_data(t);
+	pc_tool_output_t out = {.text = strdup("too late")};
+	pc_actor_t *w = NULL;
+	bool usable = pc_tool_task_complete(t, &out) != PC_ESTATE || pc_tool_task_after(t, 1, 1) != PC_ESTATE ||
+		      pc_tool_task_waker(t, &w) != PC_ESTATE;
+	pthread_mutex_lock(&p->lock);
+	p->cancels++;
+	p->cancels_with_data += mark && *mark == PROBE_MARK;
+	p->cancel_task_usable += usable;
+	pthread_mutex_unlock(&p->lock);
+	free(mark);
+	pc_tool_task_set_data(t, NULL);
+}
+
+static void probe_free(void *user)
+{
+	probe_t *p = user;
+	pthread_mutex_lock(&p->lock);
+	p->freed++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* A task tool without on_timer: it has no waker. */
+static int nowake_start(void *user, pc_tool_task_t *t, const cJSON *args, const pc_tool_env_t *env)
+{
+	(void)user;
+	(void)args;
+	(void)env;
+	pc_actor_t *w = NULL;
+	pc_tool_output_t out = {0};
+	if (asprintf(&out.text, "waker: %d", pc_tool_task_waker(t, &w)) < 0)
+		return PC_ENOMEM;
+	return pc_tool_task_complete(t, &out);
+}
+
+typedef struct probe_fx {
+	fx_t *f;
+	probe_t *p;
+	pc_tool_registry_t *reg;
+} probe_fx_t;
+
+static probe_fx_t probe_fx_new(void)
+{
+	probe_fx_t px = {.f = fx_new(2), .p = calloc(1, sizeof(probe_t))};
+	cr_assert_not_null(px.p);
+	pthread_mutex_init(&px.p->lock, NULL);
+	cr_assert_eq(pc_tool_registry_new(&px.reg), 0);
+	pc_tool_def_t defs[] = {
+		{.name = "probe",
+		 .start = probe_start,
+		 .on_timer = probe_timer,
+		 .on_cancel = probe_cancel,
+		 .user = px.p,
+		 .free_user = probe_free},
+		{.name = "nowake", .start = nowake_start},
+	};
+	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
+		cr_assert_eq(pc_tool_register(px.reg, &defs[i]), 0);
+	return px;
+}
+
+/* Frees everything; returns the probe's counters (after free_user ran). */
+static probe_t probe_fx_free(probe_fx_t *px)
+{
+	pc_tool_registry_t *reg = px->reg;
+	/* Handles go before the runtime that holds their memory. */
+	pthread_mutex_lock(&px->p->lock);
+	pc_actor_release(px->p->waker);
+	px->p->waker = NULL;
+	pthread_mutex_unlock(&px->p->lock);
+	fx_free(px->f); /* stops the runtime: every invocation has ended */
+	pc_tool_registry_free(reg);
+	probe_t p = *px->p;
+	pthread_mutex_destroy(&px->p->lock);
+	free(px->p);
+	return p;
+}
+
+static probe_t probe_counts(probe_t *p)
+{
+	pthread_mutex_lock(&p->lock);
+	probe_t c = *p;
+	pthread_mutex_unlock(&p->lock);
+	return c;
+}
+
+static pc_actor_t *probe_invoke(probe_fx_t *px, const char *args, uint64_t tag, uint64_t timeout_ms)
+{
+	pc_tool_invoke_t req = {.name = "probe", .arguments = args, .tag = tag, .timeout_ms = timeout_ms};
+	pc_actor_t *a = NULL;
+	cr_assert_eq(pc_tool_invoke_start(px->f->rt, px->reg, &req, px->f->owner, &a), 0);
+	return a;
+}
+
+/* Waits for `n` DONE in all and returns the latest (caller frees .text). */
+static rec_t await_done(fx_t *f, uint32_t n)
+{
+	AWAIT(done_count(f->seen) == n, 10000);
+	return last_done(f->seen);
+}
+
+Test(tools, task_cancel_on_timeout)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_actor_t *a = probe_invoke(&px, "{}", 1, 50);
+	rec_t r = await_done(px.f, 1);
+	cr_assert_eq(r.status, PC_TOOL_TIMEOUT, "%s", r.text);
+	free(r.text);
+	probe_t c = probe_counts(px.p);
+	/* on_cancel ran before the DONE went out. */
+	cr_assert_eq(c.cancels, 1u);
+	cr_assert_eq(c.cancels_with_data, 1u);
+	cr_assert_eq(c.timers, 0u);
+	pc_tool_abort(a);
+	sleep_ms(50);
+	pc_actor_release(a);
+	c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 1u);
+	cr_assert_eq(c.cancel_task_usable, 0u);
+	cr_assert_eq(c.freed, 1u, "free_user runs when the registry is freed");
+}
+
+Test(tools, task_cancel_on_abort_and_stop)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_actor_t *a = probe_invoke(&px, "{}", 1, 0);
+	AWAIT(probe_counts(px.p).starts == 1, 5000);
+	cr_assert_eq(pc_tool_abort(a), 0);
+	rec_t r = await_done(px.f, 1);
+	cr_assert_eq(r.status, PC_TOOL_ABORTED);
+	free(r.text);
+	cr_assert_eq(probe_counts(px.p).cancels, 1u);
+	pc_tool_abort(a); /* a second abort finds it over */
+	pc_actor_release(a);
+
+	a = probe_invoke(&px, "{}", 2, 0);
+	AWAIT(probe_counts(px.p).starts == 2, 5000);
+	cr_assert_eq(pc_actor_stop(a, PC_EXIT_KILLED), 0);
+	r = await_done(px.f, 2);
+	cr_assert_eq(r.status, PC_TOOL_ABORTED);
+	free(r.text);
+	AWAIT(pc_actor_stopped(a), 5000);
+	pc_actor_release(a);
+	probe_t c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 2u);
+	cr_assert_eq(c.cancels_with_data, 2u);
+	cr_assert_eq(c.cancel_task_usable, 0u);
+}
+
+Test(tools, task_not_cancelled_after_complete)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_actor_t *a = probe_invoke(&px, "{\"after\": 10}", 1, 0);
+	rec_t r = await_done(px.f, 1);
+	cr_assert_eq(r.status, PC_TOOL_OK, "%s", r.text);
+	cr_assert_str_eq(r.text, "woken 1010");
+	free(r.text);
+	pc_tool_abort(a);
+	AWAIT(pc_actor_stopped(a), 5000);
+	sleep_ms(20);
+	pc_actor_release(a);
+	probe_t c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 0u);
+	cr_assert_eq(c.timers, 1u);
+}
+
+/* A failing `start` or on_timer ends the invocation without a result: the
+ * task is cancelled, so whatever it holds is let go. */
+Test(tools, task_cancel_on_failures)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_actor_t *a = probe_invoke(&px, "{\"fail\": true}", 1, 0);
+	rec_t r = await_done(px.f, 1);
+	cr_assert_eq(r.status, PC_TOOL_ERROR, "%s", r.text);
+	free(r.text);
+	cr_assert_eq(probe_counts(px.p).cancels, 1u);
+	pc_actor_release(a);
+
+	a = probe_invoke(&px, "{}", 2, 0);
+	AWAIT(probe_counts(px.p).starts == 2, 5000);
+	pthread_mutex_lock(&px.p->lock);
+	pc_actor_t *w = pc_actor_retain(px.p->waker);
+	pthread_mutex_unlock(&px.p->lock);
+	cr_assert_eq(pc_tool_wake(w, 666), 0);
+	r = await_done(px.f, 2);
+	cr_assert_eq(r.status, PC_TOOL_CRASHED, "%s", r.text);
+	free(r.text);
+	pc_actor_release(w);
+	pc_actor_release(a);
+	probe_t c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 2u);
+	cr_assert_eq(c.cancels_with_data, 2u);
+}
+
+typedef struct waker_arg {
+	pc_actor_t *w;
+	uint64_t token;
+	int rc;
+} waker_arg_t;
+
+static void *wake_thread(void *arg)
+{
+	waker_arg_t *wa = arg;
+	sleep_ms(20);
+	wa->rc = pc_tool_wake(wa->w, wa->token);
+	return NULL;
+}
+
+/* A thread that is not a worker wakes the task; later wakes, once the
+ * invocation is over, reach nothing. */
+Test(tools, task_wake_from_other_thread)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_actor_t *a = probe_invoke(&px, "{}", 1, 0);
+	AWAIT(probe_counts(px.p).starts == 1, 5000);
+	pthread_mutex_lock(&px.p->lock);
+	waker_arg_t wa = {.w = pc_actor_retain(px.p->waker), .token = 42};
+	pthread_mutex_unlock(&px.p->lock);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, wake_thread, &wa), 0);
+	rec_t r = await_done(px.f, 1);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(wa.rc, 0);
+	cr_assert_eq(r.status, PC_TOOL_OK, "%s", r.text);
+	cr_assert_str_eq(r.text, "woken 42");
+	free(r.text);
+
+	/* Late: the invocation is over (its actor may still be stopping). */
+	int rc = pc_tool_wake(wa.w, 43);
+	cr_assert(rc == 0 || rc == PC_ESTOPPED, "%d", rc);
+	AWAIT(pc_actor_stopped(wa.w), 5000);
+	/* Later still: the actor is gone. */
+	rc = pc_tool_wake(wa.w, 44);
+	cr_assert(rc == 0 || rc == PC_ESTOPPED, "%d", rc);
+	sleep_ms(50);
+	probe_t c = probe_counts(px.p);
+	cr_assert_eq(c.timers, 1u);
+	cr_assert_eq(c.last_token, 42u);
+	cr_assert_eq(done_count(px.f->seen), 1u);
+	pc_actor_release(wa.w);
+	pc_actor_release(a);
+	c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 0u);
+}
+
+Test(tools, task_cancel_on_shutdown)
+{
+	probe_fx_t px = probe_fx_new();
+	for (uint64_t i = 0; i < 20; i++) {
+		pc_tool_invoke_t req = {.name = "probe", .arguments = i % 2 ? "{\"after\": 60000}" : "{}", .tag = i};
+		cr_assert_eq(pc_tool_invoke_start(px.f->rt, px.reg, &req, px.f->owner, NULL), 0);
+	}
+	AWAIT(probe_counts(px.p).starts == 20, 5000);
+	probe_t c = probe_fx_free(&px);
+	cr_assert_eq(c.cancels, 20u);
+	cr_assert_eq(c.cancels_with_data, 20u);
+	cr_assert_eq(c.timers, 0u);
+}
+
+Test(tools, task_api_checks)
+{
+	probe_fx_t px = probe_fx_new();
+	pc_tool_def_t bad = {.name = "callcancel", .call = fail_call, .on_cancel = probe_cancel};
+	cr_assert_eq(pc_tool_register(px.reg, &bad), PC_EINVAL);
+	pc_actor_t *w = NULL;
+	cr_assert_eq(pc_tool_task_waker(NULL, &w), PC_EINVAL);
+	cr_assert_eq(pc_tool_wake(NULL, 1), PC_EINVAL);
+	cr_assert_null(pc_tool_task_data(NULL));
+	pc_tool_invoke_t req = {.name = "nowake", .arguments = "{}"};
+	cr_assert_eq(pc_tool_invoke_start(px.f->rt, px.reg, &req, px.f->owner, NULL), 0);
+	rec_t r = await_done(px.f, 1);
+	char want[32];
+	snprintf(want, sizeof(want), "waker: %d", PC_EINVAL);
+	cr_assert_str_eq(r.text, want);
+	free(r.text);
+	probe_t c = probe_fx_free(&px);
+	cr_assert_eq(c.freed, 1u);
+}

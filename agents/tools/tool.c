@@ -8,9 +8,13 @@
  *   START -> resolve the tool, parse the arguments, arm the timeout ->
  *     `call` inline                          -> DONE
  *     `call` on the blocking pool -> JOB_DONE -> DONE
- *     `start` -> TASK_TIMER* -> on_timer ... pc_tool_task_complete -> DONE
+ *     `start` -> (TASK_TIMER | TASK_WAKE)* -> on_timer ... pc_tool_task_complete -> DONE
  *   TIMEOUT / ABORT at any point before DONE -> DONE
  *   the actor stopping for any other reason   -> DONE from the stop handler
+ *
+ * A `start` tool that has not completed when the DONE goes out is told
+ * first (on_cancel). send_done is the one place every DONE passes, so that
+ * is where it happens, guarded to run once.
  *
  * The one rule everything else serves: the owner gets exactly one DONE.
  * `done` is set when it has been sent, every path that sends checks it,
@@ -40,6 +44,7 @@ enum {
 	MSG_TIMEOUT,
 	MSG_TASK_TIMER, /* task_timer_msg_t */
 	MSG_JOB_DONE,   /* job_result_t */
+	MSG_TASK_WAKE,  /* u64: the token */
 };
 
 #define DEFAULT_SCHEMA "{\"type\":\"object\"}"
@@ -77,8 +82,11 @@ void pc_tool_registry_free(pc_tool_registry_t *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->n; i++)
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->defs[i]->free_user)
+			r->defs[i]->free_user(r->defs[i]->user);
 		def_free(r->defs[i]);
+	}
 	free(r->defs);
 	free(r);
 }
@@ -110,8 +118,10 @@ int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
 {
 	if (!r || !def || !valid_name(def->name))
 		return PC_EINVAL;
-	/* Exactly one way to run; the blocking pool only runs `call`. */
-	if ((def->call != NULL) == (def->start != NULL) || (def->start && def->blocking))
+	/* Exactly one way to run; the blocking pool only runs `call`; only a
+	 * task can be cancelled. */
+	if ((def->call != NULL) == (def->start != NULL) || (def->start && def->blocking) ||
+	    (def->call && def->on_cancel))
 		return PC_EINVAL;
 	if (def->parameters && !schema_is_object(def->parameters))
 		return PC_EINVAL;
@@ -346,7 +356,11 @@ typedef struct invocation invocation_t;
 
 struct pc_tool_task {
 	invocation_t *inv;
-	pc_ctx_t *ctx; /* set only while one of the tool's callbacks runs */
+	pc_ctx_t *ctx;  /* set only while one of the tool's callbacks runs (not on_cancel) */
+	void *data;     /* the tool's */
+	bool started;   /* `start` was called */
+	bool completed; /* the tool called pc_tool_task_complete */
+	bool cancelled; /* on_cancel was called */
 };
 
 struct invocation {
@@ -404,6 +418,17 @@ static void cancel_timers(invocation_t *inv)
 	inv->ntimers = 0;
 }
 
+/* Tells a started, unfinished task that its invocation is ending (once). */
+static void cancel_task(invocation_t *inv)
+{
+	pc_tool_task_t *t = &inv->task;
+	if (!t->started || t->completed || t->cancelled)
+		return;
+	t->cancelled = true;
+	if (inv->def->on_cancel)
+		inv->def->on_cancel(inv->def->user, t);
+}
+
 /*
  * Sends the DONE (once). `text` is borrowed; NULL reads as "". Cuts it to
  * max_output at a UTF-8 boundary and appends a marker saying how much went.
@@ -414,6 +439,7 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 {
 	if (inv->done)
 		return PC_ESTATE;
+	cancel_task(inv);
 	if (!text)
 		text = "";
 	size_t len = strlen(text);
@@ -585,11 +611,22 @@ static int on_start(pc_ctx_t *ctx, invocation_t *inv)
 		return 0;
 	}
 	inv->task.ctx = ctx;
+	inv->task.started = true;
 	rc = def->start(def->user, &inv->task, inv->args, &inv->env);
 	inv->task.ctx = NULL;
 	if (rc < 0 && !inv->done)
 		finish_fmt(ctx, inv, PC_TOOL_ERROR, "Tool %s failed: %s", inv->name, pc_strerror(rc));
 	return 0;
+}
+
+static int call_on_timer(pc_ctx_t *ctx, invocation_t *inv, uint64_t token)
+{
+	inv->task.ctx = ctx;
+	int rc = inv->def->on_timer(inv->def->user, &inv->task, token);
+	inv->task.ctx = NULL;
+	/* A failing on_timer fails the invocation: the actor stops with the
+	 * code and the stop handler reports the crash. */
+	return inv->done ? 0 : rc;
 }
 
 static int on_task_timer(pc_ctx_t *ctx, invocation_t *inv, const task_timer_msg_t *tm)
@@ -600,12 +637,7 @@ static int on_task_timer(pc_ctx_t *ctx, invocation_t *inv, const task_timer_msg_
 			break;
 		}
 	}
-	inv->task.ctx = ctx;
-	int rc = inv->def->on_timer(inv->def->user, &inv->task, tm->token);
-	inv->task.ctx = NULL;
-	/* A failing on_timer fails the invocation: the actor stops with the
-	 * code and the stop handler reports the crash. */
-	return inv->done ? 0 : rc;
+	return call_on_timer(ctx, inv, tm->token);
 }
 
 static void on_job_done(pc_ctx_t *ctx, invocation_t *inv, const job_result_t *res)
@@ -647,6 +679,11 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case MSG_JOB_DONE:
 		if (msg->size >= sizeof(job_result_t))
 			on_job_done(ctx, inv, pc_msg_cdata(msg));
+		break;
+	case MSG_TASK_WAKE:
+		/* Only a started task has anyone to wake. */
+		if (inv->task.started && inv->def->on_timer && msg->size >= sizeof(uint64_t))
+			rc = call_on_timer(ctx, inv, pc_msg_u64(msg));
 		break;
 	default:
 		break;
@@ -801,6 +838,7 @@ int pc_tool_task_complete(pc_tool_task_t *t, pc_tool_output_t *out)
 		rc = PC_ESTATE;
 		goto out;
 	}
+	t->completed = true;
 	finish_output(t->ctx, t->inv, 0, out);
 out:
 	if (out) {
@@ -808,4 +846,30 @@ out:
 		out->text = NULL;
 	}
 	return rc;
+}
+
+void pc_tool_task_set_data(pc_tool_task_t *t, void *data)
+{
+	if (t)
+		t->data = data;
+}
+
+void *pc_tool_task_data(const pc_tool_task_t *t)
+{
+	return t ? t->data : NULL;
+}
+
+int pc_tool_task_waker(pc_tool_task_t *t, pc_actor_t **out)
+{
+	if (!t || !out || !t->inv->def || !t->inv->def->on_timer)
+		return PC_EINVAL;
+	if (!t->ctx || t->inv->done)
+		return PC_ESTATE;
+	*out = pc_actor_retain(pc_self(t->ctx));
+	return 0;
+}
+
+int pc_tool_wake(pc_actor_t *invocation, uint64_t token)
+{
+	return invocation ? pc_send_u64(invocation, MSG_TASK_WAKE, token) : PC_EINVAL;
 }

@@ -29,6 +29,13 @@
  * abort): it then runs to completion on copies of the arguments and the
  * environment, and its result is dropped. `user` must outlive it.
  *
+ * An asynchronous tool that holds something outside the actor (a child
+ * process, a blocking job) gets two more hooks:
+ *   - `on_cancel`, its one chance to let go when the invocation ends
+ *     without the tool having completed it (see pc_tool_cancel_fn);
+ *   - a waker (pc_tool_task_waker), with which another thread makes the
+ *     invocation call `on_timer` with a token (pc_tool_wake).
+ *
  * Threads: the registry is built before use and then read-only (any
  * thread). Everything else: any thread, unless it takes a task (then only
  * from the tool's own callbacks).
@@ -79,6 +86,20 @@ typedef struct pc_tool_task pc_tool_task_t;
 typedef int (*pc_tool_start_fn)(void *user, pc_tool_task_t *t, const cJSON *args, const pc_tool_env_t *env);
 typedef int (*pc_tool_timer_fn)(void *user, pc_tool_task_t *t, uint64_t token);
 
+/*
+ * Called exactly once, on the invocation's actor, when the invocation ends
+ * and the tool has not completed it: the timeout, pc_tool_abort, the actor
+ * stopped from outside or by the runtime's shutdown (then from its stop
+ * handler), `on_timer` failing, or `start` returning an error. Never
+ * called once pc_tool_task_complete has been called, for a `call` tool, or
+ * when `start` never ran (unknown tool, bad arguments). The owner's DONE
+ * has not been sent yet when it runs. The task is valid during the call
+ * only: pc_tool_task_data works, pc_tool_task_after / _complete / _waker
+ * return PC_ESTATE. It must not block: it asks its work to stop (e.g.
+ * signals a process group) and releases the task's data.
+ */
+typedef void (*pc_tool_cancel_fn)(void *user, pc_tool_task_t *t);
+
 /* Asks for on_timer(token) after `ms`. Only from the tool's own callbacks
  * (else PC_ESTATE, as after completion); PC_EINVAL if the tool has no
  * on_timer. Timers still pending when the invocation ends are cancelled. */
@@ -86,6 +107,21 @@ int pc_tool_task_after(pc_tool_task_t *t, uint64_t ms, uint64_t token);
 /* Finishes the invocation with `out` (its text is taken, on every path).
  * Once only, from the tool's own callbacks: PC_ESTATE otherwise. */
 int pc_tool_task_complete(pc_tool_task_t *t, pc_tool_output_t *out);
+/* The tool's own data for this invocation (NULL until set). The tool owns
+ * it and releases it before completing, or in on_cancel. */
+void pc_tool_task_set_data(pc_tool_task_t *t, void *data);
+void *pc_tool_task_data(const pc_tool_task_t *t);
+/* A handle with which any thread wakes this invocation (pc_tool_wake).
+ * *out is a reference the caller owns (pc_actor_release); it stays valid
+ * after the invocation ends. Only from the tool's own callbacks (else
+ * PC_ESTATE); PC_EINVAL if the tool has no on_timer. */
+int pc_tool_task_waker(pc_tool_task_t *t, pc_actor_t **out);
+/* Makes the invocation call on_timer(token) on its own actor, after the
+ * messages already queued to it. Any thread. A wake that arrives after the
+ * invocation ended (completed, cancelled, stopped) is dropped: nothing is
+ * called. Returns 0, PC_ESTOPPED when the invocation's actor is already
+ * gone (the wake is dropped all the same), PC_ENOMEM. */
+int pc_tool_wake(pc_actor_t *invocation, uint64_t token);
 
 typedef struct pc_tool_def {
 	const char *name;        /* [A-Za-z0-9_-], 1..PC_TOOL_NAME_MAX */
@@ -101,17 +137,23 @@ typedef struct pc_tool_def {
 	pc_tool_call_fn call;    /* exactly one of call / start */
 	pc_tool_start_fn start;
 	pc_tool_timer_fn on_timer;
+	pc_tool_cancel_fn on_cancel; /* `start` tools only; may be NULL */
 	void *user;
+	/* Releases `user` when the registry is freed; NULL: `user` is borrowed.
+	 * Not called when pc_tool_register fails (the caller keeps `user`). */
+	void (*free_user)(void *user);
 } pc_tool_def_t;
 
 typedef struct pc_tool_registry pc_tool_registry_t;
 
 int pc_tool_registry_new(pc_tool_registry_t **out);
 void pc_tool_registry_free(pc_tool_registry_t *r);
-/* Copies the definition (strings included; `user` is borrowed). PC_EEXIST
+/* Copies the definition (strings included; `user` is borrowed, or owned
+ * by the registry from success on when free_user is set). PC_EEXIST
  * for a name already registered, PC_EINVAL for a bad name, a schema that
- * is not a JSON object, not exactly one of call / start, or `blocking`
- * with `start` (only `call` runs on the blocking pool). */
+ * is not a JSON object, not exactly one of call / start, `blocking` with
+ * `start` (only `call` runs on the blocking pool), or `on_cancel` with
+ * `call`. */
 int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def);
 const pc_tool_def_t *pc_tool_find(const pc_tool_registry_t *r, const char *name);
 size_t pc_tool_count(const pc_tool_registry_t *r);
