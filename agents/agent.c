@@ -22,6 +22,8 @@
 #include "../io/buf_internal.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
+#include "tools/exec_tool.h"
+#include "tools/fs_tools.h"
 #include "session/diagnostics.h"
 
 /* The embedded mock's demo: every run calls the clock tool once, then
@@ -55,6 +57,46 @@ int64_t pc__wall_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+pc__loop_box_t *pc__loop_box_new(const pc_config_t *cfg)
+{
+	const pc_loop_detection_config_t *l = &cfg->agent.loop_detection;
+	if (!l->enabled)
+		return NULL;
+	pc_loop_config_t lc;
+	pc_loop_config_default(&lc);
+	lc.enabled = true;
+	lc.history_size = l->history_size;
+	lc.warning_threshold = l->warning_threshold;
+	lc.critical_threshold = l->critical_threshold;
+	lc.global_threshold = l->global_threshold;
+	lc.generic_repeat = l->generic_repeat;
+	lc.known_poll_no_progress = l->known_poll_no_progress;
+	lc.ping_pong = l->ping_pong;
+	pc_loop_config_normalize(&lc);
+	pc__loop_box_t *b = calloc(1, sizeof(*b));
+	if (!b || pc_loop_history_new(&lc, &b->h) != 0) {
+		free(b);
+		return NULL;
+	}
+	b->refs = 1;
+	return b;
+}
+
+pc__loop_box_t *pc__loop_box_retain(pc__loop_box_t *b)
+{
+	if (b)
+		__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+	return b;
+}
+
+void pc__loop_box_release(pc__loop_box_t *b)
+{
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pc_loop_history_free(b->h);
+		free(b);
+	}
 }
 
 uint64_t pc__hash64(const char *s, size_t len)
@@ -632,6 +674,36 @@ static int start_mock(pc_agent_t *a, const char *scenario)
 	return 0;
 }
 
+/* The tools of an agent that brings none: the built-ins, the file tools
+ * and exec/process under the configured policy (tools.md). */
+static int own_tools(pc_agent_t *a)
+{
+	static const pc_exec_mode_t modes[] = {[PC_CONFIG_EXEC_FULL] = PC_EXEC_FULL,
+					       [PC_CONFIG_EXEC_ALLOWLIST] = PC_EXEC_ALLOWLIST,
+					       [PC_CONFIG_EXEC_OFF] = PC_EXEC_OFF};
+	const pc_exec_config_t *e = &a->cfg->agent.exec;
+	pc_exec_policy_t policy = {
+		.mode = modes[e->mode],
+		.allow = e->allow,
+		.n_allow = e->allow_count,
+		.env_keep_also = e->env,
+		.n_env_keep_also = e->env_count,
+		.default_timeout_s = (uint32_t)(e->timeout_ms / 1000),
+	};
+	if (policy.default_timeout_s > PC_EXEC_MAX_TIMEOUT_S)
+		policy.max_timeout_s = policy.default_timeout_s;
+	int rc = pc_tool_registry_new(&a->own_tools);
+	if (rc == 0)
+		rc = pc_tool_register_builtins(a->own_tools);
+	if (rc == 0)
+		rc = pc_tool_register_fs(a->own_tools);
+	if (rc == 0)
+		rc = pc_process_table_new(NULL, &a->processes);
+	if (rc == 0)
+		rc = pc_tool_register_exec(a->own_tools, &policy, a->processes);
+	return rc;
+}
+
 int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 {
 	if (!o || !out || !o->rt || !o->io || !o->store || !o->config)
@@ -644,6 +716,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	a->io = o->io;
 	a->store = o->store;
 	a->cfg = o->config;
+	a->hooks = o->hooks;
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++)
 		pthread_mutex_init(&a->shards[i].lock, NULL);
 	pthread_mutex_init(&a->context.lock, NULL);
@@ -676,11 +749,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		rc = PC_ENOMEM;
 	if (rc == 0 && mkdir(a->lock_dir, 0700) != 0 && errno != EEXIST)
 		rc = PC_ESYS;
-	if (rc == 0 && !o->tools) {
-		rc = pc_tool_registry_new(&a->own_tools);
-		if (rc == 0)
-			rc = pc_tool_register_builtins(a->own_tools);
-	}
+	if (rc == 0 && !o->tools)
+		rc = own_tools(a);
 	a->tools = o->tools ? o->tools : a->own_tools;
 	/* the registry is complete now: the schemas every request offers are
 	 * built once and shared (read-only) by every attempt */
@@ -798,6 +868,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc_run_registry_free(a->runs);
 	cJSON_Delete(a->tool_schemas);
 	pc_tool_registry_free(a->own_tools);
+	pc_process_table_free(a->processes);
 	free(a->context.text);
 	pthread_mutex_destroy(&a->context.lock);
 	free(a->cooldowns.v);
@@ -1041,6 +1112,7 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->runs_active = pc_run_registry_active_count(a->runs);
 	out->attempts = __atomic_load_n(&a->stats.attempts, __ATOMIC_RELAXED);
 	out->tool_calls = __atomic_load_n(&a->stats.tool_calls, __ATOMIC_RELAXED);
+	out->tool_loops_blocked = __atomic_load_n(&a->stats.tool_loops_blocked, __ATOMIC_RELAXED);
 	out->long_running = __atomic_load_n(&a->stats.diag[PC_DIAG_LONG_RUNNING], __ATOMIC_RELAXED);
 	out->stalled = __atomic_load_n(&a->stats.diag[PC_DIAG_STALLED], __ATOMIC_RELAXED);
 	out->stuck = __atomic_load_n(&a->stats.diag[PC_DIAG_STUCK], __ATOMIC_RELAXED);

@@ -35,6 +35,7 @@
 #include "config/config.h"
 #include "events/event_bus.h"
 #include "run/run_registry.h"
+#include "hooks/hooks.h"
 #include "tools/tool.h"
 
 #ifdef __cplusplus
@@ -50,6 +51,8 @@ typedef struct pc_agent_options {
 	const pc_config_t *config;        /* required */
 	const pc_tool_registry_t *tools;  /* NULL: the built-in tools; complete before
 					   * pc_agent_new (the schemas offered are read once) */
+	const pc_hooks_t *hooks;          /* plugin and C hooks (§10), sealed by first use;
+					   * NULL: none. Must outlive the agent */
 	const char *lock_dir;             /* session write locks; NULL: next to the store */
 	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
 } pc_agent_options_t;
@@ -150,6 +153,7 @@ typedef struct pc_agent_stats {
 	uint64_t runs_active;
 	uint64_t attempts;
 	uint64_t tool_calls;
+	uint64_t tool_loops_blocked; /* calls refused by the loop detectors (§4.2) */
 	uint32_t lane_active, lane_queued, lane_peak, lane_max;
 	uint64_t long_running;   /* §9.2 session.long_running warnings */
 	uint64_t stalled;        /* session.stalled */

@@ -26,6 +26,8 @@
 #include "session/lane.h"
 #include "session/queue_policy.h"
 #include "slab.h"
+#include "tools/loop_detect.h"
+#include "tools/process_table.h"
 
 #define PC__SESSION_SHARDS 64u
 #define PC__KEY_MAX 255u
@@ -77,6 +79,20 @@ uint64_t pc__hash64(const char *s, size_t len);
 
 struct pc_session_slot;
 
+/* A run's tool-loop history (§4.2), shared with its attempts: they are
+ * one at a time, but an attempt can outlive its run's state, so the box
+ * is counted. Only the attempt in flight touches `h`. */
+typedef struct pc__loop_box {
+	uint32_t refs; /* atomic */
+	pc_loop_history_t *h;
+} pc__loop_box_t;
+
+/* A box for a new run (refs 1), or NULL when the detectors are off (or on
+ * allocation failure: the run then goes without them). */
+pc__loop_box_t *pc__loop_box_new(const pc_config_t *cfg);
+pc__loop_box_t *pc__loop_box_retain(pc__loop_box_t *b);
+void pc__loop_box_release(pc__loop_box_t *b);
+
 struct pc_agent {
 	pc_runtime_t *rt;
 	pc_io_t *io;
@@ -84,6 +100,8 @@ struct pc_agent {
 	const pc_config_t *cfg;
 	const pc_tool_registry_t *tools;
 	pc_tool_registry_t *own_tools;
+	pc_process_table_t *processes; /* exec's background processes (own tools only) */
+	const pc_hooks_t *hooks; /* the embedder's, or NULL */
 	cJSON *tool_schemas;  /* what every request offers the model (read-only), or NULL */
 	char *lock_dir;
 	pc_mock_server_t *mock;
@@ -120,6 +138,7 @@ struct pc_agent {
 	} context;
 	struct {
 		uint64_t sessions_live, runs_started, runs_finished, attempts, tool_calls;
+		uint64_t tool_loops_blocked;
 		/* actors and jobs that touch the agent: pc_agent_free waits for 0 */
 		uint64_t runs_live, attempts_live, jobs_live;
 		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
@@ -253,6 +272,7 @@ typedef struct pc__attempt_params {
 	const char *extra_system_prompt;
 	uint64_t timeout_ms;              /* the attempt's budget; 0: unlimited */
 	pc_event_bus_t *bus;
+	pc__loop_box_t *loop;             /* retained by the attempt; may be NULL */
 } pc__attempt_params_t;
 
 /* The attempt's flat report. Strings and JSON are in buf at the offsets
@@ -263,6 +283,7 @@ typedef struct pc__attempt_done {
 	uint32_t error_code;
 	uint32_t payloads;          /* JSON array of final payload objects {text, isError?} */
 	uint32_t stop_reason;       /* the final stop reason name */
+	uint32_t revision;          /* before_agent_finalize's revision request, or 0 */
 	bool user_persisted;        /* the user's prompt is in the transcript now */
 	uint32_t tool_calls;        /* tool calls run in the attempt */
 	char buf[];

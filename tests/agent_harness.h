@@ -37,8 +37,8 @@ typedef struct harness {
 	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"fallbacks\":[\"fb/m2\"],"                \
 	"\"maxConcurrent\":16,\"sessionIdleSeconds\":1}}}"
 
-static inline void harness_start_with(harness_t *h, const char *config, const char *scenario,
-				      const pc_tool_registry_t *tools)
+static inline void harness_start_hooked(harness_t *h, const char *config, const char *scenario,
+					const pc_tool_registry_t *tools, const pc_hooks_t *hooks)
 {
 	memset(h, 0, sizeof(*h));
 	snprintf(h->dir, sizeof(h->dir), "/tmp/pincer-agent-XXXXXX");
@@ -60,8 +60,14 @@ static inline void harness_start_with(harness_t *h, const char *config, const ch
 	pc_config_errors_free(&errs);
 	cr_assert_eq(rc, 0);
 	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
-				.tools = tools, .lock_dir = locks, .mock_scenario = scenario};
+				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario};
 	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);
+}
+
+static inline void harness_start_with(harness_t *h, const char *config, const char *scenario,
+				      const pc_tool_registry_t *tools)
+{
+	harness_start_hooked(h, config, scenario, tools, NULL);
 }
 
 static inline void harness_start(harness_t *h, const char *scenario)

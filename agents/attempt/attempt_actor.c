@@ -39,6 +39,7 @@
 	"concisely. Use the tools when they help; never invent tool results."
 
 static int load_history(pc_ctx_t *ctx, attempt_t *t);
+static void prompt_ready(pc_ctx_t *ctx, attempt_t *t);
 
 /* ---- small helpers ---- */
 
@@ -184,6 +185,8 @@ static void report(attempt_t *t)
 	o.tool_metas = t->tool_calls_run;
 	o.tool_error = t->tool_error_name != NULL;
 	o.replay_unsafe = t->tool_error_mutating;
+	o.finalize_revision_requested = t->finalize_revise;
+	o.loop_guard_abort = t->loop_stopped;
 
 	cJSON *payloads = NULL;
 	if (t->final_message && !t->assistant_error) {
@@ -215,7 +218,8 @@ static void report(attempt_t *t)
 	char *pay = payloads ? cJSON_PrintUnformatted(payloads) : NULL;
 	cJSON_Delete(payloads);
 	size_t need = sizeof(pc__attempt_done_t) + 4 + (t->error_text ? strlen(t->error_text) + 1 : 0) +
-		      (pay ? strlen(pay) + 1 : 0) + (t->stop_reason ? strlen(t->stop_reason) + 1 : 0);
+		      (pay ? strlen(pay) + 1 : 0) + (t->stop_reason ? strlen(t->stop_reason) + 1 : 0) +
+		      (t->finalize_reason ? strlen(t->finalize_reason) + 1 : 0);
 	pc_msg_t *m = pc_msg_new(PC__MSG_ATTEMPT_DONE, need);
 	if (m) {
 		pc__attempt_done_t *d = pc_msg_data(m);
@@ -226,6 +230,7 @@ static void report(attempt_t *t)
 		d->error_text = put(d, &off, t->error_text);
 		d->payloads = put(d, &off, pay);
 		d->stop_reason = put(d, &off, t->stop_reason);
+		d->revision = put(d, &off, t->finalize_reason);
 		d->user_persisted = t->user_persisted;
 		d->tool_calls = t->tool_calls_run;
 		pc_send(t->run, m);
@@ -276,6 +281,8 @@ static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
 			pc_tool_abort(t->slots[i].actor);
+	if (t->phase == PH_TOOLS)
+		pc__att_abort_tools(ctx, t);
 	if (t->compaction) {
 		pc_compaction_abort(t->compaction); /* its DONE finishes the attempt */
 		return;
@@ -292,7 +299,16 @@ static int build_system_prompt(attempt_t *t)
 {
 	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
 	pc__buf_t b = {0};
-	int rc = pc__buf_append_str(&b, d->system_prompt ? d->system_prompt : BASE_SYSTEM_PROMPT);
+	int rc = 0;
+	if (t->sys_prepend) {
+		rc = pc__buf_append_str(&b, t->sys_prepend);
+		if (rc == 0)
+			rc = pc__buf_append_str(&b, "\n\n");
+	}
+	if (rc == 0)
+		rc = pc__buf_append_str(&b, t->sys_replace      ? t->sys_replace
+					    : d->system_prompt ? d->system_prompt
+							       : BASE_SYSTEM_PROMPT);
 	if (rc == 0 && t->context_text)
 		rc = pc__buf_append_str(&b, t->context_text);
 	for (size_t i = 0; rc == 0 && i < t->addition_count; i++) {
@@ -304,6 +320,11 @@ static int build_system_prompt(attempt_t *t)
 		rc = pc__buf_append_str(&b, "\n\n");
 		if (rc == 0)
 			rc = pc__buf_append_str(&b, t->extra);
+	}
+	if (rc == 0 && t->sys_append) {
+		rc = pc__buf_append_str(&b, "\n\n");
+		if (rc == 0)
+			rc = pc__buf_append_str(&b, t->sys_append);
 	}
 	if (rc == 0)
 		t->system_prompt = b.p; /* the buffer's bytes, NUL-terminated */
@@ -459,6 +480,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
 		.idle_timeout_ms = t->provider->idle_timeout_ms,
+		.hooks = t->agent->hooks,
 	};
 	if (rc == 0)
 		rc = pc_compaction_start(t->agent->rt, &req, pc_self(ctx), &t->compaction);
@@ -586,6 +608,8 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		pc__att_model_call(ctx, t);
 		return;
 	}
+	if (pc__att_hook_finalize(ctx, t))
+		return;
 	pc__att_finish(ctx, t);
 }
 
@@ -656,17 +680,40 @@ static int take_history(attempt_t *t, const pc_msg_t *m)
 	return rc;
 }
 
+/* The turn this attempt adds: the prompt on a first attempt, or the run's
+ * continuation instruction on a later one; with hook context around it. */
+static const char *user_turn(const attempt_t *t)
+{
+	return t->turn ? t->turn : t->prompt ? t->prompt : t->continuation;
+}
+
+static void run_passed(pc_ctx_t *ctx, attempt_t *t);
+
+/* History and context files are in: before_prompt_build, when hooked. */
 static void loaded(pc_ctx_t *ctx, attempt_t *t)
 {
 	if (!t->have_history || !t->have_context)
 		return;
+	if (!pc__att_hook_prompt_build(ctx, t, user_turn(t)))
+		prompt_ready(ctx, t);
+}
+
+/* The system prompt is built; before_agent_run may still block. */
+static void prompt_ready(pc_ctx_t *ctx, attempt_t *t)
+{
 	if (build_system_prompt(t) != 0) {
 		pc__att_fail_setup(ctx, t, "out of memory");
 		return;
 	}
-	/* The new user turn: the prompt on a first attempt, or the run's
-	 * continuation instruction on a later one. */
-	const char *turn = t->prompt ? t->prompt : t->continuation;
+	if (!pc__att_hook_agent_run(ctx, t))
+		run_passed(ctx, t);
+}
+
+/* The user turn is written, the preflight check (§2.7) passes, the
+ * attempt starts; before_agent_reply may answer instead of the model. */
+static void run_passed(pc_ctx_t *ctx, attempt_t *t)
+{
+	const char *turn = user_turn(t);
 	if (turn) {
 		cJSON *m = cJSON_CreateObject();
 		if (!m) {
@@ -684,7 +731,6 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 		if (t->prompt)
 			t->user_persisted = true;
 	}
-	/* §2.7 preflight */
 	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
 	pc_preflight_input_t pin = {
 		.history_tokens = pc_ctx_messages_tokens(t->messages),
@@ -713,7 +759,44 @@ static void loaded(pc_ctx_t *ctx, attempt_t *t)
 	}
 	pc__att_emit(t, PC_EVENT_LIFECYCLE, start, false);
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
-	pc__att_model_call(ctx, t);
+	if (!pc__att_hook_agent_reply(ctx, t))
+		pc__att_model_call(ctx, t);
+}
+
+/* An attempt-level hook chain answered (the tool hooks go to
+ * attempt_tools.c). A late answer after an abort is dropped. */
+static void on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d)
+{
+	unsigned kind = HOOK_TAG_KIND(d->tag);
+	if (kind == HOOK_KIND_GATE || kind == HOOK_KIND_PERSIST) {
+		pc__att_on_hook_done(ctx, t, d);
+		return;
+	}
+	if (kind != t->hook_wait || t->phase == PH_FINISHING)
+		return;
+	t->hook_wait = 0;
+	switch (kind) {
+	case HOOK_KIND_PROMPT:
+		pc__att_apply_prompt_build(t, t->prompt ? t->prompt : t->continuation, d);
+		prompt_ready(ctx, t);
+		break;
+	case HOOK_KIND_RUN:
+		if (d->blocked)
+			pc__att_apply_agent_run(ctx, t, d);
+		else
+			run_passed(ctx, t);
+		break;
+	case HOOK_KIND_REPLY:
+		if (!pc__att_apply_agent_reply(ctx, t, d))
+			pc__att_model_call(ctx, t);
+		break;
+	case HOOK_KIND_FINALIZE:
+		pc__att_apply_finalize(t, d);
+		pc__att_finish(ctx, t);
+		break;
+	default:
+		break;
+	}
 }
 
 /* (Re)arms the timer where the budget says, if it says anywhere. */
@@ -818,6 +901,9 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC_MSG_TOOL_DONE:
 		pc__att_on_tool_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
+	case PC_MSG_HOOK_DONE:
+		on_hook_done(ctx, t, pc_msg_cdata(msg));
+		return 0;
 	case PC_MSG_COMPACTION_DONE:
 		if (t->compaction)
 			on_compaction_done(ctx, t, pc_msg_cdata(msg));
@@ -898,6 +984,8 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 		pc_send(t->run, pc__text_msg(PC__MSG_STEER_REJECTED, t->steer[i]));
 	pc_actor_release(t->run);
 	pc_event_bus_release(t->bus);
+	pc__loop_box_release(t->loop);
+	pc__att_hooks_free(t);
 	pc_request_headers_free(t->headers);
 	cJSON_Delete(t->messages);
 	cJSON_Delete(t->calls);
@@ -905,6 +993,8 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	for (size_t i = 0; i < t->steer_n; i++)
 		free(t->steer[i]);
 	free(t->steer);
+	for (size_t i = 0; t->slots && i < t->n_calls; i++)
+		free(t->slots[i].text);
 	free(t->slots);
 	pc__buf_free(&t->text);
 	pc__buf_free(&t->thinking);
@@ -956,6 +1046,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->timeout_ms = p->timeout_ms;
 	t->messages = cJSON_CreateArray();
 	t->tools = a->tool_schemas;
+	t->loop = pc__loop_box_retain(p->loop);
 	int rc = 0;
 	if (rc == 0)
 		rc = pc__provider_headers(p->provider, p->profile, p->run_id, &t->headers);
@@ -987,6 +1078,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		free(t->prompt);
 		free(t->continuation);
 		free(t->extra);
+		pc__loop_box_release(t->loop);
 		free(t);
 		return rc;
 	}

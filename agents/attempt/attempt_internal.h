@@ -12,6 +12,7 @@
 #include "../../actors/timer.h"
 #include "../../io/buf_internal.h"
 #include "../agent_internal.h"
+#include "../hooks/hooks.h"
 #include "attempt_timeout.h"
 
 /* §3.3 event-side cap of tool results on the `tool` stream. */
@@ -26,11 +27,38 @@ typedef enum phase {
 	PH_FINISHING,
 } phase_t;
 
+/* Where one tool call is (§4.1): before_tool_call hooks, the tool actor,
+ * the tool_result_persist hooks, done. */
+typedef enum slot_stage {
+	SLOT_WAITING = 0,
+	SLOT_GATE,
+	SLOT_RUNNING,
+	SLOT_PERSIST,
+	SLOT_DONE,
+} slot_stage_t;
+
 typedef struct tool_slot {
 	pc_actor_t *actor;  /* NULL: not started (or finished) */
+	slot_stage_t stage;
 	bool done;
 	bool skipped;
+	/* the result while tool_result_persist runs */
+	bool is_error, mutating;
+	char *text;
 } tool_slot_t;
+
+/* A hook chain's tag: the call's slot and what the chain is for. */
+enum {
+	HOOK_KIND_GATE = 1,     /* before_tool_call */
+	HOOK_KIND_PERSIST = 2,  /* tool_result_persist */
+	HOOK_KIND_PROMPT = 3,   /* before_prompt_build */
+	HOOK_KIND_RUN = 4,      /* before_agent_run */
+	HOOK_KIND_REPLY = 5,    /* before_agent_reply */
+	HOOK_KIND_FINALIZE = 6, /* before_agent_finalize */
+};
+#define HOOK_TAG(slot, kind) (((uint64_t)(slot) << 8) | (uint64_t)(kind))
+#define HOOK_TAG_SLOT(tag) ((size_t)((tag) >> 8))
+#define HOOK_TAG_KIND(tag) ((unsigned)((tag)&0xFFu))
 
 typedef struct attempt {
 	pc_agent_t *agent;
@@ -59,6 +87,16 @@ typedef struct attempt {
 	pc__buf_t text;       /* cumulative assistant text of the current message */
 	pc__buf_t thinking;
 
+	pc__loop_box_t *loop; /* the run's tool-loop history (§4.2), or NULL */
+	/* what the run-shaping hooks decided (attempt_hooks.c) */
+	unsigned hook_wait;   /* the attempt-level chain awaited (HOOK_KIND_*), 0: none */
+	char *turn;           /* this attempt's user turn, with hook context around it */
+	char *sys_replace, *sys_prepend, *sys_append;
+	cJSON *hook_tools;    /* the offered schemas narrowed by toolsAllow (owned), or NULL */
+	cJSON *hook_allow;    /* the toolsAllow names (owned), or NULL: not narrowed */
+	bool finalize_revise;
+	char *finalize_reason;
+	bool loop_stopped;    /* the global circuit breaker blocked a call (§4.2) */
 	cJSON *calls;         /* the toolCall blocks being run (borrowed from messages) */
 	tool_slot_t *slots;
 	size_t n_calls, next_call, calls_done;
@@ -105,12 +143,32 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t);
 /* Starts threshold compaction when the context wants it; true if it did. */
 bool pc__att_maybe_compact(pc_ctx_t *ctx, attempt_t *t);
 
+/* attempt_hooks.c: each start returns true when a chain was started (its
+ * PC_MSG_HOOK_DONE then continues the attempt), false when no handler
+ * applies and the attempt goes straight on. */
+cJSON *pc__att_hook_ctx(const attempt_t *t, const char *tool_call_id);
+bool pc__att_hook_prompt_build(pc_ctx_t *ctx, attempt_t *t, const char *turn);
+void pc__att_apply_prompt_build(attempt_t *t, const char *turn, const pc_hook_done_msg_t *d);
+bool pc__att_hook_agent_run(pc_ctx_t *ctx, attempt_t *t);
+/* A block: the attempt ends with the hook's reason (§1.7 step 8). */
+void pc__att_apply_agent_run(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d);
+bool pc__att_hook_agent_reply(pc_ctx_t *ctx, attempt_t *t);
+/* True when a handler claimed the turn: its reply is the answer. */
+bool pc__att_apply_agent_reply(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d);
+bool pc__att_hook_finalize(pc_ctx_t *ctx, attempt_t *t);
+void pc__att_apply_finalize(attempt_t *t, const pc_hook_done_msg_t *d);
+/* Frees what the hooks left in the attempt. */
+void pc__att_hooks_free(attempt_t *t);
+
 /* attempt_tools.c */
 const char *pc__att_block_str(const cJSON *b, const char *name);
 pc_tool_mode_t pc__att_tool_mode(const attempt_t *t);
 /* Runs the tool calls of `assistant` (borrowed; kept in t->messages). */
 void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant);
 void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d);
+void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d);
+/* On abort: calls waiting on a hook chain end at once. */
+void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t);
 /* Appends `n` queued steering messages as user turns. */
 void pc__att_inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n);
 

@@ -8,11 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hooks/hooks.h"
+#include "../tools/loop_detect.h"
 #include "attempt_internal.h"
 #include "steering.h"
 
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
 static void tools_settled(pc_ctx_t *ctx, attempt_t *t);
+
+/* Once every call of the batch has its result (and only once: settling
+ * lets go of the batch), the loop goes on. */
+static void maybe_settle(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (t->calls && t->calls_done == t->n_calls)
+		tools_settled(ctx, t);
+}
 
 const char *pc__att_block_str(const cJSON *b, const char *name)
 {
@@ -154,10 +164,171 @@ void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 	} else {
 		start_tool(ctx, t, 0);
 	}
-	if (t->calls_done == t->n_calls)
-		tools_settled(ctx, t);
+	maybe_settle(ctx, t);
 }
 
+/* The agent's allow-list (agents.defaults.tools.allow) and a hook's
+ * toolsAllow hold at the call too: a model naming a tool it was not
+ * offered gets an error. */
+static bool tool_allowed(const attempt_t *t, const char *name)
+{
+	const pc_agent_defaults_t *d = &t->agent->cfg->agent;
+	bool listed = !d->tools_allow;
+	for (size_t i = 0; !listed && i < d->tools_allow_count; i++)
+		listed = !strcmp(d->tools_allow[i], name);
+	if (!listed || !t->hook_allow)
+		return listed;
+	const cJSON *n;
+	cJSON_ArrayForEach(n, t->hook_allow) {
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+			return true;
+	}
+	return false;
+}
+
+/* The call's arguments as the model gave them: an object, or text. */
+static const cJSON *call_args(const attempt_t *t, size_t i)
+{
+	return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(t->calls, (int)i), "arguments");
+}
+
+/* The arguments as an object (parsed when the model sent text); NULL when
+ * they are not one. The caller owns it. */
+static cJSON *args_object(const cJSON *args)
+{
+	if (cJSON_IsObject(args))
+		return cJSON_Duplicate(args, true);
+	if (!cJSON_IsString(args))
+		return NULL;
+	if (strspn(args->valuestring, " \t\r\n") == strlen(args->valuestring))
+		return cJSON_CreateObject();
+	cJSON *o = cJSON_Parse(args->valuestring);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+static cJSON *tool_event(const attempt_t *t, const char *name, const char *id)
+{
+	cJSON *e = cJSON_CreateObject();
+	if (!e)
+		return NULL;
+	cJSON_AddStringToObject(e, "toolName", name);
+	cJSON_AddStringToObject(e, "runId", t->run_id);
+	cJSON_AddStringToObject(e, "toolCallId", id);
+	return e;
+}
+
+static void call_finished(pc_ctx_t *ctx, attempt_t *t, size_t i);
+
+/* The call's result, final: its `result` event, the toolResult message,
+ * the outcome for the run's post-compaction guard (§1.16). */
+static void complete_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *text, bool is_error, bool mutating)
+{
+	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
+	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
+	tool_slot_t *s = &t->slots[i];
+	s->done = true;
+	s->stage = SLOT_DONE;
+	t->calls_done++;
+	emit_tool(t, "result", id, name, NULL, text, is_error);
+	add_tool_result(ctx, t, id, name, text, is_error);
+	const cJSON *args = call_args(t, i);
+	char *printed = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
+	const char *a = cJSON_IsString(args) ? args->valuestring : printed ? printed : "";
+	pc_msg_t *m = pc_msg_new(PC__MSG_TOOL_OUTCOME, sizeof(pc__tool_outcome_t));
+	if (m) {
+		pc__tool_outcome_t *o = pc_msg_data(m);
+		o->args_hash = pc__hash64(a, strlen(a));
+		o->result_hash = pc__hash64(text, strlen(text));
+		snprintf(o->name, sizeof(o->name), "%s", name);
+		pc_send(t->run, m);
+	}
+	cJSON_free(printed);
+	if (is_error) {
+		free(t->tool_error_name);
+		free(t->tool_error_text);
+		t->tool_error_name = strdup(name);
+		t->tool_error_text = strdup(text);
+		t->tool_error_mutating = mutating;
+	} else if (t->tool_error_name && !strcmp(t->tool_error_name, name)) {
+		/* a later success of the same tool clears its warning (§5.7) */
+		free(t->tool_error_name);
+		free(t->tool_error_text);
+		t->tool_error_name = t->tool_error_text = NULL;
+	}
+}
+
+/* A call that ends before its tool ran (refused, blocked). */
+static void refuse_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *why)
+{
+	complete_call(ctx, t, i, why, true, false);
+	call_finished(ctx, t, i);
+}
+
+static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_text)
+{
+	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
+	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
+	pc_tool_invoke_t req = {
+		.name = name,
+		.tool_call_id = id,
+		.arguments = args_text,
+		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
+			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
+		.tag = i,
+	};
+	t->slots[i].stage = SLOT_RUNNING;
+	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
+	if (rc != 0) {
+		t->slots[i].actor = NULL;
+		refuse_call(ctx, t, i, "Tool could not be started.");
+	}
+}
+
+/* §4.2: the loop detectors see the call before it runs. A warning lets it
+ * run (and is published once per bucket as a `diagnostic` event); a block
+ * becomes the error the model reads. True when the call may run. */
+static bool loop_gate(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *name, const cJSON *args)
+{
+	if (!t->loop)
+		return true;
+	const char *id = pc__att_block_str(cJSON_GetArrayItem(t->calls, (int)i), "id");
+	cJSON *obj = args_object(args);
+	pc_loop_verdict_t v;
+	int rc = pc_loop_check(t->loop->h, name, obj, id, &v);
+	cJSON_Delete(obj);
+	if (rc != 0 || v.action == PC_LOOP_NONE)
+		return true;
+	if (v.log) {
+		cJSON *d = cJSON_CreateObject();
+		if (d) {
+			cJSON_AddStringToObject(d, "type", "tool.loop");
+			cJSON_AddStringToObject(d, "level", v.action == PC_LOOP_BLOCK ? "critical" : "warning");
+			cJSON_AddStringToObject(d, "detector", v.detector);
+			cJSON_AddNumberToObject(d, "count", v.count);
+			cJSON_AddStringToObject(d, "toolName", name);
+			cJSON_AddStringToObject(d, "message", v.message);
+			pc__att_emit(t, PC_EVENT_DIAGNOSTIC, d, false);
+		}
+	}
+	if (v.action != PC_LOOP_BLOCK)
+		return true;
+	__atomic_add_fetch(&t->agent->stats.tool_loops_blocked, 1, __ATOMIC_RELAXED);
+	if (!strcmp(v.detector, "global_circuit_breaker")) {
+		/* "Session execution blocked": the batch ends, the model is not
+		 * called again, and the run ends with the breaker's message. */
+		t->loop_stopped = true;
+		pc__att_set_error(t, v.message);
+	}
+	refuse_call(ctx, t, i, v.message);
+	return false;
+}
+
+/* §4.1: loop detection, then the before_tool_call hooks (when any apply),
+ * then the tool itself. */
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 {
 	if (i >= t->n_calls)
@@ -173,89 +344,236 @@ static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 	}
 	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
 	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(b, "arguments");
-	char *args_text = cJSON_IsString(args) ? strdup(args->valuestring) : cJSON_PrintUnformatted(args);
+	const cJSON *args = call_args(t, i);
 	emit_tool(t, "start", id, name, args, NULL, false);
-	pc_tool_invoke_t req = {
-		.name = name,
-		.tool_call_id = id,
-		.arguments = args_text ? args_text : "{}",
-		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
-			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
-		.tag = i,
-	};
-	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
-	if (cJSON_IsString(args))
-		free(args_text);
-	else
-		cJSON_free(args_text);
 	t->next_call = i + 1;
 	t->tool_calls_run++;
 	__atomic_add_fetch(&t->agent->stats.tool_calls, 1, __ATOMIC_RELAXED);
-	if (rc != 0) {
-		t->slots[i].actor = NULL;
-		t->slots[i].done = true;
-		t->calls_done++;
-		emit_tool(t, "result", id, name, NULL, "Tool could not be started.", true);
-		add_tool_result(ctx, t, id, name, "Tool could not be started.", true);
+	if (!tool_allowed(t, name)) {
+		char why[160];
+		snprintf(why, sizeof(why), "Tool %.64s is not available to this agent.", name);
+		refuse_call(ctx, t, i, why);
+		return;
 	}
+	if (!loop_gate(ctx, t, i, name, args))
+		return;
+	const pc_hooks_t *hooks = t->agent->hooks;
+	if (pc_hooks_active(hooks, PC_HOOK_BEFORE_TOOL_CALL, name)) {
+		cJSON *ev = tool_event(t, name, id);
+		cJSON *params = args_object(args);
+		if (ev)
+			cJSON_AddItemToObject(ev, "params", params ? params : cJSON_CreateObject());
+		else
+			cJSON_Delete(params);
+		t->slots[i].stage = SLOT_GATE;
+		int rc = pc_hooks_run(t->agent->rt, hooks, PC_HOOK_BEFORE_TOOL_CALL, ev, pc__att_hook_ctx(t, id), name,
+				      pc_self(ctx), HOOK_TAG(i, HOOK_KIND_GATE));
+		if (rc != 0)
+			refuse_call(ctx, t, i, PC_HOOK_REASON_TOOL_HOOK_FAILED); /* fail closed */
+		return;
+	}
+	char *text = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
+	launch_tool(ctx, t, i, cJSON_IsString(args) ? args->valuestring : text ? text : "{}");
+	cJSON_free(text);
 }
 
-/* Every live tool outcome goes to the run for its post-compaction loop
- * guard (§1.16): the tool, a hash of its arguments and of its result. */
-static void report_outcome(attempt_t *t, size_t i, const pc_tool_done_msg_t *d)
+/* before_tool_call answered: blocked, or run with the merged params. */
+static void on_gate_done(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_hook_done_msg_t *d)
 {
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(t->calls, (int)i), "arguments");
-	char *text = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
-	const char *a = cJSON_IsString(args) ? args->valuestring : text ? text : "";
-	pc_msg_t *m = pc_msg_new(PC__MSG_TOOL_OUTCOME, sizeof(pc__tool_outcome_t));
-	if (m) {
-		pc__tool_outcome_t *o = pc_msg_data(m);
-		o->args_hash = pc__hash64(a, strlen(a));
-		o->result_hash = pc__hash64(d->text, d->text_len);
-		snprintf(o->name, sizeof(o->name), "%s", d->name);
-		pc_send(t->run, m);
+	if (d->blocked) {
+		refuse_call(ctx, t, i, d->reason[0] ? d->reason : PC_HOOK_REASON_TOOL_BLOCKED);
+		return;
 	}
-	cJSON_free(text);
+	cJSON *merged = cJSON_ParseWithLength(d->result, d->result_len);
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(merged, "params");
+	char *text = cJSON_IsObject(params) ? cJSON_PrintUnformatted(params) : NULL;
+	cJSON_Delete(merged);
+	if (text) {
+		launch_tool(ctx, t, i, text);
+		cJSON_free(text);
+		return;
+	}
+	const cJSON *args = call_args(t, i);
+	char *orig = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
+	launch_tool(ctx, t, i, cJSON_IsString(args) ? args->valuestring : orig ? orig : "{}");
+	cJSON_free(orig);
+}
+
+/* after_tool_call (observation): the result, whether it failed, how long. */
+static void notify_after(attempt_t *t, size_t i, const pc_tool_done_msg_t *d)
+{
+	const pc_hooks_t *hooks = t->agent->hooks;
+	if (!pc_hooks_active(hooks, PC_HOOK_AFTER_TOOL_CALL, d->name))
+		return;
+	cJSON *ev = tool_event(t, d->name, d->tool_call_id);
+	if (ev) {
+		cJSON *params = args_object(call_args(t, i));
+		cJSON_AddItemToObject(ev, "params", params ? params : cJSON_CreateObject());
+		cJSON_AddStringToObject(ev, d->is_error ? "error" : "result", d->text);
+		cJSON_AddNumberToObject(ev, "durationMs", (double)d->duration_us / 1000.0);
+	}
+	pc_hooks_notify(t->agent->rt, hooks, PC_HOOK_AFTER_TOOL_CALL, ev, pc__att_hook_ctx(t, d->tool_call_id), d->name);
+}
+
+/* tool_result_persist: the result message as it would be written. */
+static bool persist_hook(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_tool_done_msg_t *d)
+{
+	const pc_hooks_t *hooks = t->agent->hooks;
+	if (!pc_hooks_active(hooks, PC_HOOK_TOOL_RESULT_PERSIST, d->name))
+		return false;
+	tool_slot_t *s = &t->slots[i];
+	s->text = strndup(d->text, d->text_len);
+	if (!s->text)
+		return false;
+	s->is_error = d->is_error;
+	s->mutating = d->mutating;
+	cJSON *ev = tool_event(t, d->name, d->tool_call_id);
+	cJSON *msg = cJSON_CreateObject(), *content = cJSON_CreateArray(), *block = cJSON_CreateObject();
+	if (ev && msg && content && block) {
+		cJSON_AddStringToObject(block, "type", "text");
+		cJSON_AddStringToObject(block, "text", s->text);
+		cJSON_AddItemToArray(content, block);
+		cJSON_AddStringToObject(msg, "role", "toolResult");
+		cJSON_AddStringToObject(msg, "toolCallId", d->tool_call_id);
+		cJSON_AddStringToObject(msg, "toolName", d->name);
+		cJSON_AddItemToObject(msg, "content", content);
+		cJSON_AddBoolToObject(msg, "isError", d->is_error);
+		cJSON_AddItemToObject(ev, "message", msg);
+	} else {
+		cJSON_Delete(msg);
+		cJSON_Delete(content);
+		cJSON_Delete(block);
+	}
+	s->stage = SLOT_PERSIST;
+	if (pc_hooks_run(t->agent->rt, hooks, PC_HOOK_TOOL_RESULT_PERSIST, ev, pc__att_hook_ctx(t, d->tool_call_id),
+			 d->name, pc_self(ctx), HOOK_TAG(i, HOOK_KIND_PERSIST)) != 0) {
+		s->stage = SLOT_RUNNING;
+		free(s->text);
+		s->text = NULL;
+		return false;
+	}
+	return true;
+}
+
+/* The text a transformed message carries: its text blocks joined, or a
+ * string content. NULL when it has none. */
+static char *message_text(const cJSON *msg, bool *is_error)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(msg, "isError");
+	if (cJSON_IsBool(err))
+		*is_error = cJSON_IsTrue(err);
+	if (cJSON_IsString(content))
+		return strdup(content->valuestring);
+	if (!cJSON_IsArray(content))
+		return NULL;
+	pc__buf_t out = {0};
+	const cJSON *b;
+	bool any = false;
+	cJSON_ArrayForEach(b, content) {
+		const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+		if (!cJSON_IsString(text))
+			continue;
+		if ((any && pc__buf_append_str(&out, "\n") != 0) || pc__buf_append_str(&out, text->valuestring) != 0) {
+			pc__buf_free(&out);
+			return NULL;
+		}
+		any = true;
+	}
+	if (!any)
+		pc__buf_free(&out);
+	return any ? out.p : NULL;
+}
+
+static void on_persist_done(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_hook_done_msg_t *d)
+{
+	tool_slot_t *s = &t->slots[i];
+	bool is_error = s->is_error;
+	cJSON *merged = cJSON_ParseWithLength(d->result, d->result_len);
+	char *text = NULL;
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(merged, "message");
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(merged, "content");
+	if (cJSON_IsObject(msg))
+		text = message_text(msg, &is_error);
+	if (!text && content) {
+		cJSON *wrap = cJSON_CreateObject();
+		if (wrap && cJSON_AddItemToObject(wrap, "content", cJSON_Duplicate(content, true)))
+			text = message_text(wrap, &is_error);
+		cJSON_Delete(wrap);
+	}
+	cJSON_Delete(merged);
+	complete_call(ctx, t, i, text ? text : s->text, is_error, s->mutating);
+	free(text);
+	free(s->text);
+	s->text = NULL;
+	call_finished(ctx, t, i);
+}
+
+void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d)
+{
+	size_t i = HOOK_TAG_SLOT(d->tag);
+	unsigned kind = HOOK_TAG_KIND(d->tag);
+	if (t->phase != PH_TOOLS || i >= t->n_calls || t->slots[i].done)
+		return;
+	if (kind == HOOK_KIND_GATE && t->slots[i].stage == SLOT_GATE)
+		on_gate_done(ctx, t, i, d);
+	else if (kind == HOOK_KIND_PERSIST && t->slots[i].stage == SLOT_PERSIST)
+		on_persist_done(ctx, t, i, d);
+}
+
+/* On abort, calls waiting on a hook end now: a gated call never runs, a
+ * result waiting for its transform is written as it is. */
+void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t)
+{
+	for (size_t i = 0; i < t->n_calls; i++) {
+		tool_slot_t *s = &t->slots[i];
+		if (s->done)
+			continue;
+		if (s->stage == SLOT_GATE) {
+			complete_call(ctx, t, i, "Tool call aborted before it ran.", true, false);
+		} else if (s->stage == SLOT_PERSIST) {
+			complete_call(ctx, t, i, s->text, s->is_error, s->mutating);
+			free(s->text);
+			s->text = NULL;
+		}
+	}
 }
 
 void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d)
 {
 	size_t i = (size_t)d->tag;
-	if (i >= t->n_calls || t->slots[i].done)
+	if (i >= t->n_calls || t->slots[i].done || t->slots[i].stage != SLOT_RUNNING)
 		return;
 	pc_actor_release(t->slots[i].actor);
 	t->slots[i].actor = NULL;
-	t->slots[i].done = true;
-	t->calls_done++;
-	emit_tool(t, "result", d->tool_call_id, d->name, NULL, d->text, d->is_error);
-	add_tool_result(ctx, t, d->tool_call_id, d->name, d->text, d->is_error);
-	report_outcome(t, i, d);
-	if (d->is_error) {
-		free(t->tool_error_name);
-		free(t->tool_error_text);
-		t->tool_error_name = strdup(d->name);
-		t->tool_error_text = strdup(d->text);
-		t->tool_error_mutating = d->mutating;
-	} else if (t->tool_error_name && !strcmp(t->tool_error_name, d->name)) {
-		/* a later success of the same tool clears its warning (§5.7) */
-		free(t->tool_error_name);
-		free(t->tool_error_text);
-		t->tool_error_name = t->tool_error_text = NULL;
-	}
 	if (d->status == PC_TOOL_TIMEOUT)
 		t->timed_out_in_tool = true;
+	if (t->loop) {
+		cJSON *obj = args_object(call_args(t, i));
+		pc_loop_record_outcome(t->loop->h, d->name, obj, d->tool_call_id, d->text, d->is_error);
+		cJSON_Delete(obj);
+	}
+	notify_after(t, i, d);
+	if (!t->aborting && persist_hook(ctx, t, i, d))
+		return;
+	complete_call(ctx, t, i, d->text, d->is_error, d->mutating);
+	call_finished(ctx, t, i);
+}
+
+/* After call i: the next one (sequential), or the end of the batch. */
+static void call_finished(pc_ctx_t *ctx, attempt_t *t, size_t i)
+{
 	if (t->aborting) {
 		if (t->calls_done == t->n_calls || pc__att_tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
 			skip_calls(ctx, t, i + 1);
-			pc__att_finish(ctx, t);
+			if (t->calls_done == t->n_calls)
+				pc__att_finish(ctx, t);
 		}
 		return;
 	}
-	if (pc__att_tool_mode(t) == PC_TOOLS_SEQUENTIAL && t->next_call < t->n_calls)
+	if (pc__att_tool_mode(t) == PC_TOOLS_SEQUENTIAL && t->next_call == i + 1 && t->next_call < t->n_calls)
 		start_tool(ctx, t, t->next_call);
-	if (t->calls_done == t->n_calls)
-		tools_settled(ctx, t);
+	maybe_settle(ctx, t);
 }
 
 static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
@@ -269,7 +587,7 @@ static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
 	pc_steer_decision_t sd;
 	pc_steer_at(pc__att_tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TOOLS_DONE, 0, 0, t->steer_n, &sd);
 	pc__att_inject_steering(ctx, t, sd.inject);
-	if (t->aborting) {
+	if (t->aborting || t->loop_stopped) {
 		pc__att_finish(ctx, t);
 		return;
 	}
