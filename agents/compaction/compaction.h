@@ -3,6 +3,12 @@
  * through the model, keep the recent tail verbatim, and rewrite the
  * transcript as [summary, tail...] under the session write lock.
  *
+ * With hooks, before_compaction fires once the history is read (the
+ * trigger, the session and run, messageCount, tokensBefore) and
+ * after_compaction with the outcome, whatever it is: compacted,
+ * summaryChars when a summary was written, messageCount / compactedCount /
+ * tokensBefore / tokensAfter, error, aborted, timedOut.
+ *
  * The summary is stored as a message of role "compactionSummary" whose
  * content is {"role":"compactionSummary","summary":"...","tokensBefore":N,
  * "trigger":"overflow"}; pc_compaction_context_message turns it into the
@@ -24,6 +30,7 @@
 #include "../../io/io.h"
 #include "../../io/lock/session_lock.h"
 #include "../../io/store/store.h"
+#include "../hooks/hooks.h"
 #include "../providers/provider.h"
 
 #ifdef __cplusplus
@@ -107,6 +114,8 @@ typedef struct pc_compaction_request {
 	uint64_t timeout_ms;             /* the whole operation; 0: 900 s */
 	uint64_t idle_timeout_ms;        /* the model's silence before the call fails
 					  * (the provider's idle watchdog); 0: none */
+	const pc_hooks_t *hooks;         /* before_compaction / after_compaction (§7.4);
+					  * NULL: none. Held by the actor while it runs */
 	uint64_t tag;
 } pc_compaction_request_t;
 

@@ -21,7 +21,12 @@
  *
  * Exactly one DONE: every path ends in finish(), which marks it sent, and
  * the stop handler (which runs once, whatever stops the actor) sends one if
- * nothing did.
+ * nothing did. after_compaction goes with it, once before_compaction went.
+ *
+ * The actor holds a reference to the hook registry (only when a
+ * compaction hook is registered): it may outlive its owner and the agent
+ * (an abort is answered after the owner stopped), and its last hook must
+ * not find the registry gone.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
 #include "../attempt/context_guard.h"
+#include "../hooks/hooks_internal.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
 #include "compaction.h"
@@ -84,10 +90,76 @@ typedef struct compaction {
 	uint32_t conflicts;
 	stop_cause_t stop_cause;
 	bool done_sent;
+	const pc_hooks_t *hooks;       /* retained; NULL when no compaction hook is registered */
+	bool announced;                /* before_compaction fired: after_compaction follows */
 
 	uint64_t tokens_before, tokens_after;
 	uint32_t messages_before, messages_after;
 } compaction_t;
+
+/* ---- hooks (§7.4) ---- */
+
+/* The event with what both compaction hooks carry; NULL on no memory. */
+static cJSON *hook_event(const compaction_t *c)
+{
+	cJSON *e = cJSON_CreateObject();
+	if (!e)
+		return NULL;
+	if (c->req.trigger)
+		cJSON_AddStringToObject(e, "trigger", c->req.trigger);
+	cJSON_AddStringToObject(e, "sessionKey", c->req.session_key);
+	if (c->req.run_id)
+		cJSON_AddStringToObject(e, "runId", c->req.run_id);
+	cJSON_AddNumberToObject(e, "tokensBefore", (double)c->tokens_before);
+	return e;
+}
+
+static void notify(const compaction_t *c, pc_hook_point_t p, cJSON *event)
+{
+	cJSON *ctx = cJSON_CreateObject();
+	if (ctx) {
+		cJSON_AddStringToObject(ctx, "agentId", "main");
+		cJSON_AddStringToObject(ctx, "sessionKey", c->req.session_key);
+		if (c->req.run_id)
+			cJSON_AddStringToObject(ctx, "runId", c->req.run_id);
+	}
+	pc_hooks_notify(c->rt, c->hooks, p, event, ctx, NULL);
+}
+
+/* before_compaction, once: the history has been read. */
+static void announce_before(compaction_t *c)
+{
+	if (c->announced || !pc_hooks_active(c->hooks, PC_HOOK_BEFORE_COMPACTION, NULL))
+		return;
+	c->announced = true;
+	cJSON *e = hook_event(c);
+	if (e)
+		cJSON_AddNumberToObject(e, "messageCount", c->messages_before);
+	notify(c, PC_HOOK_BEFORE_COMPACTION, e);
+}
+
+/* after_compaction: the outcome, as DONE tells it. */
+static void announce_after(const compaction_t *c, const pc_compaction_done_msg_t *d)
+{
+	if (!c->announced || !pc_hooks_active(c->hooks, PC_HOOK_AFTER_COMPACTION, NULL))
+		return;
+	cJSON *e = hook_event(c);
+	if (!e)
+		return;
+	cJSON_AddBoolToObject(e, "compacted", d->compacted);
+	if (d->compacted && c->summary)
+		cJSON_AddNumberToObject(e, "summaryChars", (double)strlen(c->summary));
+	cJSON_AddNumberToObject(e, "messageCount", d->messages_after);
+	cJSON_AddNumberToObject(e, "compactedCount", d->compacted ? (double)c->first_kept : 0);
+	cJSON_AddNumberToObject(e, "tokensAfter", (double)d->tokens_after);
+	if (d->rc != 0)
+		cJSON_AddStringToObject(e, "error", d->error);
+	if (d->aborted)
+		cJSON_AddTrueToObject(e, "aborted");
+	if (d->timed_out)
+		cJSON_AddTrueToObject(e, "timedOut");
+	notify(c, PC_HOOK_AFTER_COMPACTION, e);
+}
 
 /* ---- the outcome ---- */
 
@@ -115,6 +187,7 @@ static void send_done(compaction_t *c, const outcome_t *o, const char *error)
 	d->tokens_after = o->compacted ? c->tokens_after : c->tokens_before;
 	d->messages_after = o->compacted ? c->messages_after : c->messages_before;
 	snprintf(d->error, sizeof(d->error), "%s", o->rc ? (error ? error : pc_strerror(o->rc)) : "");
+	announce_after(c, d);
 	pc_send(c->owner, m);
 }
 
@@ -457,6 +530,7 @@ static void on_history(pc_ctx_t *ctx, compaction_t *c, const pc_msg_t *msg)
 	}
 	size_t n = pc_store_history_count(c->hist);
 	c->tokens_before = pc_ctx_chars_to_tokens(range_chars(c->msgs, 0, n));
+	announce_before(c);
 	if (c->conflicts && c->summary && prefix_unchanged(c)) {
 		/* Only appended to since: the summary stands, the tail grows. */
 		if ((rc = submit_rewrite(ctx, c)) != 0)
@@ -673,6 +747,8 @@ static void compaction_free(compaction_t *c)
 	free(c->provider);
 	free(c->model);
 	pc_actor_release(c->owner);
+	if (c->hooks)
+		pc__hooks_release(c->hooks);
 	free(c);
 }
 
@@ -719,6 +795,7 @@ static int copy_request(compaction_t *c, const pc_compaction_request_t *req)
 	c->req.provider = c->provider = dup_str(req->provider, &ok);
 	c->req.model = c->model = dup_str(req->model, &ok);
 	c->req.lock_opts = NULL;
+	c->req.hooks = NULL; /* c->hooks, when held */
 	if (req->lock_opts) {
 		c->lock_opts = *req->lock_opts;
 		c->has_lock_opts = true;
@@ -757,6 +834,11 @@ int pc_compaction_start(pc_runtime_t *rt, const pc_compaction_request_t *req, pc
 		return PC_ENOMEM;
 	c->rt = rt;
 	c->owner = pc_actor_retain(owner);
+	if (pc_hooks_active(req->hooks, PC_HOOK_BEFORE_COMPACTION, NULL) ||
+	    pc_hooks_active(req->hooks, PC_HOOK_AFTER_COMPACTION, NULL)) {
+		pc__hooks_retain(req->hooks);
+		c->hooks = req->hooks;
+	}
 	int rc = copy_request(c, req);
 	/* the actor owns c once spawned; START is its first message */
 	if (rc == 0)

@@ -15,6 +15,11 @@
  * the attempt or compaction in flight, cancels a backoff, and never enters
  * fallback. The stop handler releases the global-lane permit and anything
  * still running, exactly once, whatever stopped the run.
+ *
+ * Hooks (§10.2): before_model_resolve may replace the primary model
+ * before the first iteration; message_sending may rewrite or cancel the
+ * reply before the terminal event; agent_end observes every end. Each
+ * costs a pc_hooks_active check when nothing is registered.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +42,12 @@ typedef struct candidate {
 
 typedef enum run_phase {
 	RP_IDLE = 0,   /* between steps */
+	RP_RESOLVING,  /* before_model_resolve's chain */
 	RP_ATTEMPT,
 	RP_DELAY,
 	RP_COMPACTING,
 	RP_TRUNCATING,
+	RP_SENDING,    /* message_sending's chain */
 	RP_DONE,
 } run_phase_t;
 
@@ -54,6 +61,12 @@ typedef struct run {
 	candidate_t cand[PC_RUN_MAX_CANDIDATES];
 	uint32_t n_cand;
 	pc_run_state_t rs;
+
+	pc__loop_box_t *loop; /* the tool-loop detectors' history (§4.2), or NULL */
+	char *revision;       /* the last before_agent_finalize revision request */
+	char *hook_model;     /* before_model_resolve's model, for cand[0] */
+	bool reply_checked;   /* message_sending has had its say */
+	pc_run_action_t final_act; /* the ok finish waiting for message_sending */
 
 	run_phase_t phase;
 	pc_actor_t *attempt;
@@ -79,6 +92,201 @@ static void decide(pc_ctx_t *ctx, run_t *r);
 static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 {
 	return p->embedded ? r->agent->mock_base_url : p->base_url;
+}
+
+/* ---- hooks (§10.2) ---- */
+
+enum { TAG_MODEL_RESOLVE = 1, TAG_MESSAGE_SENDING };
+
+/* What every hook of the run reads as its context. */
+static cJSON *hook_ctx(const run_t *r)
+{
+	cJSON *c = cJSON_CreateObject();
+	if (c) {
+		cJSON_AddStringToObject(c, "agentId", "main");
+		cJSON_AddStringToObject(c, "sessionKey", r->key);
+		cJSON_AddStringToObject(c, "runId", r->run_id);
+	}
+	return c;
+}
+
+static const char *str_field(const cJSON *o, const char *name)
+{
+	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+	return s && s[0] ? s : NULL;
+}
+
+/* Starts the chain of decision point `p`; true when it runs (its DONE
+ * comes back with `tag`), false when the run goes on without it. */
+static bool hook_start(pc_ctx_t *ctx, run_t *r, pc_hook_point_t p, cJSON *event, uint64_t tag)
+{
+	return pc_hooks_run(r->agent->rt, r->agent->hooks, p, event, hook_ctx(r), NULL, pc_self(ctx), tag) == 0;
+}
+
+static bool hook_model_resolve(pc_ctx_t *ctx, run_t *r)
+{
+	if (!pc_hooks_active(r->agent->hooks, PC_HOOK_BEFORE_MODEL_RESOLVE, NULL))
+		return false;
+	cJSON *ev = cJSON_CreateObject();
+	if (ev) {
+		cJSON_AddStringToObject(ev, "prompt", r->prompt);
+		cJSON_AddStringToObject(ev, "sessionKey", r->key);
+	}
+	if (!hook_start(ctx, r, PC_HOOK_BEFORE_MODEL_RESOLVE, ev, TAG_MODEL_RESOLVE))
+		return false;
+	r->phase = RP_RESOLVING;
+	return true;
+}
+
+/* `ref` becomes the primary candidate when it names a configured
+ * provider; otherwise the configured chain stands. Before the first
+ * iteration, so the candidate state simply starts over. */
+static void set_primary(run_t *r, const pc_model_ref_t *ref)
+{
+	const pc_config_t *c = r->agent->cfg;
+	const pc_provider_config_t *p = pc_config_provider(c, ref->provider);
+	char *model = p && p->profile_count <= PC_RUN_MAX_PROFILES ? strdup(ref->model) : NULL;
+	if (!model)
+		return;
+	const pc_model_config_t *m = pc_config_model(p, model);
+	pc_model_ref_t own = {.provider = p->id, .model = model};
+	free(r->hook_model);
+	r->hook_model = model;
+	r->cand[0] = (candidate_t){
+		.provider = p,
+		.model = model,
+		.context_tokens = pc_config_context_tokens(c, &own),
+		.max_tokens = m ? m->max_tokens : 0,
+	};
+	r->rs.cfg.profile_counts[0] = (uint32_t)p->profile_count;
+	pc_run_enter_candidate(&r->rs, 0);
+}
+
+/* {providerOverride?, modelOverride?}: each replaces its half of the
+ * primary model; a modelOverride "provider/model" naming a configured
+ * provider gives both. An override that names no configured provider is
+ * ignored, as are the hook's failures (§10.2). */
+static void apply_model_override(run_t *r, const pc_hook_done_msg_t *d)
+{
+	cJSON *res = cJSON_ParseWithLength(d->result, d->result_len);
+	const char *prov = str_field(res, "providerOverride"), *model = str_field(res, "modelOverride");
+	pc_model_ref_t ref = {.provider = prov ? prov : r->cand[0].provider->id,
+			      .model = model ? model : r->cand[0].model};
+	pc_model_ref_t parsed;
+	char *buf = NULL;
+	if (model && !prov && strchr(model, '/') && pc_config_model_ref_parse(model, &parsed, &buf) == 0 &&
+	    pc_config_provider(r->agent->cfg, parsed.provider))
+		ref = parsed;
+	if (prov || model)
+		set_primary(r, &ref);
+	free(buf);
+	cJSON_Delete(res);
+}
+
+/* The payloads' texts joined with "\n\n" (malloc'd), or NULL. */
+static char *joined_text(const cJSON *payloads)
+{
+	size_t n = 1;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, payloads) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		n += t ? strlen(t) + 2 : 0;
+	}
+	char *out = malloc(n);
+	if (!out)
+		return NULL;
+	size_t off = 0;
+	cJSON_ArrayForEach(p, payloads) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		if (t)
+			off += (size_t)snprintf(out + off, n - off, "%s%s", off ? "\n\n" : "", t);
+	}
+	out[off] = '\0';
+	return out;
+}
+
+/* message_sending, once, for an ok run with a reply (not a silent one):
+ * true when its chain runs; finish() is called again at its DONE. */
+static bool hook_message_sending(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	if (r->reply_checked || !act || act->silent || !r->payloads ||
+	    !pc_hooks_active(r->agent->hooks, PC_HOOK_MESSAGE_SENDING, NULL))
+		return false;
+	r->reply_checked = true;
+	cJSON *payloads = cJSON_Parse(r->payloads);
+	if (cJSON_GetArraySize(payloads) == 0) {
+		cJSON_Delete(payloads);
+		return false;
+	}
+	char *content = joined_text(payloads);
+	cJSON *ev = cJSON_CreateObject();
+	if (!ev || !content || !cJSON_AddItemToObject(ev, "payloads", payloads)) {
+		cJSON_Delete(payloads);
+		cJSON_Delete(ev);
+		free(content);
+		return false;
+	}
+	cJSON_AddStringToObject(ev, "content", content);
+	cJSON_AddStringToObject(ev, "sessionKey", r->key);
+	cJSON_AddStringToObject(ev, "runId", r->run_id);
+	free(content);
+	if (!hook_start(ctx, r, PC_HOOK_MESSAGE_SENDING, ev, TAG_MESSAGE_SENDING))
+		return false;
+	r->final_act = *act;
+	r->phase = RP_SENDING;
+	return true;
+}
+
+/* [{"text": text}] as JSON text (malloc'd), or NULL. */
+static char *one_payload(const char *text)
+{
+	cJSON *arr = cJSON_CreateArray(), *p = cJSON_CreateObject();
+	char *out = NULL;
+	if (arr && p && cJSON_AddStringToObject(p, "text", text) && cJSON_AddItemToArray(arr, p)) {
+		p = NULL; /* the array's now */
+		char *s = cJSON_PrintUnformatted(arr);
+		out = s ? strdup(s) : NULL;
+		cJSON_free(s);
+	}
+	cJSON_Delete(p);
+	cJSON_Delete(arr);
+	return out;
+}
+
+/* The merged message_sending result: cancel drops the reply (the run
+ * ends ok and silent); content replaces it with one payload of that text
+ * (none when the text is empty). A rewrite that cannot be made drops the
+ * reply rather than send what a hook replaced. */
+static void apply_message_sending(run_t *r, const pc_hook_done_msg_t *d)
+{
+	cJSON *res = cJSON_ParseWithLength(d->result, d->result_len);
+	const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "content"));
+	if (d->blocked || content) {
+		free(r->payloads);
+		r->payloads = !d->blocked && content[0] ? one_payload(content) : NULL;
+	}
+	cJSON_Delete(res);
+}
+
+/* agent_end: every end of the run, observed. `payloads` (borrowed) are
+ * the terminal event's. */
+static void hook_agent_end(const run_t *r, pc_run_status_t status, const char *error, const cJSON *payloads)
+{
+	if (!pc_hooks_active(r->agent->hooks, PC_HOOK_AGENT_END, NULL))
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	if (!ev)
+		return;
+	cJSON_AddBoolToObject(ev, "success", status == PC_RUN_STATUS_OK);
+	cJSON_AddStringToObject(ev, "status", pc_run_status_name(status));
+	if (error)
+		cJSON_AddStringToObject(ev, "error", error);
+	uint64_t now = pc_runtime_now_ms();
+	cJSON_AddNumberToObject(ev, "durationMs", r->started_ms ? (double)(now - r->started_ms) : 0);
+	cJSON_AddItemToObject(ev, "payloads", payloads ? cJSON_Duplicate(payloads, true) : cJSON_CreateArray());
+	cJSON_AddStringToObject(ev, "runId", r->run_id);
+	cJSON_AddStringToObject(ev, "sessionKey", r->key);
+	pc_hooks_notify(r->agent->rt, r->agent->hooks, PC_HOOK_AGENT_END, ev, hook_ctx(r), NULL);
 }
 
 /* ---- finishing ---- */
@@ -168,6 +376,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 {
 	if (r->phase == RP_DONE)
 		return;
+	if (status == PC_RUN_STATUS_OK && hook_message_sending(ctx, r, act))
+		return;
 	r->phase = RP_DONE;
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
@@ -209,6 +419,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
 	}
 	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
+	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
+		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
 	cJSON_Delete(d);
 
 	char *usage = NULL;
@@ -293,6 +505,16 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 	pc_run_prompt_additions(&r->rs, additions, PC_RUN_INSTR_COUNT, &n_add);
 	const char *continuation = act->prompt != PC_RUN_PROMPT_USER ? pc_run_prompt_override_text(act->prompt)
 								       : NULL;
+	/* a revision request travels with its reason (§10.2) */
+	char *revised = NULL;
+	if (act->prompt == PC_RUN_PROMPT_FINALIZE_REVISION && r->revision) {
+		size_t n = strlen(continuation) + strlen(r->revision) + 3;
+		revised = malloc(n);
+		if (revised) {
+			snprintf(revised, n, "%s\n\n%s", continuation, r->revision);
+			continuation = revised;
+		}
+	}
 	uint64_t budget = 0;
 	if (r->timeout_ms) {
 		uint64_t spent = pc_runtime_now_ms() - r->started_ms;
@@ -316,8 +538,10 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		.extra_system_prompt = r->extra,
 		.timeout_ms = budget,
 		.bus = r->bus,
+		.loop = r->loop,
 	};
 	int rc = pc__attempt_spawn(r->agent, &p, pc_self(ctx), &r->attempt);
+	free(revised);
 	if (rc != 0) {
 		pc_run_action_t fail = {.next = PC_RUN_FAIL, .error = PC_RUN_ERR_PROMPT_FAILED};
 		snprintf(fail.message, sizeof(fail.message), "could not start an attempt: %s", pc_strerror(rc));
@@ -382,6 +606,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
 		.idle_timeout_ms = c->provider->idle_timeout_ms,
+		.hooks = r->agent->hooks,
 		.tag = r->attempts,
 	};
 	if (rc == 0) {
@@ -502,11 +727,15 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	r->error_text = d->error_text ? strdup(d->buf + d->error_text) : NULL;
 	r->payloads = d->payloads ? strdup(d->buf + d->payloads) : NULL;
 	r->stop_reason = d->stop_reason ? strdup(d->buf + d->stop_reason) : NULL;
+	free(r->revision);
+	r->revision = d->revision ? strdup(d->buf + d->revision) : NULL;
 	if (d->user_persisted)
 		r->user_persisted = true;
 	r->outcome = d->outcome;
 	r->outcome.error_text = NULL;
 	r->outcome.error_code = NULL;
+	if (d->outcome.loop_guard_abort && !r->guard_text && r->error_text)
+		r->guard_text = strdup(r->error_text); /* the attempt's breaker (§4.2) */
 	if (r->loop_persisted) {
 		/* the attempt ended because the guard aborted it, not the user */
 		r->outcome.cancelled = false;
@@ -536,6 +765,21 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	decide(ctx, r);
 }
 
+/* A chain's answer, if the run still waits for it (an abort meanwhile
+ * has already ended the run). */
+static void on_hook_done(pc_ctx_t *ctx, run_t *r, const pc_hook_done_msg_t *d)
+{
+	if (d->tag == TAG_MODEL_RESOLVE && r->phase == RP_RESOLVING) {
+		r->phase = RP_IDLE;
+		apply_model_override(r, d);
+		iterate(ctx, r);
+	} else if (d->tag == TAG_MESSAGE_SENDING && r->phase == RP_SENDING) {
+		r->phase = RP_IDLE;
+		apply_message_sending(r, d);
+		finish(ctx, r, PC_RUN_STATUS_OK, NULL, &r->final_act);
+	}
+}
+
 /* ---- the behaviour ---- */
 
 static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
@@ -547,7 +791,11 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		r->started_wall = pc__wall_ms();
 		pc_run_registry_start(r->agent->runs, r->run_id, pc_self(ctx), r->started_wall);
 		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);
-		iterate(ctx, r);
+		if (!hook_model_resolve(ctx, r))
+			iterate(ctx, r);
+		return 0;
+	case PC_MSG_HOOK_DONE:
+		on_hook_done(ctx, r, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_ATTEMPT_DONE:
 		on_attempt_done(ctx, r, msg);
@@ -604,6 +852,8 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		} else if (r->phase == RP_TRUNCATING) {
 			/* the rewrite finishes (it is short); its answer ends the run */
 		} else {
+			/* idle, sleeping, or waiting for a hook chain (whose
+			 * answer then finds the run gone) */
 			if (r->delay)
 				pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);
 			r->delay = 0;
@@ -647,6 +897,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 		pc__run_done_send(r->session, r->run_id, PC_RUN_STATUS_ERROR, "stopped", "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");
+		hook_agent_end(r, PC_RUN_STATUS_ERROR, "the run was stopped", NULL);
 		__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
 	}
 	if (r->delay)
@@ -662,6 +913,9 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	pc_lane_release(r->agent->lane, r->lane_ticket);
 	pc_actor_release(r->session);
 	pc_event_bus_release(r->bus);
+	pc__loop_box_release(r->loop);
+	free(r->revision);
+	free(r->hook_model);
 	free(r->error_text);
 	free(r->payloads);
 	free(r->stop_reason);
@@ -731,6 +985,8 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 	int rc = (!r->run_id || !r->key || !r->prompt || (p->extra_system_prompt && !r->extra)) ? PC_ENOMEM : 0;
 	if (rc == 0)
 		rc = resolve_chain(r, p->model);
+	if (rc == 0)
+		r->loop = pc__loop_box_new(a->cfg);
 	if (rc == 0) {
 		const pc_agent_defaults_t *d = &a->cfg->agent;
 		pc_run_config_t rc_cfg;
@@ -768,6 +1024,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		free(r->prompt);
 		free(r->extra);
 		free(r->model_buf);
+		pc__loop_box_release(r->loop);
 		pc__slab_free(&a->run_slab, r);
 		return rc;
 	}

@@ -12,6 +12,14 @@
  * with PC__MSG_RUN_DONE, which its stop handler sends if the run stopped
  * any other way (so no monitor is needed: a monitor would keep an
  * allocation alive on the session for its whole life).
+ *
+ * Hooks (§10.2), each only when a handler is registered for it:
+ * session_start with the first message (reason "start": whether the store
+ * already holds a transcript would take a read the session never makes
+ * otherwise), session_end when it retires ("idle") or is stopped
+ * ("shutdown"), message_received for each message admitted (not for an
+ * idempotent duplicate), message_sent once a run's reply went out with
+ * its terminal event.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +27,7 @@
 
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
+#include "../attempt/payload.h"
 #include "diagnostics.h"
 
 typedef struct item {
@@ -78,6 +87,10 @@ typedef struct session {
 	uint32_t warn_repeats;
 	pc_diag_class_t last_class;
 	bool recovery_sent;
+
+	bool up;             /* it has seen its first message (session_start) */
+	bool retiring;       /* it stops because it is idle */
+	uint64_t up_ms;      /* runtime clock, at its first message */
 	char key[PC__KEY_MAX + 1];
 } session_t;
 
@@ -142,6 +155,105 @@ static void arm(pc_ctx_t *ctx, pc_timer_t *t, uint32_t type, uint64_t ms)
 	pc_msg_t *m = pc_msg_new(type, 0);
 	if (m && pc_timer_after(pc_self(ctx), ms, m, t) != 0)
 		*t = 0;
+}
+
+/* ---- hooks (§10.2) ---- */
+
+/* Fires observation point `p` with `event` (taken); the context names the
+ * session and, when given, the run. */
+static void notify(const session_t *s, pc_hook_point_t p, cJSON *event, const char *run_id)
+{
+	cJSON *ctx = cJSON_CreateObject();
+	if (ctx) {
+		cJSON_AddStringToObject(ctx, "agentId", "main");
+		cJSON_AddStringToObject(ctx, "sessionKey", s->key);
+		if (run_id)
+			cJSON_AddStringToObject(ctx, "runId", run_id);
+	}
+	pc_hooks_notify(s->agent->rt, s->agent->hooks, p, event, ctx, NULL);
+}
+
+/* An event holding the session key; NULL on no memory. */
+static cJSON *session_event(const session_t *s)
+{
+	cJSON *e = cJSON_CreateObject();
+	if (e && !cJSON_AddStringToObject(e, "sessionKey", s->key)) {
+		cJSON_Delete(e);
+		return NULL;
+	}
+	return e;
+}
+
+static void hook_session_start(session_t *s)
+{
+	s->up = true;
+	s->up_ms = pc_runtime_now_ms();
+	if (!pc_hooks_active(s->agent->hooks, PC_HOOK_SESSION_START, NULL))
+		return;
+	cJSON *e = session_event(s);
+	if (e)
+		cJSON_AddStringToObject(e, "reason", "start");
+	notify(s, PC_HOOK_SESSION_START, e, NULL);
+}
+
+static void hook_session_end(const session_t *s, int exit_reason)
+{
+	if (!s->up || !pc_hooks_active(s->agent->hooks, PC_HOOK_SESSION_END, NULL))
+		return;
+	cJSON *e = session_event(s);
+	if (!e)
+		return;
+	cJSON_AddStringToObject(e, "reason", s->retiring ? "idle"
+					     : exit_reason == PC_EXIT_SHUTDOWN ? "shutdown" : "unknown");
+	cJSON_AddNumberToObject(e, "durationMs", (double)(pc_runtime_now_ms() - s->up_ms));
+	notify(s, PC_HOOK_SESSION_END, e, NULL);
+}
+
+static void hook_message_received(const session_t *s, const item_t *it, const char *queue_mode)
+{
+	if (!pc_hooks_active(s->agent->hooks, PC_HOOK_MESSAGE_RECEIVED, NULL))
+		return;
+	cJSON *e = session_event(s);
+	if (!e)
+		return;
+	cJSON_AddStringToObject(e, "content", it->prompt);
+	cJSON_AddStringToObject(e, "runId", it->run_id);
+	if (it->idem)
+		cJSON_AddStringToObject(e, "idempotencyKey", it->idem);
+	if (queue_mode)
+		cJSON_AddStringToObject(e, "queueMode", queue_mode);
+	notify(s, PC_HOOK_MESSAGE_RECEIVED, e, it->run_id);
+}
+
+/* message_sent: the reply of an ok run went out with its terminal event
+ * `data`. Nothing for a run with nothing to say (no payloads, NO_REPLY). */
+static void hook_message_sent(const session_t *s, const char *run_id, const char *data)
+{
+	if (!pc_hooks_active(s->agent->hooks, PC_HOOK_MESSAGE_SENT, NULL))
+		return;
+	cJSON *d = cJSON_Parse(data);
+	size_t n = 1;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(d, "payloads")) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		n += t && !pc_payload_is_silent(t) ? strlen(t) + 2 : 0;
+	}
+	char *content = n > 1 ? malloc(n) : NULL;
+	cJSON *e = content ? session_event(s) : NULL;
+	if (e) {
+		size_t off = 0;
+		cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(d, "payloads")) {
+			const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+			if (t && !pc_payload_is_silent(t))
+				off += (size_t)snprintf(content + off, n - off, "%s%s", off ? "\n\n" : "", t);
+		}
+		cJSON_AddStringToObject(e, "content", content);
+		cJSON_AddBoolToObject(e, "success", true);
+		cJSON_AddStringToObject(e, "runId", run_id);
+		notify(s, PC_HOOK_MESSAGE_SENT, e, run_id);
+	}
+	free(content);
+	cJSON_Delete(d);
 }
 
 /* ---- the stalled-session watchdog (§9.2) ---- */
@@ -497,6 +609,8 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 	if (bus)
 		pc_event_bus_emit(bus, PC_EVENT_LIFECYCLE, data, strlen(data), false, true, NULL);
 	pc_event_bus_release(bus);
+	if (d->status == PC_RUN_STATUS_OK)
+		hook_message_sent(s, d->run_id, data);
 	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__wall_ms(),
 			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
 	if (mine)
@@ -655,6 +769,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		answer(p, rc, NULL, PC_AGENT_DROPPED);
 		return;
 	}
+	hook_message_received(s, &it, sub_str(sp, sp->queue_mode));
 
 	pc_queue_settings_t st = s->agent->cfg->agent.queue;
 	pc_queue_mode_t mode;
@@ -838,6 +953,8 @@ static void on_steer(session_t *s, const pc_msg_t *msg)
 static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	session_t *s = state;
+	if (!s->up)
+		hook_session_start(s);
 	switch (msg->type) {
 	case PC__MSG_SESSION_SUBMIT:
 		pc__session_consumed(s->agent, s->key);
@@ -913,8 +1030,10 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_SESSION_IDLE:
 		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0 &&
-		    pc__session_may_retire(s->agent, s->key, pc_self(ctx)))
+		    pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
+			s->retiring = true;
 			pc_exit(ctx, PC_EXIT_NORMAL);
+		}
 		return 0;
 	default:
 		return 0;
@@ -923,7 +1042,6 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 {
-	(void)reason;
 	session_t *s = state;
 	cancel_timer(ctx, &s->drain_timer);
 	cancel_timer(ctx, &s->interrupt_timer);
@@ -956,6 +1074,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 	}
 	clear_drops(s);
+	hook_session_end(s, reason);
 	pc_agent_t *a = s->agent;
 	pc__slab_free(&a->session_slab, s);
 	__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
