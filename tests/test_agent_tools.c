@@ -181,6 +181,9 @@ static pc_tool_registry_t *test_registry(void)
 	const pc_tool_def_t defs[] = {
 		{.name = "fail", .call = fail_call},
 		{.name = "echo", .call = echo_call, .mutating = true},
+		{.name = "typed", .call = echo_call,
+		 .parameters = "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+			       "\"n\":{\"type\":\"integer\",\"minimum\":1}},\"required\":[\"path\"]}"},
 		{.name = "big", .call = big_call, .max_output = 101},
 		{.name = "block", .call = block_call, .blocking = true},
 		{.name = "crash", .start = crash_start, .on_timer = crash_timer},
@@ -295,6 +298,10 @@ Test(tools, registry_checks)
 	pc_tool_def_t arr = {.name = "arr", .call = fail_call, .parameters = "[1]"};
 	cr_assert_eq(pc_tool_register(r, &arr), PC_EINVAL);
 	pc_tool_def_t broken = {.name = "broken", .call = fail_call, .parameters = "{\"type\":"};
+	pc_tool_def_t bad_kw = {.name = "bad_kw", .call = fail_call, .parameters = "{\"type\":\"strin\"}"};
+	cr_assert_eq(pc_tool_register(r, &bad_kw), PC_EINVAL, "a schema that does not compile");
+	pc_tool_def_t boolean = {.name = "boolean", .call = fail_call, .parameters = "true"};
+	cr_assert_eq(pc_tool_register(r, &boolean), PC_EINVAL, "providers want an object schema");
 	cr_assert_eq(pc_tool_register(r, &broken), PC_EINVAL);
 	cr_assert_eq(pc_tool_count(r), 3u);
 	cr_assert_not_null(pc_tool_find(r, "ok_name-1"));
@@ -399,9 +406,39 @@ Test(tools, sleep_bad_arguments)
 			     "{\"ms\": null}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		rec_t r = run_one(f, "sleep", bad[i], 0);
-		cr_assert_eq(r.status, PC_TOOL_ERROR, "%s: %s", bad[i], r.text);
+		/* the schema refuses them before the tool runs */
+		cr_assert_eq(r.status, PC_TOOL_INVALID, "%s: %s", bad[i], r.text);
 		cr_assert(r.is_error);
-		cr_assert(starts_with(r.text, "Invalid arguments for tool sleep: expected {\"ms\""), "%s", r.text);
+		cr_assert(starts_with(r.text, "Invalid arguments for tool sleep: ") && strstr(r.text, "ms"), "%s",
+			  r.text);
+		free(r.text);
+	}
+	fx_free(f);
+}
+
+/* Arguments are checked against the tool's schema before it runs; a NUL
+ * inside a string (which cJSON would cut) is refused as well. */
+Test(tools, arguments_checked_against_the_schema)
+{
+	fx_t *f = fx_new(2);
+	static const struct {
+		const char *tool, *args, *want; /* want: NULL = accepted */
+	} rows[] = {
+		{"typed", "{\"n\":1}", "missing required property \"path\""},
+		{"typed", "{\"path\":\"a\",\"n\":0}", "/n"},
+		{"typed", "{\"path\":7}", "/path: expected string"},
+		{"typed", "{\"path\":\"a\",\"n\":2}", NULL},
+		{"echo", "{\"s\":\"a\\u0000b\"}", "NUL"},
+		{"echo", "{\"s\":\"a\\\\u0000b\"}", NULL}, /* an escaped backslash, then text */
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		rec_t r = run_one(f, rows[i].tool, rows[i].args, 0);
+		if (rows[i].want) {
+			cr_assert_eq(r.status, PC_TOOL_INVALID, "%s: %s", rows[i].args, r.text);
+			cr_assert(strstr(r.text, rows[i].want), "%s: %s", rows[i].args, r.text);
+		} else {
+			cr_assert_eq(r.status, PC_TOOL_OK, "%s: %s", rows[i].args, r.text);
+		}
 		free(r.text);
 	}
 	fx_free(f);
@@ -491,7 +528,7 @@ Test(tools, unknown_tool)
 	cr_assert_eq(r.status, PC_TOOL_INVALID);
 	cr_assert(r.is_error);
 	cr_assert_str_eq(r.name, "nope");
-	cr_assert_str_eq(r.text, "Tool \"nope\" not found. Available tools: clock, sleep, fail, echo, big, block, "
+	cr_assert_str_eq(r.text, "Tool \"nope\" not found. Available tools: clock, sleep, fail, echo, typed, big, block, "
 				 "crash, hang");
 	free(r.text);
 	fx_free(f);

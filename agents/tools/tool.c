@@ -37,6 +37,7 @@
 
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
+#include "schema.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2110,
@@ -68,10 +69,20 @@ int pc_tool_registry_new(pc_tool_registry_t **out)
 	return *out ? 0 : PC_ENOMEM;
 }
 
+/* A registered definition and its compiled argument schema; the
+ * definition comes first, so a pc_tool_find pointer is the entry's. */
+typedef struct entry {
+	pc_tool_def_t def;
+	pc_schema_t *schema;
+} entry_t;
+
+static const pc_schema_t *schema_of(const pc_tool_def_t *d) { return ((const entry_t *)d)->schema; }
+
 static void def_free(pc_tool_def_t *d)
 {
 	if (!d)
 		return;
+	pc_schema_free(((entry_t *)d)->schema);
 	free((char *)d->name);
 	free((char *)d->description);
 	free((char *)d->parameters);
@@ -106,14 +117,6 @@ static bool valid_name(const char *name)
 	return n > 0;
 }
 
-static bool schema_is_object(const char *schema)
-{
-	cJSON *j = cJSON_Parse(schema);
-	bool ok = cJSON_IsObject(j);
-	cJSON_Delete(j);
-	return ok;
-}
-
 int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
 {
 	if (!r || !def || !valid_name(def->name))
@@ -123,14 +126,25 @@ int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
 	if ((def->call != NULL) == (def->start != NULL) || (def->start && def->blocking) ||
 	    (def->call && def->on_cancel))
 		return PC_EINVAL;
-	if (def->parameters && !schema_is_object(def->parameters))
-		return PC_EINVAL;
 	if (pc_tool_find(r, def->name))
 		return PC_EEXIST;
-	int rc = PC_ENOMEM;
-	pc_tool_def_t *d = malloc(sizeof(*d));
-	if (!d)
-		goto out;
+	/* the schema (an object: providers want one) is compiled once; every
+	 * call is validated against it */
+	const char *params = def->parameters ? def->parameters : DEFAULT_SCHEMA;
+	if (params[strspn(params, " \t\r\n")] != '{')
+		return PC_EINVAL;
+	pc_schema_t *schema = NULL;
+	int rc = pc_schema_compile_text(params, &schema, NULL, 0);
+	if (rc != 0)
+		return rc == PC_ENOMEM ? PC_ENOMEM : PC_EINVAL;
+	entry_t *e = calloc(1, sizeof(*e));
+	if (!e) {
+		pc_schema_free(schema);
+		return PC_ENOMEM;
+	}
+	rc = PC_ENOMEM;
+	e->schema = schema;
+	pc_tool_def_t *d = &e->def;
 	*d = *def;
 	d->name = strdup(def->name);
 	d->description = strdup(def->description ? def->description : "");
@@ -558,18 +572,53 @@ static void finish_not_found(pc_ctx_t *ctx, invocation_t *inv)
 /* Parses the arguments into inv->args; false (DONE sent) if they are not a
  * JSON object. Empty arguments mean no arguments: models send "" for tools
  * that take none. */
+/* True when a JSON text holds a string with an escaped NUL (\u0000):
+ * cJSON ends such a string there, so the tool would read less than the
+ * model wrote (a path cut short, say). */
+static bool has_nul_escape(const char *s)
+{
+	bool in_string = false;
+	for (; *s; s++) {
+		if (*s == '"') {
+			in_string = !in_string;
+		} else if (in_string && *s == '\\') {
+			if (s[1] == 'u' && !strncmp(s + 2, "0000", 4))
+				return true;
+			if (s[1])
+				s++; /* the escaped character */
+		}
+	}
+	return false;
+}
+
 static bool parse_args(pc_ctx_t *ctx, invocation_t *inv)
 {
 	const char *a = inv->arguments ? inv->arguments : "";
 	a += strspn(a, " \t\r\n");
 	if (!*a)
 		a = "{}";
+	if (has_nul_escape(a)) {
+		finish_fmt(ctx, inv, PC_TOOL_INVALID,
+			   "Invalid arguments for tool %s: a string holds a NUL character (\\u0000)", inv->name);
+		return false;
+	}
 	inv->args = cJSON_Parse(a);
 	if (cJSON_IsObject(inv->args))
 		return true;
 	const char *why = inv->args ? "" : " (the text is not valid JSON)";
 	finish_fmt(ctx, inv, PC_TOOL_INVALID, "Invalid arguments for tool %s: expected a JSON object%s", inv->name,
 		   why);
+	return false;
+}
+
+/* Against the tool's schema: an invalid call is an error result naming
+ * what is wrong, and the tool never sees it. */
+static bool valid_args(pc_ctx_t *ctx, invocation_t *inv)
+{
+	char why[256];
+	if (pc_schema_validate(schema_of(inv->def), inv->args, why, sizeof(why)) == 0)
+		return true;
+	finish_fmt(ctx, inv, PC_TOOL_INVALID, "Invalid arguments for tool %s: %s", inv->name, why);
 	return false;
 }
 
@@ -588,7 +637,7 @@ static int on_start(pc_ctx_t *ctx, invocation_t *inv)
 		finish_not_found(ctx, inv);
 		return 0;
 	}
-	if (!parse_args(ctx, inv))
+	if (!parse_args(ctx, inv) || !valid_args(ctx, inv))
 		return 0;
 	int rc = arm_timeout(ctx, inv);
 	if (rc != 0)
