@@ -733,8 +733,12 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	if (o->lock_dir) {
 		a->lock_dir = strdup(o->lock_dir);
 	} else {
+		/* next to the store the configuration names, else the default one */
 		char path[4096];
-		rc = pc_store_default_path(path, sizeof(path));
+		if (a->cfg->store_path)
+			rc = snprintf(path, sizeof(path), "%s", a->cfg->store_path) < (int)sizeof(path) ? 0 : PC_ELIMIT;
+		else
+			rc = pc_store_default_path(path, sizeof(path));
 		char *slash = rc == 0 ? strrchr(path, '/') : NULL;
 		if (slash)
 			*slash = '\0';
