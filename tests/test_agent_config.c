@@ -37,7 +37,9 @@ static void clean_env(void)
 {
 	static const char *const vars[] = {"PINCER_MODEL",   "PINCER_MAX_CONCURRENT", "PINCER_TIMEOUT_SECONDS",
 					   "PINCER_WORKSPACE", "PINCER_CONFIG",       "PINCER_HOME",
-					   "PC_TEST_KEY_A",  "PC_TEST_KEY_B",         "PC_TEST_KEY_EMPTY"};
+					   "PC_TEST_KEY_A",  "PC_TEST_KEY_B",         "PC_TEST_KEY_EMPTY",
+					   "PINCER_GATEWAY_BIND", "PINCER_GATEWAY_PORT", "PINCER_GATEWAY_TOKEN",
+					   "PINCER_GATEWAY_PASSWORD"};
 	for (size_t i = 0; i < N_OF(vars); i++)
 		unsetenv(vars[i]);
 }
@@ -712,6 +714,12 @@ Test(config, invalid_files_name_the_offending_path)
 		{"{\"plugins\":{\"entries\":{\"p\":{\"path\":\"x.so\",\"config\":[]}}}}",
 		 {"plugins.entries.p.config: must be an object"}},
 		{"{\"plugins\":{\"load\":{}}}", {"plugins.load: unknown key"}},
+		{"{\"gateway\":{\"bind\":\"0.0.0.0\"}}",
+		 {"gateway.bind: binding beyond loopback requires auth (a token or a password)"}},
+		{"{\"gateway\":{\"auth\":{\"mode\":\"token\"}}}",
+		 {"gateway.auth.token: required when auth.mode is token (or set PINCER_GATEWAY_TOKEN)"}},
+		{"{\"gateway\":{\"port\":70000,\"auth\":{\"mode\":\"key\"}}}",
+		 {"gateway.port: must be at most 65535", "gateway.auth.mode: must be one of none, token, password"}},
 		{"{\"agents\":{\"defaults\":{\"model\":\"gpt4\"}}}", {"agents.defaults.model: must be \"provider/model\""}},
 		{"{\"agents\":{\"defaults\":{\"model\":\"/gpt4\"}}}", {"agents.defaults.model: must be \"provider/model\""}},
 		{WITH_P("", ",\"fallbacks\":[\"p/a\",\"x/b\"]"), {"agents.defaults.fallbacks[1]: unknown provider \"x\""}},
@@ -1148,6 +1156,45 @@ Test(config, tools_loop_detection_and_plugins)
 		free(shown);
 		json = again;
 	}
+	ASSERT_NO_LEAKS();
+}
+
+Test(config, gateway_defaults_file_and_environment)
+{
+	pc_config_t *c = NULL;
+	pc_config_errors_t e;
+	cr_assert_eq(parse("{}", &c, &e), 0);
+	cr_assert_str_eq(c->gateway.bind, "127.0.0.1");
+	cr_assert_eq(c->gateway.port, 18789);
+	cr_assert_eq(c->gateway.auth, PC_GATEWAY_AUTH_NONE);
+	cr_assert_eq(c->gateway.tick_ms, 30000);
+	cr_assert_eq(c->gateway.max_payload, (uint64_t)25 << 20);
+	cr_assert_eq(c->gateway.max_buffered, (uint64_t)50 << 20);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	/* a token makes token auth, and then any address may be bound */
+	cr_assert_eq(parse("{\"gateway\":{\"bind\":\"0.0.0.0\",\"port\":0,\"auth\":{\"token\":\"t0k\"}}}", &c, &e), 0);
+	cr_assert_eq(c->gateway.auth, PC_GATEWAY_AUTH_TOKEN);
+	cr_assert_str_eq(c->gateway.token, "t0k");
+	cr_assert_eq(c->gateway.port, 0);
+	char *shown = NULL;
+	cr_assert_eq(pc_config_to_json(c, &shown), 0);
+	cr_assert_null(strstr(shown, "t0k"), "secrets are not shown");
+	free(shown);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	setenv("PINCER_GATEWAY_TOKEN", "from-env", 1);
+	setenv("PINCER_GATEWAY_PORT", "19000", 1);
+	cr_assert_eq(parse("{\"gateway\":{\"bind\":\"0.0.0.0\"}}", &c, &e), 0);
+	cr_assert_eq(c->gateway.auth, PC_GATEWAY_AUTH_TOKEN);
+	cr_assert_str_eq(c->gateway.token, "from-env");
+	cr_assert_eq(c->gateway.port, 19000);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	setenv("PINCER_GATEWAY_PORT", "x", 1);
+	const char *want[] = {"env.PINCER_GATEWAY_PORT: must be an integer from 0 to 65535"};
+	expect_errors("{}", want, 1);
+	clean_env();
 	ASSERT_NO_LEAKS();
 }
 

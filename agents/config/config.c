@@ -1174,6 +1174,70 @@ static void parse_diagnostics(pctx_t *x, const cJSON *root)
 	}
 }
 
+/* True for an address only this machine can reach. */
+static bool loopback_address(const char *a)
+{
+	return !strcmp(a, "::1") || !strncmp(a, "127.", 4) || !strcmp(a, "localhost");
+}
+
+static void parse_gateway(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"bind", "port", "auth", "tickIntervalMs", "maxPayloadBytes",
+					   "maxBufferedBytes", "handshakeTimeoutMs", "drainSeconds", NULL};
+	static const char *const auth_keys[] = {"mode", "token", "password", NULL};
+	pc_gateway_config_t *g = &x->cfg->pub.gateway;
+	const char *path = "gateway", *s = NULL;
+	char q[PATH_LEN];
+	const cJSON *gj = cJSON_GetObjectItemCaseSensitive(root, "gateway");
+	if (!gj || !check_object(x, gj, path, keys))
+		return;
+	if (get_str(x, gj, "bind", path, true, &g->bind) && !strcmp(g->bind, "localhost"))
+		g->bind = "127.0.0.1";
+	uint32_t port = g->port;
+	if (get_u32(x, gj, "port", path, 0, 65535, &port))
+		g->port = (uint16_t)port;
+	get_u64(x, gj, "tickIntervalMs", path, 1000, 3600000, &g->tick_ms);
+	get_u64(x, gj, "maxPayloadBytes", path, 1024, (int64_t)1 << 30, &g->max_payload);
+	get_u64(x, gj, "maxBufferedBytes", path, 65536, (int64_t)4 << 30, &g->max_buffered);
+	get_u64(x, gj, "handshakeTimeoutMs", path, 100, 600000, &g->handshake_ms);
+	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
+	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(gj, "auth");
+	if (aj && check_object(x, aj, sub(q, path, "auth"), auth_keys)) {
+		get_str(x, aj, "token", q, true, &g->token);
+		get_str(x, aj, "password", q, true, &g->password);
+		if (get_str(x, aj, "mode", q, false, &s)) {
+			char m[PATH_LEN];
+			if (!strcmp(s, "none"))
+				g->auth = PC_GATEWAY_AUTH_NONE;
+			else if (!strcmp(s, "token"))
+				g->auth = PC_GATEWAY_AUTH_TOKEN;
+			else if (!strcmp(s, "password"))
+				g->auth = PC_GATEWAY_AUTH_PASSWORD;
+			else
+				err(x, sub(m, q, "mode"), "must be one of none, token, password");
+		} else if (g->token) {
+			g->auth = PC_GATEWAY_AUTH_TOKEN;
+		} else if (g->password) {
+			g->auth = PC_GATEWAY_AUTH_PASSWORD;
+		}
+	}
+}
+
+/* After the environment: the gateway's secrets and the rule that only
+ * loopback may go without one. */
+static void check_gateway(pctx_t *x)
+{
+	pc_gateway_config_t *g = &x->cfg->pub.gateway;
+	if (g->auth == PC_GATEWAY_AUTH_NONE && g->token)
+		g->auth = PC_GATEWAY_AUTH_TOKEN;
+	if (g->auth == PC_GATEWAY_AUTH_TOKEN && !g->token)
+		err(x, "gateway.auth.token", "required when auth.mode is token (or set PINCER_GATEWAY_TOKEN)");
+	if (g->auth == PC_GATEWAY_AUTH_PASSWORD && !g->password)
+		err(x, "gateway.auth.password", "required when auth.mode is password (or set PINCER_GATEWAY_PASSWORD)");
+	if (g->auth == PC_GATEWAY_AUTH_NONE && !loopback_address(g->bind))
+		err(x, "gateway.bind", "binding beyond loopback requires auth (a token or a password)");
+}
+
 static void parse_store(pctx_t *x, const cJSON *root)
 {
 	static const char *const keys[] = {"path", NULL};
@@ -1216,6 +1280,13 @@ static void set_defaults(pc_config_t *c)
 	a->loop_detection.known_poll_no_progress = true;
 	a->loop_detection.ping_pong = true;
 	a->session_idle_ms = PC_CONFIG_DEFAULT_SESSION_IDLE_MS;
+	c->gateway.bind = "127.0.0.1";
+	c->gateway.port = PC_GATEWAY_DEFAULT_PORT;
+	c->gateway.tick_ms = PC_GATEWAY_DEFAULT_TICK_MS;
+	c->gateway.max_payload = PC_GATEWAY_DEFAULT_MAX_PAYLOAD;
+	c->gateway.max_buffered = PC_GATEWAY_DEFAULT_MAX_BUFFERED;
+	c->gateway.handshake_ms = PC_GATEWAY_DEFAULT_HANDSHAKE_MS;
+	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
 	c->diagnostics.enabled = true;
 	c->diagnostics.warn_ms = pc_diag_warn_ms(0);
 	c->diagnostics.abort_ms = pc_diag_abort_ms(c->diagnostics.warn_ms, 0);
@@ -1258,6 +1329,19 @@ static void apply_env(pctx_t *x)
 	}
 	if ((v = getenv("PINCER_WORKSPACE")) && *v)
 		a->workspace = arena_strdup(x, v);
+	pc_gateway_config_t *g = &x->cfg->pub.gateway;
+	if ((v = getenv("PINCER_GATEWAY_BIND")) && *v)
+		g->bind = arena_strdup(x, v);
+	if ((v = getenv("PINCER_GATEWAY_PORT")) && *v) {
+		if (env_int(v, 0, 65535, &n))
+			g->port = (uint16_t)n;
+		else
+			err(x, "env.PINCER_GATEWAY_PORT", "must be an integer from 0 to 65535");
+	}
+	if ((v = getenv("PINCER_GATEWAY_TOKEN")) && *v)
+		g->token = arena_strdup(x, v);
+	if ((v = getenv("PINCER_GATEWAY_PASSWORD")) && *v)
+		g->password = arena_strdup(x, v);
 }
 
 /* With no model named anywhere: the mock's model on a fresh machine, else
@@ -1299,7 +1383,7 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 		    pc_config_errors_t *errs)
 {
 	static const char *const keys[] = {"providers", "agents", "auth", "messages", "diagnostics", "store",
-					   "plugins", NULL};
+					   "plugins", "gateway", NULL};
 	const char *src = source ? source : "(config)";
 	pctx_t x = {0};
 	char *text = NULL;
@@ -1352,9 +1436,11 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 	parse_auth(&x, x.cfg->root);
 	parse_messages(&x, x.cfg->root);
 	parse_plugins(&x, x.cfg->root);
+	parse_gateway(&x, x.cfg->root);
 	parse_diagnostics(&x, x.cfg->root);
 	parse_store(&x, x.cfg->root);
 	apply_env(&x);
+	check_gateway(&x);
 	{
 		/* A model named but refused must not be papered over by a default. */
 		const cJSON *aj = cJSON_GetObjectItemCaseSensitive(x.cfg->root, "agents");
@@ -1714,6 +1800,21 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
 	if (c->store_path)
 		j_str(&ok, j_obj(&ok, root, "store"), "path", c->store_path);
+	cJSON *gw = j_obj(&ok, root, "gateway");
+	static const char *const auth_modes[] = {"none", "token", "password"};
+	j_str(&ok, gw, "bind", c->gateway.bind);
+	j_num(&ok, gw, "port", c->gateway.port);
+	cJSON *ga = j_obj(&ok, gw, "auth");
+	j_str(&ok, ga, "mode", auth_modes[c->gateway.auth]);
+	if (c->gateway.token)
+		j_str(&ok, ga, "token", "***");
+	if (c->gateway.password)
+		j_str(&ok, ga, "password", "***");
+	j_num(&ok, gw, "tickIntervalMs", (double)c->gateway.tick_ms);
+	j_num(&ok, gw, "maxPayloadBytes", (double)c->gateway.max_payload);
+	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
+	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
+	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
 	if (c->plugin_count) {
 		cJSON *pe = j_obj(&ok, j_obj(&ok, root, "plugins"), "entries");
 		for (size_t i = 0; ok && i < c->plugin_count; i++) {

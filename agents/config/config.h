@@ -179,6 +179,35 @@ typedef struct pc_diagnostics_config {
 	uint64_t abort_ms; /* 0: max(5 min, 3 x warn) */
 } pc_diagnostics_config_t;
 
+/* gateway.auth.mode */
+typedef enum pc_gateway_auth_mode {
+	PC_GATEWAY_AUTH_NONE = 0, /* loopback only */
+	PC_GATEWAY_AUTH_TOKEN,
+	PC_GATEWAY_AUTH_PASSWORD,
+} pc_gateway_auth_mode_t;
+
+#define PC_GATEWAY_DEFAULT_PORT 18789u
+#define PC_GATEWAY_DEFAULT_TICK_MS ((uint64_t)30000)          /* TICK_INTERVAL_MS */
+#define PC_GATEWAY_DEFAULT_MAX_PAYLOAD ((uint64_t)25 << 20)   /* MAX_PAYLOAD_BYTES */
+#define PC_GATEWAY_DEFAULT_MAX_BUFFERED ((uint64_t)50 << 20)  /* MAX_BUFFERED_BYTES */
+#define PC_GATEWAY_PREAUTH_MAX_PAYLOAD ((uint64_t)64 << 10)   /* frames before connect */
+#define PC_GATEWAY_DEFAULT_HANDSHAKE_MS ((uint64_t)10000)     /* DEFAULT_PREAUTH_HANDSHAKE_TIMEOUT_MS */
+#define PC_GATEWAY_DEFAULT_DRAIN_MS ((uint64_t)30000)
+
+/* The gateway (`pincer gateway`, docs/gateway.md). */
+typedef struct pc_gateway_config {
+	const char *bind;            /* numeric address; default "127.0.0.1" */
+	uint16_t port;               /* default 18789; 0: any free port */
+	pc_gateway_auth_mode_t auth; /* default: token when one is set, else none */
+	const char *token;           /* gateway.auth.token or $PINCER_GATEWAY_TOKEN */
+	const char *password;        /* gateway.auth.password or $PINCER_GATEWAY_PASSWORD */
+	uint64_t tick_ms;
+	uint64_t max_payload;        /* bytes of one frame after connect */
+	uint64_t max_buffered;       /* bytes queued for one client before it is cut off */
+	uint64_t handshake_ms;       /* connect must complete within */
+	uint64_t drain_ms;           /* SIGTERM: how long runs may finish */
+} pc_gateway_config_t;
+
 typedef struct pc_config {
 	const pc_provider_config_t *providers;
 	size_t provider_count;
@@ -186,6 +215,7 @@ typedef struct pc_config {
 	pc_diagnostics_config_t diagnostics;
 	const pc_plugin_config_t *plugins;
 	size_t plugin_count;
+	pc_gateway_config_t gateway;
 	const char *store_path;  /* NULL: pc_store_default_path() */
 	const char *source;      /* the file it came from, or NULL */
 } pc_config_t;
