@@ -819,6 +819,18 @@ static bool quiet(pc_agent_t *a)
 	       pc_tool_registry_live(a->tools) == 0;
 }
 
+size_t pc_agent_abort_all(pc_agent_t *a)
+{
+	pc_actor_t **v = NULL;
+	size_t n = a ? collect_sessions(a, &v) : 0;
+	for (size_t i = 0; i < n; i++) {
+		pc_send_signal(v[i], PC__MSG_SESSION_ABORT_ALL);
+		pc_actor_release(v[i]);
+	}
+	free(v);
+	return n;
+}
+
 void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 {
 	if (!a)

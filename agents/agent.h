@@ -141,6 +141,9 @@ void pc_agent_unsubscribe_session(pc_agent_t *a, const char *session_key, pc_eve
 int pc_agent_abort_run(pc_agent_t *a, const char *run_id);
 /* Aborts the session's active run and withdraws its queued messages. */
 int pc_agent_abort_session(pc_agent_t *a, const char *session_key);
+/* pc_agent_abort_session for every session in memory (a gateway's drain
+ * deadline). Returns how many sessions were told. Not on a worker. */
+size_t pc_agent_abort_all(pc_agent_t *a);
 /* Steers `text` into the session's active run at its next model boundary.
  * PC_ENOTFOUND with no active run; PC_ESTATE when the run cannot take it
  * now (not streaming, compacting). */

@@ -1,0 +1,168 @@
+/*
+ * The gateway's life cycle (gateway.h): the HTTP server and its routes,
+ * ready, drain, free. The routes' work is in ws.c, openai.c and ops.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway_internal.h"
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
+
+static int add_routes(pc_gateway_t *g)
+{
+	static const char *const ops_paths[] = {"/livez", "/readyz", "/healthz", "/health", "/metrics"};
+	int rc = pc_http_server_route(g->srv, "GET", "/", g->ws_route);
+	if (rc == 0)
+		rc = pc_http_server_route(g->srv, NULL, "/v1/*", g->openai_route);
+	for (size_t i = 0; rc == 0 && i < sizeof(ops_paths) / sizeof(ops_paths[0]); i++)
+		rc = pc_http_server_route(g->srv, NULL, ops_paths[i], g->ops_route);
+	return rc;
+}
+
+int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
+{
+	if (!o || !o->rt || !o->io || !o->agent || !o->config || !out)
+		return PC_EINVAL;
+	pc_gateway_t *g = calloc(1, sizeof(*g));
+	if (!g)
+		return PC_ENOMEM;
+	g->rt = o->rt;
+	g->io = o->io;
+	g->agent = o->agent;
+	g->cfg = o->config;
+	g->gcfg = &o->config->gateway;
+	g->hooks = o->hooks;
+	g->started_wall_ms = wall_ms();
+	g->started_mono_ms = pc_runtime_now_ms();
+	snprintf(g->host, sizeof(g->host), "%s", o->bind ? o->bind : g->gcfg->bind ? g->gcfg->bind : "127.0.0.1");
+	/* The server enforces the post-connect caps; the tighter pre-connect
+	 * cap is the connection's own (ws.c). */
+	pc_http_server_config_t sc = {
+		.host = g->host,
+		.port = o->port >= 0 ? (uint16_t)o->port : g->gcfg->port,
+		.limits = {
+			.max_frame_bytes = cap32(g->gcfg->max_payload),
+			.max_message_bytes = cap32(g->gcfg->max_payload),
+			.max_output_bytes = cap32(g->gcfg->max_buffered),
+			.max_body_bytes = cap32(g->gcfg->max_payload),
+		},
+	};
+	int rc = pc_http_server_new(g->io, &sc, &g->srv);
+	if (rc == 0)
+		rc = pc__gw_ws_new(g);
+	if (rc == 0)
+		rc = pc__gw_openai_new(g);
+	if (rc == 0)
+		rc = pc__gw_ops_new(g);
+	if (rc == 0)
+		rc = add_routes(g);
+	if (rc != 0) {
+		g->state = PC__GW_STOPPED;
+		pc_http_server_free(g->srv);
+		pc__gw_ops_free(g);
+		pc__gw_openai_free(g);
+		pc__gw_ws_free(g);
+		free(g);
+		return rc;
+	}
+	g->port = pc_http_server_port(g->srv);
+	*out = g;
+	return 0;
+}
+
+/* An observation hook with the gateway's address. Its handlers run on the
+ * blocking pool under their own timeouts (gateway_stop: 5 s), so they may
+ * finish after the gateway is gone: they get the address, not the
+ * gateway. */
+static void gateway_hook(pc_gateway_t *g, pc_hook_point_t p)
+{
+	if (!pc_hooks_active(g->hooks, p, NULL))
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	if (ev) {
+		cJSON_AddStringToObject(ev, "bind", g->host);
+		cJSON_AddNumberToObject(ev, "port", g->port);
+	}
+	pc_hooks_notify(g->rt, g->hooks, p, ev, NULL, NULL);
+}
+
+int pc_gateway_start(pc_gateway_t *g)
+{
+	if (!g || pc__gw_state(g) != PC__GW_STARTING)
+		return PC_ESTATE;
+	int rc = pc_http_server_start(g->srv);
+	if (rc != 0)
+		return rc;
+	g->ready_mono_ms = pc_runtime_now_ms();
+	__atomic_store_n(&g->state, PC__GW_READY, __ATOMIC_RELEASE);
+	gateway_hook(g, PC_HOOK_GATEWAY_START);
+	return 0;
+}
+
+uint16_t pc_gateway_port(const pc_gateway_t *g) { return g ? g->port : 0; }
+
+bool pc_gateway_ready(const pc_gateway_t *g) { return g && pc__gw_state(g) == PC__GW_READY; }
+
+static uint64_t runs_active(pc_gateway_t *g)
+{
+	pc_agent_stats_t st;
+	pc_agent_stats(g->agent, &st);
+	return st.runs_active;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
+{
+	if (!g)
+		return PC_EINVAL;
+	int expected = PC__GW_READY;
+	if (!__atomic_compare_exchange_n(&g->state, &expected, PC__GW_DRAINING, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		if (expected != PC__GW_STARTING)
+			return 0; /* draining or drained already */
+		__atomic_store_n(&g->state, PC__GW_DRAINING, __ATOMIC_RELEASE);
+	}
+	pc__gw_ws_shutdown(g, "draining");
+	uint64_t grace = deadline_ms < 0 ? g->gcfg->drain_ms : (uint64_t)deadline_ms;
+	uint64_t until = pc_runtime_now_ms() + grace;
+	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
+		nap_ms(5);
+	if (runs_active(g) > 0)
+		pc_agent_abort_all(g->agent);
+	/* an aborted run still writes its end; wait for that, bounded */
+	until = pc_runtime_now_ms() + 10000;
+	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
+		nap_ms(5);
+	return runs_active(g) == 0 ? 0 : PC_ETIMEDOUT;
+}
+
+void pc_gateway_free(pc_gateway_t *g)
+{
+	if (!g)
+		return;
+	if (pc__gw_state(g) != PC__GW_DRAINING)
+		pc_gateway_drain(g, -1);
+	gateway_hook(g, PC_HOOK_GATEWAY_STOP);
+	__atomic_store_n(&g->state, PC__GW_STOPPED, __ATOMIC_RELEASE);
+	/* no request reaches the parts once the server is gone */
+	pc_http_server_free(g->srv);
+	pc__gw_ops_free(g);
+	pc__gw_openai_free(g);
+	pc__gw_ws_free(g);
+	free(g);
+}
