@@ -5,10 +5,7 @@
  * event as a JSON line instead. Exit status 0 when the run ended well, 1
  * when it failed, 2 for bad usage.
  *
- * The configuration's enabled plugins are loaded first; one that does not
- * load is reported on stderr ("plugin <id>: <why>") and the turn runs
- * without it. Hook reports (failures, timeouts, plugins' log lines above
- * debug level) go to stderr as JSON lines.
+ * The host (configuration, plugins, runtime, store, agent) is host.c's.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,8 +15,8 @@
 #include <cjson/cJSON.h>
 
 #include "../agent.h"
-#include "../hooks/plugin.h"
 #include "commands.h"
+#include "host.h"
 
 static void usage(FILE *f)
 {
@@ -129,57 +126,6 @@ static bool show(const opts_t *o, const char *run_id, const pc_event_t *e, int *
 	return e->terminal;
 }
 
-/* One hook report as a JSON line on stderr (any thread: one write each). */
-static void report(void *user, const pc_hook_report_t *r)
-{
-	(void)user;
-	static const char *const kinds[] = {"failed", "malformed", "timeout", "log"};
-	static const char *const levels[] = {"debug", "info", "warn", "error"};
-	if (r->kind == PC_HOOK_REPORT_LOG && r->level <= PC_HOOK_LOG_DEBUG)
-		return;
-	cJSON *o = cJSON_CreateObject();
-	bool ok = o && cJSON_AddStringToObject(o, "type", "hook.report") &&
-		  cJSON_AddStringToObject(o, "kind", (unsigned)r->kind < 4 ? kinds[r->kind] : "unknown") &&
-		  cJSON_AddStringToObject(o, "owner", r->owner ? r->owner : "") &&
-		  cJSON_AddStringToObject(o, "level", (unsigned)r->level < 4 ? levels[r->level] : "error") &&
-		  cJSON_AddStringToObject(o, "message", r->message ? r->message : "");
-	if (ok && r->point != PC_HOOK__COUNT)
-		ok = cJSON_AddStringToObject(o, "point", pc_hook_point_name(r->point)) != NULL;
-	if (ok && r->code)
-		ok = cJSON_AddNumberToObject(o, "code", r->code) != NULL;
-	char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
-	if (line)
-		fprintf(stderr, "%s\n", line);
-	else
-		fprintf(stderr, "pincer agent: a hook report was lost (out of memory)\n");
-	cJSON_free(line);
-	cJSON_Delete(o);
-}
-
-/* A hook registry holding every enabled plugin of `cfg` that loads. */
-static int load_plugins(const pc_config_t *cfg, pc_hooks_t **out)
-{
-	pc_hooks_t *h = NULL;
-	int rc = pc_hooks_new(&h);
-	if (rc != 0)
-		return rc;
-	pc_hooks_set_report(h, report, NULL);
-	for (size_t i = 0; i < cfg->plugin_count; i++) {
-		const pc_plugin_config_t *p = &cfg->plugins[i];
-		char err[256] = "";
-		if (!p->enabled)
-			continue;
-		rc = pc_plugin_load(h, p->id, p->path, p->config_json, err, sizeof(err));
-		/* the loader's text already reads "plugin <id>: <why>" */
-		if (rc != 0 && err[0])
-			fprintf(stderr, "%s\n", err);
-		else if (rc != 0)
-			fprintf(stderr, "plugin %s: %s\n", p->id, pc_strerror(rc));
-	}
-	*out = h;
-	return 0;
-}
-
 static int run_turn(const opts_t *o, pc_agent_t *agent)
 {
 	const char *key = o->session ? o->session : "main";
@@ -224,54 +170,12 @@ int pc_cmd_agent(int argc, char **argv)
 	int rc = parse(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : rc;
-	pc_config_t *cfg = NULL;
-	pc_config_errors_t errs = {0};
-	rc = pc_config_load(o.config, &cfg, &errs);
-	if (rc != 0) {
-		for (size_t i = 0; i < errs.count; i++)
-			fprintf(stderr, "%s\n", errs.items[i]);
-		if (!errs.count)
-			fprintf(stderr, "pincer agent: cannot load the configuration: %s\n", pc_strerror(rc));
-		pc_config_errors_free(&errs);
+	pc_cli_host_options_t ho = {.command = "pincer agent", .config_path = o.config, .workers = 2,
+				    .blocking_threads = 2};
+	pc_cli_host_t h;
+	if (pc_cli_host_start(&ho, &h) != 0)
 		return 1;
-	}
-	pc_hooks_t *hooks = NULL;
-	pc_runtime_t *rt = NULL;
-	pc_io_t *io = NULL;
-	pc_store_t *store = NULL;
-	pc_agent_t *agent = NULL;
-	pc_runtime_config_t rcfg;
-	pc_runtime_config_init(&rcfg);
-	rcfg.workers = 2;
-	rcfg.blocking_threads = 2;
-	pc_io_config_t icfg = {.threads = 1};
-	pc_store_config_t scfg;
-	pc_store_config_init(&scfg);
-	scfg.path = cfg->store_path;
-	int status = 1;
-	const char *what = "hooks";
-	rc = load_plugins(cfg, &hooks);
-	if (rc == 0 && (what = "runtime", 1))
-		rc = pc_runtime_new(&rcfg, &rt);
-	if (rc == 0)
-		rc = pc_runtime_start(rt);
-	if (rc == 0 && (what = "I/O", 1))
-		rc = pc_io_new(rt, &icfg, &io);
-	if (rc == 0 && (what = "store", 1))
-		rc = pc_store_open(rt, &scfg, &store);
-	pc_agent_options_t ao = {.rt = rt, .io = io, .store = store, .config = cfg, .hooks = hooks};
-	if (rc == 0 && (what = "agent", 1))
-		rc = pc_agent_new(&ao, &agent);
-	if (rc == 0)
-		status = run_turn(&o, agent);
-	else
-		fprintf(stderr, "pincer agent: cannot start the %s: %s\n", what,
-			rc <= -100 ? pc_store_strerror(rc) : pc_strerror(rc));
-	pc_agent_free(agent, 5000);
-	pc_store_close(store);
-	pc_io_free(io);
-	pc_runtime_free(rt);
-	pc_hooks_free(hooks); /* after the runtime: no chain is left to hold it */
-	pc_config_free(cfg);
+	int status = run_turn(&o, h.agent);
+	pc_cli_host_stop(&h, 5000);
 	return status;
 }
