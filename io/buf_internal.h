@@ -22,6 +22,12 @@ typedef struct pc__buf {
 int pc__buf_append(pc__buf_t *b, const void *data, size_t n);
 /* Appends a C string. */
 int pc__buf_append_str(pc__buf_t *b, const char *s);
+int pc__buf_append_char(pc__buf_t *b, char c);
+/* Appends printf-formatted text. */
+int pc__buf_printf(pc__buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hands over the text (the caller frees it; "" when nothing was
+ * appended), or NULL after a failed append; the buffer is empty after. */
+char *pc__buf_take(pc__buf_t *b);
 /* Frees the bytes and empties the buffer. */
 void pc__buf_free(pc__buf_t *b);
 

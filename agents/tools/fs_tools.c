@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../io/buf_internal.h"
 #include "fs_tools.h"
 #include "workspace.h"
 
@@ -29,68 +30,6 @@
 #define COUNT_MAX ((uint64_t)1 << 53) /* integers a JSON number holds exactly */
 
 /* ---- text building ---------------------------------------------------------------- */
-
-typedef struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const void *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf_t *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf_t *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *s = NULL;
-	int n = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	sb_add(b, s, (size_t)n);
-	free(s);
-}
-
-/* The built text (caller frees), or NULL when an allocation failed. */
-static char *sb_take(sbuf_t *b)
-{
-	if (!b->oom && !b->p)
-		sb_add(b, "", 0);
-	if (b->oom) {
-		free(b->p);
-		b->p = NULL;
-	}
-	char *p = b->p;
-	*b = (sbuf_t){0};
-	return p;
-}
 
 /* ---- results ------------------------------------------------------------------------- */
 
@@ -121,10 +60,10 @@ static void succeed(pc_tool_output_t *out, const char *fmt, ...)
 }
 
 /* A result made of the text built in b (taken). */
-static void succeed_with(pc_tool_output_t *out, sbuf_t *b)
+static void succeed_with(pc_tool_output_t *out, pc__buf_t *b)
 {
 	free(out->text);
-	out->text = sb_take(b);
+	out->text = pc__buf_take(b);
 	out->is_error = false;
 }
 
@@ -177,7 +116,7 @@ static int utf8_seq(const unsigned char *s, size_t n)
 /* Appends s[0..n) as valid UTF-8: invalid bytes and NUL become U+FFFD,
  * and with `names` set, control characters become '?' (a file name must
  * not break the listing's lines). */
-static void sb_add_clean(sbuf_t *b, const char *s, size_t n, bool names)
+static void sb_add_clean(pc__buf_t *b, const char *s, size_t n, bool names)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0, run = 0; /* u[run..i) is clean and not yet copied */
@@ -188,11 +127,11 @@ static void sb_add_clean(sbuf_t *b, const char *s, size_t n, bool names)
 			i += (size_t)k;
 			continue;
 		}
-		sb_add(b, u + run, i - run);
-		sb_str(b, control && u[i] != 0 ? "?" : "\xef\xbf\xbd");
+		pc__buf_append(b, u + run, i - run);
+		pc__buf_append_str(b, control && u[i] != 0 ? "?" : "\xef\xbf\xbd");
 		run = ++i;
 	}
-	sb_add(b, u + run, i - run);
+	pc__buf_append(b, u + run, i - run);
 }
 
 /* ---- arguments ---------------------------------------------------------------------------- */
@@ -410,9 +349,9 @@ typedef struct lines {
 	uint64_t shown_last;   /* the last line shown, 0 for none */
 	bool full;             /* the output budget is spent */
 	bool partial;          /* the current line has bytes */
-	sbuf_t line;           /* the current line's kept bytes, inside the window */
+	pc__buf_t line;           /* the current line's kept bytes, inside the window */
 	uint64_t chars;        /* characters of the current line so far */
-	sbuf_t text;
+	pc__buf_t text;
 } lines_t;
 
 static bool in_window(const lines_t *l)
@@ -432,7 +371,7 @@ static void take(lines_t *l, const char *p, size_t n)
 		l->chars += starts;
 		keep++;
 	}
-	sb_add(&l->line, p, keep);
+	pc__buf_append(&l->line, p, keep);
 	for (size_t i = keep; i < n; i++)
 		l->chars += ((unsigned char)p[i] & 0xc0) != 0x80;
 }
@@ -443,10 +382,10 @@ static void end_line(lines_t *l, bool newline)
 		size_t before = l->text.len;
 		sb_add_clean(&l->text, l->line.p ? l->line.p : "", l->line.len, false);
 		if (l->chars > PC_FS_READ_MAX_LINE_CHARS)
-			sb_printf(&l->text, " [... line truncated, %" PRIu64 " more characters]",
+			pc__buf_printf(&l->text, " [... line truncated, %" PRIu64 " more characters]",
 				  l->chars - PC_FS_READ_MAX_LINE_CHARS);
 		if (newline)
-			sb_str(&l->text, "\n");
+			pc__buf_append_str(&l->text, "\n");
 		if (l->text.len > PC_FS_READ_MAX_BYTES) {
 			l->text.len = before;
 			l->text.p[before] = '\0';
@@ -545,8 +484,8 @@ static void read_result(lines_t *l, const read_args_t *a, pc_tool_output_t *out)
 	uint64_t last = l->shown_last ? l->shown_last : a->offset - 1;
 	if (last < total) {
 		if (l->text.len > 0 && l->text.p[l->text.len - 1] != '\n')
-			sb_str(&l->text, "\n");
-		sb_printf(&l->text, "\n[... %" PRIu64 " more %s; use offset=%" PRIu64 " to continue]", total - last,
+			pc__buf_append_str(&l->text, "\n");
+		pc__buf_printf(&l->text, "\n[... %" PRIu64 " more %s; use offset=%" PRIu64 " to continue]", total - last,
 			  lines_word(total - last), last + 1);
 	}
 	succeed_with(out, &l->text);
@@ -571,8 +510,8 @@ static void read_text(int fd, off_t size, const read_args_t *a, pc_tool_output_t
 		lines_t l = {.first = a->offset, .last = a->offset + want - 1, .lineno = 1};
 		if (stream_lines(fd, a->path, buf, &l, out))
 			read_result(&l, a, out);
-		free(sb_take(&l.line));
-		free(sb_take(&l.text));
+		pc__buf_free(&l.line);
+		pc__buf_free(&l.text);
 	}
 	free(buf);
 }
@@ -692,23 +631,23 @@ static bool regular(int fd, const char *path, pc_tool_output_t *out)
 /* Reads fd to its end, up to one byte over the write cap, into b. Not by
  * its size: the file may grow meanwhile, and what the edit writes back
  * must be all of it. */
-static bool read_capped(int fd, sbuf_t *b)
+static bool read_capped(int fd, pc__buf_t *b)
 {
 	char chunk[8192];
-	while (b->len <= PC_FS_WRITE_MAX_BYTES && !b->oom) {
+	while (b->len <= PC_FS_WRITE_MAX_BYTES && !b->err) {
 		ssize_t r = read(fd, chunk, sizeof(chunk));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			return r == 0;
-		sb_add(b, chunk, (size_t)r);
+		pc__buf_append(b, chunk, (size_t)r);
 	}
 	return true;
 }
 
 /* Reads the regular file `name` of dirfd (at most the write cap) into b.
  * False with an error result. */
-static bool load_file(int dirfd, const char *name, const char *path, sbuf_t *b, pc_tool_output_t *out)
+static bool load_file(int dirfd, const char *name, const char *path, pc__buf_t *b, pc_tool_output_t *out)
 {
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
@@ -727,7 +666,7 @@ static bool load_file(int dirfd, const char *name, const char *path, sbuf_t *b, 
 		ok = false;
 	}
 	close(fd);
-	return ok && !b->oom;
+	return ok && !b->err;
 }
 
 /* Occurrences of needle in hay, counting overlapping ones as at least
@@ -752,7 +691,7 @@ static size_t occurrences(const char *hay, size_t n, const char *needle, size_t 
  * trimmed of blank lines at both ends (caller frees). */
 static char *squeeze(const char *s, size_t n)
 {
-	sbuf_t b = {0};
+	pc__buf_t b = {0};
 	size_t i = 0;
 	while (i < n) {
 		size_t e = i;
@@ -764,14 +703,14 @@ static char *squeeze(const char *s, size_t n)
 		while (z > a && (s[z - 1] == ' ' || s[z - 1] == '\t' || s[z - 1] == '\r'))
 			z--;
 		if (z > a || b.len > 0) {
-			sb_add(&b, s + a, z - a);
-			sb_str(&b, "\n");
+			pc__buf_append(&b, s + a, z - a);
+			pc__buf_append_str(&b, "\n");
 		}
 		i = e + 1;
 	}
 	while (b.len > 0 && b.p[b.len - 1] == '\n')
 		b.p[--b.len] = '\0';
-	return sb_take(&b);
+	return pc__buf_take(&b);
 }
 
 /* Whether old matches the file once whitespace and line endings around
@@ -834,12 +773,12 @@ static void apply_edit(int dirfd, const char *name, const char *data, size_t len
 		     PC_FS_WRITE_MAX_BYTES);
 		return;
 	}
-	sbuf_t b = {0};
-	sb_add(&b, data, at);
-	sb_add(&b, a->new_text, nl);
-	sb_add(&b, data + at + ol, len - at - ol);
+	pc__buf_t b = {0};
+	pc__buf_append(&b, data, at);
+	pc__buf_append(&b, a->new_text, nl);
+	pc__buf_append(&b, data + at + ol, len - at - ol);
 	size_t blen = b.len;
-	char *edited = sb_take(&b);
+	char *edited = pc__buf_take(&b);
 	if (!edited)
 		return;
 	if (replace_file(dirfd, name, edited, blen, a->path, out)) {
@@ -861,7 +800,7 @@ static void edit_file(const pc_workspace_t *ws, const edit_args_t *a, pc_tool_ou
 		ws_fail(out, rc, "file", a->path, err);
 		return;
 	}
-	sbuf_t b = {0};
+	pc__buf_t b = {0};
 	if (load_file(dirfd, name, a->path, &b, out)) {
 		if (memchr(b.p ? b.p : "", 0, b.len))
 			fail(out, "binary file, not edited: %s", a->path);
@@ -910,7 +849,7 @@ typedef struct entry {
 } entry_t;
 
 typedef struct listing {
-	sbuf_t text;
+	pc__buf_t text;
 	uint64_t shown;
 	uint64_t more;
 } listing_t;
@@ -1004,12 +943,12 @@ static void emit_entry(listing_t *L, const char *prefix, const entry_t *e)
 	sb_add_clean(&L->text, prefix, strlen(prefix), true);
 	sb_add_clean(&L->text, e->name, strlen(e->name), true);
 	if (e->dir)
-		sb_str(&L->text, "/");
+		pc__buf_append_str(&L->text, "/");
 	if (e->target) {
-		sb_str(&L->text, " -> ");
+		pc__buf_append_str(&L->text, " -> ");
 		sb_add_clean(&L->text, e->target, strlen(e->target), true);
 	}
-	sb_str(&L->text, "\n");
+	pc__buf_append_str(&L->text, "\n");
 }
 
 static int list_dir(int fd, const char *prefix, int depth, listing_t *L);
@@ -1026,9 +965,9 @@ static int list_sub(DIR *d, const char *prefix, const entry_t *e, int depth, lis
 	int rc = fd >= 0 ? list_dir(fd, sub, depth, L) : PC_ESYS;
 	if (rc == PC_ESYS && L->shown < PC_FS_LIST_MAX_ENTRIES) {
 		const char *why = strerror(errno);
-		sb_str(&L->text, "[... cannot list ");
+		pc__buf_append_str(&L->text, "[... cannot list ");
 		sb_add_clean(&L->text, sub, strlen(sub), true);
-		sb_printf(&L->text, ": %s]\n", why);
+		pc__buf_printf(&L->text, ": %s]\n", why);
 	}
 	free(sub);
 	return rc == PC_ESYS ? 0 : rc;
@@ -1081,10 +1020,10 @@ static void list_path(const pc_workspace_t *ws, const char *path, int depth, pc_
 		succeed(out, "[empty directory]");
 	else if (rc == 0) {
 		if (L.more)
-			sb_printf(&L.text, "[... %" PRIu64 " more]\n", L.more);
+			pc__buf_printf(&L.text, "[... %" PRIu64 " more]\n", L.more);
 		succeed_with(out, &L.text);
 	}
-	free(sb_take(&L.text));
+	free(pc__buf_take(&L.text));
 }
 
 static int list_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)

@@ -2,6 +2,7 @@
  * Tool-call loop detection (loop_detect.h): a ring of the run's latest
  * calls, scanned by each detector before a call runs.
  */
+#include "../../io/buf_internal.h"
 #include "loop_detect.h"
 
 #include <math.h>
@@ -86,41 +87,9 @@ void pc_loop_config_normalize(pc_loop_config_t *c)
 
 /* ---- stable JSON ---------------------------------------------------------------- */
 
-typedef struct sbuf {
-	char *p;
-	size_t len, cap;
-	int rc; /* sticks once something fails */
-} sbuf_t;
-
-static void sb_putn(sbuf_t *b, const char *s, size_t n)
+static void put_string(pc__buf_t *b, const char *s)
 {
-	if (b->rc)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 128;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->rc = PC_ENOMEM;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf_t *b, const char *s)
-{
-	sb_putn(b, s, strlen(s));
-}
-
-static void put_string(sbuf_t *b, const char *s)
-{
-	sb_putn(b, "\"", 1);
+	pc__buf_append(b, "\"", 1);
 	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
 		const char *esc = NULL;
 		char u[8];
@@ -139,19 +108,19 @@ static void put_string(sbuf_t *b, const char *s)
 			}
 		}
 		if (esc)
-			sb_puts(b, esc);
+			pc__buf_append_str(b, esc);
 		else
-			sb_putn(b, (const char *)p, 1);
+			pc__buf_append(b, (const char *)p, 1);
 	}
-	sb_putn(b, "\"", 1);
+	pc__buf_append(b, "\"", 1);
 }
 
 /* The shortest text that reads back as d; JSON has no NaN or infinity. */
-static void put_number(sbuf_t *b, double d)
+static void put_number(pc__buf_t *b, double d)
 {
 	char buf[40];
 	if (!isfinite(d)) {
-		sb_puts(b, "null");
+		pc__buf_append_str(b, "null");
 		return;
 	}
 	if (d == floor(d) && fabs(d) < 1e15) {
@@ -163,7 +132,7 @@ static void put_number(sbuf_t *b, double d)
 				break;
 		}
 	}
-	sb_puts(b, buf);
+	pc__buf_append_str(b, buf);
 }
 
 static int member_cmp(const void *a, const void *b)
@@ -181,67 +150,67 @@ static int member_cmp(const void *a, const void *b)
 	return 1;
 }
 
-static void put_value(sbuf_t *b, const cJSON *v, unsigned depth);
+static void put_value(pc__buf_t *b, const cJSON *v, unsigned depth);
 
-static void put_object(sbuf_t *b, const cJSON *v, unsigned depth)
+static void put_object(pc__buf_t *b, const cJSON *v, unsigned depth)
 {
 	size_t n = 0;
 	for (const cJSON *m = v->child; m; m = m->next)
 		n++;
 	const cJSON **members = calloc(n ? n : 1, sizeof(*members));
 	if (!members) {
-		b->rc = PC_ENOMEM;
+		b->err = PC_ENOMEM;
 		return;
 	}
 	n = 0;
 	for (const cJSON *m = v->child; m; m = m->next)
 		members[n++] = m;
 	qsort(members, n, sizeof(*members), member_cmp);
-	sb_putn(b, "{", 1);
-	for (size_t i = 0; i < n && !b->rc; i++) {
+	pc__buf_append(b, "{", 1);
+	for (size_t i = 0; i < n && !b->err; i++) {
 		if (i)
-			sb_putn(b, ",", 1);
+			pc__buf_append(b, ",", 1);
 		put_string(b, members[i]->string);
-		sb_putn(b, ":", 1);
+		pc__buf_append(b, ":", 1);
 		put_value(b, members[i], depth + 1);
 	}
-	sb_putn(b, "}", 1);
+	pc__buf_append(b, "}", 1);
 	free(members);
 }
 
-static void put_value(sbuf_t *b, const cJSON *v, unsigned depth)
+static void put_value(pc__buf_t *b, const cJSON *v, unsigned depth)
 {
 	if (depth > PC_LOOP_MAX_JSON_DEPTH) {
-		b->rc = PC_EINVAL;
+		b->err = PC_EINVAL;
 		return;
 	}
 	switch (v ? v->type & 0xFF : cJSON_NULL) {
-	case cJSON_False: sb_puts(b, "false"); break;
-	case cJSON_True: sb_puts(b, "true"); break;
+	case cJSON_False: pc__buf_append_str(b, "false"); break;
+	case cJSON_True: pc__buf_append_str(b, "true"); break;
 	case cJSON_Number: put_number(b, v->valuedouble); break;
 	case cJSON_String: put_string(b, v->valuestring); break;
-	case cJSON_Raw: sb_puts(b, v->valuestring ? v->valuestring : "null"); break;
+	case cJSON_Raw: pc__buf_append_str(b, v->valuestring ? v->valuestring : "null"); break;
 	case cJSON_Array:
-		sb_putn(b, "[", 1);
-		for (const cJSON *e = v->child; e && !b->rc; e = e->next) {
+		pc__buf_append(b, "[", 1);
+		for (const cJSON *e = v->child; e && !b->err; e = e->next) {
 			put_value(b, e, depth + 1);
 			if (e->next)
-				sb_putn(b, ",", 1);
+				pc__buf_append(b, ",", 1);
 		}
-		sb_putn(b, "]", 1);
+		pc__buf_append(b, "]", 1);
 		break;
 	case cJSON_Object: put_object(b, v, depth); break;
-	default: sb_puts(b, "null"); break; /* null, and a value of no JSON type */
+	default: pc__buf_append_str(b, "null"); break; /* null, and a value of no JSON type */
 	}
 }
 
 static int stable(const cJSON *v, char **out)
 {
-	sbuf_t b = {0};
+	pc__buf_t b = {0};
 	put_value(&b, v, 1);
-	if (b.rc) {
+	if (b.err) {
 		free(b.p);
-		return b.rc;
+		return b.err;
 	}
 	*out = b.p;
 	return 0;
@@ -590,10 +559,10 @@ static void verdict(pc_loop_verdict_t *v, pc_loop_action_t action, const char *d
 /* A warning key (as OpenClaw spells them): the parts joined. Caller frees. */
 static char *join(const char *const *parts, size_t n)
 {
-	sbuf_t k = {0};
+	pc__buf_t k = {0};
 	for (size_t i = 0; i < n; i++)
-		sb_puts(&k, parts[i]);
-	if (k.rc) {
+		pc__buf_append_str(&k, parts[i]);
+	if (k.err) {
 		free(k.p);
 		return NULL;
 	}

@@ -16,6 +16,7 @@
  * first probes every branch without writing, then reruns the one that got
  * furthest into the instance so that its message is the one reported.
  */
+#include "../../io/buf_internal.h"
 #include "schema.h"
 
 #include <float.h>
@@ -30,44 +31,6 @@
 #include <string.h>
 
 /* ---- buffers --------------------------------------------------------------- */
-
-/* A growable string; `oom` sticks once an allocation fails. */
-typedef struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-} sbuf_t;
-
-static void sb_putn(sbuf_t *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf_t *b, const char *s)
-{
-	sb_putn(b, s, strlen(s));
-}
-
-static void sb_putc(sbuf_t *b, char c)
-{
-	sb_putn(b, &c, 1);
-}
 
 /* A fixed buffer that truncates (the caller's err). */
 typedef struct wbuf {
@@ -327,7 +290,7 @@ typedef struct rxset {
 
 typedef struct rx {
 	const unsigned char *p;
-	sbuf_t *out;
+	pc__buf_t *out;
 	const char *why;   /* why the pattern is refused */
 	unsigned long *fac; /* per open group: largest expansion inside it */
 	size_t depth;
@@ -413,24 +376,24 @@ static void bracket(const rxset_t *s, char out[160])
 	out[n] = '\0';
 }
 
-static void emit_set(sbuf_t *o, const rxset_t *s)
+static void emit_set(pc__buf_t *o, const rxset_t *s)
 {
 	char br[160];
 	bracket(s, br);
 	const char *mb = s->mb == MB_ALL ? RX_MB_ANY : s->mb == MB_SPACE ? RX_MB_SPACE
 						: s->mb == MB_OTHER ? RX_MB_OTHER : NULL;
 	if (!br[0] && !mb) {
-		sb_puts(o, RX_NOTHING);
+		pc__buf_append_str(o, RX_NOTHING);
 	} else if (!mb) {
-		sb_puts(o, br);
+		pc__buf_append_str(o, br);
 	} else {
-		sb_putc(o, '(');
+		pc__buf_append_char(o, '(');
 		if (br[0]) {
-			sb_puts(o, br);
-			sb_putc(o, '|');
+			pc__buf_append_str(o, br);
+			pc__buf_append_char(o, '|');
 		}
-		sb_puts(o, mb);
-		sb_putc(o, ')');
+		pc__buf_append_str(o, mb);
+		pc__buf_append_char(o, ')');
 	}
 }
 
@@ -546,20 +509,20 @@ static size_t esc_char(rx_t *r, const unsigned char *p, uint32_t *cp)
 }
 
 /* One code point as an atom. */
-static void rx_literal(sbuf_t *o, uint32_t cp)
+static void rx_literal(pc__buf_t *o, uint32_t cp)
 {
 	if (cp < 0x80) {
 		if (strchr(".[]()*+?{}|^$\\", (int)cp))
-			sb_putc(o, '\\');
-		sb_putc(o, (char)cp);
+			pc__buf_append_char(o, '\\');
+		pc__buf_append_char(o, (char)cp);
 		return;
 	}
 	/* grouped, so that a quantifier applies to the whole sequence */
 	char u[4];
 	size_t n = utf8_encode(cp, u);
-	sb_putc(o, '(');
-	sb_putn(o, u, n);
-	sb_putc(o, ')');
+	pc__buf_append_char(o, '(');
+	pc__buf_append(o, u, n);
+	pc__buf_append_char(o, ')');
 }
 
 /* One member of a class at r->p: a code point, or a class escape added to s
@@ -660,7 +623,7 @@ static bool rx_quantifier(rx_t *r)
 	}
 	unsigned long times = 2; /* regcomp copies the atom for '+' */
 	if (*r->p != '{') {
-		sb_putc(r->out, (char)*r->p);
+		pc__buf_append_char(r->out, (char)*r->p);
 		r->p++;
 	} else {
 		const unsigned char *q = r->p + 1;
@@ -690,7 +653,7 @@ static bool rx_quantifier(rx_t *r)
 			snprintf(buf, sizeof(buf), "{%lu,}", lo);
 		else
 			snprintf(buf, sizeof(buf), "{%lu,%lu}", lo, hi);
-		sb_puts(r->out, buf);
+		pc__buf_append_str(r->out, buf);
 		times = (has_hi ? hi : lo) + 1;
 		r->p = q + 1;
 	}
@@ -718,8 +681,8 @@ static bool rx_escape(rx_t *r)
 {
 	r->p++;
 	if (*r->p == 'b' || *r->p == 'B') { /* word boundaries: ASCII words in both dialects */
-		sb_putc(r->out, '\\');
-		sb_putc(r->out, (char)*r->p);
+		pc__buf_append_char(r->out, '\\');
+		pc__buf_append_char(r->out, (char)*r->p);
 		r->p++;
 		r->atom = false;
 		return true;
@@ -755,7 +718,7 @@ static bool rx_step(rx_t *r)
 			r->p += 2;
 		}
 		r->p++;
-		sb_putc(r->out, '(');
+		pc__buf_append_char(r->out, '(');
 		r->fac[++r->depth] = 1;
 		r->atom = false;
 		return true;
@@ -765,7 +728,7 @@ static bool rx_step(rx_t *r)
 			return false;
 		}
 		r->p++;
-		sb_putc(r->out, ')');
+		pc__buf_append_char(r->out, ')');
 		r->depth--;
 		rx_atom(r, r->fac[r->depth + 1]);
 		if (r->last > r->fac[r->depth])
@@ -774,7 +737,7 @@ static bool rx_step(rx_t *r)
 	case '|':
 	case '^':
 	case '$':
-		sb_putc(r->out, (char)*r->p);
+		pc__buf_append_char(r->out, (char)*r->p);
 		r->p++;
 		r->atom = false;
 		return true;
@@ -783,7 +746,7 @@ static bool rx_step(rx_t *r)
 	case '?':
 	case '{': return rx_quantifier(r);
 	case '.':
-		sb_puts(r->out, "([\x01-\x09\x0b\x0c\x0e-\x7f]|" RX_MB_DOT ")");
+		pc__buf_append_str(r->out, "([\x01-\x09\x0b\x0c\x0e-\x7f]|" RX_MB_DOT ")");
 		r->p++;
 		rx_atom(r, 1);
 		return true;
@@ -808,13 +771,13 @@ static bool rx_step(rx_t *r)
 }
 
 /* Translates an ECMA-262 pattern into a POSIX ERE for the "C" locale. */
-static bool rx_translate(const char *src, sbuf_t *out, const char **why)
+static bool rx_translate(const char *src, pc__buf_t *out, const char **why)
 {
 	size_t n = strlen(src);
 	rx_t r = {.p = (const unsigned char *)src, .out = out, .last = 1};
 	r.fac = calloc(n + 2, sizeof(*r.fac));
 	if (!r.fac) {
-		out->oom = true;
+		out->err = true;
 		return false;
 	}
 	r.fac[0] = 1;
@@ -832,7 +795,7 @@ static bool rx_translate(const char *src, sbuf_t *out, const char **why)
 	}
 	free(r.fac);
 	*why = r.why;
-	return ok && !out->oom;
+	return ok && !out->err;
 }
 
 /* ---- compiled form -------------------------------------------------------- */
@@ -975,7 +938,7 @@ typedef struct cctx {
 	char **paths; /* paths[i]: where s->nodes[i] sits */
 	pending_ref_t *refs;
 	size_t nrefs, refs_cap;
-	sbuf_t path; /* the JSON pointer being compiled */
+	pc__buf_t path; /* the JSON pointer being compiled */
 	wbuf_t err;
 	int rc;
 } cctx_t;
@@ -1005,16 +968,16 @@ static void oom(cctx_t *c)
 static size_t path_push(cctx_t *c, const char *key)
 {
 	size_t mark = c->path.len;
-	sb_putc(&c->path, '/');
+	pc__buf_append_char(&c->path, '/');
 	for (const char *k = key; *k; k++) {
 		if (*k == '~')
-			sb_puts(&c->path, "~0");
+			pc__buf_append_str(&c->path, "~0");
 		else if (*k == '/')
-			sb_puts(&c->path, "~1");
+			pc__buf_append_str(&c->path, "~1");
 		else
-			sb_putc(&c->path, *k);
+			pc__buf_append_char(&c->path, *k);
 	}
-	if (c->path.oom)
+	if (c->path.err)
 		oom(c);
 	return mark;
 }
@@ -1209,11 +1172,11 @@ static const char **get_names(cctx_t *c, const cJSON *v, size_t *n)
 
 static regex_t *regex_compile(cctx_t *c, const char *src)
 {
-	sbuf_t ere = {0};
+	pc__buf_t ere = {0};
 	const char *why = NULL;
 	regex_t *re = NULL;
 	if (!rx_translate(src, &ere, &why)) {
-		if (ere.oom)
+		if (ere.err)
 			oom(c);
 		else
 			cfail(c, PC_EINVAL, "unsupported regex \"%s\": %s", src, why);
@@ -1674,7 +1637,7 @@ static node_t *compile_at(cctx_t *c, const cJSON *json)
 }
 
 /* Percent-decodes a URI fragment: false for a malformed escape or a NUL. */
-static bool percent_decode(const char *s, sbuf_t *out)
+static bool percent_decode(const char *s, pc__buf_t *out)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		uint32_t v = *p;
@@ -1683,7 +1646,7 @@ static bool percent_decode(const char *s, sbuf_t *out)
 				return false;
 			p += 2;
 		}
-		sb_putc(out, (char)v);
+		pc__buf_append_char(out, (char)v);
 	}
 	return true;
 }
@@ -1699,23 +1662,23 @@ static int resolve_pointer(const cJSON *doc, const char *ptr, const cJSON **out,
 		*why = "only JSON pointers are supported, not anchors";
 		return rc;
 	}
-	sbuf_t seg = {0};
+	pc__buf_t seg = {0};
 	while (at && *p == '/') {
 		p++;
 		seg.len = 0;
 		for (; *p && *p != '/'; p++) {
 			if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
-				sb_putc(&seg, p[1] == '0' ? '~' : '/');
+				pc__buf_append_char(&seg, p[1] == '0' ? '~' : '/');
 				p++;
 			} else if (*p == '~') {
 				*why = "a '~' that is not ~0 or ~1";
 				goto out;
 			} else {
-				sb_putc(&seg, *p);
+				pc__buf_append_char(&seg, *p);
 			}
 		}
-		sb_putc(&seg, '\0'); /* also makes seg.p non-NULL for an empty segment */
-		if (seg.oom) {
+		pc__buf_append_char(&seg, '\0'); /* also makes seg.p non-NULL for an empty segment */
+		if (seg.err) {
 			rc = PC_ENOMEM;
 			goto out;
 		}
@@ -1748,17 +1711,17 @@ static void resolve_refs(cctx_t *c)
 	for (size_t i = 0; i < c->nrefs && !c->rc; i++) {
 		node_t *n = c->refs[i].node;
 		const char *ref = c->refs[i].ref;
-		sbuf_t ptr = {0};
+		pc__buf_t ptr = {0};
 		const char *why = "a malformed percent-encoding";
 		const cJSON *loc = NULL;
 		int rc = percent_decode(ref + 1, &ptr) ? resolve_pointer(c->s->doc, ptr.p ? ptr.p : "", &loc, &why)
 						       : PC_EINVAL;
-		if (ptr.oom || rc == PC_ENOMEM)
+		if (ptr.err || rc == PC_ENOMEM)
 			oom(c);
 		/* errors name the $ref; the target compiles at the path it names */
 		path_pop(c, 0);
-		sb_puts(&c->path, loc ? (ptr.p ? ptr.p : "") : c->refs[i].path);
-		if (c->path.oom)
+		pc__buf_append_str(&c->path, loc ? (ptr.p ? ptr.p : "") : c->refs[i].path);
+		if (c->path.err)
 			oom(c);
 		if (!loc)
 			cfail(c, PC_EINVAL, "unresolvable $ref \"%s\": %s", ref, why);
@@ -1823,7 +1786,7 @@ static void check_cycles(cctx_t *c)
 				sp--;
 			} else if (color[child->index] == 1) {
 				path_pop(c, 0);
-				sb_puts(&c->path, c->paths[child->index]);
+				pc__buf_append_str(&c->path, c->paths[child->index]);
 				cfail(c, PC_EINVAL, "a $ref cycle that never descends into the instance");
 			} else if (color[child->index] == 0) {
 				color[child->index] = 1;
