@@ -1,9 +1,10 @@
 /*
- * What bench_agent and bench_agent_inflight share: a whole agent layer
- * in-process (runtime, I/O, a store in a fresh temporary directory, a
- * configuration, the agent host), as tests/agent_harness.h builds it, but
- * failing with bench_fail instead of assertions; the open-file limit; RSS
- * after giving freed memory back.
+ * What the agent benchmarks share: a whole agent layer in-process
+ * (runtime, I/O, a store in a fresh temporary directory, a configuration,
+ * the agent host), as tests/agent_harness.h builds it, but failing with
+ * bench_fail instead of assertions; the open-file limit; RSS after giving
+ * freed memory back; a driver actor keeping N sessions busy and the
+ * measured window it closes.
  */
 #ifndef PC_BENCH_AGENT_ENV_H
 #define PC_BENCH_AGENT_ENV_H
@@ -35,7 +36,18 @@ typedef struct agent_env {
 	pc_store_t *store;
 	pc_config_t *cfg;
 	pc_agent_t *agent;
+	/* Set between env_base_start and env_agent_start; NULL: the agent's
+	 * own tools, no hooks. Borrowed: they must outlive env_stop. */
+	const pc_tool_registry_t *tools;
+	const pc_hooks_t *hooks;
 } agent_env_t;
+
+/* One embedded mock provider; the workspace (%s) is the (empty) temporary
+ * directory so no context file of the current directory joins the prompt. */
+#define ENV_CONFIG_EMBEDDED                                                                        \
+	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"           \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\","                     \
+	"\"maxConcurrent\":4096,\"sessionIdleSeconds\":60}}}"
 
 /* Raises the open-file limit as far as allowed (root: up to `want`, else
  * the hard limit). Returns the soft limit now in force. */
@@ -126,7 +138,7 @@ static inline void env_agent_start(agent_env_t *e, const char *json, uint32_t ma
 	char locks[128];
 	snprintf(locks, sizeof(locks), "%s/locks", e->dir);
 	pc_agent_options_t o = {.rt = e->rt, .io = e->io, .store = e->store, .config = e->cfg,
-				.lock_dir = locks, .mock_scenario = scenario};
+				.tools = e->tools, .hooks = e->hooks, .lock_dir = locks, .mock_scenario = scenario};
 	if ((r = pc_agent_new(&o, &e->agent)) != 0)
 		bench_fail("agent: %s", pc_strerror(r));
 }
@@ -163,6 +175,145 @@ static inline uint64_t env_child_rss_kib(pid_t pid)
 	if (f)
 		fclose(f);
 	return v;
+}
+
+/* ---- the measured window ---------------------------------------------------- */
+
+/* The measured window, shared by the drivers: the first `warm`
+ * completions warm up; the window closes after `runs` more or `seconds`. */
+typedef struct window {
+	uint64_t warm, runs;
+	double seconds;
+	uint64_t n0, n1;
+	double t0, c0, t1, c1;
+	int state; /* 0 warming, 1 measuring, 2 closed */
+	pid_t mock; /* the mock's process, when a child: its CPU counts too */
+} window_t;
+
+static inline double window_cpu(const window_t *w) { return bench_cpu_s() + env_child_cpu_s(w->mock); }
+
+/* Called at each completion with the total so far; true once it closed. */
+static inline bool window_tick(window_t *w, uint64_t finished)
+{
+	if (w->state == 0 && finished >= w->warm) {
+		w->state = 1;
+		w->n0 = finished;
+		w->t0 = bench_now_s();
+		w->c0 = window_cpu(w);
+	} else if (w->state == 1) {
+		double now = bench_now_s();
+		if (finished - w->n0 >= w->runs || now - w->t0 >= w->seconds) {
+			w->state = 2;
+			w->n1 = finished;
+			w->t1 = now;
+			w->c1 = window_cpu(w);
+		}
+	}
+	return w->state == 2;
+}
+
+typedef struct result {
+	uint64_t n;            /* completions in the window */
+	double wall, cpu;      /* the window's, seconds */
+	uint64_t ok, errors;   /* every completion, warm-up included */
+	uint64_t refused;      /* agent submissions not started */
+} result_t;
+
+static inline void window_result(const window_t *w, result_t *r)
+{
+	r->n = w->n1 - w->n0;
+	r->wall = w->t1 - w->t0;
+	r->cpu = w->c1 - w->c0;
+}
+
+/* ---- the agent: a driver actor keeping every session busy ---------------- */
+
+enum { ENV_MSG_GO = 1 };
+
+typedef struct adrv {
+	pc_agent_t *agent;
+	uint32_t sessions, turns;
+	uint32_t *gen, *turn;
+	uint64_t submitted, finished, ok, errors, refused;
+	bool stop;
+	window_t w;
+	bench_latch_t done;
+} adrv_t;
+
+static inline void agent_submit(pc_ctx_t *ctx, adrv_t *d, uint32_t slot)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "b%u-s%u-g%u", d->sessions, slot, d->gen[slot]);
+	pc_agent_params_t ap = {.session_key = key, .message = "hello"};
+	d->submitted++;
+	int rc = pc_agent_submit_async(d->agent, &ap, pc_self(ctx), slot);
+	if (rc != 0)
+		bench_fail("pc_agent_submit_async: %s", pc_strerror(rc));
+}
+
+static inline void agent_finished(pc_ctx_t *ctx, adrv_t *d, uint32_t slot, bool ok)
+{
+	d->finished++;
+	d->ok += ok;
+	d->errors += !ok;
+	if (d->turns && ++d->turn[slot] >= d->turns) {
+		d->turn[slot] = 0;
+		d->gen[slot]++;
+	}
+	if (!d->stop && window_tick(&d->w, d->finished))
+		d->stop = true;
+	if (!d->stop)
+		agent_submit(ctx, d, slot);
+	else if (d->finished == d->submitted)
+		bench_latch_signal(&d->done);
+}
+
+static inline int agent_drive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	adrv_t *d = state;
+	if (msg->type == ENV_MSG_GO) {
+		for (uint32_t i = 0; i < d->sessions; i++)
+			agent_submit(ctx, d, i);
+	} else if (msg->type == PC_MSG_AGENT_ACCEPTED) {
+		const pc_agent_submit_reply_t *r = pc_msg_cdata(msg);
+		uint32_t slot = (uint32_t)msg->corr;
+		if (r->rc != 0 || r->accepted.disposition != PC_AGENT_STARTED) {
+			d->refused++;
+			agent_finished(ctx, d, slot, false);
+		} else if (pc_agent_watch(d->agent, r->accepted.run_id, pc_self(ctx), slot) != 0) {
+			bench_fail("pc_agent_watch");
+		}
+	} else if (msg->type == PC_MSG_AGENT_RUN_INFO) {
+		const pc_run_info_t *info = pc_msg_cdata(msg);
+		agent_finished(ctx, d, (uint32_t)msg->corr, info->status == PC_RUN_STATUS_OK);
+	}
+	return 0;
+}
+
+/* Keeps `sessions` session slots busy with one message each ("hello"),
+ * each slot moving to a fresh session key every `turns` runs (0: never),
+ * until the window `w` closes and every run submitted has ended. */
+static inline void run_agent(agent_env_t *e, uint32_t sessions, uint32_t turns, window_t w, result_t *out)
+{
+	static const pc_behavior_t agent_driver_b = {"bench-agent-driver", agent_drive, NULL};
+	adrv_t d = {.agent = e->agent, .sessions = sessions, .turns = turns, .w = w};
+	d.gen = calloc(sessions, sizeof(uint32_t));
+	d.turn = calloc(sessions, sizeof(uint32_t));
+	bench_latch_init(&d.done);
+	pc_actor_t *a = NULL;
+	if (pc_spawn(e->rt, &agent_driver_b, &d, &a))
+		bench_fail("spawn");
+	pc_send(a, pc_msg_new(ENV_MSG_GO, 0));
+	bench_latch_wait(&d.done, 4 * BENCH_TIMEOUT_S, "agent runs");
+	pc_actor_stop(a, PC_EXIT_NORMAL);
+	pc_actor_release(a);
+	window_result(&d.w, out);
+	out->ok = d.ok;
+	out->errors = d.errors;
+	out->refused = d.refused;
+	bench_latch_destroy(&d.done);
+	free(d.gen);
+	free(d.turn);
 }
 
 /* ---- the request the agent sent, for the baselines ----------------------- */

@@ -57,13 +57,7 @@
 #include "io/sse.h"
 
 #define SCENARIO "{\"default\":{\"text\":\"ok\",\"chunks\":1}}"
-/* One embedded provider; the workspace is the (empty) temporary directory
- * so no context file of the current directory joins the prompt. */
-#define CONFIG                                                                                     \
-	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true}},"           \
-	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\","                     \
-	"\"maxConcurrent\":4096,\"sessionIdleSeconds\":60}}}"
-/* The same with the mock in a child process (its address given). */
+/* ENV_CONFIG_EMBEDDED with the mock in a child process (its address given). */
 #define CONFIG_CHILD                                                                               \
 	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\","                              \
 	"\"baseUrl\":\"http://127.0.0.1:%u/v1\"}},"                                                \
@@ -77,141 +71,6 @@ typedef struct params {
 	int only;        /* -1 all; 0 agent; 1 curl; 2 model_call */
 	int mock;        /* -1 in-process when the open-file limit allows; 0 in-process; 1 child */
 } params_t;
-
-/* The measured window, shared by the three drivers: the first `warm`
- * completions warm up; the window closes after `runs` more or `seconds`. */
-typedef struct window {
-	uint64_t warm, runs;
-	double seconds;
-	uint64_t n0, n1;
-	double t0, c0, t1, c1;
-	int state; /* 0 warming, 1 measuring, 2 closed */
-	pid_t mock; /* the mock's process, when a child: its CPU counts too */
-} window_t;
-
-static double window_cpu(const window_t *w) { return bench_cpu_s() + env_child_cpu_s(w->mock); }
-
-/* Called at each completion with the total so far; true once it closed. */
-static bool window_tick(window_t *w, uint64_t finished)
-{
-	if (w->state == 0 && finished >= w->warm) {
-		w->state = 1;
-		w->n0 = finished;
-		w->t0 = bench_now_s();
-		w->c0 = window_cpu(w);
-	} else if (w->state == 1) {
-		double now = bench_now_s();
-		if (finished - w->n0 >= w->runs || now - w->t0 >= w->seconds) {
-			w->state = 2;
-			w->n1 = finished;
-			w->t1 = now;
-			w->c1 = window_cpu(w);
-		}
-	}
-	return w->state == 2;
-}
-
-typedef struct result {
-	uint64_t n;
-	double wall, cpu;
-	uint64_t ok, errors;
-} result_t;
-
-static void window_result(const window_t *w, result_t *r)
-{
-	r->n = w->n1 - w->n0;
-	r->wall = w->t1 - w->t0;
-	r->cpu = w->c1 - w->c0;
-}
-
-/* ---- the agent: a driver actor keeping every session busy ---------------- */
-
-enum { MSG_GO = 1 };
-
-typedef struct adrv {
-	pc_agent_t *agent;
-	const params_t *p;
-	uint32_t *gen, *turn;
-	uint64_t submitted, finished, ok, errors, refused;
-	bool stop;
-	window_t w;
-	bench_latch_t done;
-} adrv_t;
-
-static void agent_submit(pc_ctx_t *ctx, adrv_t *d, uint32_t slot)
-{
-	char key[64];
-	snprintf(key, sizeof(key), "b%u-s%u-g%u", d->p->sessions, slot, d->gen[slot]);
-	pc_agent_params_t ap = {.session_key = key, .message = "hello"};
-	d->submitted++;
-	int rc = pc_agent_submit_async(d->agent, &ap, pc_self(ctx), slot);
-	if (rc != 0)
-		bench_fail("pc_agent_submit_async: %s", pc_strerror(rc));
-}
-
-static void agent_finished(pc_ctx_t *ctx, adrv_t *d, uint32_t slot, bool ok)
-{
-	d->finished++;
-	d->ok += ok;
-	d->errors += !ok;
-	if (d->p->turns && ++d->turn[slot] >= d->p->turns) {
-		d->turn[slot] = 0;
-		d->gen[slot]++;
-	}
-	if (!d->stop && window_tick(&d->w, d->finished))
-		d->stop = true;
-	if (!d->stop)
-		agent_submit(ctx, d, slot);
-	else if (d->finished == d->submitted)
-		bench_latch_signal(&d->done);
-}
-
-static int agent_drive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	adrv_t *d = state;
-	if (msg->type == MSG_GO) {
-		for (uint32_t i = 0; i < d->p->sessions; i++)
-			agent_submit(ctx, d, i);
-	} else if (msg->type == PC_MSG_AGENT_ACCEPTED) {
-		const pc_agent_submit_reply_t *r = pc_msg_cdata(msg);
-		uint32_t slot = (uint32_t)msg->corr;
-		if (r->rc != 0 || r->accepted.disposition != PC_AGENT_STARTED) {
-			d->refused++;
-			agent_finished(ctx, d, slot, false);
-		} else if (pc_agent_watch(d->agent, r->accepted.run_id, pc_self(ctx), slot) != 0) {
-			bench_fail("pc_agent_watch");
-		}
-	} else if (msg->type == PC_MSG_AGENT_RUN_INFO) {
-		const pc_run_info_t *info = pc_msg_cdata(msg);
-		agent_finished(ctx, d, (uint32_t)msg->corr, info->status == PC_RUN_STATUS_OK);
-	}
-	return 0;
-}
-
-static const pc_behavior_t agent_driver_b = {"bench-agent-driver", agent_drive, NULL};
-
-static void run_agent(agent_env_t *e, const params_t *p, window_t w, result_t *out)
-{
-	adrv_t d = {.agent = e->agent, .p = p, .w = w};
-	d.gen = calloc(p->sessions, sizeof(uint32_t));
-	d.turn = calloc(p->sessions, sizeof(uint32_t));
-	bench_latch_init(&d.done);
-	pc_actor_t *a = NULL;
-	if (pc_spawn(e->rt, &agent_driver_b, &d, &a))
-		bench_fail("spawn");
-	pc_send(a, pc_msg_new(MSG_GO, 0));
-	bench_latch_wait(&d.done, 4 * BENCH_TIMEOUT_S, "agent runs");
-	pc_actor_stop(a, PC_EXIT_NORMAL);
-	pc_actor_release(a);
-	window_result(&d.w, out);
-	out->ok = d.ok;
-	out->errors = d.errors;
-	if (d.refused)
-		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", d.refused);
-	bench_latch_destroy(&d.done);
-	free(d.gen);
-	free(d.turn);
-}
 
 /* ---- baseline 1: a plain curl-multi loop on its own thread --------------- */
 
@@ -324,6 +183,8 @@ static void run_curl(const params_t *p, const request_t *req, window_t w, result
 
 /* ---- baseline 2: provider stream actors ----------------------------------- */
 
+enum { MSG_GO = 1 };
+
 typedef struct mdrv {
 	pc_io_t *io;
 	const params_t *p;
@@ -406,7 +267,7 @@ static void run_config(const params_t *p, bool child)
 	if (child)
 		snprintf(json, sizeof(json), CONFIG_CHILD, (unsigned)port, e.dir);
 	else
-		snprintf(json, sizeof(json), CONFIG, e.dir);
+		snprintf(json, sizeof(json), ENV_CONFIG_EMBEDDED, e.dir);
 	env_agent_start(&e, json, conc > 4096 ? conc : 0, SCENARIO);
 	if (!child)
 		port = pc_agent_mock_port(e.agent);
@@ -419,7 +280,9 @@ static void run_config(const params_t *p, bool child)
 	pc_agent_stats_t st0, st1;
 	pc_agent_stats(e.agent, &st0);
 	/* the agent always runs: the baselines replay the request it sent */
-	run_agent(&e, p, w, &r[0]);
+	run_agent(&e, p->sessions, p->turns, w, &r[0]);
+	if (r[0].refused)
+		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", r[0].refused);
 	pc_agent_stats(e.agent, &st1);
 	uint64_t rss1 = bench_rss_kib();
 	request_t req;
