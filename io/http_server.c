@@ -50,6 +50,7 @@ enum {
 	A_WS_ACCEPT,
 	A_WS_SEND,
 	A_WS_CLOSE,
+	A_WS_CAP,
 };
 
 /* An answer as a command payload: a NUL-terminated first string (headers,
@@ -62,6 +63,7 @@ typedef struct answer {
 	int status;
 	int opcode;
 	uint16_t code;
+	uint32_t cap; /* A_WS_ACCEPT, A_WS_CAP: the connection's message cap */
 	size_t alen;
 	size_t blen;
 	char data[];
@@ -635,13 +637,16 @@ static void answer_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		pc__conn_close(c, 0);
 		break;
 	case A_WS_ACCEPT:
-		pc__ws_start(c, a->owner, a->alen ? s : NULL);
+		pc__ws_start(c, a->owner, a->alen ? s : NULL, a->cap);
 		break;
 	case A_WS_SEND:
 		pc__ws_send(c, a->opcode, bytes, a->blen);
 		break;
 	case A_WS_CLOSE:
 		pc__ws_close(c, a->code, s, a->alen);
+		break;
+	case A_WS_CAP:
+		pc__ws_set_cap(c, a->cap);
 		break;
 	}
 }
@@ -753,17 +758,32 @@ const char *pc_http_request_header(const pc_http_request_msg_t *req, const char 
 	return NULL;
 }
 
-int pc_ws_accept(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol)
+int pc_ws_accept_capped(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol,
+			uint32_t max_message_bytes)
 {
 	size_t plen = protocol ? strlen(protocol) : 0;
 	/* A protocol is a token: no room for a header of its own. */
 	if (!srv || !owner || (protocol && (!plen || plen > 255 || strpbrk(protocol, "\r\n"))))
 		return PC_EINVAL;
-	answer_t t = {.srv = srv, .id = id, .kind = A_WS_ACCEPT, .owner = pc_actor_retain(owner)};
+	answer_t t = {.srv = srv, .id = id, .kind = A_WS_ACCEPT, .owner = pc_actor_retain(owner),
+		      .cap = max_message_bytes};
 	int rc = post_answer(srv, &t, protocol, plen, NULL, 0);
 	if (rc != 0)
 		pc_actor_release(owner);
 	return rc;
+}
+
+int pc_ws_accept(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol)
+{
+	return pc_ws_accept_capped(srv, id, owner, protocol, 0);
+}
+
+int pc_ws_set_max_message(pc_http_server_t *srv, uint64_t id, uint32_t max_message_bytes)
+{
+	if (!srv)
+		return PC_EINVAL;
+	answer_t t = {.srv = srv, .id = id, .kind = A_WS_CAP, .cap = max_message_bytes};
+	return post_answer(srv, &t, NULL, 0, NULL, 0);
 }
 
 int pc_ws_send(pc_http_server_t *srv, uint64_t id, int opcode, const void *data, size_t len)

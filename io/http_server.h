@@ -154,6 +154,21 @@ typedef struct pc_ws_message_msg {
  * now on); frames go to `owner` (the server keeps a reference until
  * CLOSED). `protocol` is the Sec-WebSocket-Protocol to answer, or NULL. */
 int pc_ws_accept(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol);
+/* pc_ws_accept with a cap of this connection's own on one message (and so
+ * on one frame): `max_message_bytes` below the server's max_message_bytes
+ * tightens it (a protocol's pre-authentication limit); 0 keeps the
+ * server's. Past it the connection is closed with 1009, as for the
+ * server's caps. The cap holds from the very first frame, including frames
+ * that arrived before the upgrade was accepted. */
+int pc_ws_accept_capped(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol,
+			uint32_t max_message_bytes);
+/* Changes the connection's own message cap (0: back to the server's; a
+ * value above the server's counts as the server's). A message already
+ * being received keeps the cap it started under. Commands to one
+ * connection run in the order they were made, so frames the peer sends
+ * after seeing a reply posted after this call are measured against the new
+ * cap. */
+int pc_ws_set_max_message(pc_http_server_t *srv, uint64_t id, uint32_t max_message_bytes);
 int pc_ws_send(pc_http_server_t *srv, uint64_t id, int opcode, const void *data, size_t len);
 /* Sends a close frame with `code` and `reason` and closes after the peer
  * answers (or a short grace period). */

@@ -40,6 +40,8 @@ struct pc__ws {
 	bool local_close;     /* the close was ours */
 	bool notified;        /* CLOSED sent */
 	uint16_t local_code;
+	uint32_t cap;         /* this connection's message cap; 0: the server's */
+	uint32_t msg_cap;     /* the cap of the message being joined */
 	int reason;
 };
 
@@ -224,8 +226,10 @@ static void on_frame_start(wslay_event_context_ptr ctx, const struct wslay_event
 	if (arg->opcode != WSLAY_CONTINUATION_FRAME) {
 		ws->msg.len = 0;
 		ws->msg_opcode = arg->opcode;
+		/* A message keeps the cap it started under. */
+		ws->msg_cap = ws->cap && ws->cap < l->max_message_bytes ? ws->cap : l->max_message_bytes;
 	}
-	if (arg->payload_length > l->max_message_bytes - ws->msg.len)
+	if (ws->msg.len > ws->msg_cap || arg->payload_length > ws->msg_cap - ws->msg.len)
 		ws_local_close(c, WSLAY_CODE_MESSAGE_TOO_BIG, PC_ELIMIT, "message too big", true);
 }
 
@@ -346,7 +350,7 @@ bool pc__ws_want_write(const pc__http_conn_t *c)
 	return c->ws && wslay_event_want_write(c->ws->ctx);
 }
 
-void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol)
+void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol, uint32_t cap)
 {
 	uint64_t id = c->id;
 	struct pc__ws *ws = NULL;
@@ -377,6 +381,7 @@ void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol)
 		{(void *)(protocol ? "\r\n\r\n" : "\r\n"), protocol ? 4 : 2},
 	};
 	ws->owner = owner;
+	ws->cap = cap;
 	c->ws = ws;
 	c->handler = NULL; /* from now on the owner hears about this id */
 	c->keep_alive = false;
@@ -418,6 +423,12 @@ void pc__ws_send(pc__http_conn_t *c, int opcode, const char *data, size_t len)
 	}
 	/* WSLAY_ERR_NO_MORE_MSG: closing, so the message has nowhere to go. */
 	ws_pump(c);
+}
+
+void pc__ws_set_cap(pc__http_conn_t *c, uint32_t cap)
+{
+	if (c->state == PC__C_WS)
+		c->ws->cap = cap;
 }
 
 void pc__ws_close(pc__http_conn_t *c, uint16_t code, const char *reason, size_t rlen)

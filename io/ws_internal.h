@@ -19,8 +19,11 @@ int pc__ws_check(pc__http_conn_t *c, const pc_http_request_msg_t *req);
 
 /* Completes the upgrade of the request in service on c: answers 101 and
  * hands frames to `owner` (whose reference passes to the connection). When
- * c cannot be upgraded, owner gets CLOSED at once. */
-void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol);
+ * c cannot be upgraded, owner gets CLOSED at once. `cap` is the
+ * connection's own message cap (0: the server's). */
+void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol, uint32_t cap);
+/* Sets the connection's own message cap (0: the server's). */
+void pc__ws_set_cap(pc__http_conn_t *c, uint32_t cap);
 
 /* An epoll event on an upgraded connection. */
 void pc__ws_on_event(pc__http_conn_t *c, uint32_t events);
