@@ -9,5 +9,6 @@
 int pc_cmd_mock_llm(int argc, char **argv);
 int pc_cmd_agent(int argc, char **argv);
 int pc_cmd_config(int argc, char **argv);
+int pc_cmd_gateway(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ typedef struct command {
 static const command_t commands[] = {
 	{"agent", pc_cmd_agent, "run one agent turn (--local: in-process)"},
 	{"config", pc_cmd_config, "validate or show the configuration"},
+	{"gateway", pc_cmd_gateway, "serve the WebSocket RPC, the OpenAI API, probes and metrics"},
 	{"mock-llm", pc_cmd_mock_llm, "serve a scripted OpenAI- and Anthropic-compatible LLM API"},
 };
 

@@ -1,0 +1,145 @@
+/*
+ * `pincer gateway [--bind ADDR] [--port N] [--config FILE]`: the agent host
+ * behind the gateway (docs/gateway.md) until SIGTERM or SIGINT.
+ *
+ * Once it accepts connections it prints one JSON line on stdout:
+ *   {"event":"listening","service":"gateway","host":...,"port":...,
+ *    "url":"ws://...","readyMs":N}
+ * On SIGTERM / SIGINT it drains: /readyz turns 503, clients get `shutdown`,
+ * runs may finish for gateway.drainSeconds, the rest are aborted, every
+ * result is stored; then it exits 0. Exit 1 when it cannot start, 2 for bad
+ * usage. Flags also come from PINCER_GATEWAY_BIND / PINCER_GATEWAY_PORT
+ * and PINCER_CONFIG.
+ *
+ * Signals are blocked before any thread starts, so every thread inherits
+ * the mask and only the main thread's sigwait sees them.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../gateway/gateway.h"
+#include "commands.h"
+#include "host.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: pincer gateway [--bind ADDR] [--port N] [--config FILE]\n\n"
+		   "Serves the WebSocket RPC, the OpenAI-compatible API, probes and metrics on one\n"
+		   "port (default 127.0.0.1:18789) until SIGTERM or SIGINT, then drains.\n\n"
+		   "  --bind ADDR    numeric address (env PINCER_GATEWAY_BIND); beyond loopback\n"
+		   "                 the configuration must set gateway.auth\n"
+		   "  --port N       0..65535, 0 = any free port (env PINCER_GATEWAY_PORT)\n"
+		   "  --config FILE  pincer.json (env PINCER_CONFIG)\n");
+}
+
+typedef struct opts {
+	const char *bind, *config;
+	int32_t port;
+} opts_t;
+
+static int parse(int argc, char **argv, opts_t *o)
+{
+	static const struct option longs[] = {
+		{"bind", required_argument, NULL, 'b'}, {"port", required_argument, NULL, 'p'},
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	o->port = -1;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'b': o->bind = optarg; break;
+		case 'c': o->config = optarg; break;
+		case 'p': {
+			char *end = NULL;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || !end || *end || v > 65535) {
+				fprintf(stderr, "pincer gateway: --port takes 0..65535\n");
+				return 2;
+			}
+			o->port = (int32_t)v;
+			break;
+		}
+		case 'h': usage(stdout); return 1;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void print_listening(const char *host, uint16_t port, double ready_ms)
+{
+	char url[128];
+	snprintf(url, sizeof(url), strchr(host, ':') ? "ws://[%s]:%u" : "ws://%s:%u", host, (unsigned)port);
+	printf("{\"event\":\"listening\",\"service\":\"gateway\",\"host\":\"%s\",\"port\":%u,"
+	       "\"url\":\"%s\",\"readyMs\":%.1f}\n",
+	       host, (unsigned)port, url, ready_ms);
+	fflush(stdout);
+}
+
+int pc_cmd_gateway(int argc, char **argv)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	opts_t o = {0};
+	int rc = parse(argc, argv, &o);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+		fprintf(stderr, "pincer gateway: cannot set up signals\n");
+		return 1;
+	}
+	pc_cli_host_options_t ho = {.command = "pincer gateway", .config_path = o.config, .io_threads = 1,
+				    .blocking_threads = 4};
+	pc_cli_host_t h;
+	if (pc_cli_host_start(&ho, &h) != 0)
+		return 1;
+	pc_gateway_t *g = NULL;
+	pc_gateway_options_t go = {.rt = h.rt, .io = h.io, .agent = h.agent, .config = h.cfg, .hooks = h.hooks,
+				   .bind = o.bind, .port = o.port};
+	rc = pc_gateway_new(&go, &g);
+	if (rc == 0)
+		rc = pc_gateway_start(g);
+	int status = 1, sig = 0;
+	if (rc != 0) {
+		fprintf(stderr, "pincer gateway: cannot listen on %s:%d: %s\n",
+			o.bind ? o.bind : h.cfg->gateway.bind, o.port >= 0 ? o.port : h.cfg->gateway.port,
+			pc_strerror(rc));
+	} else {
+		print_listening(o.bind ? o.bind : h.cfg->gateway.bind, pc_gateway_port(g), ms_since(&t0));
+		if (sigwait(&sigs, &sig) != 0) {
+			fprintf(stderr, "pincer gateway: sigwait failed\n");
+		} else {
+			fprintf(stderr, "pincer gateway: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			rc = pc_gateway_drain(g, -1);
+			status = rc == 0 ? 0 : 1;
+			if (rc != 0)
+				fprintf(stderr, "pincer gateway: runs still going after the drain: %s\n",
+					pc_strerror(rc));
+		}
+	}
+	pc_gateway_free(g);
+	pc_cli_host_stop(&h, 5000);
+	return status;
+}

@@ -1,0 +1,496 @@
+/*
+ * Who may connect (§8.2): the shared secret of gateway.auth (a token or a
+ * password, compared in constant time), device identities (an Ed25519 key
+ * whose signature binds the connect to this connection's challenge), and
+ * the device tokens issued to paired devices.
+ *
+ * Pairing: a device that proves its key on a loopback connection that also
+ * passes the shared secret is approved at once and gets a device token in
+ * hello-ok; from then on the token with the device's signature is enough,
+ * from any address. A device unknown to the gateway that connects from
+ * elsewhere is refused with PAIRING_REQUIRED (there is no approval flow
+ * for remote devices). Tokens live in memory for the gateway's life: a
+ * restart forgets them and devices pair again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include "rpc_internal.h"
+
+static int64_t wall_ms(void) { return pc__wall_ms(); }
+
+/* ---- base64 ---- */
+
+void pc__gw_b64url_encode(const unsigned char *in, size_t n, char *out)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		out[o++] = a[(v >> 18) & 63];
+		out[o++] = a[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = a[(v >> 6) & 63];
+		if (i + 2 < n)
+			out[o++] = a[v & 63];
+	}
+	out[o] = '\0';
+}
+
+static int b64_value(char ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	if (ch == '-' || ch == '+')
+		return 62;
+	if (ch == '_' || ch == '/')
+		return 63;
+	return -1;
+}
+
+long pc__gw_b64_decode(const char *in, unsigned char *out, size_t cap)
+{
+	size_t n = strlen(in);
+	while (n > 0 && in[n - 1] == '=')
+		n--;
+	if (n % 4 == 1)
+		return -1;
+	size_t o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_value(in[i]);
+		if (v < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o == cap)
+				return -1;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	return (long)o;
+}
+
+int pc__gw_nonce(char out[PC__GW_NONCE_MAX])
+{
+	unsigned char r[32];
+	if (RAND_bytes(r, sizeof(r)) != 1)
+		return PC_ESYS;
+	pc__gw_b64url_encode(r, sizeof(r), out);
+	return 0;
+}
+
+bool pc__gw_secret_equal(const char *a, const char *b)
+{
+	/* Digests first: the comparison then takes the same time whatever
+	 * the lengths and contents. */
+	unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
+	if (!a || !b || !SHA256((const unsigned char *)a, strlen(a), da) ||
+	    !SHA256((const unsigned char *)b, strlen(b), db))
+		return false;
+	return CRYPTO_memcmp(da, db, sizeof(da)) == 0;
+}
+
+/* ---- scopes ---- */
+
+static const char *const scope_names[PC__GW_SCOPE_COUNT] = {
+	"operator.read", "operator.write", "operator.admin", "operator.approvals", "operator.pairing",
+	"operator.talk.secrets",
+};
+
+const char *pc__gw_scope_name(int i) { return i >= 0 && i < PC__GW_SCOPE_COUNT ? scope_names[i] : "?"; }
+
+uint32_t pc__gw_scope_bit(const char *name)
+{
+	for (int i = 0; name && i < PC__GW_SCOPE_COUNT; i++)
+		if (!strcmp(name, scope_names[i]))
+			return 1u << i;
+	return 0;
+}
+
+bool pc__gw_scope_has(uint32_t granted, uint32_t required)
+{
+	if (granted & (required | PC__GW_SCOPE_ADMIN))
+		return true;
+	return required == PC__GW_SCOPE_READ && (granted & PC__GW_SCOPE_WRITE);
+}
+
+/* ---- refusals ---- */
+
+static int refuse(pc__gw_auth_t *out, const char *code, const char *detail, const char *next, const char *message)
+{
+	out->code = code;
+	out->detail = detail;
+	out->next_step = next;
+	snprintf(out->message, sizeof(out->message), "%s", message);
+	return PC_EINVAL;
+}
+
+static int refuse_device(pc__gw_auth_t *out, const char *detail, const char *message)
+{
+	return refuse(out, "INVALID_REQUEST", detail, NULL, message);
+}
+
+/* ---- device identity ---- */
+
+typedef struct device_claim {
+	const char *id, *public_key, *signature, *nonce;
+	double signed_at;
+	const char *client_id, *client_mode, *role, *platform, *family;
+	const cJSON *scopes; /* the array as sent, or NULL */
+	const char *token;   /* the token the client signed: auth.token, else auth.deviceToken */
+} device_claim_t;
+
+/* Lower-case ASCII, trimmed: how v3 normalises platform and family. */
+static void norm_meta(const char *in, char *out, size_t cap)
+{
+	size_t n = 0;
+	if (in) {
+		while (*in == ' ' || *in == '\t' || *in == '\n' || *in == '\r')
+			in++;
+		size_t len = strlen(in);
+		while (len > 0 && (in[len - 1] == ' ' || in[len - 1] == '\t' || in[len - 1] == '\n' ||
+				   in[len - 1] == '\r'))
+			len--;
+		for (size_t i = 0; i < len && n + 1 < cap; i++)
+			out[n++] = in[i] >= 'A' && in[i] <= 'Z' ? (char)(in[i] + 32) : in[i];
+	}
+	out[n] = '\0';
+}
+
+/* The signed string: "v2|id|client|mode|role|scopes|signedAt|token|nonce"
+ * and, for v3, "|platform|family". malloc'd, NULL when out of memory. */
+static char *signed_payload(const device_claim_t *d, bool v3)
+{
+	size_t scopes_len = 1;
+	const cJSON *s;
+	cJSON_ArrayForEach(s, d->scopes) scopes_len += strlen(cJSON_GetStringValue(s)) + 1;
+	char *scopes = malloc(scopes_len);
+	if (!scopes)
+		return NULL;
+	scopes[0] = '\0';
+	size_t off = 0;
+	cJSON_ArrayForEach(s, d->scopes) {
+		off += (size_t)snprintf(scopes + off, scopes_len - off, "%s%s", off ? "," : "",
+					 cJSON_GetStringValue(s));
+	}
+	char platform[128], family[128];
+	norm_meta(d->platform, platform, sizeof(platform));
+	norm_meta(d->family, family, sizeof(family));
+	const char *parts[] = {v3 ? "v3" : "v2", d->id, d->client_id, d->client_mode, d->role, scopes, NULL,
+			       d->token ? d->token : "", d->nonce, platform, family};
+	char at[32];
+	snprintf(at, sizeof(at), "%.0f", d->signed_at);
+	parts[6] = at;
+	size_t nparts = v3 ? 11 : 9;
+	size_t len = 1;
+	for (size_t i = 0; i < nparts; i++)
+		len += strlen(parts[i]) + 1;
+	char *out = malloc(len);
+	if (out) {
+		off = 0;
+		for (size_t i = 0; i < nparts; i++)
+			off += (size_t)snprintf(out + off, len - off, "%s%s", i ? "|" : "", parts[i]);
+	}
+	free(scopes);
+	return out;
+}
+
+static bool ed25519_verify(const unsigned char key[32], const unsigned char *sig, size_t sig_len, const char *msg)
+{
+	bool ok = false;
+	EVP_PKEY *pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, key, 32);
+	EVP_MD_CTX *m = EVP_MD_CTX_new();
+	if (pk && m && EVP_DigestVerifyInit(m, NULL, NULL, NULL, pk) == 1)
+		ok = EVP_DigestVerify(m, sig, sig_len, (const unsigned char *)msg, strlen(msg)) == 1;
+	EVP_MD_CTX_free(m);
+	EVP_PKEY_free(pk);
+	return ok;
+}
+
+static bool signature_ok(const device_claim_t *d, const unsigned char key[32], const unsigned char *sig,
+			 size_t sig_len)
+{
+	/* v3 is what current clients sign; v2 is still accepted. */
+	for (int v3 = 1; v3 >= 0; v3--) {
+		char *msg = signed_payload(d, v3);
+		bool ok = msg && ed25519_verify(key, sig, sig_len, msg);
+		free(msg);
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
+static bool id_matches(const char *id, const unsigned char key[32])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char hex[2 * SHA256_DIGEST_LENGTH + 1];
+	if (!SHA256(key, 32, md))
+		return false;
+	for (size_t i = 0; i < sizeof(md); i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (strlen(id) != 2 * SHA256_DIGEST_LENGTH)
+		return false;
+	for (size_t i = 0; i < 2 * SHA256_DIGEST_LENGTH; i++) {
+		char ch = id[i] >= 'A' && id[i] <= 'F' ? (char)(id[i] + 32) : id[i];
+		if (ch != hex[i])
+			return false;
+	}
+	return true;
+}
+
+/* Checks the device block against the key it carries and this
+ * connection's challenge. */
+static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw_auth_t *out)
+{
+	unsigned char key[33], sig[65];
+	long klen = pc__gw_b64_decode(d->public_key, key, sizeof(key));
+	if (klen != 32)
+		return refuse_device(out, "DEVICE_AUTH_PUBLIC_KEY_INVALID",
+				     "device public key invalid: expected the raw 32-byte Ed25519 key, base64url");
+	if (!id_matches(d->id, key))
+		return refuse_device(out, "DEVICE_AUTH_DEVICE_ID_MISMATCH",
+				     "device identity mismatch: device.id must be the SHA-256 of the public key");
+	int64_t at = (int64_t)d->signed_at;
+	int64_t skew = at > wall_ms() ? at - wall_ms() : wall_ms() - at;
+	if (at != c->challenge_ts && skew > PC__GW_SIGNATURE_SKEW_MS)
+		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_EXPIRED", "device signature expired");
+	if (!d->nonce[0])
+		return refuse_device(out, "DEVICE_AUTH_NONCE_REQUIRED", "device nonce required");
+	if (strcmp(d->nonce, c->nonce) != 0)
+		return refuse_device(out, "DEVICE_AUTH_NONCE_MISMATCH", "device nonce mismatch");
+	long slen = pc__gw_b64_decode(d->signature, sig, sizeof(sig));
+	if (slen != 64 || !signature_ok(d, key, sig, (size_t)slen))
+		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_INVALID", "device signature invalid");
+	snprintf(out->device_id, sizeof(out->device_id), "%s", d->id);
+	for (char *p = out->device_id; *p; p++)
+		*p = *p >= 'A' && *p <= 'F' ? (char)(*p + 32) : *p;
+	out->device = true;
+	return 0;
+}
+
+/* ---- device tokens (under ws->lock) ---- */
+
+static pc__gw_device_t *device_find(struct pc__gw_ws *ws, const char *id)
+{
+	for (size_t i = 0; i < ws->ndevices; i++)
+		if (!strcmp(ws->devices[i].id, id))
+			return &ws->devices[i];
+	return NULL;
+}
+
+/* Pairs device `id` with `scopes`: a known device keeps its token (and
+ * gets the scopes now granted); an unknown one gets a new token when
+ * `allow_new`, else PC_ENOTFOUND. */
+static int device_pair(struct pc__gw_ws *ws, const char *id, uint32_t scopes, bool allow_new, pc__gw_auth_t *out)
+{
+	unsigned char r[32];
+	int rc = 0;
+	pthread_mutex_lock(&ws->lock);
+	pc__gw_device_t *d = device_find(ws, id);
+	if (!d && !allow_new) {
+		rc = PC_ENOTFOUND;
+		goto out;
+	}
+	if (!d && RAND_bytes(r, sizeof(r)) != 1) {
+		rc = PC_ESYS;
+		goto out;
+	}
+	if (!d && ws->ndevices == PC__GW_DEVICES_MAX) {
+		/* Full: the oldest token goes; that device pairs again. */
+		size_t oldest = 0;
+		for (size_t i = 1; i < ws->ndevices; i++)
+			if (ws->devices[i].issued_ms < ws->devices[oldest].issued_ms)
+				oldest = i;
+		d = &ws->devices[oldest];
+		d->id[0] = '\0';
+	} else if (!d) {
+		pc__gw_device_t *v = realloc(ws->devices, (ws->ndevices + 1) * sizeof(*v));
+		if (!v) {
+			rc = PC_ENOMEM;
+			goto out;
+		}
+		ws->devices = v;
+		d = &v[ws->ndevices++];
+		d->id[0] = '\0';
+	}
+	if (!d->id[0]) {
+		snprintf(d->id, sizeof(d->id), "%s", id);
+		pc__gw_b64url_encode(r, sizeof(r), d->token);
+		d->issued_ms = wall_ms();
+	}
+	d->scopes = scopes;
+	memcpy(out->device_token, d->token, sizeof(out->device_token));
+	out->issued_ms = d->issued_ms;
+out:
+	pthread_mutex_unlock(&ws->lock);
+	OPENSSL_cleanse(r, sizeof(r));
+	return rc;
+}
+
+/* The scopes of device `id`'s token when `token` is it (constant time),
+ * else false. */
+static bool device_token_ok(struct pc__gw_ws *ws, const char *id, const char *token, uint32_t *scopes,
+			    int64_t *issued)
+{
+	pthread_mutex_lock(&ws->lock);
+	pc__gw_device_t *d = device_find(ws, id);
+	bool ok = d && pc__gw_secret_equal(d->token, token);
+	if (ok) {
+		*scopes = d->scopes;
+		*issued = d->issued_ms;
+	}
+	pthread_mutex_unlock(&ws->lock);
+	return ok;
+}
+
+void pc__gw_devices_free(struct pc__gw_ws *ws)
+{
+	/* Tokens are secrets: wipe them before the memory goes back. */
+	if (ws->devices)
+		OPENSSL_cleanse(ws->devices, ws->ndevices * sizeof(*ws->devices));
+	free(ws->devices);
+	ws->devices = NULL;
+	ws->ndevices = 0;
+}
+
+/* ---- the decision ---- */
+
+/* Scopes asked for (absent: read and write; names this gateway does not
+ * know are not granted). */
+static uint32_t requested_scopes(const cJSON *params)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(params, "scopes");
+	if (!cJSON_IsArray(a))
+		return PC__GW_SCOPE_READ | PC__GW_SCOPE_WRITE;
+	uint32_t bits = 0;
+	const cJSON *s;
+	cJSON_ArrayForEach(s, a) bits |= pc__gw_scope_bit(cJSON_GetStringValue(s));
+	return bits;
+}
+
+/* The shared secret: 1 when it passes, 0 when absent, -1 when wrong. */
+static int shared_secret(const pc_gateway_config_t *gc, const cJSON *auth)
+{
+	switch (gc->auth) {
+	case PC_GATEWAY_AUTH_NONE:
+		return 1;
+	case PC_GATEWAY_AUTH_TOKEN: {
+		const char *t = pc__gw_str(auth, "token");
+		return !t || !*t ? 0 : pc__gw_secret_equal(t, gc->token) ? 1 : -1;
+	}
+	case PC_GATEWAY_AUTH_PASSWORD: {
+		const char *p = pc__gw_str(auth, "password");
+		return !p || !*p ? 0 : pc__gw_secret_equal(p, gc->password) ? 1 : -1;
+	}
+	}
+	return -1;
+}
+
+static int refuse_secret(const pc_gateway_config_t *gc, int secret, pc__gw_auth_t *out)
+{
+	bool pw = gc->auth == PC_GATEWAY_AUTH_PASSWORD;
+	if (secret == 0)
+		return refuse(out, "INVALID_REQUEST", pw ? "AUTH_PASSWORD_MISSING" : "AUTH_TOKEN_MISSING",
+			      "update_auth_configuration",
+			      pw ? "unauthorized: gateway password missing (pass auth.password)"
+				 : "unauthorized: gateway token missing (pass auth.token)");
+	return refuse(out, "INVALID_REQUEST", pw ? "AUTH_PASSWORD_MISMATCH" : "AUTH_TOKEN_MISMATCH",
+		      "update_auth_credentials",
+		      pw ? "unauthorized: gateway password mismatch" : "unauthorized: gateway token mismatch");
+}
+
+static void claim_of(const cJSON *params, const cJSON *dev, const cJSON *auth, device_claim_t *d)
+{
+	const cJSON *client = cJSON_GetObjectItemCaseSensitive(params, "client");
+	const char *role = pc__gw_str(params, "role");
+	const char *token = pc__gw_str(auth, "token");
+	*d = (device_claim_t){
+		.id = pc__gw_str(dev, "id"),
+		.public_key = pc__gw_str(dev, "publicKey"),
+		.signature = pc__gw_str(dev, "signature"),
+		.nonce = pc__gw_str(dev, "nonce"),
+		.signed_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(dev, "signedAt")),
+		.client_id = pc__gw_str(client, "id"),
+		.client_mode = pc__gw_str(client, "mode"),
+		.role = role ? role : "operator",
+		.platform = pc__gw_str(client, "platform"),
+		.family = pc__gw_str(client, "deviceFamily"),
+		.scopes = cJSON_GetObjectItemCaseSensitive(params, "scopes"),
+		.token = token ? token : pc__gw_str(auth, "deviceToken"),
+	};
+	if (!d->nonce)
+		d->nonce = "";
+}
+
+/* A verified device that passed the shared secret: paired now when it is
+ * on loopback (or known from before), refused otherwise. */
+static int pair(pc__gw_conn_t *c, pc__gw_auth_t *out)
+{
+	int rc = device_pair(c->ws, out->device_id, out->scopes, c->loopback, out);
+	if (rc == 0)
+		return 0;
+	if (rc == PC_ENOTFOUND)
+		return refuse(out, "NOT_PAIRED", "PAIRING_REQUIRED", "review_auth_configuration",
+			      "pairing required: device is not approved yet (connect once from the gateway host "
+			      "to pair it, or connect without a device identity)");
+	return refuse(out, "UNAVAILABLE", "DEVICE_TOKEN_UNAVAILABLE", "wait_then_retry",
+		      "the device token could not be issued");
+}
+
+int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	const pc_gateway_config_t *gc = c->g->gcfg;
+	const cJSON *auth = cJSON_GetObjectItemCaseSensitive(params, "auth");
+	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(params, "device");
+	const char *dtoken = pc__gw_str(auth, "deviceToken");
+	out->scopes = requested_scopes(params);
+	if (dev) {
+		device_claim_t d;
+		claim_of(params, dev, auth, &d);
+		int rc = verify_device(c, &d, out);
+		if (rc != 0)
+			return rc;
+	}
+	int secret = shared_secret(gc, auth);
+	if (secret > 0)
+		return out->device ? pair(c, out) : 0;
+	if (dtoken && *dtoken) {
+		if (!out->device)
+			return refuse(out, "INVALID_REQUEST", "DEVICE_IDENTITY_REQUIRED", NULL,
+				      "device identity required: a device token goes with the signed device block");
+		uint32_t granted = 0;
+		if (!device_token_ok(c->ws, out->device_id, dtoken, &granted, &out->issued_ms))
+			return refuse(out, "INVALID_REQUEST", "AUTH_DEVICE_TOKEN_MISMATCH", "update_auth_credentials",
+				      "unauthorized: device token mismatch (pair the device again)");
+		const cJSON *asked = cJSON_GetObjectItemCaseSensitive(params, "scopes");
+		if (cJSON_IsArray(asked) && (out->scopes & ~granted))
+			return refuse(out, "INVALID_REQUEST", "AUTH_DEVICE_TOKEN_SCOPE_MISMATCH",
+				      "review_auth_configuration",
+				      "unauthorized: the device token does not grant the scopes asked for");
+		if (!cJSON_IsArray(asked))
+			out->scopes = granted;
+		snprintf(out->device_token, sizeof(out->device_token), "%s", dtoken);
+		return 0;
+	}
+	return refuse_secret(gc, secret, out);
+}

@@ -1,0 +1,1264 @@
+/*
+ * The OpenAI-compatible HTTP endpoint (docs/gateway-http.md):
+ *
+ *   POST /v1/chat/completions   one turn of an agent session, answered as a
+ *                               chat.completion or streamed as SSE chunks
+ *   GET  /v1/models, /v1/models/{id}
+ *
+ * Two kinds of actor. The route actor gets every /v1 request: it answers
+ * at once what needs no run (models, every error it can see in the
+ * request) and turns a valid chat request into a completion actor, one per
+ * request. The completion subscribes to the session, submits the message
+ * through the agent API (so the run is the same session / run / attempt
+ * actors as any other entry's) and answers from the run's events: its
+ * assistant deltas become SSE chunks, its terminal event the final answer.
+ *
+ * The route keeps the request id of every live completion, so a client's
+ * PC_MSG_HTTP_GONE (which the server sends to the route) reaches the right
+ * one; a completion tells the route when it is done. A client that leaves
+ * ends only its completion: the run goes on and is stored like any other.
+ *
+ * Lifetime: completions read the gateway and this part's counters, so
+ * pc__gw_openai_free stops the route (whose stop handler stops every
+ * completion) and waits until the last completion has stopped.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "../../io/buf_internal.h"
+#include "../../io/store/store.h"
+#include "http_util.h"
+
+enum {
+	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2A00, /* a completion's first message */
+	MSG_EVENTS,                              /* its subscription has events */
+	MSG_GONE,                                /* u64 request id: the client left */
+	MSG_DONE,                                /* u64 request id: a completion ended */
+};
+
+#define MAX_BODY ((size_t)20 << 20) /* OpenClaw's DEFAULT_OPENAI_CHAT_COMPLETIONS_BODY_BYTES */
+#define AGENT_ID_MAX 64u
+#define THE_AGENT "main"            /* the one agent this gateway serves */
+#define SESSION_KEY_MAX 255u        /* the store's and the agent's bound */
+#define EVENT_BATCH 64u
+#define SUB_CAPACITY 1024u
+#define PENDING_BUCKETS 1024u
+
+struct pc__gw_openai {
+	pc_gateway_t *g;
+	uint32_t live; /* completion actors not yet stopped (atomic) */
+	uint64_t http[PC__GW_OA_ROUTES][PC__GW_CODES];
+	uint64_t runs[2];
+	uint64_t gone;
+};
+
+/* ---- errors in OpenAI's shape ---- */
+
+/* {"error":{"message","type","param","code"}} plus its status and headers. */
+typedef struct oa_err {
+	int status;
+	const char *param;  /* NULL: null */
+	const char *code;   /* NULL: null */
+	const char *allow;  /* 405: the Allow header's value */
+	char message[320];
+	char code_buf[48];  /* a code made on the fly (`code` points here) */
+} oa_err_t;
+
+/* Fills *e; returns false so that checks read `return fail(...)`. */
+static bool fail(oa_err_t *e, int status, const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static bool fail(oa_err_t *e, int status, const char *param, const char *code, const char *fmt, ...)
+{
+	e->status = status;
+	e->param = param;
+	e->code = code;
+	e->allow = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+static void count_answer(struct pc__gw_openai *oa, int route, int status)
+{
+	pc__gw_count(&oa->http[route][pc__gw_code_index(status)]);
+}
+
+static int answer_json(struct pc__gw_openai *oa, int route, uint64_t id, int status, const char *extra,
+		       const cJSON *body)
+{
+	count_answer(oa, route, status);
+	return pc__gw_respond_json(oa->g->srv, id, status, extra, body);
+}
+
+static cJSON *error_json(const oa_err_t *e)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON *err = cJSON_AddObjectToObject(o, "error");
+	if (!err) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	cJSON_AddStringToObject(err, "message", e->message);
+	cJSON_AddStringToObject(err, "type", e->status >= 500 ? "server_error" : "invalid_request_error");
+	if (e->param)
+		cJSON_AddStringToObject(err, "param", e->param);
+	else
+		cJSON_AddNullToObject(err, "param");
+	if (e->code)
+		cJSON_AddStringToObject(err, "code", e->code);
+	else
+		cJSON_AddNullToObject(err, "code");
+	return o;
+}
+
+static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const oa_err_t *e)
+{
+	char extra[128] = "";
+	if (e->allow)
+		snprintf(extra, sizeof(extra), "Allow: %s\r\n", e->allow);
+	else if (e->status == 401)
+		snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer\r\n");
+	cJSON *body = error_json(e);
+	answer_json(oa, route, id, e->status, extra, body);
+	cJSON_Delete(body);
+}
+
+/* ---- small text helpers ---- */
+
+/* `s` without leading and trailing blanks: its start, length in *n. */
+static const char *trimmed(const char *s, size_t *n)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	size_t len = strlen(s);
+	while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
+	*n = len;
+	return s;
+}
+
+static bool has_control(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return true;
+	return false;
+}
+
+static int64_t wall_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+/* A random UUID (v4) for a stateless session. When the kernel has no
+ * randomness to give, the clock and a counter still make it unique in
+ * this process, which is what a throw-away session key needs. */
+static void new_uuid(char out[37])
+{
+	static uint64_t counter;
+	uint8_t b[16];
+	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t hi = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		uint64_t lo = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+		memcpy(b, &hi, 8);
+		memcpy(b + 8, &lo, 8);
+	}
+	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+		 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* ---- authorization ---- */
+
+/* Compares every byte of the secret whatever the input, so the time taken
+ * depends on the secret's length only, never on where the two differ. */
+static bool secret_equal(const char *given, size_t n, const char *secret)
+{
+	size_t m = strlen(secret);
+	unsigned char diff = (unsigned char)(n != m);
+	for (size_t i = 0; i < m; i++)
+		diff |= (unsigned char)((unsigned char)secret[i] ^ (unsigned char)(i < n ? given[i] : 0));
+	return diff == 0;
+}
+
+/* With token or password auth: `Authorization: Bearer <token|password>`. */
+static bool authorized(const pc_gateway_config_t *gc, const pc_http_request_msg_t *q)
+{
+	if (gc->auth == PC_GATEWAY_AUTH_NONE)
+		return true;
+	const char *secret = gc->auth == PC_GATEWAY_AUTH_TOKEN ? gc->token : gc->password;
+	const char *h = pc_http_request_header(q, "authorization");
+	if (!secret || !secret[0] || !h)
+		return false;
+	size_t n;
+	h = trimmed(h, &n);
+	if (n < 7 || strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
+		return false;
+	const char *tok = trimmed(h + 6, &n);
+	return secret_equal(tok, n, secret);
+}
+
+/* ---- models and agents ---- */
+
+static bool agent_id_char(char ch, bool first)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || (!first && (ch == '_' || ch == '-'));
+}
+
+/* An agent id as OpenClaw writes them ([a-z0-9][a-z0-9_-]{0,63}, case
+ * ignored), lowercased into `out`. */
+static bool agent_id(const char *s, char out[AGENT_ID_MAX + 1])
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > AGENT_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = (char)tolower((unsigned char)s[i]);
+		if (!agent_id_char(ch, i == 0))
+			return false;
+		out[i] = ch;
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* The agent a model names: "pincer", "pincer:<id>", "pincer/<id>", the same
+ * with "openclaw", and "agent:<id>" ("…/default" is the default agent).
+ * 1: it names one (in `agent`); 0: it is no agent name; -1: an agent prefix
+ * with a malformed id. */
+static int agent_of_model(const char *model, char agent[AGENT_ID_MAX + 1])
+{
+	static const char *const bare[] = {"pincer", "openclaw", "pincer/default", "openclaw/default"};
+	static const char *const prefixes[] = {"pincer:", "pincer/", "openclaw:", "openclaw/", "agent:"};
+	for (size_t i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
+		if (!strcasecmp(model, bare[i])) {
+			snprintf(agent, AGENT_ID_MAX + 1, "%s", THE_AGENT);
+			return 1;
+		}
+	}
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t n = strlen(prefixes[i]);
+		if (!strncasecmp(model, prefixes[i], n))
+			return agent_id(model + n, agent) ? 1 : -1;
+	}
+	return 0;
+}
+
+static const pc_provider_config_t *provider_named(const pc_config_t *cfg, const char *id, size_t n)
+{
+	for (size_t i = 0; i < cfg->provider_count; i++)
+		if (strlen(cfg->providers[i].id) == n && !strncmp(cfg->providers[i].id, id, n))
+			return &cfg->providers[i];
+	return NULL;
+}
+
+static bool ref_is(const pc_model_ref_t *r, const char *model)
+{
+	size_t n = r->provider ? strlen(r->provider) : 0;
+	return n && r->model && !strncmp(model, r->provider, n) && model[n] == '/' && !strcmp(model + n + 1, r->model);
+}
+
+/* "provider/model" that this gateway can run: a configured provider's
+ * listed model (any model when it lists none), or the agent's primary or
+ * a fallback. */
+static bool model_configured(const pc_config_t *cfg, const char *model)
+{
+	const pc_agent_defaults_t *d = &cfg->agent;
+	if (ref_is(&d->model, model))
+		return true;
+	for (size_t i = 0; i < d->fallback_count; i++)
+		if (ref_is(&d->fallbacks[i], model))
+			return true;
+	const char *slash = strchr(model, '/');
+	const pc_provider_config_t *p = slash ? provider_named(cfg, model, (size_t)(slash - model)) : NULL;
+	if (!p || !slash[1])
+		return false;
+	if (p->model_count == 0)
+		return true;
+	for (size_t i = 0; i < p->model_count; i++)
+		if (!strcmp(p->models[i].id, slash + 1))
+			return true;
+	return false;
+}
+
+static void add_model_id(cJSON *ids, const char *id)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, ids) {
+		if (!strcmp(it->valuestring, id))
+			return;
+	}
+	cJSON_AddItemToArray(ids, cJSON_CreateString(id));
+}
+
+static void add_ref(cJSON *ids, const pc_model_ref_t *r)
+{
+	if (!r->provider || !r->model)
+		return;
+	char id[512];
+	snprintf(id, sizeof(id), "%s/%s", r->provider, r->model);
+	add_model_id(ids, id);
+}
+
+/* Every model id /v1/models lists, in order: the agent, then the
+ * configured provider/model ids. */
+static cJSON *model_ids(const pc_config_t *cfg)
+{
+	cJSON *ids = cJSON_CreateArray();
+	if (!ids)
+		return NULL;
+	add_model_id(ids, "pincer:" THE_AGENT);
+	add_ref(ids, &cfg->agent.model);
+	for (size_t i = 0; i < cfg->agent.fallback_count; i++)
+		add_ref(ids, &cfg->agent.fallbacks[i]);
+	for (size_t i = 0; i < cfg->provider_count; i++) {
+		const pc_provider_config_t *p = &cfg->providers[i];
+		for (size_t j = 0; j < p->model_count; j++) {
+			pc_model_ref_t r = {.provider = p->id, .model = p->models[j].id};
+			add_ref(ids, &r);
+		}
+	}
+	return ids;
+}
+
+static cJSON *model_object(const pc_gateway_t *g, const char *id)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!cJSON_AddStringToObject(o, "id", id) || !cJSON_AddStringToObject(o, "object", "model") ||
+	    !cJSON_AddNumberToObject(o, "created", (double)(g->started_wall_ms / 1000)) ||
+	    !cJSON_AddStringToObject(o, "owned_by", "pincer")) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* %XX escapes decoded in place; false for a malformed one or a NUL. */
+static bool percent_decode(char *s)
+{
+	char *w = s;
+	for (const char *r = s; *r; r++) {
+		if (*r != '%') {
+			*w++ = *r;
+			continue;
+		}
+		if (!isxdigit((unsigned char)r[1]) || !isxdigit((unsigned char)r[2]))
+			return false;
+		char hex[3] = {r[1], r[2], '\0'};
+		char ch = (char)strtol(hex, NULL, 16);
+		if (ch == '\0')
+			return false;
+		*w++ = ch;
+		r += 2;
+	}
+	*w = '\0';
+	return true;
+}
+
+/* The list: {"object":"list","data":[model, ...]}. */
+static cJSON *model_list(const pc_gateway_t *g, const cJSON *ids)
+{
+	cJSON *body = cJSON_CreateObject();
+	cJSON *data = cJSON_AddArrayToObject(body, "data");
+	if (!data || !cJSON_AddStringToObject(body, "object", "list")) {
+		cJSON_Delete(body);
+		return NULL;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, ids) {
+		cJSON *m = model_object(g, it->valuestring);
+		if (!m || !cJSON_AddItemToArray(data, m)) {
+			cJSON_Delete(m);
+			cJSON_Delete(body);
+			return NULL;
+		}
+	}
+	return body;
+}
+
+/* One model, `want` being the path's rest after "/v1/models/". */
+static cJSON *model_one(const pc_gateway_t *g, const cJSON *ids, const char *want, oa_err_t *e)
+{
+	char *id = strdup(want);
+	cJSON *body = NULL;
+	if (!id) {
+		fail(e, 500, NULL, NULL, "out of memory");
+	} else if (!id[0] || !percent_decode(id)) {
+		fail(e, 400, NULL, "invalid_model_id", "Invalid model id.");
+	} else {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, ids) {
+			if (!body && !strcmp(it->valuestring, id) && !(body = model_object(g, id)))
+				fail(e, 500, NULL, NULL, "out of memory");
+		}
+		if (!body && e->status != 500)
+			fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist.", id);
+	}
+	free(id);
+	return body;
+}
+
+static void serve_models(struct pc__gw_openai *oa, const pc_http_request_msg_t *q)
+{
+	oa_err_t e = {0};
+	cJSON *ids = model_ids(oa->g->cfg), *body = NULL;
+	const char *rest = q->path + strlen("/v1/models");
+	if (!ids)
+		fail(&e, 500, NULL, NULL, "out of memory");
+	else if (!rest[0] && !(body = model_list(oa->g, ids)))
+		fail(&e, 500, NULL, NULL, "out of memory");
+	else if (rest[0])
+		body = model_one(oa->g, ids, rest + 1, &e);
+	if (body)
+		answer_json(oa, PC__GW_OA_MODELS, q->id, 200, NULL, body);
+	else
+		answer_error(oa, PC__GW_OA_MODELS, q->id, &e);
+	cJSON_Delete(body);
+	cJSON_Delete(ids);
+}
+
+/* ---- a chat request ---- */
+
+typedef struct chat_req {
+	char *message;     /* the last user message's text */
+	char *system;      /* system and developer texts, joined; or NULL */
+	char *model;       /* the request's `model`, echoed in every answer */
+	char *run_model;   /* "provider/model" for the run, or NULL */
+	char *session_key;
+	bool stream, include_usage;
+} chat_req_t;
+
+static void chat_req_free(chat_req_t *r)
+{
+	free(r->message);
+	free(r->system);
+	free(r->model);
+	free(r->run_model);
+	free(r->session_key);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The text of a message's content: a string, or its text parts joined by
+ * newlines (OpenAI "text" parts, and Responses-style "input_text"). */
+static void content_text(const cJSON *content, pc__buf_t *out)
+{
+	if (cJSON_IsString(content)) {
+		pc__buf_append(out, content->valuestring, strlen(content->valuestring));
+		return;
+	}
+	const cJSON *part;
+	cJSON_ArrayForEach(part, content) {
+		const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(part, "type"));
+		const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(part, "text"));
+		if (!type || !text || (strcmp(type, "text") && strcmp(type, "input_text")) || !text[0])
+			continue;
+		if (out->len)
+			pc__buf_append(out, "\n", 1);
+		pc__buf_append(out, text, strlen(text));
+	}
+}
+
+static const char *role_of(const cJSON *m)
+{
+	const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
+	return r ? r : "";
+}
+
+static void add_system(pc__buf_t *sys, const cJSON *content)
+{
+	pc__buf_t one = {0};
+	content_text(content, &one);
+	if (one.len) {
+		if (sys->len)
+			pc__buf_append(sys, "\n\n", 2);
+		pc__buf_append(sys, one.p, one.len);
+	}
+	if (one.err && !sys->err)
+		sys->err = one.err;
+	free(one.p);
+}
+
+/* The message is the last user message's text; system and developer
+ * messages become the run's extra system prompt. Earlier turns are not
+ * replayed: the session's history is in the store. */
+static bool parse_messages(const cJSON *body, chat_req_t *r, oa_err_t *e)
+{
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+		return fail(e, 400, "messages", NULL, "Missing `messages`: an array of at least one message.");
+	pc__buf_t sys = {0}, user = {0};
+	const cJSON *m, *last_user = NULL;
+	cJSON_ArrayForEach(m, msgs) {
+		const char *role = role_of(m);
+		if (!strcmp(role, "user"))
+			last_user = m;
+		else if (!strcmp(role, "system") || !strcmp(role, "developer"))
+			add_system(&sys, cJSON_GetObjectItemCaseSensitive(m, "content"));
+	}
+	if (last_user)
+		content_text(cJSON_GetObjectItemCaseSensitive(last_user, "content"), &user);
+	bool ok = !sys.err && !user.err;
+	if (!ok)
+		fail(e, 500, NULL, NULL, "out of memory");
+	else if (!user.len)
+		ok = fail(e, 400, "messages", NULL, "Missing user message in `messages`.");
+	if (ok) {
+		r->message = user.p;
+		r->system = sys.len ? sys.p : NULL;
+		user.p = NULL;
+		if (r->system)
+			sys.p = NULL;
+	}
+	free(user.p);
+	free(sys.p);
+	return ok;
+}
+
+/* The agent (a header, else the model) and the run's model. */
+static bool parse_target(const pc_gateway_t *g, const pc_http_request_msg_t *q, const cJSON *body,
+			 chat_req_t *r, char agent[AGENT_ID_MAX + 1], oa_err_t *e)
+{
+	const cJSON *mj = cJSON_GetObjectItemCaseSensitive(body, "model");
+	if (mj && !cJSON_IsString(mj) && !cJSON_IsNull(mj))
+		return fail(e, 400, "model", NULL, "`model` must be a string.");
+	const char *model = cJSON_IsString(mj) && mj->valuestring[0] ? mj->valuestring : "pincer";
+	r->model = strdup(model);
+	if (!r->model)
+		return fail(e, 500, NULL, NULL, "out of memory");
+	int named = agent_of_model(model, agent);
+	if (named < 0)
+		return fail(e, 400, "model", "invalid_model", "Invalid agent in `model`: use pincer:<agent>.");
+	if (named == 0) {
+		if (!model_configured(g->cfg, model))
+			return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", model);
+		snprintf(agent, AGENT_ID_MAX + 1, "%s", THE_AGENT);
+		if (!(r->run_model = strdup(model)))
+			return fail(e, 500, NULL, NULL, "out of memory");
+	}
+	const char *hdr = pc_http_request_header(q, "x-pincer-agent-id");
+	if (!hdr)
+		hdr = pc_http_request_header(q, "x-openclaw-agent-id");
+	size_t n = 0;
+	if (hdr && (hdr = trimmed(hdr, &n)) && n > 0) {
+		char tmp[AGENT_ID_MAX + 1];
+		if (n > AGENT_ID_MAX)
+			return fail(e, 400, NULL, "invalid_agent", "Invalid agent id header.");
+		memcpy(tmp, hdr, n);
+		tmp[n] = '\0';
+		if (!agent_id(tmp, agent))
+			return fail(e, 400, NULL, "invalid_agent", "Invalid agent id header.");
+	}
+	if (strcmp(agent, THE_AGENT))
+		return fail(e, 404, "model", "model_not_found",
+			    "Unknown agent '%s': this gateway serves the agent '" THE_AGENT "'.", agent);
+	return true;
+}
+
+/* The session: a session-key header verbatim, else one per `user`, else a
+ * fresh one (a stateless request), as OpenClaw derives them. */
+static bool parse_session(const pc_http_request_msg_t *q, const cJSON *body, const char *agent, chat_req_t *r,
+			  oa_err_t *e)
+{
+	static const char *const headers[] = {"x-pincer-session-key", "x-openclaw-session-key"};
+	const char *hdr = NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < 2 && !hdr; i++)
+		hdr = pc_http_request_header(q, headers[i]);
+	const cJSON *uj = cJSON_GetObjectItemCaseSensitive(body, "user");
+	const char *user = cJSON_IsString(uj) ? uj->valuestring : "";
+	size_t un = 0;
+	user = trimmed(user, &un);
+	char key[SESSION_KEY_MAX + 2];
+	int len;
+	if (hdr && (hdr = trimmed(hdr, &n)) && n > 0) {
+		len = snprintf(key, sizeof(key), "%.*s", (int)n, hdr);
+	} else if (un > 0) {
+		len = snprintf(key, sizeof(key), "agent:%s:openai-user:%.*s", agent, (int)un, user);
+	} else {
+		char uuid[37];
+		new_uuid(uuid);
+		len = snprintf(key, sizeof(key), "agent:%s:openai:%s", agent, uuid);
+	}
+	const char *what = hdr && n > 0 ? "the session-key header" : "`user`";
+	if (len < 0 || (size_t)len > SESSION_KEY_MAX || has_control(key, (size_t)len))
+		return fail(e, 400, hdr && n > 0 ? NULL : "user", "invalid_session",
+			    "Invalid session: %s makes a key longer than %u bytes or holds control characters.", what,
+			    SESSION_KEY_MAX);
+	r->session_key = strdup(key);
+	return r->session_key ? true : fail(e, 500, NULL, NULL, "out of memory");
+}
+
+static bool parse_stream(const cJSON *body, chat_req_t *r, oa_err_t *e)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "stream");
+	if (s && !cJSON_IsBool(s) && !cJSON_IsNull(s))
+		return fail(e, 400, "stream", NULL, "`stream` must be a boolean.");
+	r->stream = cJSON_IsTrue(s);
+	const cJSON *so = cJSON_GetObjectItemCaseSensitive(body, "stream_options");
+	r->include_usage = r->stream && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(so, "include_usage"));
+	return true;
+}
+
+/* The body as a JSON object, with nothing but blanks after it. */
+static cJSON *parse_body(const pc_http_request_msg_t *q, oa_err_t *e)
+{
+	const char *end = NULL;
+	cJSON *body = q->body_len ? cJSON_ParseWithLengthOpts(q->body, q->body_len, &end, false) : NULL;
+	if (body && end) {
+		for (const char *p = end; p < q->body + q->body_len; p++) {
+			if (!isspace((unsigned char)*p)) {
+				cJSON_Delete(body);
+				body = NULL;
+				break;
+			}
+		}
+	}
+	if (!body) {
+		fail(e, 400, NULL, "invalid_json", "The request body is not valid JSON.");
+	} else if (!cJSON_IsObject(body)) {
+		cJSON_Delete(body);
+		body = NULL;
+		fail(e, 400, NULL, "invalid_json", "The request body must be a JSON object.");
+	}
+	return body;
+}
+
+static bool parse_chat(const pc_gateway_t *g, const pc_http_request_msg_t *q, chat_req_t *r, oa_err_t *e)
+{
+	int state = pc__gw_state(g);
+	if (state != PC__GW_READY)
+		return fail(e, 503, NULL, "unavailable",
+			    state == PC__GW_STARTING ? "The gateway is starting." : "The gateway is shutting down.");
+	if (q->body_len > MAX_BODY)
+		return fail(e, 413, NULL, "payload_too_large", "The request body is larger than %zu bytes.", MAX_BODY);
+	cJSON *body = parse_body(q, e);
+	char agent[AGENT_ID_MAX + 1];
+	bool ok = body && parse_stream(body, r, e) && parse_target(g, q, body, r, agent, e) &&
+		  parse_messages(body, r, e) && parse_session(q, body, agent, r, e);
+	cJSON_Delete(body);
+	return ok;
+}
+
+/* ---- a completion: one chat request while its run goes ---- */
+
+typedef struct completion {
+	struct pc__gw_openai *oa;
+	pc_gateway_t *g;
+	pc_actor_t *route;  /* a reference: told when this completion ends */
+	uint64_t id;        /* the HTTP request */
+	chat_req_t req;
+	pc_event_sub_t *sub;
+	int64_t created;    /* seconds, for every answer's `created` */
+	bool accepted;      /* run_id is known */
+	bool streaming;     /* the SSE head went out */
+	bool sent_text;     /* some content went out */
+	bool finished;
+	char run_id[PC_RUN_ID_MAX + 1];
+	char answer_id[PC_RUN_ID_MAX + 16];
+} completion_t;
+
+/* The client is gone (a GONE, or a refused write): stop here; the run
+ * goes on. */
+static void comp_gone(pc_ctx_t *ctx, completion_t *c)
+{
+	if (!c->finished)
+		pc__gw_count(&c->oa->gone);
+	c->finished = true;
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+static void comp_fail(pc_ctx_t *ctx, completion_t *c, const oa_err_t *e)
+{
+	answer_error(c->oa, PC__GW_OA_CHAT, c->id, e);
+	c->finished = true;
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+static bool sse_write(pc_ctx_t *ctx, completion_t *c, const char *text, size_t len)
+{
+	if (pc_http_respond_write(c->g->srv, c->id, text, len) == 0)
+		return true;
+	comp_gone(ctx, c);
+	return false;
+}
+
+/* One `data: <json>` event. */
+static bool sse_json(pc_ctx_t *ctx, completion_t *c, const cJSON *o)
+{
+	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+	pc__buf_t b = {0};
+	pc__buf_append(&b, "data: ", 6);
+	if (text)
+		pc__buf_append(&b, text, strlen(text));
+	pc__buf_append(&b, "\n\n", 2);
+	cJSON_free(text);
+	bool ok = text && !b.err;
+	if (ok)
+		ok = sse_write(ctx, c, b.p, b.len);
+	else
+		comp_gone(ctx, c); /* out of memory: nothing sensible can follow */
+	free(b.p);
+	return ok;
+}
+
+/* A chat.completion.chunk with one choice: `delta` (taken) and
+ * `finish` (NULL: null); or no choice at all when delta is NULL. */
+static cJSON *chunk_new(const completion_t *c, cJSON *delta, const char *finish)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", c->answer_id);
+	cJSON_AddStringToObject(o, "object", "chat.completion.chunk");
+	cJSON_AddNumberToObject(o, "created", (double)c->created);
+	cJSON_AddStringToObject(o, "model", c->req.model);
+	cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+	if (delta) {
+		cJSON *ch = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ch, "index", 0);
+		cJSON_AddItemToObject(ch, "delta", delta);
+		if (finish)
+			cJSON_AddStringToObject(ch, "finish_reason", finish);
+		else
+			cJSON_AddNullToObject(ch, "finish_reason");
+		cJSON_AddItemToArray(choices, ch);
+	}
+	return o;
+}
+
+static bool sse_delta(pc_ctx_t *ctx, completion_t *c, const char *role, const char *content, const char *finish)
+{
+	cJSON *delta = cJSON_CreateObject();
+	if (role)
+		cJSON_AddStringToObject(delta, "role", role);
+	if (content)
+		cJSON_AddStringToObject(delta, "content", content);
+	cJSON *o = chunk_new(c, delta, finish);
+	bool ok = sse_json(ctx, c, o);
+	cJSON_Delete(o);
+	if (ok && content && content[0])
+		c->sent_text = true;
+	return ok;
+}
+
+/* OpenAI's usage from the run's: the prompt counts cached tokens too
+ * (spec §11.3 promptTokens), as OpenAI's prompt_tokens does. */
+static cJSON *usage_json(const cJSON *u)
+{
+	double in = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, "input"));
+	double out = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, "output"));
+	double cr = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, "cacheRead"));
+	double cw = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, "cacheWrite"));
+	double prompt = (in == in ? in : 0) + (cr == cr ? cr : 0) + (cw == cw ? cw : 0); /* NaN: absent */
+	double completion = out == out ? out : 0;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "prompt_tokens", prompt);
+	cJSON_AddNumberToObject(o, "completion_tokens", completion);
+	cJSON_AddNumberToObject(o, "total_tokens", prompt + completion);
+	return o;
+}
+
+/* The final payloads' texts joined by blank lines; a silent reply
+ * (NO_REPLY) is no text. Malloc'd (NULL on out of memory). */
+static char *payload_text(const cJSON *d)
+{
+	pc__buf_t b = {0};
+	pc__buf_append(&b, "", 0);
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(d, "payloads")) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		if (!t || !t[0] || !strcmp(t, "NO_REPLY"))
+			continue;
+		if (b.len)
+			pc__buf_append(&b, "\n\n", 2);
+		pc__buf_append(&b, t, strlen(t));
+	}
+	if (b.err) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+static const char *finish_reason(const cJSON *d)
+{
+	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "stopReason"));
+	return s && !strcmp(s, "length") ? "length" : "stop";
+}
+
+/* A run that did not end well, as an error: code run_<kind>. */
+static void run_error(const cJSON *d, oa_err_t *e)
+{
+	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
+	const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "errorKind"));
+	const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
+	fail(e, 500, NULL, NULL, "%s", msg && msg[0] ? msg : "The run failed.");
+	snprintf(e->code_buf, sizeof(e->code_buf), "run_%s",
+		 kind && kind[0] ? kind : status && status[0] ? status : "error");
+	e->code = e->code_buf;
+}
+
+static void comp_answer(completion_t *c, const cJSON *d, bool ok)
+{
+	oa_err_t e;
+	char *text = ok ? payload_text(d) : NULL;
+	if (!ok)
+		run_error(d, &e);
+	else if (!text)
+		fail(&e, 500, NULL, NULL, "out of memory");
+	if (!text) {
+		answer_error(c->oa, PC__GW_OA_CHAT, c->id, &e);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", c->answer_id);
+	cJSON_AddStringToObject(o, "object", "chat.completion");
+	cJSON_AddNumberToObject(o, "created", (double)c->created);
+	cJSON_AddStringToObject(o, "model", c->req.model);
+	cJSON *choice = cJSON_CreateObject();
+	cJSON_AddNumberToObject(choice, "index", 0);
+	cJSON *m = cJSON_AddObjectToObject(choice, "message");
+	cJSON_AddStringToObject(m, "role", "assistant");
+	cJSON_AddStringToObject(m, "content", text);
+	cJSON_AddStringToObject(choice, "finish_reason", finish_reason(d));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), choice);
+	cJSON_AddItemToObject(o, "usage", usage_json(cJSON_GetObjectItemCaseSensitive(d, "usage")));
+	answer_json(c->oa, PC__GW_OA_CHAT, c->id, 200, NULL, o);
+	cJSON_Delete(o);
+	free(text);
+}
+
+/* The stream's end: the reply's text if no delta carried it (a reply
+ * held back as a possible NO_REPLY, say), the finishing chunk, the usage
+ * when asked for, [DONE]; or an error event and [DONE]. */
+static void comp_stream_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d, bool ok)
+{
+	bool written = true;
+	if (!ok) {
+		oa_err_t e;
+		run_error(d, &e);
+		cJSON *err = error_json(&e);
+		written = sse_json(ctx, c, err);
+		cJSON_Delete(err);
+	} else {
+		char *text = c->sent_text ? NULL : payload_text(d);
+		if (text && text[0])
+			written = sse_delta(ctx, c, NULL, text, NULL);
+		free(text);
+		written = written && sse_delta(ctx, c, NULL, NULL, finish_reason(d));
+		if (written && c->req.include_usage) {
+			cJSON *o = chunk_new(c, NULL, NULL);
+			cJSON_AddItemToObject(o, "usage", usage_json(cJSON_GetObjectItemCaseSensitive(d, "usage")));
+			written = sse_json(ctx, c, o);
+			cJSON_Delete(o);
+		}
+	}
+	static const char done[] = "data: [DONE]\n\n";
+	if (written && sse_write(ctx, c, done, sizeof(done) - 1))
+		pc_http_respond_end(c->g->srv, c->id);
+}
+
+/* The run's terminal event: the last answer. */
+static void comp_terminal(pc_ctx_t *ctx, completion_t *c, const pc_event_t *ev)
+{
+	cJSON *d = cJSON_ParseWithLength(ev->data, ev->data_len);
+	const char *phase = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "phase"));
+	bool ok = phase && !strcmp(phase, "end");
+	if (c->streaming)
+		comp_stream_end(ctx, c, d, ok);
+	else
+		comp_answer(c, d, ok);
+	cJSON_Delete(d);
+	c->finished = true;
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+/* Sends the deltas gathered so far as one chunk. */
+static bool flush_text(pc_ctx_t *ctx, completion_t *c, pc__buf_t *text)
+{
+	bool ok = !text->len || sse_delta(ctx, c, NULL, text->p, NULL);
+	text->len = 0;
+	return ok;
+}
+
+static void add_delta(const pc_event_t *e, pc__buf_t *text)
+{
+	cJSON *d = cJSON_ParseWithLength(e->data, e->data_len);
+	const char *delta = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "delta"));
+	if (delta)
+		pc__buf_append(text, delta, strlen(delta));
+	cJSON_Delete(d);
+}
+
+/* Takes a batch of events; this run's deltas go out as one chunk. A full
+ * batch may have more behind it: the rest is taken on the next turn (one
+ * chunk per turn keeps the I/O thread's queue short). */
+static void comp_pump(pc_ctx_t *ctx, completion_t *c)
+{
+	pc_event_t *ev[EVENT_BATCH];
+	size_t n = pc_event_sub_take(c->sub, ev, EVENT_BATCH);
+	pc__buf_t text = {0};
+	for (size_t i = 0; i < n; i++) {
+		const pc_event_t *e = ev[i];
+		if (c->finished || strcmp(e->run_id, c->run_id))
+			continue;
+		if (e->stream == PC_EVENT_ASSISTANT && c->streaming)
+			add_delta(e, &text);
+		else if (e->terminal && flush_text(ctx, c, &text))
+			comp_terminal(ctx, c, e);
+	}
+	if (!c->finished)
+		flush_text(ctx, c, &text);
+	for (size_t i = 0; i < n; i++)
+		pc_event_release(ev[i]);
+	free(text.p);
+	if (!c->finished && n == EVENT_BATCH && pc_send_signal(pc_self(ctx), MSG_EVENTS) != 0)
+		comp_gone(ctx, c); /* out of memory: cannot go on */
+}
+
+static void submit_error(int rc, oa_err_t *e)
+{
+	if (rc == PC_ESTOPPED)
+		fail(e, 503, NULL, "unavailable", "The agent is shutting down.");
+	else if (rc == PC_EINVAL)
+		fail(e, 400, NULL, "invalid_request", "The message was refused: %s.", pc_strerror(rc));
+	else if (rc >= PC_ERANGE_STORE_FIRST && rc <= PC_ERANGE_STORE_LAST)
+		fail(e, 500, NULL, "not_accepted", "The message could not be stored: %s.", pc_store_strerror(rc));
+	else
+		fail(e, 500, NULL, "not_accepted", "The message was not accepted: %s.", pc_strerror(rc));
+}
+
+#define SSE_HEADERS "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+
+static void comp_accepted(pc_ctx_t *ctx, completion_t *c, const pc_agent_submit_reply_t *r)
+{
+	oa_err_t e;
+	if (r->rc != 0) {
+		submit_error(r->rc, &e);
+		comp_fail(ctx, c, &e);
+		return;
+	}
+	if (r->accepted.disposition == PC_AGENT_DROPPED) {
+		fail(&e, 429, NULL, "rate_limit_exceeded", "The session's queue is full; try again later.");
+		comp_fail(ctx, c, &e);
+		return;
+	}
+	snprintf(c->run_id, sizeof(c->run_id), "%s", r->accepted.run_id);
+	snprintf(c->answer_id, sizeof(c->answer_id), "chatcmpl-%s", c->run_id);
+	c->accepted = true;
+	pc__gw_count(&c->oa->runs[c->req.stream ? 1 : 0]);
+	if (c->req.stream) {
+		count_answer(c->oa, PC__GW_OA_CHAT, 200);
+		if (pc_http_respond_start(c->g->srv, c->id, 200, SSE_HEADERS) != 0) {
+			comp_gone(ctx, c);
+			return;
+		}
+		c->streaming = true;
+		if (!sse_delta(ctx, c, "assistant", "", NULL))
+			return;
+	}
+	comp_pump(ctx, c);
+}
+
+/* Subscribes to the session before submitting, so not one event of the
+ * run is missed; events of the session's other runs are skipped. */
+static void comp_start(pc_ctx_t *ctx, completion_t *c)
+{
+	pc_event_sub_config_t sc = {.capacity = SUB_CAPACITY, .notify = pc_self(ctx), .notify_type = MSG_EVENTS};
+	int rc = pc_event_sub_new(&sc, &c->sub);
+	if (rc == 0)
+		rc = pc_agent_subscribe_session(c->g->agent, c->req.session_key, c->sub);
+	/* followup: each request is its own turn with its own answer, even
+	 * when the session is busy (steer or collect would merge it) */
+	pc_agent_params_t p = {
+		.session_key = c->req.session_key,
+		.message = c->req.message,
+		.model = c->req.run_model,
+		.trigger = "user",
+		.queue_mode = "followup",
+		.extra_system_prompt = c->req.system,
+	};
+	if (rc == 0)
+		rc = pc_agent_submit_async(c->g->agent, &p, pc_self(ctx), 0);
+	if (rc != 0) {
+		oa_err_t e;
+		submit_error(rc, &e);
+		comp_fail(ctx, c, &e);
+	}
+}
+
+static int comp_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	completion_t *c = state;
+	if (c->finished)
+		return 0;
+	switch (msg->type) {
+	case MSG_START:
+		comp_start(ctx, c);
+		break;
+	case PC_MSG_AGENT_ACCEPTED:
+		if (msg->size >= sizeof(pc_agent_submit_reply_t))
+			comp_accepted(ctx, c, pc_msg_cdata(msg));
+		break;
+	case MSG_EVENTS:
+		if (c->accepted)
+			comp_pump(ctx, c);
+		break;
+	case MSG_GONE:
+		comp_gone(ctx, c);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void comp_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	completion_t *c = state;
+	struct pc__gw_openai *oa = c->oa;
+	if (c->sub) {
+		pc_agent_unsubscribe_session(c->g->agent, c->req.session_key, c->sub);
+		pc_event_sub_release(c->sub);
+	}
+	/* the route forgets the request; a stopped route drops the message */
+	(void)pc_send_u64(c->route, MSG_DONE, c->id);
+	pc_actor_release(c->route);
+	chat_req_free(&c->req);
+	free(c);
+	/* the last touch of this part's memory: pc__gw_openai_free waits for it */
+	__atomic_sub_fetch(&oa->live, 1, __ATOMIC_ACQ_REL);
+}
+
+static const pc_behavior_t completion_behavior = {"gw_completion", comp_receive, comp_stop};
+
+/* ---- the route actor ---- */
+
+typedef struct pending {
+	uint64_t id;
+	pc_actor_t *actor; /* a reference */
+	struct pending *next;
+} pending_t;
+
+typedef struct route {
+	struct pc__gw_openai *oa;
+	pending_t *buckets[PENDING_BUCKETS];
+} route_t;
+
+static pending_t **pending_slot(route_t *r, uint64_t id)
+{
+	pending_t **pp = &r->buckets[(id * 0x9E3779B97F4A7C15ull) >> 54]; /* 10 bits: 1024 buckets */
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Unlinks request `id`; its completion's reference, or NULL. */
+static pc_actor_t *pending_take(route_t *r, uint64_t id)
+{
+	pending_t **pp = pending_slot(r, id), *p = *pp;
+	if (!p)
+		return NULL;
+	*pp = p->next;
+	pc_actor_t *a = p->actor;
+	free(p);
+	return a;
+}
+
+static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t *cr, oa_err_t *e)
+{
+	completion_t *c = calloc(1, sizeof(*c));
+	pending_t *p = calloc(1, sizeof(*p));
+	if (!c || !p) {
+		free(c);
+		free(p);
+		return fail(e, 500, NULL, NULL, "out of memory");
+	}
+	c->oa = r->oa;
+	c->g = r->oa->g;
+	c->route = pc_actor_retain(pc_self(ctx));
+	c->id = id;
+	c->created = wall_seconds();
+	c->req = *cr;
+	__atomic_add_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
+	pc_actor_t *a = NULL;
+	int rc = pc_spawn_start(pc_ctx_runtime(ctx), &completion_behavior, c, MSG_START, &a);
+	if (rc != 0) {
+		/* nothing was spawned: the request is still the caller's */
+		__atomic_sub_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
+		pc_actor_release(c->route);
+		free(c);
+		free(p);
+		return fail(e, 503, NULL, "unavailable", "The request could not be started: %s.", pc_strerror(rc));
+	}
+	memset(cr, 0, sizeof(*cr)); /* the completion's now */
+	p->id = id;
+	p->actor = a;
+	*pending_slot(r, id) = p;
+	return true;
+}
+
+static void chat(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q)
+{
+	chat_req_t cr = {0};
+	oa_err_t e;
+	if (parse_chat(r->oa->g, q, &cr, &e) && start_completion(ctx, r, q->id, &cr, &e))
+		return;
+	chat_req_free(&cr);
+	answer_error(r->oa, PC__GW_OA_CHAT, q->id, &e);
+}
+
+static int route_of(const char *path)
+{
+	if (!strcmp(path, "/v1/chat/completions"))
+		return PC__GW_OA_CHAT;
+	if (!strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11))
+		return PC__GW_OA_MODELS;
+	return PC__GW_OA_UNKNOWN;
+}
+
+static void on_request(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q)
+{
+	struct pc__gw_openai *oa = r->oa;
+	int route = route_of(q->path);
+	const char *allow = route == PC__GW_OA_CHAT ? "POST" : "GET";
+	oa_err_t e;
+	if (route == PC__GW_OA_UNKNOWN) {
+		fail(&e, 404, NULL, "unknown_url", "Unknown request URL: %s %.200s.", q->method, q->path);
+	} else if (strcmp(q->method, allow)) {
+		fail(&e, 405, NULL, "method_not_allowed", "Use %s for %.200s.", allow, q->path);
+		e.allow = allow;
+	} else if (!authorized(oa->g->gcfg, q)) {
+		fail(&e, 401, NULL, "invalid_api_key", "Missing or invalid bearer token.");
+	} else if (route == PC__GW_OA_MODELS) {
+		serve_models(oa, q);
+		return;
+	} else {
+		chat(ctx, r, q);
+		return;
+	}
+	answer_error(oa, route, q->id, &e);
+}
+
+static int route_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	route_t *r = state;
+	pc_actor_t *a;
+	uint64_t id;
+	switch (msg->type) {
+	case PC_MSG_HTTP_REQUEST:
+		on_request(ctx, r, pc_msg_cdata(msg));
+		break;
+	case PC_MSG_HTTP_GONE:
+		id = ((const pc_http_gone_msg_t *)pc_msg_cdata(msg))->id;
+		a = pending_take(r, id);
+		if (a)
+			(void)pc_send_u64(a, MSG_GONE, id); /* a stopped completion drops it */
+		pc_actor_release(a);
+		break;
+	case MSG_DONE:
+		pc_actor_release(pending_take(r, pc_msg_u64(msg)));
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void route_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	route_t *r = state;
+	for (size_t b = 0; b < PENDING_BUCKETS; b++) {
+		for (pending_t *p = r->buckets[b], *next; p; p = next) {
+			next = p->next;
+			(void)pc_actor_stop(p->actor, PC_EXIT_SHUTDOWN);
+			pc_actor_release(p->actor);
+			free(p);
+		}
+	}
+	free(r);
+}
+
+static const pc_behavior_t route_behavior = {"gw_openai", route_receive, route_stop};
+
+/* ---- the part ---- */
+
+int pc__gw_openai_new(pc_gateway_t *g)
+{
+	struct pc__gw_openai *oa = calloc(1, sizeof(*oa));
+	route_t *r = calloc(1, sizeof(*r));
+	int rc = oa && r ? 0 : PC_ENOMEM;
+	if (rc == 0) {
+		oa->g = g;
+		r->oa = oa;
+		rc = pc_spawn(g->rt, &route_behavior, r, &g->openai_route);
+	}
+	if (rc != 0) {
+		free(r);
+		free(oa);
+		return rc;
+	}
+	g->openai = oa;
+	return 0;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+void pc__gw_openai_free(pc_gateway_t *g)
+{
+	if (g->openai_route) {
+		/* the route's stop handler stops every completion it knows */
+		bool asked = false;
+		while (!pc_actor_stopped(g->openai_route)) {
+			if (!asked)
+				asked = pc_actor_stop(g->openai_route, PC_EXIT_SHUTDOWN) == 0;
+			nap_ms(1);
+		}
+		pc_actor_release(g->openai_route);
+		g->openai_route = NULL;
+	}
+	if (g->openai) {
+		/* completions read the gateway and these counters until they
+		 * stop: freeing under one would be a use after free */
+		while (__atomic_load_n(&g->openai->live, __ATOMIC_ACQUIRE) > 0)
+			nap_ms(1);
+		free(g->openai);
+		g->openai = NULL;
+	}
+}
+
+void pc__gw_openai_stats(pc_gateway_t *g, pc__gw_openai_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	const struct pc__gw_openai *oa = g ? g->openai : NULL;
+	if (!oa)
+		return;
+	for (size_t r = 0; r < PC__GW_OA_ROUTES; r++)
+		for (size_t i = 0; i < PC__GW_CODES; i++)
+			out->http[r][i] = pc__gw_read(&oa->http[r][i]);
+	out->runs[0] = pc__gw_read(&oa->runs[0]);
+	out->runs[1] = pc__gw_read(&oa->runs[1]);
+	out->active = __atomic_load_n(&oa->live, __ATOMIC_RELAXED);
+	out->gone = pc__gw_read(&oa->gone);
+}

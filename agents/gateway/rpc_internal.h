@@ -1,0 +1,261 @@
+/*
+ * The WebSocket RPC's insides, shared by ws.c (the route, the connection
+ * actors, their registry), rpc.c (frames, the handshake, dispatch),
+ * rpc_methods.c (the methods and what runs report) and device_auth.c
+ * (shared secrets, device identities and device tokens). Private to those
+ * files; docs/gateway.md is the protocol as a client sees it.
+ *
+ * One actor per connection owns a pc__gw_conn_t: nothing in it is touched
+ * by another thread. What connections share (the registry for the shutdown
+ * broadcast, the device tokens, the sessions seen) is in struct pc__gw_ws
+ * under its lock.
+ */
+#ifndef PINCER_AGENTS_GATEWAY_RPC_INTERNAL_H
+#define PINCER_AGENTS_GATEWAY_RPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../../actors/timer.h"
+#include "../agent_internal.h"
+#include "gateway_internal.h"
+
+/* Protocol versions served (§8.2: 3 in April, 4 from August). */
+#define PC__GW_PROTOCOL_MIN 3
+#define PC__GW_PROTOCOL_MAX 4
+/* chat deltas go out at most this often per run (§5.10) */
+#define PC__GW_CHAT_THROTTLE_MS 150u
+/* A device signature's signedAt may differ from now by this much when it
+ * is not the challenge's ts (OpenClaw's skew). */
+#define PC__GW_SIGNATURE_SKEW_MS ((int64_t)120000)
+/* Events buffered for one connection and session before deltas are
+ * dropped (the oldest first; never the terminal event). */
+#define PC__GW_SUB_CAPACITY 1024u
+/* Events of a session's runs held while a submit's answer is on its way. */
+#define PC__GW_HOLD_MAX 256u
+/* Runs, waits and reads in flight on one connection. */
+#define PC__GW_INFLIGHT_MAX 4096u
+/* Devices holding a device token (the oldest token goes beyond). */
+#define PC__GW_DEVICES_MAX 4096u
+/* Sessions sessions.list remembers (the least recently used go beyond). */
+#define PC__GW_SESSIONS_MAX 10000u
+#define PC__GW_ID_MAX 256u           /* a request id's length */
+#define PC__GW_HISTORY_DEFAULT 200
+#define PC__GW_HISTORY_MAX 1000
+#define PC__GW_NONCE_MAX 48          /* base64url of 32 bytes and a NUL */
+#define PC__GW_TOKEN_MAX 48
+
+/* Operator scopes as bits. admin implies write, write implies read. */
+enum {
+	PC__GW_SCOPE_READ = 1u << 0,
+	PC__GW_SCOPE_WRITE = 1u << 1,
+	PC__GW_SCOPE_ADMIN = 1u << 2,
+	PC__GW_SCOPE_APPROVALS = 1u << 3,
+	PC__GW_SCOPE_PAIRING = 1u << 4,
+	PC__GW_SCOPE_TALK_SECRETS = 1u << 5,
+	PC__GW_SCOPE_COUNT = 6,
+};
+/* "operator.read", ... for bit i (0..PC__GW_SCOPE_COUNT-1). */
+const char *pc__gw_scope_name(int i);
+/* The bit of a scope name, or 0 when it is not one this gateway knows. */
+uint32_t pc__gw_scope_bit(const char *name);
+/* True when `granted` satisfies `required` (one bit). */
+bool pc__gw_scope_has(uint32_t granted, uint32_t required);
+
+/* Messages of the route and connection actors. */
+enum {
+	PC__GW_MSG_START = PC_MSG_TYPE_SYSTEM + 0x2700, /* connection: accept the upgrade */
+	PC__GW_MSG_HANDSHAKE_TIMEOUT,
+	PC__GW_MSG_TICK,
+	PC__GW_MSG_SHUTDOWN,     /* text: the reason */
+	PC__GW_MSG_EVENTS,       /* a session subscription has events (tag) */
+	PC__GW_MSG_WAIT_TIMEOUT, /* u64: an agent.wait's tag */
+	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
+};
+
+enum { PC__GW_C_HANDSHAKE = 0, PC__GW_C_OPEN, PC__GW_C_CLOSING };
+enum { PC__GW_RUN_AGENT = 0, PC__GW_RUN_CHAT };
+
+/* A device that was paired and holds a device token (memory only: tokens
+ * last as long as the gateway). */
+typedef struct pc__gw_device {
+	char id[65];
+	char token[PC__GW_TOKEN_MAX];
+	uint32_t scopes;
+	int64_t issued_ms;
+} pc__gw_device_t;
+
+/* A session seen through this gateway (sessions.list). */
+typedef struct pc__gw_session {
+	char *key;
+	int64_t updated_ms;
+	uint64_t runs;
+	char last_run[PC_RUN_ID_MAX + 1];
+} pc__gw_session_t;
+
+struct pc__gw_conn;
+
+struct pc__gw_ws {
+	pc_gateway_t *g;
+	pc_actor_t *route;
+	uint64_t live;      /* atomic: the route and connection actors alive */
+	uint64_t next_conn; /* atomic: connection numbers */
+	uint64_t opened;    /* atomic: connections that completed connect */
+	pthread_mutex_t lock; /* guards what follows */
+	struct pc__gw_conn *conns; /* every live connection (the shutdown broadcast) */
+	size_t nconns;
+	bool draining;
+	char shutdown_reason[64];
+	pc__gw_device_t *devices;
+	size_t ndevices;
+	pc__gw_session_t *sessions;
+	size_t nsessions;
+};
+
+/* An intrusive list: each element starts with a node. */
+typedef struct pc__gw_node {
+	struct pc__gw_node *prev, *next;
+} pc__gw_node_t;
+typedef struct pc__gw_list {
+	pc__gw_node_t *head;
+	size_t n;
+} pc__gw_list_t;
+
+typedef struct pc__gw_run pc__gw_run_t;   /* rpc_methods.c */
+typedef struct pc__gw_ssub pc__gw_ssub_t;
+typedef struct pc__gw_pend pc__gw_pend_t;
+
+/* One WebSocket connection: the state of its actor. */
+typedef struct pc__gw_conn {
+	struct pc__gw_ws *ws;
+	pc_gateway_t *g;
+	pc_http_server_t *srv;
+	uint64_t id;             /* the server's id for the socket */
+	pc_actor_t *self;        /* a reference the registry holds */
+	struct pc__gw_conn *prev, *next; /* ws->conns */
+	bool registered;
+	uint8_t phase;           /* PC__GW_C_* */
+	bool loopback;           /* a direct loopback peer (no proxy headers) */
+	bool tool_events;        /* the client advertised cap "tool-events" */
+	bool shutdown_sent;
+	uint8_t protocol;
+	uint32_t scopes;
+	uint64_t seq;            /* the last event frame's seq */
+	uint64_t next_tag;
+	int64_t challenge_ts;
+	pc_timer_t handshake_timer, tick_timer;
+	char conn_id[24];
+	char nonce[PC__GW_NONCE_MAX];
+	pc__gw_list_t runs;      /* runs it started (or repeats of runs it waits for) */
+	pc__gw_list_t ssubs;     /* a subscription per session it has runs in */
+	pc__gw_list_t pend;      /* submits, waits and store reads in flight */
+} pc__gw_conn_t;
+
+/* ---- ws.c ---- */
+
+/* Sends one text frame (dropped once the connection is closing). */
+void pc__gw_send(pc__gw_conn_t *c, const char *text, size_t len);
+/* Starts the closing handshake with `code` and `reason` (cut to what a
+ * close frame holds); the actor stops when the server says CLOSED. */
+void pc__gw_close(pc__gw_conn_t *c, uint16_t code, const char *reason);
+
+/* ---- rpc.c ---- */
+
+/* A client frame (text or binary: one JSON object). */
+void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len);
+/* The connect.challenge event (the connection's first frame). */
+void pc__gw_send_challenge(pc__gw_conn_t *c);
+void pc__gw_send_tick(pc__gw_conn_t *c);
+void pc__gw_send_shutdown(pc__gw_conn_t *c, const char *reason);
+
+/* Frames. Each takes ownership of the cJSON it is given (NULL: none). */
+void pc__gw_reply_ok(pc__gw_conn_t *c, const char *id, cJSON *payload);
+void pc__gw_reply_error(pc__gw_conn_t *c, const char *id, const char *code, const char *message, cJSON *details,
+			cJSON *payload, bool retryable);
+void pc__gw_event(pc__gw_conn_t *c, const char *name, cJSON *payload);
+/* An event whose payload is JSON text already. */
+void pc__gw_event_text(pc__gw_conn_t *c, const char *name, const char *payload, size_t len);
+
+/* Checks `params` (an object, or NULL for none) against a list of keys:
+ * types, required keys, and (when `strict`) no other key. On failure
+ * writes "<path>: <problem>" into err and returns false. */
+typedef enum { PC__GW_T_STRING = 0, PC__GW_T_NESTR, PC__GW_T_UINT, PC__GW_T_BOOL, PC__GW_T_ARRAY,
+	       PC__GW_T_OBJECT, PC__GW_T_ANY } pc__gw_type_t;
+typedef struct pc__gw_param {
+	const char *name;
+	pc__gw_type_t type;
+	bool required;
+} pc__gw_param_t;
+bool pc__gw_check_params(const cJSON *params, const pc__gw_param_t *spec, size_t n, bool strict, char *err,
+			 size_t cap);
+/* params[name] as a string, or NULL. */
+const char *pc__gw_str(const cJSON *params, const char *name);
+
+/* The methods this gateway answers, for hello-ok. */
+cJSON *pc__gw_method_names(void);
+
+/* ---- rpc_methods.c ---- */
+
+typedef void (*pc__gw_method_fn)(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_health(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+
+/* What the connection actor hears about the work in flight. */
+void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
+void pc__gw_on_run_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
+void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
+void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
+/* The connection ends: subscriptions go, timers are cancelled, nothing
+ * more is answered; runs go on. Idempotent. */
+void pc__gw_release_work(pc__gw_conn_t *c);
+/* The `health` payload, also hello-ok's snapshot.health. */
+cJSON *pc__gw_health(pc_gateway_t *g);
+void pc__gw_sessions_free(struct pc__gw_ws *ws);
+
+/* ---- device_auth.c ---- */
+
+/* base64url without padding; out holds 4*ceil(n/3)+1 bytes. */
+void pc__gw_b64url_encode(const unsigned char *in, size_t n, char *out);
+/* Decodes base64url or base64, padded or not, into out (cap bytes);
+ * returns the length, or -1 when `in` is not base64 or does not fit. */
+long pc__gw_b64_decode(const char *in, unsigned char *out, size_t cap);
+/* A fresh challenge nonce: base64url of 32 random bytes. */
+int pc__gw_nonce(char out[PC__GW_NONCE_MAX]);
+/* Compares two secrets in time that depends on neither's content. */
+bool pc__gw_secret_equal(const char *a, const char *b);
+
+/* The outcome of a connect's authentication. */
+typedef struct pc__gw_auth {
+	uint32_t scopes;                 /* granted */
+	bool device;                     /* a verified device identity */
+	char device_id[65];
+	char device_token[PC__GW_TOKEN_MAX]; /* "" unless one goes to hello-ok */
+	int64_t issued_ms;
+	/* when refused */
+	const char *code;                /* INVALID_REQUEST or NOT_PAIRED */
+	const char *detail;              /* AUTH_TOKEN_MISMATCH, DEVICE_AUTH_..., PAIRING_REQUIRED */
+	const char *next_step;           /* recommendedNextStep, or NULL */
+	char message[160];
+} pc__gw_auth_t;
+/* Decides whether connect `params` (validated for shape) may proceed on c,
+ * and with which scopes; may issue a device token. 0, or PC_EINVAL with
+ * out->code, detail and message set. */
+int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out);
+void pc__gw_devices_free(struct pc__gw_ws *ws);
+
+#endif

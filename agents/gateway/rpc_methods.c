@@ -1,0 +1,1515 @@
+/*
+ * The methods (§8.3–§8.5) and what the connection actor hears about the
+ * work they started: submit answers, run events, run ends, store reads,
+ * timers. Nothing here blocks: every wait is a message (pc_agent_watch, a
+ * timer, an ask to the store).
+ *
+ * Runs and their events. Before a connection submits a message to a
+ * session it subscribes to that session's hub, so the run's bus (made when
+ * the run is admitted) publishes to it from its first event: nothing is
+ * missed, even when the run starts before the "accepted" answer comes
+ * back. Events of runs not yet known to the connection are held until the
+ * answer names them; events of other clients' runs are dropped. The
+ * subscription is bounded: a reader that falls behind loses the oldest
+ * assistant deltas (never the terminal event) and the client is told of
+ * the gap. A client that goes away only unsubscribes: its runs finish and
+ * are stored as any other.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../../runtime/version.h"
+#include "rpc_internal.h"
+
+struct pc__gw_ssub {
+	pc__gw_node_t node;
+	uint64_t tag;
+	char *key;
+	pc_event_sub_t *sub;
+	uint32_t refs;    /* runs and submits using it */
+	uint32_t pending; /* submits not answered yet */
+	pc_event_t **hold; /* events of runs not known yet, oldest first */
+	size_t nhold;
+};
+
+struct pc__gw_run {
+	pc__gw_node_t node;
+	uint64_t tag;
+	int kind;          /* PC__GW_RUN_AGENT or _CHAT */
+	bool dup;          /* a repeated idempotency key: only the final is sent */
+	char run_id[PC_RUN_ID_MAX + 1];
+	char *req_id;      /* agent: the request answered again at the end */
+	pc__gw_ssub_t *ssub; /* NULL for a repeat */
+	uint64_t last_seq;
+	/* the chat projection (§5.10) */
+	char *text;        /* the assistant text so far */
+	uint64_t chat_seq;
+	uint64_t last_delta_ms; /* runtime clock */
+	bool delta_pending;
+	pc_timer_t flush_timer;
+};
+
+enum { P_SUBMIT = 0, P_WAIT, P_HISTORY, P_RUNGET };
+
+struct pc__gw_pend {
+	pc__gw_node_t node;
+	int kind;
+	int run_kind;       /* P_SUBMIT */
+	uint64_t corr;      /* our tag (submit, wait) or the store ask's */
+	char *req_id;       /* NULL: a read for a run's final */
+	pc__gw_ssub_t *ssub; /* P_SUBMIT */
+	char *key;          /* P_SUBMIT, P_HISTORY */
+	int limit;          /* P_HISTORY */
+	uint64_t run_tag;   /* P_RUNGET for a repeated agent: its run */
+	char run_id[PC_RUN_ID_MAX + 1];
+	pc_timer_t timer;   /* P_WAIT */
+};
+
+#define EVENT_BATCH 64
+#define EVENTS_PER_TURN 1024
+
+/* ---- lists ---- */
+
+static void list_add(pc__gw_list_t *l, pc__gw_node_t *n)
+{
+	n->prev = NULL;
+	n->next = l->head;
+	if (l->head)
+		l->head->prev = n;
+	l->head = n;
+	l->n++;
+}
+
+static void list_remove(pc__gw_list_t *l, pc__gw_node_t *n)
+{
+	if (n->prev)
+		n->prev->next = n->next;
+	else
+		l->head = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
+	n->prev = n->next = NULL;
+	l->n--;
+}
+
+/* ---- small helpers ---- */
+
+static bool draining(const pc__gw_conn_t *c) { return pc__gw_state(c->g) >= PC__GW_DRAINING; }
+
+static void invalid(pc__gw_conn_t *c, const char *id, const char *method, const char *why)
+{
+	char msg[320];
+	snprintf(msg, sizeof(msg), "invalid %s params: %s", method, why);
+	pc__gw_reply_error(c, id, "INVALID_REQUEST", msg, NULL, NULL, false);
+}
+
+static void unavailable(pc__gw_conn_t *c, const char *id, const char *message, bool retryable)
+{
+	pc__gw_reply_error(c, id, "UNAVAILABLE", message, NULL, NULL, retryable);
+}
+
+/* A text message of `type` carrying a u64, for timers. */
+static pc_msg_t *u64_msg(uint32_t type, uint64_t v)
+{
+	pc_msg_t *m = pc_msg_new(type, sizeof(v));
+	if (m)
+		memcpy(pc_msg_data(m), &v, sizeof(v));
+	return m;
+}
+
+static bool inflight_full(const pc__gw_conn_t *c) { return c->runs.n + c->pend.n >= PC__GW_INFLIGHT_MAX; }
+
+/* ---- sessions seen (sessions.list; under ws->lock) ---- */
+
+static void session_touch(struct pc__gw_ws *ws, const char *key, const char *run_id, int64_t now)
+{
+	pthread_mutex_lock(&ws->lock);
+	pc__gw_session_t *s = NULL;
+	for (size_t i = 0; i < ws->nsessions && !s; i++)
+		if (!strcmp(ws->sessions[i].key, key))
+			s = &ws->sessions[i];
+	if (!s && ws->nsessions == PC__GW_SESSIONS_MAX) {
+		/* Full: the least recently used is forgotten. */
+		size_t lru = 0;
+		for (size_t i = 1; i < ws->nsessions; i++)
+			if (ws->sessions[i].updated_ms < ws->sessions[lru].updated_ms)
+				lru = i;
+		char *k = strdup(key);
+		if (k) {
+			free(ws->sessions[lru].key);
+			s = &ws->sessions[lru];
+			*s = (pc__gw_session_t){.key = k};
+		}
+	} else if (!s) {
+		pc__gw_session_t *v = realloc(ws->sessions, (ws->nsessions + 1) * sizeof(*v));
+		char *k = strdup(key);
+		if (v)
+			ws->sessions = v;
+		if (v && k) {
+			s = &v[ws->nsessions++];
+			*s = (pc__gw_session_t){.key = k};
+		} else {
+			free(k); /* out of memory: the list misses this one */
+		}
+	}
+	if (s) {
+		s->updated_ms = now;
+		s->runs++;
+		snprintf(s->last_run, sizeof(s->last_run), "%s", run_id);
+	}
+	pthread_mutex_unlock(&ws->lock);
+}
+
+void pc__gw_sessions_free(struct pc__gw_ws *ws)
+{
+	for (size_t i = 0; i < ws->nsessions; i++)
+		free(ws->sessions[i].key);
+	free(ws->sessions);
+	ws->sessions = NULL;
+	ws->nsessions = 0;
+}
+
+/* ---- session subscriptions ---- */
+
+static void hold_clear(pc__gw_ssub_t *s)
+{
+	for (size_t i = 0; i < s->nhold; i++)
+		pc_event_release(s->hold[i]);
+	free(s->hold);
+	s->hold = NULL;
+	s->nhold = 0;
+}
+
+static void hold_drop(pc__gw_ssub_t *s, size_t i)
+{
+	pc_event_release(s->hold[i]);
+	memmove(&s->hold[i], &s->hold[i + 1], (s->nhold - i - 1) * sizeof(s->hold[0]));
+	s->nhold--;
+}
+
+/* Keeps an event of a run whose submit answer is still on its way. At
+ * the bound the oldest delta goes, else the oldest non-terminal event. */
+static void hold(pc__gw_ssub_t *s, pc_event_t *e)
+{
+	if (s->nhold >= PC__GW_HOLD_MAX) {
+		size_t victim = s->nhold;
+		for (size_t i = 0; i < s->nhold && victim == s->nhold; i++)
+			if (s->hold[i]->droppable)
+				victim = i;
+		for (size_t i = 0; i < s->nhold && victim == s->nhold && !e->droppable; i++)
+			if (!s->hold[i]->terminal)
+				victim = i;
+		if (victim < s->nhold)
+			hold_drop(s, victim);
+		else if (!e->terminal)
+			return; /* a delta when nothing else may go: this one goes */
+	}
+	pc_event_t **v = realloc(s->hold, (s->nhold + 1) * sizeof(*v));
+	if (!v)
+		return;
+	s->hold = v;
+	v[s->nhold++] = pc_event_retain(e);
+}
+
+static pc__gw_ssub_t *ssub_by_key(pc__gw_conn_t *c, const char *key)
+{
+	for (pc__gw_node_t *n = c->ssubs.head; n; n = n->next)
+		if (!strcmp(((pc__gw_ssub_t *)n)->key, key))
+			return (pc__gw_ssub_t *)n;
+	return NULL;
+}
+
+static pc__gw_ssub_t *ssub_by_tag(pc__gw_conn_t *c, uint64_t tag)
+{
+	for (pc__gw_node_t *n = c->ssubs.head; n; n = n->next)
+		if (((pc__gw_ssub_t *)n)->tag == tag)
+			return (pc__gw_ssub_t *)n;
+	return NULL;
+}
+
+static void ssub_free(pc__gw_conn_t *c, pc__gw_ssub_t *s)
+{
+	pc_agent_unsubscribe_session(c->g->agent, s->key, s->sub);
+	pc_event_sub_close(s->sub);
+	pc_event_sub_release(s->sub);
+	hold_clear(s);
+	free(s->key);
+	free(s);
+}
+
+/* Drops a use of s; the last one unsubscribes. */
+static void ssub_put(pc__gw_conn_t *c, pc__gw_ssub_t *s)
+{
+	if (s->refs > 0)
+		s->refs--;
+	if (s->pending == 0)
+		hold_clear(s);
+	if (s->refs == 0) {
+		list_remove(&c->ssubs, &s->node);
+		ssub_free(c, s);
+	}
+}
+
+/* The connection's subscription to session `key`, made if needed (with no
+ * use counted yet). PC_EINVAL for a bad key. */
+static int ssub_get(pc__gw_conn_t *c, const char *key, pc__gw_ssub_t **out)
+{
+	pc__gw_ssub_t *s = ssub_by_key(c, key);
+	if (s) {
+		*out = s;
+		return 0;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->key = strdup(key))) {
+		free(s);
+		return PC_ENOMEM;
+	}
+	s->tag = ++c->next_tag;
+	pc_event_sub_config_t sc = {.capacity = PC__GW_SUB_CAPACITY, .notify = c->self,
+				    .notify_type = PC__GW_MSG_EVENTS, .tag = s->tag};
+	int rc = pc_event_sub_new(&sc, &s->sub);
+	if (rc == 0)
+		rc = pc_agent_subscribe_session(c->g->agent, key, s->sub);
+	if (rc != 0) {
+		pc_event_sub_release(s->sub);
+		free(s->key);
+		free(s);
+		return rc;
+	}
+	list_add(&c->ssubs, &s->node);
+	*out = s;
+	return 0;
+}
+
+/* ---- runs ---- */
+
+static pc__gw_run_t *run_by_tag(pc__gw_conn_t *c, uint64_t tag)
+{
+	for (pc__gw_node_t *n = c->runs.head; n; n = n->next)
+		if (((pc__gw_run_t *)n)->tag == tag)
+			return (pc__gw_run_t *)n;
+	return NULL;
+}
+
+/* The run (not a repeat) of session subscription s with this id. */
+static pc__gw_run_t *run_by_id(pc__gw_conn_t *c, const pc__gw_ssub_t *s, const char *run_id)
+{
+	for (pc__gw_node_t *n = c->runs.head; n; n = n->next) {
+		pc__gw_run_t *r = (pc__gw_run_t *)n;
+		if (!r->dup && r->ssub == s && !strcmp(r->run_id, run_id))
+			return r;
+	}
+	return NULL;
+}
+
+static pc__gw_run_t *run_new(pc__gw_conn_t *c, int kind, const char *run_id, const char *req_id)
+{
+	pc__gw_run_t *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->tag = ++c->next_tag;
+	r->kind = kind;
+	snprintf(r->run_id, sizeof(r->run_id), "%s", run_id);
+	if (req_id && !(r->req_id = strdup(req_id))) {
+		free(r);
+		return NULL;
+	}
+	list_add(&c->runs, &r->node);
+	return r;
+}
+
+static void run_free(pc__gw_conn_t *c, pc__gw_run_t *r)
+{
+	list_remove(&c->runs, &r->node);
+	pc_timer_cancel(c->g->rt, r->flush_timer);
+	if (r->ssub)
+		ssub_put(c, r->ssub);
+	free(r->req_id);
+	free(r->text);
+	free(r);
+}
+
+/* ---- pending work ---- */
+
+static pc__gw_pend_t *pend_new(pc__gw_conn_t *c, int kind, const char *req_id)
+{
+	pc__gw_pend_t *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->kind = kind;
+	if (req_id && !(p->req_id = strdup(req_id))) {
+		free(p);
+		return NULL;
+	}
+	list_add(&c->pend, &p->node);
+	return p;
+}
+
+static pc__gw_pend_t *pend_find(pc__gw_conn_t *c, int kind, uint64_t corr)
+{
+	for (pc__gw_node_t *n = c->pend.head; n; n = n->next) {
+		pc__gw_pend_t *p = (pc__gw_pend_t *)n;
+		if (p->kind == kind && p->corr == corr)
+			return p;
+	}
+	return NULL;
+}
+
+static void pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
+{
+	list_remove(&c->pend, &p->node);
+	pc_timer_cancel(c->g->rt, p->timer);
+	free(p->req_id);
+	free(p->key);
+	free(p);
+}
+
+void pc__gw_release_work(pc__gw_conn_t *c)
+{
+	while (c->pend.head)
+		pend_free(c, (pc__gw_pend_t *)c->pend.head);
+	/* Runs first: each drops its use of its session subscription. */
+	while (c->runs.head)
+		run_free(c, (pc__gw_run_t *)c->runs.head);
+	while (c->ssubs.head) {
+		pc__gw_ssub_t *s = (pc__gw_ssub_t *)c->ssubs.head;
+		list_remove(&c->ssubs, &s->node);
+		ssub_free(c, s);
+	}
+}
+
+/* ---- the JSON of run ends ---- */
+
+static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+
+static void copy_item(cJSON *to, const cJSON *from, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, k);
+	if (v)
+		cJSON_AddItemToObject(to, k, cJSON_Duplicate(v, true));
+}
+
+/* The result of a finished run: {payloads, meta}. `d` is the terminal
+ * lifecycle data (may be NULL). */
+static cJSON *run_result(const cJSON *d, const char *status)
+{
+	cJSON *res = cJSON_CreateObject();
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "payloads");
+	cJSON_AddItemToObject(res, "payloads", cJSON_IsArray(p) ? cJSON_Duplicate(p, true) : cJSON_CreateArray());
+	cJSON *meta = cJSON_AddObjectToObject(res, "meta");
+	double started = num(d, "startedAt"), ended = num(d, "endedAt");
+	if (started > 0 && ended >= started)
+		cJSON_AddNumberToObject(meta, "durationMs", ended - started);
+	cJSON_AddStringToObject(meta, "status", status);
+	if (!strcmp(status, "aborted"))
+		cJSON_AddTrueToObject(meta, "aborted");
+	copy_item(meta, d, "stopReason");
+	copy_item(meta, d, "errorKind");
+	copy_item(meta, d, "livenessState");
+	copy_item(meta, d, "usage");
+	copy_item(meta, d, "attempts");
+	return res;
+}
+
+/* The second answer to an `agent` request (§8.3 step 7). */
+static void agent_final(pc__gw_conn_t *c, const char *req_id, const char *run_id, const cJSON *d,
+			const char *status, const char *error)
+{
+	if (!status)
+		status = "error";
+	if (!error || !*error)
+		error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
+	/* A run that never ran says why in `reason` (queue_overflow, ...). */
+	if (!error || !*error)
+		error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "reason"));
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", run_id);
+	if (!strcmp(status, "ok") || !strcmp(status, "aborted")) {
+		/* An abort is the user's: the run ended as asked, not failed. */
+		cJSON_AddStringToObject(p, "status", "ok");
+		cJSON_AddStringToObject(p, "summary", strcmp(status, "ok") ? "aborted" : "completed");
+		cJSON_AddItemToObject(p, "result", run_result(d, status));
+		pc__gw_reply_ok(c, req_id, p);
+		return;
+	}
+	bool timeout = !strcmp(status, "timeout");
+	const char *why = error && *error ? error : timeout ? "the run timed out" : "the run failed";
+	cJSON_AddStringToObject(p, "status", timeout ? "timeout" : "error");
+	cJSON_AddStringToObject(p, "summary", why);
+	pc__gw_reply_error(c, req_id, timeout ? "AGENT_TIMEOUT" : "UNAVAILABLE", why, NULL, p, false);
+}
+
+/* ---- the chat projection (§5.10) ---- */
+
+/* Text that is (or, while streaming, starts with) the silent token. */
+static bool silent(const char *t, bool prefix)
+{
+	while (*t == ' ' || *t == '\n' || *t == '\t' || *t == '\r')
+		t++;
+	if (strncasecmp(t, "NO_REPLY", 8) != 0)
+		return false;
+	if (prefix)
+		return true;
+	t += 8;
+	while (*t == ' ' || *t == '\n' || *t == '\t' || *t == '\r')
+		t++;
+	return *t == '\0';
+}
+
+static cJSON *assistant_message(const char *text)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", "assistant");
+	cJSON *content = cJSON_AddArrayToObject(m, "content");
+	cJSON *part = cJSON_CreateObject();
+	cJSON_AddStringToObject(part, "type", "text");
+	cJSON_AddStringToObject(part, "text", text);
+	cJSON_AddItemToArray(content, part);
+	cJSON_AddNumberToObject(m, "timestamp", (double)pc__wall_ms());
+	return m;
+}
+
+static cJSON *chat_payload(pc__gw_run_t *r, const char *state)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", r->run_id);
+	cJSON_AddStringToObject(p, "sessionKey", r->ssub ? r->ssub->key : "");
+	cJSON_AddNumberToObject(p, "seq", (double)++r->chat_seq);
+	cJSON_AddStringToObject(p, "state", state);
+	return p;
+}
+
+static void chat_delta_now(pc__gw_conn_t *c, pc__gw_run_t *r)
+{
+	r->delta_pending = false;
+	r->last_delta_ms = pc_runtime_now_ms();
+	if (!r->text || silent(r->text, true))
+		return;
+	cJSON *p = chat_payload(r, "delta");
+	cJSON_AddItemToObject(p, "message", assistant_message(r->text));
+	pc__gw_event(c, "chat", p);
+}
+
+static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, const char *data)
+{
+	cJSON *d = cJSON_Parse(data);
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "text"));
+	char *copy = text ? strdup(text) : NULL;
+	cJSON_Delete(d);
+	if (!copy)
+		return;
+	free(r->text);
+	r->text = copy;
+	r->delta_pending = true;
+	uint64_t now = pc_runtime_now_ms();
+	if (!r->last_delta_ms || now - r->last_delta_ms >= PC__GW_CHAT_THROTTLE_MS) {
+		chat_delta_now(c, r);
+		return;
+	}
+	if (r->flush_timer)
+		return;
+	pc_msg_t *m = u64_msg(PC__GW_MSG_CHAT_FLUSH, r->tag);
+	if (!m || pc_timer_after(c->self, PC__GW_CHAT_THROTTLE_MS - (now - r->last_delta_ms), m, &r->flush_timer) != 0)
+		chat_delta_now(c, r); /* no timer: send now rather than never */
+}
+
+void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag)
+{
+	pc__gw_run_t *r = run_by_tag(c, tag);
+	if (!r)
+		return;
+	r->flush_timer = 0;
+	if (r->delta_pending)
+		chat_delta_now(c, r);
+}
+
+static const char *chat_error_kind(const char *kind, const char *status)
+{
+	if (!strcmp(status, "timeout") || (kind && !strcmp(kind, "timeout")))
+		return "timeout";
+	if (kind && (!strcmp(kind, "rate_limit") || !strcmp(kind, "refusal")))
+		return kind;
+	if (kind && (!strcmp(kind, "context_overflow") || !strcmp(kind, "context_length")))
+		return "context_length";
+	return "unknown";
+}
+
+/* The final text: the run's payloads that are not errors, joined. */
+static char *final_text(const cJSON *d, const char *streamed)
+{
+	size_t len = 1;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(d, "payloads")) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		if (t && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "isError")))
+			len += strlen(t) + 2;
+	}
+	if (len == 1)
+		return streamed ? strdup(streamed) : NULL;
+	char *out = malloc(len);
+	if (!out)
+		return NULL;
+	size_t off = 0;
+	out[0] = '\0';
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(d, "payloads")) {
+		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+		if (t && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "isError")))
+			off += (size_t)snprintf(out + off, len - off, "%s%s", off ? "\n\n" : "", t);
+	}
+	return out;
+}
+
+static void chat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const cJSON *d)
+{
+	pc_timer_cancel(c->g->rt, r->flush_timer);
+	r->flush_timer = 0;
+	const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
+	if (!status)
+		status = "error";
+	cJSON *p;
+	if (!strcmp(status, "ok")) {
+		p = chat_payload(r, "final");
+		char *text = final_text(d, r->text);
+		if (text && !silent(text, false))
+			cJSON_AddItemToObject(p, "message", assistant_message(text));
+		free(text);
+		copy_item(p, d, "usage");
+		copy_item(p, d, "stopReason");
+	} else if (!strcmp(status, "aborted")) {
+		p = chat_payload(r, "aborted");
+	} else {
+		p = chat_payload(r, "error");
+		const char *err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
+		if (!err)
+			err = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "reason"));
+		cJSON_AddStringToObject(p, "errorMessage", err ? err : "the run failed");
+		cJSON_AddStringToObject(p, "errorKind",
+					chat_error_kind(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "errorKind")),
+							status));
+	}
+	pc__gw_event(c, "chat", p);
+}
+
+/* ---- agent events on the wire (§8.6) ---- */
+
+/* The event's payload; tool events lose result/partialResult unless the
+ * client asked for them (cap "tool-events"). malloc'd. */
+static char *agent_payload(const pc__gw_conn_t *c, const pc_event_t *e, size_t *len)
+{
+	char *out = NULL;
+	if (e->stream != PC_EVENT_TOOL || c->tool_events) {
+		return pc_event_to_json(e, &out, len) == 0 ? out : NULL;
+	}
+	cJSON *d = cJSON_Parse(e->data);
+	cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
+	cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
+	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
+	cJSON_Delete(d);
+	if (!data)
+		return NULL;
+	pc_event_t lean = *e;
+	lean.data = data;
+	lean.data_len = strlen(data);
+	if (pc_event_to_json(&lean, &out, len) != 0)
+		out = NULL;
+	cJSON_free(data);
+	return out;
+}
+
+/* §5.10: a gap in a run's seq (deltas dropped for a slow reader) is said
+ * before the event after it. */
+static void seq_gap(pc__gw_conn_t *c, const pc__gw_run_t *r, const pc_event_t *e)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", r->run_id);
+	cJSON_AddNumberToObject(p, "seq", (double)(r->last_seq + 1));
+	cJSON_AddStringToObject(p, "stream", "error");
+	cJSON_AddNumberToObject(p, "ts", (double)pc__wall_ms());
+	cJSON *d = cJSON_AddObjectToObject(p, "data");
+	cJSON_AddStringToObject(d, "reason", "seq gap");
+	cJSON_AddNumberToObject(d, "expected", (double)(r->last_seq + 1));
+	cJSON_AddNumberToObject(d, "received", (double)e->seq);
+	if (r->ssub)
+		cJSON_AddStringToObject(p, "sessionKey", r->ssub->key);
+	pc__gw_event(c, "agent", p);
+}
+
+/* Sends one event of run r; true when it was the run's last (r is gone). */
+static bool forward(pc__gw_conn_t *c, pc__gw_run_t *r, const pc_event_t *e)
+{
+	if (e->seq <= r->last_seq)
+		return false; /* seen already */
+	if (e->seq != r->last_seq + 1)
+		seq_gap(c, r, e);
+	r->last_seq = e->seq;
+	size_t len = 0;
+	char *p = agent_payload(c, e, &len);
+	if (p)
+		pc__gw_event_text(c, "agent", p, len);
+	free(p);
+	if (r->kind == PC__GW_RUN_CHAT && e->stream == PC_EVENT_ASSISTANT)
+		chat_delta(c, r, e->data);
+	if (!e->terminal)
+		return false;
+	cJSON *d = cJSON_Parse(e->data);
+	const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
+	if (r->kind == PC__GW_RUN_CHAT)
+		chat_final(c, r, d);
+	else
+		agent_final(c, r->req_id, r->run_id, d, status, NULL);
+	cJSON_Delete(d);
+	run_free(c, r);
+	return true;
+}
+
+static void route_event(pc__gw_conn_t *c, pc__gw_ssub_t *s, pc_event_t *e)
+{
+	pc__gw_run_t *r = run_by_id(c, s, e->run_id);
+	if (r)
+		forward(c, r, e);
+	else if (s->pending > 0)
+		hold(s, e);
+	/* else: another client's run in the same session */
+}
+
+void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag)
+{
+	(void)ctx;
+	pc__gw_ssub_t *s = ssub_by_tag(c, tag);
+	if (!s || c->phase == PC__GW_C_CLOSING)
+		return;
+	s->refs++; /* s stays while its runs end under our feet */
+	pc_event_t *ev[EVENT_BATCH];
+	size_t n, total = 0;
+	while (total < EVENTS_PER_TURN && (n = pc_event_sub_take(s->sub, ev, EVENT_BATCH)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			route_event(c, s, ev[i]);
+			pc_event_release(ev[i]);
+		}
+		total += n;
+	}
+	/* A busy session yields to the connection's other messages; the
+	 * buffer was not emptied, so no notice would come: remind ourselves. */
+	if (total >= EVENTS_PER_TURN)
+		(void)pc_send_u64(c->self, PC__GW_MSG_EVENTS, tag);
+	ssub_put(c, s);
+}
+
+/* Sends the held events of a run just named, in order. */
+static void replay_held(pc__gw_conn_t *c, pc__gw_ssub_t *s, pc__gw_run_t *r)
+{
+	size_t i = 0;
+	while (i < s->nhold) {
+		pc_event_t *e = s->hold[i];
+		if (strcmp(e->run_id, r->run_id) != 0) {
+			i++;
+			continue;
+		}
+		memmove(&s->hold[i], &s->hold[i + 1], (s->nhold - i - 1) * sizeof(s->hold[0]));
+		s->nhold--;
+		bool ended = forward(c, r, e);
+		pc_event_release(e);
+		if (ended)
+			return;
+	}
+}
+
+/* ---- submitting (agent, chat.send) ---- */
+
+static void submit_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc)
+{
+	char msg[200];
+	if (rc == PC_EINVAL) {
+		invalid(c, id, method, "sessionKey or idempotencyKey is not valid (at most 255 bytes, no control characters)");
+	} else if (rc == PC_ESTOPPED) {
+		unavailable(c, id, "the agent is shutting down", true);
+	} else {
+		snprintf(msg, sizeof(msg), "the message could not be accepted: %s", pc_store_strerror(rc));
+		unavailable(c, id, msg, true);
+	}
+}
+
+/* Accepts a run for `kind`; the answers come with the submit's reply. */
+static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kind, const pc_agent_params_t *p)
+{
+	if (draining(c)) {
+		unavailable(c, id, "the gateway is shutting down: no new runs", true);
+		return;
+	}
+	if (inflight_full(c)) {
+		unavailable(c, id, "too many requests in flight on this connection", true);
+		return;
+	}
+	const char *key = p->session_key && *p->session_key ? p->session_key : "main";
+	pc__gw_ssub_t *s = NULL;
+	int rc = ssub_get(c, key, &s);
+	pc__gw_pend_t *pd = rc == 0 ? pend_new(c, P_SUBMIT, id) : NULL;
+	if (rc == 0 && !pd)
+		rc = PC_ENOMEM;
+	if (pd) {
+		pd->run_kind = kind;
+		pd->corr = ++c->next_tag;
+		pd->ssub = s;
+		pd->key = strdup(key);
+		rc = pd->key ? pc_agent_submit_async(c->g->agent, p, c->self, pd->corr) : PC_ENOMEM;
+	}
+	if (rc != 0) {
+		if (pd)
+			pend_free(c, pd);
+		if (s && s->refs == 0) {
+			list_remove(&c->ssubs, &s->node);
+			ssub_free(c, s);
+		}
+		submit_refused(c, id, method, rc);
+		return;
+	}
+	s->refs++;
+	s->pending++;
+}
+
+static cJSON *accepted_payload(int kind, const pc_agent_accepted_t *a, const char *chat_status)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", a->run_id);
+	if (kind == PC__GW_RUN_CHAT) {
+		cJSON_AddStringToObject(p, "status", chat_status);
+	} else {
+		cJSON_AddStringToObject(p, "status", "accepted");
+		cJSON_AddNumberToObject(p, "acceptedAt", (double)a->accepted_ms);
+	}
+	return p;
+}
+
+/* A repeated chat.send: where the first run is. */
+static const char *chat_repeat_status(pc__gw_conn_t *c, const char *run_id)
+{
+	pc_run_info_t info;
+	if (pc_run_registry_get(c->g->agent->runs, run_id, &info) != 0 || !pc_run_status_terminal(info.status))
+		return "in_flight";
+	return info.status == PC_RUN_STATUS_OK ? "ok" : "error";
+}
+
+static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag);
+
+/* A repeat of an agent request: the first run's answers, final included. */
+static void agent_repeat(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const pc_agent_accepted_t *a)
+{
+	pc__gw_run_t *r = run_new(c, PC__GW_RUN_AGENT, a->run_id, req_id);
+	if (!r) {
+		unavailable(c, req_id, "out of memory", true);
+		return;
+	}
+	r->dup = true;
+	pc__gw_reply_ok(c, req_id, accepted_payload(PC__GW_RUN_AGENT, a, NULL));
+	int rc = pc_agent_watch(c->g->agent, a->run_id, c->self, r->tag);
+	if (rc == PC_ENOTFOUND) {
+		/* Swept from memory: the store still knows how it ended. */
+		ask_run_get(ctx, c, NULL, a->run_id, r->tag);
+	} else if (rc != 0) {
+		agent_final(c, r->req_id, r->run_id, NULL, "error", "the run cannot be watched");
+		run_free(c, r);
+	}
+}
+
+void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_SUBMIT, msg->corr);
+	if (!pd)
+		return;
+	const pc_agent_submit_reply_t *rep = pc_msg_cdata(msg);
+	pc__gw_ssub_t *s = pd->ssub;
+	const pc_agent_accepted_t *a = &rep->accepted;
+	s->pending--;
+	const char *id = pd->req_id;
+	int kind = pd->run_kind;
+	const char *method = kind == PC__GW_RUN_CHAT ? "chat.send" : "agent";
+	if (rep->rc != 0) {
+		submit_refused(c, id, method, rep->rc);
+	} else if (a->disposition == PC_AGENT_DROPPED) {
+		unavailable(c, id, "the session's queue refused the message (queue full or busy)", true);
+	} else if (a->disposition == PC_AGENT_DUPLICATE && kind == PC__GW_RUN_CHAT) {
+		pc__gw_reply_ok(c, id, accepted_payload(kind, a, chat_repeat_status(c, a->run_id)));
+	} else if (a->disposition == PC_AGENT_DUPLICATE) {
+		agent_repeat(ctx, c, id, a);
+	} else {
+		session_touch(c->ws, pd->key, a->run_id, a->accepted_ms);
+		pc__gw_run_t *r = run_new(c, kind, a->run_id, kind == PC__GW_RUN_AGENT ? id : NULL);
+		if (r) {
+			r->ssub = s;
+			s->refs++;
+			pc__gw_reply_ok(c, id, accepted_payload(kind, a, "started"));
+			replay_held(c, s, r);
+		} else {
+			unavailable(c, id, "out of memory", true);
+		}
+	}
+	pend_free(c, pd);
+	ssub_put(c, s); /* the submit's use */
+}
+
+/* ---- run ends told by the registry (repeats, agent.wait) ---- */
+
+static const char *wait_status(pc_run_status_t s)
+{
+	/* §8.4: an aborted run answers "timeout", as OpenClaw's does. */
+	return s == PC_RUN_STATUS_OK ? "ok" : s == PC_RUN_STATUS_ERROR ? "error" : "timeout";
+}
+
+static void wait_answer(pc__gw_conn_t *c, pc__gw_pend_t *pd, const pc_run_info_t *info)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", pd->run_id);
+	cJSON_AddStringToObject(p, "status", wait_status(info->status));
+	if (info->started_ms)
+		cJSON_AddNumberToObject(p, "startedAt", (double)info->started_ms);
+	if (info->ended_ms)
+		cJSON_AddNumberToObject(p, "endedAt", (double)info->ended_ms);
+	if (info->error[0])
+		cJSON_AddStringToObject(p, "error", info->error);
+	pc__gw_reply_ok(c, pd->req_id, p);
+	pend_free(c, pd);
+}
+
+static void repeat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const pc_run_info_t *info)
+{
+	char *json = NULL;
+	cJSON *d = pc_agent_result(c->g->agent, r->run_id, &json) == 0 ? cJSON_Parse(json) : NULL;
+	free(json);
+	agent_final(c, r->req_id, r->run_id, d, pc_run_status_name(info->status), info->error);
+	cJSON_Delete(d);
+	run_free(c, r);
+}
+
+void pc__gw_on_run_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	(void)ctx;
+	const pc_run_info_t *info = pc_msg_cdata(msg);
+	pc__gw_run_t *r = run_by_tag(c, msg->corr);
+	if (r && r->dup) {
+		repeat_final(c, r, info);
+		return;
+	}
+	pc__gw_pend_t *pd = pend_find(c, P_WAIT, msg->corr);
+	if (pd)
+		wait_answer(c, pd, info);
+}
+
+void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_WAIT, tag);
+	if (!pd)
+		return;
+	pd->timer = 0;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", pd->run_id);
+	cJSON_AddStringToObject(p, "status", "timeout");
+	pc__gw_reply_ok(c, pd->req_id, p);
+	pend_free(c, pd);
+}
+
+/* ---- store reads ---- */
+
+static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag)
+{
+	pc_msg_t *req = NULL;
+	pc__gw_pend_t *pd = pend_new(c, P_RUNGET, req_id);
+	int rc = pd ? pc_store_req_run_get(run_id, &req) : PC_ENOMEM;
+	if (rc == 0) {
+		pd->run_tag = run_tag;
+		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run_id);
+		rc = pc_ask(ctx, pc_store_actor(c->g->agent->store), req, &pd->corr);
+	} else {
+		pc_msg_free(req);
+	}
+	if (rc == 0)
+		return;
+	if (pd)
+		pend_free(c, pd);
+	pc__gw_run_t *r = run_tag ? run_by_tag(c, run_tag) : NULL;
+	if (r) {
+		agent_final(c, r->req_id, r->run_id, NULL, "error", "the run's outcome cannot be read");
+		run_free(c, r);
+	} else if (rc == PC_EINVAL) {
+		invalid(c, req_id, "agent.wait", "runId: is not a run id");
+	} else {
+		unavailable(c, req_id, "the store cannot be read now", true);
+	}
+}
+
+/* A run the registry no longer holds, as the store has it. */
+static void info_from_store(const pc_store_reply_t *r, pc_run_info_t *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->started_ms = r->started_ms;
+	info->ended_ms = r->ended_ms;
+	switch (r->status) {
+	case PC_STORE_RUN_OK: info->status = PC_RUN_STATUS_OK; break;
+	case PC_STORE_RUN_ABORTED: info->status = PC_RUN_STATUS_ABORTED; break;
+	case PC_STORE_RUN_TIMEOUT: info->status = PC_RUN_STATUS_TIMEOUT; break;
+	case PC_STORE_RUN_ERROR:
+		info->status = PC_RUN_STATUS_ERROR;
+		snprintf(info->error, sizeof(info->error), "%s", r->code[0] ? r->code : "the run failed");
+		break;
+	default:
+		/* accepted or running in a process that is gone */
+		info->status = PC_RUN_STATUS_ERROR;
+		snprintf(info->error, sizeof(info->error), "the run did not finish (process restarted)");
+		break;
+	}
+}
+
+void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_RUNGET, msg->corr);
+	if (!pd)
+		return;
+	pc_store_reply_t r;
+	int rc = pc_store_reply_get(msg, &r);
+	if (rc == 0)
+		rc = r.rc;
+	pc__gw_run_t *run = pd->run_tag ? run_by_tag(c, pd->run_tag) : NULL;
+	pc_run_info_t info;
+	if (rc == 0)
+		info_from_store(&r, &info);
+	if (run) {
+		agent_final(c, run->req_id, run->run_id, NULL, rc == 0 ? pc_run_status_name(info.status) : "error",
+			    rc == 0 ? info.error : "the run's outcome is no longer known");
+		run_free(c, run);
+	} else if (pd->req_id && rc == PC_ENOTFOUND) {
+		char why[PC_RUN_ID_MAX + 32];
+		snprintf(why, sizeof(why), "runId: unknown run '%s'", pd->run_id);
+		invalid(c, pd->req_id, "agent.wait", why);
+	} else if (pd->req_id && rc != 0) {
+		unavailable(c, pd->req_id, pc_store_strerror(rc), true);
+	} else if (pd->req_id) {
+		wait_answer(c, pd, &info); /* frees pd */
+		return;
+	}
+	pend_free(c, pd);
+}
+
+void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_HISTORY, msg->corr);
+	if (!pd)
+		return;
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history_take(msg, &h);
+	if (rc != 0 && rc != PC_ENOTFOUND) {
+		char why[160];
+		snprintf(why, sizeof(why), "the transcript cannot be read: %s", pc_store_strerror(rc));
+		unavailable(c, pd->req_id, why, true);
+		pend_free(c, pd);
+		return;
+	}
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "sessionKey", pd->key);
+	cJSON *msgs = cJSON_CreateArray();
+	if (h) {
+		pc_store_session_t sess;
+		pc_store_history_session(h, &sess);
+		if (sess.id)
+			cJSON_AddStringToObject(p, "sessionId", sess.id);
+		size_t n = pc_store_history_count(h);
+		for (size_t i = n > (size_t)pd->limit ? n - (size_t)pd->limit : 0; i < n; i++) {
+			pc_store_msg_t m;
+			pc_store_history_get(h, i, &m);
+			cJSON *item = cJSON_Parse(m.content);
+			cJSON_AddItemToArray(msgs, item ? item : cJSON_CreateString(m.content));
+		}
+	}
+	cJSON_AddItemToObject(p, "messages", msgs);
+	pc_store_history_free(h);
+	pc__gw_reply_ok(c, pd->req_id, p);
+	pend_free(c, pd);
+}
+
+/* ---- the methods ---- */
+
+/* "provider/model" from model and provider (either may be absent). */
+static int model_ref(const cJSON *params, char *out, size_t cap)
+{
+	const char *model = pc__gw_str(params, "model");
+	const char *provider = pc__gw_str(params, "provider");
+	out[0] = '\0';
+	if (model && *model && provider && *provider && !strchr(model, '/'))
+		snprintf(out, cap, "%s/%s", provider, model);
+	else if (model && *model)
+		snprintf(out, cap, "%s", model);
+	else if (provider && *provider)
+		return PC_EINVAL;
+	return 0;
+}
+
+static bool one_of(const char *v, const char *const *allowed)
+{
+	for (; *allowed; allowed++)
+		if (!strcmp(v, *allowed))
+			return true;
+	return false;
+}
+
+/* What this gateway cannot do with agent params it accepts by name. */
+static const char *agent_unsupported(const cJSON *params)
+{
+	static const char *const modes[] = {"full", "lightweight", NULL};
+	static const char *const kinds[] = {"default", "heartbeat", "cron", NULL};
+	const char *agent = pc__gw_str(params, "agentId");
+	const char *mode = pc__gw_str(params, "bootstrapContextMode");
+	const char *kind = pc__gw_str(params, "bootstrapContextRunKind");
+	if (agent && *agent && strcmp(agent, "main") != 0)
+		return "agentId: unknown agent (this gateway serves \"main\")";
+	if (mode && !one_of(mode, modes))
+		return "bootstrapContextMode: must be one of full, lightweight";
+	if (kind && !one_of(kind, kinds))
+		return "bootstrapContextRunKind: must be one of default, heartbeat, cron";
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "deliver")) &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(params, "bestEffortDeliver")))
+		return "deliver: delivery channel is required, and this gateway has no messaging channels "
+		       "(pass bestEffortDeliver for a session-only run)";
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0)
+		return "attachments: are not supported";
+	if (pc__gw_str(params, "sessionId") && !pc__gw_str(params, "sessionKey"))
+		return "sessionId: sessions are named by sessionKey here";
+	return NULL;
+}
+
+void pc__gw_m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	static const pc__gw_param_t spec[] = {
+		{"message", PC__GW_T_NESTR, true},
+		{"idempotencyKey", PC__GW_T_NESTR, true},
+		{"agentId", PC__GW_T_STRING, false},
+		{"provider", PC__GW_T_STRING, false},
+		{"model", PC__GW_T_STRING, false},
+		{"to", PC__GW_T_STRING, false},
+		{"replyTo", PC__GW_T_STRING, false},
+		{"sessionId", PC__GW_T_STRING, false},
+		{"sessionKey", PC__GW_T_STRING, false},
+		{"thinking", PC__GW_T_STRING, false},
+		{"deliver", PC__GW_T_BOOL, false},
+		{"attachments", PC__GW_T_ARRAY, false},
+		{"channel", PC__GW_T_STRING, false},
+		{"replyChannel", PC__GW_T_STRING, false},
+		{"accountId", PC__GW_T_STRING, false},
+		{"replyAccountId", PC__GW_T_STRING, false},
+		{"threadId", PC__GW_T_ANY, false},
+		{"groupId", PC__GW_T_STRING, false},
+		{"groupChannel", PC__GW_T_STRING, false},
+		{"groupSpace", PC__GW_T_STRING, false},
+		{"timeout", PC__GW_T_UINT, false},
+		{"bestEffortDeliver", PC__GW_T_BOOL, false},
+		{"lane", PC__GW_T_STRING, false},
+		{"extraSystemPrompt", PC__GW_T_STRING, false},
+		{"bootstrapContextMode", PC__GW_T_STRING, false},
+		{"bootstrapContextRunKind", PC__GW_T_STRING, false},
+		{"internalEvents", PC__GW_T_ARRAY, false},
+		{"inputProvenance", PC__GW_T_ANY, false},
+		{"label", PC__GW_T_STRING, false},
+	};
+	char err[200], model[512];
+	const char *why = NULL;
+	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err)))
+		why = err;
+	else if (!(why = agent_unsupported(params)) && model_ref(params, model, sizeof(model)) != 0)
+		why = "provider: goes with model";
+	if (why) {
+		invalid(c, id, "agent", why);
+		return;
+	}
+	const char *kind = pc__gw_str(params, "bootstrapContextRunKind");
+	double timeout_s = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeout"));
+	const char *extra = pc__gw_str(params, "extraSystemPrompt");
+	pc_agent_params_t p = {
+		.session_key = pc__gw_str(params, "sessionKey"),
+		.message = pc__gw_str(params, "message"),
+		.idempotency_key = pc__gw_str(params, "idempotencyKey"),
+		.model = model[0] ? model : NULL,
+		.trigger = kind && strcmp(kind, "default") ? kind : NULL,
+		.extra_system_prompt = extra && *extra ? extra : NULL,
+		/* seconds; 0 (or absent) is the configured run timeout */
+		.timeout_ms = timeout_s > 0 ? (uint64_t)(timeout_s * 1000.0) : 0,
+	};
+	submit(c, id, "agent", PC__GW_RUN_AGENT, &p);
+}
+
+void pc__gw_m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	static const pc__gw_param_t spec[] = {
+		{"sessionKey", PC__GW_T_NESTR, true},
+		{"message", PC__GW_T_NESTR, true},
+		{"idempotencyKey", PC__GW_T_NESTR, true},
+		{"thinking", PC__GW_T_STRING, false},
+		{"deliver", PC__GW_T_BOOL, false},
+		{"attachments", PC__GW_T_ARRAY, false},
+		{"timeoutMs", PC__GW_T_UINT, false},
+		{"originatingChannel", PC__GW_T_STRING, false},
+		{"originatingTo", PC__GW_T_STRING, false},
+		{"originatingAccountId", PC__GW_T_STRING, false},
+		{"originatingThreadId", PC__GW_T_ANY, false},
+		{"systemInputProvenance", PC__GW_T_ANY, false},
+		{"systemProvenanceReceipt", PC__GW_T_ANY, false},
+	};
+	char err[200];
+	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
+		invalid(c, id, "chat.send", err);
+		return;
+	}
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0) {
+		invalid(c, id, "chat.send", "attachments: are not supported");
+		return;
+	}
+	double timeout = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeoutMs"));
+	pc_agent_params_t p = {
+		.session_key = pc__gw_str(params, "sessionKey"),
+		.message = pc__gw_str(params, "message"),
+		.idempotency_key = pc__gw_str(params, "idempotencyKey"),
+		.timeout_ms = timeout > 0 ? (uint64_t)timeout : 0,
+	};
+	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p);
+}
+
+void pc__gw_m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	static const pc__gw_param_t spec[] = {
+		{"runId", PC__GW_T_NESTR, true},
+		{"timeoutMs", PC__GW_T_UINT, false},
+	};
+	char err[200];
+	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
+		invalid(c, id, "agent.wait", err);
+		return;
+	}
+	const char *run_id = pc__gw_str(params, "runId");
+	if (strlen(run_id) > PC_RUN_ID_MAX) {
+		invalid(c, id, "agent.wait", "runId: is not a run id");
+		return;
+	}
+	if (inflight_full(c)) {
+		unavailable(c, id, "too many requests in flight on this connection", true);
+		return;
+	}
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(params, "timeoutMs");
+	uint64_t timeout = t ? (uint64_t)t->valuedouble : (uint64_t)PC_AGENT_WAIT_DEFAULT_MS;
+	pc__gw_pend_t *pd = pend_new(c, P_WAIT, id);
+	if (!pd) {
+		unavailable(c, id, "out of memory", true);
+		return;
+	}
+	pd->corr = ++c->next_tag;
+	snprintf(pd->run_id, sizeof(pd->run_id), "%s", run_id);
+	int rc = pc_agent_watch(c->g->agent, run_id, c->self, pd->corr);
+	if (rc == PC_ENOTFOUND) {
+		/* Not in memory: perhaps an older run the store knows. */
+		pend_free(c, pd);
+		ask_run_get(ctx, c, id, run_id, 0);
+		return;
+	}
+	pc_msg_t *m = rc == 0 ? u64_msg(PC__GW_MSG_WAIT_TIMEOUT, pd->corr) : NULL;
+	if (rc == 0 && (!m || pc_timer_after(c->self, timeout, m, &pd->timer) != 0))
+		rc = PC_ENOMEM;
+	if (rc != 0) {
+		pend_free(c, pd);
+		unavailable(c, id, "the run cannot be watched now", true);
+	}
+}
+
+/* Aborts run_id (when given) or whatever the session runs; the payload
+ * says what was aborted. */
+static void abort_in(pc__gw_conn_t *c, const char *id, const char *method, const char *key, const char *run_id)
+{
+	pc_agent_t *a = c->g->agent;
+	char active[PC_RUN_ID_MAX + 1] = "";
+	bool aborted = false;
+	if (run_id) {
+		pc_run_info_t info;
+		if (strlen(run_id) <= PC_RUN_ID_MAX && pc_run_registry_get(a->runs, run_id, &info) == 0) {
+			if (strcmp(info.session_key, key) != 0) {
+				invalid(c, id, method, "runId: the run belongs to another session");
+				return;
+			}
+			aborted = pc_agent_abort_run(a, run_id) == 0;
+			if (aborted)
+				snprintf(active, sizeof(active), "%s", run_id);
+		}
+	} else {
+		aborted = pc_run_registry_active(a->runs, key, active, NULL) == 0;
+		int rc = pc_agent_abort_session(a, key);
+		if (rc == PC_EINVAL) {
+			invalid(c, id, method, "sessionKey: is not a session key");
+			return;
+		}
+		aborted = aborted && rc == 0;
+	}
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddTrueToObject(p, "ok");
+	cJSON_AddStringToObject(p, "sessionKey", key);
+	cJSON_AddBoolToObject(p, "aborted", aborted);
+	cJSON *ids = cJSON_AddArrayToObject(p, "runIds");
+	if (aborted && active[0])
+		cJSON_AddItemToArray(ids, cJSON_CreateString(active));
+	pc__gw_reply_ok(c, id, p);
+}
+
+void pc__gw_m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	static const pc__gw_param_t spec[] = {
+		{"sessionKey", PC__GW_T_NESTR, true},
+		{"runId", PC__GW_T_NESTR, false},
+	};
+	char err[200];
+	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
+		invalid(c, id, "chat.abort", err);
+		return;
+	}
+	abort_in(c, id, "chat.abort", pc__gw_str(params, "sessionKey"), pc__gw_str(params, "runId"));
+}
+
+void pc__gw_m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	static const pc__gw_param_t spec[] = {{"sessionKey", PC__GW_T_NESTR, true}};
+	char err[200];
+	if (!pc__gw_check_params(params, spec, 1, true, err, sizeof(err))) {
+		invalid(c, id, "sessions.abort", err);
+		return;
+	}
+	abort_in(c, id, "sessions.abort", pc__gw_str(params, "sessionKey"), NULL);
+}
+
+void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	static const pc__gw_param_t spec[] = {
+		{"sessionKey", PC__GW_T_NESTR, true},
+		{"limit", PC__GW_T_UINT, false},
+	};
+	char err[200];
+	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
+		invalid(c, id, "chat.history", err);
+		return;
+	}
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(params, "limit");
+	double limit = l ? l->valuedouble : PC__GW_HISTORY_DEFAULT;
+	if (limit < 1) {
+		invalid(c, id, "chat.history", "limit: must be at least 1");
+		return;
+	}
+	if (inflight_full(c)) {
+		unavailable(c, id, "too many requests in flight on this connection", true);
+		return;
+	}
+	const char *key = pc__gw_str(params, "sessionKey");
+	pc_msg_t *req = NULL;
+	pc__gw_pend_t *pd = pend_new(c, P_HISTORY, id);
+	int rc = pd && (pd->key = strdup(key)) ? pc_store_req_history(key, &req) : PC_ENOMEM;
+	if (rc == 0) {
+		pd->limit = limit > PC__GW_HISTORY_MAX ? PC__GW_HISTORY_MAX : (int)limit;
+		rc = pc_ask(ctx, pc_store_actor(c->g->agent->store), req, &pd->corr);
+	} else {
+		pc_msg_free(req);
+	}
+	if (rc == 0)
+		return;
+	if (pd)
+		pend_free(c, pd);
+	if (rc == PC_EINVAL)
+		invalid(c, id, "chat.history", "sessionKey: is not a session key");
+	else
+		unavailable(c, id, "the store cannot be read now", true);
+}
+
+static int by_recent(const void *a, const void *b)
+{
+	const pc__gw_session_t *x = a, *y = b;
+	return x->updated_ms < y->updated_ms ? 1 : x->updated_ms > y->updated_ms ? -1 : strcmp(x->key, y->key);
+}
+
+/* A copy of the sessions seen, most recent first (keys borrowed from the
+ * copy's own strdup). */
+static size_t sessions_copy(struct pc__gw_ws *ws, pc__gw_session_t **out)
+{
+	pthread_mutex_lock(&ws->lock);
+	size_t n = ws->nsessions;
+	pc__gw_session_t *v = n ? malloc(n * sizeof(*v)) : NULL;
+	for (size_t i = 0; v && i < n; i++) {
+		v[i] = ws->sessions[i];
+		v[i].key = strdup(ws->sessions[i].key);
+		if (!v[i].key) {
+			while (i-- > 0)
+				free(v[i].key);
+			free(v);
+			v = NULL;
+		}
+	}
+	pthread_mutex_unlock(&ws->lock);
+	if (!v)
+		return 0;
+	qsort(v, n, sizeof(*v), by_recent);
+	*out = v;
+	return n;
+}
+
+void pc__gw_m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	static const pc__gw_param_t spec[] = {{"limit", PC__GW_T_UINT, false}};
+	char err[200];
+	/* Lenient: OpenClaw's filters are accepted and ignored. */
+	if (!pc__gw_check_params(params, spec, 1, false, err, sizeof(err))) {
+		invalid(c, id, "sessions.list", err);
+		return;
+	}
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(params, "limit");
+	pc__gw_session_t *v = NULL;
+	size_t n = sessions_copy(c->ws, &v);
+	size_t limit = l && l->valuedouble < (double)n ? (size_t)l->valuedouble : n;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddNumberToObject(p, "ts", (double)pc__wall_ms());
+	cJSON_AddNumberToObject(p, "count", (double)limit);
+	cJSON *defs = cJSON_AddObjectToObject(p, "defaults");
+	cJSON_AddStringToObject(defs, "mainSessionKey", "main");
+	cJSON *list = cJSON_AddArrayToObject(p, "sessions");
+	for (size_t i = 0; i < limit; i++) {
+		cJSON *s = cJSON_CreateObject();
+		char active[PC_RUN_ID_MAX + 1];
+		cJSON_AddStringToObject(s, "key", v[i].key);
+		cJSON_AddNumberToObject(s, "updatedAt", (double)v[i].updated_ms);
+		cJSON_AddNumberToObject(s, "runs", (double)v[i].runs);
+		cJSON_AddStringToObject(s, "lastRunId", v[i].last_run);
+		if (pc_run_registry_active(c->g->agent->runs, v[i].key, active, NULL) == 0)
+			cJSON_AddStringToObject(s, "activeRunId", active);
+		cJSON_AddItemToArray(list, s);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].key);
+	free(v);
+	pc__gw_reply_ok(c, id, p);
+}
+
+static const char *state_name(int s)
+{
+	return s == PC__GW_READY ? "ready" : s == PC__GW_DRAINING ? "draining" : s == PC__GW_STARTING ? "starting"
+												  : "stopped";
+}
+
+cJSON *pc__gw_health(pc_gateway_t *g)
+{
+	pc_agent_stats_t st;
+	pc_agent_stats(g->agent, &st);
+	cJSON *h = cJSON_CreateObject();
+	cJSON_AddBoolToObject(h, "ok", pc__gw_state(g) == PC__GW_READY);
+	cJSON_AddNumberToObject(h, "ts", (double)pc__wall_ms());
+	cJSON_AddStringToObject(h, "state", state_name(pc__gw_state(g)));
+	cJSON_AddNumberToObject(h, "uptimeMs", (double)(pc_runtime_now_ms() - g->started_mono_ms));
+	cJSON *agent = cJSON_AddObjectToObject(h, "agent");
+	cJSON_AddNumberToObject(agent, "runsActive", (double)st.runs_active);
+	cJSON_AddNumberToObject(agent, "sessionsLive", (double)st.sessions_live);
+	cJSON *lane = cJSON_AddObjectToObject(h, "lane");
+	cJSON_AddNumberToObject(lane, "active", st.lane_active);
+	cJSON_AddNumberToObject(lane, "queued", st.lane_queued);
+	cJSON_AddNumberToObject(lane, "max", st.lane_max);
+	return h;
+}
+
+void pc__gw_m_health(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	(void)params;
+	pc__gw_reply_ok(c, id, pc__gw_health(c->g));
+}
+
+void pc__gw_m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	(void)params;
+	pc_gateway_t *g = c->g;
+	struct pc__gw_ws *ws = c->ws;
+	pc_agent_stats_t st;
+	pc_agent_stats(g->agent, &st);
+	pthread_mutex_lock(&ws->lock);
+	size_t conns = ws->nconns, known = ws->nsessions;
+	pthread_mutex_unlock(&ws->lock);
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "version", PC_VERSION_STRING);
+	cJSON_AddStringToObject(p, "state", state_name(pc__gw_state(g)));
+	cJSON_AddNumberToObject(p, "startedAt", (double)g->started_wall_ms);
+	cJSON_AddNumberToObject(p, "uptimeMs", (double)(pc_runtime_now_ms() - g->started_mono_ms));
+	cJSON *cn = cJSON_AddObjectToObject(p, "connections");
+	cJSON_AddNumberToObject(cn, "open", (double)conns);
+	cJSON_AddNumberToObject(cn, "connected", (double)__atomic_load_n(&ws->opened, __ATOMIC_RELAXED));
+	cJSON *ss = cJSON_AddObjectToObject(p, "sessions");
+	cJSON_AddNumberToObject(ss, "live", (double)st.sessions_live);
+	cJSON_AddNumberToObject(ss, "known", (double)known);
+	cJSON *runs = cJSON_AddObjectToObject(p, "runs");
+	cJSON_AddNumberToObject(runs, "started", (double)st.runs_started);
+	cJSON_AddNumberToObject(runs, "finished", (double)st.runs_finished);
+	cJSON_AddNumberToObject(runs, "active", (double)st.runs_active);
+	cJSON *lane = cJSON_AddObjectToObject(p, "lane");
+	cJSON_AddNumberToObject(lane, "active", st.lane_active);
+	cJSON_AddNumberToObject(lane, "queued", st.lane_queued);
+	cJSON_AddNumberToObject(lane, "peak", st.lane_peak);
+	cJSON_AddNumberToObject(lane, "max", st.lane_max);
+	cJSON *tools = cJSON_AddObjectToObject(p, "tools");
+	cJSON_AddNumberToObject(tools, "calls", (double)st.tool_calls);
+	cJSON_AddNumberToObject(tools, "loopsBlocked", (double)st.tool_loops_blocked);
+	pc__gw_reply_ok(c, id, p);
+}
+
+static void add_model(cJSON *list, const pc_config_t *cfg, const pc_provider_config_t *pv, const char *model,
+		      const pc_model_config_t *mc)
+{
+	const pc_model_ref_t *def = &cfg->agent.model;
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "id", model);
+	cJSON_AddStringToObject(m, "name", model);
+	cJSON_AddStringToObject(m, "provider", pv->id);
+	uint64_t ctx = mc && mc->context_tokens ? mc->context_tokens : pv->context_tokens;
+	cJSON_AddNumberToObject(m, "contextWindow", (double)(ctx ? ctx : PC_CONFIG_DEFAULT_CONTEXT_TOKENS));
+	cJSON_AddBoolToObject(m, "reasoning", mc && mc->reasoning);
+	if (def->provider && def->model && !strcmp(def->provider, pv->id) && !strcmp(def->model, model))
+		cJSON_AddTrueToObject(m, "default");
+	cJSON_AddItemToArray(list, m);
+}
+
+/* A provider without a model list shows the models the configuration
+ * names for it (the primary, then the fallbacks). */
+static void add_named_models(cJSON *list, const pc_config_t *cfg, const pc_provider_config_t *pv)
+{
+	const pc_model_ref_t *refs[PC_CONFIG_MAX_FALLBACKS + 1];
+	size_t n = 0;
+	refs[n++] = &cfg->agent.model;
+	for (size_t i = 0; i < cfg->agent.fallback_count; i++)
+		refs[n++] = &cfg->agent.fallbacks[i];
+	for (size_t i = 0; i < n; i++) {
+		if (!refs[i]->provider || !refs[i]->model || strcmp(refs[i]->provider, pv->id) != 0)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = refs[j]->provider && refs[j]->model && !strcmp(refs[j]->provider, pv->id) &&
+			       !strcmp(refs[j]->model, refs[i]->model);
+		if (!seen)
+			add_model(list, cfg, pv, refs[i]->model, NULL);
+	}
+}
+
+void pc__gw_m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	(void)params;
+	const pc_config_t *cfg = c->g->cfg;
+	cJSON *p = cJSON_CreateObject();
+	cJSON *list = cJSON_AddArrayToObject(p, "models");
+	for (size_t i = 0; i < cfg->provider_count; i++) {
+		const pc_provider_config_t *pv = &cfg->providers[i];
+		for (size_t j = 0; j < pv->model_count; j++)
+			add_model(list, cfg, pv, pv->models[j].id, &pv->models[j]);
+		if (!pv->model_count)
+			add_named_models(list, cfg, pv);
+	}
+	pc__gw_reply_ok(c, id, p);
+}

@@ -1,0 +1,359 @@
+/*
+ * The WebSocket RPC's actors (§8): the route actor for GET "/", which
+ * upgrades each WebSocket to a connection actor of its own, and the
+ * connection actors, which speak the protocol (rpc.c, rpc_methods.c).
+ *
+ * A connection actor lives from the upgrade until the server says CLOSED
+ * (or the runtime stops it). Its state is small (pc__gw_conn_t plus what
+ * is in flight) and is touched by no one else. Connections are listed in
+ * the part's registry so that pc__gw_ws_shutdown can tell each of them;
+ * the part counts its live actors so that pc__gw_ws_free frees nothing an
+ * actor may still read.
+ *
+ * Before connect a connection takes frames of at most 64 KiB
+ * (PC_GATEWAY_PREAUTH_MAX_PAYLOAD, enforced by the I/O layer: close 1009)
+ * and must connect within gateway.handshakeTimeoutMs (close 1008).
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "rpc_internal.h"
+
+/* ---- sending ---- */
+
+void pc__gw_send(pc__gw_conn_t *c, const char *text, size_t len)
+{
+	if (c->phase == PC__GW_C_CLOSING)
+		return;
+	/* PC_ENOTFOUND: the client has gone and CLOSED is on its way. */
+	(void)pc_ws_send(c->srv, c->id, PC_WS_TEXT, text, len);
+}
+
+void pc__gw_close(pc__gw_conn_t *c, uint16_t code, const char *reason)
+{
+	if (c->phase == PC__GW_C_CLOSING)
+		return;
+	c->phase = PC__GW_C_CLOSING;
+	pc_timer_cancel(c->g->rt, c->handshake_timer);
+	pc_timer_cancel(c->g->rt, c->tick_timer);
+	c->handshake_timer = c->tick_timer = 0;
+	(void)pc_ws_close(c->srv, c->id, code, reason);
+}
+
+/* ---- the registry ---- */
+
+static void registry_add(pc__gw_conn_t *c)
+{
+	struct pc__gw_ws *ws = c->ws;
+	pthread_mutex_lock(&ws->lock);
+	c->next = ws->conns;
+	if (ws->conns)
+		ws->conns->prev = c;
+	ws->conns = c;
+	ws->nconns++;
+	c->registered = true;
+	pthread_mutex_unlock(&ws->lock);
+}
+
+static void registry_remove(pc__gw_conn_t *c)
+{
+	struct pc__gw_ws *ws = c->ws;
+	if (!c->registered)
+		return;
+	pthread_mutex_lock(&ws->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		ws->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ws->nconns--;
+	c->registered = false;
+	pthread_mutex_unlock(&ws->lock);
+}
+
+/* ---- the connection actor ---- */
+
+static void conn_start(pc_ctx_t *ctx, pc__gw_conn_t *c)
+{
+	c->self = pc_actor_retain(pc_self(ctx));
+	registry_add(c);
+	c->challenge_ts = pc__wall_ms();
+	int rc = pc__gw_nonce(c->nonce);
+	if (rc == 0)
+		rc = pc_ws_accept_capped(c->srv, c->id, c->self, NULL, (uint32_t)PC_GATEWAY_PREAUTH_MAX_PAYLOAD);
+	if (rc != 0) {
+		/* The client left before the upgrade (or no randomness): the
+		 * server answered it or will close it; nothing to say. */
+		if (rc != PC_ENOTFOUND)
+			(void)pc_http_respond(c->srv, c->id, 503, NULL, NULL, 0);
+		c->phase = PC__GW_C_CLOSING;
+		pc_exit(ctx, PC_EXIT_NORMAL);
+		return;
+	}
+	pc__gw_send_challenge(c);
+	pc_msg_t *t = pc_msg_new(PC__GW_MSG_HANDSHAKE_TIMEOUT, 0);
+	if (!t || pc_timer_after(c->self, c->g->gcfg->handshake_ms, t, &c->handshake_timer) != 0) {
+		/* Without the deadline a silent client would stay: refuse. */
+		pc__gw_close(c, 1011, "server busy");
+	}
+}
+
+static const char *msg_text(const pc_msg_t *m)
+{
+	return m->size ? (const char *)pc_msg_cdata(m) : "";
+}
+
+static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	pc__gw_conn_t *c = state;
+	switch (msg->type) {
+	case PC__GW_MSG_START:
+		conn_start(ctx, c);
+		break;
+	case PC_MSG_WS_MESSAGE: {
+		const pc_ws_message_msg_t *m = pc_msg_cdata(msg);
+		pc__gw_on_frame(ctx, c, m->data, m->len);
+		break;
+	}
+	case PC_MSG_WS_CLOSED:
+		c->phase = PC__GW_C_CLOSING;
+		pc__gw_release_work(c);
+		pc_exit(ctx, PC_EXIT_NORMAL);
+		break;
+	case PC__GW_MSG_HANDSHAKE_TIMEOUT:
+		if (c->phase == PC__GW_C_HANDSHAKE)
+			pc__gw_close(c, 1008, "handshake timeout");
+		break;
+	case PC__GW_MSG_TICK:
+		if (c->phase == PC__GW_C_OPEN)
+			pc__gw_send_tick(c);
+		break;
+	case PC__GW_MSG_SHUTDOWN:
+		pc__gw_send_shutdown(c, msg_text(msg));
+		break;
+	case PC__GW_MSG_EVENTS:
+		pc__gw_on_events(ctx, c, pc_msg_u64(msg));
+		break;
+	case PC__GW_MSG_WAIT_TIMEOUT:
+		pc__gw_on_wait_timeout(c, pc_msg_u64(msg));
+		break;
+	case PC__GW_MSG_CHAT_FLUSH:
+		pc__gw_on_chat_flush(c, pc_msg_u64(msg));
+		break;
+	case PC_MSG_AGENT_ACCEPTED:
+		pc__gw_on_accepted(ctx, c, msg);
+		break;
+	case PC_MSG_AGENT_RUN_INFO:
+		pc__gw_on_run_info(ctx, c, msg);
+		break;
+	case PC_STORE_MSG_REPLY:
+		pc__gw_on_store_reply(c, msg);
+		break;
+	case PC_STORE_MSG_HISTORY:
+		pc__gw_on_history(c, msg);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void conn_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	pc__gw_conn_t *c = state;
+	struct pc__gw_ws *ws = c->ws;
+	c->phase = PC__GW_C_CLOSING;
+	pc__gw_release_work(c);
+	pc_timer_cancel(c->g->rt, c->handshake_timer);
+	pc_timer_cancel(c->g->rt, c->tick_timer);
+	registry_remove(c);
+	pc_actor_release(c->self);
+	free(c);
+	/* The last touch: the part may be freed right after. */
+	__atomic_sub_fetch(&ws->live, 1, __ATOMIC_ACQ_REL);
+}
+
+static const pc_behavior_t conn_behavior = {"gateway.ws.conn", conn_receive, conn_stop};
+
+/* ---- the route ---- */
+
+/* A direct loopback peer: the socket's address is loopback and no proxy
+ * header says the request came from further away. */
+static bool peer_loopback(const pc_http_request_msg_t *req)
+{
+	if (pc_http_request_header(req, "x-forwarded-for") || pc_http_request_header(req, "x-real-ip") ||
+	    pc_http_request_header(req, "forwarded"))
+		return false;
+	char addr[48];
+	snprintf(addr, sizeof(addr), "%s", req->peer);
+	char *colon = strrchr(addr, ':');
+	if (!colon)
+		return false;
+	*colon = '\0';
+	unsigned char b[16];
+	if (inet_pton(AF_INET, addr, b) == 1)
+		return b[0] == 127;
+	if (inet_pton(AF_INET6, addr, b) != 1)
+		return false;
+	static const unsigned char one[16] = {[15] = 1};
+	static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+	return !memcmp(b, one, 16) || (!memcmp(b, mapped, 12) && b[12] == 127);
+}
+
+/* An Origin naming this machine (http(s)://localhost, 127.x.y.z, [::1]). */
+static bool origin_local(const char *origin)
+{
+	const char *h = NULL;
+	if (!strncasecmp(origin, "http://", 7))
+		h = origin + 7;
+	else if (!strncasecmp(origin, "https://", 8))
+		h = origin + 8;
+	if (!h)
+		return false;
+	size_t n = strcspn(h, ":/");
+	if (h[0] == '[')
+		return !strncasecmp(h, "[::1]", 5) && (h[5] == '\0' || h[5] == ':' || h[5] == '/');
+	char host[64];
+	if (n == 0 || n >= sizeof(host))
+		return false;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	unsigned char b[4];
+	return !strcasecmp(host, "localhost") || (inet_pton(AF_INET, host, b) == 1 && b[0] == 127);
+}
+
+static void answer_plain(const pc_http_request_msg_t *req, int status, const char *extra, const char *body)
+{
+	char headers[160];
+	snprintf(headers, sizeof(headers), "Content-Type: text/plain; charset=utf-8\r\n%s", extra ? extra : "");
+	(void)pc_http_respond(req->server, req->id, status, headers, body, strlen(body));
+}
+
+static void on_request(pc_ctx_t *ctx, struct pc__gw_ws *ws, const pc_http_request_msg_t *req)
+{
+	if (!req->upgrade) {
+		answer_plain(req, 426, "Upgrade: websocket\r\n",
+			     "Pincer gateway: connect with a WebSocket (OpenClaw gateway protocol).\n");
+		return;
+	}
+	const char *origin = pc_http_request_header(req, "origin");
+	/* Without auth, a web page the user visits must not drive the
+	 * gateway: only pages of this machine may open a socket. */
+	if (origin && ws->g->gcfg->auth == PC_GATEWAY_AUTH_NONE && !origin_local(origin)) {
+		answer_plain(req, 403, NULL, "origin not allowed\n");
+		return;
+	}
+	pc__gw_conn_t *c = calloc(1, sizeof(*c));
+	if (!c) {
+		answer_plain(req, 503, NULL, "out of memory\n");
+		return;
+	}
+	c->ws = ws;
+	c->g = ws->g;
+	c->srv = req->server;
+	c->id = req->id;
+	c->loopback = peer_loopback(req) && (!origin || origin_local(origin));
+	snprintf(c->conn_id, sizeof(c->conn_id), "conn-%llu",
+		 (unsigned long long)__atomic_add_fetch(&ws->next_conn, 1, __ATOMIC_RELAXED));
+	__atomic_add_fetch(&ws->live, 1, __ATOMIC_ACQ_REL);
+	pc_actor_t *a = NULL;
+	if (pc_spawn_start(pc_ctx_runtime(ctx), &conn_behavior, c, PC__GW_MSG_START, &a) != 0) {
+		__atomic_sub_fetch(&ws->live, 1, __ATOMIC_ACQ_REL);
+		free(c);
+		answer_plain(req, 503, NULL, "server busy\n");
+		return;
+	}
+	pc_actor_release(a);
+}
+
+static int route_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	if (msg->type == PC_MSG_HTTP_REQUEST)
+		on_request(ctx, state, pc_msg_cdata(msg));
+	/* PC_MSG_HTTP_GONE: a plain request's client left; nothing held. */
+	return 0;
+}
+
+static void route_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	struct pc__gw_ws *ws = state;
+	__atomic_sub_fetch(&ws->live, 1, __ATOMIC_ACQ_REL);
+}
+
+static const pc_behavior_t route_behavior = {"gateway.ws.route", route_receive, route_stop};
+
+/* ---- the part's life ---- */
+
+int pc__gw_ws_new(pc_gateway_t *g)
+{
+	struct pc__gw_ws *ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		return PC_ENOMEM;
+	if (pthread_mutex_init(&ws->lock, NULL) != 0) {
+		free(ws);
+		return PC_ESYS;
+	}
+	ws->g = g;
+	ws->live = 1;
+	int rc = pc_spawn(g->rt, &route_behavior, ws, &ws->route);
+	if (rc != 0) {
+		pthread_mutex_destroy(&ws->lock);
+		free(ws);
+		return rc;
+	}
+	g->ws = ws;
+	g->ws_route = ws->route;
+	return 0;
+}
+
+void pc__gw_ws_shutdown(pc_gateway_t *g, const char *reason)
+{
+	struct pc__gw_ws *ws = g ? g->ws : NULL;
+	if (!ws)
+		return;
+	if (!reason)
+		reason = "shutdown";
+	pthread_mutex_lock(&ws->lock);
+	ws->draining = true;
+	snprintf(ws->shutdown_reason, sizeof(ws->shutdown_reason), "%s", reason);
+	for (pc__gw_conn_t *c = ws->conns; c; c = c->next) {
+		pc_msg_t *m = pc__text_msg(PC__GW_MSG_SHUTDOWN, ws->shutdown_reason);
+		if (m)
+			(void)pc_send(c->self, m);
+	}
+	pthread_mutex_unlock(&ws->lock);
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+void pc__gw_ws_free(pc_gateway_t *g)
+{
+	struct pc__gw_ws *ws = g ? g->ws : NULL;
+	if (!ws)
+		return;
+	/* The server is gone: every connection has been told CLOSED (or
+	 * never gets accepted), and the route hears nothing new. */
+	(void)pc_actor_stop(ws->route, PC_EXIT_NORMAL);
+	pc_actor_release(ws->route);
+	while (__atomic_load_n(&ws->live, __ATOMIC_ACQUIRE) > 0)
+		nap_ms(1);
+	pc__gw_sessions_free(ws);
+	pc__gw_devices_free(ws);
+	pthread_mutex_destroy(&ws->lock);
+	free(ws);
+	g->ws = NULL;
+	g->ws_route = NULL;
+}

@@ -1,0 +1,754 @@
+/*
+ * The gateway's plain-HTTP surface end to end on loopback: a real gateway
+ * (runtime, I/O, store, agent with the embedded mock LLM) and a libcurl
+ * client. OpenAI-compatible chat completions (plain and streamed), session
+ * routing, model names, errors in OpenAI's shape, /v1/models, the probes
+ * across a drain, /metrics, and a client that leaves mid-stream.
+ */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <regex.h>
+
+#include "agent_harness.h"
+#include "agents/gateway/gateway.h"
+#include "agents/gateway/http_util.h"
+
+TestSuite(gateway_http, .timeout = 120);
+
+/* The providers (the embedded mock twice) and the agent's models. */
+#define PROVIDERS                                                                                  \
+	"\"providers\":{"                                                                           \
+	"\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"models\":[{\"id\":\"m1\"}],"  \
+	"\"profiles\":[{\"id\":\"a\",\"apiKey\":\"key-a\"}]},"                                      \
+	"\"fb\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"key-fb\"}},"         \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"fallbacks\":[\"fb/m2\"],"                \
+	"\"maxConcurrent\":16,\"sessionIdleSeconds\":1}}"
+
+typedef struct gw {
+	harness_t h;
+	pc_gateway_t *g;
+	uint16_t port;
+} gw_t;
+
+static void gw_start(gw_t *e, const char *gateway_json)
+{
+	char cfg[2048];
+	snprintf(cfg, sizeof(cfg), "{" PROVIDERS "%s%s}", gateway_json ? ",\"gateway\":" : "",
+		 gateway_json ? gateway_json : "");
+	harness_start_with(&e->h, cfg, "[]", NULL); /* no script: every answer is the echo */
+	pc_gateway_options_t o = {.rt = e->h.rt, .io = e->h.io, .agent = e->h.agent, .config = e->h.cfg, .port = 0};
+	cr_assert_eq(pc_gateway_new(&o, &e->g), 0);
+	cr_assert_not(pc_gateway_ready(e->g));
+	cr_assert_eq(pc_gateway_start(e->g), 0);
+	e->port = pc_gateway_port(e->g);
+	cr_assert_neq(e->port, 0);
+}
+
+static void gw_stop(gw_t *e)
+{
+	pc_gateway_free(e->g);
+	harness_stop(&e->h);
+}
+
+/* ---- a small HTTP client ---- */
+
+typedef struct resp {
+	long status;
+	CURLcode code;
+	char *body, *head;
+	size_t len, head_len;
+	size_t abort_after; /* > 0: hang up once this many body bytes arrived */
+} resp_t;
+
+static void append(char **buf, size_t *len, const char *p, size_t n)
+{
+	char *b = realloc(*buf, *len + n + 1);
+	cr_assert_not_null(b);
+	memcpy(b + *len, p, n);
+	*len += n;
+	b[*len] = '\0';
+	*buf = b;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *user)
+{
+	resp_t *r = user;
+	append(&r->body, &r->len, p, sz * n);
+	if (r->abort_after && r->len >= r->abort_after)
+		return 0; /* curl hangs up */
+	return sz * n;
+}
+
+static size_t on_head(char *p, size_t sz, size_t n, void *user)
+{
+	resp_t *r = user;
+	append(&r->head, &r->head_len, p, sz * n);
+	return sz * n;
+}
+
+/* `hdrs`: NULL-terminated "Name: value" lines, or NULL. */
+static void request(gw_t *e, const char *method, const char *path, const char *const *hdrs, const char *body,
+		    size_t body_len, resp_t *r)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)e->port, path);
+	CURL *c = curl_easy_init();
+	cr_assert_not_null(c);
+	struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+	if (body)
+		h = curl_slist_append(h, "Content-Type: application/json");
+	for (size_t i = 0; hdrs && hdrs[i]; i++)
+		h = curl_slist_append(h, hdrs[i]);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	}
+	r->code = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (!r->body)
+		append(&r->body, &r->len, "", 0);
+	if (!r->head)
+		append(&r->head, &r->head_len, "", 0);
+}
+
+static void resp_free(resp_t *r)
+{
+	free(r->body);
+	free(r->head);
+	memset(r, 0, sizeof(*r));
+}
+
+static void get(gw_t *e, const char *path, const char *const *hdrs, resp_t *r)
+{
+	memset(r, 0, sizeof(*r));
+	request(e, "GET", path, hdrs, NULL, 0, r);
+	cr_assert_eq(r->code, CURLE_OK, "GET %s: %s", path, curl_easy_strerror(r->code));
+}
+
+static void post(gw_t *e, const char *path, const char *const *hdrs, const char *body, resp_t *r)
+{
+	memset(r, 0, sizeof(*r));
+	request(e, "POST", path, hdrs, body, strlen(body), r);
+	cr_assert_eq(r->code, CURLE_OK, "POST %s: %s", path, curl_easy_strerror(r->code));
+}
+
+/* A chat body: `user_text` as the one user message; `extra` is further
+ * members ("\"stream\":true,...") or "". */
+static void chat_body(char *out, size_t cap, const char *model, const char *extra, const char *user_text)
+{
+	cJSON *s = cJSON_CreateString(user_text);
+	char *q = cJSON_PrintUnformatted(s);
+	snprintf(out, cap, "{%s%s\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":%s}]}", extra,
+		 extra[0] ? "," : "", model, q);
+	cJSON_free(q);
+	cJSON_Delete(s);
+}
+
+/* POSTs a chat completion and parses the answer (the caller deletes it). */
+static cJSON *chat(gw_t *e, const char *const *hdrs, const char *model, const char *extra, const char *text,
+		   long want_status)
+{
+	char body[4096];
+	chat_body(body, sizeof(body), model, extra, text);
+	resp_t r;
+	post(e, "/v1/chat/completions", hdrs, body, &r);
+	cr_assert_eq(r.status, want_status, "status %ld, body %s", r.status, r.body);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_not_null(j, "not JSON: %s", r.body);
+	resp_free(&r);
+	return j;
+}
+
+static const char *content_of(const cJSON *completion)
+{
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(completion, "choices"), 0);
+	return jstr(cJSON_GetObjectItemCaseSensitive(ch, "message"), "content");
+}
+
+static double num(const cJSON *o, const char *k)
+{
+	return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+/* An error answer must be OpenAI's shape: error.{message,type,param,code}. */
+static const cJSON *error_of(const cJSON *j, const char *type)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	cr_assert(cJSON_IsObject(err));
+	cr_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")));
+	cr_assert_str_eq(jstr(err, "type"), type);
+	cr_assert(cJSON_HasObjectItem(err, "param"));
+	cr_assert(cJSON_HasObjectItem(err, "code"));
+	return err;
+}
+
+/* The run id inside an answer's id ("chatcmpl-<run>"). */
+static void run_of(const char *answer_id, char *run, size_t cap)
+{
+	cr_assert_eq(strncmp(answer_id, "chatcmpl-", 9), 0, "id %s", answer_id);
+	snprintf(run, cap, "%s", answer_id + 9);
+}
+
+/* ---- tests ---- */
+
+Test(gateway_http, completion_answers_with_the_run_reply_and_usage)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	cJSON *j = chat(&e, NULL, "pincer:main", "", "hello from the endpoint", 200);
+	cr_assert_str_eq(jstr(j, "object"), "chat.completion");
+	cr_assert_str_eq(jstr(j, "model"), "pincer:main");
+	cr_assert_str_eq(content_of(j), "hello from the endpoint");
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+	cr_assert_str_eq(jstr(ch, "finish_reason"), "stop");
+	cr_assert_str_eq(jstr(cJSON_GetObjectItemCaseSensitive(ch, "message"), "role"), "assistant");
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+	/* the mock counts words: four out; the prompt holds at least the four in */
+	cr_assert_eq(num(u, "completion_tokens"), 4);
+	cr_assert_geq(num(u, "prompt_tokens"), 4);
+	cr_assert_eq(num(u, "total_tokens"), num(u, "prompt_tokens") + num(u, "completion_tokens"));
+	/* the answer is the run's: same id, stored, ended well */
+	char run[80];
+	run_of(jstr(j, "id"), run, sizeof(run));
+	pc_agent_wait_result_t w = wait_run(&e.h, run, 10000);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	cJSON *d = finish_of(&e.h, run, 1000);
+	cr_assert_str_eq(payload_text(d), content_of(j));
+	cJSON_Delete(d);
+	cJSON_Delete(j);
+	gw_stop(&e);
+}
+
+/* The SSE events of a streamed answer, parsed: every `data:` payload in
+ * order (the caller frees each and the array). */
+static size_t sse_events(const char *body, char ***out)
+{
+	size_t n = 0;
+	char **v = NULL;
+	for (const char *p = body; (p = strstr(p, "data: ")) != NULL;) {
+		p += 6;
+		const char *end = strstr(p, "\n\n");
+		cr_assert_not_null(end, "an SSE event without its blank line");
+		v = realloc(v, (n + 1) * sizeof(*v));
+		v[n++] = strndup(p, (size_t)(end - p));
+		p = end + 2;
+	}
+	*out = v;
+	return n;
+}
+
+static void sse_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+Test(gateway_http, stream_sends_chunks_that_add_up_to_the_reply_then_done)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	char body[1024];
+	/* a word every 20 ms: the deltas come in several chunks */
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+		  "[[mock:{\"text\":\"one two three four five six seven\",\"delay_ms\":20}]]");
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strcasestr(r.head, "content-type: text/event-stream"), "%s", r.head);
+	char **ev = NULL;
+	size_t n = sse_events(r.body, &ev);
+	cr_assert_geq(n, 4, "%s", r.body);
+	cr_assert_str_eq(ev[n - 1], "[DONE]");
+	char text[1024] = "", id[128] = "";
+	bool role = false, stop = false, usage = false;
+	int pieces = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		cJSON *c = cJSON_Parse(ev[i]);
+		cr_assert_not_null(c, "chunk %zu is not JSON: %s", i, ev[i]);
+		cr_assert_str_eq(jstr(c, "object"), "chat.completion.chunk");
+		if (!id[0])
+			snprintf(id, sizeof(id), "%s", jstr(c, "id"));
+		cr_assert_str_eq(jstr(c, "id"), id, "every chunk carries the same id");
+		const cJSON *choices = cJSON_GetObjectItemCaseSensitive(c, "choices");
+		const cJSON *ch = cJSON_GetArrayItem(choices, 0);
+		const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
+		if (!strcmp(jstr(delta, "role"), "assistant"))
+			role = true;
+		if (jstr(delta, "content")[0])
+			pieces++;
+		strncat(text, jstr(delta, "content"), sizeof(text) - strlen(text) - 1);
+		if (!strcmp(jstr(ch, "finish_reason"), "stop"))
+			stop = true;
+		if (cJSON_GetArraySize(choices) == 0) {
+			usage = true;
+			cr_assert_gt(num(cJSON_GetObjectItemCaseSensitive(c, "usage"), "completion_tokens"), 0);
+		}
+		cJSON_Delete(c);
+	}
+	cr_assert(role && stop && usage, "role %d stop %d usage %d", role, stop, usage);
+	cr_assert_str_eq(text, "one two three four five six seven");
+	cr_assert_gt(pieces, 1, "the reply streamed in pieces");
+	/* the deltas add up to the run's final reply */
+	char run[80];
+	run_of(id, run, sizeof(run));
+	cJSON *d = finish_of(&e.h, run, 10000);
+	cr_assert_str_eq(payload_text(d), text);
+	cJSON_Delete(d);
+	sse_free(ev, n);
+	resp_free(&r);
+	gw_stop(&e);
+}
+
+/* Does the last request the mock received carry `needle`? */
+static bool last_request_has(gw_t *e, const char *needle)
+{
+	cJSON *reqs = mock_requests(&e->h);
+	char *text = request_text(reqs, cJSON_GetArraySize(reqs) - 1);
+	bool has = strstr(text, needle) != NULL;
+	cJSON_free(text);
+	cJSON_Delete(reqs);
+	return has;
+}
+
+Test(gateway_http, a_session_header_or_user_shares_history_else_each_request_is_alone)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	const char *hdr[] = {"x-pincer-session-key: thread-7", NULL};
+	cJSON_Delete(chat(&e, hdr, "pincer:main", "", "first words alpha", 200));
+	cJSON_Delete(chat(&e, hdr, "pincer:main", "", "second words beta", 200));
+	cr_assert(last_request_has(&e, "first words alpha"), "the second turn replays the first");
+	char roles[256];
+	cr_assert_eq(history_roles(&e.h, "thread-7", roles, sizeof(roles)), 4, "%s", roles);
+
+	/* OpenClaw's header name is honoured too */
+	const char *oc[] = {"x-openclaw-session-key: thread-7", NULL};
+	cJSON_Delete(chat(&e, oc, "openclaw:main", "", "third words gamma", 200));
+	cr_assert(last_request_has(&e, "second words beta"));
+
+	/* `user`: one session per user */
+	cJSON_Delete(chat(&e, NULL, "pincer", "\"user\":\"ann\"", "ann says delta", 200));
+	cJSON_Delete(chat(&e, NULL, "pincer", "\"user\":\"ann\"", "ann says epsilon", 200));
+	cr_assert(last_request_has(&e, "ann says delta"));
+	cr_assert_eq(history_roles(&e.h, "agent:main:openai-user:ann", roles, sizeof(roles)), 4);
+	cJSON_Delete(chat(&e, NULL, "pincer", "\"user\":\"bob\"", "bob says zeta", 200));
+	cr_assert_not(last_request_has(&e, "ann says"), "another user is another session");
+
+	/* neither: stateless, a fresh session each time */
+	cJSON_Delete(chat(&e, NULL, "pincer", "", "lonely words eta", 200));
+	cJSON_Delete(chat(&e, NULL, "pincer", "", "lonely words theta", 200));
+	cr_assert_not(last_request_has(&e, "lonely words eta"));
+	gw_stop(&e);
+}
+
+Test(gateway_http, the_last_user_message_is_the_prompt_and_system_messages_add_to_the_system_prompt)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	const char *body = "{\"model\":\"pincer\",\"messages\":["
+			   "{\"role\":\"system\",\"content\":\"Rule kappa: be brief.\"},"
+			   "{\"role\":\"user\",\"content\":\"an old question omega\"},"
+			   "{\"role\":\"assistant\",\"content\":\"an old answer\"},"
+			   "{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"Rule lambda.\"}]},"
+			   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"new part one\"},"
+			   "{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/y.png\"}},"
+			   "{\"type\":\"text\",\"text\":\"part two\"}]}]}";
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_str_eq(content_of(j), "new part one\npart two");
+	cJSON_Delete(j);
+	resp_free(&r);
+	cr_assert(last_request_has(&e, "Rule kappa: be brief.\\n\\nRule lambda."), "system texts joined");
+	cr_assert_not(last_request_has(&e, "old question omega"), "earlier turns are not replayed");
+	cr_assert_not(last_request_has(&e, "an old answer"));
+	gw_stop(&e);
+}
+
+Test(gateway_http, model_names_choose_the_agent_or_a_configured_model)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	static const char *const agent_models[] = {"pincer:main", "openclaw:main", "agent:main", "pincer/main",
+						   "openclaw", "PINCER:Main"};
+	for (size_t i = 0; i < sizeof(agent_models) / sizeof(agent_models[0]); i++) {
+		cJSON *j = chat(&e, NULL, agent_models[i], "", "which agent", 200);
+		cr_assert_str_eq(content_of(j), "which agent");
+		cr_assert_str_eq(jstr(j, "model"), agent_models[i], "the request's model is echoed");
+		cJSON_Delete(j);
+	}
+	/* a configured provider/model runs that model */
+	cJSON_Delete(chat(&e, NULL, "fb/m2", "", "on the fallback", 200));
+	cJSON *reqs = mock_requests(&e.h);
+	char model[64];
+	request_model(reqs, cJSON_GetArraySize(reqs) - 1, model, sizeof(model));
+	cr_assert_str_eq(model, "m2");
+	cJSON_Delete(reqs);
+	/* a header names the agent too */
+	const char *hdr[] = {"x-pincer-agent-id: main", NULL};
+	cJSON_Delete(chat(&e, hdr, "pincer", "", "by header", 200));
+
+	int before = request_count(&e.h);
+	cJSON *j = chat(&e, NULL, "pincer:beta", "", "nobody home", 404);
+	cr_assert_str_eq(jstr(error_of(j, "invalid_request_error"), "code"), "model_not_found");
+	cJSON_Delete(j);
+	j = chat(&e, NULL, "gpt-4o", "", "not ours", 404);
+	cr_assert_str_eq(jstr(error_of(j, "invalid_request_error"), "code"), "model_not_found");
+	cJSON_Delete(j);
+	const char *other[] = {"x-openclaw-agent-id: beta", NULL};
+	cJSON_Delete(chat(&e, other, "pincer", "", "nobody home", 404));
+	cJSON_Delete(chat(&e, NULL, "pincer:Bad Name!", "", "malformed", 400));
+	cr_assert_eq(request_count(&e.h), before, "a refused request never reaches a model");
+	gw_stop(&e);
+}
+
+/* A request's answer must be `status` with an OpenAI error of `code`. */
+static void expect_error(gw_t *e, const char *method, const char *path, const char *const *hdrs,
+			 const char *body, long status, const char *code)
+{
+	resp_t r;
+	memset(&r, 0, sizeof(r));
+	request(e, method, path, hdrs, body, body ? strlen(body) : 0, &r);
+	cr_assert_eq(r.code, CURLE_OK);
+	cr_assert_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_not_null(j, "%s", r.body);
+	const cJSON *err = error_of(j, status >= 500 ? "server_error" : "invalid_request_error");
+	if (code)
+		cr_assert_str_eq(jstr(err, "code"), code);
+	cJSON_Delete(j);
+	resp_free(&r);
+}
+
+Test(gateway_http, errors_come_in_openai_shape)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	const char *path = "/v1/chat/completions";
+	expect_error(&e, "POST", path, NULL, "{\"model\":", 400, "invalid_json");
+	expect_error(&e, "POST", path, NULL, "{} trailing", 400, "invalid_json");
+	expect_error(&e, "POST", path, NULL, "[1,2]", 400, "invalid_json");
+	expect_error(&e, "POST", path, NULL, "{\"model\":\"pincer\"}", 400, NULL);
+	expect_error(&e, "POST", path, NULL, "{\"messages\":[]}", 400, NULL);
+	expect_error(&e, "POST", path, NULL, "{\"messages\":[{\"role\":\"system\",\"content\":\"only rules\"}]}", 400,
+		     NULL);
+	expect_error(&e, "POST", path, NULL, "{\"stream\":\"yes\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+		     400, NULL);
+	expect_error(&e, "GET", path, NULL, NULL, 405, "method_not_allowed");
+	expect_error(&e, "DELETE", "/v1/models", NULL, NULL, 405, "method_not_allowed");
+	expect_error(&e, "GET", "/v1/embeddings", NULL, NULL, 404, "unknown_url");
+	expect_error(&e, "POST", "/v1/chat/completions/extra", NULL, "{}", 404, "unknown_url");
+	/* a too-long session key is refused, not cut */
+	char hdr[400] = "x-pincer-session-key: ";
+	memset(hdr + strlen(hdr), 'k', 300);
+	const char *hdrs[] = {hdr, NULL};
+	expect_error(&e, "POST", path, hdrs, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400,
+		     "invalid_session");
+	/* the 405 says what is allowed */
+	resp_t r;
+	get(&e, path, NULL, &r);
+	cr_assert(strcasestr(r.head, "allow: POST"), "%s", r.head);
+	resp_free(&r);
+	gw_stop(&e);
+}
+
+Test(gateway_http, a_body_over_the_limit_is_refused_in_openai_shape)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	size_t n = ((size_t)20 << 20) + 4096; /* past the endpoint's 20 MiB, within the server's 25 */
+	char *body = malloc(n + 1);
+	cr_assert_not_null(body);
+	memset(body, ' ', n);
+	memcpy(body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 45);
+	body[n] = '\0';
+	resp_t r;
+	memset(&r, 0, sizeof(r));
+	request(&e, "POST", "/v1/chat/completions", NULL, body, n, &r);
+	cr_assert_eq(r.code, CURLE_OK);
+	cr_assert_eq(r.status, 413, "%ld %s", r.status, r.body);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_str_eq(jstr(error_of(j, "invalid_request_error"), "code"), "payload_too_large");
+	cJSON_Delete(j);
+	resp_free(&r);
+	free(body);
+	gw_stop(&e);
+}
+
+Test(gateway_http, with_a_token_every_v1_request_needs_the_bearer)
+{
+	gw_t e;
+	gw_start(&e, "{\"auth\":{\"token\":\"s3cret-token\"}}");
+	const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"let me in\"}]}";
+	const char *wrong[] = {"Authorization: Bearer s3cret-tokem", NULL};
+	const char *longer[] = {"Authorization: Bearer s3cret-token2", NULL};
+	const char *scheme[] = {"Authorization: Basic s3cret-token", NULL};
+	const char *right[] = {"Authorization: Bearer s3cret-token", NULL};
+	expect_error(&e, "POST", "/v1/chat/completions", NULL, body, 401, "invalid_api_key");
+	expect_error(&e, "POST", "/v1/chat/completions", wrong, body, 401, "invalid_api_key");
+	expect_error(&e, "POST", "/v1/chat/completions", longer, body, 401, "invalid_api_key");
+	expect_error(&e, "POST", "/v1/chat/completions", scheme, body, 401, "invalid_api_key");
+	expect_error(&e, "GET", "/v1/models", NULL, NULL, 401, "invalid_api_key");
+	resp_t r;
+	post(&e, "/v1/chat/completions", right, body, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	resp_free(&r);
+	get(&e, "/v1/models", right, &r);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	/* probes need no token */
+	get(&e, "/readyz", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	gw_stop(&e);
+}
+
+Test(gateway_http, models_lists_the_agent_and_the_configured_models)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	resp_t r;
+	get(&e, "/v1/models", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_str_eq(jstr(j, "object"), "list");
+	char ids[512] = "";
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(j, "data")) {
+		cr_assert_str_eq(jstr(m, "object"), "model");
+		cr_assert_str_eq(jstr(m, "owned_by"), "pincer");
+		cr_assert_gt(num(m, "created"), 0);
+		size_t l = strlen(ids);
+		snprintf(ids + l, sizeof(ids) - l, "%s%s", l ? "," : "", jstr(m, "id"));
+	}
+	cr_assert_str_eq(ids, "pincer:main,mock/m1,fb/m2");
+	cJSON_Delete(j);
+	resp_free(&r);
+	get(&e, "/v1/models/mock%2Fm1", NULL, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	j = cJSON_Parse(r.body);
+	cr_assert_str_eq(jstr(j, "id"), "mock/m1");
+	cJSON_Delete(j);
+	resp_free(&r);
+	get(&e, "/v1/models/pincer:main", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	expect_error(&e, "GET", "/v1/models/nope", NULL, NULL, 404, "model_not_found");
+	gw_stop(&e);
+}
+
+Test(gateway_http, probes_follow_start_and_drain)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	resp_t r;
+	get(&e, "/livez", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"status\":\"ok\""), "%s", r.body);
+	resp_free(&r);
+	static const char *const ready[] = {"/readyz", "/healthz", "/health"};
+	for (size_t i = 0; i < 3; i++) {
+		get(&e, ready[i], NULL, &r);
+		cr_assert_eq(r.status, 200, "%s", ready[i]);
+		cJSON *j = cJSON_Parse(r.body);
+		cr_assert_str_eq(jstr(j, "status"), "ready");
+		cr_assert_str_eq(jstr(j, "version"), PC_VERSION_STRING);
+		cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "uptimeMs")));
+		cJSON_Delete(j);
+		resp_free(&r);
+	}
+	memset(&r, 0, sizeof(r));
+	request(&e, "POST", "/readyz", NULL, "{}", 2, &r);
+	cr_assert_eq(r.status, 405);
+	resp_free(&r);
+
+	cr_assert_eq(pc_gateway_drain(e.g, 1000), 0);
+	cr_assert_not(pc_gateway_ready(e.g));
+	for (size_t i = 0; i < 3; i++) {
+		get(&e, ready[i], NULL, &r);
+		cr_assert_eq(r.status, 503, "%s while draining", ready[i]);
+		cJSON *j = cJSON_Parse(r.body);
+		cr_assert_str_eq(jstr(j, "status"), "draining");
+		cJSON_Delete(j);
+		resp_free(&r);
+	}
+	get(&e, "/livez", NULL, &r);
+	cr_assert_eq(r.status, 200, "the process still serves");
+	resp_free(&r);
+	expect_error(&e, "POST", "/v1/chat/completions", NULL,
+		     "{\"messages\":[{\"role\":\"user\",\"content\":\"too late\"}]}", 503, "unavailable");
+	gw_stop(&e);
+}
+
+/* The value of the sample `series` (name and labels, as printed), or -1. */
+static double metric(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (!strncmp(p, series, n) && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	}
+	return -1;
+}
+
+static char *scrape(gw_t *e)
+{
+	resp_t r;
+	get(e, "/metrics", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strcasestr(r.head, "content-type: text/plain; version=0.0.4"), "%s", r.head);
+	char *text = r.body;
+	r.body = NULL;
+	resp_free(&r);
+	return text;
+}
+
+/* Every line: a comment (# HELP / # TYPE) or `name{labels} value`. */
+static void expect_exposition(const char *text)
+{
+	regex_t sample, comment;
+	cr_assert_eq(regcomp(&sample,
+			     "^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{([a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\",?)*\\})? "
+			     "(-?[0-9.]+([eE][-+]?[0-9]+)?|NaN|[+-]Inf)$",
+			     REG_EXTENDED | REG_NOSUB),
+		     0);
+	cr_assert_eq(regcomp(&comment, "^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$", REG_EXTENDED | REG_NOSUB), 0);
+	char *copy = strdup(text), *save = NULL;
+	int lines = 0;
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+		regex_t *re = line[0] == '#' ? &comment : &sample;
+		cr_assert_eq(regexec(re, line, 0, NULL, 0), 0, "not exposition format: '%s'", line);
+	}
+	cr_assert_gt(lines, 50);
+	free(copy);
+	regfree(&sample);
+	regfree(&comment);
+}
+
+Test(gateway_http, metrics_parse_and_move_with_requests)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	char *before = scrape(&e);
+	expect_exposition(before);
+	cr_assert_eq(metric(before, "pincer_gateway_state{state=\"ready\"}"), 1);
+	cJSON_Delete(chat(&e, NULL, "pincer", "", "count me", 200));
+	char body[512];
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true", "count me streamed");
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	get(&e, "/v1/nothing", NULL, &r);
+	resp_free(&r);
+	char *after = scrape(&e);
+	expect_exposition(after);
+	cr_assert_eq(metric(after, "pincer_gateway_openai_runs_total{stream=\"false\"}"),
+		     metric(before, "pincer_gateway_openai_runs_total{stream=\"false\"}") + 1);
+	cr_assert_eq(metric(after, "pincer_gateway_openai_runs_total{stream=\"true\"}"),
+		     metric(before, "pincer_gateway_openai_runs_total{stream=\"true\"}") + 1);
+	cr_assert_eq(metric(after, "pincer_gateway_http_requests_total{route=\"/v1/chat/completions\",code=\"200\"}"),
+		     2);
+	cr_assert_eq(metric(after, "pincer_gateway_http_requests_total{route=\"/v1/other\",code=\"404\"}"), 1);
+	cr_assert_eq(metric(after, "pincer_gateway_http_requests_total{route=\"/metrics\",code=\"200\"}"), 1,
+		     "the first scrape is counted");
+	cr_assert_geq(metric(after, "pincer_agent_runs_started_total"),
+		      metric(before, "pincer_agent_runs_started_total") + 2);
+	cr_assert_gt(metric(after, "pincer_io_connections_accepted_total"),
+		     metric(before, "pincer_io_connections_accepted_total"));
+	cr_assert_geq(metric(after, "pincer_runtime_worker_messages_total{worker=\"0\"}"), 1);
+	free(before);
+	free(after);
+	gw_stop(&e);
+}
+
+Test(gateway_http, a_client_leaving_mid_stream_leaves_the_run_going)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	/* a slow answer: one word every 200 ms */
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true",
+		  "[[mock:{\"text\":\"slow words keep coming after the client left\",\"delay_ms\":200}]]");
+	const char *hdr[] = {"x-pincer-session-key: leaver", NULL};
+	resp_t r;
+	memset(&r, 0, sizeof(r));
+	r.abort_after = 1; /* hang up at the first bytes: the role chunk */
+	request(&e, "POST", "/v1/chat/completions", hdr, body, strlen(body), &r);
+	cr_assert_eq(r.code, CURLE_WRITE_ERROR, "%s", curl_easy_strerror(r.code));
+	cJSON *chunk = cJSON_ParseWithLength(r.body + 6, strcspn(r.body + 6, "\n"));
+	cr_assert_not_null(chunk, "%s", r.body);
+	char run[80];
+	run_of(jstr(chunk, "id"), run, sizeof(run));
+	cJSON_Delete(chunk);
+	resp_free(&r);
+	/* the gateway saw the client go; the run went on to its end */
+	pc__gw_openai_stats_t st;
+	AWAIT((pc__gw_openai_stats(e.g, &st), st.gone == 1), 5000);
+	pc_agent_wait_result_t w = wait_run(&e.h, run, 15000);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	cJSON *d = finish_of(&e.h, run, 1000);
+	cr_assert_str_eq(payload_text(d), "slow words keep coming after the client left");
+	cJSON_Delete(d);
+	char roles[128];
+	cr_assert_eq(history_roles(&e.h, "leaver", roles, sizeof(roles)), 2, "%s", roles);
+	AWAIT((pc__gw_openai_stats(e.g, &st), st.active == 0), 5000);
+	gw_stop(&e);
+}
+
+/* Drains the gateway once a completion is under way. */
+static void *drain_soon(void *arg)
+{
+	gw_t *e = arg;
+	pc__gw_openai_stats_t st;
+	uint64_t until = now_ms() + 10000;
+	do {
+		sleep_ms(20);
+		pc__gw_openai_stats(e->g, &st);
+	} while (st.runs[1] == 0 && now_ms() < until);
+	sleep_ms(300);
+	pc_gateway_drain(e->g, 200);
+	return NULL;
+}
+
+Test(gateway_http, a_drain_aborts_a_long_stream_with_an_error_event)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	/* a run that outlasts the drain deadline: aborted, and the stream
+	 * ends with an error event and [DONE] */
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true",
+		  "[[mock:{\"text\":\"a b c d e f g h i j k l m n\",\"delay_ms\":300}]]");
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, drain_soon, &e), 0);
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(r.status, 200);
+	char **ev = NULL;
+	size_t n = sse_events(r.body, &ev);
+	cr_assert_geq(n, 3, "%s", r.body);
+	cr_assert_str_eq(ev[n - 1], "[DONE]");
+	cJSON *err = cJSON_Parse(ev[n - 2]);
+	cr_assert_not_null(err, "%s", r.body);
+	cr_assert_str_eq(jstr(error_of(err, "server_error"), "code"), "run_aborted", "%s", ev[n - 2]);
+	cJSON_Delete(err);
+	sse_free(ev, n);
+	resp_free(&r);
+	gw_stop(&e);
+}
