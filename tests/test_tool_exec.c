@@ -23,45 +23,7 @@
 
 #include "agents/tools/exec_tool.h"
 #include "test_util.h"
-
-/* ---- the owner ------------------------------------------------------------- */
-
-typedef struct rec {
-	pc_tool_status_t status;
-	bool is_error;
-	char *text;
-} rec_t;
-
-typedef struct seen {
-	pthread_mutex_t lock;
-	uint32_t n;
-	rec_t last; /* text owned */
-} seen_t;
-
-static int owner_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	(void)ctx;
-	seen_t *s = state;
-	if (msg->type != PC_MSG_TOOL_DONE)
-		return 0;
-	const pc_tool_done_msg_t *d = pc_msg_cdata(msg);
-	pthread_mutex_lock(&s->lock);
-	free(s->last.text);
-	s->last = (rec_t){.status = d->status, .is_error = d->is_error, .text = strdup(d->text)};
-	s->n++;
-	pthread_mutex_unlock(&s->lock);
-	return 0;
-}
-
-static const pc_behavior_t owner_b = {.name = "owner", .receive = owner_receive};
-
-static uint32_t done_count(seen_t *s)
-{
-	pthread_mutex_lock(&s->lock);
-	uint32_t n = s->n;
-	pthread_mutex_unlock(&s->lock);
-	return n;
-}
+#include "tool_owner.h"
 
 /* ---- fixture ------------------------------------------------------------------ */
 
@@ -151,11 +113,7 @@ static pc_actor_t *invoke(xf_t *f, const char *name, const char *args)
 static rec_t await_next(xf_t *f, uint32_t before)
 {
 	AWAIT(done_count(&f->seen) == before + 1, 20000);
-	pthread_mutex_lock(&f->seen.lock);
-	rec_t r = f->seen.last;
-	r.text = strdup(r.text);
-	pthread_mutex_unlock(&f->seen.lock);
-	return r;
+	return last_done(&f->seen);
 }
 
 /* Runs a tool to its DONE; the caller frees .text. */

@@ -19,51 +19,7 @@
 
 #include "agents/tools/fs_tools.h"
 #include "test_util.h"
-
-/* ---- the owner: records the latest DONE ------------------------------------ */
-
-typedef struct rec {
-	pc_tool_status_t status;
-	bool is_error;
-	bool mutating;
-	char *text;
-} rec_t;
-
-typedef struct seen {
-	pthread_mutex_t lock;
-	uint32_t n;
-	rec_t last; /* text owned */
-} seen_t;
-
-static int owner_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	(void)ctx;
-	seen_t *s = state;
-	if (msg->type != PC_MSG_TOOL_DONE)
-		return 0;
-	const pc_tool_done_msg_t *d = pc_msg_cdata(msg);
-	pthread_mutex_lock(&s->lock);
-	free(s->last.text);
-	s->last = (rec_t){
-		.status = d->status,
-		.is_error = d->is_error,
-		.mutating = d->mutating,
-		.text = strdup(d->text ? d->text : ""),
-	};
-	s->n++;
-	pthread_mutex_unlock(&s->lock);
-	return 0;
-}
-
-static const pc_behavior_t owner_b = {.name = "owner", .receive = owner_receive};
-
-static uint32_t done_count(seen_t *s)
-{
-	pthread_mutex_lock(&s->lock);
-	uint32_t n = s->n;
-	pthread_mutex_unlock(&s->lock);
-	return n;
-}
+#include "tool_owner.h"
 
 /* ---- fixture ------------------------------------------------------------------ */
 
@@ -230,10 +186,7 @@ static rec_t call(fx_t *f, const char *tool, const char *args)
 	cr_assert_eq(pc_tool_invoke_start(f->rt, f->reg, &req, f->owner, &a), 0, "invoke %s", tool);
 	AWAIT(done_count(&f->seen) == before + 1, 20000);
 	pc_actor_release(a);
-	pthread_mutex_lock(&f->seen.lock);
-	rec_t r = f->seen.last;
-	r.text = strdup(f->seen.last.text);
-	pthread_mutex_unlock(&f->seen.lock);
+	rec_t r = last_done(&f->seen);
 	cr_assert_not_null(r.text);
 	return r;
 }
