@@ -1,109 +1,177 @@
 /*
- * `pincer config validate|show [--config FILE]`: checks a pincer.json (or
- * whichever file pc_config_load finds) and reports every problem at once,
- * or prints the effective configuration with every default filled in and
- * api keys redacted.
+ * `pincer config validate|show|print [--config FILE] [--json]`: checks a
+ * pincer.json (or whichever file pc_config_load finds) and reports every
+ * problem at once, or prints the effective configuration with every
+ * default filled in and api keys redacted (`print` is `show`).
  *
- * Options are read by hand, not with getopt: getopt keeps global state
- * (optind) that a second call in the same process would have to reset.
+ * Options are read by hand, not with getopt: the action and the flags may
+ * come in any order and there are only two flags.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../config/config.h"
+#include <cjson/cJSON.h>
 
-int pc_cmd_config(int argc, char **argv);
+#include "../config/config.h"
+#include "commands.h"
+
+#define CMD "pincer config"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pincer config validate [--config FILE]\n"
-		   "       pincer config show [--config FILE]\n\n"
+	fprintf(f, "usage: pincer config validate [--config FILE] [--json]\n"
+		   "       pincer config show|print [--config FILE] [--json]\n\n"
 		   "  validate         check the configuration; print \"ok: <file>\", or every\n"
 		   "                   problem as \"<path>: <message>\" on stderr (exit 1)\n"
-		   "  show             print the effective configuration as JSON (api keys\n"
+		   "  show, print      print the effective configuration as JSON (api keys\n"
 		   "                   redacted)\n"
 		   "  --config FILE    the file to read (default: $PINCER_CONFIG, ./pincer.json,\n"
-		   "                   $PINCER_HOME/pincer.json, else the built-in defaults)\n\n"
+		   "                   $PINCER_HOME/pincer.json, else the built-in defaults)\n"
+		   "  --json           one JSON line: validate prints {\"ok\",\"source\"} or\n"
+		   "                   {\"ok\":false,\"errors\":[...]}; show prints the configuration\n"
+		   "                   on one line (env PINCER_JSON)\n\n"
 		   "See docs/configuration.md for every key.\n");
 }
 
-/* Loads the config, printing its errors; the exit status on failure. */
-static int load(const char *file, pc_config_t **out)
-{
-	pc_config_errors_t errs = {0};
-	int rc = pc_config_load(file, out, &errs);
-	int status = 0;
-	if (rc) {
-		for (size_t i = 0; i < errs.count; i++)
-			fprintf(stderr, "%s\n", errs.items[i]);
-		if (errs.count == 0)
-			fprintf(stderr, "pincer config: %s\n", pc_strerror(rc));
-		status = 1;
-	}
-	pc_config_errors_free(&errs);
-	return status;
-}
+typedef struct opts {
+	const char *action, *file;
+	bool json;
+} opts_t;
 
-int pc_cmd_config(int argc, char **argv)
+/* 0 to go on, -1 after --help, else the exit status of a usage error. */
+static int parse(int argc, char **argv, opts_t *o)
 {
-	const char *action = NULL, *file = NULL;
-	pc_config_t *c = NULL;
-	char *json = NULL;
-	int status = 0;
+	if (pc_cli_env_flag(CMD, "PINCER_JSON", &o->json))
+		return PC_CLI_USAGE;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout);
-			return 0;
+			return -1;
 		}
 		if (!strcmp(a, "--config") || !strcmp(a, "-c")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "pincer config: %s needs a file\n", a);
-				return 2;
+				fprintf(stderr, CMD ": %s needs a file\n", a);
+				return PC_CLI_USAGE;
 			}
-			file = argv[++i];
+			o->file = argv[++i];
 		} else if (!strncmp(a, "--config=", 9)) {
-			file = a + 9;
-		} else if (a[0] != '-' && !action) {
-			action = a;
+			o->file = a + 9;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+		} else if (a[0] != '-' && !o->action) {
+			o->action = a;
 		} else {
-			fprintf(stderr, "pincer config: unexpected argument '%s'\n\n", a);
+			fprintf(stderr, CMD ": unexpected argument '%s'\n\n", a);
 			usage(stderr);
-			return 2;
+			return PC_CLI_USAGE;
 		}
 	}
-	if (!action || (strcmp(action, "validate") != 0 && strcmp(action, "show") != 0)) {
-		if (action)
-			fprintf(stderr, "pincer config: unknown action '%s'\n\n", action);
+	const char *act = o->action;
+	if (!act || (strcmp(act, "validate") && strcmp(act, "show") && strcmp(act, "print"))) {
+		if (act)
+			fprintf(stderr, CMD ": unknown action '%s'\n\n", act);
 		usage(stderr);
-		return 2;
+		return PC_CLI_USAGE;
 	}
-	if (file && !*file) {
-		fprintf(stderr, "pincer config: --config needs a file\n");
-		return 2;
+	if (o->file && !*o->file) {
+		fprintf(stderr, CMD ": --config needs a file\n");
+		return PC_CLI_USAGE;
 	}
+	return 0;
+}
 
-	status = load(file, &c);
-	if (status)
-		goto out;
-	if (!strcmp(action, "validate")) {
+/* The failure as JSON: {"ok":false,"errors":[...]}. */
+static void print_errors_json(const pc_config_errors_t *errs, int rc)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool ok = o && cJSON_AddFalseToObject(o, "ok");
+	cJSON *list = ok ? cJSON_AddArrayToObject(o, "errors") : NULL;
+	ok = ok && list;
+	for (size_t i = 0; ok && i < errs->count; i++)
+		ok = cJSON_AddItemToArray(list, cJSON_CreateString(errs->items[i]));
+	if (ok && !errs->count)
+		ok = cJSON_AddItemToArray(list, cJSON_CreateString(pc_strerror(rc)));
+	char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
+	if (line)
+		printf("%s\n", line);
+	else
+		fprintf(stderr, CMD ": out of memory\n");
+	cJSON_free(line);
+	cJSON_Delete(o);
+}
+
+/* Loads the config, printing its errors; the exit status on failure. */
+static int load(const opts_t *o, pc_config_t **out)
+{
+	pc_config_errors_t errs = {0};
+	int rc = pc_config_load(o->file, out, &errs);
+	if (rc && o->json) {
+		print_errors_json(&errs, rc);
+	} else if (rc) {
+		for (size_t i = 0; i < errs.count; i++)
+			fprintf(stderr, "%s\n", errs.items[i]);
+		if (errs.count == 0)
+			fprintf(stderr, CMD ": %s\n", pc_strerror(rc));
+	}
+	pc_config_errors_free(&errs);
+	return rc ? PC_CLI_FAIL : PC_CLI_OK;
+}
+
+static int validated(const opts_t *o, const pc_config_t *c)
+{
+	if (!o->json) {
 		printf("ok: %s\n", c->source ? c->source : "(built-in defaults)");
-		goto out;
+		return PC_CLI_OK;
 	}
+	cJSON *j = cJSON_CreateObject();
+	bool ok = j && cJSON_AddTrueToObject(j, "ok") &&
+		  (c->source ? cJSON_AddStringToObject(j, "source", c->source) : cJSON_AddNullToObject(j, "source"));
+	char *line = ok ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	if (!line) {
+		fprintf(stderr, CMD ": out of memory\n");
+		return PC_CLI_FAIL;
+	}
+	printf("%s\n", line);
+	cJSON_free(line);
+	return PC_CLI_OK;
+}
+
+static int shown(const opts_t *o, const pc_config_t *c)
+{
+	char *json = NULL, *line = NULL;
 	int rc = pc_config_to_json(c, &json);
-	if (rc) {
-		fprintf(stderr, "pincer config: %s\n", pc_strerror(rc));
-		status = 1;
-		goto out;
+	if (rc == 0 && o->json) {
+		cJSON *j = cJSON_Parse(json);
+		line = j ? cJSON_PrintUnformatted(j) : NULL;
+		cJSON_Delete(j);
+		rc = line ? 0 : PC_ENOMEM;
 	}
-	printf("%s\n", json);
-out:
-	if (fflush(stdout) != 0 && !status) {
-		perror("pincer config: stdout");
-		status = 1;
-	}
+	if (rc == 0)
+		printf("%s\n", line ? line : json);
+	else
+		fprintf(stderr, CMD ": %s\n", pc_strerror(rc));
+	cJSON_free(line);
 	free(json);
+	return rc ? PC_CLI_FAIL : PC_CLI_OK;
+}
+
+int pc_cmd_config(int argc, char **argv)
+{
+	opts_t o = {0};
+	pc_config_t *c = NULL;
+	int status = parse(argc, argv, &o);
+	if (status)
+		return status < 0 ? PC_CLI_OK : status;
+	status = load(&o, &c);
+	if (status == PC_CLI_OK)
+		status = !strcmp(o.action, "validate") ? validated(&o, c) : shown(&o, c);
+	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
+		perror(CMD ": stdout");
+		status = PC_CLI_FAIL;
+	}
 	pc_config_free(c);
 	return status;
 }

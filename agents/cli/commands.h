@@ -1,14 +1,38 @@
 /*
  * The `pincer` command's subcommands, one per cli/cmd_*.c. Each runs with
  * its own argv (argv[0] is the subcommand's name) and returns the process
- * exit status: 0 success, 1 failure, 2 bad usage.
+ * exit status: 0 success, 1 failure, 2 bad usage (SIGINT / SIGTERM during
+ * `pincer agent`: 130 / 143). docs/cli.md describes them all.
+ *
+ * Below them, what the commands share (main.c): every flag may also come
+ * from an environment variable (PINCER_…); the flag wins.
  */
 #ifndef PC_AGENTS_CLI_COMMANDS_H
 #define PC_AGENTS_CLI_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { PC_CLI_OK = 0, PC_CLI_FAIL = 1, PC_CLI_USAGE = 2 };
 
 int pc_cmd_mock_llm(int argc, char **argv);
 int pc_cmd_agent(int argc, char **argv);
 int pc_cmd_config(int argc, char **argv);
 int pc_cmd_gateway(int argc, char **argv);
+int pc_cmd_health(int argc, char **argv);
+int pc_cmd_sessions(int argc, char **argv);
+int pc_cmd_version(int argc, char **argv);
+
+/* $name when set and non-empty, else NULL. */
+const char *pc_cli_env(const char *name);
+
+/* A yes/no flag's variable: unset or empty leaves *out as it is; 1, true,
+ * yes, on set it; 0, false, no, off clear it. Anything else is printed as
+ * a usage error (prefixed with `cmd`) and returns PC_CLI_USAGE; else 0. */
+int pc_cli_env_flag(const char *cmd, const char *name, bool *out);
+
+/* A whole number in [min, max] ("" or junk refused): 0, or PC_CLI_USAGE
+ * with "<cmd>: <what> takes min..max" printed. */
+int pc_cli_uint(const char *cmd, const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
 #endif

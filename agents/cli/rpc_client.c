@@ -1,0 +1,438 @@
+/*
+ * The commands' RPC client (rpc_client.h): the gateway handshake and
+ * request / answer matching over the blocking WebSocket client, and how a
+ * command finds its gateway (flags, environment, configuration).
+ */
+#include "rpc_client.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../runtime/version.h"
+#include "../config/config.h"
+#include "../gateway/ws_client.h"
+
+#define DEFAULT_TIMEOUT_MS 10000
+
+struct pc_cli_rpc {
+	pc_ws_client_t *ws;
+	unsigned next_id;
+	cJSON *hello; /* the hello-ok payload */
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left until `until` (0 once past). */
+static int64_t left_ms(int64_t until)
+{
+	int64_t left = until - mono_ms();
+	return left > 0 ? left : 0;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+static bool is(const char *a, const char *b) { return a && !strcmp(a, b); }
+
+/* ---- frames ---- */
+
+int pc_cli_rpc_next(pc_cli_rpc_t *c, int64_t timeout_ms, cJSON **frame)
+{
+	char *m = NULL;
+	size_t len = 0;
+	*frame = NULL;
+	int rc = pc_ws_client_recv(c->ws, timeout_ms, &m, &len);
+	if (rc == PC_ELIMIT || rc == PC_ENOMEM)
+		rc = PC_ESTOPPED; /* the client closed the connection: it is gone either way */
+	if (rc != 0)
+		return rc;
+	cJSON *f = cJSON_ParseWithLength(m, len);
+	free(m);
+	if (!cJSON_IsObject(f)) {
+		cJSON_Delete(f);
+		return PC_EINVAL;
+	}
+	*frame = f;
+	return 0;
+}
+
+int pc_cli_rpc_until(pc_cli_rpc_t *c, int64_t timeout_ms, pc_cli_rpc_pick_fn pick, void *user, cJSON **out)
+{
+	int64_t until = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+	*out = NULL;
+	for (bool first = true;; first = false) {
+		int64_t left = until < 0 ? -1 : until - mono_ms();
+		if (until >= 0 && left <= 0) {
+			if (!first)
+				return PC_ETIMEDOUT;
+			left = 0; /* a zero timeout still looks at what is buffered */
+		}
+		cJSON *f = NULL;
+		int rc = pc_cli_rpc_next(c, left, &f);
+		if (rc != 0)
+			return rc;
+		if (pick(user, f)) {
+			*out = f;
+			return 0;
+		}
+		cJSON_Delete(f);
+	}
+}
+
+bool pc_cli_rpc_is_res(const cJSON *f, const char *id)
+{
+	return is(str(f, "type"), "res") && is(str(f, "id"), id);
+}
+
+static bool pick_res(void *user, const cJSON *f) { return pc_cli_rpc_is_res(f, user); }
+
+int pc_cli_rpc_send(pc_cli_rpc_t *c, const char *method, cJSON *params, char *id)
+{
+	char own[PC_CLI_RPC_ID_MAX];
+	snprintf(own, sizeof(own), "%u", ++c->next_id);
+	cJSON *f = cJSON_CreateObject();
+	bool ok = f && cJSON_AddStringToObject(f, "type", "req") && cJSON_AddStringToObject(f, "id", own) &&
+		  cJSON_AddStringToObject(f, "method", method);
+	if (ok && params) {
+		ok = cJSON_AddItemToObject(f, "params", params);
+		params = ok ? NULL : params;
+	}
+	char *text = ok ? cJSON_PrintUnformatted(f) : NULL;
+	cJSON_Delete(params);
+	cJSON_Delete(f);
+	if (!text)
+		return PC_ENOMEM;
+	int rc = pc_ws_client_send_text(c->ws, text, strlen(text));
+	cJSON_free(text);
+	if (rc == 0 && id)
+		memcpy(id, own, sizeof(own));
+	return rc == 0 ? 0 : PC_ESTOPPED;
+}
+
+int pc_cli_rpc_call(pc_cli_rpc_t *c, const char *method, cJSON *params, int64_t timeout_ms, cJSON **res)
+{
+	char id[PC_CLI_RPC_ID_MAX];
+	*res = NULL;
+	int rc = pc_cli_rpc_send(c, method, params, id);
+	return rc ? rc : pc_cli_rpc_until(c, timeout_ms, pick_res, id, res);
+}
+
+const char *pc_cli_rpc_error_text(const cJSON *res, char *buf, size_t cap)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(res, "error");
+	const char *code = str(e, "code"), *msg = str(e, "message");
+	snprintf(buf, cap, "%s%s%s", code ? code : "ERROR", msg ? ": " : "", msg ? msg : "");
+	return buf;
+}
+
+const char *pc_cli_rpc_lost(const pc_cli_rpc_t *c, char *buf, size_t cap)
+{
+	uint16_t code = pc_ws_client_close_code(c->ws);
+	const char *why = pc_ws_client_close_reason(c->ws);
+	if (code && code != 1006)
+		snprintf(buf, cap, "the gateway closed the connection (%u%s%s)", (unsigned)code, why[0] ? ": " : "",
+			 why);
+	else
+		snprintf(buf, cap, "the connection to the gateway was lost");
+	return buf;
+}
+
+const char *pc_cli_rpc_strerror(const pc_cli_rpc_t *c, int rc, char *buf, size_t cap)
+{
+	if (rc == PC_ESTOPPED)
+		return pc_cli_rpc_lost(c, buf, cap);
+	snprintf(buf, cap, "%s", rc == PC_ETIMEDOUT ? "no answer in time"
+				 : rc == PC_EINVAL  ? "the gateway sent a frame that is not JSON"
+						    : pc_strerror(rc));
+	return buf;
+}
+
+const cJSON *pc_cli_rpc_hello(const pc_cli_rpc_t *c) { return c->hello; }
+
+void pc_cli_rpc_free(pc_cli_rpc_t *c)
+{
+	if (!c)
+		return;
+	if (c->ws && !pc_ws_client_close_code(c->ws))
+		(void)pc_ws_client_close(c->ws, 1000, "bye", 1000); /* a courtesy: the socket closes anyway */
+	pc_ws_client_free(c->ws);
+	cJSON_Delete(c->hello);
+	free(c);
+}
+
+/* ---- the handshake ---- */
+
+static cJSON *connect_params(const pc_cli_rpc_options_t *o)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON *cl = cJSON_AddObjectToObject(p, "client");
+	bool ok = cl && cJSON_AddNumberToObject(p, "minProtocol", PC_CLI_RPC_PROTOCOL_MIN) &&
+		  cJSON_AddNumberToObject(p, "maxProtocol", PC_CLI_RPC_PROTOCOL_MAX) &&
+		  cJSON_AddStringToObject(cl, "id", "pincer-cli") &&
+		  cJSON_AddStringToObject(cl, "version", pc_version()) &&
+		  cJSON_AddStringToObject(cl, "platform", "linux") && cJSON_AddStringToObject(cl, "mode", "cli") &&
+		  cJSON_AddStringToObject(p, "role", "operator");
+	if (ok && o->scopes) {
+		cJSON *s = cJSON_AddArrayToObject(p, "scopes");
+		for (const char *const *q = o->scopes; ok && *q; q++)
+			ok = s && cJSON_AddItemToArray(s, cJSON_CreateString(*q));
+	}
+	if (ok && o->tool_events) {
+		cJSON *caps = cJSON_AddArrayToObject(p, "caps");
+		ok = caps && cJSON_AddItemToArray(caps, cJSON_CreateString("tool-events"));
+	}
+	if (ok && (o->token || o->password)) {
+		cJSON *a = cJSON_AddObjectToObject(p, "auth");
+		ok = a && (!o->token || cJSON_AddStringToObject(a, "token", o->token)) &&
+		     (!o->password || cJSON_AddStringToObject(a, "password", o->password));
+	}
+	if (!ok) {
+		cJSON_Delete(p);
+		return NULL;
+	}
+	return p;
+}
+
+static bool pick_challenge(void *user, const cJSON *f)
+{
+	(void)user;
+	return is(str(f, "type"), "event") && is(str(f, "event"), "connect.challenge");
+}
+
+/* After the upgrade: the challenge, `connect`, its answer. */
+static int handshake(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t until, char *err, size_t cap)
+{
+	cJSON *f = NULL, *res = NULL;
+	int rc = pc_cli_rpc_until(c, left_ms(until), pick_challenge, NULL, &f);
+	cJSON_Delete(f);
+	if (rc == 0) {
+		cJSON *p = connect_params(o);
+		rc = p ? pc_cli_rpc_call(c, "connect", p, left_ms(until), &res) : PC_ENOMEM;
+	}
+	char lost[200];
+	if (rc == PC_ESTOPPED)
+		snprintf(err, cap, "%s during the handshake", pc_cli_rpc_lost(c, lost, sizeof(lost)));
+	else if (rc == PC_ETIMEDOUT)
+		snprintf(err, cap, "no answer to the handshake in time");
+	else if (rc == PC_EINVAL)
+		snprintf(err, cap, "the server does not speak the gateway protocol");
+	else if (rc != 0)
+		snprintf(err, cap, "%s", pc_strerror(rc));
+	else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok"))) {
+		const char *msg = str(cJSON_GetObjectItemCaseSensitive(res, "error"), "message");
+		snprintf(err, cap, "the gateway refused the connection: %s", msg ? msg : "no reason given");
+		rc = PC_ESTATE;
+	} else {
+		c->hello = cJSON_DetachItemFromObjectCaseSensitive(res, "payload");
+	}
+	cJSON_Delete(res);
+	return rc;
+}
+
+int pc_cli_rpc_connect(const pc_cli_rpc_options_t *o, pc_cli_rpc_t **out, char *err, size_t cap)
+{
+	char spare[8];
+	if (!err || !cap) {
+		err = spare;
+		cap = sizeof(spare);
+	}
+	err[0] = '\0';
+	if (!o || !out || !o->host || !o->port) {
+		snprintf(err, cap, "no gateway address");
+		return PC_EINVAL;
+	}
+	int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+	int64_t until = mono_ms() + timeout;
+	pc_cli_rpc_t *c = calloc(1, sizeof(*c));
+	if (!c)
+		return PC_ENOMEM;
+	pc_ws_client_options_t wo = {.host = o->host, .port = o->port, .path = o->path, .timeout_ms = timeout};
+	int http = 0;
+	errno = 0;
+	int rc = pc_ws_client_connect(&wo, &c->ws, &http);
+	if (rc == PC_ESYS)
+		snprintf(err, cap, "cannot connect (%s): is `pincer gateway` running there?",
+			 errno && errno != EINPROGRESS ? strerror(errno) : "refused or unreachable");
+	else if (rc == PC_ETIMEDOUT)
+		snprintf(err, cap, "no connection within %lld ms", (long long)timeout);
+	else if (rc == PC_ESTATE)
+		snprintf(err, cap, "not a gateway: the WebSocket upgrade was refused (HTTP %d)", http);
+	else if (rc != 0)
+		snprintf(err, cap, "%s", pc_strerror(rc));
+	else
+		rc = handshake(c, o, until, err, cap);
+	if (rc != 0) {
+		pc_cli_rpc_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* ---- where the gateway is ---- */
+
+bool pc_cli_gw_flag(pc_cli_gw_flags_t *f, int code, const char *arg)
+{
+	switch (code) {
+	case PC_CLI_GW_OPT_URL: f->url = arg; return true;
+	case PC_CLI_GW_OPT_TOKEN: f->token = arg; return true;
+	case PC_CLI_GW_OPT_PASSWORD: f->password = arg; return true;
+	case PC_CLI_GW_OPT_CONFIG: f->config = arg; return true;
+	default: return false;
+	}
+}
+
+static void env_or(const char **slot, const char *name)
+{
+	const char *v = getenv(name);
+	if (!*slot && v && *v)
+		*slot = v;
+}
+
+void pc_cli_gw_env(pc_cli_gw_flags_t *f)
+{
+	env_or(&f->url, "PINCER_GATEWAY_URL");
+	env_or(&f->token, "PINCER_GATEWAY_TOKEN");
+	env_or(&f->password, "PINCER_GATEWAY_PASSWORD");
+	env_or(&f->config, "PINCER_CONFIG");
+}
+
+void pc_cli_gw_usage(FILE *f)
+{
+	fprintf(f, "  --url URL              the gateway, ws://HOST:PORT (env PINCER_GATEWAY_URL;\n"
+		   "                         default: the configuration's gateway.bind/port, else\n"
+		   "                         " PC_CLI_DEFAULT_URL ")\n"
+		   "  --token TOKEN          the gateway's token (env PINCER_GATEWAY_TOKEN; default:\n"
+		   "                         the configuration's gateway.auth.token)\n"
+		   "  --password SECRET      the gateway's password (env PINCER_GATEWAY_PASSWORD)\n"
+		   "  --config FILE          pincer.json, read for the defaults above (env\n"
+		   "                         PINCER_CONFIG)\n");
+}
+
+int pc_cli_url_parse(const char *url, char *host, size_t host_cap, uint16_t *port, char *path, size_t path_cap,
+		     const char **why)
+{
+	*why = "expected ws://HOST[:PORT][/PATH]";
+	if (!strncmp(url, "wss://", 6)) {
+		*why = "wss:// (TLS) is not supported: use ws:// on loopback or through a TLS proxy";
+		return PC_EINVAL;
+	}
+	if (strncmp(url, "ws://", 5) != 0)
+		return PC_EINVAL;
+	const char *h = url + 5, *end;
+	if (*h == '[') {
+		end = strchr(++h, ']');
+		if (!end)
+			return PC_EINVAL;
+	} else {
+		end = h + strcspn(h, ":/?#");
+	}
+	size_t hl = (size_t)(end - h);
+	if (hl == 0 || hl >= host_cap)
+		return PC_EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	const char *rest = *end == ']' ? end + 1 : end;
+	unsigned long p = 80;
+	if (*rest == ':') {
+		char *e = NULL;
+		errno = 0;
+		p = strtoul(rest + 1, &e, 10);
+		if (errno || e == rest + 1 || p == 0 || p > 65535 || (*e && *e != '/')) {
+			*why = "the port must be 1..65535";
+			return PC_EINVAL;
+		}
+		rest = e;
+	}
+	if (*rest && *rest != '/')
+		return PC_EINVAL;
+	if (snprintf(path, path_cap, "%s", *rest ? rest : "/") >= (int)path_cap)
+		return PC_EINVAL;
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* A wildcard bind means "every address": this machine's is one of them. */
+static const char *connectable(const char *bind)
+{
+	if (!bind || !*bind || !strcmp(bind, "0.0.0.0"))
+		return "127.0.0.1";
+	return !strcmp(bind, "::") ? "::1" : bind;
+}
+
+typedef struct target {
+	char host[256], path[256];
+	uint16_t port;
+	const char *token, *password;
+} target_t;
+
+/* The address and secrets from the configuration, for what the flags
+ * left open. Its strings live in *cfg. */
+static int from_config(const char *cmd, const pc_cli_gw_flags_t *f, target_t *t, pc_config_t **cfg)
+{
+	pc_config_errors_t errs = {0};
+	int rc = pc_config_load(f->config, cfg, &errs);
+	for (size_t i = 0; rc && i < errs.count; i++)
+		fprintf(stderr, "%s\n", errs.items[i]);
+	if (rc && !errs.count)
+		fprintf(stderr, "%s: cannot load the configuration: %s\n", cmd, pc_strerror(rc));
+	pc_config_errors_free(&errs);
+	if (rc)
+		return 1;
+	const pc_gateway_config_t *g = &(*cfg)->gateway;
+	if (!f->url) {
+		if (!g->port) {
+			fprintf(stderr, "%s: the configuration's gateway.port is 0 (any free port): pass --url\n",
+				cmd);
+			return 1;
+		}
+		snprintf(t->host, sizeof(t->host), "%s", connectable(g->bind));
+		snprintf(t->path, sizeof(t->path), "/");
+		t->port = g->port;
+	}
+	if (!f->token && !f->password) {
+		t->token = g->auth == PC_GATEWAY_AUTH_TOKEN ? g->token : NULL;
+		t->password = g->auth == PC_GATEWAY_AUTH_PASSWORD ? g->password : NULL;
+	}
+	return 0;
+}
+
+int pc_cli_gw_connect(const char *cmd, const pc_cli_gw_flags_t *f, const char *const *scopes, bool tool_events,
+		      pc_cli_rpc_t **out)
+{
+	target_t t = {.token = f->token, .password = f->password};
+	pc_config_t *cfg = NULL;
+	const char *why = NULL;
+	if (f->url && pc_cli_url_parse(f->url, t.host, sizeof(t.host), &t.port, t.path, sizeof(t.path), &why)) {
+		fprintf(stderr, "%s: bad gateway URL '%s': %s\n", cmd, f->url, why);
+		return 2;
+	}
+	/* The configuration only matters for what the flags left open. */
+	if ((!f->url || (!f->token && !f->password)) && from_config(cmd, f, &t, &cfg)) {
+		pc_config_free(cfg);
+		return 1;
+	}
+	pc_cli_rpc_options_t o = {.host = t.host, .port = t.port, .path = t.path, .token = t.token,
+				  .password = t.password, .scopes = scopes, .tool_events = tool_events};
+	char err[400];
+	int rc = pc_cli_rpc_connect(&o, out, err, sizeof(err));
+	if (rc != 0) {
+		bool v6 = strchr(t.host, ':') != NULL;
+		fprintf(stderr, "%s: gateway ws://%s%s%s:%u: %s\n", cmd, v6 ? "[" : "", t.host, v6 ? "]" : "",
+			(unsigned)t.port, err);
+		if (strstr(err, "token missing"))
+			fprintf(stderr, "%s: pass --token or set PINCER_GATEWAY_TOKEN\n", cmd);
+	}
+	pc_config_free(cfg);
+	return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,740 @@
+/*
+ * The `pincer` command end to end: the real binary (built next to this
+ * test) as child processes on loopback. `pincer gateway --port 0` serves
+ * the embedded mock LLM; `pincer agent` talks to it over the WebSocket
+ * RPC; `health`, `sessions`, `config`, `version`; flags from the
+ * environment; usage errors and --help everywhere; signals to the agent
+ * (the run is aborted in the gateway) and to the gateway (the run ends,
+ * the gateway exits 0); a lost gateway is never replaced by a local run.
+ *
+ * Every child runs in a fresh directory with PINCER_HOME there and every
+ * other PINCER_ variable removed; every wait is bounded; only this test's
+ * own children are signalled.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gateway_harness.h"
+#include "runtime/version.h"
+
+#define TOKEN "cli-s3cret"
+#define EXIT_WAIT_MS 60000 /* generous: sanitizer builds start slowly */
+/* A message the mock answers slowly: 12 words, 400 ms apart (~4.4 s). */
+#define SLOW_MSG                                                                                   \
+	"slow [[mock:{\"text\":\"one two three four five six seven eight nine ten eleven twelve\","    \
+	"\"delay_ms\":400}]]"
+
+/* ---- children ---- */
+
+typedef struct child {
+	pid_t pid;
+	char out[PATH_MAX], err[PATH_MAX]; /* where its stdout and stderr go */
+} child_t;
+
+typedef struct ctx {
+	char dir[64];
+	char pincer[PATH_MAX];
+	char url[64];
+	uint16_t port;
+	child_t gw;
+	unsigned runs; /* names the output files */
+} ctx_t;
+
+/* dirname(this test)/../agents/pincer: the build tree's layout. */
+static void find_pincer(char *out, size_t n)
+{
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	cr_assert_gt(len, 0);
+	exe[len] = '\0';
+	snprintf(out, n, "%s/../agents/pincer", dirname(exe));
+	cr_assert_eq(access(out, X_OK), 0, "%s is missing: build the pincer target", out);
+}
+
+/* The environment without PINCER_ variables, plus PINCER_HOME and `extra`
+ * (NULL-terminated "NAME=value" strings, may be NULL). */
+static char **child_env(const ctx_t *t, const char *const *extra, char *home)
+{
+	extern char **environ;
+	size_t n = 0, k = 0, m = 0;
+	while (environ[n])
+		n++;
+	while (extra && extra[m])
+		m++;
+	char **env = calloc(n + m + 2, sizeof(*env));
+	cr_assert_not_null(env);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "PINCER_", 7))
+			env[k++] = environ[i];
+	snprintf(home, PATH_MAX, "PINCER_HOME=%s", t->dir);
+	env[k++] = home;
+	for (size_t i = 0; i < m; i++)
+		env[k++] = (char *)extra[i];
+	return env;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_gt(fputs(text, f), -1);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* In the child: its files, its directory, death with the test, then
+ * pincer (async-signal-safe calls only). */
+static void exec_child(const ctx_t *t, const child_t *c, char *const argv[], char *const env[], pid_t parent)
+{
+	int in = open("/dev/null", O_RDONLY), out = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+	    err = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	/* a child must not outlive a test that failed before stopping it */
+	if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+	    chdir(t->dir) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(127);
+	execve(t->pincer, argv, env);
+	_exit(127);
+}
+
+/* Starts `pincer args...` in the test's directory. */
+static void spawn(ctx_t *t, child_t *c, const char *const *args, const char *const *env_extra)
+{
+	char *argv[32];
+	size_t n = 0;
+	argv[n++] = t->pincer;
+	for (; args[n - 1] && n < 31; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	unsigned id = ++t->runs;
+	snprintf(c->out, sizeof(c->out), "%s/out.%u", t->dir, id);
+	snprintf(c->err, sizeof(c->err), "%s/err.%u", t->dir, id);
+	/* made here, so readers never race the child to them */
+	write_file(c->out, "");
+	write_file(c->err, "");
+	char home[PATH_MAX];
+	char **env = child_env(t, env_extra, home);
+	pid_t parent = getpid();
+	fflush(NULL);
+	c->pid = fork();
+	cr_assert_geq(c->pid, 0);
+	if (c->pid == 0)
+		exec_child(t, c, argv, env, parent);
+	free(env);
+}
+
+/* Its exit status, 128 + the signal that ended it, or -1 when it had to
+ * be killed after timeout_ms. */
+static int wait_exit(child_t *c, uint64_t timeout_ms)
+{
+	int status = 0;
+	uint64_t until = now_ms() + timeout_ms;
+	while (waitpid(c->pid, &status, WNOHANG) == 0) {
+		if (now_ms() >= until) {
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, &status, 0);
+			c->pid = 0;
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	c->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A whole file, NUL-terminated (the caller frees). */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	for (;;) {
+		if (cap - n < 4096) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap);
+			cr_assert_not_null(buf);
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	cr_assert_eq(ferror(f), 0);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+typedef struct result {
+	int status;
+	char *out, *err;
+} result_t;
+
+static void result_free(result_t *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+/* Runs `pincer args...` to its end. */
+static result_t run_env(ctx_t *t, const char *const *args, const char *const *env)
+{
+	child_t c;
+	spawn(t, &c, args, env);
+	result_t r = {.status = wait_exit(&c, EXIT_WAIT_MS)};
+	r.out = slurp(c.out);
+	r.err = slurp(c.err);
+	return r;
+}
+
+static result_t run(ctx_t *t, const char *const *args) { return run_env(t, args, NULL); }
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Waits until the file holds `needle` (true), or timeout_ms. */
+static bool await_text(const char *path, const char *needle, uint64_t timeout_ms)
+{
+	uint64_t until = now_ms() + timeout_ms;
+	do {
+		char *s = slurp(path);
+		bool found = strstr(s, needle) != NULL;
+		free(s);
+		if (found)
+			return true;
+		sleep_ms(20);
+	} while (now_ms() < until);
+	return false;
+}
+
+/* ---- the gateway ---- */
+
+/* A fresh directory for the children (no gateway). */
+static void dir_only(ctx_t *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->dir, sizeof(t->dir), "/tmp/pincer-cli-XXXXXX");
+	cr_assert_not_null(mkdtemp(t->dir));
+	find_pincer(t->pincer, sizeof(t->pincer));
+}
+
+/* A directory, and a gateway on a free loopback port serving the embedded
+ * mock with token auth (`gateway` goes into the gateway section). */
+static void up_with(ctx_t *t, const char *gateway)
+{
+	dir_only(t);
+	char cfg[128], text[512];
+	snprintf(cfg, sizeof(cfg), "%s/gateway.json", t->dir);
+	snprintf(text, sizeof(text), "{\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}%s}}",
+		 gateway);
+	write_file(cfg, text);
+	spawn(t, &t->gw, ARGS("gateway", "--port", "0", "--config", cfg), NULL);
+	cr_assert(await_text(t->gw.out, "\"listening\"", EXIT_WAIT_MS), "the gateway did not start");
+	char *line = slurp(t->gw.out);
+	cJSON *j = cJSON_Parse(line);
+	free(line);
+	cr_assert_not_null(j);
+	t->port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+	cr_assert_gt(t->port, 0);
+	cJSON_Delete(j);
+	snprintf(t->url, sizeof(t->url), "ws://127.0.0.1:%u", (unsigned)t->port);
+}
+
+static void up(ctx_t *t) { up_with(t, ""); }
+
+/* Stops the gateway if there is one (SIGTERM: it must exit 0) and removes
+ * the directory. */
+static void down(ctx_t *t)
+{
+	if (t->gw.pid) {
+		cr_assert_eq(kill(t->gw.pid, SIGTERM), 0);
+		int st = wait_exit(&t->gw, EXIT_WAIT_MS);
+		char *err = slurp(t->gw.err);
+		cr_assert_eq(st, 0, "the gateway exited %d:\n%s", st, err);
+		free(err);
+	}
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A loopback port nothing listens on (bound, then released). */
+static uint16_t dead_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* ---- JSON lines ---- */
+
+/* Parses every line of `text` (each must be a JSON object) into an array. */
+static cJSON *json_lines(const char *text)
+{
+	cJSON *all = cJSON_CreateArray();
+	const char *p = text;
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		cr_assert_not_null(nl, "the last line is not terminated: %s", p);
+		cJSON *j = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		cr_assert(cJSON_IsObject(j), "not a JSON object: %.*s", (int)(nl - p), p);
+		cJSON_AddItemToArray(all, j);
+		p = nl + 1;
+	}
+	return all;
+}
+
+static cJSON *last(cJSON *arr) { return cJSON_GetArrayItem(arr, cJSON_GetArraySize(arr) - 1); }
+
+/* ---- agent through the gateway ---- */
+
+Test(agent_cli, agent_answers_through_the_gateway)
+{
+	ctx_t t;
+	up(&t);
+	result_t r = run(&t, ARGS("agent", "-m", "hello", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "exit %d, stderr:\n%s", r.status, r.err);
+	/* the embedded mock calls the clock tool, then echoes the message */
+	cr_assert_str_eq(r.out, "Let me check the time.\nhello\n");
+	cr_assert_not_null(strstr(r.err, "[tool clock] "), "%s", r.err);
+	result_free(&r);
+
+	r = run(&t, ARGS("agent", "-m", "hello json", "--url", t.url, "--token", TOKEN, "--json", "--session", "js"));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	cr_assert_gt(cJSON_GetArraySize(lines), 3);
+	cJSON *res = last(lines), *first = cJSON_GetArrayItem(lines, 0), *e;
+	cr_assert_str_eq(jstr(res, "type"), "result");
+	cr_assert_str_eq(jstr(res, "status"), "ok");
+	cr_assert_str_eq(jstr(res, "summary"), "completed");
+	const cJSON *payloads = jget(jget(res, "result"), "payloads");
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(payloads, 0), "text"), "hello json");
+	cr_assert_str_eq(jstr(first, "stream"), "lifecycle");
+	cr_assert_str_eq(jstr(jget(first, "data"), "phase"), "start");
+	bool tool_result = false;
+	cJSON_ArrayForEach(e, lines) {
+		cr_assert_str_eq(jstr(e, "runId"), jstr(res, "runId"), "one run's lines only");
+		if (e != res)
+			cr_assert_str_eq(jstr(e, "sessionKey"), "js");
+		tool_result |= !strcmp(jstr(e, "stream"), "tool") && jget(jget(e, "data"), "result");
+	}
+	cr_assert(tool_result, "tool events carry their results");
+	cJSON_Delete(lines);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, health_and_sessions_ask_the_gateway)
+{
+	ctx_t t;
+	up(&t);
+	result_t r = run(&t, ARGS("agent", "-m", "first", "--url", t.url, "--token", TOKEN, "--session", "s1"));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	result_free(&r);
+
+	r = run(&t, ARGS("health", "--json", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	cr_assert_eq(cJSON_GetArraySize(lines), 1);
+	cr_assert(cJSON_IsTrue(jget(last(lines), "ok")));
+	cr_assert_str_eq(jstr(last(lines), "state"), "ready");
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("health", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0);
+	cr_assert_eq(strncmp(r.out, "ok: ready", 9), 0, "%s", r.out);
+	result_free(&r);
+
+	r = run(&t, ARGS("sessions", "list", "--json", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	lines = json_lines(r.out);
+	cr_assert_eq(cJSON_GetArraySize(lines), 1);
+	const cJSON *s = cJSON_GetArrayItem(jget(last(lines), "sessions"), 0);
+	cr_assert_str_eq(jstr(s, "key"), "s1");
+	cr_assert_eq(jnum(s, "runs"), 1);
+	cr_assert_str_neq(jstr(s, "lastRunId"), "");
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("sessions", "list", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0);
+	cr_assert_not_null(strstr(r.out, "\ns1 "), "%s", r.out);
+	result_free(&r);
+
+	r = run(&t, ARGS("sessions", "show", "s1", "--json", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	lines = json_lines(r.out);
+	const cJSON *msgs = jget(last(lines), "messages");
+	cr_assert_geq(cJSON_GetArraySize(msgs), 2);
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(msgs, 0), "role"), "user");
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("sessions", "show", "s1", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0);
+	cr_assert_eq(strncmp(r.out, "user: first\n", 12), 0, "%s", r.out);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, the_environment_stands_in_for_flags)
+{
+	ctx_t t;
+	up(&t);
+	char url[96], bad_url[96];
+	snprintf(url, sizeof(url), "PINCER_GATEWAY_URL=%s", t.url);
+	snprintf(bad_url, sizeof(bad_url), "PINCER_GATEWAY_URL=ws://127.0.0.1:%u", (unsigned)dead_port());
+	const char *const env[] = {url, "PINCER_GATEWAY_TOKEN=" TOKEN, "PINCER_SESSION=from-env",
+				   "PINCER_MESSAGE=hi from env", "PINCER_JSON=1", "PINCER_AGENT_TIMEOUT=30", NULL};
+	result_t r = run_env(&t, ARGS("agent"), env);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(lines, 0), "sessionKey"), "from-env");
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(jget(jget(last(lines), "result"), "payloads"), 0), "text"),
+			 "hi from env");
+	cJSON_Delete(lines);
+	result_free(&r);
+
+	/* flags win over the environment */
+	const char *const wrong[] = {bad_url, "PINCER_GATEWAY_TOKEN=wrong", "PINCER_JSON=0", NULL};
+	r = run_env(&t, ARGS("agent", "-m", "flags", "--url", t.url, "--token", TOKEN), wrong);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "flags\n"), "%s", r.out);
+	result_free(&r);
+	r = run_env(&t, ARGS("sessions", "list", "--json"), env);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "\"key\":\"from-env\""), "%s", r.out);
+	result_free(&r);
+	/* a yes/no variable that is neither is a usage error */
+	const char *const junk[] = {"PINCER_JSON=maybe", NULL};
+	r = run_env(&t, ARGS("version"), junk);
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "PINCER_JSON"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, the_configuration_names_the_gateway)
+{
+	ctx_t t;
+	up(&t);
+	char cfg[128], text[256];
+	snprintf(cfg, sizeof(cfg), "%s/client.json", t.dir);
+	snprintf(text, sizeof(text), "{\"gateway\":{\"port\":%u,\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}}}",
+		 (unsigned)t.port);
+	write_file(cfg, text);
+	result_t r = run(&t, ARGS("agent", "-m", "configured", "--config", cfg));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "configured\n"), "%s", r.out);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, a_wrong_or_missing_token_fails_clearly)
+{
+	ctx_t t;
+	up(&t);
+	result_t r = run(&t, ARGS("agent", "-m", "hi", "--url", t.url, "--token", "wrong"));
+	cr_assert_eq(r.status, 1);
+	cr_assert_str_eq(r.out, "");
+	cr_assert_not_null(strstr(r.err, "refused the connection: unauthorized: gateway token mismatch"), "%s", r.err);
+	result_free(&r);
+	r = run(&t, ARGS("health", "--url", t.url));
+	cr_assert_eq(r.status, 1);
+	cr_assert_not_null(strstr(r.err, "token missing"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "PINCER_GATEWAY_TOKEN"), "the way out is named: %s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, no_gateway_is_a_failure_never_a_local_run)
+{
+	ctx_t t;
+	dir_only(&t);
+	char url[64];
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)dead_port());
+	const char *const *cmds[] = {
+		ARGS("agent", "-m", "hello", "--url", url, "--token", TOKEN),
+		ARGS("agent", "-m", "hello", "--url", url, "--token", TOKEN, "--json"),
+		ARGS("health", "--url", url),
+		ARGS("sessions", "list", "--url", url),
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		result_t r = run(&t, cmds[i]);
+		cr_assert_eq(r.status, 1, "%s: exit %d", cmds[i][0], r.status);
+		cr_assert_str_eq(r.out, "", "nothing ran: %s", r.out);
+		cr_assert_not_null(strstr(r.err, "cannot connect"), "%s", r.err);
+		result_free(&r);
+	}
+	down(&t);
+}
+
+/* The gateway goes away mid-run: the agent says so and exits 1; the
+ * answer is not produced some other way. */
+Test(agent_cli, a_lost_gateway_ends_the_agent_with_1)
+{
+	ctx_t t;
+	up(&t);
+	child_t a;
+	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN), NULL);
+	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
+	cr_assert_eq(kill(t.gw.pid, SIGKILL), 0);
+	cr_assert_eq(wait_exit(&t.gw, EXIT_WAIT_MS), 128 + SIGKILL);
+	int st = wait_exit(&a, EXIT_WAIT_MS);
+	char *out = slurp(a.out), *err = slurp(a.err);
+	cr_assert_eq(st, 1, "exit %d: %s", st, err);
+	cr_assert_null(strstr(out, "twelve"), "the answer did not complete: %s", out);
+	cr_assert(strstr(err, "connection to the gateway was lost") || strstr(err, "closed the connection"), "%s", err);
+	cr_assert_not_null(strstr(err, "may still be going"), "%s", err);
+	free(out);
+	free(err);
+	down(&t);
+}
+
+/* ---- signals ---- */
+
+/* The run's state as agent.wait tells it, asked over a fresh connection. */
+static cJSON *wait_for_run(uint16_t port, const char *run_id)
+{
+	cl_t *c = cl_open(port);
+	cJSON *hello = cl_handshake(c, connect_params(TOKEN, NULL));
+	cr_assert(jok(hello));
+	cJSON_Delete(hello);
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", run_id);
+	cJSON_AddNumberToObject(p, "timeoutMs", 3000);
+	cJSON *res = cl_call(c, "agent.wait", p);
+	cr_assert(jok(res), "%s", cJSON_PrintUnformatted(res));
+	cJSON *payload = cJSON_DetachItemFromObject(res, "payload");
+	cJSON_Delete(res);
+	cl_free(c);
+	return payload;
+}
+
+Test(agent_cli, sigterm_to_the_agent_aborts_its_run)
+{
+	ctx_t t;
+	up(&t);
+	child_t a;
+	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN, "--json", "-s", "slow"), NULL);
+	cr_assert(await_text(a.out, "\"delta\":\"one\"", EXIT_WAIT_MS), "the run did not start streaming");
+	cr_assert_eq(kill(a.pid, SIGTERM), 0);
+	int st = wait_exit(&a, EXIT_WAIT_MS);
+	char *out = slurp(a.out), *err = slurp(a.err);
+	cr_assert_eq(st, 143, "exit %d: %s", st, err);
+	cr_assert_not_null(strstr(err, "SIGTERM: aborting the run"), "%s", err);
+	cJSON *lines = json_lines(out);
+	const char *run_id = jstr(cJSON_GetArrayItem(lines, 0), "runId");
+	/* the run ended as aborted (agent.wait says "timeout" for those; a
+	 * completed run would say "ok") */
+	cJSON *w = wait_for_run(t.port, run_id);
+	cr_assert_str_eq(jstr(w, "status"), "timeout", "%s", cJSON_PrintUnformatted(w));
+	cr_assert_gt(jnum(w, "endedAt"), 0, "the run ended, the wait did not just run out");
+	cr_assert_null(strstr(out, "twelve"));
+	cJSON_Delete(w);
+	cJSON_Delete(lines);
+	free(out);
+	free(err);
+	down(&t);
+}
+
+Test(agent_cli, sigint_to_a_local_agent_aborts_its_run)
+{
+	ctx_t t;
+	up(&t);
+	child_t a;
+	spawn(&t, &a, ARGS("agent", "--local", "-m", SLOW_MSG, "-s", "local-slow"), NULL);
+	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
+	cr_assert_eq(kill(a.pid, SIGINT), 0);
+	int st = wait_exit(&a, EXIT_WAIT_MS);
+	char *out = slurp(a.out), *err = slurp(a.err);
+	cr_assert_eq(st, 130, "exit %d: %s", st, err);
+	cr_assert_not_null(strstr(err, "the run was aborted"), "%s", err);
+	cr_assert_null(strstr(out, "twelve"));
+	free(out);
+	free(err);
+	down(&t);
+}
+
+Test(agent_cli, sigterm_to_the_gateway_lets_the_run_finish)
+{
+	ctx_t t;
+	up_with(&t, ",\"drainSeconds\":30");
+	child_t a;
+	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN), NULL);
+	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
+	cr_assert_eq(kill(t.gw.pid, SIGTERM), 0);
+	int st = wait_exit(&a, EXIT_WAIT_MS);
+	char *out = slurp(a.out), *err = slurp(a.err);
+	cr_assert_not_null(strstr(err, "the gateway is shutting down"), "%s", err);
+	if (st == 1 && strstr(err, "closed the connection (1001")) {
+		/* The drain ends once the agent has no run left, and closing the
+		 * connections can overtake the final answer still on its way to
+		 * the client. The agent must then say so and exit 1. */
+		cr_log_warn("the gateway closed before delivering the final answer:\n%s", err);
+		cr_assert_not_null(strstr(err, "may still be going"), "%s", err);
+	} else {
+		cr_assert_eq(st, 0, "exit %d: %s", st, err);
+		cr_assert_str_eq(out, "one two three four five six seven eight nine ten eleven twelve\n");
+	}
+	int gst = wait_exit(&t.gw, EXIT_WAIT_MS);
+	char *gerr = slurp(t.gw.err);
+	cr_assert_eq(gst, 0, "the gateway exited %d: %s", gst, gerr);
+	free(gerr);
+	free(out);
+	free(err);
+	down(&t);
+}
+
+/* ---- the other commands ---- */
+
+Test(agent_cli, version_prints_the_library_version)
+{
+	ctx_t t;
+	dir_only(&t);
+	char want[64];
+	snprintf(want, sizeof(want), "pincer %s\n", pc_version());
+	result_t r = run(&t, ARGS("version"));
+	cr_assert_eq(r.status, 0);
+	cr_assert_str_eq(r.out, want);
+	result_free(&r);
+	r = run(&t, ARGS("--version"));
+	cr_assert_str_eq(r.out, want);
+	result_free(&r);
+	r = run(&t, ARGS("version", "--json"));
+	cr_assert_eq(r.status, 0);
+	cJSON *lines = json_lines(r.out);
+	cr_assert_str_eq(jstr(last(lines), "version"), pc_version());
+	cr_assert_eq(jnum(jget(last(lines), "protocol"), "max"), 4);
+	cJSON_Delete(lines);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, config_print_is_show_and_json_is_one_line)
+{
+	ctx_t t;
+	dir_only(&t);
+	char good[128], bad[128];
+	snprintf(good, sizeof(good), "%s/good.json", t.dir);
+	snprintf(bad, sizeof(bad), "%s/bad.json", t.dir);
+	write_file(good, "{\"gateway\":{\"port\":18999}}");
+	write_file(bad, "{\"gateway\":{\"port\":\"many\"}}");
+	result_t show = run(&t, ARGS("config", "show", "--config", good));
+	result_t print = run(&t, ARGS("config", "print", "--config", good));
+	cr_assert_eq(show.status, 0);
+	cr_assert_eq(print.status, 0);
+	cr_assert_str_eq(print.out, show.out);
+	result_free(&print);
+	print = run(&t, ARGS("config", "print", "--json", "--config", good));
+	cJSON *lines = json_lines(print.out), *pretty = cJSON_Parse(show.out);
+	cr_assert_eq(cJSON_GetArraySize(lines), 1);
+	cr_assert(cJSON_Compare(last(lines), pretty, true), "the same configuration");
+	cJSON_Delete(pretty);
+	cJSON_Delete(lines);
+	result_free(&show);
+	result_free(&print);
+
+	result_t r = run(&t, ARGS("config", "validate", "--json", "--config", good));
+	cr_assert_eq(r.status, 0);
+	lines = json_lines(r.out);
+	cr_assert(cJSON_IsTrue(jget(last(lines), "ok")));
+	cr_assert_str_eq(jstr(last(lines), "source"), good);
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("config", "validate", "--json", "--config", bad));
+	cr_assert_eq(r.status, 1);
+	lines = json_lines(r.out);
+	cr_assert(cJSON_IsFalse(jget(last(lines), "ok")));
+	cr_assert_not_null(strstr(cJSON_GetStringValue(cJSON_GetArrayItem(jget(last(lines), "errors"), 0)), "gateway.port"),
+			   "%s", r.out);
+	cJSON_Delete(lines);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, usage_errors_exit_2)
+{
+	ctx_t t;
+	dir_only(&t);
+	const char *const *cmds[] = {
+		ARGS("nonexistent"),
+		ARGS("agent"),
+		ARGS("agent", "-m", ""),
+		ARGS("agent", "-m", "x", "extra"),
+		ARGS("agent", "-m", "x", "--bogus"),
+		ARGS("agent", "-m", "x", "--timeout", "soon"),
+		ARGS("agent", "-m", "x", "--timeout", "-1"),
+		ARGS("agent", "-m", "x", "--agent", "other"),
+		ARGS("agent", "-m", "x", "--thinking", "lots"),
+		ARGS("agent", "--local", "-m", "x", "--thinking", "high"),
+		ARGS("agent", "-m", "x", "--url", "http://127.0.0.1:1"),
+		ARGS("agent", "-m", "x", "--url", "wss://127.0.0.1:1"),
+		ARGS("agent", "-m", "x", "--url", "ws://127.0.0.1:99999"),
+		ARGS("health", "extra"),
+		ARGS("health", "--json=yes"),
+		ARGS("sessions"),
+		ARGS("sessions", "forget"),
+		ARGS("sessions", "show"),
+		ARGS("sessions", "show", "k", "--limit", "0"),
+		ARGS("sessions", "list", "extra"),
+		ARGS("config"),
+		ARGS("config", "frobnicate"),
+		ARGS("config", "show", "--config"),
+		ARGS("version", "--nope"),
+		ARGS("help", "nonexistent"),
+		ARGS("gateway", "--port", "http"),
+		ARGS("mock-llm", "--port", "-3"),
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		result_t r = run(&t, cmds[i]);
+		cr_assert_eq(r.status, 2, "pincer %s %s: exit %d", cmds[i][0], cmds[i][1] ? cmds[i][1] : "", r.status);
+		cr_assert_str_neq(r.err, "", "a usage error says what is wrong");
+		cr_assert_str_eq(r.out, "", "nothing on stdout: %s", r.out);
+		result_free(&r);
+	}
+	/* no command at all */
+	const char *const none[] = {NULL};
+	result_t r = run(&t, none);
+	cr_assert_eq(r.status, 2);
+	result_free(&r);
+	down(&t);
+}
+
+Test(agent_cli, help_on_every_command_exits_0)
+{
+	ctx_t t;
+	dir_only(&t);
+	static const char *const names[] = {"agent", "config", "gateway", "health", "mock-llm", "sessions", "version"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "usage: pincer %s", names[i]);
+		result_t r = run(&t, ARGS(names[i], "--help"));
+		cr_assert_eq(r.status, 0, "%s --help: exit %d", names[i], r.status);
+		cr_assert_eq(strncmp(r.out, want, strlen(want)), 0, "%s --help:\n%s", names[i], r.out);
+		result_free(&r);
+		r = run(&t, ARGS("help", names[i]));
+		cr_assert_eq(r.status, 0);
+		cr_assert_eq(strncmp(r.out, want, strlen(want)), 0, "help %s:\n%s", names[i], r.out);
+		result_free(&r);
+	}
+	result_t r = run(&t, ARGS("--help"));
+	cr_assert_eq(r.status, 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		cr_assert_not_null(strstr(r.out, names[i]), "the command list names %s", names[i]);
+	result_free(&r);
+	down(&t);
+}
