@@ -293,8 +293,10 @@ typedef struct rx {
 	pc__buf_t *out;
 	const char *why;   /* why the pattern is refused */
 	unsigned long *fac; /* per open group: largest expansion inside it */
+	bool *has_b;        /* per open group: it holds a word boundary */
 	size_t depth;
 	unsigned long last; /* expansion of the last atom */
+	bool last_has_b;    /* the last atom is a group holding a word boundary */
 	bool atom;          /* a quantifier may follow */
 } rx_t;
 
@@ -621,6 +623,12 @@ static bool rx_quantifier(rx_t *r)
 		r->why = "a quantifier with nothing to repeat";
 		return false;
 	}
+	/* glibc's regcomp takes exponential time on word boundaries inside
+	 * a repeated group */
+	if (r->last_has_b) {
+		r->why = "a word boundary (\\b) inside a repeated group is not supported";
+		return false;
+	}
 	unsigned long times = 2; /* regcomp copies the atom for '+' */
 	if (*r->p != '{') {
 		pc__buf_append_char(r->out, (char)*r->p);
@@ -675,17 +683,23 @@ static void rx_atom(rx_t *r, unsigned long fac)
 {
 	r->atom = true;
 	r->last = fac;
+	r->last_has_b = false;
 }
 
 static bool rx_escape(rx_t *r)
 {
 	r->p++;
-	if (*r->p == 'b' || *r->p == 'B') { /* word boundaries: ASCII words in both dialects */
-		pc__buf_append_char(r->out, '\\');
-		pc__buf_append_char(r->out, (char)*r->p);
+	if (*r->p == 'b') { /* a word boundary: ASCII words in both dialects */
+		pc__buf_append_str(r->out, "\\b");
 		r->p++;
+		r->has_b[r->depth] = true;
 		r->atom = false;
 		return true;
+	}
+	if (*r->p == 'B') {
+		/* glibc's \B also holds between the bytes of one UTF-8 character */
+		r->why = "\\B (not a word boundary) is not supported";
+		return false;
 	}
 	rxset_t s = {{0}, 0};
 	if (class_escape(&s, *r->p)) {
@@ -720,6 +734,7 @@ static bool rx_step(rx_t *r)
 		r->p++;
 		pc__buf_append_char(r->out, '(');
 		r->fac[++r->depth] = 1;
+		r->has_b[r->depth] = false;
 		r->atom = false;
 		return true;
 	case ')':
@@ -731,13 +746,22 @@ static bool rx_step(rx_t *r)
 		pc__buf_append_char(r->out, ')');
 		r->depth--;
 		rx_atom(r, r->fac[r->depth + 1]);
+		r->last_has_b = r->has_b[r->depth + 1];
+		r->has_b[r->depth] |= r->last_has_b;
 		if (r->last > r->fac[r->depth])
 			r->fac[r->depth] = r->last;
 		return true;
 	case '|':
+		pc__buf_append_char(r->out, '|');
+		r->p++;
+		r->atom = false;
+		return true;
 	case '^':
 	case '$':
-		pc__buf_append_char(r->out, (char)*r->p);
+		/* ECMA's anchors (no m flag) hold only at the ends of the string;
+		 * glibc's ^ and $ also hold next to a newline the pattern
+		 * matches, its buffer anchors do not */
+		pc__buf_append_str(r->out, *r->p == '^' ? "\\`" : "\\'");
 		r->p++;
 		r->atom = false;
 		return true;
@@ -776,8 +800,11 @@ static bool rx_translate(const char *src, pc__buf_t *out, const char **why)
 	size_t n = strlen(src);
 	rx_t r = {.p = (const unsigned char *)src, .out = out, .last = 1};
 	r.fac = calloc(n + 2, sizeof(*r.fac));
-	if (!r.fac) {
-		out->err = true;
+	r.has_b = calloc(n + 2, sizeof(*r.has_b));
+	if (!r.fac || !r.has_b) {
+		free(r.fac);
+		free(r.has_b);
+		out->err = PC_ENOMEM;
 		return false;
 	}
 	r.fac[0] = 1;
@@ -794,6 +821,7 @@ static bool rx_translate(const char *src, pc__buf_t *out, const char **why)
 		ok = false;
 	}
 	free(r.fac);
+	free(r.has_b);
 	*why = r.why;
 	return ok && !out->err;
 }
