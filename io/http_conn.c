@@ -182,6 +182,7 @@ static int out_append(pc__http_conn_t *c, const char *p, size_t n)
 		c->out_tail = o;
 	}
 	c->out_bytes += n;
+	PC__IO_STAT_ADD(c->sl->loop, output_queued, n);
 	return 0;
 }
 
@@ -243,6 +244,7 @@ int pc__conn_flush(pc__http_conn_t *c)
 		pc__conn_progress(c);
 		size_t left = (size_t)w;
 		c->out_bytes -= left;
+		PC__IO_STAT_SUB(c->sl->loop, output_queued, left);
 		while (left) {
 			pc__out_t *o = c->out_head;
 			size_t rest = o->len - o->off;
@@ -335,6 +337,9 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 	pc__ioloop_unwatch(sl->loop, &c->watch);
 	pc__ioloop_timer_cancel(sl->loop, &c->timer);
 	pc__ioloop_timer_cancel(sl->loop, &c->wtimer);
+	/* What was never written is dropped with the socket. */
+	PC__IO_STAT_SUB(sl->loop, output_queued, c->out_bytes);
+	c->out_bytes = 0;
 	/* Linux releases the descriptor even when close reports an error,
 	 * and there is nothing else to do with one. */
 	(void)close(c->fd);

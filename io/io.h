@@ -64,6 +64,8 @@ typedef struct pc_io_stats {
 	uint64_t connections_dropped; /* closed for a limit, timeout or slow reader */
 	uint64_t commands;           /* commands run by the I/O threads */
 	uint64_t wakeups;            /* epoll returns */
+	uint64_t output_queued;      /* bytes server connections hold for their peers now
+				      * (written, not yet taken by the socket) */
 } pc_io_stats_t;
 
 /* Sums the counters of every I/O thread; each is read without stopping

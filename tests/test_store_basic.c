@@ -1,8 +1,9 @@
 /*
  * The store (io/store): transcripts, sessions, runs and idempotency,
  * attempts, the audit ledger, leases and fencing, rewrites, history
- * repair, group commit from threads and from actors, refusals of bad
- * input, and files that are not (our) databases.
+ * repair, session listings (orders, ties, paging), group commit from
+ * threads and from actors, refusals of bad input, and files that are not
+ * (our) databases.
  */
 #include <criterion/criterion.h>
 
@@ -645,6 +646,205 @@ Test(store, concurrent_appends_from_threads_get_unique_contiguous_seqs)
 	fx_fini(&f);
 }
 
+/* ---- session listings ---- */
+
+/* Runs SQL on the closed store's file (times chosen by the test, ties
+ * included, rather than what the clock gave). */
+static void exec_sql(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+/*
+ * Five sessions:   key  created  updated  messages  runs
+ *                  a    100      500      2         r-a1, r-a2
+ *                  b    200      500      0         r-b1
+ *                  c    200      300      1         -
+ *                  d    50       900      0         -
+ *                  e    300      100      0         -
+ */
+static void fx_five(fx_t *f)
+{
+	fx_init(f);
+	pc_store_reply_t r;
+	const char *keys[] = {"a", "b", "c", "d", "e"};
+	for (size_t i = 0; i < 5; i++)
+		cr_assert_eq(pc_store_session(f->s, keys[i], i == 0 ? "main" : NULL, NULL, NULL, &r), 0);
+	append(f->s, "a", "user", "{}", NULL);
+	append(f->s, "a", "user", "{}", NULL);
+	append(f->s, "c", "user", "{}", NULL);
+	cr_assert_eq(pc_store_run_begin(f->s, "a", "r-a1", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f->s, "a", "r-a2", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f->s, "b", "r-b1", NULL, &r), 0);
+	cr_assert_eq(pc_store_close(f->s), 0);
+	exec_sql(f->path, "UPDATE sessions SET created_ms = 100, updated_ms = 500 WHERE key = 'a';"
+			  "UPDATE sessions SET created_ms = 200, updated_ms = 500 WHERE key = 'b';"
+			  "UPDATE sessions SET created_ms = 200, updated_ms = 300 WHERE key = 'c';"
+			  "UPDATE sessions SET created_ms = 50, updated_ms = 900 WHERE key = 'd';"
+			  "UPDATE sessions SET created_ms = 300, updated_ms = 100 WHERE key = 'e';"
+			  "UPDATE runs SET started_ms = 1000 WHERE session_key = 'a';");
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(f, &cfg);
+}
+
+/* The keys of one page, joined ("dab"). */
+static void page_keys(pc_store_sessions_t *l, char *out, size_t cap)
+{
+	size_t n = pc_store_sessions_count(l), k = 0;
+	for (size_t i = 0; i < n && k + 1 < cap; i++) {
+		pc_store_session_entry_t e;
+		pc_store_sessions_get(l, i, &e);
+		k += (size_t)snprintf(out + k, cap - k, "%s", e.key);
+	}
+	out[k] = '\0';
+}
+
+/* Every page of `order` at `limit` a page, joined with "|". */
+static void all_pages(pc_store_t *s, pc_store_sessions_order_t order, uint32_t limit, char *out, size_t cap)
+{
+	pc_store_sessions_query_t q = {.limit = limit, .order = order};
+	char last[64] = "";
+	size_t k = 0;
+	out[0] = '\0';
+	for (int guard = 0; guard < 10; guard++) {
+		pc_store_sessions_t *l = NULL;
+		cr_assert_eq(pc_store_sessions(s, &q, &l), 0);
+		char keys[64];
+		page_keys(l, keys, sizeof(keys));
+		k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? "|" : "", keys);
+		size_t n = pc_store_sessions_count(l);
+		bool more = pc_store_sessions_more(l);
+		if (n > 0) {
+			pc_store_session_entry_t e;
+			pc_store_sessions_get(l, n - 1, &e);
+			snprintf(last, sizeof(last), "%s", e.key);
+			q.after_key = last;
+			q.after_ms = order == PC_STORE_SESSIONS_CREATED ? e.created_ms : e.updated_ms;
+		}
+		pc_store_sessions_free(l);
+		if (!more)
+			return;
+	}
+	cr_assert_fail("paging did not end");
+}
+
+Test(store, sessions_entries_carry_ids_times_seq_and_runs)
+{
+	fx_t f;
+	fx_five(&f);
+	pc_store_sessions_query_t q = {.order = PC_STORE_SESSIONS_KEY};
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions(f.s, &q, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), 5);
+	cr_assert_not(pc_store_sessions_more(l));
+	pc_store_session_entry_t e;
+	pc_store_sessions_get(l, 0, &e);
+	cr_assert_str_eq(e.key, "a");
+	cr_assert_str_eq(e.agent, "main");
+	cr_assert_eq(strlen(e.id), 32, "a generated session id: %s", e.id);
+	cr_assert_eq(e.created_ms, 100);
+	cr_assert_eq(e.updated_ms, 500);
+	cr_assert_eq(e.last_seq, 2);
+	cr_assert_eq(e.runs, 2);
+	/* both runs began in the same millisecond: the later one is the latest */
+	cr_assert_str_eq(e.last_run_id, "r-a2");
+	pc_store_sessions_get(l, 1, &e);
+	cr_assert_null(e.agent);
+	cr_assert_eq(e.last_seq, 0);
+	cr_assert_eq(e.runs, 1);
+	cr_assert_str_eq(e.last_run_id, "r-b1");
+	pc_store_sessions_get(l, 2, &e);
+	cr_assert_eq(e.last_seq, 1);
+	cr_assert_eq(e.runs, 0);
+	cr_assert_null(e.last_run_id);
+	/* out of range: all zero */
+	pc_store_sessions_get(l, 5, &e);
+	cr_assert_null(e.key);
+	pc_store_sessions_free(l);
+	fx_fini(&f);
+}
+
+/* Time ties break by key; pages of two cross the ties by the cursor; a
+ * page that ends at the last session says no more follow. */
+Test(store, sessions_list_in_three_orders_and_in_pages)
+{
+	static const struct {
+		pc_store_sessions_order_t order;
+		uint32_t limit;
+		const char *want;
+	} cases[] = {
+		{PC_STORE_SESSIONS_UPDATED, 10, "dabce"}, {PC_STORE_SESSIONS_CREATED, 10, "ebcad"},
+		{PC_STORE_SESSIONS_KEY, 10, "abcde"},     {PC_STORE_SESSIONS_UPDATED, 2, "da|bc|e"},
+		{PC_STORE_SESSIONS_CREATED, 2, "eb|ca|d"}, {PC_STORE_SESSIONS_KEY, 2, "ab|cd|e"},
+		{PC_STORE_SESSIONS_KEY, 5, "abcde"},
+	};
+	fx_t f;
+	fx_five(&f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char got[64];
+		all_pages(f.s, cases[i].order, cases[i].limit, got, sizeof(got));
+		cr_assert_str_eq(got, cases[i].want, "case %zu", i);
+	}
+	fx_fini(&f);
+}
+
+Test(store, sessions_an_empty_store_lists_nothing)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions(f.s, NULL, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), 0);
+	cr_assert_not(pc_store_sessions_more(l));
+	pc_store_sessions_free(l);
+	fx_fini(&f);
+}
+
+Test(store, sessions_the_default_limit_applies)
+{
+	fx_t f;
+	fx_init(&f);
+	for (unsigned i = 0; i < PC_STORE_SESSIONS_DEFAULT + 1; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "k%03u", i);
+		append(f.s, key, "user", "{}", NULL);
+	}
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions(f.s, NULL, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), PC_STORE_SESSIONS_DEFAULT);
+	cr_assert(pc_store_sessions_more(l));
+	pc_store_sessions_free(l);
+	fx_fini(&f);
+}
+
+Test(store, sessions_bad_queries_are_refused)
+{
+	pc_msg_t *m = NULL;
+	pc_store_sessions_query_t q = {.limit = PC_STORE_SESSIONS_MAX + 1};
+	cr_assert_eq(pc_store_req_sessions(&q, &m), PC_EINVAL);
+	cr_assert_null(m);
+	q = (pc_store_sessions_query_t){.order = (pc_store_sessions_order_t)3};
+	cr_assert_eq(pc_store_req_sessions(&q, &m), PC_EINVAL);
+	char key[PC_STORE_NAME_MAX + 2];
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	q = (pc_store_sessions_query_t){.after_key = key};
+	cr_assert_eq(pc_store_req_sessions(&q, &m), PC_EINVAL);
+	cr_assert_eq(pc_store_req_sessions(NULL, NULL), PC_EINVAL);
+	q = (pc_store_sessions_query_t){.limit = PC_STORE_SESSIONS_MAX};
+	cr_assert_eq(pc_store_req_sessions(&q, &m), 0);
+	/* a request is not a reply */
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions_take(m, &l), PC_EINVAL);
+	cr_assert_null(l);
+	pc_msg_free(m);
+	cr_assert_eq(pc_store_sessions(NULL, NULL, &l), PC_EINVAL);
+}
+
 /* An actor that pc_asks many appends at once and counts the replies. */
 typedef struct asker {
 	pc_actor_t *store;
@@ -652,6 +852,9 @@ typedef struct asker {
 	int64_t max_seq;
 	int hist_rc;
 	size_t hist_count;
+	int list_rc;
+	size_t list_count;
+	int64_t list_seq; /* the listed session's last seq */
 	volatile int done;
 } asker_t;
 
@@ -688,6 +891,19 @@ static int asker_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 		a->hist_rc = pc_store_history_take(m, &h);
 		a->hist_count = pc_store_history_count(h);
 		pc_store_history_free(h);
+		pc_msg_t *req = NULL;
+		CHECK(pc_store_req_sessions(NULL, &req) == 0, "build sessions");
+		CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask sessions");
+		return 0;
+	}
+	if (m->type == PC_STORE_MSG_SESSIONS) {
+		pc_store_sessions_t *l = NULL;
+		a->list_rc = pc_store_sessions_take(m, &l);
+		a->list_count = pc_store_sessions_count(l);
+		pc_store_session_entry_t e;
+		pc_store_sessions_get(l, 0, &e);
+		a->list_seq = e.last_seq;
+		pc_store_sessions_free(l);
 		STORE(a->done, 1);
 	}
 	return 0;
@@ -713,6 +929,9 @@ Test(store, actors_ask_and_get_replies_after_commit)
 	cr_assert_eq(a->max_seq, 1000);
 	cr_assert_eq(a->hist_rc, 0);
 	cr_assert_eq(a->hist_count, 1000);
+	cr_assert_eq(a->list_rc, 0);
+	cr_assert_eq(a->list_count, 1);
+	cr_assert_eq(a->list_seq, 1000);
 	pc_actor_stop(act, PC_EXIT_NORMAL);
 	pc_actor_release(act);
 	quiesce(f.rt);

@@ -156,7 +156,18 @@ static const char *const wsql[W_N] = {
 	[W_LEASE_SET] = "UPDATE sessions SET lease_owner = ?2, lease_epoch = ?3, lease_expires_ms = ?4 WHERE key = ?1",
 };
 
-enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_N };
+enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_N };
+
+/* A listed session's columns, then its run count and latest run (the
+ * runs_session index answers both). ?1 the cursor key (NULL: the first
+ * page), ?2 the cursor time, ?3 the page size plus one (to tell whether
+ * more follow). */
+#define LIST_COLUMNS                                                                                 \
+	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq,"                      \
+	" (SELECT count(*) FROM runs r WHERE r.session_key = s.key),"                                \
+	" (SELECT r.run_id FROM runs r WHERE r.session_key = s.key"                                 \
+	"  ORDER BY r.started_ms DESC, r.rowid DESC LIMIT 1)"                                        \
+	" FROM sessions s "
 
 static const char *const rsql[R_N] = {
 	[R_BEGIN] = "BEGIN",
@@ -166,6 +177,11 @@ static const char *const rsql[R_N] = {
 	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
 		   " WHERE session_key = ?1 ORDER BY seq",
 	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
+	[R_LIST_UPDATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.updated_ms < ?2 OR (s.updated_ms = ?2 AND s.key > ?1)"
+				       " ORDER BY s.updated_ms DESC, s.key LIMIT ?3",
+	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
+				       " ORDER BY s.created_ms DESC, s.key LIMIT ?3",
+	[R_LIST_KEY] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.key > ?1 ORDER BY s.key LIMIT ?3",
 };
 
 static const char *const run_status_names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
@@ -910,6 +926,65 @@ static pc_msg_t *history(be_t *be, const char *key)
 	return m ? m : pc__store_hist_error(PC_ENOMEM);
 }
 
+/* One page of sessions into b; *more when a row beyond it exists. */
+static int read_sessions(reader_t *r, const pc__store_op_t *op, pc__store_list_builder_t *b, bool *more)
+{
+	int64_t limit = op->i[I_SL_LIMIT], order = op->i[I_SL_ORDER];
+	sqlite3_stmt *st = r->st[order == PC_STORE_SESSIONS_KEY		? R_LIST_KEY
+				 : order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED
+								      : R_LIST_UPDATED];
+	int berr = 0;
+	bind_s(&berr, st, 1, op, S_SL_AFTER);
+	if (order != PC_STORE_SESSIONS_KEY)
+		bind_i(&berr, st, 2, op->i[I_SL_AFTER_MS]);
+	bind_i(&berr, st, 3, limit + 1);
+	int rc;
+	while ((rc = step_b(r->db, st, berr)) == 1) {
+		if ((int64_t)b->n == limit) {
+			*more = true;
+			done(st);
+			return 0;
+		}
+		static const int text_cols[4] = {0, 1, 2, 7};
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, text_cols[k]);
+			len[k] = (size_t)sqlite3_column_bytes(st, text_cols[k]);
+		}
+		pc__store_list_ent_t e = {
+			.created_ms = sqlite3_column_int64(st, 3),
+			.updated_ms = sqlite3_column_int64(st, 4),
+			.last_seq = sqlite3_column_int64(st, 5),
+			.runs = (uint64_t)sqlite3_column_int64(st, 6),
+		};
+		rc = pc__store_list_add(b, &e, str, len);
+		if (rc != 0) {
+			done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *sessions(be_t *be, const pc__store_op_t *op)
+{
+	reader_t *r = NULL;
+	pc__store_list_builder_t b = {0};
+	bool more = false;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
+	rc = read_sessions(r, op, &b, &more);
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_list_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
+	}
+	pc_msg_t *m = pc__store_list_finish(&b, more);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
+}
+
 static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
 {
 	be_t *be = p;
@@ -917,8 +992,10 @@ static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
 		return run_get(be, op);
 	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
 		return history(be, op->s[S_HI_KEY]);
-	pc_store_reply_t res = {.rc = PC_EINVAL};
-	return op->kind == PC_STORE_REQ_HISTORY ? pc__store_hist_error(PC_EINVAL) : pc__store_reply_msg(&res);
+	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
+	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
+		return sessions(be, op);
+	return pc__store_error_reply(op->kind, PC_EINVAL);
 }
 
 /* ---- open / close ---- */

@@ -390,6 +390,22 @@ int pc_store_req_run_get(const char *run_id, pc_msg_t **out)
 	return req_build(PC_STORE_REQ_RUN_GET, NULL, 0, s, S_RG_N, S_RG_N, 1u << S_RG_RUN, out);
 }
 
+int pc_store_req_sessions(const pc_store_sessions_query_t *q, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_store_sessions_query_t d = {0};
+	if (!q)
+		q = &d;
+	if (q->limit > PC_STORE_SESSIONS_MAX || (int)q->order < PC_STORE_SESSIONS_UPDATED ||
+	    (int)q->order > PC_STORE_SESSIONS_KEY)
+		return PC_EINVAL;
+	const char *s[S_SL_N] = {q->after_key};
+	int64_t i[I_SL_N] = {q->limit ? q->limit : PC_STORE_SESSIONS_DEFAULT, q->order, q->after_ms};
+	return req_build(PC_STORE_REQ_SESSIONS, i, I_SL_N, s, S_SL_N, S_SL_N, 0, out);
+}
+
 int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out)
 {
 	if (!m || !out || m->type != PC_STORE_MSG_REPLY || m->size != sizeof(*out))
@@ -408,13 +424,31 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
 	return m;
 }
 
+static pc_msg_t *list_error(int rc);
+
+pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
+{
+	if (kind == PC_STORE_REQ_HISTORY)
+		return pc__store_hist_error(rc);
+	if (kind == PC_STORE_REQ_SESSIONS)
+		return list_error(rc);
+	pc_store_reply_t r = {.rc = rc};
+	return pc__store_reply_msg(&r);
+}
+
+static bool is_read(uint32_t kind)
+{
+	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS;
+}
+
 /* Answers a decoded op (if it asked) with its result; frees the op. A
  * reply that cannot be allocated is lost: the asker's timeout covers it. */
 static void op_answer(pc__store_op_t *op)
 {
 	if (op->reply_to) {
-		pc_msg_t *m = op->kind == PC_STORE_REQ_HISTORY ? pc__store_hist_error(op->res.rc)
-								: pc__store_reply_msg(&op->res);
+		pc_msg_t *m = op->kind == PC_STORE_REQ_RUN_GET || !is_read(op->kind)
+				      ? pc__store_reply_msg(&op->res)
+				      : pc__store_error_reply(op->kind, op->res.rc);
 		if (m) {
 			m->corr = op->corr;
 			/* An asker that has stopped frees the reply as a dead
@@ -430,49 +464,75 @@ static void answer_now(const pc_msg_t *req, int rc)
 {
 	if (!req->reply_to)
 		return;
-	pc_msg_t *m;
-	if (req->type == PC_STORE_REQ_HISTORY) {
-		m = pc__store_hist_error(rc);
-	} else {
-		pc_store_reply_t r = {.rc = rc};
-		m = pc__store_reply_msg(&r);
-	}
+	pc_msg_t *m = pc__store_error_reply(req->type, rc);
 	if (m)
 		pc_reply(req, m);
 }
 
-/* ---- history payloads ---- */
+/* ---- read payloads (history, session listings) ---- */
 
 /* Appends n strings (NULL = absent) to the byte area; their offsets go to
  * off[]. */
-static int hist_put(pc__store_hist_builder_t *b, const char *const *str, const size_t *len, int n, uint32_t *off)
+static int strs_put(pc__store_strs_t *a, const char *const *str, const size_t *len, int n, uint32_t *off)
 {
 	size_t need = 0;
 	for (int k = 0; k < n; k++)
 		need += str[k] ? len[k] + 1 : 0;
-	if (need > PC_MSG_MAX_PAYLOAD - b->blen)
+	if (need > PC_MSG_MAX_PAYLOAD - a->len)
 		return PC_STORE_ETOOBIG;
-	if (b->blen + need > b->bcap) {
-		size_t cap = b->bcap ? b->bcap * 2 : 4096;
-		while (cap < b->blen + need)
+	if (a->len + need > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 4096;
+		while (cap < a->len + need)
 			cap *= 2;
-		char *nb = realloc(b->bytes, cap);
+		char *nb = realloc(a->bytes, cap);
 		if (!nb)
 			return PC_ENOMEM;
-		b->bytes = nb;
-		b->bcap = cap;
+		a->bytes = nb;
+		a->cap = cap;
 	}
 	for (int k = 0; k < n; k++) {
 		if (!str[k]) {
 			off[k] = PC__STR_NULL;
 			continue;
 		}
-		off[k] = (uint32_t)b->blen;
-		memcpy(b->bytes + b->blen, str[k], len[k]);
-		b->bytes[b->blen + len[k]] = 0;
-		b->blen += len[k] + 1;
+		off[k] = (uint32_t)a->len;
+		memcpy(a->bytes + a->len, str[k], len[k]);
+		a->bytes[a->len + len[k]] = 0;
+		a->len += len[k] + 1;
 	}
 	return 0;
+}
+
+/* Entries v (n of `size` bytes, room for *cap) with room for one more:
+ * v itself, or v grown (doubled, *cap updated), or NULL when it cannot
+ * grow (v is then unchanged). */
+static void *ents_room(void *v, size_t n, size_t *cap, size_t size)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? *cap * 2 : 64;
+	void *nv = realloc(v, c * size);
+	if (nv)
+		*cap = c;
+	return nv;
+}
+
+/* A reply of `type`: `head` (hsize bytes), the entries, the strings; NULL
+ * when it would not fit a message or on ENOMEM. */
+static pc_msg_t *payload_msg(uint32_t type, const void *head, size_t hsize, const void *ents, size_t esize,
+			     const pc__store_strs_t *strs)
+{
+	size_t size = hsize + esize + strs->len;
+	pc_msg_t *m = size <= PC_MSG_MAX_PAYLOAD ? pc_msg_new(type, size) : NULL;
+	if (m) {
+		char *p = pc_msg_data(m);
+		memcpy(p, head, hsize);
+		if (esize)
+			memcpy(p + hsize, ents, esize);
+		if (strs->len)
+			memcpy(p + hsize + esize, strs->bytes, strs->len);
+	}
+	return m;
 }
 
 int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], const size_t len[3], int64_t created_ms,
@@ -480,22 +540,18 @@ int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], cons
 {
 	b->head.created_ms = created_ms;
 	b->head.updated_ms = updated_ms;
-	return hist_put(b, str, len, 3, b->head.sess_off);
+	return strs_put(&b->strs, str, len, 3, b->head.sess_off);
 }
 
 int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
 		       const size_t len[4])
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		pc__store_hist_ent_t *e = realloc(b->ents, cap * sizeof(*e));
-		if (!e)
-			return PC_ENOMEM;
-		b->ents = e;
-		b->cap = cap;
-	}
-	pc__store_hist_ent_t *e = &b->ents[b->n];
-	int rc = hist_put(b, str, len, 4, e->off);
+	pc__store_hist_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
+	if (!v)
+		return PC_ENOMEM;
+	b->ents = v;
+	pc__store_hist_ent_t *e = &v[b->n];
+	int rc = strs_put(&b->strs, str, len, 4, e->off);
 	if (rc != 0)
 		return rc;
 	e->seq = seq;
@@ -506,21 +562,11 @@ int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created
 
 pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq)
 {
-	size_t ents = b->n * sizeof(pc__store_hist_ent_t);
-	size_t size = sizeof(pc__store_hist_t) + ents + b->blen;
-	pc_msg_t *m = size <= PC_MSG_MAX_PAYLOAD ? pc_msg_new(PC_STORE_MSG_HISTORY, size) : NULL;
-	if (m) {
-		char *p = pc_msg_data(m);
-		pc__store_hist_t h = b->head;
-		h.rc = 0;
-		h.count = (uint32_t)b->n;
-		h.last_seq = last_seq;
-		memcpy(p, &h, sizeof(h));
-		if (ents)
-			memcpy(p + sizeof(h), b->ents, ents);
-		if (b->blen)
-			memcpy(p + sizeof(h) + ents, b->bytes, b->blen);
-	}
+	pc__store_hist_t h = b->head;
+	h.rc = 0;
+	h.count = (uint32_t)b->n;
+	h.last_seq = last_seq;
+	pc_msg_t *m = payload_msg(PC_STORE_MSG_HISTORY, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
 	pc__store_hist_clear(b);
 	return m;
 }
@@ -528,18 +574,63 @@ pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq)
 void pc__store_hist_clear(pc__store_hist_builder_t *b)
 {
 	free(b->ents);
-	free(b->bytes);
+	free(b->strs.bytes);
 	*b = (pc__store_hist_builder_t){0};
+}
+
+int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
+		       const size_t len[4])
+{
+	pc__store_list_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
+	if (!v)
+		return PC_ENOMEM;
+	b->ents = v;
+	pc__store_list_ent_t *d = &v[b->n];
+	int rc = strs_put(&b->strs, str, len, 4, d->off);
+	if (rc != 0)
+		return rc;
+	d->created_ms = e->created_ms;
+	d->updated_ms = e->updated_ms;
+	d->last_seq = e->last_seq;
+	d->runs = e->runs;
+	b->n++;
+	return 0;
+}
+
+pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more)
+{
+	pc__store_list_t h = {.count = (uint32_t)b->n, .more = more};
+	pc_msg_t *m = payload_msg(PC_STORE_MSG_SESSIONS, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
+	pc__store_list_clear(b);
+	return m;
+}
+
+void pc__store_list_clear(pc__store_list_builder_t *b)
+{
+	free(b->ents);
+	free(b->strs.bytes);
+	*b = (pc__store_list_builder_t){0};
+}
+
+static pc_msg_t *list_error(int rc)
+{
+	pc__store_list_t h = {.rc = rc};
+	pc__store_strs_t none = {0};
+	return payload_msg(PC_STORE_MSG_SESSIONS, &h, sizeof(h), NULL, 0, &none);
 }
 
 pc_msg_t *pc__store_hist_error(int rc)
 {
-	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_HISTORY, sizeof(pc__store_hist_t));
-	if (m) {
-		pc__store_hist_t h = {.rc = rc};
-		memcpy(pc_msg_data(m), &h, sizeof(h));
-	}
-	return m;
+	pc__store_hist_t h = {.rc = rc};
+	pc__store_strs_t none = {0};
+	return payload_msg(PC_STORE_MSG_HISTORY, &h, sizeof(h), NULL, 0, &none);
+}
+
+/* The n strings at offsets `off` of `bytes` (NULL where absent). */
+static void strs_get(const char *bytes, const uint32_t *off, int n, const char **out)
+{
+	for (int k = 0; k < n; k++)
+		out[k] = off[k] == PC__STR_NULL ? NULL : bytes + off[k];
 }
 
 struct pc_store_history {
@@ -610,8 +701,7 @@ void pc_store_history_session(const pc_store_history_t *h, pc_store_session_t *o
 	if (!h)
 		return;
 	const char *f[3];
-	for (int k = 0; k < 3; k++)
-		f[k] = h->head.sess_off[k] == PC__STR_NULL ? NULL : h->bytes + h->head.sess_off[k];
+	strs_get(h->bytes, h->head.sess_off, 3, f);
 	*out = (pc_store_session_t){f[0], f[1], f[2], h->head.created_ms, h->head.updated_ms};
 }
 
@@ -622,8 +712,7 @@ void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t 
 		return;
 	const pc__store_hist_ent_t *e = &h->ents[i];
 	const char *f[4];
-	for (int k = 0; k < 4; k++)
-		f[k] = e->off[k] == PC__STR_NULL ? NULL : h->bytes + e->off[k];
+	strs_get(h->bytes, e->off, 4, f);
 	/* stored JSON was checked on its way in */
 	*out = (pc_store_msg_t){e->seq, e->created_ms, f[0], f[1], f[2], f[3], true};
 }
@@ -634,6 +723,71 @@ void pc_store_history_free(pc_store_history_t *h)
 		return;
 	pc_msg_free(h->msg);
 	free(h);
+}
+
+struct pc_store_sessions {
+	pc__store_list_t head;
+	const pc__store_list_ent_t *ents;
+	const char *bytes;
+	pc_msg_t *msg; /* the payload the pointers point into */
+};
+
+int pc_store_sessions_take(const pc_msg_t *m, pc_store_sessions_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!m || m->type != PC_STORE_MSG_SESSIONS || m->size < sizeof(pc__store_list_t))
+		return PC_EINVAL;
+	pc__store_list_t h;
+	memcpy(&h, pc_msg_cdata(m), sizeof(h));
+	if (h.rc != 0)
+		return h.rc;
+	if (h.count > (m->size - sizeof(h)) / sizeof(pc__store_list_ent_t))
+		return PC_EINVAL;
+	pc_store_sessions_t *l = calloc(1, sizeof(*l));
+	pc_msg_t *copy = l ? pc_msg_new(m->type, m->size) : NULL;
+	if (!copy) {
+		free(l);
+		return PC_ENOMEM;
+	}
+	memcpy(pc_msg_data(copy), pc_msg_cdata(m), m->size);
+	const char *p = pc_msg_cdata(copy);
+	l->msg = copy;
+	l->head = h;
+	l->ents = (const pc__store_list_ent_t *)(const void *)(p + sizeof(h));
+	l->bytes = p + sizeof(h) + h.count * sizeof(pc__store_list_ent_t);
+	*out = l;
+	return 0;
+}
+
+size_t pc_store_sessions_count(const pc_store_sessions_t *l)
+{
+	return l ? l->head.count : 0;
+}
+
+bool pc_store_sessions_more(const pc_store_sessions_t *l)
+{
+	return l && l->head.more;
+}
+
+void pc_store_sessions_get(const pc_store_sessions_t *l, size_t i, pc_store_session_entry_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->head.count)
+		return;
+	const pc__store_list_ent_t *e = &l->ents[i];
+	const char *f[4];
+	strs_get(l->bytes, e->off, 4, f);
+	*out = (pc_store_session_entry_t){f[0], f[1], f[2], e->created_ms, e->updated_ms, e->last_seq, e->runs, f[3]};
+}
+
+void pc_store_sessions_free(pc_store_sessions_t *l)
+{
+	if (!l)
+		return;
+	pc_msg_free(l->msg);
+	free(l);
 }
 
 /* ---- blocking jobs ---- */
@@ -838,7 +992,7 @@ static int on_request(pc_ctx_t *ctx, store_actor_t *a, const pc_msg_t *m)
 		answer_now(m, rc);
 		return 0;
 	}
-	if (m->type == PC_STORE_REQ_HISTORY || m->type == PC_STORE_REQ_RUN_GET) {
+	if (is_read(m->type)) {
 		if (!op->reply_to) {
 			pc__store_op_free(op);
 			return 0;
@@ -917,7 +1071,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SESSION_SET)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SESSIONS)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -1064,18 +1218,25 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 /* ---- plain-thread wrappers ---- */
 
 /* Sends `req` (built by the caller with code `built`) and waits for the
- * reply. */
+ * reply: *rep, the caller's. */
+static int ask(pc_store_t *s, int built, pc_msg_t *req, pc_msg_t **rep)
+{
+	*rep = NULL;
+	if (built != 0)
+		return built;
+	if (!s) {
+		pc_msg_free(req);
+		return PC_EINVAL;
+	}
+	return pc_ask_sync(s->actor, req, s->cfg.timeout_ms, rep);
+}
+
+/* ask() for a PC_STORE_MSG_REPLY, read into *out (may be NULL). */
 static int call(pc_store_t *s, int built, pc_msg_t *req, pc_store_reply_t *out)
 {
 	pc_store_reply_t r = {0};
 	pc_msg_t *rep = NULL;
-	int rc = built;
-	if (rc == 0 && !s) {
-		pc_msg_free(req);
-		rc = PC_EINVAL;
-	} else if (rc == 0) {
-		rc = pc_ask_sync(s->actor, req, s->cfg.timeout_ms, &rep);
-	}
+	int rc = ask(s, built, req, &rep);
 	if (rc == 0)
 		rc = pc_store_reply_get(rep, &r);
 	if (rc == 0)
@@ -1186,17 +1347,26 @@ int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out)
 	*out = NULL;
 	pc_msg_t *m = NULL, *rep = NULL;
 	int rc = pc_store_req_history(key, &m);
-	if (rc == 0 && !s) {
-		pc_msg_free(m);
-		rc = PC_EINVAL;
-	} else if (rc == 0) {
-		rc = pc_ask_sync(s->actor, m, s->cfg.timeout_ms, &rep);
-	}
+	rc = ask(s, rc, m, &rep);
 	if (rc == 0) {
 		rc = history_adopt(rep, out);
 		if (rc == 0)
 			rep = NULL;
 	}
+	pc_msg_free(rep);
+	return rc;
+}
+
+int pc_store_sessions(pc_store_t *s, const pc_store_sessions_query_t *q, pc_store_sessions_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_sessions(q, &m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_sessions_take(rep, out);
 	pc_msg_free(rep);
 	return rc;
 }

@@ -187,7 +187,8 @@ typedef struct pc_store_audit {
 
 /* Message types. Requests go to pc_store_actor(); every request asked
  * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
- * PC_STORE_REQ_HISTORY, PC_STORE_MSG_REPLY for everything else. */
+ * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
+ * PC_STORE_MSG_REPLY for everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -201,8 +202,10 @@ enum {
 	PC_STORE_REQ_HISTORY,
 	PC_STORE_REQ_RUN_GET,
 	PC_STORE_REQ_SESSION_SET,
+	PC_STORE_REQ_SESSIONS,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
+	PC_STORE_MSG_SESSIONS,
 };
 
 /* The payload of a PC_STORE_MSG_REPLY. */
@@ -292,6 +295,65 @@ void pc_store_history_session(const pc_store_history_t *h, pc_store_session_t *o
 void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t *out);
 void pc_store_history_free(pc_store_history_t *h);
 
+/* ---- session listings ---- */
+
+/*
+ * Sessions in pages. A page holds at most `limit` sessions in `order`;
+ * the next page starts after the last entry of this one: pass its key as
+ * after_key and, for the two time orders, its updated_ms (UPDATED) or
+ * created_ms (CREATED) as after_ms. Paging by cursor rather than by offset
+ * neither skips nor repeats a session that keeps its place while the
+ * caller pages; a session updated meanwhile moves (UPDATED) and may be
+ * seen twice or not at all. A page reads every session row (its cost
+ * grows with the number of sessions) plus, per listed session, its runs'
+ * index entries.
+ */
+typedef enum pc_store_sessions_order {
+	PC_STORE_SESSIONS_UPDATED = 0, /* most recently updated first; ties by key */
+	PC_STORE_SESSIONS_CREATED,     /* most recently created first; ties by key */
+	PC_STORE_SESSIONS_KEY,         /* by key, bytewise ascending */
+} pc_store_sessions_order_t;
+
+#define PC_STORE_SESSIONS_DEFAULT 100u
+#define PC_STORE_SESSIONS_MAX 1000u
+
+typedef struct pc_store_sessions_query {
+	uint32_t limit;                  /* 0: PC_STORE_SESSIONS_DEFAULT; at most _MAX */
+	pc_store_sessions_order_t order;
+	const char *after_key;           /* the previous page's last key; NULL: the first page */
+	int64_t after_ms;                /* that entry's updated_ms / created_ms (time orders) */
+} pc_store_sessions_query_t;
+
+/* The request for a page (a read, answered from a reader connection);
+ * q NULL: the first page with the defaults. PC_EINVAL for a limit over
+ * PC_STORE_SESSIONS_MAX, an unknown order or a cursor key over
+ * PC_STORE_NAME_MAX. Reply: PC_STORE_MSG_SESSIONS. */
+int pc_store_req_sessions(const pc_store_sessions_query_t *q, pc_msg_t **out);
+
+/* One listed session; strings point into the listing. */
+typedef struct pc_store_session_entry {
+	const char *key, *id;
+	const char *agent;         /* may be NULL */
+	int64_t created_ms, updated_ms; /* wall clock ms; updated by appends and metadata */
+	int64_t last_seq;          /* the transcript's last seq (0: no message yet); a
+				    * rewrite gives new numbers, so it is not a count */
+	uint64_t runs;             /* runs recorded for the session */
+	const char *last_run_id;   /* the most recently begun run, or NULL */
+} pc_store_session_entry_t;
+
+typedef struct pc_store_sessions pc_store_sessions_t;
+
+/* Takes a copy of a PC_STORE_MSG_SESSIONS reply (borrowed) as a listing the
+ * caller owns (pc_store_sessions_free). Returns the reply's code when the
+ * read failed (then *out is NULL). */
+int pc_store_sessions_take(const pc_msg_t *m, pc_store_sessions_t **out);
+size_t pc_store_sessions_count(const pc_store_sessions_t *l);
+/* True when sessions beyond this page exist (at the time of the read). */
+bool pc_store_sessions_more(const pc_store_sessions_t *l);
+/* Entry i (< count). */
+void pc_store_sessions_get(const pc_store_sessions_t *l, size_t i, pc_store_session_entry_t *out);
+void pc_store_sessions_free(pc_store_sessions_t *l);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -321,6 +383,8 @@ int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, int64_t *epoch);
 int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch);
 int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
+/* q NULL: the first page, default limit, most recently updated first. */
+int pc_store_sessions(pc_store_t *s, const pc_store_sessions_query_t *q, pc_store_sessions_t **out);
 
 /* ---- transcript hygiene (pure; no store needed) ---- */
 

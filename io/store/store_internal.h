@@ -66,6 +66,15 @@ enum { S_HI_KEY = 0, S_HI_N };
 enum { S_RG_RUN = 0, S_RG_N };
 enum { S_SS_KEY = 0, S_SS_META, S_SS_N };
 enum { I_SS_EPOCH = 0, I_SS_N };
+enum { S_SL_AFTER = 0, S_SL_N };
+enum { I_SL_LIMIT = 0, I_SL_ORDER, I_SL_AFTER_MS, I_SL_N };
+
+/* Strings appended back to back (each NUL-terminated) to one byte area,
+ * found by their offsets from its start (PC__STR_NULL = absent). */
+typedef struct pc__store_strs {
+	char *bytes;
+	size_t len, cap;
+} pc__store_strs_t;
 
 /*
  * A history reply payload: the header, `count` entries, then the string
@@ -89,8 +98,7 @@ typedef struct pc__store_hist_ent {
 typedef struct pc__store_hist_builder {
 	pc__store_hist_ent_t *ents;
 	size_t n, cap;
-	char *bytes;
-	size_t blen, bcap;
+	pc__store_strs_t strs;
 	pc__store_hist_t head; /* rc, count and last_seq are set by finish */
 } pc__store_hist_builder_t;
 
@@ -106,6 +114,44 @@ pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq);
 void pc__store_hist_clear(pc__store_hist_builder_t *b);
 /* A history reply carrying only a failure code (NULL on ENOMEM). */
 pc_msg_t *pc__store_hist_error(int rc);
+
+/*
+ * A sessions reply payload (PC_STORE_REQ_SESSIONS): the header, `count`
+ * entries, then the string bytes, as for history.
+ */
+typedef struct pc__store_list {
+	int32_t rc;
+	uint32_t count;
+	uint32_t more; /* 1: rows beyond this page */
+	uint32_t pad;
+} pc__store_list_t;
+
+typedef struct pc__store_list_ent {
+	int64_t created_ms, updated_ms, last_seq;
+	uint64_t runs;
+	uint32_t off[4]; /* key, id, agent, last run id */
+} pc__store_list_ent_t;
+
+/* Builds a sessions reply on a blocking thread. */
+typedef struct pc__store_list_builder {
+	pc__store_list_ent_t *ents;
+	size_t n, cap;
+	pc__store_strs_t strs;
+} pc__store_list_builder_t;
+
+/* Adds one session: `e`'s numbers and the strings (key, id, agent, last
+ * run id; NULL = absent). */
+int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
+		       const size_t len[4]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more);
+void pc__store_list_clear(pc__store_list_builder_t *b);
+
+/* The reply a request of `kind` gets when it failed with `rc`: a history,
+ * a sessions list or a plain reply carrying only the code (NULL on
+ * ENOMEM). */
+pc_msg_t *pc__store_error_reply(uint32_t kind, int rc);
 
 /* A PC_STORE_MSG_REPLY carrying `r` (NULL on ENOMEM). */
 pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
@@ -133,8 +179,8 @@ typedef struct pc__store_backend {
 	int (*commit)(void *be);
 	void (*rollback)(void *be);
 	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
-	 * snapshot; PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only
-	 * on ENOMEM. */
+	 * snapshot; PC_STORE_REQ_SESSIONS: a PC_STORE_MSG_SESSIONS page;
+	 * PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only on ENOMEM. */
 	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
 } pc__store_backend_t;
 
