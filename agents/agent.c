@@ -704,6 +704,97 @@ static int own_tools(pc_agent_t *a)
 	return rc;
 }
 
+/* ---- metrics ---- */
+
+/* Run and attempt durations: from 10 ms to an hour. */
+static const double duration_buckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+					  1800, 3600};
+/* Time to first token: from 5 ms to a minute. */
+static const double ttft_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60};
+/* Queue and lane waits (measured in whole milliseconds): 0 ms, then up to
+ * 5 min. */
+static const double wait_buckets[] = {0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300};
+
+static int histogram(pc_metrics_t *reg, const char *name, const char *help, const double *b, size_t nb,
+		     pc_metric_t **out)
+{
+	pc_metric_desc_t d = {.type = PC_METRIC_HISTOGRAM, .name = name, .help = help, .buckets = b, .nbuckets = nb,
+			      .max_series = 1};
+	pc_metric_family_t *f = NULL;
+	int rc = pc_metrics_register(reg, &d, &f);
+	return rc == 0 ? pc_metric_series(f, NULL, out) : rc;
+}
+
+/* A counter family with one label, its n series made now (out[i] for
+ * values[i]): a scrape shows every value, zeros included. */
+static int counters(pc_metrics_t *reg, const char *name, const char *help, const char *label,
+		    const char *const *values, size_t n, pc_metric_t **out)
+{
+	const char *labels[] = {label, NULL};
+	pc_metric_desc_t d = {.type = PC_METRIC_COUNTER, .name = name, .help = help, .labels = labels, .max_series = n};
+	pc_metric_family_t *f = NULL;
+	int rc = pc_metrics_register(reg, &d, &f);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const char *v[] = {values[i], NULL};
+		rc = pc_metric_series(f, v, &out[i]);
+	}
+	return rc;
+}
+
+static int metrics_new(pc_agent_t *a)
+{
+	static const char *const outcomes[PC__RUN_OUTCOMES] = {"ok", "error", "aborted", "timeout"};
+	static const char *const tokens[PC__TOKEN_KINDS] = {"input", "output", "cache_read", "cache_write"};
+	const char *reasons[PC_FAILOVER_REASON_COUNT];
+	for (int i = 0; i < PC_FAILOVER_REASON_COUNT; i++)
+		reasons[i] = pc_failover_reason_name((pc_failover_reason_t)i);
+	pc__agent_metrics_t *m = &a->metrics;
+	int rc = pc_metrics_new(&m->reg);
+	if (rc == 0)
+		rc = counters(m->reg, "pincer_agent_runs_total", "Runs ended, by outcome.", "outcome", outcomes,
+			      PC__RUN_OUTCOMES, m->runs);
+	if (rc == 0)
+		rc = histogram(m->reg, "pincer_agent_run_duration_seconds", "Runs from start to end.",
+			       duration_buckets, sizeof(duration_buckets) / sizeof(duration_buckets[0]), &m->run_seconds);
+	if (rc == 0)
+		rc = histogram(m->reg, "pincer_agent_attempt_duration_seconds", "Attempts from start to end.",
+			       duration_buckets, sizeof(duration_buckets) / sizeof(duration_buckets[0]),
+			       &m->attempt_seconds);
+	if (rc == 0)
+		rc = counters(m->reg, "pincer_agent_attempt_errors_total", "Failed attempts, by failover reason.",
+			      "reason", reasons, PC_FAILOVER_REASON_COUNT, m->attempt_errors);
+	if (rc == 0)
+		rc = counters(m->reg, "pincer_agent_tokens_total", "Tokens the providers reported, by kind.", "kind",
+			      tokens, PC__TOKEN_KINDS, m->tokens);
+	if (rc == 0)
+		rc = histogram(m->reg, "pincer_agent_session_queue_wait_seconds",
+			       "Messages' waits in their session's queue, from acceptance to the start of their run.",
+			       wait_buckets, sizeof(wait_buckets) / sizeof(wait_buckets[0]), &m->queue_wait_seconds);
+	if (rc == 0)
+		rc = histogram(m->reg, "pincer_agent_lane_wait_seconds",
+			       "Runs' waits for the global lane, from the request to the grant.", wait_buckets,
+			       sizeof(wait_buckets) / sizeof(wait_buckets[0]), &m->lane_wait_seconds);
+	if (rc == 0)
+		rc = histogram(m->reg, "pincer_provider_ttft_seconds",
+			       "Model calls from the request to the first streamed token.", ttft_buckets,
+			       sizeof(ttft_buckets) / sizeof(ttft_buckets[0]), &m->ttft_seconds);
+	/* Without a slot (more I/O layers than the table holds) the family
+	 * stays empty: not a reason to refuse the agent. */
+	if (rc == 0)
+		(void)pc__ttft_sink_add(a->io, m->ttft_seconds);
+	return rc;
+}
+
+void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, uint64_t ms)
+{
+	if (pc_run_status_terminal(status))
+		(void)pc_metric_inc(a->metrics.runs[status - PC_RUN_STATUS_OK]);
+	if (ms)
+		pc__observe_ms(a->metrics.run_seconds, ms);
+}
+
+pc_metrics_t *pc_agent_metrics(pc_agent_t *a) { return a ? a->metrics.reg : NULL; }
+
 int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 {
 	if (!o || !out || !o->rt || !o->io || !o->store || !o->config)
@@ -769,6 +860,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
 		rc = pc_lane_new(a->rt, a->cfg->agent.max_concurrent ? a->cfg->agent.max_concurrent : 8, &a->lane);
+	if (rc == 0)
+		rc = metrics_new(a);
 	if (rc == 0)
 		rc = start_reaper(a);
 	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
@@ -866,6 +959,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	}
 	pc_mock_server_free(a->mock);
 	pc_lane_free(a->lane);
+	pc__ttft_sink_remove(a->io, a->metrics.ttft_seconds);
+	pc_metrics_free(a->metrics.reg);
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
 		for (size_t b = 0; b < a->shards[i].cap; b++) {
 			for (pc_session_slot_t *s = a->shards[i].table[b], *next; s; s = next) {
@@ -1142,3 +1237,19 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 }
 
 uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->mock ? pc_mock_server_port(a->mock) : 0; }
+
+pc_store_t *pc_agent_store(pc_agent_t *a) { return a ? a->store : NULL; }
+
+int pc_agent_run_info(pc_agent_t *a, const char *run_id, pc_run_info_t *out)
+{
+	if (!a || !run_id || !out)
+		return PC_EINVAL;
+	return pc_run_registry_get(a->runs, run_id, out);
+}
+
+int pc_agent_active_run(pc_agent_t *a, const char *session_key, char *run_id)
+{
+	if (!a || !session_key || !run_id)
+		return PC_EINVAL;
+	return pc_run_registry_active(a->runs, session_key, run_id, NULL);
+}

@@ -34,8 +34,9 @@
 #include "../io/store/store.h"
 #include "config/config.h"
 #include "events/event_bus.h"
-#include "run/run_registry.h"
 #include "hooks/hooks.h"
+#include "obs/metrics.h"
+#include "run/run_registry.h"
 #include "tools/tool.h"
 
 #ifdef __cplusplus
@@ -167,6 +168,29 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 
 /* The embedded mock's port (0 when none). */
 uint16_t pc_agent_mock_port(const pc_agent_t *a);
+
+/* The store the agent was made with (borrowed: the caller's). */
+pc_store_t *pc_agent_store(pc_agent_t *a);
+
+/* A copy of what the agent knows of run `run_id`: runs it accepted, for
+ * as long as they are in memory (running, then the terminal cache time,
+ * §9.1); older runs are in the store (pc_store_run_get). PC_EINVAL,
+ * PC_ENOTFOUND. Any thread. */
+int pc_agent_run_info(pc_agent_t *a, const char *run_id, pc_run_info_t *out);
+
+/* The id of the session's active run into `run_id` (PC_RUN_ID_MAX + 1
+ * bytes). PC_ENOTFOUND when it has none. Any thread. */
+int pc_agent_active_run(pc_agent_t *a, const char *session_key, char *run_id);
+
+/*
+ * The agent's metrics registry (borrowed, valid until pc_agent_free):
+ * runs by outcome, run and attempt durations, attempt errors by failover
+ * reason, tokens, session-queue and global-lane waits and the providers'
+ * time to first token, recorded by the actors as they go
+ * (docs/gateway-http.md lists the families). Render it with
+ * pc_metrics_render; the counters pc_agent_stats reads are not in it.
+ */
+pc_metrics_t *pc_agent_metrics(pc_agent_t *a);
 
 #ifdef __cplusplus
 }

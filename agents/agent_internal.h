@@ -93,6 +93,40 @@ pc__loop_box_t *pc__loop_box_new(const pc_config_t *cfg);
 pc__loop_box_t *pc__loop_box_retain(pc__loop_box_t *b);
 void pc__loop_box_release(pc__loop_box_t *b);
 
+/* Outcomes of runs, in pc_run_status_t order from PC_RUN_STATUS_OK. */
+#define PC__RUN_OUTCOMES 4u
+/* Token kinds counted: input, output, cache read, cache write. */
+#define PC__TOKEN_KINDS 4u
+
+/* The agent's metric series (pc_agent_metrics), made once by
+ * pc_agent_new. Actors record through these handles: lock-free atomics, no
+ * lookup, no allocation. */
+typedef struct pc__agent_metrics {
+	pc_metrics_t *reg;
+	pc_metric_t *runs[PC__RUN_OUTCOMES];
+	pc_metric_t *run_seconds;
+	pc_metric_t *attempt_seconds;
+	pc_metric_t *attempt_errors[PC_FAILOVER_REASON_COUNT];
+	pc_metric_t *tokens[PC__TOKEN_KINDS];
+	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
+	pc_metric_t *lane_wait_seconds;
+	pc_metric_t *ttft_seconds; /* recorded by model calls (pc__ttft_sink_add) */
+} pc__agent_metrics_t;
+
+/* Records milliseconds in a histogram of seconds. A metric update can fail
+ * only for a misuse (a NULL or mistyped series), never at run time. */
+static inline void pc__observe_ms(pc_metric_t *m, uint64_t ms) { (void)pc_metric_observe(m, (double)ms / 1000.0); }
+
+/* A run ended with `status` (terminal) after `ms` (0: it never started). */
+void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, uint64_t ms);
+
+/* Model calls made on `io` record their time to first token (seconds) in
+ * histogram series `series` from now on. PC_ELIMIT when every slot is
+ * taken (model_call.c). */
+int pc__ttft_sink_add(pc_io_t *io, pc_metric_t *series);
+/* Stops that: once it returns, no call records into `series`. */
+void pc__ttft_sink_remove(pc_io_t *io, pc_metric_t *series);
+
 struct pc_agent {
 	pc_runtime_t *rt;
 	pc_io_t *io;
@@ -144,6 +178,7 @@ struct pc_agent {
 		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
 		uint64_t diag_recoveries;
 	} stats; /* atomics */
+	pc__agent_metrics_t metrics;
 };
 
 /* ---- the session directory (agent.c) ---- */

@@ -668,6 +668,15 @@ Test(gateway_http, metrics_parse_and_move_with_requests)
 		     "the first scrape is counted");
 	cr_assert_geq(metric(after, "pincer_agent_runs_started_total"),
 		      metric(before, "pincer_agent_runs_started_total") + 2);
+	/* the agent's own registry follows: both runs ended well, each timed */
+	cr_assert_eq(metric(after, "pincer_agent_runs_total{outcome=\"ok\"}"),
+		     metric(before, "pincer_agent_runs_total{outcome=\"ok\"}") + 2);
+	cr_assert_eq(metric(after, "pincer_agent_run_duration_seconds_count"),
+		     metric(before, "pincer_agent_run_duration_seconds_count") + 2);
+	cr_assert_eq(metric(after, "pincer_provider_ttft_seconds_count"),
+		     metric(before, "pincer_provider_ttft_seconds_count") + 2);
+	cr_assert_eq(metric(after, "pincer_gateway_ws_connections"), 0, "no WebSocket client");
+	cr_assert_geq(metric(after, "pincer_io_output_queued_bytes"), 0);
 	cr_assert_gt(metric(after, "pincer_io_connections_accepted_total"),
 		     metric(before, "pincer_io_connections_accepted_total"));
 	cr_assert_geq(metric(after, "pincer_runtime_worker_messages_total{worker=\"0\"}"), 1);

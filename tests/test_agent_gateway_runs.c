@@ -1,9 +1,9 @@
 /*
  * Runs through the gateway's WebSocket RPC end to end (spec §8.3–§8.6,
  * §5.10): `agent` and its two answers, idempotency, agent.wait, agent and
- * chat events on the wire, aborts, chat.history, sessions.list, a reader
- * that stops reading, a client that leaves mid-run, and a thousand
- * sessions over ten connections.
+ * chat events on the wire, aborts, chat.history, sessions.list (from the
+ * store, in pages), a reader that stops reading, a client that leaves
+ * mid-run, and a thousand sessions over ten connections.
  */
 #include <criterion/criterion.h>
 
@@ -389,6 +389,100 @@ Test(agent_gateway_runs, chat_send_streams_chat_events_and_history_and_sessions_
 	gw_stop(&f);
 }
 
+/* A run of session `key` through the agent API (not the gateway); its id
+ * into run. */
+static void run_elsewhere(gw_t *f, const char *key, const char *message, char *run)
+{
+	pc_agent_params_t p = {.session_key = key, .message = message};
+	pc_agent_accepted_t acc;
+	cr_assert_eq(pc_agent_submit(f->h.agent, &p, &acc), 0);
+	strcpy(run, acc.run_id);
+}
+
+/* sessions.list with `params` (taken); the sessions' keys, joined by ",",
+ * into keys; the answer (the caller deletes it). */
+static cJSON *list_sessions(cl_t *c, cJSON *params, char *keys, size_t cap)
+{
+	cJSON *r = cl_call(c, "sessions.list", params);
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	size_t k = 0;
+	keys[0] = '\0';
+	const cJSON *s;
+	cJSON_ArrayForEach(s, jget(jget(r, "payload"), "sessions"))
+		k += (size_t)snprintf(keys + k, cap - k, "%s%s", k ? "," : "", jstr(s, "key"));
+	cr_assert_eq(jnum(jget(r, "payload"), "count"), cJSON_GetArraySize(jget(jget(r, "payload"), "sessions")));
+	return r;
+}
+
+static void expect_invalid(cl_t *c, const char *method, const char *params, const char *message)
+{
+	cJSON *r = cl_call(c, method, cJSON_Parse(params));
+	cr_assert_str_eq(jerr(r), "INVALID_REQUEST", "%s", cJSON_PrintUnformatted(r));
+	cr_assert_str_eq(jstr(jget(r, "error"), "message"), message);
+	cJSON_Delete(r);
+}
+
+Test(agent_gateway_runs, sessions_list_reads_the_store_most_recent_first_in_pages)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	/* sessions this gateway never saw: another entry ran them */
+	const char *keys[] = {"older", "middle", "newest"};
+	char runs[3][80];
+	for (int i = 0; i < 3; i++) {
+		run_elsewhere(&f, keys[i], "hi", runs[i]);
+		pc_agent_wait_result_t w;
+		cr_assert_eq(pc_agent_wait(f.h.agent, runs[i], 20000, &w), 0);
+		cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+		sleep_ms(5); /* each later session is updated in a later millisecond */
+	}
+	cl_t *c = cl_connect(f.port);
+	char got[256];
+	cJSON *r = list_sessions(c, cJSON_Parse("{\"limit\":2,\"search\":\"ignored\"}"), got, sizeof(got));
+	cr_assert_str_eq(got, "newest,middle");
+	const cJSON *s = cJSON_GetArrayItem(jget(jget(r, "payload"), "sessions"), 0);
+	cr_assert_str_eq(jstr(s, "lastRunId"), runs[2]);
+	cr_assert_eq(jnum(s, "runs"), 1);
+	cr_assert_eq(jnum(s, "lastSeq"), 2, "the user's message and the answer");
+	cr_assert_eq(strlen(jstr(s, "sessionId")), 32);
+	cr_assert_leq(jnum(s, "createdAt"), jnum(s, "updatedAt"));
+	cr_assert_null(jget(s, "activeRunId"));
+	cr_assert_str_eq(jstr(jget(jget(r, "payload"), "defaults"), "mainSessionKey"), "main");
+	cJSON *next = cJSON_CreateObject();
+	cJSON_AddNumberToObject(next, "limit", 2);
+	cJSON_AddStringToObject(next, "cursor", jstr(jget(r, "payload"), "nextCursor"));
+	cJSON_Delete(r);
+	r = list_sessions(c, next, got, sizeof(got));
+	cr_assert_str_eq(got, "older");
+	cr_assert_null(jget(jget(r, "payload"), "nextCursor"), "the last page");
+	cJSON_Delete(r);
+
+	/* a session with a run going says which */
+	char busy[80];
+	run_elsewhere(&f, "busy", "slow " SLOW, busy);
+	bool active = false;
+	for (uint64_t until = now_ms() + 10000; !active && now_ms() < until; sleep_ms(10)) {
+		r = list_sessions(c, NULL, got, sizeof(got));
+		s = cJSON_GetArrayItem(jget(jget(r, "payload"), "sessions"), 0);
+		active = !strcmp(jstr(s, "key"), "busy") && !strcmp(jstr(s, "activeRunId"), busy);
+		cJSON_Delete(r);
+	}
+	cr_assert(active, "the busy session never listed its active run");
+	cr_assert_eq(pc_agent_abort_session(f.h.agent, "busy"), 0);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(f.h.agent, busy, 20000, &w), 0);
+
+	r = list_sessions(c, cJSON_Parse("{\"limit\":0}"), got, sizeof(got));
+	cr_assert_str_eq(got, "", "limit 0: an empty page");
+	cJSON_Delete(r);
+	expect_invalid(c, "sessions.list", "{\"limit\":\"2\"}",
+		       "invalid sessions.list params: limit: must be an integer >= 0");
+	expect_invalid(c, "sessions.list", "{\"cursor\":\"nonsense\"}",
+		       "invalid sessions.list params: cursor: is not one sessions.list gave");
+	cl_free(c);
+	gw_stop(&f);
+}
+
 #define TOOL_CALL "[[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\",\"arguments\":{}}]}]]"
 
 /* The data of the first tool "result" event kept for the connection. */
@@ -502,6 +596,8 @@ Test(agent_gateway_runs, a_client_that_never_reads_is_cut_off_and_others_are_una
 	cr_assert_not(final);
 	cl_free(slow);
 	cl_free(c);
+	/* what the cut connection held for its reader was dropped with it */
+	AWAIT((pc_io_stats(f.h.io, &st), st.output_queued == 0), 10000);
 	gw_stop(&f);
 }
 

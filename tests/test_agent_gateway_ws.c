@@ -440,7 +440,7 @@ Test(agent_gateway_ws, methods_outside_the_granted_scopes_are_forbidden)
 	cr_assert(jok(r));
 	cJSON_Delete(r);
 	r = cl_call(c, "sessions.list", NULL);
-	cr_assert(jok(r));
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
 	cJSON_Delete(r);
 	const char *writes[] = {"agent", "agent.wait", "chat.send", "chat.abort", "sessions.abort"};
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
@@ -495,6 +495,18 @@ Test(agent_gateway_ws, malformed_frames_and_unknown_methods_get_clear_errors_and
 		 "\"timeout\":-1}}",
 		 "a8", "timeout: must be an integer"},
 		{"{\"type\":\"req\",\"id\":\"a9\",\"method\":\"agent.wait\",\"params\":{}}", "a9", "runId: is required"},
+		/* each method's spec, checked before the method runs */
+		{"{\"type\":\"req\",\"id\":\"a10\",\"method\":\"chat.send\",\"params\":{}}", "a10",
+		 "invalid chat.send params: sessionKey: is required"},
+		{"{\"type\":\"req\",\"id\":\"a11\",\"method\":\"chat.abort\",\"params\":{\"sessionKey\":\"s\",\"x\":1}}",
+		 "a11", "invalid chat.abort params: unexpected property 'x'"},
+		{"{\"type\":\"req\",\"id\":\"a12\",\"method\":\"chat.history\",\"params\":{\"sessionKey\":\"s\","
+		 "\"limit\":\"5\"}}",
+		 "a12", "invalid chat.history params: limit: must be an integer >= 0"},
+		{"{\"type\":\"req\",\"id\":\"a13\",\"method\":\"sessions.abort\",\"params\":{\"sessionKey\":\"\"}}", "a13",
+		 "invalid sessions.abort params: sessionKey: must be a non-empty string"},
+		{"{\"type\":\"req\",\"id\":\"a14\",\"method\":\"sessions.list\",\"params\":{\"limit\":-1}}", "a14",
+		 "invalid sessions.list params: limit: must be an integer >= 0"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cl_send_raw(c, cases[i].frame);
@@ -512,9 +524,16 @@ Test(agent_gateway_ws, malformed_frames_and_unknown_methods_get_clear_errors_and
 	cJSON *r = cl_await_res(c, "b1", 5000);
 	cr_assert(jok(r));
 	cJSON_Delete(r);
+	/* a method without a spec does not look at its params */
+	cl_send_raw(c, "{\"type\":\"req\",\"id\":\"b2\",\"method\":\"health\",\"params\":[1]}");
+	r = cl_await_res(c, "b2", 5000);
+	cr_assert(jok(r));
+	cJSON_Delete(r);
 	r = cl_call(c, "status", NULL);
 	cr_assert(jok(r));
 	cr_assert_str_eq(jstr(jget(r, "payload"), "version"), PC_VERSION_STRING);
+	cr_assert_eq(jnum(jget(jget(r, "payload"), "connections"), "open"), 1);
+	cr_assert_eq(jnum(jget(jget(r, "payload"), "connections"), "connected"), 1);
 	cJSON_Delete(r);
 	cl_free(c);
 	gw_stop(&f);

@@ -23,8 +23,6 @@
 
 #include "rpc_internal.h"
 
-static int64_t wall_ms(void) { return pc__wall_ms(); }
-
 /* ---- base64 ---- */
 
 void pc__gw_b64url_encode(const unsigned char *in, size_t n, char *out)
@@ -270,7 +268,7 @@ static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw
 		return refuse_device(out, "DEVICE_AUTH_DEVICE_ID_MISMATCH",
 				     "device identity mismatch: device.id must be the SHA-256 of the public key");
 	int64_t at = (int64_t)d->signed_at;
-	int64_t skew = at > wall_ms() ? at - wall_ms() : wall_ms() - at;
+	int64_t skew = at > pc__gw_wall_ms() ? at - pc__gw_wall_ms() : pc__gw_wall_ms() - at;
 	if (at != c->challenge_ts && skew > PC__GW_SIGNATURE_SKEW_MS)
 		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_EXPIRED", "device signature expired");
 	if (!d->nonce[0])
@@ -335,7 +333,7 @@ static int device_pair(struct pc__gw_ws *ws, const char *id, uint32_t scopes, bo
 	if (!d->id[0]) {
 		snprintf(d->id, sizeof(d->id), "%s", id);
 		pc__gw_b64url_encode(r, sizeof(r), d->token);
-		d->issued_ms = wall_ms();
+		d->issued_ms = pc__gw_wall_ms();
 	}
 	d->scopes = scopes;
 	memcpy(out->device_token, d->token, sizeof(out->device_token));

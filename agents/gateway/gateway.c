@@ -5,16 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gateway_internal.h"
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 
@@ -42,7 +34,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->cfg = o->config;
 	g->gcfg = &o->config->gateway;
 	g->hooks = o->hooks;
-	g->started_wall_ms = wall_ms();
+	g->started_wall_ms = pc__gw_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
 	snprintf(g->host, sizeof(g->host), "%s", o->bind ? o->bind : g->gcfg->bind ? g->gcfg->bind : "127.0.0.1");
 	/* The server enforces the post-connect caps; the tighter pre-connect
@@ -120,12 +112,6 @@ static uint64_t runs_active(pc_gateway_t *g)
 	return st.runs_active;
 }
 
-static void nap_ms(long ms)
-{
-	struct timespec ts = {0, ms * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 {
 	if (!g)
@@ -141,14 +127,28 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 	uint64_t grace = deadline_ms < 0 ? g->gcfg->drain_ms : (uint64_t)deadline_ms;
 	uint64_t until = pc_runtime_now_ms() + grace;
 	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
-		nap_ms(5);
+		pc__gw_nap_ms(5);
 	if (runs_active(g) > 0)
 		pc_agent_abort_all(g->agent);
 	/* an aborted run still writes its end; wait for that, bounded */
 	until = pc_runtime_now_ms() + 10000;
 	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
-		nap_ms(5);
+		pc__gw_nap_ms(5);
 	return runs_active(g) == 0 ? 0 : PC_ETIMEDOUT;
+}
+
+void pc__gw_route_stop(pc_actor_t **route)
+{
+	if (!*route)
+		return;
+	bool asked = false;
+	while (!pc_actor_stopped(*route)) {
+		if (!asked)
+			asked = pc_actor_stop(*route, PC_EXIT_SHUTDOWN) == 0;
+		pc__gw_nap_ms(1);
+	}
+	pc_actor_release(*route);
+	*route = NULL;
 }
 
 void pc_gateway_free(pc_gateway_t *g)

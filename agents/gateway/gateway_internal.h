@@ -16,6 +16,7 @@
 #define PINCER_AGENTS_GATEWAY_GATEWAY_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 
 #include "../../io/http_server.h"
 #include "gateway.h"
@@ -54,9 +55,37 @@ struct pc_gateway {
 /* The state, read atomically. */
 static inline int pc__gw_state(const pc_gateway_t *g) { return __atomic_load_n(&g->state, __ATOMIC_ACQUIRE); }
 
+/* Wall clock, ms since the epoch (what clients read as timestamps). */
+static inline int64_t pc__gw_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps the calling (plain) thread: the waits of start-up and shutdown. */
+static inline void pc__gw_nap_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Stops a part's route actor, waits until it has stopped (its stop
+ * handler has run) and releases it; *route becomes NULL. NULL is a no-op.
+ * From the thread that frees the gateway. */
+void pc__gw_route_stop(pc_actor_t **route);
+
 /* ws.c: the route actor for "/" (upgrades; a plain GET gets a short
  * answer). */
 int pc__gw_ws_new(pc_gateway_t *g);
+/* What the WebSocket part tells `status` and /metrics. */
+typedef struct pc__gw_ws_stats {
+	uint64_t open;      /* connections open now (handshake included) */
+	uint64_t connected; /* connections that completed connect, since start */
+} pc__gw_ws_stats_t;
+/* Zeroes *out when the part does not exist. Any thread, while the gateway
+ * lives. */
+void pc__gw_ws_stats(pc_gateway_t *g, pc__gw_ws_stats_t *out);
 /* Sends every connected client the `shutdown` event (drain). */
 void pc__gw_ws_shutdown(pc_gateway_t *g, const char *reason);
 void pc__gw_ws_free(pc_gateway_t *g);

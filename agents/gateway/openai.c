@@ -1219,30 +1219,15 @@ int pc__gw_openai_new(pc_gateway_t *g)
 	return 0;
 }
 
-static void nap_ms(long ms)
-{
-	struct timespec ts = {0, ms * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 void pc__gw_openai_free(pc_gateway_t *g)
 {
-	if (g->openai_route) {
-		/* the route's stop handler stops every completion it knows */
-		bool asked = false;
-		while (!pc_actor_stopped(g->openai_route)) {
-			if (!asked)
-				asked = pc_actor_stop(g->openai_route, PC_EXIT_SHUTDOWN) == 0;
-			nap_ms(1);
-		}
-		pc_actor_release(g->openai_route);
-		g->openai_route = NULL;
-	}
+	/* the route's stop handler stops every completion it knows */
+	pc__gw_route_stop(&g->openai_route);
 	if (g->openai) {
 		/* completions read the gateway and these counters until they
 		 * stop: freeing under one would be a use after free */
 		while (__atomic_load_n(&g->openai->live, __ATOMIC_ACQUIRE) > 0)
-			nap_ms(1);
+			pc__gw_nap_ms(1);
 		free(g->openai);
 		g->openai = NULL;
 	}

@@ -8,10 +8,13 @@
  *
  * One actor answers them all: every answer is a few atomic reads. /metrics
  * exposes what the modules measure (pc_agent_stats, pc_runtime_stats,
- * pc_io_stats) and the counters the gateway's HTTP parts keep; nothing is
- * estimated. It is a registry (agents/obs/metrics.h) of pulled series that
- * read one snapshot, taken by the actor just before it renders, so a
- * scrape is one consistent cut per module and each module is read once.
+ * pc_io_stats), the counters the gateway's parts keep, then the agent's
+ * own registry (pc_agent_metrics: run outcomes, durations, tokens, queue
+ * and lane waits, time to first token, which its actors record as they go);
+ * nothing is estimated. The first part is a registry (agents/obs/metrics.h)
+ * of pulled series that read one snapshot, taken by the actor just before
+ * it renders, so a scrape is one consistent cut per module and each module
+ * is read once.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../runtime/version.h"
 #include "../obs/metrics.h"
@@ -36,6 +38,7 @@ typedef struct snap {
 	double uptime_s;
 	uint64_t http[OPS_ROUTES][PC__GW_CODES];
 	pc__gw_openai_stats_t oa;
+	pc__gw_ws_stats_t ws;
 	pc_agent_stats_t agent;
 	pc_runtime_stats_t rt;
 	uint32_t nworkers, io_threads;
@@ -95,6 +98,9 @@ static const scalar_t gateway_scalars[] = {
 	GAUGE("pincer_gateway_openai_requests_active", U64, oa.active, "Chat completions in progress."),
 	COUNTER("pincer_gateway_openai_client_gone_total", U64, oa.gone,
 		"Chat completions whose client left before the answer was complete."),
+	GAUGE("pincer_gateway_ws_connections", U64, ws.open, "WebSocket connections open (handshake included)."),
+	COUNTER("pincer_gateway_ws_connected_total", U64, ws.connected,
+		"WebSocket connections that completed connect."),
 };
 
 static const scalar_t agent_scalars[] = {
@@ -139,6 +145,8 @@ static const scalar_t io_scalars[] = {
 		"Server connections closed for a limit, a timeout or a slow reader."),
 	COUNTER("pincer_io_commands_total", U64, io.commands, "Commands run by the I/O threads."),
 	COUNTER("pincer_io_wakeups_total", U64, io.wakeups, "Returns from epoll."),
+	GAUGE("pincer_io_output_queued_bytes", U64, io.output_queued,
+	      "Bytes server connections hold for their peers, not yet taken by the sockets."),
 };
 
 static int family(struct pc__gw_ops *ops, const char *name, pc_metric_type_t type, const char *help,
@@ -297,6 +305,7 @@ static void snapshot(struct pc__gw_ops *ops)
 		for (size_t i = 0; i < PC__GW_CODES; i++)
 			s->http[r][i] = pc__gw_read(&ops->http[r][i]);
 	pc__gw_openai_stats(g, &s->oa);
+	pc__gw_ws_stats(g, &s->ws);
 	pc_agent_stats(g->agent, &s->agent);
 	pc_runtime_stats(g->rt, &s->rt, s->workers, s->nworkers);
 	for (uint32_t i = 0; i < s->nworkers; i++)
@@ -321,7 +330,8 @@ static void show_http(struct pc__gw_ops *ops, size_t row, const char *route, uin
 	}
 }
 
-/* The exposition text (the caller frees), or NULL when out of memory. */
+/* The exposition text: this part's registry, then the agent's (the
+ * caller frees), or NULL when out of memory. */
 static char *render(struct pc__gw_ops *ops, size_t *len)
 {
 	snapshot(ops);
@@ -329,8 +339,17 @@ static char *render(struct pc__gw_ops *ops, size_t *len)
 		show_http(ops, (size_t)r, route_paths[r], ops->snap.http[r]);
 	for (int r = 0; r < PC__GW_OA_ROUTES; r++)
 		show_http(ops, (size_t)(OPS_ROUTES + r), pc__gw_oa_route_name(r), ops->snap.oa.http[r]);
-	char *text = NULL;
-	return pc_metrics_render(ops->reg, &text, len) == 0 ? text : NULL;
+	char *own = NULL, *agent = NULL, *text = NULL;
+	size_t on = 0, an = 0;
+	if (pc_metrics_render(ops->reg, &own, &on) == 0 &&
+	    pc_metrics_render(pc_agent_metrics(ops->g->agent), &agent, &an) == 0 && (text = malloc(on + an + 1))) {
+		memcpy(text, own, on);
+		memcpy(text + on, agent, an + 1);
+		*len = on + an;
+	}
+	free(own);
+	free(agent);
+	return text;
 }
 
 /* ---- answers ---- */
@@ -460,24 +479,9 @@ int pc__gw_ops_new(pc_gateway_t *g)
 	return 0;
 }
 
-static void nap_ms(long ms)
-{
-	struct timespec ts = {0, ms * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 void pc__gw_ops_free(pc_gateway_t *g)
 {
-	if (g->ops_route) {
-		bool asked = false;
-		while (!pc_actor_stopped(g->ops_route)) {
-			if (!asked)
-				asked = pc_actor_stop(g->ops_route, PC_EXIT_SHUTDOWN) == 0;
-			nap_ms(1);
-		}
-		pc_actor_release(g->ops_route);
-		g->ops_route = NULL;
-	}
+	pc__gw_route_stop(&g->ops_route);
 	ops_release(g->ops);
 	g->ops = NULL;
 }

@@ -114,7 +114,7 @@ void pc__gw_send_challenge(pc__gw_conn_t *c)
 void pc__gw_send_tick(pc__gw_conn_t *c)
 {
 	char p[64];
-	int n = snprintf(p, sizeof(p), "{\"ts\":%lld}", (long long)pc__wall_ms());
+	int n = snprintf(p, sizeof(p), "{\"ts\":%lld}", (long long)pc__gw_wall_ms());
 	pc__gw_event_text(c, "tick", p, (size_t)n);
 }
 
@@ -208,43 +208,14 @@ static bool strings(const cJSON *a)
 	return true;
 }
 
-/* ---- the method table ---- */
-
-typedef struct method {
-	const char *name;
-	uint32_t scope;
-	pc__gw_method_fn fn;
-} method_t;
-
-static const method_t methods[] = {
-	{"agent", PC__GW_SCOPE_WRITE, pc__gw_m_agent},
-	{"agent.wait", PC__GW_SCOPE_WRITE, pc__gw_m_agent_wait},
-	{"chat.send", PC__GW_SCOPE_WRITE, pc__gw_m_chat_send},
-	{"chat.abort", PC__GW_SCOPE_WRITE, pc__gw_m_chat_abort},
-	{"chat.history", PC__GW_SCOPE_READ, pc__gw_m_chat_history},
-	{"sessions.list", PC__GW_SCOPE_READ, pc__gw_m_sessions_list},
-	{"sessions.abort", PC__GW_SCOPE_WRITE, pc__gw_m_sessions_abort},
-	{"health", PC__GW_SCOPE_READ, pc__gw_m_health},
-	{"status", PC__GW_SCOPE_READ, pc__gw_m_status},
-	{"models.list", PC__GW_SCOPE_READ, pc__gw_m_models_list},
-};
-#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
-
-cJSON *pc__gw_method_names(void)
+void pc__gw_invalid(pc__gw_conn_t *c, const char *id, const char *method, const char *why)
 {
-	cJSON *a = cJSON_CreateArray();
-	for (size_t i = 0; a && i < NMETHODS; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(methods[i].name));
-	return a;
+	char msg[320];
+	snprintf(msg, sizeof(msg), "invalid %s params: %s", method, why);
+	pc__gw_reply_error(c, id, "INVALID_REQUEST", msg, NULL, NULL, false);
 }
 
-static const method_t *method_find(const char *name)
-{
-	for (size_t i = 0; i < NMETHODS; i++)
-		if (!strcmp(methods[i].name, name))
-			return &methods[i];
-	return NULL;
-}
+/* ---- scopes ---- */
 
 static int scope_index(uint32_t bit)
 {
@@ -545,7 +516,7 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 		pc__gw_reply_error(c, id, "INVALID_REQUEST", "already connected", NULL, NULL, false);
 		return;
 	}
-	const method_t *m = method_find(name);
+	const pc__gw_method_t *m = pc__gw_method_find(name);
 	if (!m) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "unknown method: %.100s", name);
@@ -554,6 +525,11 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 	}
 	if (!pc__gw_scope_has(c->scopes, m->scope)) {
 		forbid(c, id, m->scope);
+		return;
+	}
+	char err[200];
+	if (m->params && !pc__gw_check_params(params, m->params, m->nparams, m->strict, err, sizeof(err))) {
+		pc__gw_invalid(c, id, m->name, err);
 		return;
 	}
 	m->fn(ctx, c, id, params);

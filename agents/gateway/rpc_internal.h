@@ -7,8 +7,11 @@
  *
  * One actor per connection owns a pc__gw_conn_t: nothing in it is touched
  * by another thread. What connections share (the registry for the shutdown
- * broadcast, the device tokens, the sessions seen) is in struct pc__gw_ws
- * under its lock.
+ * broadcast, the device tokens) is in struct pc__gw_ws under its lock.
+ *
+ * Like every part of the gateway, these files reach the agent only through
+ * its public API (agent.h and what it includes: events, configuration,
+ * hooks, the store, metrics).
  */
 #ifndef PINCER_AGENTS_GATEWAY_RPC_INTERNAL_H
 #define PINCER_AGENTS_GATEWAY_RPC_INTERNAL_H
@@ -21,7 +24,6 @@
 #include <cjson/cJSON.h>
 
 #include "../../actors/timer.h"
-#include "../agent_internal.h"
 #include "gateway_internal.h"
 
 /* Protocol versions served (§8.2: 3 in April, 4 from August). */
@@ -41,8 +43,6 @@
 #define PC__GW_INFLIGHT_MAX 4096u
 /* Devices holding a device token (the oldest token goes beyond). */
 #define PC__GW_DEVICES_MAX 4096u
-/* Sessions sessions.list remembers (the least recently used go beyond). */
-#define PC__GW_SESSIONS_MAX 10000u
 #define PC__GW_ID_MAX 256u           /* a request id's length */
 #define PC__GW_HISTORY_DEFAULT 200
 #define PC__GW_HISTORY_MAX 1000
@@ -89,14 +89,6 @@ typedef struct pc__gw_device {
 	int64_t issued_ms;
 } pc__gw_device_t;
 
-/* A session seen through this gateway (sessions.list). */
-typedef struct pc__gw_session {
-	char *key;
-	int64_t updated_ms;
-	uint64_t runs;
-	char last_run[PC_RUN_ID_MAX + 1];
-} pc__gw_session_t;
-
 struct pc__gw_conn;
 
 struct pc__gw_ws {
@@ -112,8 +104,6 @@ struct pc__gw_ws {
 	char shutdown_reason[64];
 	pc__gw_device_t *devices;
 	size_t ndevices;
-	pc__gw_session_t *sessions;
-	size_t nsessions;
 };
 
 /* An intrusive list: each element starts with a node. */
@@ -182,7 +172,8 @@ void pc__gw_event_text(pc__gw_conn_t *c, const char *name, const char *payload, 
 
 /* Checks `params` (an object, or NULL for none) against a list of keys:
  * types, required keys, and (when `strict`) no other key. On failure
- * writes "<path>: <problem>" into err and returns false. */
+ * writes "<path>: <problem>" into err and returns false. The dispatcher
+ * runs it with each method's spec before the method sees its params. */
 typedef enum { PC__GW_T_STRING = 0, PC__GW_T_NESTR, PC__GW_T_UINT, PC__GW_T_BOOL, PC__GW_T_ARRAY,
 	       PC__GW_T_OBJECT, PC__GW_T_ANY } pc__gw_type_t;
 typedef struct pc__gw_param {
@@ -195,22 +186,27 @@ bool pc__gw_check_params(const cJSON *params, const pc__gw_param_t *spec, size_t
 /* params[name] as a string, or NULL. */
 const char *pc__gw_str(const cJSON *params, const char *name);
 
-/* The methods this gateway answers, for hello-ok. */
-cJSON *pc__gw_method_names(void);
+/* INVALID_REQUEST "invalid <method> params: <why>". */
+void pc__gw_invalid(pc__gw_conn_t *c, const char *id, const char *method, const char *why);
 
 /* ---- rpc_methods.c ---- */
 
+/* A method: its name, the scope it needs, its params' spec and the
+ * handler, which gets params that passed the spec. */
 typedef void (*pc__gw_method_fn)(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_health(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
-void pc__gw_m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+typedef struct pc__gw_method {
+	const char *name;
+	uint32_t scope;               /* one PC__GW_SCOPE_* bit */
+	const pc__gw_param_t *params; /* NULL: params are not looked at */
+	size_t nparams;
+	bool strict;                  /* no property beyond the spec */
+	pc__gw_method_fn fn;
+} pc__gw_method_t;
+
+/* The method called `name`, or NULL. */
+const pc__gw_method_t *pc__gw_method_find(const char *name);
+/* The methods this gateway answers, for hello-ok. */
+cJSON *pc__gw_method_names(void);
 
 /* What the connection actor hears about the work in flight. */
 void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
@@ -220,12 +216,12 @@ void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
+void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);
 /* The connection ends: subscriptions go, timers are cancelled, nothing
  * more is answered; runs go on. Idempotent. */
 void pc__gw_release_work(pc__gw_conn_t *c);
 /* The `health` payload, also hello-ok's snapshot.health. */
 cJSON *pc__gw_health(pc_gateway_t *g);
-void pc__gw_sessions_free(struct pc__gw_ws *ws);
 
 /* ---- device_auth.c ---- */
 

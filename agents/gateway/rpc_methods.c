@@ -51,7 +51,7 @@ struct pc__gw_run {
 	pc_timer_t flush_timer;
 };
 
-enum { P_SUBMIT = 0, P_WAIT, P_HISTORY, P_RUNGET };
+enum { P_SUBMIT = 0, P_WAIT, P_HISTORY, P_RUNGET, P_SESSIONS };
 
 struct pc__gw_pend {
 	pc__gw_node_t node;
@@ -98,13 +98,6 @@ static void list_remove(pc__gw_list_t *l, pc__gw_node_t *n)
 
 static bool draining(const pc__gw_conn_t *c) { return pc__gw_state(c->g) >= PC__GW_DRAINING; }
 
-static void invalid(pc__gw_conn_t *c, const char *id, const char *method, const char *why)
-{
-	char msg[320];
-	snprintf(msg, sizeof(msg), "invalid %s params: %s", method, why);
-	pc__gw_reply_error(c, id, "INVALID_REQUEST", msg, NULL, NULL, false);
-}
-
 static void unavailable(pc__gw_conn_t *c, const char *id, const char *message, bool retryable)
 {
 	pc__gw_reply_error(c, id, "UNAVAILABLE", message, NULL, NULL, retryable);
@@ -119,56 +112,14 @@ static pc_msg_t *u64_msg(uint32_t type, uint64_t v)
 	return m;
 }
 
-static bool inflight_full(const pc__gw_conn_t *c) { return c->runs.n + c->pend.n >= PC__GW_INFLIGHT_MAX; }
-
-/* ---- sessions seen (sessions.list; under ws->lock) ---- */
-
-static void session_touch(struct pc__gw_ws *ws, const char *key, const char *run_id, int64_t now)
+/* True, after answering UNAVAILABLE, when c has as much in flight as it
+ * may. */
+static bool inflight_full(pc__gw_conn_t *c, const char *id)
 {
-	pthread_mutex_lock(&ws->lock);
-	pc__gw_session_t *s = NULL;
-	for (size_t i = 0; i < ws->nsessions && !s; i++)
-		if (!strcmp(ws->sessions[i].key, key))
-			s = &ws->sessions[i];
-	if (!s && ws->nsessions == PC__GW_SESSIONS_MAX) {
-		/* Full: the least recently used is forgotten. */
-		size_t lru = 0;
-		for (size_t i = 1; i < ws->nsessions; i++)
-			if (ws->sessions[i].updated_ms < ws->sessions[lru].updated_ms)
-				lru = i;
-		char *k = strdup(key);
-		if (k) {
-			free(ws->sessions[lru].key);
-			s = &ws->sessions[lru];
-			*s = (pc__gw_session_t){.key = k};
-		}
-	} else if (!s) {
-		pc__gw_session_t *v = realloc(ws->sessions, (ws->nsessions + 1) * sizeof(*v));
-		char *k = strdup(key);
-		if (v)
-			ws->sessions = v;
-		if (v && k) {
-			s = &v[ws->nsessions++];
-			*s = (pc__gw_session_t){.key = k};
-		} else {
-			free(k); /* out of memory: the list misses this one */
-		}
-	}
-	if (s) {
-		s->updated_ms = now;
-		s->runs++;
-		snprintf(s->last_run, sizeof(s->last_run), "%s", run_id);
-	}
-	pthread_mutex_unlock(&ws->lock);
-}
-
-void pc__gw_sessions_free(struct pc__gw_ws *ws)
-{
-	for (size_t i = 0; i < ws->nsessions; i++)
-		free(ws->sessions[i].key);
-	free(ws->sessions);
-	ws->sessions = NULL;
-	ws->nsessions = 0;
+	if (c->runs.n + c->pend.n < PC__GW_INFLIGHT_MAX)
+		return false;
+	unavailable(c, id, "too many requests in flight on this connection", true);
+	return true;
 }
 
 /* ---- session subscriptions ---- */
@@ -467,7 +418,7 @@ static cJSON *assistant_message(const char *text)
 	cJSON_AddStringToObject(part, "type", "text");
 	cJSON_AddStringToObject(part, "text", text);
 	cJSON_AddItemToArray(content, part);
-	cJSON_AddNumberToObject(m, "timestamp", (double)pc__wall_ms());
+	cJSON_AddNumberToObject(m, "timestamp", (double)pc__gw_wall_ms());
 	return m;
 }
 
@@ -626,7 +577,7 @@ static void seq_gap(pc__gw_conn_t *c, const pc__gw_run_t *r, const pc_event_t *e
 	cJSON_AddStringToObject(p, "runId", r->run_id);
 	cJSON_AddNumberToObject(p, "seq", (double)(r->last_seq + 1));
 	cJSON_AddStringToObject(p, "stream", "error");
-	cJSON_AddNumberToObject(p, "ts", (double)pc__wall_ms());
+	cJSON_AddNumberToObject(p, "ts", (double)pc__gw_wall_ms());
 	cJSON *d = cJSON_AddObjectToObject(p, "data");
 	cJSON_AddStringToObject(d, "reason", "seq gap");
 	cJSON_AddNumberToObject(d, "expected", (double)(r->last_seq + 1));
@@ -722,7 +673,7 @@ static void submit_refused(pc__gw_conn_t *c, const char *id, const char *method,
 {
 	char msg[200];
 	if (rc == PC_EINVAL) {
-		invalid(c, id, method, "sessionKey or idempotencyKey is not valid (at most 255 bytes, no control characters)");
+		pc__gw_invalid(c, id, method, "sessionKey or idempotencyKey is not valid (at most 255 bytes, no control characters)");
 	} else if (rc == PC_ESTOPPED) {
 		unavailable(c, id, "the agent is shutting down", true);
 	} else {
@@ -738,10 +689,8 @@ static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kin
 		unavailable(c, id, "the gateway is shutting down: no new runs", true);
 		return;
 	}
-	if (inflight_full(c)) {
-		unavailable(c, id, "too many requests in flight on this connection", true);
+	if (inflight_full(c, id))
 		return;
-	}
 	const char *key = p->session_key && *p->session_key ? p->session_key : "main";
 	pc__gw_ssub_t *s = NULL;
 	int rc = ssub_get(c, key, &s);
@@ -786,7 +735,7 @@ static cJSON *accepted_payload(int kind, const pc_agent_accepted_t *a, const cha
 static const char *chat_repeat_status(pc__gw_conn_t *c, const char *run_id)
 {
 	pc_run_info_t info;
-	if (pc_run_registry_get(c->g->agent->runs, run_id, &info) != 0 || !pc_run_status_terminal(info.status))
+	if (pc_agent_run_info(c->g->agent, run_id, &info) != 0 || !pc_run_status_terminal(info.status))
 		return "in_flight";
 	return info.status == PC_RUN_STATUS_OK ? "ok" : "error";
 }
@@ -834,7 +783,6 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 	} else if (a->disposition == PC_AGENT_DUPLICATE) {
 		agent_repeat(ctx, c, id, a);
 	} else {
-		session_touch(c->ws, pd->key, a->run_id, a->accepted_ms);
 		pc__gw_run_t *r = run_new(c, kind, a->run_id, kind == PC__GW_RUN_AGENT ? id : NULL);
 		if (r) {
 			r->ssub = s;
@@ -911,28 +859,39 @@ void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag)
 
 /* ---- store reads ---- */
 
+/* Asks the store `*req` (built with code `built`; NULL when that failed)
+ * for pending read pd, whose answer comes back with pd->corr. On failure
+ * pd is freed and the code returned. */
+static int ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int built, pc_msg_t **req)
+{
+	int rc = built;
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(pc_agent_store(c->g->agent)), *req, &pd->corr);
+	else
+		pc_msg_free(*req);
+	if (rc != 0)
+		pend_free(c, pd);
+	return rc;
+}
+
 static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag)
 {
 	pc_msg_t *req = NULL;
 	pc__gw_pend_t *pd = pend_new(c, P_RUNGET, req_id);
-	int rc = pd ? pc_store_req_run_get(run_id, &req) : PC_ENOMEM;
-	if (rc == 0) {
+	int rc = PC_ENOMEM;
+	if (pd) {
 		pd->run_tag = run_tag;
 		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run_id);
-		rc = pc_ask(ctx, pc_store_actor(c->g->agent->store), req, &pd->corr);
-	} else {
-		pc_msg_free(req);
+		rc = ask_store(ctx, c, pd, pc_store_req_run_get(run_id, &req), &req);
 	}
 	if (rc == 0)
 		return;
-	if (pd)
-		pend_free(c, pd);
 	pc__gw_run_t *r = run_tag ? run_by_tag(c, run_tag) : NULL;
 	if (r) {
 		agent_final(c, r->req_id, r->run_id, NULL, "error", "the run's outcome cannot be read");
 		run_free(c, r);
 	} else if (rc == PC_EINVAL) {
-		invalid(c, req_id, "agent.wait", "runId: is not a run id");
+		pc__gw_invalid(c, req_id, "agent.wait", "runId: is not a run id");
 	} else {
 		unavailable(c, req_id, "the store cannot be read now", true);
 	}
@@ -980,7 +939,7 @@ void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 	} else if (pd->req_id && rc == PC_ENOTFOUND) {
 		char why[PC_RUN_ID_MAX + 32];
 		snprintf(why, sizeof(why), "runId: unknown run '%s'", pd->run_id);
-		invalid(c, pd->req_id, "agent.wait", why);
+		pc__gw_invalid(c, pd->req_id, "agent.wait", why);
 	} else if (pd->req_id && rc != 0) {
 		unavailable(c, pd->req_id, pc_store_strerror(rc), true);
 	} else if (pd->req_id) {
@@ -1076,48 +1035,47 @@ static const char *agent_unsupported(const cJSON *params)
 	return NULL;
 }
 
-void pc__gw_m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static const pc__gw_param_t agent_spec[] = {
+	{"message", PC__GW_T_NESTR, true},
+	{"idempotencyKey", PC__GW_T_NESTR, true},
+	{"agentId", PC__GW_T_STRING, false},
+	{"provider", PC__GW_T_STRING, false},
+	{"model", PC__GW_T_STRING, false},
+	{"to", PC__GW_T_STRING, false},
+	{"replyTo", PC__GW_T_STRING, false},
+	{"sessionId", PC__GW_T_STRING, false},
+	{"sessionKey", PC__GW_T_STRING, false},
+	{"thinking", PC__GW_T_STRING, false},
+	{"deliver", PC__GW_T_BOOL, false},
+	{"attachments", PC__GW_T_ARRAY, false},
+	{"channel", PC__GW_T_STRING, false},
+	{"replyChannel", PC__GW_T_STRING, false},
+	{"accountId", PC__GW_T_STRING, false},
+	{"replyAccountId", PC__GW_T_STRING, false},
+	{"threadId", PC__GW_T_ANY, false},
+	{"groupId", PC__GW_T_STRING, false},
+	{"groupChannel", PC__GW_T_STRING, false},
+	{"groupSpace", PC__GW_T_STRING, false},
+	{"timeout", PC__GW_T_UINT, false},
+	{"bestEffortDeliver", PC__GW_T_BOOL, false},
+	{"lane", PC__GW_T_STRING, false},
+	{"extraSystemPrompt", PC__GW_T_STRING, false},
+	{"bootstrapContextMode", PC__GW_T_STRING, false},
+	{"bootstrapContextRunKind", PC__GW_T_STRING, false},
+	{"internalEvents", PC__GW_T_ARRAY, false},
+	{"inputProvenance", PC__GW_T_ANY, false},
+	{"label", PC__GW_T_STRING, false},
+};
+
+static void m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
-	static const pc__gw_param_t spec[] = {
-		{"message", PC__GW_T_NESTR, true},
-		{"idempotencyKey", PC__GW_T_NESTR, true},
-		{"agentId", PC__GW_T_STRING, false},
-		{"provider", PC__GW_T_STRING, false},
-		{"model", PC__GW_T_STRING, false},
-		{"to", PC__GW_T_STRING, false},
-		{"replyTo", PC__GW_T_STRING, false},
-		{"sessionId", PC__GW_T_STRING, false},
-		{"sessionKey", PC__GW_T_STRING, false},
-		{"thinking", PC__GW_T_STRING, false},
-		{"deliver", PC__GW_T_BOOL, false},
-		{"attachments", PC__GW_T_ARRAY, false},
-		{"channel", PC__GW_T_STRING, false},
-		{"replyChannel", PC__GW_T_STRING, false},
-		{"accountId", PC__GW_T_STRING, false},
-		{"replyAccountId", PC__GW_T_STRING, false},
-		{"threadId", PC__GW_T_ANY, false},
-		{"groupId", PC__GW_T_STRING, false},
-		{"groupChannel", PC__GW_T_STRING, false},
-		{"groupSpace", PC__GW_T_STRING, false},
-		{"timeout", PC__GW_T_UINT, false},
-		{"bestEffortDeliver", PC__GW_T_BOOL, false},
-		{"lane", PC__GW_T_STRING, false},
-		{"extraSystemPrompt", PC__GW_T_STRING, false},
-		{"bootstrapContextMode", PC__GW_T_STRING, false},
-		{"bootstrapContextRunKind", PC__GW_T_STRING, false},
-		{"internalEvents", PC__GW_T_ARRAY, false},
-		{"inputProvenance", PC__GW_T_ANY, false},
-		{"label", PC__GW_T_STRING, false},
-	};
-	char err[200], model[512];
-	const char *why = NULL;
-	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err)))
-		why = err;
-	else if (!(why = agent_unsupported(params)) && model_ref(params, model, sizeof(model)) != 0)
+	char model[512];
+	const char *why = agent_unsupported(params);
+	if (!why && model_ref(params, model, sizeof(model)) != 0)
 		why = "provider: goes with model";
 	if (why) {
-		invalid(c, id, "agent", why);
+		pc__gw_invalid(c, id, "agent", why);
 		return;
 	}
 	const char *kind = pc__gw_str(params, "bootstrapContextRunKind");
@@ -1136,31 +1094,27 @@ void pc__gw_m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON
 	submit(c, id, "agent", PC__GW_RUN_AGENT, &p);
 }
 
-void pc__gw_m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static const pc__gw_param_t chat_send_spec[] = {
+	{"sessionKey", PC__GW_T_NESTR, true},
+	{"message", PC__GW_T_NESTR, true},
+	{"idempotencyKey", PC__GW_T_NESTR, true},
+	{"thinking", PC__GW_T_STRING, false},
+	{"deliver", PC__GW_T_BOOL, false},
+	{"attachments", PC__GW_T_ARRAY, false},
+	{"timeoutMs", PC__GW_T_UINT, false},
+	{"originatingChannel", PC__GW_T_STRING, false},
+	{"originatingTo", PC__GW_T_STRING, false},
+	{"originatingAccountId", PC__GW_T_STRING, false},
+	{"originatingThreadId", PC__GW_T_ANY, false},
+	{"systemInputProvenance", PC__GW_T_ANY, false},
+	{"systemProvenanceReceipt", PC__GW_T_ANY, false},
+};
+
+static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
-	static const pc__gw_param_t spec[] = {
-		{"sessionKey", PC__GW_T_NESTR, true},
-		{"message", PC__GW_T_NESTR, true},
-		{"idempotencyKey", PC__GW_T_NESTR, true},
-		{"thinking", PC__GW_T_STRING, false},
-		{"deliver", PC__GW_T_BOOL, false},
-		{"attachments", PC__GW_T_ARRAY, false},
-		{"timeoutMs", PC__GW_T_UINT, false},
-		{"originatingChannel", PC__GW_T_STRING, false},
-		{"originatingTo", PC__GW_T_STRING, false},
-		{"originatingAccountId", PC__GW_T_STRING, false},
-		{"originatingThreadId", PC__GW_T_ANY, false},
-		{"systemInputProvenance", PC__GW_T_ANY, false},
-		{"systemProvenanceReceipt", PC__GW_T_ANY, false},
-	};
-	char err[200];
-	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
-		invalid(c, id, "chat.send", err);
-		return;
-	}
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0) {
-		invalid(c, id, "chat.send", "attachments: are not supported");
+		pc__gw_invalid(c, id, "chat.send", "attachments: are not supported");
 		return;
 	}
 	double timeout = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeoutMs"));
@@ -1173,26 +1127,20 @@ void pc__gw_m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p);
 }
 
-void pc__gw_m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static const pc__gw_param_t agent_wait_spec[] = {
+	{"runId", PC__GW_T_NESTR, true},
+	{"timeoutMs", PC__GW_T_UINT, false},
+};
+
+static void m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
-	static const pc__gw_param_t spec[] = {
-		{"runId", PC__GW_T_NESTR, true},
-		{"timeoutMs", PC__GW_T_UINT, false},
-	};
-	char err[200];
-	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
-		invalid(c, id, "agent.wait", err);
-		return;
-	}
 	const char *run_id = pc__gw_str(params, "runId");
 	if (strlen(run_id) > PC_RUN_ID_MAX) {
-		invalid(c, id, "agent.wait", "runId: is not a run id");
+		pc__gw_invalid(c, id, "agent.wait", "runId: is not a run id");
 		return;
 	}
-	if (inflight_full(c)) {
-		unavailable(c, id, "too many requests in flight on this connection", true);
+	if (inflight_full(c, id))
 		return;
-	}
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(params, "timeoutMs");
 	uint64_t timeout = t ? (uint64_t)t->valuedouble : (uint64_t)PC_AGENT_WAIT_DEFAULT_MS;
 	pc__gw_pend_t *pd = pend_new(c, P_WAIT, id);
@@ -1227,9 +1175,9 @@ static void abort_in(pc__gw_conn_t *c, const char *id, const char *method, const
 	bool aborted = false;
 	if (run_id) {
 		pc_run_info_t info;
-		if (strlen(run_id) <= PC_RUN_ID_MAX && pc_run_registry_get(a->runs, run_id, &info) == 0) {
+		if (strlen(run_id) <= PC_RUN_ID_MAX && pc_agent_run_info(a, run_id, &info) == 0) {
 			if (strcmp(info.session_key, key) != 0) {
-				invalid(c, id, method, "runId: the run belongs to another session");
+				pc__gw_invalid(c, id, method, "runId: the run belongs to another session");
 				return;
 			}
 			aborted = pc_agent_abort_run(a, run_id) == 0;
@@ -1237,10 +1185,10 @@ static void abort_in(pc__gw_conn_t *c, const char *id, const char *method, const
 				snprintf(active, sizeof(active), "%s", run_id);
 		}
 	} else {
-		aborted = pc_run_registry_active(a->runs, key, active, NULL) == 0;
+		aborted = pc_agent_active_run(a, key, active) == 0;
 		int rc = pc_agent_abort_session(a, key);
 		if (rc == PC_EINVAL) {
-			invalid(c, id, method, "sessionKey: is not a session key");
+			pc__gw_invalid(c, id, method, "sessionKey: is not a session key");
 			return;
 		}
 		aborted = aborted && rc == 0;
@@ -1255,140 +1203,175 @@ static void abort_in(pc__gw_conn_t *c, const char *id, const char *method, const
 	pc__gw_reply_ok(c, id, p);
 }
 
-void pc__gw_m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static const pc__gw_param_t chat_abort_spec[] = {
+	{"sessionKey", PC__GW_T_NESTR, true},
+	{"runId", PC__GW_T_NESTR, false},
+};
+
+static void m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
-	static const pc__gw_param_t spec[] = {
-		{"sessionKey", PC__GW_T_NESTR, true},
-		{"runId", PC__GW_T_NESTR, false},
-	};
-	char err[200];
-	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
-		invalid(c, id, "chat.abort", err);
-		return;
-	}
 	abort_in(c, id, "chat.abort", pc__gw_str(params, "sessionKey"), pc__gw_str(params, "runId"));
 }
 
-void pc__gw_m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static const pc__gw_param_t sessions_abort_spec[] = {{"sessionKey", PC__GW_T_NESTR, true}};
+
+static void m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
-	static const pc__gw_param_t spec[] = {{"sessionKey", PC__GW_T_NESTR, true}};
-	char err[200];
-	if (!pc__gw_check_params(params, spec, 1, true, err, sizeof(err))) {
-		invalid(c, id, "sessions.abort", err);
-		return;
-	}
 	abort_in(c, id, "sessions.abort", pc__gw_str(params, "sessionKey"), NULL);
 }
 
-void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+/* A store read for `method` could not be asked. */
+static void read_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc, const char *einval)
 {
-	static const pc__gw_param_t spec[] = {
-		{"sessionKey", PC__GW_T_NESTR, true},
-		{"limit", PC__GW_T_UINT, false},
-	};
-	char err[200];
-	if (!pc__gw_check_params(params, spec, sizeof(spec) / sizeof(spec[0]), true, err, sizeof(err))) {
-		invalid(c, id, "chat.history", err);
-		return;
-	}
-	const cJSON *l = cJSON_GetObjectItemCaseSensitive(params, "limit");
-	double limit = l ? l->valuedouble : PC__GW_HISTORY_DEFAULT;
-	if (limit < 1) {
-		invalid(c, id, "chat.history", "limit: must be at least 1");
-		return;
-	}
-	if (inflight_full(c)) {
-		unavailable(c, id, "too many requests in flight on this connection", true);
-		return;
-	}
-	const char *key = pc__gw_str(params, "sessionKey");
-	pc_msg_t *req = NULL;
-	pc__gw_pend_t *pd = pend_new(c, P_HISTORY, id);
-	int rc = pd && (pd->key = strdup(key)) ? pc_store_req_history(key, &req) : PC_ENOMEM;
-	if (rc == 0) {
-		pd->limit = limit > PC__GW_HISTORY_MAX ? PC__GW_HISTORY_MAX : (int)limit;
-		rc = pc_ask(ctx, pc_store_actor(c->g->agent->store), req, &pd->corr);
-	} else {
-		pc_msg_free(req);
-	}
-	if (rc == 0)
-		return;
-	if (pd)
-		pend_free(c, pd);
 	if (rc == PC_EINVAL)
-		invalid(c, id, "chat.history", "sessionKey: is not a session key");
+		pc__gw_invalid(c, id, method, einval);
 	else
 		unavailable(c, id, "the store cannot be read now", true);
 }
 
-static int by_recent(const void *a, const void *b)
+/* A read's `limit` (`def` when absent) into *limit; false, after
+ * answering, when it is below `min` or c has no room for another read. */
+static bool read_limit(pc__gw_conn_t *c, const char *id, const char *method, const cJSON *params, double def,
+		       double min, double *limit)
 {
-	const pc__gw_session_t *x = a, *y = b;
-	return x->updated_ms < y->updated_ms ? 1 : x->updated_ms > y->updated_ms ? -1 : strcmp(x->key, y->key);
-}
-
-/* A copy of the sessions seen, most recent first (keys borrowed from the
- * copy's own strdup). */
-static size_t sessions_copy(struct pc__gw_ws *ws, pc__gw_session_t **out)
-{
-	pthread_mutex_lock(&ws->lock);
-	size_t n = ws->nsessions;
-	pc__gw_session_t *v = n ? malloc(n * sizeof(*v)) : NULL;
-	for (size_t i = 0; v && i < n; i++) {
-		v[i] = ws->sessions[i];
-		v[i].key = strdup(ws->sessions[i].key);
-		if (!v[i].key) {
-			while (i-- > 0)
-				free(v[i].key);
-			free(v);
-			v = NULL;
-		}
-	}
-	pthread_mutex_unlock(&ws->lock);
-	if (!v)
-		return 0;
-	qsort(v, n, sizeof(*v), by_recent);
-	*out = v;
-	return n;
-}
-
-void pc__gw_m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
-{
-	(void)ctx;
-	static const pc__gw_param_t spec[] = {{"limit", PC__GW_T_UINT, false}};
-	char err[200];
-	/* Lenient: OpenClaw's filters are accepted and ignored. */
-	if (!pc__gw_check_params(params, spec, 1, false, err, sizeof(err))) {
-		invalid(c, id, "sessions.list", err);
-		return;
-	}
 	const cJSON *l = cJSON_GetObjectItemCaseSensitive(params, "limit");
-	pc__gw_session_t *v = NULL;
-	size_t n = sessions_copy(c->ws, &v);
-	size_t limit = l && l->valuedouble < (double)n ? (size_t)l->valuedouble : n;
+	*limit = l ? l->valuedouble : def;
+	if (*limit < min) {
+		pc__gw_invalid(c, id, method, "limit: must be at least 1");
+		return false;
+	}
+	return !inflight_full(c, id);
+}
+
+static const pc__gw_param_t chat_history_spec[] = {
+	{"sessionKey", PC__GW_T_NESTR, true},
+	{"limit", PC__GW_T_UINT, false},
+};
+
+static void m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	double limit;
+	if (!read_limit(c, id, "chat.history", params, PC__GW_HISTORY_DEFAULT, 1, &limit))
+		return;
+	const char *key = pc__gw_str(params, "sessionKey");
+	pc_msg_t *req = NULL;
+	pc__gw_pend_t *pd = pend_new(c, P_HISTORY, id);
+	int rc = PC_ENOMEM;
+	if (pd && (pd->key = strdup(key))) {
+		pd->limit = limit > PC__GW_HISTORY_MAX ? PC__GW_HISTORY_MAX : (int)limit;
+		rc = ask_store(ctx, c, pd, pc_store_req_history(key, &req), &req);
+	} else if (pd) {
+		pend_free(c, pd);
+	}
+	if (rc != 0)
+		read_refused(c, id, "chat.history", rc, "sessionKey: is not a session key");
+}
+
+static cJSON *session_item(pc_agent_t *a, const pc_store_session_entry_t *e)
+{
+	cJSON *s = cJSON_CreateObject();
+	char active[PC_RUN_ID_MAX + 1];
+	cJSON_AddStringToObject(s, "key", e->key);
+	cJSON_AddStringToObject(s, "sessionId", e->id);
+	cJSON_AddNumberToObject(s, "createdAt", (double)e->created_ms);
+	cJSON_AddNumberToObject(s, "updatedAt", (double)e->updated_ms);
+	cJSON_AddNumberToObject(s, "lastSeq", (double)e->last_seq);
+	cJSON_AddNumberToObject(s, "runs", (double)e->runs);
+	if (e->last_run_id)
+		cJSON_AddStringToObject(s, "lastRunId", e->last_run_id);
+	if (pc_agent_active_run(a, e->key, active) == 0)
+		cJSON_AddStringToObject(s, "activeRunId", active);
+	return s;
+}
+
+/* The sessions.list payload of page l (NULL: an empty page). */
+static cJSON *sessions_page(pc_agent_t *a, const pc_store_sessions_t *l)
+{
+	size_t n = pc_store_sessions_count(l);
 	cJSON *p = cJSON_CreateObject();
-	cJSON_AddNumberToObject(p, "ts", (double)pc__wall_ms());
-	cJSON_AddNumberToObject(p, "count", (double)limit);
+	cJSON_AddNumberToObject(p, "ts", (double)pc__gw_wall_ms());
+	cJSON_AddNumberToObject(p, "count", (double)n);
 	cJSON *defs = cJSON_AddObjectToObject(p, "defaults");
 	cJSON_AddStringToObject(defs, "mainSessionKey", "main");
 	cJSON *list = cJSON_AddArrayToObject(p, "sessions");
-	for (size_t i = 0; i < limit; i++) {
-		cJSON *s = cJSON_CreateObject();
-		char active[PC_RUN_ID_MAX + 1];
-		cJSON_AddStringToObject(s, "key", v[i].key);
-		cJSON_AddNumberToObject(s, "updatedAt", (double)v[i].updated_ms);
-		cJSON_AddNumberToObject(s, "runs", (double)v[i].runs);
-		cJSON_AddStringToObject(s, "lastRunId", v[i].last_run);
-		if (pc_run_registry_active(c->g->agent->runs, v[i].key, active, NULL) == 0)
-			cJSON_AddStringToObject(s, "activeRunId", active);
-		cJSON_AddItemToArray(list, s);
+	pc_store_session_entry_t e = {0};
+	for (size_t i = 0; i < n; i++) {
+		pc_store_sessions_get(l, i, &e);
+		cJSON_AddItemToArray(list, session_item(a, &e));
 	}
-	for (size_t i = 0; i < n; i++)
-		free(v[i].key);
-	free(v);
-	pc__gw_reply_ok(c, id, p);
+	if (pc_store_sessions_more(l) && n > 0) {
+		size_t cap = strlen(e.key) + 24;
+		char *cursor = malloc(cap);
+		if (cursor) {
+			snprintf(cursor, cap, "%lld:%s", (long long)e.updated_ms, e.key);
+			cJSON_AddStringToObject(p, "nextCursor", cursor);
+		}
+		free(cursor);
+	}
+	return p;
+}
+
+/* sessions.list's cursor: "<updatedAt>:<key>" of a page's last session. */
+static int cursor_parse(const char *cursor, pc_store_sessions_query_t *q)
+{
+	char *end = NULL;
+	long long ms = strtoll(cursor, &end, 10);
+	if (end == cursor || *end != ':' || ms < 0)
+		return PC_EINVAL;
+	q->after_ms = ms;
+	q->after_key = end + 1;
+	return 0;
+}
+
+static const pc__gw_param_t sessions_list_spec[] = {
+	{"limit", PC__GW_T_UINT, false},
+	{"cursor", PC__GW_T_STRING, false},
+};
+
+static void m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	double limit;
+	if (!read_limit(c, id, "sessions.list", params, PC_STORE_SESSIONS_MAX, 0, &limit))
+		return;
+	if (limit == 0) {
+		pc__gw_reply_ok(c, id, sessions_page(c->g->agent, NULL));
+		return;
+	}
+	pc_store_sessions_query_t q = {
+		.limit = limit > PC_STORE_SESSIONS_MAX ? PC_STORE_SESSIONS_MAX : (uint32_t)limit,
+		.order = PC_STORE_SESSIONS_UPDATED,
+	};
+	const char *cursor = pc__gw_str(params, "cursor");
+	if (cursor && cursor_parse(cursor, &q) != 0) {
+		pc__gw_invalid(c, id, "sessions.list", "cursor: is not one sessions.list gave");
+		return;
+	}
+	pc_msg_t *req = NULL;
+	pc__gw_pend_t *pd = pend_new(c, P_SESSIONS, id);
+	int rc = pd ? ask_store(ctx, c, pd, pc_store_req_sessions(&q, &req), &req) : PC_ENOMEM;
+	if (rc != 0)
+		read_refused(c, id, "sessions.list", rc, "cursor: is not one sessions.list gave");
+}
+
+void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_SESSIONS, msg->corr);
+	if (!pd)
+		return;
+	pc_store_sessions_t *l = NULL;
+	int rc = pc_store_sessions_take(msg, &l);
+	if (rc != 0) {
+		char why[160];
+		snprintf(why, sizeof(why), "the sessions cannot be read: %s", pc_store_strerror(rc));
+		unavailable(c, pd->req_id, why, true);
+		pend_free(c, pd);
+		return;
+	}
+	pc__gw_reply_ok(c, pd->req_id, sessions_page(c->g->agent, l));
+	pc_store_sessions_free(l);
+	pend_free(c, pd);
 }
 
 static const char *state_name(int s)
@@ -1403,7 +1386,7 @@ cJSON *pc__gw_health(pc_gateway_t *g)
 	pc_agent_stats(g->agent, &st);
 	cJSON *h = cJSON_CreateObject();
 	cJSON_AddBoolToObject(h, "ok", pc__gw_state(g) == PC__GW_READY);
-	cJSON_AddNumberToObject(h, "ts", (double)pc__wall_ms());
+	cJSON_AddNumberToObject(h, "ts", (double)pc__gw_wall_ms());
 	cJSON_AddStringToObject(h, "state", state_name(pc__gw_state(g)));
 	cJSON_AddNumberToObject(h, "uptimeMs", (double)(pc_runtime_now_ms() - g->started_mono_ms));
 	cJSON *agent = cJSON_AddObjectToObject(h, "agent");
@@ -1416,35 +1399,32 @@ cJSON *pc__gw_health(pc_gateway_t *g)
 	return h;
 }
 
-void pc__gw_m_health(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static void m_health(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
 	(void)params;
 	pc__gw_reply_ok(c, id, pc__gw_health(c->g));
 }
 
-void pc__gw_m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static void m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
 	(void)params;
 	pc_gateway_t *g = c->g;
-	struct pc__gw_ws *ws = c->ws;
 	pc_agent_stats_t st;
 	pc_agent_stats(g->agent, &st);
-	pthread_mutex_lock(&ws->lock);
-	size_t conns = ws->nconns, known = ws->nsessions;
-	pthread_mutex_unlock(&ws->lock);
+	pc__gw_ws_stats_t ws;
+	pc__gw_ws_stats(g, &ws);
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "version", PC_VERSION_STRING);
 	cJSON_AddStringToObject(p, "state", state_name(pc__gw_state(g)));
 	cJSON_AddNumberToObject(p, "startedAt", (double)g->started_wall_ms);
 	cJSON_AddNumberToObject(p, "uptimeMs", (double)(pc_runtime_now_ms() - g->started_mono_ms));
 	cJSON *cn = cJSON_AddObjectToObject(p, "connections");
-	cJSON_AddNumberToObject(cn, "open", (double)conns);
-	cJSON_AddNumberToObject(cn, "connected", (double)__atomic_load_n(&ws->opened, __ATOMIC_RELAXED));
+	cJSON_AddNumberToObject(cn, "open", (double)ws.open);
+	cJSON_AddNumberToObject(cn, "connected", (double)ws.connected);
 	cJSON *ss = cJSON_AddObjectToObject(p, "sessions");
 	cJSON_AddNumberToObject(ss, "live", (double)st.sessions_live);
-	cJSON_AddNumberToObject(ss, "known", (double)known);
 	cJSON *runs = cJSON_AddObjectToObject(p, "runs");
 	cJSON_AddNumberToObject(runs, "started", (double)st.runs_started);
 	cJSON_AddNumberToObject(runs, "finished", (double)st.runs_finished);
@@ -1497,7 +1477,7 @@ static void add_named_models(cJSON *list, const pc_config_t *cfg, const pc_provi
 	}
 }
 
-void pc__gw_m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+static void m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
 	(void)params;
@@ -1512,4 +1492,40 @@ void pc__gw_m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const
 			add_named_models(list, cfg, pv);
 	}
 	pc__gw_reply_ok(c, id, p);
+}
+
+/* ---- the method table ---- */
+
+#define SPEC(v) v, sizeof(v) / sizeof((v)[0])
+
+/* In hello-ok's order. Methods without a spec ignore their params;
+ * sessions.list takes OpenClaw's filters and ignores them. */
+static const pc__gw_method_t methods[] = {
+	{"agent", PC__GW_SCOPE_WRITE, SPEC(agent_spec), true, m_agent},
+	{"agent.wait", PC__GW_SCOPE_WRITE, SPEC(agent_wait_spec), true, m_agent_wait},
+	{"chat.send", PC__GW_SCOPE_WRITE, SPEC(chat_send_spec), true, m_chat_send},
+	{"chat.abort", PC__GW_SCOPE_WRITE, SPEC(chat_abort_spec), true, m_chat_abort},
+	{"chat.history", PC__GW_SCOPE_READ, SPEC(chat_history_spec), true, m_chat_history},
+	{"sessions.list", PC__GW_SCOPE_READ, SPEC(sessions_list_spec), false, m_sessions_list},
+	{"sessions.abort", PC__GW_SCOPE_WRITE, SPEC(sessions_abort_spec), true, m_sessions_abort},
+	{"health", PC__GW_SCOPE_READ, NULL, 0, false, m_health},
+	{"status", PC__GW_SCOPE_READ, NULL, 0, false, m_status},
+	{"models.list", PC__GW_SCOPE_READ, NULL, 0, false, m_models_list},
+};
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+
+const pc__gw_method_t *pc__gw_method_find(const char *name)
+{
+	for (size_t i = 0; i < NMETHODS; i++)
+		if (!strcmp(methods[i].name, name))
+			return &methods[i];
+	return NULL;
+}
+
+cJSON *pc__gw_method_names(void)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < NMETHODS; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(methods[i].name));
+	return a;
 }

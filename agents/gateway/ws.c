@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "rpc_internal.h"
 
@@ -82,7 +81,7 @@ static void conn_start(pc_ctx_t *ctx, pc__gw_conn_t *c)
 {
 	c->self = pc_actor_retain(pc_self(ctx));
 	registry_add(c);
-	c->challenge_ts = pc__wall_ms();
+	c->challenge_ts = pc__gw_wall_ms();
 	int rc = pc__gw_nonce(c->nonce);
 	if (rc == 0)
 		rc = pc_ws_accept_capped(c->srv, c->id, c->self, NULL, (uint32_t)PC_GATEWAY_PREAUTH_MAX_PAYLOAD);
@@ -156,6 +155,9 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		break;
 	case PC_STORE_MSG_HISTORY:
 		pc__gw_on_history(c, msg);
+		break;
+	case PC_STORE_MSG_SESSIONS:
+		pc__gw_on_sessions(c, msg);
 		break;
 	default:
 		break;
@@ -315,6 +317,18 @@ int pc__gw_ws_new(pc_gateway_t *g)
 	return 0;
 }
 
+void pc__gw_ws_stats(pc_gateway_t *g, pc__gw_ws_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct pc__gw_ws *ws = g ? g->ws : NULL;
+	if (!ws)
+		return;
+	pthread_mutex_lock(&ws->lock);
+	out->open = ws->nconns;
+	pthread_mutex_unlock(&ws->lock);
+	out->connected = __atomic_load_n(&ws->opened, __ATOMIC_RELAXED);
+}
+
 void pc__gw_ws_shutdown(pc_gateway_t *g, const char *reason)
 {
 	struct pc__gw_ws *ws = g ? g->ws : NULL;
@@ -325,18 +339,15 @@ void pc__gw_ws_shutdown(pc_gateway_t *g, const char *reason)
 	pthread_mutex_lock(&ws->lock);
 	ws->draining = true;
 	snprintf(ws->shutdown_reason, sizeof(ws->shutdown_reason), "%s", reason);
+	size_t n = strlen(ws->shutdown_reason) + 1;
 	for (pc__gw_conn_t *c = ws->conns; c; c = c->next) {
-		pc_msg_t *m = pc__text_msg(PC__GW_MSG_SHUTDOWN, ws->shutdown_reason);
-		if (m)
-			(void)pc_send(c->self, m);
+		pc_msg_t *m = pc_msg_new(PC__GW_MSG_SHUTDOWN, n);
+		if (!m)
+			continue; /* that client hears of the drain when its socket closes */
+		memcpy(pc_msg_data(m), ws->shutdown_reason, n);
+		(void)pc_send(c->self, m);
 	}
 	pthread_mutex_unlock(&ws->lock);
-}
-
-static void nap_ms(long ms)
-{
-	struct timespec ts = {0, ms * 1000000L};
-	nanosleep(&ts, NULL);
 }
 
 void pc__gw_ws_free(pc_gateway_t *g)
@@ -349,8 +360,7 @@ void pc__gw_ws_free(pc_gateway_t *g)
 	(void)pc_actor_stop(ws->route, PC_EXIT_NORMAL);
 	pc_actor_release(ws->route);
 	while (__atomic_load_n(&ws->live, __ATOMIC_ACQUIRE) > 0)
-		nap_ms(1);
-	pc__gw_sessions_free(ws);
+		pc__gw_nap_ms(1);
 	pc__gw_devices_free(ws);
 	pthread_mutex_destroy(&ws->lock);
 	free(ws);

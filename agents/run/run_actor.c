@@ -94,6 +94,13 @@ static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 	return p->embedded ? r->agent->mock_base_url : p->base_url;
 }
 
+/* The run's time so far (runtime clock); 0 before it started. */
+static uint64_t run_ms(const run_t *r)
+{
+	uint64_t now = pc_runtime_now_ms();
+	return r->started_ms && now > r->started_ms ? now - r->started_ms : 0;
+}
+
 /* ---- hooks (§10.2) ---- */
 
 enum { TAG_MODEL_RESOLVE = 1, TAG_MESSAGE_SENDING };
@@ -281,8 +288,7 @@ static void hook_agent_end(const run_t *r, pc_run_status_t status, const char *e
 	cJSON_AddStringToObject(ev, "status", pc_run_status_name(status));
 	if (error)
 		cJSON_AddStringToObject(ev, "error", error);
-	uint64_t now = pc_runtime_now_ms();
-	cJSON_AddNumberToObject(ev, "durationMs", r->started_ms ? (double)(now - r->started_ms) : 0);
+	cJSON_AddNumberToObject(ev, "durationMs", (double)run_ms(r));
 	cJSON_AddItemToObject(ev, "payloads", payloads ? cJSON_Duplicate(payloads, true) : cJSON_CreateArray());
 	cJSON_AddStringToObject(ev, "runId", r->run_id);
 	cJSON_AddStringToObject(ev, "sessionKey", r->key);
@@ -437,6 +443,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		pc_send(pc_store_actor(r->agent->store), req);
 	cJSON_free(usage);
 
+	/* counted before anyone can learn that the run ended */
+	pc__metrics_run_end(r->agent, status, run_ms(r));
 	/* the session publishes the terminal event and wakes the waiters */
 	pc__run_done_send(r->session, r->run_id, status, kind, ok ? NULL : message, data ? data : "{}");
 	cJSON_free(data);
@@ -714,6 +722,21 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	}
 }
 
+/* What an attempt adds to the agent's metrics: its time, its tokens and,
+ * when it failed, the reason the classifier gave. */
+static void attempt_metrics(pc_agent_t *a, const pc_run_outcome_t *o)
+{
+	const pc__agent_metrics_t *m = &a->metrics;
+	pc__observe_ms(m->attempt_seconds, o->duration_ms > 0 ? (uint64_t)o->duration_ms : 0);
+	const int64_t tokens[PC__TOKEN_KINDS] = {o->usage.input, o->usage.output, o->usage.cache_read,
+						 o->usage.cache_write};
+	for (size_t i = 0; i < PC__TOKEN_KINDS; i++)
+		if (tokens[i] > 0)
+			(void)pc_metric_add_u64(m->tokens[i], (uint64_t)tokens[i]);
+	if (o->has_failure && (unsigned)o->failure.reason < PC_FAILOVER_REASON_COUNT)
+		(void)pc_metric_inc(m->attempt_errors[o->failure.reason]);
+}
+
 static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 {
 	const pc__attempt_done_t *d = pc_msg_cdata(msg);
@@ -762,6 +785,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	pc_msg_t *req = NULL;
 	if (pc_store_req_attempt(&row, &req) == 0)
 		pc_send(pc_store_actor(r->agent->store), req);
+	attempt_metrics(r->agent, &d->outcome);
 	decide(ctx, r);
 }
 
@@ -894,6 +918,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	if (r->phase != RP_DONE) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
+		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, run_ms(r));
 		pc__run_done_send(r->session, r->run_id, PC_RUN_STATUS_ERROR, "stopped", "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");

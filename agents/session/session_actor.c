@@ -43,6 +43,7 @@ typedef struct pending {
 	uint64_t store_corr;
 	pc_actor_t *reply_to;
 	uint64_t corr;
+	pc_msg_t *reply;      /* the answer, made when the submit arrived; NULL once sent */
 	char run_id[PC_RUN_ID_MAX + 1];
 	pc__submit_t *params; /* malloc'd copy */
 	size_t params_size;
@@ -346,6 +347,10 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 
 static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 {
+	/* a collected batch or a rejected steer has no one acceptance time */
+	uint64_t now = pc_runtime_now_ms();
+	if (it->enqueued_ms > 0 && now >= (uint64_t)it->enqueued_ms)
+		pc__observe_ms(s->agent->metrics.queue_wait_seconds, now - (uint64_t)it->enqueued_ms);
 	s->active = *it;
 	memset(it, 0, sizeof(*it));
 	s->has_active = true;
@@ -369,6 +374,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		pc_lane_release(s->agent->lane, n->ticket);
 		return;
 	}
+	pc__observe_ms(s->agent->metrics.lane_wait_seconds, n->wait_ms);
 	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active.bus) {
 		char d[128];
 		snprintf(d, sizeof(d), "{\"phase\":\"granted\",\"waitMs\":%llu,\"queuedAhead\":%u}",
@@ -400,16 +406,26 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 
 /* ---- the queue ---- */
 
+/* Array v (n elements of `size` bytes, room for *cap) with room for one
+ * more: v itself, or v grown (doubled; `first` when empty, *cap updated),
+ * or NULL when it cannot grow (v is then unchanged). */
+static void *room(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? *cap * 2 : first;
+	void *nv = realloc(v, c * size);
+	if (nv)
+		*cap = c;
+	return nv;
+}
+
 static int queue_push(session_t *s, item_t *it)
 {
-	if (s->qn == s->qcap) {
-		size_t c = s->qcap ? s->qcap * 2 : 4;
-		item_t *q = realloc(s->queue, c * sizeof(*q));
-		if (!q)
-			return PC_ENOMEM;
-		s->queue = q;
-		s->qcap = c;
-	}
+	item_t *q = room(s->queue, s->qn, &s->qcap, sizeof(*q), 4);
+	if (!q)
+		return PC_ENOMEM;
+	s->queue = q;
 	s->queue[s->qn++] = *it;
 	memset(it, 0, sizeof(*it));
 	return 0;
@@ -619,11 +635,14 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 
 /* ---- accepting ---- */
 
+/* Answers the submit, once. The answer's message was made when the submit
+ * arrived, so no path that answers depends on memory being free then. */
 static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_disposition_t d)
 {
-	pc_msg_t *m = pc_msg_new(PC_MSG_AGENT_ACCEPTED, sizeof(pc_agent_submit_reply_t));
+	pc_msg_t *m = p->reply;
 	if (!m)
 		return;
+	p->reply = NULL;
 	pc_agent_submit_reply_t *r = pc_msg_data(m);
 	memset(r, 0, sizeof(*r));
 	r->rc = rc;
@@ -637,6 +656,7 @@ static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_di
 
 static void pending_free(pending_t *p)
 {
+	pc_msg_free(p->reply);
 	pc_actor_release(p->reply_to);
 	free(p->params);
 }
@@ -644,50 +664,53 @@ static void pending_free(pending_t *p)
 static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p);
 static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id);
 
+/*
+ * A submit is answered exactly once (PC_MSG_AGENT_ACCEPTED to its asker):
+ * here when it cannot be taken (memory, the store), else once the store
+ * has its run row (accepted()), or with PC_ESTOPPED by session_stop. The
+ * answer's message is made first; only when even that fails is nothing
+ * sent (there is no memory to say so), and the asker's own deadline is
+ * what is left. A submit without an asker (never made by the agent API)
+ * has nobody to answer.
+ */
 static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
 	if (!msg->reply_to)
 		return 0;
-	if (s->pn == s->pcap) {
-		size_t c = s->pcap ? s->pcap * 2 : 2;
-		pending_t *p = realloc(s->pend, c * sizeof(*p));
-		if (!p)
-			return 0;
-		s->pend = p;
-		s->pcap = c;
+	pending_t p = {
+		.reply_to = pc_actor_retain(msg->reply_to),
+		.corr = msg->corr,
+		.reply = pc_msg_new(PC_MSG_AGENT_ACCEPTED, sizeof(pc_agent_submit_reply_t)),
+		.params = malloc(msg->size),
+		.params_size = msg->size,
+	};
+	pending_t *pend = p.reply && p.params ? room(s->pend, s->pn, &s->pcap, sizeof(*pend), 2) : NULL;
+	const char *idem = NULL;
+	int rc = pend ? 0 : PC_ENOMEM;
+	if (rc == 0) {
+		s->pend = pend;
+		memcpy(p.params, pc_msg_cdata(msg), msg->size);
+		pc__agent_run_id(s->agent, p.run_id);
+		idem = sub_str(p.params, p.params->idem);
+		pc_msg_t *req = NULL;
+		rc = pc_store_req_run_begin(s->key, p.run_id, idem, &req);
+		if (rc == 0)
+			rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p.store_corr);
 	}
-	pending_t *p = &s->pend[s->pn];
-	memset(p, 0, sizeof(*p));
-	p->reply_to = pc_actor_retain(msg->reply_to);
-	p->corr = msg->corr;
-	p->params = malloc(msg->size);
-	if (!p->params) {
-		reply_accepted(p, PC_ENOMEM, NULL, PC_AGENT_DROPPED);
-		pending_free(p);
-		return 0;
-	}
-	memcpy(p->params, pc_msg_cdata(msg), msg->size);
-	p->params_size = msg->size;
-	pc__agent_run_id(s->agent, p->run_id);
-	pc_msg_t *req = NULL;
-	const char *idem = sub_str(p->params, p->params->idem);
-	int rc = pc_store_req_run_begin(s->key, p->run_id, idem, &req);
-	if (rc == 0)
-		rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p->store_corr);
 	if (rc != 0) {
-		reply_accepted(p, rc, NULL, PC_AGENT_DROPPED);
-		pending_free(p);
+		reply_accepted(&p, rc, NULL, PC_AGENT_DROPPED);
+		pending_free(&p);
 		return 0;
 	}
 	if (s->pn == 0)
 		pc__session_set_idle(s->agent, s->key, false);
-	s->pn++;
+	s->pend[s->pn++] = p;
 	/* Without an idempotency key the store cannot refuse it as a
 	 * duplicate, so the run need not wait for the row: it is admitted now
 	 * (its own writes reach the store after the row, in order), and the
 	 * caller is answered once the row is durable. */
 	if (!idem) {
-		p->early = true;
+		s->pend[s->pn - 1].early = true;
 		admit(ctx, s, &s->pend[s->pn - 1]);
 	}
 	return 0;
