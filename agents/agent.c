@@ -814,7 +814,6 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	pthread_mutex_init(&a->cooldowns.lock, NULL);
 	pc__slab_init(&a->slot_slab, sizeof(pc_session_slot_t), 64);
 	pc__slab_init(&a->session_slab, pc__session_state_size(), 64);
-	pc__slab_init(&a->run_slab, pc__run_state_size(), 16);
 	uint8_t r[8];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		memset(r, 0, sizeof(r));
@@ -975,7 +974,6 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	}
 	pc__slab_destroy(&a->slot_slab);
 	pc__slab_destroy(&a->session_slab);
-	pc__slab_destroy(&a->run_slab);
 	pc_run_registry_free(a->runs);
 	cJSON_Delete(a->tool_schemas);
 	pc_tool_registry_free(a->own_tools);

@@ -146,7 +146,6 @@ struct pc_agent {
 	pc_timer_t reaper_tick;
 	pc__slab_t session_slab; /* session actors' state */
 	pc__slab_t slot_slab;    /* directory slots */
-	pc__slab_t run_slab;     /* run actors' state */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */
@@ -277,8 +276,6 @@ typedef struct pc__run_params {
 	pc_event_bus_t *bus;          /* retained by the run */
 } pc__run_params_t;
 
-/* sizeof the run actor's state, for its slab. */
-size_t pc__run_state_size(void);
 /* Spawns a run actor for `p`; it reports to `session`. */
 int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out);
 

@@ -9,7 +9,9 @@
 #ifndef PC_BENCH_AGENT_ENV_H
 #define PC_BENCH_AGENT_ENV_H
 
+#include <dlfcn.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,10 +70,16 @@ static inline rlim_t env_raise_nofile(rlim_t want)
 	return rl.rlim_cur;
 }
 
-/* Resident set after returning free heap pages to the OS, KiB. */
+/* Resident set after returning free heap pages to the OS, KiB: glibc's
+ * malloc_trim, or mimalloc's mi_collect when it is the process's
+ * allocator (found at run time, so the bench builds with either). */
 static inline uint64_t env_trimmed_rss_kib(void)
 {
-	malloc_trim(0);
+	void (*mi_collect)(bool) = (void (*)(bool))dlsym(RTLD_DEFAULT, "mi_collect");
+	if (mi_collect)
+		mi_collect(true);
+	else
+		malloc_trim(0);
 	return bench_rss_kib();
 }
 

@@ -951,7 +951,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->extra);
 	free(r->model_buf);
 	pc_agent_t *a = r->agent;
-	pc__slab_free(&a->run_slab, r);
+	free(r);
 	__atomic_sub_fetch(&a->stats.runs_live, 1, __ATOMIC_RELEASE);
 }
 
@@ -991,13 +991,12 @@ static int resolve_chain(run_t *r, const char *model)
 	return 0;
 }
 
-size_t pc__run_state_size(void) { return sizeof(run_t); }
 
 int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out)
 {
-	/* a slab: the state is a few KiB, and a fresh large malloc per run
-	 * makes glibc consolidate its fast bins every time */
-	run_t *r = pc__slab_alloc(&a->run_slab);
+	/* malloc, not a slab: runs come and go, and a slab would keep the
+	 * peak of a burst resident for ever */
+	run_t *r = calloc(1, sizeof(*r));
 	if (!r)
 		return PC_ENOMEM;
 	r->agent = a;
@@ -1050,7 +1049,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		free(r->extra);
 		free(r->model_buf);
 		pc__loop_box_release(r->loop);
-		pc__slab_free(&a->run_slab, r);
+		free(r);
 		return rc;
 	}
 	*out = actor;
