@@ -939,6 +939,95 @@ Test(store, actors_ask_and_get_replies_after_commit)
 	fx_fini(&f);
 }
 
+/* Run rows asked for with PC_STORE_REQ_EARLY: a provisional answer before
+ * the commit, then the final one; without the flag, one answer. */
+typedef struct early_asker {
+	pc_actor_t *store;
+	uint64_t corr[4];
+	uint32_t flags[4][2]; /* per request: the replies' flags, in order */
+	int32_t rcs[4][2];
+	int count[4];
+	int replies;
+	volatile int done;
+} early_asker_t;
+
+static void early_ask(pc_ctx_t *ctx, early_asker_t *a, int k, const char *run, const char *idem, uint32_t flags)
+{
+	pc_msg_t *req = NULL;
+	CHECK(pc_store_req_run_begin("early", run, idem, flags, &req) == 0, "build");
+	CHECK(pc_ask(ctx, a->store, req, &a->corr[k]) == 0, "ask");
+}
+
+static int early_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	early_asker_t *a = state;
+	if (m->type == ASK_GO) {
+		early_ask(ctx, a, 0, "r-new", "key-new", PC_STORE_REQ_EARLY);
+		early_ask(ctx, a, 1, "r-plain", "key-plain", 0);
+		early_ask(ctx, a, 2, "r-nokey", NULL, PC_STORE_REQ_EARLY);
+		return 0;
+	}
+	if (m->type != PC_STORE_MSG_REPLY)
+		return 0;
+	pc_store_reply_t r;
+	CHECK(pc_store_reply_get(m, &r) == 0, "reply");
+	for (int k = 0; k < 4; k++) {
+		if (a->corr[k] != m->corr || a->count[k] >= 2)
+			continue;
+		a->flags[k][a->count[k]] = r.flags;
+		a->rcs[k][a->count[k]++] = r.rc;
+	}
+	/* the first three answered in full: a repeat of the first key */
+	if (++a->replies == 5)
+		early_ask(ctx, a, 3, "r-again", "key-new", PC_STORE_REQ_EARLY);
+	if (a->replies == 7)
+		STORE(a->done, 1);
+	return 0;
+}
+
+static const pc_behavior_t early_beh = {"early-asker", early_receive, NULL};
+
+Test(store, an_early_run_row_is_told_before_its_commit_then_after)
+{
+	fx_t f;
+	fx_init(&f);
+	reset_failures();
+	early_asker_t *a = calloc(1, sizeof(*a));
+	cr_assert_not_null(a);
+	a->store = pc_store_actor(f.s);
+	pc_actor_t *act = NULL;
+	cr_assert_eq(pc_spawn(f.rt, &early_beh, a, &act), 0);
+	cr_assert_eq(pc_send_u64(act, ASK_GO, 0), 0);
+	AWAIT(LOAD(a->done), 20000);
+	struct timespec ts = {0, 50 * 1000000}; /* no third answer comes late */
+	nanosleep(&ts, NULL);
+	assert_no_failures();
+	/* new key: provisional CREATED, then durable CREATED */
+	cr_assert_eq(a->count[0], 2);
+	cr_assert_eq(a->flags[0][0], PC_STORE_CREATED | PC_STORE_PROVISIONAL);
+	cr_assert_eq(a->flags[0][1], PC_STORE_CREATED);
+	/* no flag: one answer */
+	cr_assert_eq(a->count[1], 1);
+	cr_assert_eq(a->flags[1][0], PC_STORE_CREATED);
+	/* no key, flag or not: early too (nothing to refuse, but the asker asked) */
+	cr_assert_eq(a->count[2], 2);
+	cr_assert_eq(a->flags[2][0], PC_STORE_CREATED | PC_STORE_PROVISIONAL);
+	/* the key again: both answers name no new row */
+	cr_assert_eq(a->count[3], 2);
+	cr_assert_eq(a->flags[3][0], PC_STORE_PROVISIONAL);
+	cr_assert_eq(a->flags[3][1], 0);
+	for (int k = 0; k < 4; k++)
+		for (int j = 0; j < a->count[k]; j++)
+			cr_assert_eq(a->rcs[k][j], 0);
+	pc_store_reply_t g;
+	cr_assert_eq(pc_store_run_get(f.s, "r-again", &g), PC_ENOTFOUND);
+	pc_actor_stop(act, PC_EXIT_NORMAL);
+	pc_actor_release(act);
+	quiesce(f.rt);
+	free(a);
+	fx_fini(&f);
+}
+
 /* Closing from a worker would block it and free the store under the
  * actor: refused, and the store stays usable. */
 typedef struct closer {

@@ -693,7 +693,7 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		pc__agent_run_id(s->agent, p.run_id);
 		idem = sub_str(p.params, p.params->idem);
 		pc_msg_t *req = NULL;
-		rc = pc_store_req_run_begin(s->key, p.run_id, idem, &req);
+		rc = pc_store_req_run_begin(s->key, p.run_id, idem, idem ? PC_STORE_REQ_EARLY : 0, &req);
 		if (rc == 0)
 			rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p.store_corr);
 	}
@@ -708,7 +708,9 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	/* Without an idempotency key the store cannot refuse it as a
 	 * duplicate, so the run need not wait for the row: it is admitted now
 	 * (its own writes reach the store after the row, in order), and the
-	 * caller is answered once the row is durable. */
+	 * caller is answered once the row is durable. With a key it is
+	 * admitted on the store's provisional answer (the key was new), before
+	 * the commit. */
 	if (!idem) {
 		s->pend[s->pn - 1].early = true;
 		admit(ctx, s, &s->pend[s->pn - 1]);
@@ -741,12 +743,17 @@ static void answer(pending_t *p, int rc, const char *run_id, pc_agent_dispositio
 static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_reply_t *r)
 {
 	if (p->early) {
-		if (r->rc != 0) {
-			/* the run row did not make it: the run must not go on */
+		if (r->rc != 0 || !(r->flags & PC_STORE_CREATED)) {
+			/* the run row did not make it (or, against what the
+			 * provisional answer said, the key was taken): the run
+			 * must not go on */
 			abort_run(ctx, s, p->run_id);
 			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
-					       pc_store_strerror(r->rc), "store");
-			reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
+					       r->rc ? pc_store_strerror(r->rc) : "duplicate", "store");
+			if (r->rc)
+				reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
+			else
+				reply_accepted(p, 0, r->id, PC_AGENT_DUPLICATE);
 			return;
 		}
 		reply_accepted(p, p->answer_rc, p->answer_rc ? NULL : p->run_id, p->answer);
@@ -880,11 +887,28 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	}
 }
 
+/* The store ran the run row's statement (not yet committed): a new key
+ * admits the run now; the final reply still answers the caller. */
+static void on_provisional(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_reply_t *r)
+{
+	if (p->early || r->rc != 0 || !(r->flags & PC_STORE_CREATED))
+		return;
+	p->early = true;
+	admit(ctx, s, p);
+}
+
 static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
 	for (size_t i = 0; i < s->pn; i++) {
 		if (s->pend[i].store_corr != msg->corr)
 			continue;
+		pc_store_reply_t r;
+		if (pc_store_reply_get(msg, &r) != 0)
+			r = (pc_store_reply_t){.rc = PC_EINVAL};
+		if (r.flags & PC_STORE_PROVISIONAL) {
+			on_provisional(ctx, s, &s->pend[i], &r);
+			return true;
+		}
 		pending_t p = s->pend[i];
 		memmove(&s->pend[i], &s->pend[i + 1], (s->pn - i - 1) * sizeof(pending_t));
 		if (--s->pn == 0) {
@@ -893,9 +917,6 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 			s->pend = NULL;
 			s->pcap = 0;
 		}
-		pc_store_reply_t r;
-		if (pc_store_reply_get(msg, &r) != 0)
-			r.rc = PC_EINVAL;
 		accepted(ctx, s, &p, &r);
 		pending_free(&p);
 		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0)

@@ -290,7 +290,8 @@ out:
 	return rc;
 }
 
-int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, pc_msg_t **out)
+int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, uint32_t flags,
+			   pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
@@ -298,7 +299,8 @@ int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem
 	if (run_id && strlen(run_id) > PC_STORE_ID_MAX)
 		return PC_EINVAL;
 	const char *s[S_RB_N] = {key, run_id, idem_key};
-	return req_build(PC_STORE_REQ_RUN_BEGIN, NULL, 0, s, S_RB_N, S_RB_N,
+	int64_t i[I_RB_N] = {flags};
+	return req_build(PC_STORE_REQ_RUN_BEGIN, i, I_RB_N, s, S_RB_N, S_RB_N,
 			 1u << S_RB_KEY | 1u << S_RB_RUN, out);
 }
 
@@ -806,14 +808,34 @@ static void batch_fail(pc__store_op_t *op, int rc)
 		op->res = (pc_store_reply_t){.rc = rc};
 }
 
-/* On a blocking thread: one transaction for the whole batch. */
-/* One pass over the batch in one transaction; with `guarded`, each op in a
- * savepoint of its own so a failed op leaves the others in. */
+/* The provisional answer of a run row that asked for one, once its
+ * statement ran (either pass: a rolled-back pass redoes the same ops in the
+ * same order, so the outcome it told stands unless the commit fails). */
+static void tell_early(pc__store_op_t *op)
+{
+	if (op->told_early || !op->reply_to || op->kind != PC_STORE_REQ_RUN_BEGIN || op->nint < I_RB_N ||
+	    !(op->i[I_RB_FLAGS] & PC_STORE_REQ_EARLY) || op->res.rc != 0)
+		return;
+	pc_store_reply_t r = op->res;
+	r.flags |= PC_STORE_PROVISIONAL;
+	pc_msg_t *m = pc__store_reply_msg(&r);
+	if (m) {
+		m->corr = op->corr;
+		op->told_early = pc_send(op->reply_to, m) == 0;
+	}
+}
+
+/* On a blocking thread: one pass over the batch in one transaction; with
+ * `guarded`, each op in a savepoint of its own so a failed op leaves the
+ * others in. */
 static int batch_pass(pc_store_t *s, batch_t *b, bool guarded)
 {
 	int rc = s->ops->begin(s->be);
-	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next)
+	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next) {
 		rc = s->ops->apply(s->be, op, guarded);
+		if (rc == 0)
+			tell_early(op);
+	}
 	if (rc == 0)
 		rc = s->ops->commit(s->be);
 	return rc;
@@ -1289,7 +1311,7 @@ int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const
 		       pc_store_reply_t *out)
 {
 	pc_msg_t *m = NULL;
-	int rc = pc_store_req_run_begin(key, run_id, idem_key, &m);
+	int rc = pc_store_req_run_begin(key, run_id, idem_key, 0, &m);
 	return call(s, rc, m, out);
 }
 

@@ -221,7 +221,8 @@ typedef struct pc_store_reply {
 	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
 } pc_store_reply_t;
 
-#define PC_STORE_CREATED 1u /* SESSION / RUN_BEGIN: this request created the row */
+#define PC_STORE_CREATED 1u     /* SESSION / RUN_BEGIN: this request created the row */
+#define PC_STORE_PROVISIONAL 2u /* RUN_BEGIN with PC_STORE_REQ_EARLY: not yet durable */
 
 /* Each builder writes a new message (owned by the caller until sent) to
  * *out. Strings are copied. PC_EINVAL for a missing required field or a
@@ -248,8 +249,15 @@ int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_s
 			 const pc_store_msg_t *msgs, size_t n, pc_msg_t **out);
 /* Creates run `run_id` for session `key` unless `idem_key` (may be NULL)
  * was already used: then nothing is created and the reply names the first
- * run (id, status) without CREATED. */
-int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, pc_msg_t **out);
+ * run (id, status) without CREATED. With PC_STORE_REQ_EARLY in `flags` the
+ * asker hears twice under the same corr: once the row's statement has run
+ * in its batch, before the commit (PROVISIONAL set, rc 0: what the final
+ * reply will say unless the commit fails), then as usual once it is durable
+ * or failed. A caller that may act before durability (start the run) saves
+ * a commit's wait without losing the duplicate check. */
+#define PC_STORE_REQ_EARLY 1u
+int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, uint32_t flags,
+			   pc_msg_t **out);
 /* Ends a run: status, a short error code (never a raw message; may be
  * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once).
  * PC_ENOTFOUND for an unknown run. */

@@ -31,6 +31,7 @@ typedef struct pc__store_op {
 	pc_actor_t *reply_to;    /* retained, or NULL */
 	uint64_t corr;
 	pc_store_reply_t res;    /* filled by the backend */
+	bool told_early;         /* the provisional answer went (PC_STORE_REQ_EARLY) */
 	/* the copied payload and the pointer array follow */
 } pc__store_op_t;
 
@@ -54,6 +55,7 @@ enum { I_APP_EPOCH = 0, I_APP_CREATED, I_APP_N };
 enum { S_RW_KEY = 0, S_RW_FIRST = 1, S_RW_PER = 4 };
 enum { I_RW_EPOCH = 0, I_RW_EXPECTED, I_RW_FROM, I_RW_COUNT, I_RW_FIRST };
 enum { S_RB_KEY = 0, S_RB_RUN, S_RB_IDEM, S_RB_N };
+enum { I_RB_FLAGS = 0, I_RB_N };
 enum { S_RE_RUN = 0, S_RE_CODE, S_RE_USAGE, S_RE_N };
 enum { I_RE_STATUS = 0, I_RE_N };
 enum { S_AT_RUN = 0, S_AT_PROVIDER, S_AT_MODEL, S_AT_PROFILE, S_AT_REASON, S_AT_STATUS, S_AT_CODE, S_AT_N };
