@@ -701,3 +701,45 @@ Test(agent_gateway_runs, a_thousand_sessions_over_ten_connections_all_complete)
 	cr_assert_geq(st.runs_finished, LOAD_CONNS * LOAD_RUNS);
 	gw_stop(&f);
 }
+
+/* A drain ends once every client has its final answers, not only once the
+ * runs ended: freeing the gateway right after must not cut any off. */
+Test(agent_gateway_runs, a_drain_delivers_every_final_answer_before_the_close)
+{
+	enum { RUNS = 200 };
+	/* every run at once, so they end together and the connection still
+	 * has final answers to send when the last run has ended */
+	static const char cfg[] =
+		"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
+		"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"maxConcurrent\":256}},"
+		"\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" GW_TOKEN "\"}}}";
+	gw_t f;
+	gw_start(&f, cfg, NULL);
+	cl_t *c = cl_connect(f.port);
+	char ids[RUNS][32];
+	for (int i = 0; i < RUNS; i++) {
+		char idem[32], key[32];
+		snprintf(idem, sizeof(idem), "drain-%d", i);
+		snprintf(key, sizeof(key), "drain-s%d", i);
+		cl_req(c, "agent", agent_params(SLOW, idem, key), ids[i]);
+	}
+	for (int i = 0; i < RUNS; i++) {
+		cJSON *r = cl_await_res(c, ids[i], 30000);
+		cr_assert(r && jok(r), "run %d not accepted", i);
+		cJSON_Delete(r);
+	}
+	cr_assert_eq(pc_gateway_drain(f.g, 30000), 0);
+	pc_gateway_free(f.g);
+	f.g = NULL;
+	/* everything the gateway sent before it closed is readable */
+	int finals = 0;
+	for (int i = 0; i < RUNS; i++) {
+		cJSON *r = cl_await_res(c, ids[i], 5000);
+		if (r && !strcmp(jstr(jget(r, "payload"), "status"), "ok"))
+			finals++;
+		cJSON_Delete(r);
+	}
+	cr_assert_eq(finals, RUNS, "%d of %d final answers arrived before the close", finals, RUNS);
+	cl_free(c);
+	gw_stop(&f);
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gateway_internal.h"
+#include "http_util.h"
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 
@@ -105,11 +106,15 @@ uint16_t pc_gateway_port(const pc_gateway_t *g) { return g ? g->port : 0; }
 
 bool pc_gateway_ready(const pc_gateway_t *g) { return g && pc__gw_state(g) == PC__GW_READY; }
 
-static uint64_t runs_active(pc_gateway_t *g)
+/* Runs still going, and clients still owed their final answers (a run
+ * ends before its last event reaches the client's connection actor). */
+static uint64_t work_left(pc_gateway_t *g)
 {
 	pc_agent_stats_t st;
 	pc_agent_stats(g->agent, &st);
-	return st.runs_active;
+	pc__gw_openai_stats_t oa;
+	pc__gw_openai_stats(g, &oa);
+	return st.runs_active + __atomic_load_n(&g->answers_owed, __ATOMIC_ACQUIRE) + oa.active;
 }
 
 int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
@@ -126,15 +131,16 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 	pc__gw_ws_shutdown(g, "draining");
 	uint64_t grace = deadline_ms < 0 ? g->gcfg->drain_ms : (uint64_t)deadline_ms;
 	uint64_t until = pc_runtime_now_ms() + grace;
-	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
+	while (work_left(g) > 0 && pc_runtime_now_ms() < until)
 		pc__gw_nap_ms(5);
-	if (runs_active(g) > 0)
+	if (work_left(g) > 0)
 		pc_agent_abort_all(g->agent);
-	/* an aborted run still writes its end; wait for that, bounded */
+	/* an aborted run still writes its end and is answered; wait for that,
+	 * bounded */
 	until = pc_runtime_now_ms() + 10000;
-	while (runs_active(g) > 0 && pc_runtime_now_ms() < until)
+	while (work_left(g) > 0 && pc_runtime_now_ms() < until)
 		pc__gw_nap_ms(5);
-	return runs_active(g) == 0 ? 0 : PC_ETIMEDOUT;
+	return work_left(g) == 0 ? 0 : PC_ETIMEDOUT;
 }
 
 void pc__gw_route_stop(pc_actor_t **route)

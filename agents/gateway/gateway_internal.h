@@ -50,7 +50,15 @@ struct pc_gateway {
 	struct pc__gw_openai *openai;
 	struct pc__gw_ops *ops;
 	pc_actor_t *ws_route, *openai_route, *ops_route;
+	uint64_t answers_owed;    /* atomic: WebSocket runs and submits whose
+				   * final answer is not yet sent (drain waits) */
 };
+
+/* Counts an answer owed to a WebSocket client (+1) or sent (-1). */
+static inline void pc__gw_owe(pc_gateway_t *g, int64_t d)
+{
+	__atomic_add_fetch(&g->answers_owed, (uint64_t)d, __ATOMIC_ACQ_REL);
+}
 
 /* The state, read atomically. */
 static inline int pc__gw_state(const pc_gateway_t *g) { return __atomic_load_n(&g->state, __ATOMIC_ACQUIRE); }

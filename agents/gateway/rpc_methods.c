@@ -268,12 +268,14 @@ static pc__gw_run_t *run_new(pc__gw_conn_t *c, int kind, const char *run_id, con
 		return NULL;
 	}
 	list_add(&c->runs, &r->node);
+	pc__gw_owe(c->g, 1);
 	return r;
 }
 
 static void run_free(pc__gw_conn_t *c, pc__gw_run_t *r)
 {
 	list_remove(&c->runs, &r->node);
+	pc__gw_owe(c->g, -1);
 	pc_timer_cancel(c->g->rt, r->flush_timer);
 	if (r->ssub)
 		ssub_put(c, r->ssub);
@@ -295,6 +297,8 @@ static pc__gw_pend_t *pend_new(pc__gw_conn_t *c, int kind, const char *req_id)
 		return NULL;
 	}
 	list_add(&c->pend, &p->node);
+	if (kind == P_SUBMIT)
+		pc__gw_owe(c->g, 1);
 	return p;
 }
 
@@ -311,6 +315,8 @@ static pc__gw_pend_t *pend_find(pc__gw_conn_t *c, int kind, uint64_t corr)
 static void pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
 {
 	list_remove(&c->pend, &p->node);
+	if (p->kind == P_SUBMIT)
+		pc__gw_owe(c->g, -1);
 	pc_timer_cancel(c->g->rt, p->timer);
 	free(p->req_id);
 	free(p->key);
