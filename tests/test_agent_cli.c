@@ -390,6 +390,68 @@ Test(agent_cli, health_and_sessions_ask_the_gateway)
 	down(&t);
 }
 
+/* Sessions written straight into the gateway's store (a connection of
+ * our own to the same file). */
+static void seed_sessions(const ctx_t *t, int n)
+{
+	pc_runtime_t *rt = start_rt(1);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/state.db", t->dir);
+	cfg.path = path;
+	pc_store_t *s = NULL;
+	cr_assert_eq(pc_store_open(rt, &cfg, &s), 0);
+	for (int i = 0; i < n; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "seed-%04d", i);
+		pc_store_reply_t r;
+		cr_assert_eq(pc_store_session(s, key, NULL, NULL, NULL, &r), 0);
+	}
+	pc_store_close(s);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
+/* Listing the number of keys in a `sessions list --json` answer, and
+ * whether it says more follow. */
+static int listed(ctx_t *t, const char *limit, bool *more)
+{
+	result_t r = limit ? run(t, ARGS("sessions", "list", "--json", "--limit", limit, "--url", t->url, "--token", TOKEN))
+			   : run(t, ARGS("sessions", "list", "--json", "--url", t->url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	cr_assert_eq(cJSON_GetArraySize(lines), 1);
+	const cJSON *list = jget(last(lines), "sessions");
+	int n = cJSON_GetArraySize(list);
+	/* each key once */
+	cJSON *seen = cJSON_CreateObject();
+	const cJSON *e;
+	cJSON_ArrayForEach(e, list) {
+		cr_assert_null(cJSON_GetObjectItemCaseSensitive(seen, jstr(e, "key")), "%s twice", jstr(e, "key"));
+		cJSON_AddTrueToObject(seen, jstr(e, "key"));
+	}
+	cJSON_Delete(seen);
+	*more = jget(last(lines), "nextCursor") != NULL;
+	cJSON_Delete(lines);
+	result_free(&r);
+	return n;
+}
+
+Test(agent_cli, sessions_list_follows_the_pages_up_to_its_limit)
+{
+	ctx_t t;
+	up(&t);
+	seed_sessions(&t, 1500);
+	bool more = false;
+	cr_assert_eq(listed(&t, NULL, &more), 1000, "one page by default");
+	cr_assert(more);
+	cr_assert_eq(listed(&t, "1200", &more), 1200, "a page and a part");
+	cr_assert(more);
+	cr_assert_eq(listed(&t, "10000", &more), 1500, "every page");
+	cr_assert_not(more);
+	down(&t);
+}
+
 Test(agent_cli, the_environment_stands_in_for_flags)
 {
 	ctx_t t;

@@ -15,7 +15,8 @@
 
 #define CMD "pincer sessions"
 #define ANSWER_MS 30000
-#define LIST_MAX 10000   /* sessions.list's limit */
+#define LIST_MAX 10000   /* what the command follows pages for */
+#define PAGE_MAX 1000    /* sessions.list's page (and its default) */
 #define HISTORY_MAX 1000 /* chat.history's */
 
 static void usage(FILE *f)
@@ -25,8 +26,9 @@ static void usage(FILE *f)
 		   "  list                   the gateway's sessions, most recent first\n"
 		   "  show KEY               the session's transcript, oldest message first (KEY\n"
 		   "                         may also come from --session or PINCER_SESSION)\n"
-		   "  --limit N              at most N sessions (0..10000) / the last N messages\n"
-		   "                         (1..1000, default 200) (env PINCER_LIMIT)\n"
+		   "  --limit N              at most N sessions (0..10000, default 1000; 0: those\n"
+		   "                         in memory) / the last N messages (1..1000, default\n"
+		   "                         200) (env PINCER_LIMIT)\n"
 		   "  --json                 the gateway's answer as one JSON line (env PINCER_JSON)\n\n"
 		   "gateway options:\n");
 	pc_cli_gw_usage(f);
@@ -173,24 +175,80 @@ static void print_history(const cJSON *p)
 
 /* ---- the call ---- */
 
-static cJSON *params(const opts_t *o, bool show, int *status)
+/* The request's params; `limit` and `cursor` only when given (0 / NULL:
+ * absent). NULL when out of memory. */
+static cJSON *params(const char *key, uint64_t limit, bool has_limit, const char *cursor)
 {
-	uint64_t limit = 0;
-	*status = 0;
-	if (o->limit)
-		*status = pc_cli_uint(CMD, "--limit", o->limit, show ? 1 : 0, show ? HISTORY_MAX : LIST_MAX, &limit);
-	if (*status)
-		return NULL;
 	cJSON *p = cJSON_CreateObject();
-	bool ok = p && (!o->limit || cJSON_AddNumberToObject(p, "limit", (double)limit)) &&
-		  (!show || cJSON_AddStringToObject(p, "sessionKey", o->key));
+	bool ok = p && (!has_limit || cJSON_AddNumberToObject(p, "limit", (double)limit)) &&
+		  (!key || cJSON_AddStringToObject(p, "sessionKey", key)) &&
+		  (!cursor || cJSON_AddStringToObject(p, "cursor", cursor));
 	if (!ok) {
-		fprintf(stderr, CMD ": out of memory\n");
-		*status = PC_CLI_FAIL;
 		cJSON_Delete(p);
 		return NULL;
 	}
 	return p;
+}
+
+/* Adds `page`'s sessions to `all` (both answers that are ok) and takes its
+ * nextCursor, or drops it when there is none. */
+static bool merge_page(cJSON *all, cJSON *page)
+{
+	cJSON *to = cJSON_GetObjectItemCaseSensitive(all, "payload");
+	cJSON *from = cJSON_GetObjectItemCaseSensitive(page, "payload");
+	cJSON *list = cJSON_GetObjectItemCaseSensitive(to, "sessions");
+	cJSON *more = cJSON_GetObjectItemCaseSensitive(from, "sessions");
+	if (!cJSON_IsArray(list) || !cJSON_IsArray(more))
+		return false;
+	while (more->child)
+		cJSON_AddItemToArray(list, cJSON_DetachItemViaPointer(more, more->child));
+	cJSON_DeleteItemFromObjectCaseSensitive(to, "nextCursor");
+	cJSON *next = cJSON_DetachItemFromObjectCaseSensitive(from, "nextCursor");
+	if (next)
+		cJSON_AddItemToObject(to, "nextCursor", next);
+	return true;
+}
+
+static bool answer_ok(const cJSON *res)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")) &&
+	       cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(res, "payload"));
+}
+
+static cJSON *payload_item(const cJSON *res, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(res, "payload"), k);
+}
+
+/* sessions.list a page at a time until `limit` sessions or the last page:
+ * one answer holding them all (and the cursor of what follows, if any). A
+ * failed page is the answer. */
+static int list_pages(pc_cli_rpc_t *c, uint64_t limit, cJSON **res)
+{
+	*res = NULL;
+	const char *cursor = NULL;
+	for (;;) {
+		uint64_t got = (uint64_t)cJSON_GetArraySize(payload_item(*res, "sessions"));
+		cJSON *p = params(NULL, limit - got < PAGE_MAX ? limit - got : PAGE_MAX, true, cursor);
+		cJSON *page = NULL;
+		int rc = p ? pc_cli_rpc_call(c, "sessions.list", p, ANSWER_MS, &page) : PC_ENOMEM;
+		if (rc != 0 || !answer_ok(page)) {
+			cJSON_Delete(*res);
+			*res = page;
+			return rc;
+		}
+		if (!*res) {
+			*res = page;
+		} else {
+			bool merged = merge_page(*res, page);
+			cJSON_Delete(page);
+			if (!merged)
+				return PC_EINVAL;
+		}
+		cursor = cJSON_GetStringValue(payload_item(*res, "nextCursor"));
+		if (!cursor || (uint64_t)cJSON_GetArraySize(payload_item(*res, "sessions")) >= limit)
+			return 0;
+	}
 }
 
 static int answer(const cJSON *res, bool show, bool json)
@@ -225,19 +283,25 @@ int pc_cmd_sessions(int argc, char **argv)
 	if (status)
 		return status < 0 ? PC_CLI_OK : status;
 	bool show = !strcmp(o.action, "show");
-	cJSON *p = params(&o, show, &status);
-	if (!p)
+	uint64_t limit = show ? 0 : PAGE_MAX;
+	if (o.limit)
+		status = pc_cli_uint(CMD, "--limit", o.limit, show ? 1 : 0, show ? HISTORY_MAX : LIST_MAX, &limit);
+	if (status)
 		return status;
 	static const char *const scopes[] = {"operator.read", NULL};
 	pc_cli_rpc_t *c = NULL;
 	status = pc_cli_gw_connect(CMD, &o.gw, scopes, false, &c);
-	if (status) {
-		cJSON_Delete(p);
+	if (status)
 		return status;
-	}
 	cJSON *res = NULL;
 	char why[400];
-	int rc = pc_cli_rpc_call(c, show ? "chat.history" : "sessions.list", p, ANSWER_MS, &res);
+	int rc;
+	if (show) {
+		cJSON *p = params(o.key, limit, o.limit != NULL, NULL);
+		rc = p ? pc_cli_rpc_call(c, "chat.history", p, ANSWER_MS, &res) : PC_ENOMEM;
+	} else {
+		rc = list_pages(c, limit, &res);
+	}
 	if (rc != 0) {
 		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_strerror(c, rc, why, sizeof(why)));
 		status = PC_CLI_FAIL;
