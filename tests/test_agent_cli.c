@@ -431,6 +431,7 @@ static int listed(ctx_t *t, const char *limit, bool *more)
 		cJSON_AddTrueToObject(seen, jstr(e, "key"));
 	}
 	cJSON_Delete(seen);
+	cr_assert_eq(jnum(last(lines), "count"), n);
 	*more = jget(last(lines), "nextCursor") != NULL;
 	cJSON_Delete(lines);
 	result_free(&r);

@@ -190,8 +190,8 @@ static cJSON *params(const char *key, uint64_t limit, bool has_limit, const char
 	return p;
 }
 
-/* Adds `page`'s sessions to `all` (both answers that are ok) and takes its
- * nextCursor, or drops it when there is none. */
+/* Adds `page`'s sessions to `all` (both answers that are ok), counts them
+ * and takes its nextCursor, or drops it when there is none. */
 static bool merge_page(cJSON *all, cJSON *page)
 {
 	cJSON *to = cJSON_GetObjectItemCaseSensitive(all, "payload");
@@ -202,6 +202,7 @@ static bool merge_page(cJSON *all, cJSON *page)
 		return false;
 	while (more->child)
 		cJSON_AddItemToArray(list, cJSON_DetachItemViaPointer(more, more->child));
+	cJSON_ReplaceItemInObjectCaseSensitive(to, "count", cJSON_CreateNumber(cJSON_GetArraySize(list)));
 	cJSON_DeleteItemFromObjectCaseSensitive(to, "nextCursor");
 	cJSON *next = cJSON_DetachItemFromObjectCaseSensitive(from, "nextCursor");
 	if (next)
