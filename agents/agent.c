@@ -1005,6 +1005,9 @@ static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 		return rc;
 	if (p->idempotency_key && strlen(p->idempotency_key) > PC_STORE_NAME_MAX)
 		return PC_EINVAL;
+	pc_think_level_t think;
+	if (p->thinking && pc_think_level_parse(p->thinking, &think) != 0)
+		return PC_EINVAL;
 	return pc__submit_encode(p, key, out);
 }
 

@@ -76,6 +76,8 @@ typedef struct pc_agent_params {
 	const char *trigger;         /* "user" (default), "cron", "heartbeat", ... (priority) */
 	const char *queue_mode;      /* how to treat it if the session is busy; NULL: configured */
 	const char *extra_system_prompt; /* per-run addition; may be NULL */
+	const char *thinking;        /* this run's thinking level ("off", "low", ...,
+				      * pc_think_level_parse); NULL: configured */
 	uint64_t timeout_ms;         /* run timeout; 0: configured */
 } pc_agent_params_t;
 
@@ -96,7 +98,7 @@ typedef struct pc_agent_accepted {
 } pc_agent_accepted_t;
 
 /* "agent" from a plain thread: accepts the message (durably) and returns.
- * PC_EINVAL for a missing message or bad key, PC_ESTOPPED while shutting
+ * PC_EINVAL for a missing message, a bad key or an unknown thinking level, PC_ESTOPPED while shutting
  * down, a store error code when the message could not be persisted. */
 int pc_agent_submit(pc_agent_t *a, const pc_agent_params_t *p, pc_agent_accepted_t *out);
 

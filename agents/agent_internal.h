@@ -236,6 +236,8 @@ int64_t pc__wall_ms(void);
 typedef struct pc__submit {
 	uint32_t key, message, idem, model, trigger, queue_mode, extra;
 	uint64_t timeout_ms;
+	bool has_think;       /* the run's own thinking level */
+	pc_think_level_t think;
 	char buf[];
 } pc__submit_t;
 int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out);
@@ -272,6 +274,8 @@ typedef struct pc__run_params {
 	const char *model;            /* "provider/model" or NULL */
 	const char *extra_system_prompt;
 	uint64_t timeout_ms;          /* 0: configured */
+	bool has_think;               /* else the configured thinking level */
+	pc_think_level_t think;
 	uint64_t lane_ticket;         /* released when the run stops */
 	pc_event_bus_t *bus;          /* retained by the run */
 } pc__run_params_t;

@@ -736,7 +736,6 @@ Test(agent_cli, usage_errors_exit_2)
 		ARGS("agent", "-m", "x", "--timeout", "-1"),
 		ARGS("agent", "-m", "x", "--agent", "other"),
 		ARGS("agent", "-m", "x", "--thinking", "lots"),
-		ARGS("agent", "--local", "-m", "x", "--thinking", "high"),
 		ARGS("agent", "-m", "x", "--url", "http://127.0.0.1:1"),
 		ARGS("agent", "-m", "x", "--url", "wss://127.0.0.1:1"),
 		ARGS("agent", "-m", "x", "--url", "ws://127.0.0.1:99999"),

@@ -376,6 +376,12 @@ Test(gateway_http, the_last_user_message_is_the_prompt_and_system_messages_add_t
 	cr_assert(last_request_has(&e, "Rule kappa: be brief.\\n\\nRule lambda."), "system texts joined");
 	cr_assert_not(last_request_has(&e, "old question omega"), "earlier turns are not replayed");
 	cr_assert_not(last_request_has(&e, "an old answer"));
+	/* reasoning_effort is the run's thinking level */
+	post(&e, "/v1/chat/completions", NULL,
+	     "{\"reasoning_effort\":\"medium\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	resp_free(&r);
+	cr_assert(last_request_has(&e, "\"reasoning_effort\":\"medium\""));
 	gw_stop(&e);
 }
 
@@ -448,6 +454,8 @@ Test(gateway_http, errors_come_in_openai_shape)
 		     NULL);
 	expect_error(&e, "POST", path, NULL, "{\"stream\":\"yes\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
 		     400, NULL);
+	expect_error(&e, "POST", path, NULL,
+		     "{\"reasoning_effort\":\"lots\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, NULL);
 	expect_error(&e, "GET", path, NULL, NULL, 405, "method_not_allowed");
 	expect_error(&e, "DELETE", "/v1/models", NULL, NULL, 405, "method_not_allowed");
 	expect_error(&e, "GET", "/v1/embeddings", NULL, NULL, 404, "unknown_url");

@@ -743,3 +743,44 @@ Test(agent_gateway_runs, a_drain_delivers_every_final_answer_before_the_close)
 	cl_free(c);
 	gw_stop(&f);
 }
+
+/* `thinking` on agent and chat.send sets the run's level; an unknown level
+ * is refused before anything runs. */
+Test(agent_gateway_runs, thinking_sets_the_runs_level_and_bad_levels_are_refused)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	char id[32];
+	cJSON *p = agent_params("think a little", "think-1", "think");
+	cJSON_AddStringToObject(p, "thinking", "low");
+	cJSON *r = agent_start(c, p, id);
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	r = cl_await_res(c, id, 30000);
+	cr_assert(r && jok(r), "no final answer");
+	cJSON_Delete(r);
+	p = agent_params("too much", "think-2", "think");
+	cJSON_AddStringToObject(p, "thinking", "lots");
+	r = cl_call(c, "agent", p);
+	cr_assert_not(jok(r));
+	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
+	cJSON_Delete(r);
+	p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "sessionKey", "think");
+	cJSON_AddStringToObject(p, "message", "chat too much");
+	cJSON_AddStringToObject(p, "idempotencyKey", "think-3");
+	cJSON_AddStringToObject(p, "thinking", "lots");
+	r = cl_call(c, "chat.send", p);
+	cr_assert_not(jok(r));
+	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
+	cJSON_Delete(r);
+	cJSON *reqs = mock_requests(&f.h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 1, "only the good run asked the model");
+	cJSON *owned = NULL;
+	cr_assert_str_eq(jstr(request_body(reqs, 0, &owned), "reasoning_effort"), "low");
+	cJSON_Delete(owned);
+	cJSON_Delete(reqs);
+	cl_free(c);
+	gw_stop(&f);
+}

@@ -258,6 +258,34 @@ Test(agent_loop, idempotency_key_gives_the_first_run)
 	harness_stop(&h);
 }
 
+/* A run's own thinking level reaches its model request; without one, the
+ * configured level (off) sends no reasoning effort. */
+Test(agent_loop, a_runs_thinking_level_reaches_the_request)
+{
+	harness_t h;
+	harness_start(&h, "{\"default\":{\"text\":\"ok\"}}");
+	pc_agent_params_t p = {.session_key = "think", .message = "hi", .thinking = "High"};
+	pc_agent_accepted_t a;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), 0);
+	cJSON_Delete(finish_of(&h, a.run_id, 10000));
+	p.thinking = NULL;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), 0);
+	cJSON_Delete(finish_of(&h, a.run_id, 10000));
+	p.thinking = "lots";
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a), PC_EINVAL);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2, "%d requests", cJSON_GetArraySize(reqs));
+	cJSON *owned = NULL;
+	const cJSON *b = request_body(reqs, 0, &owned);
+	cr_assert_str_eq(jstr(b, "reasoning_effort"), "high");
+	cJSON_Delete(owned);
+	b = request_body(reqs, 1, &owned);
+	cr_assert_null(cJSON_GetObjectItemCaseSensitive(b, "reasoning_effort"));
+	cJSON_Delete(owned);
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
 Test(agent_loop, bad_input_is_refused_cleanly)
 {
 	harness_t h;

@@ -141,11 +141,6 @@ static int check(opts_t *o)
 				"not '%s'\n", o->thinking);
 		return PC_CLI_USAGE;
 	}
-	if (o->thinking && o->local) {
-		fprintf(stderr, CMD ": --thinking is not available with --local: set agents.defaults.thinking "
-				"in the configuration\n");
-		return PC_CLI_USAGE;
-	}
 	o->timeout_s = DEFAULT_TIMEOUT_S;
 	if (o->timeout && pc_cli_uint(CMD, "--timeout", o->timeout, 0, MAX_TIMEOUT_S, &o->timeout_s))
 		return PC_CLI_USAGE;
@@ -419,7 +414,7 @@ static int local_turn(const opts_t *o, pc_agent_t *agent, const sigset_t *sigs)
 	bool subscribed = rc == 0 && (rc = pc_agent_subscribe_session(agent, key, sub)) == 0;
 	pc_agent_accepted_t acc;
 	pc_agent_params_t p = {.session_key = key, .message = o->message, .model = o->model,
-			       .timeout_ms = o->timeout_s * 1000};
+			       .thinking = o->thinking, .timeout_ms = o->timeout_s * 1000};
 	if (rc == 0)
 		rc = pc_agent_submit(agent, &p, &acc);
 	if (rc != 0) {

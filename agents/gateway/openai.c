@@ -440,6 +440,7 @@ typedef struct chat_req {
 	char *model;       /* the request's `model`, echoed in every answer */
 	char *run_model;   /* "provider/model" for the run, or NULL */
 	char *session_key;
+	char *thinking;    /* reasoning_effort, as the run's thinking level; or NULL */
 	bool stream, include_usage;
 } chat_req_t;
 
@@ -450,6 +451,7 @@ static void chat_req_free(chat_req_t *r)
 	free(r->model);
 	free(r->run_model);
 	free(r->session_key);
+	free(r->thinking);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -614,6 +616,24 @@ static bool parse_stream(const cJSON *body, chat_req_t *r, oa_err_t *e)
 	return true;
 }
 
+/* OpenAI's reasoning_effort ("minimal".."high"; "none" is off) is the
+ * run's thinking level. */
+static bool parse_effort(const cJSON *body, chat_req_t *r, oa_err_t *e)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(body, "reasoning_effort");
+	if (!j || cJSON_IsNull(j))
+		return true;
+	const char *v = cJSON_GetStringValue(j);
+	pc_think_level_t level;
+	if (v && !strcmp(v, "none"))
+		v = "off";
+	if (!v || pc_think_level_parse(v, &level) != 0)
+		return fail(e, 400, "reasoning_effort", NULL,
+			    "`reasoning_effort` must be one of none, minimal, low, medium, high, xhigh.");
+	r->thinking = strdup(v);
+	return r->thinking ? true : fail(e, 500, NULL, NULL, "out of memory");
+}
+
 /* The body as a JSON object, with nothing but blanks after it. */
 static cJSON *parse_body(const pc_http_request_msg_t *q, oa_err_t *e)
 {
@@ -648,7 +668,7 @@ static bool parse_chat(const pc_gateway_t *g, const pc_http_request_msg_t *q, ch
 		return fail(e, 413, NULL, "payload_too_large", "The request body is larger than %zu bytes.", MAX_BODY);
 	cJSON *body = parse_body(q, e);
 	char agent[AGENT_ID_MAX + 1];
-	bool ok = body && parse_stream(body, r, e) && parse_target(g, q, body, r, agent, e) &&
+	bool ok = body && parse_stream(body, r, e) && parse_effort(body, r, e) && parse_target(g, q, body, r, agent, e) &&
 		  parse_messages(body, r, e) && parse_session(q, body, agent, r, e);
 	cJSON_Delete(body);
 	return ok;
@@ -990,6 +1010,7 @@ static void comp_start(pc_ctx_t *ctx, completion_t *c)
 		.trigger = "user",
 		.queue_mode = "followup",
 		.extra_system_prompt = c->req.system,
+		.thinking = c->req.thinking,
 	};
 	if (rc == 0)
 		rc = pc_agent_submit_async(c->g->agent, &p, pc_self(ctx), 0);

@@ -1017,6 +1017,16 @@ static bool one_of(const char *v, const char *const *allowed)
 }
 
 /* What this gateway cannot do with agent params it accepts by name. */
+/* The `thinking` param's complaint, or NULL when absent or a level. */
+static const char *thinking_invalid(const cJSON *params)
+{
+	const char *t = pc__gw_str(params, "thinking");
+	pc_think_level_t level;
+	if (t && pc_think_level_parse(t, &level) != 0)
+		return "thinking: must be one of off, minimal, low, medium, high, xhigh, adaptive, max";
+	return NULL;
+}
+
 static const char *agent_unsupported(const cJSON *params)
 {
 	static const char *const modes[] = {"full", "lightweight", NULL};
@@ -1038,7 +1048,7 @@ static const char *agent_unsupported(const cJSON *params)
 		return "attachments: are not supported";
 	if (pc__gw_str(params, "sessionId") && !pc__gw_str(params, "sessionKey"))
 		return "sessionId: sessions are named by sessionKey here";
-	return NULL;
+	return thinking_invalid(params);
 }
 
 static const pc__gw_param_t agent_spec[] = {
@@ -1094,6 +1104,7 @@ static void m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON
 		.model = model[0] ? model : NULL,
 		.trigger = kind && strcmp(kind, "default") ? kind : NULL,
 		.extra_system_prompt = extra && *extra ? extra : NULL,
+		.thinking = pc__gw_str(params, "thinking"),
 		/* seconds; 0 (or absent) is the configured run timeout */
 		.timeout_ms = timeout_s > 0 ? (uint64_t)(timeout_s * 1000.0) : 0,
 	};
@@ -1119,8 +1130,11 @@ static const pc__gw_param_t chat_send_spec[] = {
 static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	(void)ctx;
-	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0) {
-		pc__gw_invalid(c, id, "chat.send", "attachments: are not supported");
+	const char *why = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0
+				  ? "attachments: are not supported"
+				  : thinking_invalid(params);
+	if (why) {
+		pc__gw_invalid(c, id, "chat.send", why);
 		return;
 	}
 	double timeout = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeoutMs"));
@@ -1128,6 +1142,7 @@ static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 		.session_key = pc__gw_str(params, "sessionKey"),
 		.message = pc__gw_str(params, "message"),
 		.idempotency_key = pc__gw_str(params, "idempotencyKey"),
+		.thinking = pc__gw_str(params, "thinking"),
 		.timeout_ms = timeout > 0 ? (uint64_t)timeout : 0,
 	};
 	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p);

@@ -1026,7 +1026,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		rc_cfg.loop_guard_enabled = d->loop_guard;
 		if (d->loop_detection.post_compaction_window)
 			rc_cfg.loop_guard_window = d->loop_detection.post_compaction_window;
-		rc_cfg.think_level = d->think;
+		rc_cfg.think_level = p->has_think ? p->think : d->think;
 		rc_cfg.has_session_key = true;
 		rc = pc_run_state_init(&r->rs, &rc_cfg);
 	}

@@ -36,6 +36,8 @@ typedef struct item {
 	int priority;
 	int64_t enqueued_ms;
 	uint64_t timeout_ms;
+	bool has_think;
+	pc_think_level_t think;
 	pc_event_bus_t *bus;
 } item_t;
 
@@ -388,6 +390,8 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		.model = s->active.model,
 		.extra_system_prompt = s->active.extra,
 		.timeout_ms = s->active.timeout_ms,
+		.has_think = s->active.has_think,
+		.think = s->active.think,
 		.lane_ticket = s->ticket,
 		.bus = s->active.bus,
 	};
@@ -785,6 +789,8 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		rc = dup_field(&it.idem, sub_str(sp, sp->idem));
 	it.priority = pc_queue_priority_for_trigger(sub_str(sp, sp->trigger));
 	it.timeout_ms = sp->timeout_ms;
+	it.has_think = sp->has_think;
+	it.think = sp->think;
 	it.enqueued_ms = (int64_t)pc_runtime_now_ms();
 	if (rc == 0)
 		rc = new_bus(s, it.run_id, &it.bus);
@@ -1157,6 +1163,8 @@ int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **ou
 	pc__submit_t *s = pc_msg_data(m);
 	memset(s, 0, sizeof(*s));
 	s->timeout_ms = p->timeout_ms;
+	/* checked by the caller */
+	s->has_think = p->thinking && pc_think_level_parse(p->thinking, &s->think) == 0;
 	size_t off = 1;
 	s->buf[0] = '\0';
 	uint32_t *slot[7] = {&s->key, &s->message, &s->idem, &s->model, &s->trigger, &s->queue_mode, &s->extra};
