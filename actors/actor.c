@@ -61,6 +61,26 @@ static uint32_t depth_of(const pc_actor_t *a)
 	return pc_atomic_load_u32(&a->pushed) - pc_atomic_load_u32(&a->popped);
 }
 
+static void add_depth(pc_actor_t *a, void *arg)
+{
+	pc_mailbox_stats_t *s = arg;
+	uint32_t d = depth_of(a);
+	/* a slot reclaimed and reused under us can read as a wrapped count */
+	if (d > UINT32_MAX / 2)
+		d = 0;
+	s->actors++;
+	s->queued += d;
+	if (d > s->deepest)
+		s->deepest = d;
+}
+
+void pc_runtime_mailbox_stats(pc_runtime_t *rt, pc_mailbox_stats_t *out)
+{
+	*out = (pc_mailbox_stats_t){0};
+	if (rt)
+		pc__actor_pool_each_live(rt, add_depth, out);
+}
+
 /* Every push goes through here, so `pushed` counts them all. Appends the
  * chain first..last of n messages; returns the depth before it and whether
  * the actor must now be scheduled. */
@@ -111,11 +131,12 @@ int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t *
 	pc__mailbox_init(&a->mq, &a->stub);
 	a->aflags = 0;
 	a->refs = 2;
-	a->pushed = 0;
-	a->popped = 0;
+	/* atomic: pc_runtime_mailbox_stats reads them from other threads */
+	pc_atomic_store_u32(&a->pushed, 0);
+	pc_atomic_store_u32(&a->popped, 0);
 	a->beh = b;
 	a->state = state;
-	a->rt = rt;
+	__atomic_store_n(&a->rt, rt, __ATOMIC_RELAXED);
 	a->ext = NULL;
 	a->id = pc__next_id(rt);
 	a->exit_reason = 0;

@@ -86,6 +86,9 @@ bool pc__actor_drop_link(pc_actor_t *a, uint64_t id);
 pc_actor_t *pc__actor_alloc(pc_runtime_t *rt, pc__worker_t *w);
 void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a);
 void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg);
+/* The same while the runtime runs: under the pool's lock, each slot's rt
+ * read atomically; a slot may be reclaimed while fn looks at it. */
+void pc__actor_pool_each_live(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg);
 
 /* registry.c */
 void pc__registry_forget(pc_runtime_t *rt, const char *name, pc_actor_t *a);

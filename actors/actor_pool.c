@@ -79,7 +79,7 @@ static void fill(struct pc__actor_pool *p, pc__mag_t *mag, uint32_t want)
 			p->carved = 0;
 		}
 		pc_actor_t *s = &p->chunks[p->nchunks - 1][p->carved++];
-		s->rt = NULL;
+		__atomic_store_n(&s->rt, NULL, __ATOMIC_RELAXED); /* read by each_live */
 		pc__obj_link(s, mag->top);
 		mag->top = s;
 		mag->n++;
@@ -109,7 +109,7 @@ pc_actor_t *pc__actor_alloc(pc_runtime_t *rt, pc__worker_t *w)
 void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a)
 {
 	struct pc__actor_pool *p = rt->actor_pool;
-	a->rt = NULL;
+	__atomic_store_n(&a->rt, NULL, __ATOMIC_RELAXED);
 	void *full = w ? pc__mags_push(&w->actor_cache, a, MAG_SLOTS) : NULL;
 	if (w && !full)
 		return;
@@ -147,6 +147,19 @@ void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg),
 			if (p->chunks[c][i].rt)
 				fn(&p->chunks[c][i], arg);
 	}
+}
+
+void pc__actor_pool_each_live(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg)
+{
+	struct pc__actor_pool *p = rt->actor_pool;
+	pthread_mutex_lock(&p->lock);
+	for (uint32_t c = 0; c < p->nchunks; c++) {
+		uint32_t n = c + 1 == p->nchunks ? p->carved : CHUNK_SLOTS;
+		for (uint32_t i = 0; i < n; i++)
+			if (__atomic_load_n(&p->chunks[c][i].rt, __ATOMIC_RELAXED))
+				fn(&p->chunks[c][i], arg);
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 void pc__actor_pool_free(pc_runtime_t *rt)

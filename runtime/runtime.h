@@ -101,6 +101,18 @@ typedef struct pc_runtime_stats {
 	uint64_t mutes;          /* times a sender was held back by backpressure */
 } pc_runtime_stats_t;
 
+/* Messages waiting in the live actors' mailboxes. */
+typedef struct pc_mailbox_stats {
+	uint64_t actors;  /* live actors seen */
+	uint64_t queued;  /* messages in their mailboxes, summed */
+	uint32_t deepest; /* the fullest mailbox */
+} pc_mailbox_stats_t;
+
+/* Walks every actor slot (about a millisecond per 100,000 actors, holding
+ * off the spawns that need a fresh slot meanwhile): for a metrics scrape,
+ * not a hot path. Approximate while actors run. */
+void pc_runtime_mailbox_stats(pc_runtime_t *rt, pc_mailbox_stats_t *out);
+
 /* Snapshot of the counters (each read atomically, the set not as a whole).
  * `workers` may be NULL; otherwise up to `n` entries are written. Returns
  * the number of workers. */

@@ -504,6 +504,60 @@ Test(actor, released_before_stop_is_still_alive)
 	FREE_RUNTIME_CHECKED(rt);
 }
 
+/* The mailbox gauge sees messages wait behind a busy handler, names the
+ * deepest mailbox, and falls back to nothing once they are handled; a
+ * scrape racing spawns and stops on other threads stays sane. */
+static void *spawn_churn(void *arg)
+{
+	pc_runtime_t *rt = arg;
+	for (int i = 0; i < 2000; i++) {
+		probe_t p = {0};
+		pc_actor_t *a = spawn_probe(rt, &p);
+		send(a, T_INC, 0);
+		cr_assert_eq(pc_actor_stop(a, PC_EXIT_NORMAL), 0);
+		pc_actor_release(a);
+		AWAIT(LOAD(p.stops) == 1, 5000);
+	}
+	return NULL;
+}
+
+Test(actor, mailbox_stats_count_what_waits)
+{
+	pc_runtime_t *rt = start_rt(2);
+	probe_t p = {0}, q = {0};
+	pc_actor_t *a = spawn_probe(rt, &p), *b = spawn_probe(rt, &q);
+	STORE(gate, 0);
+	send(a, T_GATE, 0);
+	AWAIT(LOAD(p.entered), 5000);
+	for (int i = 0; i < 50; i++)
+		send(a, T_INC, 0);
+	pc_mailbox_stats_t m;
+	pc_runtime_mailbox_stats(rt, &m);
+	cr_assert_geq(m.actors, 2);
+	cr_assert_geq(m.queued, 50);
+	cr_assert_geq(m.deepest, 50);
+	cr_assert_lt(m.deepest, 60);
+	STORE(gate, 1);
+	AWAIT(LOAD(p.received) == 50, 5000);
+	quiesce(rt);
+	pc_runtime_mailbox_stats(rt, &m);
+	cr_assert_eq(m.queued, 0);
+	cr_assert_eq(m.deepest, 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, spawn_churn, rt), 0);
+	for (int i = 0; i < 500; i++) {
+		pc_runtime_mailbox_stats(rt, &m);
+		cr_assert_lt(m.deepest, 1000u);
+	}
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(pc_actor_stop(a, PC_EXIT_NORMAL), 0);
+	cr_assert_eq(pc_actor_stop(b, PC_EXIT_NORMAL), 0);
+	pc_actor_release(a);
+	pc_actor_release(b);
+	quiesce(rt);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
 /* Many cycles of spawn / use / stop / release, in every order, from the
  * main thread; the counters and the live list must balance. */
 Test(actor, spawn_stop_release_cycles)

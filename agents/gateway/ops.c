@@ -41,6 +41,7 @@ typedef struct snap {
 	pc__gw_ws_stats_t ws;
 	pc_agent_stats_t agent;
 	pc_runtime_stats_t rt;
+	pc_mailbox_stats_t mq;
 	uint32_t nworkers, io_threads;
 	pc_worker_stats_t *workers; /* nworkers */
 	double *parked_s;           /* nworkers */
@@ -123,6 +124,8 @@ static const scalar_t agent_scalars[] = {
 static const scalar_t runtime_scalars[] = {
 	GAUGE("pincer_runtime_workers", U32, nworkers, "Worker threads."),
 	GAUGE("pincer_runtime_actors_live", U64, rt.actors_live, "Actors whose memory is held."),
+	GAUGE("pincer_runtime_mailbox_messages", U64, mq.queued, "Messages waiting in the actors' mailboxes."),
+	GAUGE("pincer_runtime_mailbox_depth_max", U32, mq.deepest, "The fullest actor mailbox, in messages."),
 	COUNTER("pincer_runtime_actors_spawned_total", U64, rt.spawned, "Actors spawned."),
 	COUNTER("pincer_runtime_actors_exited_total", U64, rt.exited, "Actors stopped."),
 	COUNTER("pincer_runtime_dead_letters_total", U64, rt.dead_letters, "Messages freed undelivered."),
@@ -308,6 +311,7 @@ static void snapshot(struct pc__gw_ops *ops)
 	pc__gw_ws_stats(g, &s->ws);
 	pc_agent_stats(g->agent, &s->agent);
 	pc_runtime_stats(g->rt, &s->rt, s->workers, s->nworkers);
+	pc_runtime_mailbox_stats(g->rt, &s->mq);
 	for (uint32_t i = 0; i < s->nworkers; i++)
 		s->parked_s[i] = (double)s->workers[i].parked_ns / 1e9;
 	pc_io_stats(g->io, &s->io);
