@@ -108,10 +108,21 @@ static const char *str_of(const cJSON *o, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static int add_str(cJSON *o, const char *key, const char *v)
+/* `key` is always a literal. A body is built, printed and freed while its
+ * inputs stay put, so by default a value is borrowed, not copied (a
+ * request repeats the whole history and every tool schema: copying them
+ * was most of its cost); add_copy is for values about to be freed. */
+static int add_node(cJSON *o, const char *key, cJSON *v)
 {
-	return cJSON_AddStringToObject(o, key, v) ? 0 : PC_ENOMEM;
+	if (v && cJSON_AddItemToObjectCS(o, key, v))
+		return 0;
+	cJSON_Delete(v);
+	return PC_ENOMEM;
 }
+
+static int add_str(cJSON *o, const char *key, const char *v) { return add_node(o, key, cJSON_CreateStringReference(v)); }
+
+static int add_copy(cJSON *o, const char *key, const char *v) { return add_node(o, key, cJSON_CreateString(v)); }
 
 /* Adds `item` to `parent` (an object when `key` is set, else an array),
  * deleting it when that fails, so callers never leak it. */
@@ -176,12 +187,13 @@ static char *args_string(const cJSON *args)
 	return strdup("{}");
 }
 
-/* A tool call's arguments as the object Anthropic wants; a string that is
- * not an object becomes {} (the tool already answered it with an error). */
+/* A tool call's arguments as the object Anthropic wants (borrowed when
+ * they are one); a string that is not an object becomes {} (the tool
+ * already answered it with an error). */
 static cJSON *args_object(const cJSON *args)
 {
 	if (cJSON_IsObject(args))
-		return cJSON_Duplicate(args, true);
+		return cJSON_CreateObjectReference(args->child);
 	if (cJSON_IsString(args)) {
 		cJSON *j = cJSON_Parse(args->valuestring);
 		if (cJSON_IsObject(j))
@@ -321,7 +333,7 @@ static int oa_assistant(const cJSON *m, cJSON *msgs)
 		if (!rc)
 			rc = add_str(fn, "name", name);
 		if (!rc)
-			rc = args ? add_str(fn, "arguments", args) : PC_ENOMEM;
+			rc = args ? add_copy(fn, "arguments", args) : PC_ENOMEM;
 		free(args);
 		if (rc)
 			goto out;
@@ -332,7 +344,7 @@ static int oa_assistant(const cJSON *m, cJSON *msgs)
 	om = cJSON_CreateObject();
 	rc = om ? add_str(om, "role", "assistant") : PC_ENOMEM;
 	if (!rc)
-		rc = *text ? add_str(om, "content", text)
+		rc = *text ? add_copy(om, "content", text)
 			   : (cJSON_AddNullToObject(om, "content") ? 0 : PC_ENOMEM);
 	if (!rc && has_calls) {
 		rc = attach(om, "tool_calls", calls);
@@ -364,7 +376,7 @@ static int oa_tool_result(const cJSON *m, cJSON *msgs)
 	if (!rc)
 		rc = add_str(om, "tool_call_id", id);
 	if (!rc)
-		rc = add_str(om, "content", text);
+		rc = add_copy(om, "content", text);
 	free(text);
 	if (!rc)
 		rc = attach(msgs, NULL, om);
@@ -387,7 +399,7 @@ static cJSON *default_schema(void)
 static cJSON *schema_of(const cJSON *tool)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(tool, "parameters");
-	return cJSON_IsObject(p) ? cJSON_Duplicate(p, true) : default_schema();
+	return cJSON_IsObject(p) ? cJSON_CreateObjectReference(p->child) : default_schema();
 }
 
 static int check_tool(const cJSON *t)
@@ -495,8 +507,7 @@ static cJSON *an_image(const cJSON *blk)
 	cJSON *src = cJSON_CreateObject();
 	bool ok = data && mime && img && src && cJSON_AddStringToObject(img, "type", "image") &&
 		  cJSON_AddStringToObject(src, "type", "base64") &&
-		  cJSON_AddStringToObject(src, "media_type", mime) &&
-		  cJSON_AddStringToObject(src, "data", data) &&
+		  cJSON_AddStringToObject(src, "media_type", mime) && add_str(src, "data", data) == 0 &&
 		  cJSON_AddItemToObject(img, "source", src);
 	if (!ok) {
 		if (!img || !cJSON_GetObjectItemCaseSensitive(img, "source"))
@@ -612,7 +623,7 @@ static int an_assistant_block(const cJSON *blk, cJSON *arr)
 		if (!rc)
 			rc = add_str(b, "type", "tool_use");
 		if (!rc)
-			rc = add_str(b, "id", sid);
+			rc = add_copy(b, "id", sid);
 		if (!rc)
 			rc = add_str(b, "name", name);
 		const cJSON *args = cJSON_GetObjectItemCaseSensitive(blk, "arguments");
@@ -687,7 +698,7 @@ static int an_tool_result(const cJSON *m, cJSON *msgs, cJSON **group)
 	if (!rc)
 		rc = add_str(tr, "type", "tool_result");
 	if (!rc)
-		rc = add_str(tr, "tool_use_id", sid);
+		rc = add_copy(tr, "tool_use_id", sid);
 	free(sid);
 	if (!rc && cJSON_IsString(content) && *content->valuestring) {
 		cJSON *arr = cJSON_AddArrayToObject(tr, "content");

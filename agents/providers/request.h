@@ -84,7 +84,10 @@ typedef struct pc_request_params {
 } pc_request_params_t;
 
 /*
- * Builds the body as JSON. Anthropic's thinking budget is lowered to
+ * Builds the body as JSON. The tree borrows from *p (the messages' strings
+ * and objects, the tools' schemas, model and system prompt) instead of
+ * copying them: keep those alive and unchanged while it is used. Anthropic's
+ * thinking budget is lowered to
  * max_tokens - 1024 when it would not fit under max_tokens, and thinking is
  * left out when less than 1024 would remain.
  * Returns 0 with *out owned by the caller (cJSON_Delete); PC_EINVAL for a
