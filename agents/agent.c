@@ -855,6 +855,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		cJSON_Delete(a->tool_schemas);
 		a->tool_schemas = NULL;
 	}
+	for (int api = PC_API_OPENAI_COMPLETIONS; rc == 0 && api <= PC_API_ANTHROPIC_MESSAGES; api++)
+		rc = pc_request_tools_json((pc_provider_api_t)api, a->tool_schemas, &a->tools_json[api]);
 	if (rc == 0)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
@@ -976,6 +978,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc__slab_destroy(&a->session_slab);
 	pc_run_registry_free(a->runs);
 	cJSON_Delete(a->tool_schemas);
+	for (size_t i = 0; i < sizeof(a->tools_json) / sizeof(a->tools_json[0]); i++)
+		cJSON_free(a->tools_json[i]);
 	pc_tool_registry_free(a->own_tools);
 	pc_process_table_free(a->processes);
 	free(a->context.text);

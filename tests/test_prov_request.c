@@ -133,6 +133,38 @@ Test(request, openai_body)
 	ASSERT_NO_LEAKS();
 }
 
+/* Tools printed once and spliced in make the very body the tools tree
+ * makes, for both APIs; bad or absent tools are told apart. */
+Test(request, printed_tools_splice_into_the_same_body)
+{
+	cJSON *m = parse(conversation), *t = parse(tools), *bad = parse("[{'description':'no name'}]");
+	for (int api = PC_API_OPENAI_COMPLETIONS; api <= PC_API_ANTHROPIC_MESSAGES; api++) {
+		pc_request_params_t p = {.api = (pc_provider_api_t)api, .model = "m", .messages = m, .tools = t};
+		char *from_tree = body_of(&p);
+		char *printed = NULL;
+		cr_assert_eq(pc_request_tools_json(p.api, t, &printed), 0);
+		cr_assert_not_null(printed);
+		p.tools = NULL;
+		p.tools_json = printed;
+		char *spliced = body_of(&p);
+		cr_assert_str_eq(spliced, from_tree);
+		cJSON_free(spliced);
+		cJSON_free(from_tree);
+		cJSON_free(printed);
+		char *none = (char *)"x";
+		cr_assert_eq(pc_request_tools_json(p.api, NULL, &none), 0);
+		cr_assert_null(none, "no tools, nothing printed");
+		cr_assert_eq(pc_request_tools_json(p.api, bad, &none), PC_EINVAL);
+	}
+	char *out = NULL;
+	cr_assert_eq(pc_request_tools_json(PC_API_NONE, t, &out), PC_EINVAL);
+	cr_assert_eq(pc_request_tools_json(PC_API_OPENAI_COMPLETIONS, m->child, &out), PC_EINVAL);
+	cJSON_Delete(m);
+	cJSON_Delete(t);
+	cJSON_Delete(bad);
+	ASSERT_NO_LEAKS();
+}
+
 Test(request, anthropic_body)
 {
 	cJSON *m = parse(conversation), *t = parse(tools);

@@ -369,6 +369,8 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 		.system_prompt = t->system_prompt,
 		.messages = guarded ? guarded : t->messages,
 		.tools = t->tools,
+		/* the agent's tools, printed once; hooks may have narrowed them */
+		.tools_json = t->tools && t->tools == t->agent->tool_schemas ? t->agent->tools_json[t->provider->api] : NULL,
 		.max_tokens = t->max_tokens,
 		.thinking = t->think,
 	};

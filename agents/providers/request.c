@@ -124,6 +124,18 @@ static int add_str(cJSON *o, const char *key, const char *v) { return add_node(o
 
 static int add_copy(cJSON *o, const char *key, const char *v) { return add_node(o, key, cJSON_CreateString(v)); }
 
+/* JSON text printed as it is, borrowed like add_str's values (cJSON has
+ * raw nodes and reference flags, but no constructor for both). */
+static int add_raw(cJSON *o, const char *key, const char *json)
+{
+	cJSON *r = cJSON_CreateNull();
+	if (r) {
+		r->type = cJSON_Raw | cJSON_IsReference;
+		r->valuestring = (char *)json;
+	}
+	return add_node(o, key, r);
+}
+
 /* Adds `item` to `parent` (an object when `key` is set, else an array),
  * deleting it when that fails, so callers never leak it. */
 static int attach(cJSON *parent, const char *key, cJSON *item)
@@ -493,7 +505,7 @@ static int openai_body(const pc_request_params_t *p, cJSON *body)
 	if (!rc && effort(p->thinking))
 		rc = add_str(body, "reasoning_effort", effort(p->thinking));
 	if (!rc)
-		rc = oa_tools(p->tools, body);
+		rc = p->tools_json ? add_raw(body, "tools", p->tools_json) : oa_tools(p->tools, body);
 	return rc;
 }
 
@@ -785,7 +797,7 @@ static int anthropic_body(const pc_request_params_t *p, cJSON *body)
 			rc = PC_EINVAL;
 	}
 	if (!rc)
-		rc = an_tools(p->tools, body);
+		rc = p->tools_json ? add_raw(body, "tools", p->tools_json) : an_tools(p->tools, body);
 	if (!rc && budget) {
 		cJSON *th = cJSON_AddObjectToObject(body, "thinking");
 		if (!th || !cJSON_AddStringToObject(th, "type", "enabled") ||
@@ -834,6 +846,24 @@ int pc_request_body(const pc_request_params_t *p, char **out)
 	*out = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);
 	return *out ? 0 : PC_ENOMEM;
+}
+
+int pc_request_tools_json(pc_provider_api_t api, const cJSON *tools, char **out)
+{
+	if (!out || (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools)))
+		return PC_EINVAL;
+	*out = NULL;
+	cJSON *holder = cJSON_CreateObject();
+	if (!holder)
+		return PC_ENOMEM;
+	int rc = api == PC_API_OPENAI_COMPLETIONS   ? oa_tools(tools, holder)
+		 : api == PC_API_ANTHROPIC_MESSAGES ? an_tools(tools, holder)
+						    : PC_EINVAL;
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(holder, "tools");
+	if (rc == 0 && arr && !(*out = cJSON_PrintUnformatted(arr)))
+		rc = PC_ENOMEM;
+	cJSON_Delete(holder);
+	return rc;
 }
 
 int pc_request_headers(pc_provider_api_t api, const char *api_key, char ***out)

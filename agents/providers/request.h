@@ -74,6 +74,9 @@ typedef struct pc_request_params {
 	const cJSON *tools;          /* NULL or an array of {name, description?,
 				      * parameters?} (parameters: a JSON schema,
 				      * default {"type":"object","properties":{}}) */
+	const char *tools_json;      /* instead of `tools`: the same array as this api
+				      * prints it (pc_request_tools_json), spliced in
+				      * as it is; NULL: from `tools` */
 	int64_t max_tokens;          /* 0: OpenAI omits it, Anthropic uses the default */
 	bool has_temperature;
 	double temperature;          /* Anthropic: dropped while thinking is on (the
@@ -100,6 +103,12 @@ int pc_request_body_json(const pc_request_params_t *p, cJSON **out);
 /* The same, printed without whitespace. *out is NUL-terminated and owned by
  * the caller (cJSON_free). */
 int pc_request_body(const pc_request_params_t *p, char **out);
+
+/* `tools` (as in pc_request_params_t) printed as `api`'s body carries
+ * them, for tools_json: an agent offers the same tools in every request,
+ * so it prints them once. *out is NULL when there are none, else owned by
+ * the caller (cJSON_free). PC_EINVAL for a malformed tool. */
+int pc_request_tools_json(pc_provider_api_t api, const cJSON *tools, char **out);
 
 /*
  * The headers the API needs, as "Name: value" strings in a NULL-terminated
