@@ -170,6 +170,17 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 	ph->rss_after = env_trimmed_rss_kib();
 }
 
+/* RSS once the run registry's terminal cache is swept and the sessions
+ * have dropped their transcripts (and the workers have trimmed). */
+static uint64_t sweep_and_settle(agent_env_t *e)
+{
+	pc_run_registry_sweep(e->agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
+	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + 1500;
+	struct timespec ts = {(time_t)(settle_ms / 1000), (long)(settle_ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+	return env_trimmed_rss_kib();
+}
+
 static double per_kib(uint64_t a, uint64_t b, uint64_t n)
 {
 	return n ? ((double)a - (double)b) / (double)n : 0;
@@ -217,18 +228,21 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 
 	/* 3. idle: the sessions stay; then without the terminal cache */
 	uint64_t idle_sessions = st1.sessions_live - st0.sessions_live;
-	pc_run_registry_sweep(e.agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
-	/* past the time a finished session keeps its transcript in memory */
-	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + 1500;
-	struct timespec ts = {(time_t)(settle_ms / 1000), (long)(settle_ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
-	uint64_t rss_swept = env_trimmed_rss_kib();
+	uint64_t rss_swept = sweep_and_settle(&e);
 	struct mallinfo2 mi1 = mallinfo2();
 	/* live heap per idle session: RSS minus this is what the allocator keeps
 	 * resident around live blocks after the burst (fragmentation) */
 	double heap_kib_idle = ((double)mi1.uordblks - (double)mi0.uordblks) / 1024.0 / n;
 	pc_agent_stats_t st2;
 	pc_agent_stats(e.agent, &st2);
+
+	/* 4. the same burst again, to N more sessions: what each added idle
+	 * session costs once the pools, caches and allocator pages the first
+	 * burst grew are there to be reused */
+	driver_t d2 = {.agent = e.agent, .n = n, .prefix = "t"};
+	phase_t pa2;
+	run_phase(&e, &d2, mock, &pa2);
+	uint64_t rss_swept2 = sweep_and_settle(&e);
 
 	char extra[2048];
 	int len = snprintf(extra, sizeof(extra),
@@ -240,7 +254,8 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 		"\"baseline_kib_per_inflight_call\":%.2f,\"loop_kib_per_inflight_session\":%.2f,"
 		"\"idle_sessions\":%" PRIu64 ",\"kib_per_idle_session\":%.2f,"
 		"\"kib_per_idle_session_after_sweep\":%.2f,\"heap_kib_per_idle_session\":%.2f,"
-		"\"sessions_live_after_sweep\":%" PRIu64 ","
+		"\"sessions_live_after_sweep\":%" PRIu64 ",\"kib_per_added_idle_session\":%.2f,"
+		"\"second_burst_ok\":%" PRIu64 ","
 		"\"baseline_residue_kib_per_call\":%.2f,\"mock_kib_per_connection\":%.2f,\"mock_connections\":%" PRIu64,
 		n, requested, latency_ms, (unsigned long)nofile, pa.ok, pa.failed,
 		pa.ok == n && !pa.failed ? "true" : "false", pa.inflight, pa.inflight >= n ? "true" : "false",
@@ -248,15 +263,18 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 		per_kib(pb.rss_inflight, pb.rss_before, pb.inflight),
 		per_kib(pa.rss_inflight, pa.rss_before, pa.inflight) - per_kib(pb.rss_inflight, pb.rss_before, pb.inflight),
 		idle_sessions, per_kib(pa.rss_after, pa.rss_before, n), per_kib(rss_swept, pa.rss_before, n),
-		heap_kib_idle, st2.sessions_live - st0.sessions_live, per_kib(pb.rss_after, pb.rss_before, n),
+		heap_kib_idle, st2.sessions_live - st0.sessions_live, per_kib(rss_swept2, rss_swept, n), pa2.ok,
+		per_kib(pb.rss_after, pb.rss_before, n),
 		per_kib(pa.mock_rss_inflight, pa.mock_rss_before, pa.mock_conns), pa.mock_conns);
 	(void)len;
 	bench_report("agent_inflight", workers, pa.wall_s, pa.ok, extra);
 	request_free(&req);
 	env_stop(&e, NULL, 0);
 	bench_mock_child_stop(mock);
-	if (pa.ok != n || pb.ok != n)
-		bench_fail("%u sessions: %" PRIu64 " runs and %" PRIu64 " raw calls of %u completed", n, pa.ok, pb.ok, n);
+	if (pa.ok != n || pb.ok != n || pa2.ok != n)
+		bench_fail("%u sessions: %" PRIu64 " runs (%" PRIu64 " in the second burst) and %" PRIu64
+			   " raw calls of %u completed",
+			   n, pa.ok, pa2.ok, pb.ok, n);
 }
 
 int main(int argc, char **argv)

@@ -18,8 +18,12 @@
  */
 #include "runtime_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/futex.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +34,46 @@ static void futex_wait(uint32_t *word)
 {
 	/* EAGAIN (word already changed) and EINTR both mean "look again". */
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+}
+
+/* false when `ms` passed first */
+static bool futex_wait_ms(uint32_t *word, int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	return !(syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0) != 0 && errno == ETIMEDOUT);
+}
+
+/* runtime.h: free heap memory back to the system, through whichever
+ * allocator the process has (looked up once). */
+static void trim_heap(void)
+{
+	static void (*mi_collect)(bool);
+	static int looked;
+	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+		void *f = dlsym(RTLD_DEFAULT, "mi_collect");
+		memcpy(&mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
+		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+	}
+	if (mi_collect)
+		mi_collect(true);
+	else
+		malloc_trim(0);
+}
+
+/* Sleeps until woken; a worker that worked since its last trim first
+ * sleeps at most trim_after_ms, and trims if nothing came meanwhile. */
+static void sleep_until_woken(pc__worker_t *w)
+{
+	int64_t after = w->rt->cfg.trim_after_ms;
+	while (pc_atomic_load_u32_acq(&w->park_word) == 0) {
+		if (!w->worked || after < 0) {
+			futex_wait(&w->park_word);
+		} else if (!futex_wait_ms(&w->park_word, after) && pc_atomic_load_u32_acq(&w->park_word) == 0) {
+			w->worked = false;
+			trim_heap();
+			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
+		}
+	}
 }
 
 static void futex_wake(uint32_t *word)
@@ -165,8 +209,7 @@ void pc__park(pc__worker_t *w)
 	pc_atomic_store_u64(&w->parked_since, t0);
 	pc_atomic_store_u64(&w->c.parks, w->c.parks + 1);
 	pc_atomic_faa_u32(&w->park_seq, 1);
-	while (pc_atomic_load_u32_acq(&w->park_word) == 0)
-		futex_wait(&w->park_word);
+	sleep_until_woken(w);
 	pc_atomic_store_u32(&w->park_word, 0);
 	w->searching = true;
 	uint64_t t1 = pc__now_ns();

@@ -58,6 +58,8 @@ static void resolve(pc_runtime_config_t *c)
 		c->batch = 64;
 	if (c->spin_rounds == 0)
 		c->spin_rounds = 16;
+	if (c->trim_after_ms == 0)
+		c->trim_after_ms = PC_RUNTIME_DEFAULT_TRIM_AFTER_MS;
 }
 
 uint64_t pc__next_id(pc_runtime_t *rt)
@@ -231,6 +233,7 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 			o->steals = pc_atomic_load_u64(&c->steals);
 			o->parks = pc_atomic_load_u64(&c->parks);
 			o->wakeups = pc_atomic_load_u64(&c->wakeups);
+			o->trims = pc_atomic_load_u64(&c->trims);
 			/* parked_ns and parked_since as one consistent pair (see
 			 * pc__park): otherwise a sleep that just ended could be
 			 * missed, or counted twice, and parked_ns would not be

@@ -31,6 +31,9 @@ typedef struct pc_runtime_config {
 	int64_t malloc_top_pad;    /* glibc's M_TOP_PAD, set for the process when the
 				    * runtime is created: 0 = 4 MiB, < 0 = leave the
 				    * allocator alone (see below) */
+	int64_t trim_after_ms;     /* a worker asleep this long after doing work gives
+				    * the free heap memory back (below): 0 = 1000,
+				    * < 0 = never */
 } pc_runtime_config_t;
 
 /* The allocator. Message passing frees on one thread what another
@@ -41,6 +44,14 @@ typedef struct pc_runtime_config {
  * instead (about 20% of the agent loop's CPU at 100 sessions). The setting
  * is the process's: set malloc_top_pad < 0 to keep your own. */
 #define PC_RUNTIME_DEFAULT_MALLOC_TOP_PAD ((int64_t)4 << 20)
+
+/* After a burst, the allocator keeps the pages the burst freed: resident,
+ * though nothing uses them. A worker that has slept trim_after_ms since
+ * its last work therefore asks the allocator to give free memory back
+ * (mimalloc's mi_collect when it is the process's allocator, else glibc's
+ * malloc_trim): once per busy-to-idle stretch, never while busy, and never
+ * a wake-up of its own beyond that one. */
+#define PC_RUNTIME_DEFAULT_TRIM_AFTER_MS 1000
 
 /* Fills `cfg` with the defaults (all zero, meaning "choose"). */
 void pc_runtime_config_init(pc_runtime_config_t *cfg);
@@ -84,6 +95,7 @@ typedef struct pc_worker_stats {
 	uint64_t steals;    /* successful steals (each takes up to half a queue) */
 	uint64_t parks;     /* times the worker went to sleep */
 	uint64_t wakeups;   /* times another thread woke it */
+	uint64_t trims;     /* times it gave free heap memory back (trim_after_ms) */
 	uint64_t parked_ns; /* time spent asleep */
 	double utilisation; /* 1 - parked time / time since start, 0..1 */
 } pc_worker_stats_t;

@@ -48,7 +48,7 @@ struct pc_ctx {
 
 /* Per-worker counters: written by their worker only, read by anyone. */
 typedef struct pc__worker_counters {
-	uint64_t handled, sent, turns, steals, parks, wakeups, parked_ns;
+	uint64_t handled, sent, turns, steals, parks, wakeups, trims, parked_ns;
 	uint64_t spawned, exited, reclaimed, dead_letters, mutes;
 } pc__worker_counters_t;
 
@@ -68,6 +68,7 @@ typedef struct pc__worker {
 	uint32_t tick;
 	uint32_t park_word;      /* futex: 1 = woken */
 	bool searching;
+	bool worked;             /* ran a turn since its heap was last trimmed */
 	bool notify_owed;        /* made work stealable during this turn */
 	uint64_t rng;
 	uint64_t id_next, id_limit;

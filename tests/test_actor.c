@@ -558,6 +558,62 @@ Test(actor, mailbox_stats_count_what_waits)
 	FREE_RUNTIME_CHECKED(rt);
 }
 
+/* A worker gives memory back once after it falls idle, not again while
+ * it stays idle (no periodic wake-ups), and again after new work; never
+ * when asked not to. */
+static uint64_t trims(pc_runtime_t *rt)
+{
+	pc_worker_stats_t ws[2];
+	uint32_t n = pc_runtime_stats(rt, NULL, ws, 2);
+	uint64_t t = 0;
+	for (uint32_t i = 0; i < n && i < 2; i++)
+		t += ws[i].trims;
+	return t;
+}
+
+static pc_runtime_t *start_rt_trim(int64_t trim_after_ms)
+{
+	pc_runtime_config_t cfg;
+	pc_runtime_config_init(&cfg);
+	cfg.workers = 2;
+	cfg.trim_after_ms = trim_after_ms;
+	pc_runtime_t *rt = NULL;
+	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
+	cr_assert_eq(pc_runtime_start(rt), 0);
+	return rt;
+}
+
+Test(actor, an_idle_worker_trims_once_per_idle_stretch)
+{
+	pc_runtime_t *rt = start_rt_trim(30);
+	probe_t p = {0};
+	pc_actor_t *a = spawn_probe(rt, &p);
+	send(a, T_INC, 0);
+	AWAIT(LOAD(p.received) == 1, 5000);
+	AWAIT(trims(rt) >= 1, 5000);
+	uint64_t first = trims(rt);
+	cr_assert_leq(first, 2, "at most one per worker that ran");
+	sleep_ms(300);
+	cr_assert_eq(trims(rt), first, "an idle worker stays asleep");
+	send(a, T_INC, 0);
+	AWAIT(LOAD(p.received) == 2, 5000);
+	AWAIT(trims(rt) > first, 5000);
+	pc_actor_release(a);
+	quiesce(rt);
+	FREE_RUNTIME_CHECKED(rt);
+
+	rt = start_rt_trim(-1);
+	probe_t q = {0};
+	a = spawn_probe(rt, &q);
+	send(a, T_INC, 0);
+	AWAIT(LOAD(q.received) == 1, 5000);
+	sleep_ms(200);
+	cr_assert_eq(trims(rt), 0);
+	pc_actor_release(a);
+	quiesce(rt);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
 /* Many cycles of spawn / use / stop / release, in every order, from the
  * main thread; the counters and the live list must balance. */
 Test(actor, spawn_stop_release_cycles)

@@ -267,6 +267,10 @@ static int runtime_families(struct pc__gw_ops *ops)
 		rc = worker_family(ops, "pincer_runtime_worker_parks_total", PC_METRIC_COUNTER,
 				   "Times a worker went to sleep.", U64, offsetof(pc_worker_stats_t, parks));
 	if (rc == 0)
+		rc = worker_family(ops, "pincer_runtime_worker_trims_total", PC_METRIC_COUNTER,
+				   "Times an idle worker gave free heap memory back.", U64,
+				   offsetof(pc_worker_stats_t, trims));
+	if (rc == 0)
 		rc = worker_family(ops, "pincer_runtime_worker_parked_seconds_total", PC_METRIC_COUNTER,
 				   "Time asleep, by worker.", F64, SIZE_MAX);
 	if (rc == 0)
