@@ -14,9 +14,12 @@
 #ifndef PINCER_AGENTS_AGENT_INTERNAL_H
 #define PINCER_AGENTS_AGENT_INTERNAL_H
 
+#include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../actors/actor.h"
 #include "../actors/timer.h"
@@ -230,6 +233,19 @@ void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint3
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
+/* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
+ * those with %d), else its digits as raw text, since cJSON prints any
+ * other number with %1.15g and a scanf to check it (a millisecond
+ * timestamp cost about a microsecond). For trees that are only printed. */
+static inline bool pc__json_add_int(cJSON *o, const char *key, int64_t v)
+{
+	if (v >= INT_MIN && v <= INT_MAX)
+		return cJSON_AddNumberToObject(o, key, (double)v) != NULL;
+	char digits[24];
+	snprintf(digits, sizeof(digits), "%" PRId64, v);
+	return cJSON_AddRawToObject(o, key, digits) != NULL;
+}
+
 int64_t pc__wall_ms(void);
 
 /* ---- the session actor (session/session_actor.c) ---- */

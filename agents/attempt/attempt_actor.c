@@ -754,7 +754,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 	}
 	cJSON *start = pc__att_obj_phase("start");
 	if (start) {
-		cJSON_AddNumberToObject(start, "startedAt", (double)pc__wall_ms());
+		pc__json_add_int(start, "startedAt", pc__wall_ms());
 		cJSON_AddNumberToObject(start, "attempt", t->index);
 		cJSON_AddStringToObject(start, "provider", t->provider->id);
 		cJSON_AddStringToObject(start, "model", t->model);

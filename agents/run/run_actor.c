@@ -387,12 +387,19 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	r->phase = RP_DONE;
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
+	/* printed once: for the terminal event and for the store */
+	char *usage = NULL;
+	cJSON *u = usage_json(&r->rs.usage);
+	if (u) {
+		usage = cJSON_PrintUnformatted(u);
+		cJSON_Delete(u);
+	}
 	cJSON *d = cJSON_CreateObject();
 	if (d) {
 		cJSON_AddStringToObject(d, "phase", ok ? "end" : "error");
 		cJSON_AddStringToObject(d, "status", pc_run_status_name(status));
-		cJSON_AddNumberToObject(d, "startedAt", (double)r->started_wall);
-		cJSON_AddNumberToObject(d, "endedAt", (double)pc__wall_ms());
+		pc__json_add_int(d, "startedAt", r->started_wall);
+		pc__json_add_int(d, "endedAt", pc__wall_ms());
 		cJSON *payloads = NULL;
 		if (ok && r->payloads)
 			payloads = cJSON_Parse(r->payloads);
@@ -421,7 +428,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 					pc_run_liveness_name(act ? act->liveness : r->rs.liveness));
 		if (r->rs.replay_invalid)
 			cJSON_AddBoolToObject(d, "replayInvalid", true);
-		cJSON_AddItemToObject(d, "usage", usage_json(&r->rs.usage));
+		if (usage)
+			cJSON_AddRawToObject(d, "usage", usage);
 		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
 	}
 	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
@@ -429,12 +437,6 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
 	cJSON_Delete(d);
 
-	char *usage = NULL;
-	cJSON *u = usage_json(&r->rs.usage);
-	if (u) {
-		usage = cJSON_PrintUnformatted(u);
-		cJSON_Delete(u);
-	}
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
