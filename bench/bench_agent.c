@@ -279,11 +279,14 @@ static void run_config(const params_t *p, bool child)
 	uint64_t rss0 = bench_rss_kib();
 	pc_agent_stats_t st0, st1;
 	pc_agent_stats(e.agent, &st0);
+	pc_store_stats_t ss0, ss1;
+	pc_store_stats(e.store, &ss0);
 	/* the agent always runs: the baselines replay the request it sent */
 	run_agent(&e, p->sessions, p->turns, w, &r[0]);
 	if (r[0].refused)
 		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", r[0].refused);
 	pc_agent_stats(e.agent, &st1);
+	pc_store_stats(e.store, &ss1);
 	uint64_t rss1 = bench_rss_kib();
 	request_t req;
 	capture_request(port, &req);
@@ -308,10 +311,13 @@ static void run_config(const params_t *p, bool child)
 	int n = snprintf(extra, sizeof(extra),
 			 "\"sessions\":%u,\"mock\":\"%s\",\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
 			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
-			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu",
+			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu"
+			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f",
 			 conc, child ? "child_process" : "in_process", p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
 			 r[0].errors, runs_total ? (double)(st1.attempts - st0.attempts) / (double)runs_total : 0,
-			 runs_total ? (double)(rss1 - rss0) * 1024.0 / (double)runs_total : 0, strlen(req.body));
+			 runs_total ? (double)(rss1 - rss0) * 1024.0 / (double)runs_total : 0, strlen(req.body),
+			 runs_total ? (double)(ss1.writes - ss0.writes) / (double)runs_total : 0,
+			 ss1.batches > ss0.batches ? (double)(ss1.writes - ss0.writes) / (double)(ss1.batches - ss0.batches) : 0);
 	if (us[1] > 0)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 			      ",\"curl_requests\":%" PRIu64 ",\"curl_per_s\":%.0f,\"curl_cpu_us\":%.1f,"

@@ -43,19 +43,18 @@ static bool futex_wait_ms(uint32_t *word, int64_t ms)
 	return !(syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0) != 0 && errno == ETIMEDOUT);
 }
 
-/* runtime.h: free heap memory back to the system, through whichever
- * allocator the process has (looked up once). */
-static void trim_heap(void)
+void pc__trim_init(pc_runtime_t *rt)
 {
-	static void (*mi_collect)(bool);
-	static int looked;
-	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-		void *f = dlsym(RTLD_DEFAULT, "mi_collect");
-		memcpy(&mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
-		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
-	}
-	if (mi_collect)
-		mi_collect(true);
+	void *f = dlsym(RTLD_DEFAULT, "mi_collect");
+	memcpy(&rt->mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
+}
+
+/* runtime.h: free heap memory back to the system, through whichever
+ * allocator the process has. */
+static void trim_heap(pc_runtime_t *rt)
+{
+	if (rt->mi_collect)
+		rt->mi_collect(true);
 	else
 		malloc_trim(0);
 }
@@ -70,7 +69,7 @@ static void sleep_until_woken(pc__worker_t *w)
 			futex_wait(&w->park_word);
 		} else if (!futex_wait_ms(&w->park_word, after) && pc_atomic_load_u32_acq(&w->park_word) == 0) {
 			w->worked = false;
-			trim_heap();
+			trim_heap(w->rt);
 			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
 		}
 	}

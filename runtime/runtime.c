@@ -105,6 +105,7 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 		if (mallopt(M_TOP_PAD, pad > INT_MAX ? INT_MAX : (int)pad) != 1)
 			rt->cfg.malloc_top_pad = -1;
 	}
+	pc__trim_init(rt);
 	rt->nworkers = rt->cfg.workers;
 	rt->next_id = 1;
 	rt->state = PC__RT_NEW;

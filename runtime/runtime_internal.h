@@ -119,6 +119,7 @@ struct pc__actor_pool;
 
 struct pc_runtime {
 	pc_runtime_config_t cfg;
+	void (*mi_collect)(bool force); /* mimalloc's, when it is the process's allocator */
 	uint32_t nworkers;
 	uint32_t state;          /* PC__RT_* (atomic) */
 	pc__worker_t *workers;
@@ -160,6 +161,8 @@ void pc__inject_push(pc_runtime_t *rt, pc_actor_t *const *actors, uint32_t n);
 pc_actor_t *pc__inject_pop(pc_runtime_t *rt);
 bool pc__work_available(pc_runtime_t *rt);
 void pc__park(pc__worker_t *w);
+/* Finds the allocator's collect function, once, before the workers start. */
+void pc__trim_init(pc_runtime_t *rt);
 void pc__wake_all(pc_runtime_t *rt);
 void pc__quiet_signal(pc_runtime_t *rt);
 int pc__workers_start(pc_runtime_t *rt);
