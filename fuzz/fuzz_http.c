@@ -1,6 +1,7 @@
 /*
- * libFuzzer target for the HTTP/1.1 + WebSocket server (io/http_server.c,
- * http_conn.c, ws.c, llhttp, wslay). See fuzz/README.md.
+ * libFuzzer target for the HTTP/1.1 + WebSocket + h2c server
+ * (io/http_server.c, http_conn.c, ws.c, http2_server.c, llhttp, wslay,
+ * nghttp2). See fuzz/README.md.
  *
  * One runtime, one I/O thread and one server on 127.0.0.1 (small limits
  * and timeouts, so the limit paths are reached) are started with the first
@@ -19,7 +20,9 @@
  * server must have accepted it and closed it again (connections_live back
  * to 0), and every WebSocket the actor accepted must have been reported
  * CLOSED exactly once. Anything the server sends must start with an
- * HTTP/1.1 status line. A broken promise traps; ASan and UBSan watch the
+ * HTTP/1.1 status line, or, when the client's bytes start with the HTTP/2
+ * preface, with the server's SETTINGS frame. A broken promise traps; ASan
+ * and UBSan watch the
  * server's threads meanwhile.
  */
 #include <arpa/inet.h>
@@ -253,8 +256,10 @@ static pc_io_stats_t stats(void)
 
 /* Reads until EOF, an error, READ_QUIET_MS without data (unless patient)
  * or READ_TOTAL_MS (READ_PATIENT_MS). Checks that the server's first bytes
- * are a status line. */
-static void drain(int fd, bool patient)
+ * are a status line, or an HTTP/2 SETTINGS frame's header for `h2`. */
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+static void drain(int fd, bool patient, bool h2)
 {
 	static int verbose = -1; /* FUZZ_HTTP_VERBOSE=1: show what the server sent */
 	if (verbose < 0)
@@ -284,7 +289,9 @@ static void drain(int fd, bool patient)
 		for (ssize_t i = 0; i < n && got < sizeof(first); i++)
 			first[got++] = buf[i];
 	}
-	if (got)
+	if (got && h2)
+		CHECK(got < 4 || first[3] == 0x04, "the server's first HTTP/2 frame is not SETTINGS");
+	else if (got)
 		CHECK(memcmp(first, "HTTP/1.1 ", got < sizeof(first) ? got : sizeof(first)) == 0,
 		      "the server's first bytes are not a status line");
 }
@@ -357,7 +364,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (plan & 8)
 		(void)shutdown(fd, SHUT_WR);
 	if (!(plan & 32))
-		drain(fd, plan & 128);
+		drain(fd, plan & 128, n >= sizeof(H2_PREFACE) - 1 && memcmp(s, H2_PREFACE, sizeof(H2_PREFACE) - 1) == 0);
 	else if (plan & 128)
 		sleep_us(STALL_MS * 1000);
 	if (plan & 16) {

@@ -8,6 +8,10 @@
  * holds its own. The easy handle is prepared on the caller's thread and
  * touched only by the loop once the add command is posted.
  *
+ * Each loop has two multi handles: h2c requests (HTTP/2 in cleartext)
+ * have their own, whose connection limits work around a libcurl bug (see
+ * h2c_policy); everything else shares the other.
+ *
  * Backpressure is a Dekker handshake on two words: the loop publishes
  * `pause` and then re-reads `outstanding`; the consumer lowers
  * `outstanding` and then reads `pause`. With both sides sequentially
@@ -49,6 +53,7 @@ struct pc_http_call {
 	char *url;
 	char *method;  /* NULL: POST with a body, else GET */
 	uint32_t connect_ms, total_ms;
+	bool h2c;      /* HTTP/2 with prior knowledge */
 	pc_msg_t *end; /* allocated up front: END must never fail to go out */
 
 	/* Loop thread only from here. */
@@ -70,15 +75,25 @@ struct pc_http_call {
  * new handle, and setup_easy sets every option we use on every call. */
 #define SPARE_EASY_MAX 256
 
+/* A libcurl multi handle driven by the loop's epoll. */
+typedef struct multi {
+	struct pc__http_client_loop *client;
+	CURLM *handle;
+	pc_io_timer_t timer;
+} multi_t;
+
+/* Two multis: h2c requests have their own, so that its connection limits
+ * can differ (see h2c_policy). */
 struct pc__http_client_loop {
 	pc_ioloop_t *loop;
-	CURLM *multi;
-	pc_io_timer_t timer;
+	multi_t plain; /* HTTP/1.1, and https:// (h2 by ALPN) */
+	multi_t h2c;   /* HTTP/2 in cleartext */
 	pc_http_call_t *live;
 	struct curl_sock **socks; /* by descriptor: every socket curl has open */
 	size_t nsocks;
 	CURL *spare[SPARE_EASY_MAX];
 	uint32_t nspare;
+	long h2c_version; /* CURLOPT_HTTP_VERSION for an h2c request */
 };
 
 /* A socket curl asked us to watch, from then until curl closes it (our
@@ -90,7 +105,7 @@ struct pc__http_client_loop {
  * epoll then, once. Freed through the loop's defer list. */
 typedef struct curl_sock {
 	pc_io_watch_t watch;
-	struct pc__http_client_loop *client;
+	multi_t *multi;
 	bool parked;
 } curl_sock_t;
 
@@ -213,6 +228,8 @@ static pc_http_transport_t transport_of(pc_http_call_t *call, CURLcode code)
 	case CURLE_SEND_ERROR:
 	case CURLE_GOT_NOTHING:
 	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:        /* the connection failed under HTTP/2 (GOAWAY, say) */
+	case CURLE_HTTP2_STREAM: /* the server reset the stream */
 		return PC_HTTP_CLOSED;
 	case CURLE_WEIRD_SERVER_REPLY:
 	case CURLE_WRITE_ERROR: /* our header cap refused the response */
@@ -242,6 +259,11 @@ static int result_of(pc_http_transport_t t)
 	}
 }
 
+static multi_t *multi_of(struct pc__http_client_loop *c, const pc_http_call_t *call)
+{
+	return call->h2c ? &c->h2c : &c->plain;
+}
+
 /* Ends the transfer on the loop: END to the owner (exactly once), the easy
  * handle out of the multi, the loop's reference dropped. */
 static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode code, const char *why)
@@ -249,7 +271,7 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 	pc_ioloop_t *loop = call->loop;
 	struct pc__http_client_loop *c = pc__ioloop_client(loop);
 	if (c && call->added) {
-		curl_multi_remove_handle(c->multi, call->easy);
+		curl_multi_remove_handle(multi_of(c, call)->handle, call->easy);
 		if (call->prev)
 			call->prev->next = call->next;
 		else
@@ -360,11 +382,11 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
-static void check_done(struct pc__http_client_loop *c)
+static void check_done(multi_t *m)
 {
 	CURLMsg *msg;
 	int left;
-	while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
+	while ((msg = curl_multi_info_read(m->handle, &left)) != NULL) {
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		pc_http_call_t *call = NULL;
@@ -392,9 +414,8 @@ static void on_socket_event(pc_ioloop_t *loop, void *arg, uint32_t events)
 	if (events & EPOLLERR)
 		flags |= CURL_CSELECT_ERR;
 	int running;
-	struct pc__http_client_loop *c = s->client;
-	curl_multi_socket_action(c->multi, s->watch.fd, flags, &running);
-	check_done(c);
+	curl_multi_socket_action(s->multi->handle, s->watch.fd, flags, &running);
+	check_done(s->multi);
 }
 
 static curl_sock_t *sock_of(struct pc__http_client_loop *c, curl_socket_t fd)
@@ -422,7 +443,8 @@ static int sock_track(struct pc__http_client_loop *c, curl_socket_t fd, curl_soc
 static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	(void)easy;
-	struct pc__http_client_loop *c = userp;
+	multi_t *m = userp;
+	struct pc__http_client_loop *c = m->client;
 	curl_sock_t *s = socketp ? socketp : sock_of(c, fd);
 	if (what == CURL_POLL_REMOVE) {
 		if (s)
@@ -436,8 +458,8 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
 			free(s);
 			return -1; /* curl fails the transfer */
 		}
-		s->client = c;
 	}
+	s->multi = m;
 	s->parked = false;
 	int rc;
 	if (s->watch.active)
@@ -446,7 +468,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
 		rc = pc__ioloop_watch(c->loop, &s->watch, fd, ev, on_socket_event, s);
 	if (rc != 0)
 		return -1;
-	curl_multi_assign(c->multi, fd, s);
+	curl_multi_assign(m->handle, fd, s);
 	return 0;
 }
 
@@ -470,20 +492,21 @@ static int on_close_socket(void *clientp, curl_socket_t fd)
 static void on_timeout(pc_ioloop_t *loop, void *arg)
 {
 	(void)loop;
-	struct pc__http_client_loop *c = arg;
+	multi_t *m = arg;
 	int running;
-	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_done(c);
+	curl_multi_socket_action(m->handle, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(m);
 }
 
 static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 {
 	(void)multi;
-	struct pc__http_client_loop *c = userp;
+	multi_t *m = userp;
+	pc_ioloop_t *loop = m->client->loop;
 	if (timeout_ms < 0)
-		pc__ioloop_timer_cancel(c->loop, &c->timer);
+		pc__ioloop_timer_cancel(loop, &m->timer);
 	else
-		pc__ioloop_timer_arm(c->loop, &c->timer, (uint64_t)timeout_ms, on_timeout, c);
+		pc__ioloop_timer_arm(loop, &m->timer, (uint64_t)timeout_ms, on_timeout, m);
 	return 0;
 }
 
@@ -537,8 +560,23 @@ static int setup_easy(pc_http_call_t *call)
 		SET(CURLOPT_HTTPGET, 1L);
 	}
 	const char *method = call->method ? call->method : (call->body ? "POST" : "GET");
-	bool plain = strcmp(method, call->body ? "POST" : "GET") == 0;
+	/* HEAD through NOBODY, so that curl expects no body after the head;
+	 * after the lines above, which would undo it. */
+	bool head = strcmp(method, "HEAD") == 0;
+	SET(CURLOPT_NOBODY, head ? 1L : 0L);
+	bool plain = head || strcmp(method, call->body ? "POST" : "GET") == 0;
 	SET(CURLOPT_CUSTOMREQUEST, plain ? NULL : method);
+	/* https:// keeps libcurl's default, h2 by ALPN; plain http:// is
+	 * HTTP/1.1 (not even onto a connection an h2c request opened) unless
+	 * h2c was asked for. PIPEWAIT makes a new h2c transfer wait for a
+	 * connection still opening, to share it, rather than open another. */
+	long version = (long)CURL_HTTP_VERSION_1_1;
+	if (call->h2c)
+		version = pc__ioloop_client(call->loop)->h2c_version;
+	else if (strncasecmp(call->url, "https://", 8) == 0)
+		version = (long)CURL_HTTP_VERSION_2TLS;
+	SET(CURLOPT_HTTP_VERSION, version);
+	SET(CURLOPT_PIPEWAIT, call->h2c ? 1L : 0L);
 #undef SET
 	return rc == CURLE_OK ? 0 : PC_EINVAL;
 }
@@ -585,7 +623,7 @@ static void add_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		call_finish(call, PC_HTTP_OTHER, CURLE_OK, "could not configure the request");
 		return;
 	}
-	CURLMcode mc = curl_multi_add_handle(c->multi, call->easy);
+	CURLMcode mc = curl_multi_add_handle(multi_of(c, call)->handle, call->easy);
 	if (mc != CURLM_OK) {
 		call_finish(call, PC_HTTP_OTHER, CURLE_OK, curl_multi_strerror(mc));
 		return;
@@ -620,7 +658,7 @@ static void resume_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		curl_easy_pause(call->easy, CURLPAUSE_CONT);
 		struct pc__http_client_loop *c = pc__ioloop_client(loop);
 		if (c)
-			check_done(c);
+			check_done(multi_of(c, call));
 	}
 	call_unref(call);
 }
@@ -665,6 +703,7 @@ int pc_http_fetch(pc_io_t *io, const pc_http_client_request_t *req, pc_actor_t *
 	call->idle_ns = (uint64_t)req->idle_timeout_ms * 1000000u;
 	call->connect_ms = req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
 	call->total_ms = req->total_timeout_ms;
+	call->h2c = req->http2_prior_knowledge;
 	call->end = pc_msg_new(PC_MSG_HTTP_RESPONSE_END, sizeof(pc_http_end_msg_t));
 	call->url = dup_str(req->url);
 	call->method = dup_str(req->method);
@@ -739,6 +778,58 @@ void pc_http_call_release(pc_http_call_t *call)
 
 /* ---- per-loop state -------------------------------------------------------------- */
 
+/* libcurl before 8.0.0 fails every reuse of a connection by a
+ * prior-knowledge transfer (curl issue 10634; Debian 12's 7.88 among
+ * them). There an h2c connection starts with an HTTP/1.1 upgrade instead
+ * (RFC 7540 section 3.2), and each host gets one h2c connection per I/O
+ * thread: while one is upgrading, the same libcurl hands further requests
+ * to it as HTTP/1.1 ones (pipelined, which breaks the upgrade), so a
+ * second is never opened beside a first; requests past its streams wait
+ * for a free one. From 8.0 on: prior knowledge, and as many connections
+ * as for any host. Returns the per-host cap for the h2c multi. */
+static long h2c_policy(struct pc__http_client_loop *c, const pc_io_config_t *cfg)
+{
+	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+	bool fixed = v && v->version_num >= 0x080000;
+	c->h2c_version = fixed ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_2_0;
+	return fixed ? (long)cfg->max_host_connections : 1L;
+}
+
+static int multi_init(multi_t *m, struct pc__http_client_loop *c, const pc_io_config_t *cfg,
+		      long per_host)
+{
+	m->client = c;
+	m->handle = curl_multi_init();
+	if (!m->handle)
+		return PC_ENOMEM;
+	CURLMcode mc = CURLM_OK;
+#define MSET(opt, val)                                                                             \
+	do {                                                                                       \
+		if (mc == CURLM_OK)                                                                \
+			mc = curl_multi_setopt(m->handle, opt, val);                               \
+	} while (0)
+	MSET(CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+	MSET(CURLMOPT_SOCKETDATA, (void *)m);
+	MSET(CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	MSET(CURLMOPT_TIMERDATA, (void *)m);
+	MSET(CURLMOPT_MAX_HOST_CONNECTIONS, per_host);
+	MSET(CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->max_total_connections);
+	MSET(CURLMOPT_MAXCONNECTS, (long)cfg->max_idle_connections);
+	MSET(CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+	MSET(CURLMOPT_MAX_CONCURRENT_STREAMS, (long)cfg->max_concurrent_streams);
+#undef MSET
+	return mc == CURLM_OK ? 0 : PC_EINVAL;
+}
+
+/* After every transfer has ended: closes the multi's cached connections. */
+static void multi_fini(multi_t *m)
+{
+	if (!m->handle)
+		return;
+	curl_multi_cleanup(m->handle);
+	pc__ioloop_timer_cancel(m->client->loop, &m->timer);
+}
+
 int pc__http_client_loop_init(pc_ioloop_t *loop, const pc_io_config_t *cfg,
 			      struct pc__http_client_loop **out)
 {
@@ -746,29 +837,12 @@ int pc__http_client_loop_init(pc_ioloop_t *loop, const pc_io_config_t *cfg,
 	if (!c)
 		return PC_ENOMEM;
 	c->loop = loop;
-	c->multi = curl_multi_init();
-	if (!c->multi) {
-		free(c);
-		return PC_ENOMEM;
-	}
-	CURLMcode mc = CURLM_OK;
-#define MSET(opt, val)                                                                             \
-	do {                                                                                       \
-		if (mc == CURLM_OK)                                                                \
-			mc = curl_multi_setopt(c->multi, opt, val);                                \
-	} while (0)
-	MSET(CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-	MSET(CURLMOPT_SOCKETDATA, (void *)c);
-	MSET(CURLMOPT_TIMERFUNCTION, on_curl_timer);
-	MSET(CURLMOPT_TIMERDATA, (void *)c);
-	MSET(CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_host_connections);
-	MSET(CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->max_total_connections);
-	MSET(CURLMOPT_MAXCONNECTS, (long)cfg->max_idle_connections);
-#undef MSET
-	if (mc != CURLM_OK) {
-		curl_multi_cleanup(c->multi);
-		free(c);
-		return PC_EINVAL;
+	int rc = multi_init(&c->plain, c, cfg, (long)cfg->max_host_connections);
+	if (rc == 0)
+		rc = multi_init(&c->h2c, c, cfg, h2c_policy(c, cfg));
+	if (rc != 0) {
+		pc__http_client_loop_fini(c);
+		return rc;
 	}
 	*out = c;
 	return 0;
@@ -782,8 +856,8 @@ void pc__http_client_loop_fini(struct pc__http_client_loop *c)
 		call_finish(c->live, PC_HTTP_CANCELLED, CURLE_OK, "the I/O layer is stopping");
 	while (c->nspare)
 		curl_easy_cleanup(c->spare[--c->nspare]);
-	curl_multi_cleanup(c->multi); /* closes every cached connection */
-	pc__ioloop_timer_cancel(c->loop, &c->timer);
+	multi_fini(&c->plain);
+	multi_fini(&c->h2c);
 	/* Every socket was closed through on_close_socket by now; what is
 	 * left is only memory. */
 	for (size_t fd = 0; fd < c->nsocks; fd++)

@@ -20,6 +20,18 @@
  * Ownership: the pc_http_call_t handle belongs to the caller, who releases
  * it exactly once with pc_http_call_release, after END or after cancel.
  * Cancel is a message to the I/O thread and always frees the transfer.
+ *
+ * HTTP versions: https:// negotiates HTTP/2 by ALPN and falls back to
+ * HTTP/1.1; http:// speaks HTTP/1.1 unless the request asks for HTTP/2
+ * with prior knowledge (h2c, for a server known to speak it). HTTP/2
+ * requests of one I/O thread to the same host share connections, up to
+ * max_concurrent_streams (io.h) each; one that starts while a connection
+ * is being opened waits for it rather than open another. A cancel resets
+ * only the request's stream. With libcurl before 8.0, which cannot reuse a
+ * prior-knowledge connection (curl issue 10634), an h2c connection starts
+ * with an HTTP/1.1 upgrade instead (RFC 7540 section 3.2), and a host gets
+ * one h2c connection per I/O thread, further requests waiting for a free
+ * stream; see docs/providers.md.
  */
 #ifndef PINCER_IO_HTTP_CLIENT_H
 #define PINCER_IO_HTTP_CLIENT_H
@@ -52,6 +64,7 @@ typedef struct pc_http_client_request {
 	uint32_t idle_timeout_ms;        /* no byte received for this long ends it; 0: none */
 	size_t max_buffered;             /* outstanding bytes before pausing; 0: 1 MiB */
 	uint64_t tag;                    /* echoed in every message */
+	bool http2_prior_knowledge;      /* http://: HTTP/2 in cleartext (h2c), see above */
 } pc_http_client_request_t;
 
 /* Why a transfer ended, in terms the failover classifier uses. */
@@ -63,7 +76,8 @@ typedef enum pc_http_transport {
 	PC_HTTP_TIMEOUT,          /* total_timeout_ms ran out */
 	PC_HTTP_IDLE,             /* idle_timeout_ms passed with no byte */
 	PC_HTTP_TLS,
-	PC_HTTP_CLOSED,           /* the peer closed or reset mid-response */
+	PC_HTTP_CLOSED,           /* the peer closed or reset mid-response (or reset
+				   * the HTTP/2 stream) */
 	PC_HTTP_MALFORMED,        /* not HTTP, or a broken framing */
 	PC_HTTP_CANCELLED,        /* pc_http_call_cancel or pc_io_free */
 	PC_HTTP_OTHER,

@@ -14,7 +14,12 @@
  * that stops reading costs a bounded amount of memory, for a bounded time.
  *
  * Two timers: the phase deadline (request head, body, keep-alive idle,
- * linger, or the WebSocket's) and the output stall timer.
+ * linger, or the WebSocket's / HTTP/2's) and the output stall timer.
+ *
+ * A connection whose first bytes are the HTTP/2 client preface never meets
+ * llhttp, and one whose request asks to upgrade to h2c leaves it after
+ * that request: from then on it is http2_server.c's, which uses the
+ * output, close and request-message plumbing here.
  */
 #include "http_conn_internal.h"
 
@@ -29,6 +34,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "http2_internal.h"
 #include "ws_internal.h"
 
 /* A read buffer's worth of reads per event, then other connections' turn. */
@@ -159,7 +165,7 @@ void pc__conn_progress(pc__http_conn_t *c)
 		pc__ioloop_timer_arm(c->sl->loop, &c->wtimer, c->srv->lim.idle_timeout_ms, on_stall, c);
 }
 
-static int out_append(pc__http_conn_t *c, const char *p, size_t n)
+int pc__conn_queue(pc__http_conn_t *c, const char *p, size_t n)
 {
 	pc__out_t *t = c->out_tail;
 	if (t && t->cap - t->len >= n) {
@@ -210,7 +216,7 @@ void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n)
 			skip -= len;
 			continue;
 		}
-		if (out_append(c, (const char *)iov[i].iov_base + skip, len - skip) != 0) {
+		if (pc__conn_queue(c, (const char *)iov[i].iov_base + skip, len - skip) != 0) {
 			pc__conn_close(c, PC_ENOMEM);
 			return;
 		}
@@ -268,6 +274,7 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 		return;
 	uint32_t ev = 0;
 	bool out = c->out_head != NULL;
+	bool stall = false; /* output waits on the peer in some other way */
 	switch (c->state) {
 	case PC__C_HEAD:
 	case PC__C_BODY:
@@ -290,10 +297,18 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 			ev = EPOLLIN | EPOLLRDHUP;
 		out = out || pc__ws_want_write(c);
 		break;
+	case PC__C_H2:
+		if (pc__h2_want_read(c))
+			ev = EPOLLIN | EPOLLRDHUP;
+		/* Bodies held for the peer's flow-control window: no
+		 * EPOLLOUT (the socket has nothing to take), but the peer
+		 * must make progress all the same. */
+		stall = pc__h2_holding(c);
+		break;
 	}
 	if (out)
 		ev |= EPOLLOUT;
-	if (!out)
+	if (!out && !stall)
 		pc__ioloop_timer_cancel(c->sl->loop, &c->wtimer);
 	else if (!pc__ioloop_timer_armed(&c->wtimer))
 		pc__ioloop_timer_arm(c->sl->loop, &c->wtimer, c->srv->lim.idle_timeout_ms, on_stall, c);
@@ -315,6 +330,7 @@ static void conn_destroy(void *arg)
 		free(o);
 	}
 	pc__ws_free(c->ws);
+	pc__h2_free(c->h2);
 	free(c);
 }
 
@@ -330,6 +346,8 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 		pc__srv_id_remove(sl, c);
 	if (c->ws)
 		pc__ws_finish(c, id, reason);
+	else if (c->h2)
+		pc__h2_finish(c, reason);
 	else if (c->handler)
 		pc__conn_notify(c->handler, PC_MSG_HTTP_GONE, c->srv, id, reason, 0);
 	c->closed = true;
@@ -370,7 +388,7 @@ void pc__conn_linger(pc__http_conn_t *c)
 }
 
 /* The last response is queued: flush it, then linger. */
-static void conn_closing(pc__http_conn_t *c)
+void pc__conn_closing(pc__http_conn_t *c)
 {
 	c->state = PC__C_CLOSING;
 	pc__conn_disarm(c);
@@ -404,7 +422,7 @@ static void conn_fail(pc__http_conn_t *c, int status)
 		pc__conn_drop(c);
 	conn_reply(c, status, NULL);
 	if (!c->closed)
-		conn_closing(c);
+		pc__conn_closing(c);
 }
 
 static void conn_drive(pc__http_conn_t *c);
@@ -426,7 +444,7 @@ static void conn_response_done(pc__http_conn_t *c)
 	c->begun = c->head_timed = c->upgrade = c->ws_ok = c->no_body = c->chunked = false;
 	c->served = true;
 	if (!c->keep_alive) {
-		conn_closing(c);
+		pc__conn_closing(c);
 		return;
 	}
 	c->state = PC__C_HEAD;
@@ -592,48 +610,89 @@ static char *put_str(char *s, const char *src, size_t n)
 	return s + n + 1;
 }
 
-/* The request as one self-contained message. */
-static pc_msg_t *request_msg(pc__http_conn_t *c, const char *method, const char *target,
-			     size_t tlen, size_t plen)
+/* Copies the fields that are headers (not pseudo-headers) to `s`, with
+ * their table in `hdr`; returns the count. */
+static uint32_t put_fields(char **s, pc_http_header_t *hdr, const pc__req_parts_t *p)
 {
-	size_t mlen = strlen(method);
+	const char *f = p->fields;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->nfields; i++) {
+		size_t nl = strlen(f);
+		const char *v = f + nl + 1;
+		size_t vl = strlen(v);
+		if (f[0] != ':') {
+			hdr[n].name = *s;
+			*s = put_str(*s, f, nl);
+			hdr[n].value = *s;
+			*s = put_str(*s, v, vl);
+			n++;
+		}
+		f = v + vl + 1;
+	}
+	return n;
+}
+
+pc_msg_t *pc__request_msg(pc_http_server_t *srv, const pc__req_parts_t *p)
+{
+	size_t mlen = strlen(p->method);
+	size_t tlen = strlen(p->target);
+	size_t plen = strcspn(p->target, "?");
 	size_t qlen = tlen > plen ? tlen - plen - 1 : 0;
-	const char *hs = c->head.p + tlen + 1;
-	size_t hbytes = c->head.len - tlen - 1;
-	size_t size = sizeof(pc_http_request_msg_t) + (size_t)c->nheaders * sizeof(pc_http_header_t) +
-		      mlen + 1 + tlen + 1 + plen + 1 + qlen + 1 + hbytes + c->body.len + 1;
+	size_t hostlen = p->host ? strlen(p->host) : 0;
+	size_t nhdr = (size_t)p->nfields + (p->host ? 1 : 0);
+	size_t size = sizeof(pc_http_request_msg_t) + nhdr * sizeof(pc_http_header_t) + mlen + 1 + tlen +
+		      1 + plen + 1 + qlen + 1 + p->fields_len + (p->host ? 5 + hostlen + 1 : 0) +
+		      p->body_len + 1;
 	pc_msg_t *m = pc_msg_new(PC_MSG_HTTP_REQUEST, size);
 	if (!m)
 		return NULL;
 	pc_http_request_msg_t *req = pc_msg_data(m);
 	pc_http_header_t *hdr = (pc_http_header_t *)(req + 1);
-	char *s = (char *)(hdr + c->nheaders);
+	char *s = (char *)(hdr + nhdr);
 	memset(req, 0, sizeof(*req));
-	req->server = c->srv;
+	req->server = srv;
 	req->method = s;
-	s = put_str(s, method, mlen);
+	s = put_str(s, p->method, mlen);
 	req->target = s;
-	s = put_str(s, target, tlen);
+	s = put_str(s, p->target, tlen);
 	req->path = s;
-	s = put_str(s, target, plen);
+	s = put_str(s, p->target, plen);
 	req->query = s;
-	s = put_str(s, target + tlen - qlen, qlen);
-	memcpy(s, hs, hbytes);
-	for (uint32_t i = 0; i < c->nheaders; i++) {
-		hdr[i].name = s;
-		s += strlen(s) + 1;
-		hdr[i].value = s;
-		s += strlen(s) + 1;
+	s = put_str(s, p->target + tlen - qlen, qlen);
+	uint32_t n = put_fields(&s, hdr, p);
+	if (p->host) {
+		hdr[n].name = s;
+		s = put_str(s, "host", 4);
+		hdr[n].value = s;
+		s = put_str(s, p->host, hostlen);
+		n++;
 	}
 	req->headers = hdr;
-	req->header_count = c->nheaders;
+	req->header_count = n;
 	req->body = s;
-	req->body_len = c->body.len;
-	put_str(s, c->body.len ? c->body.p : "", c->body.len);
-	req->keep_alive = c->keep_alive;
-	req->http_minor = c->http_minor;
-	memcpy(req->peer, c->peer, sizeof(req->peer));
+	req->body_len = p->body_len;
+	put_str(s, p->body_len ? p->body : "", p->body_len);
+	req->keep_alive = p->keep_alive;
+	req->http_major = p->http_major;
+	req->http_minor = p->http_minor;
+	snprintf(req->peer, sizeof(req->peer), "%s", p->peer);
 	return m;
+}
+
+/* An HTTP/1.1 request asking to upgrade to h2c (with its HTTP2-Settings:
+ * without them it is served as HTTP/1.1) becomes stream 1 of an HTTP/2
+ * connection. True when it was taken care of. */
+static bool conn_upgrade_h2c(pc__http_conn_t *c, const char *method, const char *target, size_t tlen)
+{
+	const char *settings = conn_header(c, "http2-settings");
+	if (!c->upgrade || c->http_minor < 1 || !settings || !has_token(conn_header(c, "upgrade"), "h2c"))
+		return false;
+	int st = pc__h2_upgrade(c, method, target, target + tlen + 1, c->nheaders, settings);
+	if (st)
+		conn_reply_done(c, st, NULL);
+	else
+		pc__buf_free(&c->head); /* stream 1 has its own copy */
+	return true;
 }
 
 /* A request completed: hand it to its route's actor, or answer it here. */
@@ -653,12 +712,27 @@ static void conn_dispatch(pc__http_conn_t *c)
 	 * on it may be in another protocol. */
 	if (c->upgrade)
 		c->keep_alive = false;
+	if (conn_upgrade_h2c(c, method, target, tlen))
+		return;
 	const pc__http_route_t *r = pc__srv_route(c->srv, method, target, plen);
 	if (!r) {
 		conn_reply_done(c, 404, NULL);
 		return;
 	}
-	pc_msg_t *m = request_msg(c, method, target, tlen, plen);
+	pc__req_parts_t parts = {
+		.method = method,
+		.target = target,
+		.fields = target + tlen + 1,
+		.fields_len = c->head.len - tlen - 1,
+		.nfields = c->nheaders,
+		.body = c->body.p,
+		.body_len = c->body.len,
+		.keep_alive = c->keep_alive,
+		.http_major = 1,
+		.http_minor = c->http_minor,
+		.peer = c->peer,
+	};
+	pc_msg_t *m = pc__request_msg(c->srv, &parts);
 	if (!m) {
 		conn_reply_done(c, 503, NULL);
 		return;
@@ -749,10 +823,41 @@ static void conn_input(pc__http_conn_t *c, const char *data, size_t n)
 	conn_drive(c);
 }
 
+/* The connection's first bytes: the HTTP/2 client preface makes it an
+ * HTTP/2 connection, anything else HTTP/1.1. A part of the preface waits
+ * in `pending` for the rest (under the head deadline). */
+static void conn_first_input(pc__http_conn_t *c, const char *data, size_t n)
+{
+	if (c->pending.len) {
+		if (pc__buf_append(&c->pending, data, n) != 0) {
+			pc__conn_close(c, PC_ENOMEM);
+			return;
+		}
+		data = c->pending.p;
+		n = c->pending.len;
+	}
+	int kind = pc__h2_sniff(data, n);
+	if (kind == 0) {
+		if (!c->pending.len && pc__buf_append(&c->pending, data, n) != 0)
+			pc__conn_close(c, PC_ENOMEM);
+		return;
+	}
+	c->sniffed = true;
+	pc__buf_t held = c->pending; /* the parsers may use `pending` afresh */
+	c->pending = (pc__buf_t){0};
+	if (kind > 0)
+		pc__h2_start(c, data, n);
+	else
+		conn_input(c, data, n);
+	pc__buf_free(&held);
+}
+
 static void conn_readable(pc__http_conn_t *c, uint32_t events)
 {
 	char *rbuf = c->sl->rbuf;
 	for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+		if (c->state == PC__C_H2)
+			return; /* HTTP/2 now: the rest is read there */
 		size_t room = PC__HTTP_RBUF;
 		if (c->state == PC__C_SERVICE || c->state == PC__C_STREAM) {
 			room = c->pending.len < PC__HTTP_PENDING_MAX ? PC__HTTP_PENDING_MAX - c->pending.len : 0;
@@ -778,7 +883,9 @@ static void conn_readable(pc__http_conn_t *c, uint32_t events)
 			pc__conn_close(c, 0);
 			return;
 		}
-		if (c->state == PC__C_HEAD || c->state == PC__C_BODY) {
+		if (!c->sniffed) {
+			conn_first_input(c, rbuf, (size_t)n);
+		} else if (c->state == PC__C_HEAD || c->state == PC__C_BODY) {
 			conn_input(c, rbuf, (size_t)n);
 		} else if (c->state == PC__C_SERVICE || c->state == PC__C_STREAM) {
 			if (pc__buf_append(&c->pending, rbuf, (size_t)n) != 0)
@@ -796,6 +903,10 @@ static void conn_on_event(pc_ioloop_t *loop, void *arg, uint32_t events)
 	pc__http_conn_t *c = arg;
 	if (c->state == PC__C_WS) {
 		pc__ws_on_event(c, events);
+		return;
+	}
+	if (c->state == PC__C_H2) {
+		pc__h2_on_event(c, events);
 		return;
 	}
 	if (events & (EPOLLERR | EPOLLHUP)) {
@@ -845,6 +956,9 @@ static void on_phase_timer(pc_ioloop_t *loop, void *arg)
 		break;
 	case PC__C_WS:
 		pc__ws_on_timer(c);
+		break;
+	case PC__C_H2:
+		pc__h2_on_timer(c);
 		break;
 	case PC__C_SERVICE:
 	case PC__C_STREAM:

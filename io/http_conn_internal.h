@@ -1,7 +1,8 @@
 /*
  * The HTTP server's insides, shared by http_server.c (the server, its
  * listeners, the id tables, the answer API), http_conn.c (one connection's
- * HTTP state machine) and ws.c (a connection after a WebSocket upgrade).
+ * HTTP state machine), http2_server.c (a connection that speaks HTTP/2)
+ * and ws.c (a connection after a WebSocket upgrade).
  *
  * Threads: a connection belongs to the loop that accepted it and is touched
  * only on that thread. Other threads see a loop's share of the server only
@@ -44,6 +45,17 @@ typedef struct pc__http_route {
 } pc__http_route_t;
 
 typedef struct pc__http_conn pc__http_conn_t;
+struct pc__h2_stream;
+
+/* What an id in a loop's table names: a connection's request in service
+ * or its WebSocket (`stream` NULL), or one HTTP/2 stream of a connection.
+ * Embedded in what it names. */
+typedef struct pc__srv_ent {
+	struct pc__srv_ent *next;     /* the table's chain (under sl->mu) */
+	uint64_t id;                  /* 0: not in the table */
+	pc__http_conn_t *conn;
+	struct pc__h2_stream *stream;
+} pc__srv_ent_t;
 
 /* The server's share of one loop. */
 typedef struct pc__srv_loop {
@@ -60,7 +72,7 @@ typedef struct pc__srv_loop {
 
 	/* Shared with answering threads. */
 	pthread_mutex_t mu;
-	pc__http_conn_t **buckets; /* id -> connection, chained through id_next */
+	pc__srv_ent_t **buckets;   /* id -> entry, chained through next */
 	size_t nbuckets;           /* a power of two */
 	size_t nids;
 	bool open;    /* answers may be posted to the loop */
@@ -97,6 +109,7 @@ typedef enum pc__conn_state {
 	PC__C_CLOSING, /* the last response is being flushed */
 	PC__C_LINGER,  /* write side shut, draining input until EOF */
 	PC__C_WS,      /* a WebSocket (ws.c) */
+	PC__C_H2,      /* HTTP/2 (http2_server.c) */
 } pc__conn_state_t;
 
 /* A piece of queued output. */
@@ -109,13 +122,15 @@ typedef struct pc__out {
 } pc__out_t;
 
 struct pc__ws;
+struct pc__h2;
 
 struct pc__http_conn {
 	pc__srv_loop_t *sl;
 	pc_http_server_t *srv;
 	pc__http_conn_t *prev, *next; /* sl->conns */
-	pc__http_conn_t *id_next;     /* the id table's chain (under sl->mu) */
-	uint64_t id;                  /* the request in service or the WebSocket; 0: none */
+	pc__srv_ent_t ent;            /* the connection's own id-table entry */
+	uint64_t id;                  /* the request in service or the WebSocket; 0: none
+				       * (mirrors ent.id; set only by pc__srv_id_*) */
 	int fd;
 	pc__conn_state_t state;
 	pc_io_watch_t watch;
@@ -138,8 +153,10 @@ struct pc__http_conn {
 
 	pc_actor_t *handler; /* borrowed from the route while a request is in service */
 	struct pc__ws *ws;
+	struct pc__h2 *h2;
 	int err_status;      /* set by a parser callback that refuses the request */
 	uint8_t http_minor;
+	bool sniffed;    /* the first bytes were told apart: HTTP/1.1 or HTTP/2 */
 	bool begun;      /* a request's first byte has arrived */
 	bool done;       /* the parser completed a request, not yet dispatched */
 	bool head_timed; /* the header deadline runs for this request */
@@ -159,12 +176,36 @@ struct pc__http_conn {
 /* ---- http_server.c (loop thread unless noted) ---- */
 
 uint64_t pc__srv_new_id(pc__srv_loop_t *sl);
+/* Puts `e` in the table under `id` / takes it out (e->id becomes 0). */
+void pc__srv_ent_add(pc__srv_loop_t *sl, pc__srv_ent_t *e, uint64_t id);
+void pc__srv_ent_remove(pc__srv_loop_t *sl, pc__srv_ent_t *e);
+/* The same for a connection's own entry, keeping c->id in step. */
 void pc__srv_id_add(pc__srv_loop_t *sl, pc__http_conn_t *c, uint64_t id);
 void pc__srv_id_remove(pc__srv_loop_t *sl, pc__http_conn_t *c);
 const pc__http_route_t *pc__srv_route(const pc_http_server_t *srv, const char *method,
 				      const char *path, size_t path_len);
 
 /* ---- http_conn.c (loop thread) ---- */
+
+/* What a PC_MSG_HTTP_REQUEST is made of, borrowed while it is built. */
+typedef struct pc__req_parts {
+	const char *method;
+	const char *target;   /* path and query */
+	const char *fields;   /* name NUL value NUL, `nfields` times; names that
+			       * begin with ':' (HTTP/2 pseudo-headers) are left out */
+	size_t fields_len;
+	uint32_t nfields;
+	const char *host;     /* a Host header to add (HTTP/2's :authority), or NULL */
+	const char *body;
+	size_t body_len;
+	bool keep_alive;
+	uint8_t http_major, http_minor;
+	const char *peer;
+} pc__req_parts_t;
+
+/* The request as one self-contained message (id 0, for the caller to
+ * set), or NULL when memory is short. */
+pc_msg_t *pc__request_msg(pc_http_server_t *srv, const pc__req_parts_t *p);
 
 /* Takes over an accepted socket (closing it on failure). */
 void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, socklen_t salen);
@@ -173,9 +214,14 @@ void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, sock
 void pc__conn_close(pc__http_conn_t *c, int reason);
 /* Shuts the write side and drains input until EOF or a deadline. */
 void pc__conn_linger(pc__http_conn_t *c);
+/* Reads no more: flushes what is queued, then lingers. */
+void pc__conn_closing(pc__http_conn_t *c);
 /* Sends what the socket takes and queues the rest; past the output cap the
  * connection is dropped. Check c->closed afterwards. */
 void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n);
+/* Queues bytes without writing them, for a caller that flushes once after
+ * a batch (and checks the output cap itself). PC_ENOMEM. */
+int pc__conn_queue(pc__http_conn_t *c, const char *p, size_t n);
 /* Writes queued output; a negative code when the peer is gone (the caller
  * closes). */
 int pc__conn_flush(pc__http_conn_t *c);

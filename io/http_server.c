@@ -2,7 +2,8 @@
  * The HTTP server object: its listening sockets (one SO_REUSEPORT socket
  * per I/O loop, so the kernel spreads connections over the loops), its
  * routes, the per-loop id tables, and the answer API, which any thread may
- * call.
+ * call. An id names a connection's request or WebSocket, or an HTTP/2
+ * stream; its table entry says which, and the answer goes there.
  *
  * An answer is packed into a command message and posted to the loop that
  * owns the connection: an id carries its loop's index in its top byte. The
@@ -34,6 +35,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "http2_internal.h"
 #include "ws_internal.h"
 
 #define ACCEPT_BATCH 64
@@ -121,29 +123,29 @@ uint64_t pc__srv_new_id(pc__srv_loop_t *sl)
 }
 
 /* Loop thread, or any thread holding sl->mu. */
-static pc__http_conn_t *id_find(pc__srv_loop_t *sl, uint64_t id)
+static pc__srv_ent_t *id_find(pc__srv_loop_t *sl, uint64_t id)
 {
-	pc__http_conn_t *c = sl->buckets[id_slot(id, sl->nbuckets)];
-	while (c && c->id != id)
-		c = c->id_next;
-	return c;
+	pc__srv_ent_t *e = sl->buckets[id_slot(id, sl->nbuckets)];
+	while (e && e->id != id)
+		e = e->next;
+	return e;
 }
 
 /* Doubles the table; a failed allocation only makes chains longer. */
 static void id_grow(pc__srv_loop_t *sl)
 {
 	size_t n = sl->nbuckets * 2;
-	pc__http_conn_t **b = calloc(n, sizeof(*b));
+	pc__srv_ent_t **b = calloc(n, sizeof(*b));
 	if (!b)
 		return;
 	for (size_t i = 0; i < sl->nbuckets; i++) {
-		pc__http_conn_t *c = sl->buckets[i];
-		while (c) {
-			pc__http_conn_t *next = c->id_next;
-			size_t s = id_slot(c->id, n);
-			c->id_next = b[s];
-			b[s] = c;
-			c = next;
+		pc__srv_ent_t *e = sl->buckets[i];
+		while (e) {
+			pc__srv_ent_t *next = e->next;
+			size_t s = id_slot(e->id, n);
+			e->next = b[s];
+			b[s] = e;
+			e = next;
 		}
 	}
 	free(sl->buckets);
@@ -151,32 +153,46 @@ static void id_grow(pc__srv_loop_t *sl)
 	sl->nbuckets = n;
 }
 
-void pc__srv_id_add(pc__srv_loop_t *sl, pc__http_conn_t *c, uint64_t id)
+void pc__srv_ent_add(pc__srv_loop_t *sl, pc__srv_ent_t *e, uint64_t id)
 {
 	pthread_mutex_lock(&sl->mu);
 	if (sl->nids >= sl->nbuckets)
 		id_grow(sl);
 	size_t s = id_slot(id, sl->nbuckets);
-	c->id = id;
-	c->id_next = sl->buckets[s];
-	sl->buckets[s] = c;
+	e->id = id;
+	e->next = sl->buckets[s];
+	sl->buckets[s] = e;
 	sl->nids++;
 	pthread_mutex_unlock(&sl->mu);
 }
 
-void pc__srv_id_remove(pc__srv_loop_t *sl, pc__http_conn_t *c)
+void pc__srv_ent_remove(pc__srv_loop_t *sl, pc__srv_ent_t *e)
 {
 	pthread_mutex_lock(&sl->mu);
-	pc__http_conn_t **p = &sl->buckets[id_slot(c->id, sl->nbuckets)];
-	while (*p && *p != c)
-		p = &(*p)->id_next;
+	pc__srv_ent_t **p = &sl->buckets[id_slot(e->id, sl->nbuckets)];
+	while (*p && *p != e)
+		p = &(*p)->next;
 	if (*p) {
-		*p = c->id_next;
+		*p = e->next;
 		sl->nids--;
 	}
-	c->id = 0;
-	c->id_next = NULL;
+	e->id = 0;
+	e->next = NULL;
 	pthread_mutex_unlock(&sl->mu);
+}
+
+void pc__srv_id_add(pc__srv_loop_t *sl, pc__http_conn_t *c, uint64_t id)
+{
+	c->ent.conn = c;
+	c->ent.stream = NULL;
+	c->id = id;
+	pc__srv_ent_add(sl, &c->ent, id);
+}
+
+void pc__srv_id_remove(pc__srv_loop_t *sl, pc__http_conn_t *c)
+{
+	pc__srv_ent_remove(sl, &c->ent);
+	c->id = 0;
 }
 
 /* ---- routes ------------------------------------------------------------------- */
@@ -490,6 +506,7 @@ int pc_http_server_new(pc_io_t *io, const pc_http_server_config_t *cfg, pc_http_
 		.body_timeout_ms = or_default(l->body_timeout_ms, 30000),
 		.idle_timeout_ms = or_default(l->idle_timeout_ms, 60000),
 		.ws_idle_timeout_ms = l->ws_idle_timeout_ms,
+		.max_concurrent_streams = or_default(l->max_concurrent_streams, 1000),
 	};
 	srv->origin_check = cfg ? cfg->origin_check : NULL;
 	srv->origin_user = cfg ? cfg->origin_user : NULL;
@@ -602,23 +619,62 @@ void pc_http_server_free(pc_http_server_t *srv)
 
 /* ---- answers ------------------------------------------------------------------------ */
 
+/* An accepted WebSocket that cannot start still ends with CLOSED, as
+ * every successful accept does. */
+static void refuse_ws(const answer_t *a, int reason)
+{
+	pc__conn_notify(a->owner, PC_MSG_WS_CLOSED, a->srv, a->id, reason, 1006);
+	pc_actor_release(a->owner);
+}
+
+/* An answer for an HTTP/2 stream. WebSocket commands cannot name one
+ * (no stream is ever upgraded), but an accept may be tried. */
+static void answer_stream(const answer_t *a, pc__h2_stream_t *st)
+{
+	const char *s = a->data;
+	const char *bytes = a->data + a->alen + 1;
+	switch (a->kind) {
+	case A_RESPOND:
+		pc__h2_respond(st, a->status, s, a->alen, bytes, a->blen);
+		break;
+	case A_START:
+		pc__h2_stream_start(st, a->status, s, a->alen);
+		break;
+	case A_WRITE:
+		pc__h2_stream_write(st, bytes, a->blen);
+		break;
+	case A_END:
+		pc__h2_stream_end(st);
+		break;
+	case A_ABORT:
+		pc__h2_abort(st);
+		break;
+	case A_WS_ACCEPT:
+		refuse_ws(a, PC_ESTATE);
+		break;
+	default:
+		break;
+	}
+}
+
 static void answer_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 {
 	const answer_t *a = (const answer_t *)((pc_io_cmd_t *)pc_msg_data(msg) + 1);
 	pc__srv_loop_t *sl = &a->srv->loops[pc__ioloop_index(loop)];
-	pc__http_conn_t *c = id_find(sl, a->id);
+	pc__srv_ent_t *e = id_find(sl, a->id);
 	const char *s = a->data;
 	const char *bytes = a->data + a->alen + 1;
-	if (!c) {
-		/* Gone while the command was in flight. An accepted WebSocket
-		 * still ends with CLOSED, as every successful accept does. */
-		if (a->kind == A_WS_ACCEPT) {
-			pc__conn_notify(a->owner, PC_MSG_WS_CLOSED, a->srv, a->id,
-					pc__ioloop_stopping(loop) ? PC_ESTOPPED : 0, 1006);
-			pc_actor_release(a->owner);
-		}
+	if (!e) {
+		/* Gone while the command was in flight. */
+		if (a->kind == A_WS_ACCEPT)
+			refuse_ws(a, pc__ioloop_stopping(loop) ? PC_ESTOPPED : 0);
 		return;
 	}
+	if (e->stream) {
+		answer_stream(a, e->stream);
+		return;
+	}
+	pc__http_conn_t *c = e->conn;
 	switch (a->kind) {
 	case A_RESPOND:
 		pc__conn_respond(c, a->status, s, a->alen, bytes, a->blen);

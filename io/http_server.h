@@ -1,5 +1,6 @@
 /*
- * HTTP/1.1 and WebSocket server on the I/O threads.
+ * HTTP/1.1, HTTP/2 (cleartext, prior knowledge) and WebSocket server on the
+ * I/O threads.
  *
  * Routes are served by actors. A request arrives at its route's actor as a
  * PC_MSG_HTTP_REQUEST message; the actor answers with pc_http_respond (one
@@ -14,11 +15,17 @@
  * never holds memory the server may free. When a client goes away before a
  * response is complete, the route's actor gets PC_MSG_HTTP_GONE.
  *
+ * A connection whose first bytes are the HTTP/2 client preface is served
+ * as HTTP/2 (h2c with prior knowledge, nghttp2): each stream is a request
+ * with an id of its own, delivered and answered exactly as above. There is
+ * no WebSocket over HTTP/2, and pc_http_abort resets only its stream.
+ *
  * Limits are enforced on the I/O thread: header and body sizes (431 / 413),
  * frame and message sizes (close 1009), header/body arrival timeouts
- * (slowloris; 408), keep-alive idle timeout, and a per-connection output cap:
- * a client that stops reading is disconnected, so memory stays bounded.
- * Bad HTTP gets a 400 and a close; nothing from the network can crash the
+ * (slowloris; 408), keep-alive idle timeout, HTTP/2 streams per connection,
+ * and a per-connection output cap: a client that stops reading is
+ * disconnected, so memory stays bounded. Bad HTTP gets a 400 and a close,
+ * bad HTTP/2 a GOAWAY and a close; nothing from the network can crash the
  * process.
  */
 #ifndef PINCER_IO_HTTP_SERVER_H
@@ -47,6 +54,8 @@ typedef struct pc_http_server_limits {
 	uint32_t body_timeout_ms;    /* a request body must arrive within; 0: 30 s */
 	uint32_t idle_timeout_ms;    /* keep-alive idle between requests; 0: 60 s */
 	uint32_t ws_idle_timeout_ms; /* WebSocket with no frame in; 0: never */
+	uint32_t max_concurrent_streams; /* HTTP/2 streams open at once on one connection
+					  * (SETTINGS_MAX_CONCURRENT_STREAMS); 0: 1000 */
 } pc_http_server_limits_t;
 
 typedef struct pc_http_request_msg pc_http_request_msg_t;
@@ -103,8 +112,9 @@ struct pc_http_request_msg {
 	const char *body;      /* NUL-terminated for convenience; may hold NULs */
 	size_t body_len;
 	bool upgrade;          /* a valid WebSocket upgrade request */
-	bool keep_alive;
-	uint8_t http_minor;    /* 0 or 1 */
+	bool keep_alive;       /* always true on HTTP/2 */
+	uint8_t http_minor;    /* 0 or 1; 0 on HTTP/2 */
+	uint8_t http_major;    /* 1, or 2 for an HTTP/2 stream */
 	char peer[48];         /* "address:port" */
 };
 
@@ -123,18 +133,23 @@ typedef struct pc_http_gone_msg {
 
 /* `headers` is extra header lines, each "Name: value\r\n", or NULL; the
  * server adds Date-free Content-Length / Transfer-Encoding and Connection
- * itself. Returns PC_ENOTFOUND when the request is gone. */
+ * itself. On HTTP/2 names are sent in lower case and connection-specific
+ * headers (Connection, Keep-Alive, Transfer-Encoding, Upgrade, ...) are
+ * left out. Returns PC_ENOTFOUND when the request is gone. */
 int pc_http_respond(pc_http_server_t *srv, uint64_t id, int status, const char *headers,
 		    const void *body, size_t len);
 
 /* A streamed response: chunked transfer encoding on HTTP/1.1, close-delimited
- * on HTTP/1.0. For SSE pass "Content-Type: text/event-stream\r\n". */
+ * on HTTP/1.0, DATA frames on HTTP/2. For SSE pass
+ * "Content-Type: text/event-stream\r\n". */
 int pc_http_respond_start(pc_http_server_t *srv, uint64_t id, int status, const char *headers);
 int pc_http_respond_write(pc_http_server_t *srv, uint64_t id, const void *data, size_t len);
 int pc_http_respond_end(pc_http_server_t *srv, uint64_t id);
 
 /* Closes the connection at once (RST-free close; what was queued is
- * dropped). For tests and mock servers that must simulate a vanished peer. */
+ * dropped); on HTTP/2 resets only the request's stream (RST_STREAM
+ * INTERNAL_ERROR). For tests and mock servers that must simulate a vanished
+ * peer. */
 int pc_http_abort(pc_http_server_t *srv, uint64_t id);
 
 /* ---- WebSocket ----------------------------------------------------------- */
@@ -152,7 +167,9 @@ typedef struct pc_ws_message_msg {
 
 /* Completes the upgrade for request `id` (the id names the WebSocket from
  * now on); frames go to `owner` (the server keeps a reference until
- * CLOSED). `protocol` is the Sec-WebSocket-Protocol to answer, or NULL. */
+ * CLOSED). `protocol` is the Sec-WebSocket-Protocol to answer, or NULL.
+ * For a request that is not an upgrade (an HTTP/2 stream, say) owner gets
+ * CLOSED (PC_ESTATE, 1006) at once. */
 int pc_ws_accept(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, const char *protocol);
 /* pc_ws_accept with a cap of this connection's own on one message (and so
  * on one frame): `max_message_bytes` below the server's max_message_bytes

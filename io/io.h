@@ -28,6 +28,9 @@ typedef struct pc_io_config {
 	uint32_t max_host_connections; /* per host and I/O thread; 0: 64 */
 	uint32_t max_total_connections; /* per I/O thread; 0: no cap */
 	uint32_t max_idle_connections; /* kept-alive connections per I/O thread; 0: 256 */
+	uint32_t max_concurrent_streams; /* HTTP/2 requests multiplexed on one client
+					  * connection (the server's SETTINGS may
+					  * lower it); 0: 1000 */
 } pc_io_config_t;
 
 /* Message types the I/O layer delivers to actors (see the module headers

@@ -525,6 +525,8 @@ int pc_io_new(pc_runtime_t *rt, const pc_io_config_t *cfg, pc_io_t **out)
 		c.max_host_connections = 64;
 	if (c.max_idle_connections == 0)
 		c.max_idle_connections = 256;
+	if (c.max_concurrent_streams == 0)
+		c.max_concurrent_streams = 1000;
 
 	pc_io_t *io = calloc(1, sizeof(*io) + c.threads * sizeof(pc_ioloop_t *));
 	if (!io)

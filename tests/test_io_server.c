@@ -688,7 +688,7 @@ Test(http_server, malformed_requests_get_400_and_close)
 		"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 		"GET / HTTP/1.1\r\nX: a\0b\r\n\r\n",
 		"POST /echo HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+		"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", /* a broken HTTP/2 preface */
 		"GET /echo HTTP/0.9\r\n\r\n",
 	};
 	size_t lens[] = {0, 0, 0, 0, 27, 0, 0, 0};

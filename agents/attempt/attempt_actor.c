@@ -396,6 +396,7 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 						       ? UINT32_MAX : t->provider->request_timeout_ms),
 		.idle_timeout_ms = (uint32_t)(t->provider->idle_timeout_ms > UINT32_MAX
 						      ? UINT32_MAX : t->provider->idle_timeout_ms),
+		.http2_prior_knowledge = t->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.deltas = true,
 		.tag = ++t->call_seq,
 	};
@@ -482,6 +483,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
 		.idle_timeout_ms = t->provider->idle_timeout_ms,
+		.http2_prior_knowledge = t->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.hooks = t->agent->hooks,
 	};
 	if (rc == 0)

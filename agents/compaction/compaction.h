@@ -114,6 +114,7 @@ typedef struct pc_compaction_request {
 	uint64_t timeout_ms;             /* the whole operation; 0: 900 s */
 	uint64_t idle_timeout_ms;        /* the model's silence before the call fails
 					  * (the provider's idle watchdog); 0: none */
+	bool http2_prior_knowledge;      /* the provider's "http2" (model_call.h) */
 	const pc_hooks_t *hooks;         /* before_compaction / after_compaction (§7.4);
 					  * NULL: none. Held by the actor while it runs */
 	uint64_t tag;

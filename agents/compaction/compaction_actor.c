@@ -507,6 +507,7 @@ static int start_model(pc_ctx_t *ctx, compaction_t *c)
 		.provider = c->req.provider,
 		.idle_timeout_ms = (uint32_t)(c->req.idle_timeout_ms > UINT32_MAX ? UINT32_MAX
 										 : c->req.idle_timeout_ms),
+		.http2_prior_knowledge = c->req.http2_prior_knowledge,
 		.deltas = false,
 		.tag = c->req.tag,
 	};

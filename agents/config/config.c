@@ -668,7 +668,7 @@ static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_prov
 {
 	static const char *const keys[] = {"api", "baseUrl", "embedded", "apiKey", "apiKeyEnv", "profiles",
 					   "idleTimeoutSeconds", "timeoutSeconds", "contextTokens", "class",
-					   "models", NULL};
+					   "http2", "models", NULL};
 	char q[PATH_LEN];
 	const char *s = NULL;
 	p->id = pj->string;
@@ -737,6 +737,13 @@ static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_prov
 			err(x, sub(q, path, "class"), "must be one of cloud, self-hosted, local");
 	}
 	p->idle_timeout_ms = has_idle ? idle_ms : class_idle_ms(p->cls);
+
+	if (get_str(x, pj, "http2", path, false, &s)) {
+		if (strcmp(s, "prior-knowledge") == 0)
+			p->http2 = PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE;
+		else
+			err(x, sub(q, path, "http2"), "must be prior-knowledge (or absent)");
+	}
 
 	const cJSON *models = cJSON_GetObjectItemCaseSensitive(pj, "models");
 	if (models)
@@ -1659,6 +1666,8 @@ static void j_provider(bool *ok, cJSON *ps, const pc_config_t *c, const pc_provi
 	j_num(ok, o, "timeoutSeconds", (double)(p->request_timeout_ms / 1000));
 	if (p->context_tokens)
 		j_num(ok, o, "contextTokens", (double)p->context_tokens);
+	if (p->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE)
+		j_str(ok, o, "http2", "prior-knowledge");
 	cJSON *profs = cJSON_AddArrayToObject(o, "profiles");
 	*ok = *ok && profs;
 	for (size_t i = 0; i < p->profile_count; i++) {

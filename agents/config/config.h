@@ -77,6 +77,14 @@ typedef enum pc_provider_class {
 	PC_PROVIDER_LOCAL,       /* no implicit gap watchdog */
 } pc_provider_class_t;
 
+/* How a provider's http:// URL is spoken (https:// negotiates HTTP/2 by
+ * ALPN whatever this says). */
+typedef enum pc_provider_http2 {
+	PC_PROVIDER_HTTP2_OFF = 0,         /* "http2" absent: HTTP/1.1 */
+	PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE, /* "prior-knowledge": HTTP/2 in cleartext (h2c), the
+					    * server known to speak it; calls share connections */
+} pc_provider_http2_t;
+
 typedef struct pc_provider_config {
 	const char *id;             /* the key in "providers" */
 	pc_provider_api_t api;
@@ -86,6 +94,7 @@ typedef struct pc_provider_config {
 	uint64_t idle_timeout_ms;   /* resolved: explicit, else by class; 0 = none */
 	uint64_t request_timeout_ms; /* models.providers.<id>.timeoutSeconds; 0 = none */
 	uint64_t context_tokens;    /* default for its models; 0 = PC_CONFIG_DEFAULT_CONTEXT_TOKENS */
+	pc_provider_http2_t http2;  /* providers.<id>.http2 */
 	const pc_auth_profile_config_t *profiles; /* at least one */
 	size_t profile_count;
 	const pc_model_config_t *models;          /* may be empty: any model name is accepted */

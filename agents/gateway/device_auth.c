@@ -21,77 +21,15 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "../../io/base64.h"
 #include "rpc_internal.h"
-
-/* ---- base64 ---- */
-
-void pc__gw_b64url_encode(const unsigned char *in, size_t n, char *out)
-{
-	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < n)
-			v |= in[i + 2];
-		out[o++] = a[(v >> 18) & 63];
-		out[o++] = a[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = a[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = a[v & 63];
-	}
-	out[o] = '\0';
-}
-
-static int b64_value(char ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '-' || ch == '+')
-		return 62;
-	if (ch == '_' || ch == '/')
-		return 63;
-	return -1;
-}
-
-long pc__gw_b64_decode(const char *in, unsigned char *out, size_t cap)
-{
-	size_t n = strlen(in);
-	while (n > 0 && in[n - 1] == '=')
-		n--;
-	if (n % 4 == 1)
-		return -1;
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64_value(in[i]);
-		if (v < 0)
-			return -1;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (o == cap)
-				return -1;
-			out[o++] = (unsigned char)(acc >> bits);
-		}
-	}
-	return (long)o;
-}
 
 int pc__gw_nonce(char out[PC__GW_NONCE_MAX])
 {
 	unsigned char r[32];
 	if (RAND_bytes(r, sizeof(r)) != 1)
 		return PC_ESYS;
-	pc__gw_b64url_encode(r, sizeof(r), out);
+	pc_base64url_encode(r, sizeof(r), out);
 	return 0;
 }
 
@@ -260,7 +198,7 @@ static bool id_matches(const char *id, const unsigned char key[32])
 static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw_auth_t *out)
 {
 	unsigned char key[33], sig[65];
-	long klen = pc__gw_b64_decode(d->public_key, key, sizeof(key));
+	long klen = pc_base64_decode(d->public_key, strlen(d->public_key), key, sizeof(key));
 	if (klen != 32)
 		return refuse_device(out, "DEVICE_AUTH_PUBLIC_KEY_INVALID",
 				     "device public key invalid: expected the raw 32-byte Ed25519 key, base64url");
@@ -275,7 +213,7 @@ static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw
 		return refuse_device(out, "DEVICE_AUTH_NONCE_REQUIRED", "device nonce required");
 	if (strcmp(d->nonce, c->nonce) != 0)
 		return refuse_device(out, "DEVICE_AUTH_NONCE_MISMATCH", "device nonce mismatch");
-	long slen = pc__gw_b64_decode(d->signature, sig, sizeof(sig));
+	long slen = pc_base64_decode(d->signature, strlen(d->signature), sig, sizeof(sig));
 	if (slen != 64 || !signature_ok(d, key, sig, (size_t)slen))
 		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_INVALID", "device signature invalid");
 	snprintf(out->device_id, sizeof(out->device_id), "%s", d->id);
@@ -332,7 +270,7 @@ static int device_pair(struct pc__gw_ws *ws, const char *id, uint32_t scopes, bo
 	}
 	if (!d->id[0]) {
 		snprintf(d->id, sizeof(d->id), "%s", id);
-		pc__gw_b64url_encode(r, sizeof(r), d->token);
+		pc_base64url_encode(r, sizeof(r), d->token);
 		d->issued_ms = pc__gw_wall_ms();
 	}
 	d->scopes = scopes;

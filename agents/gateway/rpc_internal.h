@@ -225,11 +225,6 @@ cJSON *pc__gw_health(pc_gateway_t *g);
 
 /* ---- device_auth.c ---- */
 
-/* base64url without padding; out holds 4*ceil(n/3)+1 bytes. */
-void pc__gw_b64url_encode(const unsigned char *in, size_t n, char *out);
-/* Decodes base64url or base64, padded or not, into out (cap bytes);
- * returns the length, or -1 when `in` is not base64 or does not fit. */
-long pc__gw_b64_decode(const char *in, unsigned char *out, size_t cap);
 /* A fresh challenge nonce: base64url of 32 random bytes. */
 int pc__gw_nonce(char out[PC__GW_NONCE_MAX]);
 /* Compares two secrets in time that depends on neither's content. */

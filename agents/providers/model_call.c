@@ -357,6 +357,7 @@ static int start(pc_ctx_t *ctx, model_call_t *mc)
 			.total_timeout_ms = mc->cfg.total_timeout_ms,
 			.idle_timeout_ms = mc->cfg.idle_timeout_ms,
 			.tag = mc->cfg.tag,
+			.http2_prior_knowledge = mc->cfg.http2_prior_knowledge,
 		};
 		mc->body = NULL;
 		rc = pc_http_fetch(mc->io, &req, pc_self(ctx), &mc->call);

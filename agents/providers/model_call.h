@@ -45,6 +45,8 @@ typedef struct pc_model_call_config {
 	uint32_t connect_timeout_ms; /* 0: 10 s */
 	uint32_t total_timeout_ms;   /* 0: none (the attempt's timer actor rules) */
 	uint32_t idle_timeout_ms;    /* 0: none; silence this long fails as a timeout */
+	bool http2_prior_knowledge;  /* http://: HTTP/2 in cleartext (h2c), calls sharing
+				      * connections (the provider's "http2") */
 	bool deltas;                 /* send PC_MSG_MODEL_EVENT for each delta */
 	uint64_t tag;                /* echoed in every message */
 } pc_model_call_config_t;

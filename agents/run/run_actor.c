@@ -616,6 +616,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.keep_recent_tokens = cc->keep_recent_tokens,
 		.timeout_ms = cc->timeout_ms,
 		.idle_timeout_ms = c->provider->idle_timeout_ms,
+		.http2_prior_knowledge = c->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.hooks = r->agent->hooks,
 		.tag = r->attempts,
 	};
