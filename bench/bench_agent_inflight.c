@@ -1,7 +1,10 @@
 /*
  * agent_inflight: many agent runs in flight at once against a slow mock
- * LLM (every answer "ok" after --latency-ms, default 2,000 ms), and what
- * they cost in memory:
+ * LLM (every answer "ok" after the latency), and what they cost in memory.
+ * By default three runs: 10,000 sessions over HTTP/1.1 and 50,000 over
+ * h2c with a 2 s latency, then 50,000 again with 10 s (starting 50,000
+ * runs takes longer than 2 s on two cores, so only then are they all in
+ * flight at once). Each run has these phases:
  *
  *   1. baseline: N raw model calls at once (pc_model_call_start, the same
  *      request body the agent sends), no agent loop: the client side of a
@@ -12,22 +15,25 @@
  *   3. idle: the N session actors left when every run ended (sessions
  *      stay for sessionIdleSeconds, 600 here), then again after the run
  *      registry's 10-minute terminal cache is swept (the finished runs'
- *      records and final events go; only the idle sessions stay).
+ *      records and final events go; only the idle sessions stay);
+ *   4. the same burst to N more sessions: what each added idle session
+ *      costs once the first burst's pools and pages are there.
  *
- * Memory is this process's RSS (after malloc_trim) against the RSS before
- * the phase, divided by N. "In flight" is sampled every 20 ms: the sample
- * kept is the one with the most transfers live before the first run or
- * call ended, so the figure is per request actually in flight; the line
- * says how many were (all_in_flight_at_once). The mock runs in a forked
- * child (one worker, one I/O thread): the server ends of N connections
- * would not fit in this process's open-file limit otherwise; its RSS per
- * connection is reported apart (mock_kib_per_connection).
+ * Memory is this process's RSS (after returning free heap to the system)
+ * against the RSS before the phase, divided by N. "In flight" is sampled
+ * every 20 ms: the sample kept is the one with the most transfers live
+ * before the first run or call ended, so the figure is per request
+ * actually in flight; the line says how many were (all_in_flight_at_once).
+ * The mock runs in a forked child (one worker, one I/O thread): over
+ * HTTP/1.1 the server ends of N connections would not fit in this
+ * process's open-file limit otherwise.
  *
- * The open-file limit caps N: each in-flight run holds one socket here.
- * A requested N that does not fit is reported as skipped with the reason,
- * and the largest N that fits (a multiple of 1,000) runs instead.
+ * Transport: over HTTP/1.1 each in-flight run holds a socket here, so the
+ * open-file limit caps N; over h2c (the provider's "http2") the calls share
+ * one connection. By default HTTP/1.1 while N fits, else h2c.
  *
  *   bench_agent_inflight [--workers W] [--sessions N] [--latency-ms L]
+ *                        [--transport http1|h2c]
  */
 #include <dirent.h>
 #include <inttypes.h>
@@ -44,7 +50,7 @@
 
 #define CONFIG                                                                                     \
 	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\","                                  \
-	"\"baseUrl\":\"http://127.0.0.1:%u/v1\"}},"                                                \
+	"\"baseUrl\":\"http://127.0.0.1:%u/v1\"%s}},"                                              \
 	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\","                     \
 	"\"maxConcurrent\":4096,\"sessionIdleSeconds\":600}}}"
 
@@ -186,17 +192,19 @@ static double per_kib(uint64_t a, uint64_t b, uint64_t n)
 	return n ? ((double)a - (double)b) / (double)n : 0;
 }
 
-static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t latency_ms, rlim_t nofile)
+static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t latency_ms, rlim_t nofile, bool h2)
 {
 	char scenario[128];
 	snprintf(scenario, sizeof(scenario), "{\"default\":{\"text\":\"ok\",\"chunks\":1,\"ttft_ms\":%u}}", latency_ms);
 	uint16_t port = 0;
-	pid_t mock = bench_mock_child(scenario, 1, &port);
-	pc_io_config_t icfg = {.threads = 1, .max_host_connections = n + 64, .max_total_connections = 0};
+	/* h2c: every call on the one connection, the mock letting them all in */
+	pid_t mock = bench_mock_child_streams(scenario, 1, h2 ? n + 64 : 0, &port);
+	pc_io_config_t icfg = {.threads = 1, .max_host_connections = n + 64, .max_total_connections = 0,
+			       .max_concurrent_streams = h2 ? n + 64 : 0};
 	agent_env_t e;
 	env_base_start(&e, workers, &icfg);
 	char json[1024];
-	snprintf(json, sizeof(json), CONFIG, (unsigned)port, e.dir);
+	snprintf(json, sizeof(json), CONFIG, (unsigned)port, h2 ? ",\"http2\":\"prior-knowledge\"" : "", e.dir);
 	env_agent_start(&e, json, n > 4096 ? n : 0, NULL);
 
 	/* warm-up: 64 runs, so every kind of actor, the store and the
@@ -213,7 +221,8 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	driver_t b = {.io = e.io, .n = n,
 		      .cfg = {.api = PC_API_OPENAI_COMPLETIONS, .url = req.url,
 			      .headers = (const char *const *)req.headers, .header_count = req.header_count,
-			      .body = req.body, .body_len = strlen(req.body), .provider = "mock", .deltas = true}};
+			      .body = req.body, .body_len = strlen(req.body), .provider = "mock",
+			      .http2_prior_knowledge = h2, .deltas = true}};
 	phase_t pb;
 	run_phase(&e, &b, mock, &pb);
 
@@ -246,7 +255,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 
 	char extra[2048];
 	int len = snprintf(extra, sizeof(extra),
-		"\"sessions\":%u,\"requested_sessions\":%u,\"latency_ms\":%u,\"open_file_limit\":%lu,"
+		"\"sessions\":%u,\"requested_sessions\":%u,\"transport\":\"%s\",\"latency_ms\":%u,\"open_file_limit\":%lu,"
 		"\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64 ",\"all_completed\":%s,"
 		"\"max_in_flight\":%" PRIu64 ",\"all_in_flight_at_once\":%s,\"ramp_s\":%.2f,"
 		"\"kib_per_inflight_session\":%.2f,"
@@ -257,7 +266,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 		"\"sessions_live_after_sweep\":%" PRIu64 ",\"kib_per_added_idle_session\":%.2f,"
 		"\"second_burst_ok\":%" PRIu64 ","
 		"\"baseline_residue_kib_per_call\":%.2f,\"mock_kib_per_connection\":%.2f,\"mock_connections\":%" PRIu64,
-		n, requested, latency_ms, (unsigned long)nofile, pa.ok, pa.failed,
+		n, requested, h2 ? "h2c" : "http1", latency_ms, (unsigned long)nofile, pa.ok, pa.failed,
 		pa.ok == n && !pa.failed ? "true" : "false", pa.inflight, pa.inflight >= n ? "true" : "false",
 		pa.ramp_s, per_kib(pa.rss_inflight, pa.rss_before, pa.inflight), pb.ok, pb.inflight, pb.ramp_s,
 		per_kib(pb.rss_inflight, pb.rss_before, pb.inflight),
@@ -277,40 +286,54 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 			   n, pa.ok, pa2.ok, pb.ok, n);
 }
 
+#define USAGE "usage: bench_agent_inflight [--workers W] [--sessions N] [--latency-ms L] [--transport http1|h2c]"
+
 int main(int argc, char **argv)
 {
-	uint32_t workers = 2, sessions = 0, latency = 2000;
+	uint32_t workers = 2, sessions = 0, latency = 0;
+	const char *transport = NULL;
 	for (int i = 1; i < argc; i += 2) {
 		if (i + 1 >= argc)
-			bench_fail("usage: bench_agent_inflight [--workers W] [--sessions N] [--latency-ms L]");
+			bench_fail(USAGE);
 		if (!strcmp(argv[i], "--workers"))
 			workers = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--sessions"))
 			sessions = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--latency-ms"))
 			latency = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--transport") && (!strcmp(argv[i + 1], "http1") || !strcmp(argv[i + 1], "h2c")))
+			transport = argv[i + 1];
 		else
-			bench_fail("usage: bench_agent_inflight [--workers W] [--sessions N] [--latency-ms L]");
+			bench_fail(USAGE);
 	}
 	rlim_t nofile = env_raise_nofile(1 << 17);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	const uint32_t set[] = {10000, 50000};
-	/* one socket per run here, plus the store, the pools, the pipes */
+	/* 50,000 runs take longer than 2 s to start on two cores, so at 2 s
+	 * the first answers come back before the last runs start; at 10 s
+	 * they are all in flight at once */
+	const struct {
+		uint32_t n, latency_ms;
+	} set[] = {{10000, 2000}, {50000, 2000}, {50000, 10000}};
+	/* HTTP/1.1: one socket per run here, plus the store, the pools, the pipes */
 	uint32_t fit = nofile > 2000 ? (uint32_t)((nofile - 1000) / 1000 * 1000) : 0;
-	for (size_t i = 0; i < 2; i++) {
-		uint32_t want = sessions ? sessions : set[i];
-		if (want <= fit) {
-			run_n(workers, want, want, latency, nofile);
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+		uint32_t want = sessions ? sessions : set[i].n;
+		uint32_t lat = latency ? latency : sessions ? 2000 : set[i].latency_ms;
+		/* by default HTTP/1.1 while a socket per run fits, else h2c: all
+		 * the runs multiplexed on one connection */
+		bool h2 = transport ? !strcmp(transport, "h2c") : want > fit;
+		if (h2 || want <= fit) {
+			run_n(workers, want, want, lat, nofile, h2);
 		} else {
 			printf("{\"bench\":\"agent_inflight\",\"sessions\":%u,\"skipped\":true,\"reason\":"
 			       "\"open-file limit %lu (hard; raising it needs CAP_SYS_RESOURCE): %u runs in flight "
-			       "need %u sockets in this process\",\"ran_instead\":%u}\n",
+			       "over HTTP/1.1 need %u sockets in this process\",\"ran_instead\":%u}\n",
 			       want, (unsigned long)nofile, want, want, fit);
 			fflush(stdout);
 			if (fit)
-				run_n(workers, fit, want, latency, nofile);
+				run_n(workers, fit, want, lat, nofile, false);
 		}
-		if (sessions)
+		if (sessions || latency)
 			break;
 	}
 	curl_global_cleanup();

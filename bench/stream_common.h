@@ -22,9 +22,11 @@
 
 /* The mock LLM in a forked child process (its own runtime: `workers`
  * workers and one I/O thread), for loads whose server ends would not fit
- * in this process's open-file limit. Fork before this process starts any
- * runtime. Returns the child's pid; *port is where it listens. */
-static inline pid_t bench_mock_child(const char *scenario, uint32_t workers, uint16_t *port)
+ * in this process's open-file limit. `max_streams`: HTTP/2 requests at
+ * once on one connection (0: the default). Fork before this process
+ * starts any runtime. Returns the child's pid; *port is where it listens. */
+static inline pid_t bench_mock_child_streams(const char *scenario, uint32_t workers, uint32_t max_streams,
+					     uint16_t *port)
 {
 	int fds[2];
 	if (pipe(fds) != 0)
@@ -45,7 +47,7 @@ static inline pid_t bench_mock_child(const char *scenario, uint32_t workers, uin
 		pc_mock_server_t *m = NULL;
 		pc_io_config_t ioc = {.threads = 1};
 		pc_mock_server_config_t mc = {.host = "127.0.0.1", .scenario = scenario, .max_records = 64,
-					      .max_record_bytes = (size_t)1 << 20};
+					      .max_record_bytes = (size_t)1 << 20, .max_streams = max_streams};
 		char err[256] = "";
 		if (pc_runtime_new(&rc, &rt) || pc_runtime_start(rt) || pc_io_new(rt, &ioc, &io) ||
 		    pc_mock_server_start(io, &mc, &m, err, sizeof(err)))
@@ -62,6 +64,11 @@ static inline pid_t bench_mock_child(const char *scenario, uint32_t workers, uin
 		bench_fail("the mock server did not start");
 	close(fds[0]);
 	return pid;
+}
+
+static inline pid_t bench_mock_child(const char *scenario, uint32_t workers, uint16_t *port)
+{
+	return bench_mock_child_streams(scenario, workers, 0, port);
 }
 
 static inline void bench_mock_child_stop(pid_t pid)

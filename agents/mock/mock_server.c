@@ -627,7 +627,8 @@ int pc_mock_server_start(pc_io_t *io, const pc_mock_server_config_t *cfg, pc_moc
 	pc_http_server_config_t hc = {
 		.host = c.host,
 		.port = c.port,
-		.limits = {.max_body_bytes = c.max_body_bytes ? c.max_body_bytes : DEFAULT_MAX_BODY},
+		.limits = {.max_body_bytes = c.max_body_bytes ? c.max_body_bytes : DEFAULT_MAX_BODY,
+			   .max_concurrent_streams = c.max_streams},
 	};
 	if (!rc)
 		rc = pc_http_server_new(io, &hc, &m->http);
