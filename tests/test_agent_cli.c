@@ -753,6 +753,7 @@ Test(agent_cli, usage_errors_exit_2)
 		ARGS("help", "nonexistent"),
 		ARGS("gateway", "--port", "http"),
 		ARGS("mock-llm", "--port", "-3"),
+		ARGS("mock-llm", "--max-streams", "lots"),
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		result_t r = run(&t, cmds[i]);
@@ -766,6 +767,32 @@ Test(agent_cli, usage_errors_exit_2)
 	result_t r = run(&t, none);
 	cr_assert_eq(r.status, 2);
 	result_free(&r);
+	/* a bad value from the environment is a usage error too, and names it */
+	r = run_env(&t, ARGS("mock-llm"), ARGS("PINCER_MOCK_MAX_STREAMS=-1"));
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "PINCER_MOCK_MAX_STREAMS"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+/* mock-llm takes its flags from PINCER_MOCK_* too: port 0 (any free
+ * one, not the default 18790) and a stream limit. */
+Test(agent_cli, mock_llm_reads_its_flags_from_the_environment)
+{
+	ctx_t t;
+	dir_only(&t);
+	child_t m;
+	spawn(&t, &m, ARGS("mock-llm"), ARGS("PINCER_MOCK_PORT=0", "PINCER_MOCK_MAX_STREAMS=7"));
+	cr_assert(await_text(m.out, "\"listening\"", EXIT_WAIT_MS), "the mock did not start");
+	char *line = slurp(m.out);
+	cJSON *j = cJSON_Parse(line);
+	cr_assert_not_null(j, "%s", line);
+	cr_assert_gt(jnum(j, "port"), 0);
+	cr_assert_neq(jnum(j, "port"), 18790, "the environment's port 0 was used");
+	cJSON_Delete(j);
+	free(line);
+	cr_assert_eq(kill(m.pid, SIGTERM), 0);
+	cr_assert_eq(wait_exit(&m, EXIT_WAIT_MS), 0);
 	down(&t);
 }
 

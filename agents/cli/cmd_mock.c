@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,14 +26,18 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pincer mock-llm [--host ADDR] [--port N] [--scenario FILE]\n"
-		   "                       [--threads N] [--io-threads N]\n\n"
+		   "                       [--threads N] [--io-threads N] [--max-streams N]\n\n"
 		   "Serves a scripted OpenAI- and Anthropic-compatible API until SIGINT or SIGTERM.\n"
 		   "Prints one JSON line with the bound address once it listens.\n\n"
 		   "  --host ADDR        numeric address to bind (default 127.0.0.1)\n"
 		   "  --port N           port, 0 for any free one (default 18790)\n"
 		   "  --scenario FILE    scenario JSON (default: echo every request)\n"
 		   "  --threads N        runtime worker threads (default: one per core)\n"
-		   "  --io-threads N     I/O threads (default: one per two cores)\n\n"
+		   "  --io-threads N     I/O threads (default: one per two cores)\n"
+		   "  --max-streams N    HTTP/2 (h2c) requests at once on one connection\n"
+		   "                     (default 1000)\n"
+		   "Each flag also comes from the environment: PINCER_MOCK_HOST, _PORT,\n"
+		   "_SCENARIO, _THREADS, _IO_THREADS, _MAX_STREAMS (a flag wins).\n\n"
 		   "See docs/mock-llm.md for the scenario format and the /__mock endpoints.\n");
 }
 
@@ -106,7 +111,48 @@ static int print_listening(const char *host, uint16_t port, const char *scenario
 	return rc;
 }
 
-int pc_cmd_mock_llm(int argc, char **argv)
+/* What the flags (or their environment variables) say. */
+typedef struct mock_opts {
+	const char *host, *scenario_path;
+	unsigned long port, threads, io_threads, max_streams;
+} mock_opts_t;
+
+/* One numeric option: its flag, its variable, its limit, where it goes. */
+typedef struct num_opt {
+	int key;
+	const char *flag, *env;
+	unsigned long max;
+	size_t off;
+} num_opt_t;
+
+static const num_opt_t nums[] = {
+	{'p', "port", "PINCER_MOCK_PORT", 65535, offsetof(mock_opts_t, port)},
+	{'t', "threads", "PINCER_MOCK_THREADS", 1024, offsetof(mock_opts_t, threads)},
+	{'i', "io-threads", "PINCER_MOCK_IO_THREADS", 1024, offsetof(mock_opts_t, io_threads)},
+	{'m', "max-streams", "PINCER_MOCK_MAX_STREAMS", 1u << 20, offsetof(mock_opts_t, max_streams)},
+};
+
+/* Sets numeric option `key` from `v`, from a flag or its variable (the
+ * complaint names which). */
+static bool set_num(mock_opts_t *o, int key, const char *v, bool from_env)
+{
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (nums[i].key != key)
+			continue;
+		if (parse_uint(v, nums[i].max, (unsigned long *)((char *)o + nums[i].off)))
+			return true;
+		if (from_env)
+			fprintf(stderr, "pincer mock-llm: bad value for %s: '%s'\n", nums[i].env, v);
+		else
+			fprintf(stderr, "pincer mock-llm: bad value for --%s: '%s'\n", nums[i].flag, v);
+		return false;
+	}
+	return false;
+}
+
+/* The environment's defaults, then the flags. 0 to go on, -1 after
+ * --help, else the exit status. */
+static int parse_opts(int argc, char **argv, mock_opts_t *o)
 {
 	static const struct option opts[] = {
 		{"host", required_argument, NULL, 'H'},
@@ -114,28 +160,31 @@ int pc_cmd_mock_llm(int argc, char **argv)
 		{"scenario", required_argument, NULL, 's'},
 		{"threads", required_argument, NULL, 't'},
 		{"io-threads", required_argument, NULL, 'i'},
+		{"max-streams", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *host = "127.0.0.1", *scenario_path = NULL;
-	unsigned long port = 18790, threads = 0, io_threads = 0;
+	*o = (mock_opts_t){.host = "127.0.0.1", .port = 18790};
+	if (pc_cli_env("PINCER_MOCK_HOST"))
+		o->host = pc_cli_env("PINCER_MOCK_HOST");
+	o->scenario_path = pc_cli_env("PINCER_MOCK_SCENARIO");
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		const char *v = pc_cli_env(nums[i].env);
+		if (v && !set_num(o, nums[i].key, v, true))
+			return 2;
+	}
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		bool ok = true;
-		switch (c) {
-		case 'H': host = optarg; break;
-		case 'p': ok = parse_uint(optarg, 65535, &port); break;
-		case 's': scenario_path = optarg; break;
-		case 't': ok = parse_uint(optarg, 1024, &threads); break;
-		case 'i': ok = parse_uint(optarg, 1024, &io_threads); break;
-		case 'h': usage(stdout); return 0;
-		default: ok = false;
+		if (c == 'h') {
+			usage(stdout);
+			return -1;
 		}
-		if (!ok) {
-			if (c != '?')
-				fprintf(stderr, "pincer mock-llm: bad value for --%s: '%s'\n",
-					c == 'p' ? "port" : c == 't' ? "threads" : "io-threads", optarg);
+		if (c == 'H')
+			o->host = optarg;
+		else if (c == 's')
+			o->scenario_path = optarg;
+		else if (c == '?' || !set_num(o, c, optarg, false)) {
 			usage(stderr);
 			return 2;
 		}
@@ -145,7 +194,16 @@ int pc_cmd_mock_llm(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	return 0;
+}
 
+int pc_cmd_mock_llm(int argc, char **argv)
+{
+	mock_opts_t o;
+	int parsed = parse_opts(argc, argv, &o);
+	if (parsed)
+		return parsed < 0 ? 0 : parsed;
+	const char *host = o.host, *scenario_path = o.scenario_path;
 	int status = 1, rc, sig = 0;
 	char *scenario = NULL;
 	size_t scenario_len = 0;
@@ -156,8 +214,8 @@ int pc_cmd_mock_llm(int argc, char **argv)
 	sigset_t sigs;
 	pc_runtime_config_t rcfg;
 	pc_runtime_config_init(&rcfg);
-	rcfg.workers = (uint32_t)threads;
-	pc_io_config_t icfg = {.threads = (uint32_t)io_threads};
+	rcfg.workers = (uint32_t)o.threads;
+	pc_io_config_t icfg = {.threads = (uint32_t)o.io_threads};
 	if (scenario_path && (rc = read_file(scenario_path, &scenario, &scenario_len))) {
 		fprintf(stderr, "pincer mock-llm: cannot read %s: %s\n", scenario_path,
 			rc == PC_ESYS ? strerror(errno) : pc_strerror(rc));
@@ -177,9 +235,10 @@ int pc_cmd_mock_llm(int argc, char **argv)
 	}
 	pc_mock_server_config_t mcfg = {
 		.host = host,
-		.port = (uint16_t)port,
+		.port = (uint16_t)o.port,
 		.scenario = scenario,
 		.scenario_len = scenario_len,
+		.max_streams = (uint32_t)o.max_streams,
 	};
 	if ((rc = pc_mock_server_start(io, &mcfg, &mock, err, sizeof(err)))) {
 		fprintf(stderr, "pincer mock-llm: %s\n", rc == PC_EINVAL && err[0] ? err : pc_strerror(rc));
