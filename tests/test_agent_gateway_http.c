@@ -13,6 +13,7 @@
 #include "agent_harness.h"
 #include "agents/gateway/gateway.h"
 #include "agents/gateway/http_util.h"
+#include "curl_client.h"
 
 TestSuite(gateway_http, .timeout = 120);
 
@@ -51,83 +52,12 @@ static void gw_stop(gw_t *e)
 	harness_stop(&e->h);
 }
 
-/* ---- a small HTTP client ---- */
+/* ---- a small HTTP client (curl_client.h) ---- */
 
-typedef struct resp {
-	long status;
-	CURLcode code;
-	char *body, *head;
-	size_t len, head_len;
-	size_t abort_after; /* > 0: hang up once this many body bytes arrived */
-} resp_t;
-
-static void append(char **buf, size_t *len, const char *p, size_t n)
-{
-	char *b = realloc(*buf, *len + n + 1);
-	cr_assert_not_null(b);
-	memcpy(b + *len, p, n);
-	*len += n;
-	b[*len] = '\0';
-	*buf = b;
-}
-
-static size_t on_body(char *p, size_t sz, size_t n, void *user)
-{
-	resp_t *r = user;
-	append(&r->body, &r->len, p, sz * n);
-	if (r->abort_after && r->len >= r->abort_after)
-		return 0; /* curl hangs up */
-	return sz * n;
-}
-
-static size_t on_head(char *p, size_t sz, size_t n, void *user)
-{
-	resp_t *r = user;
-	append(&r->head, &r->head_len, p, sz * n);
-	return sz * n;
-}
-
-/* `hdrs`: NULL-terminated "Name: value" lines, or NULL. */
 static void request(gw_t *e, const char *method, const char *path, const char *const *hdrs, const char *body,
 		    size_t body_len, resp_t *r)
 {
-	char url[256];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)e->port, path);
-	CURL *c = curl_easy_init();
-	cr_assert_not_null(c);
-	struct curl_slist *h = curl_slist_append(NULL, "Expect:");
-	if (body)
-		h = curl_slist_append(h, "Content-Type: application/json");
-	for (size_t i = 0; hdrs && hdrs[i]; i++)
-		h = curl_slist_append(h, hdrs[i]);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-	}
-	r->code = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	if (!r->body)
-		append(&r->body, &r->len, "", 0);
-	if (!r->head)
-		append(&r->head, &r->head_len, "", 0);
-}
-
-static void resp_free(resp_t *r)
-{
-	free(r->body);
-	free(r->head);
-	memset(r, 0, sizeof(*r));
+	curl_request(e->port, method, path, hdrs, body, body_len, 30000, r);
 }
 
 static void get(gw_t *e, const char *path, const char *const *hdrs, resp_t *r)
@@ -321,6 +251,32 @@ static bool last_request_has(gw_t *e, const char *needle)
 	cJSON_free(text);
 	cJSON_Delete(reqs);
 	return has;
+}
+
+/* The endpoint over h2c: the same answers, plain and streamed. */
+Test(gateway_http, completions_over_h2c_answer_as_over_http1)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "", "over http two");
+	resp_t r = {.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE};
+	request(&e, "POST", "/v1/chat/completions", NULL, body, strlen(body), &r);
+	cr_assert_eq(r.code, CURLE_OK, "%s", curl_easy_strerror(r.code));
+	cr_assert_eq(strncmp(r.head, "HTTP/2 200", 10), 0, "%s", r.head);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_str_eq(content_of(j), "over http two");
+	cJSON_Delete(j);
+	resp_free(&r);
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true", "streamed over http two");
+	r = (resp_t){.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE};
+	request(&e, "POST", "/v1/chat/completions", NULL, body, strlen(body), &r);
+	cr_assert_eq(r.code, CURLE_OK, "%s", curl_easy_strerror(r.code));
+	cr_assert_eq(strncmp(r.head, "HTTP/2 200", 10), 0, "%s", r.head);
+	cr_assert(strcasestr(r.head, "content-type: text/event-stream"), "%s", r.head);
+	cr_assert_not_null(strstr(r.body, "data: [DONE]"), "%s", r.body);
+	resp_free(&r);
+	gw_stop(&e);
 }
 
 Test(gateway_http, a_session_header_or_user_shares_history_else_each_request_is_alone)

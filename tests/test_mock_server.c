@@ -17,6 +17,7 @@
 #include "agents/mock/scenario.h"
 #include "io/io.h"
 #include "tests/test_util.h"
+#include "curl_client.h"
 
 static pc_runtime_t *rt;
 static pc_io_t *io;
@@ -48,89 +49,12 @@ static void down(void)
 	FREE_RUNTIME_CHECKED(rt);
 }
 
-/* ---- a blocking client ---------------------------------------------------- */
+/* ---- a blocking client (curl_client.h) ----------------------------------- */
 
-typedef struct resp {
-	CURLcode code;
-	long status;
-	char *body;
-	size_t len;
-	char *head;
-	size_t head_len;
-	const char *mark;  /* the body text whose arrival time we want */
-	uint64_t t0;
-	uint64_t t_mark;   /* ms after t0; 0: never seen */
-	uint64_t t_end;
-} resp_t;
-
-static void append(char **buf, size_t *len, const char *p, size_t n)
-{
-	char *nb = realloc(*buf, *len + n + 1);
-	cr_assert_not_null(nb);
-	memcpy(nb + *len, p, n);
-	*len += n;
-	nb[*len] = 0;
-	*buf = nb;
-}
-
-static size_t on_body(char *p, size_t sz, size_t n, void *user)
-{
-	resp_t *r = user;
-	append(&r->body, &r->len, p, sz * n);
-	if (r->mark && !r->t_mark && strstr(r->body, r->mark))
-		r->t_mark = now_ms() - r->t0 + 1; /* +1: 0 means never */
-	return sz * n;
-}
-
-static size_t on_head(char *p, size_t sz, size_t n, void *user)
-{
-	resp_t *r = user;
-	append(&r->head, &r->head_len, p, sz * n);
-	return sz * n;
-}
-
-/* Sends one request; `hdrs` is NULL-terminated "Name: value" lines. */
 static void request(const char *method, const char *path, const char *const *hdrs, const char *body,
 		    long timeout_ms, resp_t *r)
 {
-	char url[128];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", (unsigned)port, path);
-	CURL *c = curl_easy_init();
-	cr_assert_not_null(c);
-	struct curl_slist *h = curl_slist_append(NULL, "Expect:");
-	if (body)
-		h = curl_slist_append(h, "Content-Type: application/json");
-	for (size_t i = 0; hdrs && hdrs[i]; i++)
-		h = curl_slist_append(h, hdrs[i]);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	r->t0 = now_ms();
-	r->code = curl_easy_perform(c);
-	r->t_end = now_ms() - r->t0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	if (!r->body)
-		append(&r->body, &r->len, "", 0);
-	if (!r->head)
-		append(&r->head, &r->head_len, "", 0);
-}
-
-static void resp_free(resp_t *r)
-{
-	free(r->body);
-	free(r->head);
+	curl_request(port, method, path, hdrs, body, body ? strlen(body) : 0, timeout_ms, r);
 }
 
 static void post(const char *path, const char *body, const char *const *hdrs, resp_t *r)
@@ -184,12 +108,12 @@ static void expect_plan(const char *step, pc_mock_api_t api, const char *req, ui
 	cr_assert_eq(r->status, pl.status);
 	char *want = NULL;
 	size_t wl = 0;
-	append(&want, &wl, "", 0);
+	resp_append(&want, &wl, "", 0);
 	if (pl.streamed)
 		for (size_t i = 0; i < pl.write_count; i++)
-			append(&want, &wl, pl.body + pl.writes[i].off, pl.writes[i].len);
+			resp_append(&want, &wl, pl.body + pl.writes[i].off, pl.writes[i].len);
 	else
-		append(&want, &wl, pl.body, pl.body_len);
+		resp_append(&want, &wl, pl.body, pl.body_len);
 	cr_assert_eq(r->len, wl, "got %zu bytes, want %zu:\n%s\n---\n%s", r->len, wl, r->body, want);
 	cr_assert_eq(memcmp(r->body, want, wl), 0, "got:\n%s\n---\nwant:\n%s", r->body, want);
 	/* Every header line of the plan is in the response as it is. */
