@@ -49,14 +49,28 @@ void pc__trim_init(pc_runtime_t *rt)
 	memcpy(&rt->mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
 }
 
+/* Under a sanitizer, malloc is the sanitizer's: glibc's arenas hold
+ * nothing to trim, and poking them from threads that never used them
+ * upsets glibc's arena accounting at thread exit. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PC_SANITIZED_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PC_SANITIZED_MALLOC 1
+#endif
+#endif
+
 /* runtime.h: free heap memory back to the system, through whichever
  * allocator the process has. */
 static void trim_heap(pc_runtime_t *rt)
 {
-	if (rt->mi_collect)
+	if (rt->mi_collect) {
 		rt->mi_collect(true);
-	else
-		malloc_trim(0);
+		return;
+	}
+#ifndef PC_SANITIZED_MALLOC
+	malloc_trim(0);
+#endif
 }
 
 /* Sleeps until woken; a worker that worked since its last trim first
