@@ -31,7 +31,10 @@
  *
  * Per stream: header and body limits (431 / 413 answered on the stream,
  * then RST_STREAM NO_ERROR if the peer is still sending), the header and
- * body deadlines (408). Per connection: SETTINGS_MAX_CONCURRENT_STREAMS
+ * body deadlines (408). Per connection: the request bodies still arriving
+ * together (conn_body_cap: past it the stream that would grow them gets
+ * 503; otherwise one connection could hold max_concurrent_streams bodies
+ * of max_body_bytes each), SETTINGS_MAX_CONCURRENT_STREAMS
  * (nghttp2 refuses streams past it), the output cap, the idle deadline when
  * no stream is open (GOAWAY, then close), and a cap on the peer's resets of
  * streams still open (rapid reset). Malformed HTTP/2 is nghttp2's to find:
@@ -91,6 +94,7 @@ struct pc__h2_stream {
 	size_t field_bytes;   /* as HTTP/1.1 counts them: name, value, ": ", CRLF */
 	pc__buf_t body;
 	size_t trailer_bytes;
+	size_t counted;       /* body bytes in h2->receiving */
 	pc__buf_t out;        /* response body nghttp2 has not taken, from out_off */
 	size_t out_off;
 	int refuse;           /* the status to refuse the request with once its head is in */
@@ -106,6 +110,7 @@ struct pc__h2 {
 	pc__h2_stream_t *streams; /* every stream nghttp2 has open */
 	uint32_t nstreams;
 	size_t held;              /* response bytes in the streams' `out` */
+	size_t receiving;         /* request body bytes held by streams still arriving */
 	size_t high;              /* OUT_HIGH, or less under a small output cap */
 	uint64_t reset_tokens;    /* resets of open streams the peer may still send */
 	uint64_t reset_ns;        /* when reset_tokens was last refilled */
@@ -308,10 +313,19 @@ static int submit_head(pc__h2_stream_t *s, int status, const char *hdrs, size_t 
 
 static void on_stream_timer(pc_ioloop_t *loop, void *arg);
 
+/* The stream's request body is let go: no longer counted. */
+static void body_drop(pc__h2_stream_t *s)
+{
+	if (s->counted && s->c->h2)
+		s->c->h2->receiving -= s->counted;
+	s->counted = 0;
+	pc__buf_free(&s->body);
+}
+
 static void stream_free(pc__h2_stream_t *s)
 {
 	pc__buf_free(&s->fields);
-	pc__buf_free(&s->body);
+	body_drop(s);
 	pc__buf_free(&s->out);
 	free(s);
 }
@@ -375,7 +389,7 @@ static void request_drop(pc__h2_stream_t *s)
 {
 	pc__buf_free(&s->fields);
 	s->nfields = 0;
-	pc__buf_free(&s->body);
+	body_drop(s);
 }
 
 /* Answers the request here, with `status` and no body. */
@@ -557,6 +571,14 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
 	return 0;
 }
 
+/* Request bodies a connection may have arriving at once: four of the
+ * largest, and never less than 16 MiB (many smaller uploads in parallel). */
+static size_t conn_body_cap(const pc__http_conn_t *c)
+{
+	size_t four = (size_t)c->srv->lim.max_body_bytes * 4;
+	return four > ((size_t)16 << 20) ? four : (size_t)16 << 20;
+}
+
 static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t sid, const uint8_t *data,
 			 size_t len, void *user)
 {
@@ -565,12 +587,17 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t sid, const 
 	pc__h2_stream_t *s = stream_of(ss, sid);
 	if (!s || s->state != S_RECV || s->refuse)
 		return 0;
-	/* Refused as soon as it is too long; the rest is read and dropped
-	 * (nghttp2 still returns its window). */
-	if (len > c->srv->lim.max_body_bytes - s->body.len)
+	/* Refused as soon as it is too long, or too much arrives at once on
+	 * the connection; the rest is read and dropped (nghttp2 still returns
+	 * its window). */
+	if (len > c->srv->lim.max_body_bytes - s->body.len) {
 		stream_refuse(s, 413);
-	else if (pc__buf_append(&s->body, data, len) != 0)
+	} else if (len > conn_body_cap(c) - c->h2->receiving || pc__buf_append(&s->body, data, len) != 0) {
 		stream_refuse(s, 503);
+	} else {
+		c->h2->receiving += len;
+		s->counted += len;
+	}
 	return 0;
 }
 

@@ -486,7 +486,7 @@ static void await_ends(uint32_t n)
 
 /* ---- a small nghttp2 client, for the peers curl will not play ---------------------- */
 
-#define RAW_STREAMS 16
+#define RAW_STREAMS 32
 
 typedef struct rawc {
 	int fd;
@@ -885,6 +885,78 @@ Test(io_http2, limits_refuse_the_stream_not_the_connection)
 	cr_assert_eq(LOAD(app.requests), 2, "refused requests reached the actor");
 	cr_assert_eq(iost().connections_accepted, 1);
 	cr_assert_eq(iost().connections_dropped, 0);
+	stop();
+}
+
+/* A POST whose body goes out in DATA frames without END_STREAM: the
+ * request stays open, its body held by the server. */
+static ssize_t raw_body_read(nghttp2_session *ss, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+			     nghttp2_data_source *src, void *user)
+{
+	(void)ss;
+	(void)sid;
+	(void)user;
+	size_t *left = src->ptr;
+	size_t n = len < *left ? len : *left;
+	memset(buf, 'b', n);
+	*left -= n;
+	if (*left == 0)
+		*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	return (ssize_t)n;
+}
+
+static int32_t raw_post_open(rawc_t *r, size_t *left)
+{
+	nghttp2_nv nv[] = {
+		{(uint8_t *)":method", (uint8_t *)"POST", 7, 4, NGHTTP2_NV_FLAG_NONE},
+		{(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, NGHTTP2_NV_FLAG_NONE},
+		{(uint8_t *)":authority", (uint8_t *)"127.0.0.1", 10, 9, NGHTTP2_NV_FLAG_NONE},
+		{(uint8_t *)":path", (uint8_t *)"/echo", 5, 5, NGHTTP2_NV_FLAG_NONE},
+	};
+	nghttp2_data_provider dp = {.source = {.ptr = left}, .read_callback = raw_body_read};
+	int32_t sid = nghttp2_submit_request(r->ss, NULL, nv, 4, &dp, NULL);
+	cr_assert_gt(sid, 0);
+	return sid;
+}
+
+/* Bodies arriving at once on one connection are capped together (16 MiB
+ * here): the streams past it get 503, the others and the connection go on. */
+Test(io_http2, request_bodies_arriving_together_are_capped_per_connection)
+{
+	enum { N = 20 };
+	start(&(stage_t){.lim = {.max_body_bytes = 1 << 20}});
+	rawc_t r;
+	raw_open(&r, 65535, true, 0);
+	static size_t left[N];
+	int32_t sid[N];
+	for (int i = 0; i < N; i++) {
+		left[i] = 900000; /* 18 fit in 16 MiB, 19 do not */
+		sid[i] = raw_post_open(&r, &left[i]);
+	}
+	RAW_UNTIL(&r, ({
+			  int refused = 0;
+			  for (int i = 0; i < N; i++)
+				  refused += r.status[raw_index(sid[i])] != 0;
+			  refused >= 2;
+		  }),
+		  WAIT_MS);
+	int refused = 0;
+	for (int i = 0; i < N; i++) {
+		int st = r.status[raw_index(sid[i])];
+		cr_assert(st == 0 || st == 503, "stream %d: %d", sid[i], st);
+		refused += st == 503;
+	}
+	cr_assert_eq(refused, 2, "%d refused", refused);
+	cr_assert_not(r.goaway, "the connection stays");
+	/* the others let go, the connection serves on */
+	for (int i = 0; i < N; i++)
+		if (!r.status[raw_index(sid[i])])
+			cr_assert_eq(nghttp2_submit_rst_stream(r.ss, NGHTTP2_FLAG_NONE, sid[i], NGHTTP2_CANCEL), 0);
+	int32_t g = raw_get(&r, "/echo");
+	RAW_UNTIL(&r, r.status[raw_index(g)] != 0, WAIT_MS);
+	cr_assert_eq(r.status[raw_index(g)], 200);
+	cr_assert_eq(LOAD(app.requests), 1, "no refused or cancelled request reached the actor");
+	raw_free(&r);
 	stop();
 }
 
