@@ -238,7 +238,8 @@ static void up_with(ctx_t *t, const char *gateway)
 	snprintf(text, sizeof(text), "{\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}%s}}",
 		 gateway);
 	write_file(cfg, text);
-	spawn(t, &t->gw, ARGS("gateway", "--port", "0", "--config", cfg), NULL);
+	/* --json is accepted (the output is JSON lines anyway) */
+	spawn(t, &t->gw, ARGS("gateway", "--port", "0", "--config", cfg, "--json"), NULL);
 	cr_assert(await_text(t->gw.out, "\"listening\"", EXIT_WAIT_MS), "the gateway did not start");
 	char *line = slurp(t->gw.out);
 	cJSON *j = cJSON_Parse(line);
@@ -782,7 +783,7 @@ Test(agent_cli, mock_llm_reads_its_flags_from_the_environment)
 	ctx_t t;
 	dir_only(&t);
 	child_t m;
-	spawn(&t, &m, ARGS("mock-llm"), ARGS("PINCER_MOCK_PORT=0", "PINCER_MOCK_MAX_STREAMS=7"));
+	spawn(&t, &m, ARGS("mock-llm", "--json"), ARGS("PINCER_MOCK_PORT=0", "PINCER_MOCK_MAX_STREAMS=7"));
 	cr_assert(await_text(m.out, "\"listening\"", EXIT_WAIT_MS), "the mock did not start");
 	char *line = slurp(m.out);
 	cJSON *j = cJSON_Parse(line);

@@ -28,13 +28,14 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pincer gateway [--bind ADDR] [--port N] [--config FILE]\n\n"
+	fprintf(f, "usage: pincer gateway [--bind ADDR] [--port N] [--config FILE] [--json]\n\n"
 		   "Serves the WebSocket RPC, the OpenAI-compatible API, probes and metrics on one\n"
 		   "port (default 127.0.0.1:18789) until SIGTERM or SIGINT, then drains.\n\n"
 		   "  --bind ADDR    numeric address (env PINCER_GATEWAY_BIND); beyond loopback\n"
 		   "                 the configuration must set gateway.auth\n"
 		   "  --port N       0..65535, 0 = any free port (env PINCER_GATEWAY_PORT)\n"
-		   "  --config FILE  pincer.json (env PINCER_CONFIG)\n");
+		   "  --config FILE  pincer.json (env PINCER_CONFIG)\n"
+		   "  --json         accepted: the output is JSON lines already\n");
 }
 
 typedef struct opts {
@@ -47,7 +48,7 @@ static int parse(int argc, char **argv, opts_t *o)
 	static const struct option longs[] = {
 		{"bind", required_argument, NULL, 'b'}, {"port", required_argument, NULL, 'p'},
 		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'j'},         {NULL, 0, NULL, 0},
 	};
 	o->port = -1;
 	optind = 1;
@@ -67,6 +68,7 @@ static int parse(int argc, char **argv, opts_t *o)
 			break;
 		}
 		case 'h': usage(stdout); return 1;
+		case 'j': break; /* every line is JSON already */
 		default: usage(stderr); return 2;
 		}
 	}

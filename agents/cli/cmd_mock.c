@@ -26,7 +26,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pincer mock-llm [--host ADDR] [--port N] [--scenario FILE]\n"
-		   "                       [--threads N] [--io-threads N] [--max-streams N]\n\n"
+		   "                       [--threads N] [--io-threads N] [--max-streams N] [--json]\n\n"
 		   "Serves a scripted OpenAI- and Anthropic-compatible API until SIGINT or SIGTERM.\n"
 		   "Prints one JSON line with the bound address once it listens.\n\n"
 		   "  --host ADDR        numeric address to bind (default 127.0.0.1)\n"
@@ -36,6 +36,7 @@ static void usage(FILE *f)
 		   "  --io-threads N     I/O threads (default: one per two cores)\n"
 		   "  --max-streams N    HTTP/2 (h2c) requests at once on one connection\n"
 		   "                     (default 1000)\n"
+		   "  --json             accepted: the output is JSON already\n"
 		   "Each flag also comes from the environment: PINCER_MOCK_HOST, _PORT,\n"
 		   "_SCENARIO, _THREADS, _IO_THREADS, _MAX_STREAMS (a flag wins).\n\n"
 		   "See docs/mock-llm.md for the scenario format and the /__mock endpoints.\n");
@@ -161,6 +162,7 @@ static int parse_opts(int argc, char **argv, mock_opts_t *o)
 		{"threads", required_argument, NULL, 't'},
 		{"io-threads", required_argument, NULL, 'i'},
 		{"max-streams", required_argument, NULL, 'm'},
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -180,6 +182,8 @@ static int parse_opts(int argc, char **argv, mock_opts_t *o)
 			usage(stdout);
 			return -1;
 		}
+		if (c == 'j')
+			continue; /* its one line is JSON already */
 		if (c == 'H')
 			o->host = optarg;
 		else if (c == 's')
