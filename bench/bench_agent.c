@@ -312,12 +312,13 @@ static void run_config(const params_t *p, bool child)
 			 "\"sessions\":%u,\"mock\":\"%s\",\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
 			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
 			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu"
-			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f",
+			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f,\"store_cpu_us_per_run\":%.1f",
 			 conc, child ? "child_process" : "in_process", p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
 			 r[0].errors, runs_total ? (double)(st1.attempts - st0.attempts) / (double)runs_total : 0,
 			 runs_total ? (double)(rss1 - rss0) * 1024.0 / (double)runs_total : 0, strlen(req.body),
 			 runs_total ? (double)(ss1.writes - ss0.writes) / (double)runs_total : 0,
-			 ss1.batches > ss0.batches ? (double)(ss1.writes - ss0.writes) / (double)(ss1.batches - ss0.batches) : 0);
+			 ss1.batches > ss0.batches ? (double)(ss1.writes - ss0.writes) / (double)(ss1.batches - ss0.batches) : 0,
+			 runs_total ? (double)(ss1.write_cpu_ns - ss0.write_cpu_ns) / 1e3 / (double)runs_total : 0);
 	if (us[1] > 0)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 			      ",\"curl_requests\":%" PRIu64 ",\"curl_per_s\":%.0f,\"curl_cpu_us\":%.1f,"

@@ -825,6 +825,16 @@ static void tell_early(pc__store_op_t *op)
 	}
 }
 
+/* The calling thread's CPU time: what a batch cost, whichever thread of the
+ * blocking pool ran it. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* On a blocking thread: one pass over the batch in one transaction; with
  * `guarded`, each op in a savepoint of its own so a failed op leaves the
  * others in. */
@@ -845,6 +855,7 @@ static pc_msg_t *batch_run(void *arg)
 {
 	batch_t *b = arg;
 	pc_store_t *s = b->s;
+	uint64_t cpu0 = thread_cpu_ns();
 	/* Optimistic: almost every batch succeeds whole, so it first runs
 	 * without a savepoint per op (two statements fewer each). If anything
 	 * failed, the transaction is rolled back and the batch runs again
@@ -862,6 +873,9 @@ static pc_msg_t *batch_run(void *arg)
 	}
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&s->stats.writes, b->n, __ATOMIC_RELAXED);
+	uint64_t cpu1 = thread_cpu_ns();
+	if (cpu0 && cpu1 > cpu0)
+		__atomic_add_fetch(&s->stats.write_cpu_ns, cpu1 - cpu0, __ATOMIC_RELAXED);
 	/* Durable (or failed) now: answer. */
 	pc__store_op_t *op = b->ops;
 	while (op) {
@@ -1235,6 +1249,7 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 	out->writes = __atomic_load_n(&s->stats.writes, __ATOMIC_RELAXED);
 	out->failed_batches = __atomic_load_n(&s->stats.failed_batches, __ATOMIC_RELAXED);
 	out->reads = __atomic_load_n(&s->stats.reads, __ATOMIC_RELAXED);
+	out->write_cpu_ns = __atomic_load_n(&s->stats.write_cpu_ns, __ATOMIC_RELAXED);
 }
 
 /* ---- plain-thread wrappers ---- */

@@ -126,6 +126,8 @@ typedef struct pc_store_stats {
 	uint64_t writes;         /* writes in them */
 	uint64_t failed_batches; /* transactions that failed as a whole */
 	uint64_t reads;          /* history snapshots served */
+	uint64_t write_cpu_ns;   /* CPU time (user and system) the writer spent
+				  * in write transactions, checkpoints included */
 } pc_store_stats_t;
 
 /* Counters since open (each read atomically). Any thread. */
