@@ -1213,8 +1213,9 @@ Test(store, corrupt_foreign_and_newer_files_are_refused)
 }
 
 /* A database written by schema version 1 (JSON checked by CHECK
- * constraints) is migrated to version 2 on open, its rows kept, and JSON
- * is then checked when requests are built. */
+ * constraints, run counts from an index) is migrated on open, its rows
+ * kept: JSON is then checked when requests are built, and a session's run
+ * count and latest run are on its row. */
 Test(store, version_1_database_is_migrated)
 {
 	fx_t f;
@@ -1224,7 +1225,12 @@ Test(store, version_1_database_is_migrated)
 	sqlite3 *db = NULL;
 	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
 	static const char v1[] =
-		"DROP TABLE messages; DROP TABLE runs;"
+		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions;"
+		"CREATE TABLE sessions(key TEXT PRIMARY KEY, id TEXT NOT NULL, agent TEXT,"
+		" created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+		" metadata TEXT CHECK (metadata IS NULL OR json_valid(metadata)),"
+		" last_seq INTEGER NOT NULL DEFAULT 0, lease_owner TEXT,"
+		" lease_epoch INTEGER NOT NULL DEFAULT 0, lease_expires_ms INTEGER NOT NULL DEFAULT 0);"
 		"CREATE TABLE messages(session_key TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,"
 		" content TEXT NOT NULL CHECK (json_valid(content)),"
 		" tool_call_ids TEXT CHECK (tool_call_ids IS NULL OR json_valid(tool_call_ids)),"
@@ -1254,6 +1260,15 @@ Test(store, version_1_database_is_migrated)
 	pc_store_reply_t r;
 	cr_assert_eq(pc_store_run_begin(f.s, "old", "r2", "k1", &r), 0);
 	cr_assert_str_eq(r.id, "r1", "the old run's idempotency key still holds");
+	/* the session's run count and latest run came over from the runs */
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions(f.s, NULL, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), 1);
+	pc_store_session_entry_t e;
+	pc_store_sessions_get(l, 0, &e);
+	cr_assert_eq(e.runs, 1);
+	cr_assert_str_eq(e.last_run_id, "r1");
+	pc_store_sessions_free(l);
 	/* appends go on from the old sequence; bad JSON is refused up front */
 	int64_t seq = 0;
 	pc_store_msg_t add = {.role = "user", .content = "{\"content\":\"again\"}"};
@@ -1264,7 +1279,8 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 2);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 3);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_session'"), 0);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%json_valid(content)%'"),
 		     0);
 	fx_fini(&f);

@@ -22,7 +22,7 @@
 #include "store_internal.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -112,12 +112,22 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"DROP TABLE runs;"
 	"ALTER TABLE runs2 RENAME TO runs;"
 	"CREATE INDEX runs_session ON runs(session_key, started_ms);",
+	/* 3: a session's run count and latest run live on its row, kept by
+	 * run_begin. The runs_session index they came from put one more
+	 * scattered page (one per busy session) into every commit. */
+	"ALTER TABLE sessions ADD COLUMN run_count INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN last_run_id TEXT;"
+	"UPDATE sessions SET"
+	" run_count = (SELECT count(*) FROM runs r WHERE r.session_key = sessions.key),"
+	" last_run_id = (SELECT r.run_id FROM runs r WHERE r.session_key = sessions.key"
+	"  ORDER BY r.started_ms DESC, r.rowid DESC LIMIT 1);"
+	"DROP INDEX runs_session;",
 };
 
 enum {
 	W_SAVE, W_RELEASE, W_ROLLBACK_TO, W_BEGIN, W_COMMIT, W_ROLLBACK,
-	W_SESS_INSERT, W_SESS_ID, W_APP_BUMP, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
-	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
+	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
+	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
 	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET,
 	W_N
 };
@@ -134,8 +144,10 @@ static const char *const wsql[W_N] = {
 	[W_SESS_INSERT] = "INSERT OR IGNORE INTO sessions(key, id, agent, created_ms, updated_ms, metadata)"
 			  " VALUES (?1, coalesce(?2, lower(hex(randomblob(16)))), ?3, ?4, ?4, ?5)",
 	[W_SESS_ID] = "SELECT id FROM sessions WHERE key = ?1",
-	[W_APP_BUMP] = "UPDATE sessions SET last_seq = last_seq + 1, updated_ms = ?2"
-		       " WHERE key = ?1 AND (?3 = 0 OR lease_epoch = ?3) RETURNING last_seq",
+	/* read, then write by rowid: UPDATE ... RETURNING builds an ephemeral
+	 * table on every run and cost several times the pair */
+	[W_APP_SEQ] = "SELECT rowid, last_seq, lease_epoch FROM sessions WHERE key = ?1",
+	[W_APP_SET] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE rowid = ?1",
 	[W_MSG_INSERT] = "INSERT INTO messages(session_key, seq, role, content, tool_call_ids, run_id, created_ms)"
 			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[W_SESS_STATE] = "SELECT last_seq, lease_epoch, lease_owner, lease_expires_ms FROM sessions WHERE key = ?1",
@@ -144,6 +156,10 @@ static const char *const wsql[W_N] = {
 	[W_RUN_BY_IDEM] = "SELECT run_id, status FROM runs WHERE idem_key = ?1",
 	[W_RUN_INSERT] = "INSERT INTO runs(run_id, session_key, idem_key, status, started_ms)"
 			 " VALUES (?1, ?2, ?3, 'accepted', ?4)",
+	/* a run's session has its row from the run's acceptance on */
+	[W_RUN_SESSION] = "INSERT INTO sessions(key, id, created_ms, updated_ms, run_count, last_run_id)"
+			  " VALUES (?1, lower(hex(randomblob(16))), ?3, ?3, 1, ?2)"
+			  " ON CONFLICT(key) DO UPDATE SET run_count = run_count + 1, last_run_id = excluded.last_run_id",
 	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5 WHERE run_id = ?1",
 	[W_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, idx, provider, model, profile, reason, status, code,"
 		      " duration_ms, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -158,15 +174,11 @@ static const char *const wsql[W_N] = {
 
 enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_N };
 
-/* A listed session's columns, then its run count and latest run (the
- * runs_session index answers both). ?1 the cursor key (NULL: the first
- * page), ?2 the cursor time, ?3 the page size plus one (to tell whether
- * more follow). */
-#define LIST_COLUMNS                                                                                 \
-	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq,"                      \
-	" (SELECT count(*) FROM runs r WHERE r.session_key = s.key),"                                \
-	" (SELECT r.run_id FROM runs r WHERE r.session_key = s.key"                                 \
-	"  ORDER BY r.started_ms DESC, r.rowid DESC LIMIT 1)"                                        \
+/* A listed session's columns. ?1 the cursor key (NULL: the first page),
+ * ?2 the cursor time, ?3 the page size plus one (to tell whether more
+ * follow). */
+#define LIST_COLUMNS                                                                                       \
+	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id" \
 	" FROM sessions s "
 
 static const char *const rsql[R_N] = {
@@ -403,21 +415,31 @@ static int op_session(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-/* Bumps and returns the session's last seq, fenced by `epoch`. */
+/* Bumps and returns the session's last seq, fenced by `epoch`:
+ * PC_ENOTFOUND when the session has no row, PC_STORE_EFENCED when another
+ * holder's lease epoch is current. */
 static int bump_seq(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t epoch, int64_t *seq)
 {
 	int berr = 0;
-	sqlite3_stmt *st = be->st[W_APP_BUMP];
+	sqlite3_stmt *st = be->st[W_APP_SEQ];
 	bind_s(&berr, st, 1, op, key);
-	bind_i(&berr, st, 2, pc__store_now_ms());
-	bind_i(&berr, st, 3, epoch);
 	int rc = step_b(be->db, st, berr);
-	if (rc == 1) {
-		*seq = sqlite3_column_int64(st, 0);
-		rc = exec_b(be->db, st, berr);
-	} else if (rc == 0) {
-		rc = PC_STORE_EFENCED;
-	}
+	if (rc == 0)
+		return PC_ENOTFOUND;
+	if (rc < 0)
+		return rc;
+	int64_t rowid = sqlite3_column_int64(st, 0), next = sqlite3_column_int64(st, 1) + 1;
+	int64_t current = sqlite3_column_int64(st, 2);
+	done(st);
+	if (epoch != 0 && epoch != current)
+		return PC_STORE_EFENCED;
+	st = be->st[W_APP_SET];
+	bind_i(&berr, st, 1, rowid);
+	bind_i(&berr, st, 2, next);
+	bind_i(&berr, st, 3, pc__store_now_ms());
+	rc = exec_b(be->db, st, berr);
+	if (rc == 0)
+		*seq = next;
 	return rc;
 }
 
@@ -441,10 +463,10 @@ static int op_append(be_t *be, pc__store_op_t *op)
 	if (op->nint < I_APP_N || op->nstr < S_APP_N)
 		return PC_EINVAL;
 	int64_t seq = 0;
-	/* The session usually exists: bump first; only when no row matched is
-	 * the session created (and then a fenced write still fails). */
+	/* The session usually exists: bump first; only when it has no row is
+	 * it created (and then a fenced write still fails). */
 	int rc = bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq);
-	if (rc == PC_STORE_EFENCED) {
+	if (rc == PC_ENOTFOUND) {
 		bool created = false;
 		rc = ensure_session(be, op->s[S_APP_KEY], (int)op->len[S_APP_KEY], NULL, NULL, NULL, &created);
 		if (rc == 0)
@@ -550,13 +572,20 @@ static int op_run_begin(be_t *be, pc__store_op_t *op)
 		if (rc < 0)
 			return rc;
 	}
-	/* the session row comes with its first message (or pc_store_session) */
+	int64_t now = pc__store_now_ms();
 	sqlite3_stmt *st = be->st[W_RUN_INSERT];
 	bind_s(&berr, st, 1, op, S_RB_RUN);
 	bind_s(&berr, st, 2, op, S_RB_KEY);
 	bind_s(&berr, st, 3, op, S_RB_IDEM);
-	bind_i(&berr, st, 4, pc__store_now_ms());
+	bind_i(&berr, st, 4, now);
 	rc = exec_b(be->db, st, berr);
+	if (rc == 0) {
+		st = be->st[W_RUN_SESSION];
+		bind_s(&berr, st, 1, op, S_RB_KEY);
+		bind_s(&berr, st, 2, op, S_RB_RUN);
+		bind_i(&berr, st, 3, now);
+		rc = exec_b(be->db, st, berr);
+	}
 	if (rc == 0) {
 		snprintf(op->res.id, sizeof(op->res.id), "%s", op->s[S_RB_RUN]);
 		op->res.flags = PC_STORE_CREATED;
