@@ -31,6 +31,7 @@
 #include "../providers/request.h"
 #include "attempt_internal.h"
 #include "context_guard.h"
+#include "io/json_print.h"
 #include "payload.h"
 #include "steering.h"
 
@@ -57,7 +58,7 @@ void pc__att_emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool drop
 {
 	if (!data)
 		return;
-	char *s = cJSON_PrintUnformatted(data);
+	char *s = pc_json_print(data);
 	cJSON_Delete(data);
 	if (!s)
 		return;
@@ -78,9 +79,9 @@ cJSON *pc__att_obj_phase(const char *phase)
 /* ---- persistence ---- */
 
 /* Appends `msg` (borrowed) to the transcript; the reply is counted. */
-int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const cJSON *msg, const char *tool_ids)
+int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids)
 {
-	char *content = cJSON_PrintUnformatted(msg);
+	char *content = pc_json_print(msg);
 	if (!content)
 		return PC_ENOMEM;
 	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = tool_ids, .run_id = t->run_id,
@@ -109,7 +110,7 @@ static char *tool_call_ids(const cJSON *msg)
 	}
 	char *s = NULL;
 	if (ids && cJSON_GetArraySize(ids) > 0)
-		s = cJSON_PrintUnformatted(ids);
+		s = pc_json_print(ids);
 	cJSON_Delete(ids);
 	return s;
 }
@@ -215,7 +216,7 @@ static void report(attempt_t *t)
 	o.nothing_returned = !t->has_assistant && !t->cancelled && !t->timed_out &&
 			     t->prompt_error == PC_PROMPT_ERR_NONE && t->tool_calls_run == 0;
 
-	char *pay = payloads ? cJSON_PrintUnformatted(payloads) : NULL;
+	char *pay = payloads ? pc_json_print(payloads) : NULL;
 	cJSON_Delete(payloads);
 	size_t need = sizeof(pc__attempt_done_t) + 4 + (t->error_text ? strlen(t->error_text) + 1 : 0) +
 		      (pay ? strlen(pay) + 1 : 0) + (t->stop_reason ? strlen(t->stop_reason) + 1 : 0) +

@@ -11,6 +11,7 @@
 #include "../hooks/hooks.h"
 #include "../tools/loop_detect.h"
 #include "attempt_internal.h"
+#include "io/json_print.h"
 #include "steering.h"
 
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
@@ -55,7 +56,7 @@ static void add_tool_result(pc_ctx_t *ctx, attempt_t *t, const char *id, const c
 	char ids[PC_RUN_ID_MAX * 2];
 	cJSON *idarr = cJSON_CreateArray();
 	cJSON_AddItemToArray(idarr, cJSON_CreateString(id));
-	char *idtext = cJSON_PrintUnformatted(idarr);
+	char *idtext = pc_json_print(idarr);
 	cJSON_Delete(idarr);
 	snprintf(ids, sizeof(ids), "%s", idtext ? idtext : "[]");
 	cJSON_free(idtext);

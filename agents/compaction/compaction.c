@@ -12,6 +12,7 @@
 
 #include "../../io/buf_internal.h"
 #include "../attempt/context_guard.h"
+#include "io/json_print.h"
 
 /* A tool result (or tool-call arguments) is cut to this many bytes in the
  * rendering: the summary needs what a call did, not its whole output. */
@@ -324,7 +325,7 @@ int pc_compaction_summary_content(const char *summary, uint64_t tokens_before, c
 		goto out;
 	if (trigger && !cJSON_AddStringToObject(o, "trigger", trigger))
 		goto out;
-	char *s = cJSON_PrintUnformatted(o);
+	char *s = pc_json_print(o);
 	if (!s)
 		goto out;
 	/* cJSON's allocator is malloc unless hooked; copy to keep the

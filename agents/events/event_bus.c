@@ -29,6 +29,7 @@
 
 #include "../../mailbox/atomics_internal.h"
 #include "../../runtime/sync_internal.h"
+#include "io/json_print.h"
 
 /* ---- events ---- */
 
@@ -128,7 +129,7 @@ int pc_event_to_json(const pc_event_t *e, char **out, size_t *len)
 		goto out;
 	if (e->session_key && *e->session_key && !cJSON_AddStringToObject(o, "sessionKey", e->session_key))
 		goto out;
-	if (!(text = cJSON_PrintUnformatted(o)))
+	if (!(text = pc_json_print(o)))
 		goto out;
 	*out = text;
 	if (len)

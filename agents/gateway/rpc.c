@@ -15,13 +15,14 @@
 #include <string.h>
 
 #include "../../runtime/version.h"
+#include "io/json_print.h"
 #include "rpc_internal.h"
 
 /* ---- sending ---- */
 
 static void send_json(pc__gw_conn_t *c, cJSON *frame)
 {
-	char *text = frame ? cJSON_PrintUnformatted(frame) : NULL;
+	char *text = frame ? pc_json_print(frame) : NULL;
 	if (text)
 		pc__gw_send(c, text, strlen(text));
 	cJSON_free(text);
@@ -97,7 +98,7 @@ void pc__gw_event_text(pc__gw_conn_t *c, const char *name, const char *payload, 
 
 void pc__gw_event(pc__gw_conn_t *c, const char *name, cJSON *payload)
 {
-	char *text = payload ? cJSON_PrintUnformatted(payload) : NULL;
+	char *text = payload ? pc_json_print(payload) : NULL;
 	if (text)
 		pc__gw_event_text(c, name, text, strlen(text));
 	cJSON_free(text);

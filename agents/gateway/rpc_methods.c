@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "../../runtime/version.h"
+#include "io/json_print.h"
 #include "rpc_internal.h"
 
 struct pc__gw_ssub {
@@ -562,7 +563,7 @@ static char *agent_payload(const pc__gw_conn_t *c, const pc_event_t *e, size_t *
 	cJSON *d = cJSON_Parse(e->data);
 	cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
 	cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
-	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
+	char *data = d ? pc_json_print(d) : NULL;
 	cJSON_Delete(d);
 	if (!data)
 		return NULL;

@@ -36,6 +36,7 @@
 
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
+#include "io/json_print.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2A10,
@@ -165,7 +166,7 @@ static pc_msg_t *job_run(void *arg)
 	cJSON *res = NULL;
 	int rc = j->e->fn(j->e->user, &call, &res);
 	char *text = NULL;
-	if (rc >= 0 && res && !(text = cJSON_PrintUnformatted(res)))
+	if (rc >= 0 && res && !(text = pc_json_print(res)))
 		rc = PC_ENOMEM;
 	cJSON_Delete(res);
 	pc_msg_t *m = job_message(j->idx, rc < 0 ? rc : 0, rc < 0 ? NULL : text);
@@ -272,7 +273,7 @@ static void finish(pc_ctx_t *ctx, chain_t *c)
 	cancel_timers(c);
 	if (c->owner) {
 		cJSON *res = c->pol->result(c);
-		char *text = res ? cJSON_PrintUnformatted(res) : NULL;
+		char *text = res ? pc_json_print(res) : NULL;
 		if (text)
 			send_done(c, 0, text);
 		cJSON_free(text);

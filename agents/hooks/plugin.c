@@ -15,6 +15,7 @@
  * the bridge prints {"hook","event","ctx"} as text, calls the plugin with a
  * result slot on its stack, and parses what set_result copied into it.
  */
+#include "io/json_print.h"
 #include "plugin.h"
 
 #include <dlfcn.h>
@@ -100,7 +101,7 @@ static char *input_text(const pc_hook_call_t *call)
 	if (cJSON_AddStringToObject(o, "hook", pc_hook_point_name(call->point)) &&
 	    cJSON_AddItemReferenceToObject(o, "event", (cJSON *)call->event) &&
 	    cJSON_AddItemReferenceToObject(o, "ctx", (cJSON *)call->ctx))
-		text = cJSON_PrintUnformatted(o);
+		text = pc_json_print(o);
 	cJSON_Delete(o);
 	return text;
 }

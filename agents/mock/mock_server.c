@@ -14,6 +14,7 @@
  * the freed server. The server state itself is reference counted (owner,
  * router, each responder): the last one out frees it.
  */
+#include "io/json_print.h"
 #include "mock_server.h"
 
 #include <pthread.h>
@@ -270,7 +271,7 @@ static void respond_text(pc_mock_server_t *m, uint64_t id, int status, const cha
 /* Answers with `obj` (which it frees) as JSON. */
 static void respond_json(pc_mock_server_t *m, uint64_t id, int status, cJSON *obj)
 {
-	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+	char *s = obj ? pc_json_print(obj) : NULL;
 	cJSON_Delete(obj);
 	if (!s) {
 		respond_text(m, id, 500, "mock: out of memory\n");

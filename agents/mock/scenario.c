@@ -10,6 +10,7 @@
  * cJSON tree per fragment keeps a long answer to one pass over one buffer.
  * Everything else is built with cJSON.
  */
+#include "io/json_print.h"
 #include "scenario.h"
 
 #include <inttypes.h>
@@ -1261,7 +1262,7 @@ static void ev_end(answer_t *a)
 /* A whole event from a cJSON object (which it frees). */
 static void ev_json(answer_t *a, uint32_t wait_ms, const char *name, cJSON *obj)
 {
-	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+	char *s = obj ? pc_json_print(obj) : NULL;
 	cJSON_Delete(obj);
 	if (!s) {
 		a->err = PC_ENOMEM;
@@ -1413,7 +1414,7 @@ static void openai_stream(answer_t *a)
 	oa_end(a, a->finish);
 	if (a->include_usage) {
 		cJSON *u = openai_usage(a);
-		char *us = u ? cJSON_PrintUnformatted(u) : NULL;
+		char *us = u ? pc_json_print(u) : NULL;
 		cJSON_Delete(u);
 		if (!us)
 			a->err = PC_ENOMEM;
@@ -1686,7 +1687,7 @@ static int plan_json(pc_mock_plan_t *pl, cJSON *obj, int status, pc_mock_api_t a
 {
 	char rid[48];
 	request_id(rid, sizeof(rid), api, seq);
-	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+	char *s = obj ? pc_json_print(obj) : NULL;
 	cJSON_Delete(obj);
 	if (!s)
 		return PC_ENOMEM;

@@ -14,6 +14,7 @@
 
 #include "../../io/http_client.h"
 #include "../agent_internal.h"
+#include "io/json_print.h"
 #include "model_call.h"
 
 #define ERROR_BODY_CAP (64u * 1024u)
@@ -244,7 +245,7 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 			o->usage = r.usage;
 			cJSON *j = NULL;
 			if (r.nblocks && pc_stream_result_to_json(&r, &j) == 0) {
-				o->json = cJSON_PrintUnformatted(j);
+				o->json = pc_json_print(j);
 				o->json_len = o->json ? strlen(o->json) : 0;
 				cJSON_Delete(j);
 			}

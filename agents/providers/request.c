@@ -4,6 +4,7 @@
  * wire format wants to a cJSON tree; any structural problem is PC_EINVAL
  * and nothing half-built escapes.
  */
+#include "io/json_print.h"
 #include "request.h"
 
 #include <ctype.h>
@@ -843,7 +844,7 @@ int pc_request_body(const pc_request_params_t *p, char **out)
 	int rc = pc_request_body_json(p, &body);
 	if (rc)
 		return rc;
-	*out = cJSON_PrintUnformatted(body);
+	*out = pc_json_print(body);
 	cJSON_Delete(body);
 	return *out ? 0 : PC_ENOMEM;
 }
@@ -859,8 +860,8 @@ int pc_request_tools_json(pc_provider_api_t api, const cJSON *tools, char **out)
 	int rc = api == PC_API_OPENAI_COMPLETIONS   ? oa_tools(tools, holder)
 		 : api == PC_API_ANTHROPIC_MESSAGES ? an_tools(tools, holder)
 						    : PC_EINVAL;
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(holder, "tools");
-	if (rc == 0 && arr && !(*out = cJSON_PrintUnformatted(arr)))
+	cJSON *arr = cJSON_GetObjectItemCaseSensitive(holder, "tools");
+	if (rc == 0 && arr && !(*out = pc_json_print(arr)))
 		rc = PC_ENOMEM;
 	cJSON_Delete(holder);
 	return rc;

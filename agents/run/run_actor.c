@@ -31,6 +31,7 @@
 #include "../agent_internal.h"
 #include "../compaction/compaction.h"
 #include "../providers/request.h"
+#include "io/json_print.h"
 #include "run_decide.h"
 
 typedef struct candidate {
@@ -251,7 +252,7 @@ static char *one_payload(const char *text)
 	char *out = NULL;
 	if (arr && p && cJSON_AddStringToObject(p, "text", text) && cJSON_AddItemToArray(arr, p)) {
 		p = NULL; /* the array's now */
-		char *s = cJSON_PrintUnformatted(arr);
+		char *s = pc_json_print(arr);
 		out = s ? strdup(s) : NULL;
 		cJSON_free(s);
 	}
@@ -391,7 +392,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	char *usage = NULL;
 	cJSON *u = usage_json(&r->rs.usage);
 	if (u) {
-		usage = cJSON_PrintUnformatted(u);
+		usage = pc_json_print(u);
 		cJSON_Delete(u);
 	}
 	cJSON *d = cJSON_CreateObject();
@@ -432,7 +433,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddRawToObject(d, "usage", usage);
 		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
 	}
-	char *data = d ? cJSON_PrintUnformatted(d) : NULL;
+	char *data = d ? pc_json_print(d) : NULL;
 	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
 	cJSON_Delete(d);
@@ -633,7 +634,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	if (d) {
 		cJSON_AddStringToObject(d, "phase", "start");
 		cJSON_AddStringToObject(d, "trigger", req.trigger);
-		char *s = cJSON_PrintUnformatted(d);
+		char *s = pc_json_print(d);
 		if (s)
 			pc_event_bus_emit(r->bus, PC_EVENT_COMPACTION, s, strlen(s), false, false, NULL);
 		cJSON_free(s);
@@ -664,7 +665,7 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 		cJSON_AddBoolToObject(e, "completed", done);
 		if (d->rc != 0 && d->error[0])
 			cJSON_AddStringToObject(e, "error", d->error);
-		char *s = cJSON_PrintUnformatted(e);
+		char *s = pc_json_print(e);
 		if (s)
 			pc_event_bus_emit(r->bus, PC_EVENT_COMPACTION, s, strlen(s), false, false, NULL);
 		cJSON_free(s);

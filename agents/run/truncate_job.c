@@ -13,6 +13,7 @@
 #include "../../runtime/blocking.h"
 #include "../agent_internal.h"
 #include "../attempt/context_guard.h"
+#include "io/json_print.h"
 
 typedef struct truncate_job {
 	pc_store_t *store;
@@ -67,7 +68,7 @@ static int truncate_transcript(truncate_job_t *j)
 		goto out;
 	}
 	for (size_t i = first; i < n; i++) {
-		texts[i - first] = cJSON_PrintUnformatted(cJSON_GetArrayItem(cut, (int)i));
+		texts[i - first] = pc_json_print(cJSON_GetArrayItem(cut, (int)i));
 		if (!texts[i - first]) {
 			rc = PC_ENOMEM;
 			goto out;
