@@ -72,6 +72,26 @@ typedef struct params {
 	int mock;        /* -1 in-process when the open-file limit allows; 0 in-process; 1 child */
 } params_t;
 
+/* The runtime's counters summed over its workers: what one run costs in
+ * messages, actor turns and sleeps, read against the run count. */
+typedef struct rt_counts {
+	uint64_t handled, turns, parks, wakeups, external, spawned, blocking;
+} rt_counts_t;
+
+static void rt_counts(pc_runtime_t *rt, rt_counts_t *out)
+{
+	pc_runtime_stats_t st;
+	pc_worker_stats_t w[64];
+	uint32_t n = pc_runtime_stats(rt, &st, w, 64);
+	*out = (rt_counts_t){.external = st.sent_external, .spawned = st.spawned, .blocking = st.blocking_done};
+	for (uint32_t i = 0; i < n && i < 64; i++) {
+		out->handled += w[i].handled;
+		out->turns += w[i].turns;
+		out->parks += w[i].parks;
+		out->wakeups += w[i].wakeups;
+	}
+}
+
 /* ---- baseline 1: a plain curl-multi loop on its own thread --------------- */
 
 typedef struct slot {
@@ -281,12 +301,15 @@ static void run_config(const params_t *p, bool child)
 	pc_agent_stats(e.agent, &st0);
 	pc_store_stats_t ss0, ss1;
 	pc_store_stats(e.store, &ss0);
+	rt_counts_t rc0, rc1;
+	rt_counts(e.rt, &rc0);
 	/* the agent always runs: the baselines replay the request it sent */
 	run_agent(&e, p->sessions, p->turns, w, &r[0]);
 	if (r[0].refused)
 		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", r[0].refused);
 	pc_agent_stats(e.agent, &st1);
 	pc_store_stats(e.store, &ss1);
+	rt_counts(e.rt, &rc1);
 	uint64_t rss1 = bench_rss_kib();
 	request_t req;
 	capture_request(port, &req);
@@ -307,7 +330,7 @@ static void run_config(const params_t *p, bool child)
 		}
 	}
 	uint64_t runs_total = st1.runs_finished - st0.runs_finished;
-	char extra[1536];
+	char extra[2048];
 	int n = snprintf(extra, sizeof(extra),
 			 "\"sessions\":%u,\"mock\":\"%s\",\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
 			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
@@ -319,6 +342,14 @@ static void run_config(const params_t *p, bool child)
 			 runs_total ? (double)(ss1.writes - ss0.writes) / (double)runs_total : 0,
 			 ss1.batches > ss0.batches ? (double)(ss1.writes - ss0.writes) / (double)(ss1.batches - ss0.batches) : 0,
 			 runs_total ? (double)(ss1.write_cpu_ns - ss0.write_cpu_ns) / 1e3 / (double)runs_total : 0);
+	double per = runs_total ? 1.0 / (double)runs_total : 0;
+	n += snprintf(extra + n, sizeof(extra) - (size_t)n,
+		      ",\"messages_per_run\":%.1f,\"turns_per_run\":%.1f,\"parks_per_run\":%.2f,\"wakeups_per_run\":%.2f"
+		      ",\"external_sends_per_run\":%.2f,\"spawns_per_run\":%.2f,\"blocking_jobs_per_run\":%.2f",
+		      (double)(rc1.handled - rc0.handled) * per, (double)(rc1.turns - rc0.turns) * per,
+		      (double)(rc1.parks - rc0.parks) * per, (double)(rc1.wakeups - rc0.wakeups) * per,
+		      (double)(rc1.external - rc0.external) * per, (double)(rc1.spawned - rc0.spawned) * per,
+		      (double)(rc1.blocking - rc0.blocking) * per);
 	if (us[1] > 0)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 			      ",\"curl_requests\":%" PRIu64 ",\"curl_per_s\":%.0f,\"curl_cpu_us\":%.1f,"
