@@ -64,14 +64,18 @@ static bool is_tool_result(const cJSON *msg)
 
 static size_t block_chars(const cJSON *b, size_t text_weight)
 {
-	const char *s;
-	if (is_type(b, "text"))
+	/* the type is looked up once: this runs over the whole history twice a
+	 * model call */
+	const char *type = str_of(b, "type"), *s;
+	if (!type)
+		return json_chars(b);
+	if (strcmp(type, "text") == 0)
 		return (s = str_of(b, "text")) ? strlen(s) * text_weight : 0;
-	if (is_type(b, "image"))
+	if (strcmp(type, "image") == 0)
 		return PC_CTX_IMAGE_CHARS;
-	if (is_type(b, "thinking"))
+	if (strcmp(type, "thinking") == 0)
 		return (s = str_of(b, "thinking")) ? strlen(s) : 0;
-	if (is_type(b, "toolCall")) {
+	if (strcmp(type, "toolCall") == 0) {
 		s = str_of(b, "name");
 		return (s ? strlen(s) : 0) + json_chars(cJSON_GetObjectItemCaseSensitive(b, "arguments"));
 	}
