@@ -414,6 +414,97 @@ Test(store, a_refused_write_does_not_fail_its_batch)
 	fx_fini(&f);
 }
 
+/* ---- the writer's session cache ---- */
+
+static void exec_at(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_busy_timeout(db, 5000), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+/* Another connection (another process sharing the file) takes the lease
+ * and appends between two of this writer's transactions: the writer's
+ * cached view of the session is dropped, so the stale epoch is fenced and
+ * the seq goes on from the other writer's. */
+Test(store, another_writers_commit_is_seen)
+{
+	fx_t f;
+	fx_init(&f);
+	int64_t e1 = 0, seq = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e1), 0);
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), 0);
+	cr_assert_eq(seq, 1);
+	exec_at(f.path, "UPDATE sessions SET lease_owner = 'node-b', lease_epoch = lease_epoch + 1 WHERE key = 's'");
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_append(f.s, "s", e1 + 1, &m, &seq), 0);
+	cr_assert_eq(seq, 2);
+	exec_at(f.path, "BEGIN IMMEDIATE;"
+			"INSERT INTO messages(session_key, seq, role, content, created_ms) VALUES ('s', 3, 'user', '{}', 1);"
+			"UPDATE sessions SET last_seq = 3 WHERE key = 's';"
+			"COMMIT;");
+	cr_assert_eq(pc_store_append(f.s, "s", e1 + 1, &m, &seq), 0);
+	cr_assert_eq(seq, 4);
+	pc_store_stats_t stats;
+	pc_store_stats(f.s, &stats);
+	cr_assert_eq(stats.failed_batches, 0);
+	fx_fini(&f);
+}
+
+/* Run counts kept in the cache reach the session rows at commit, for
+ * sessions the writer holds and for those it does not. */
+Test(store, run_counts_of_cached_sessions_are_written)
+{
+	fx_t f;
+	fx_init(&f);
+	append(f.s, "a", "user", "{}", NULL);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_begin(f.s, "a", "r1", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, "a", "r2", NULL, &r), 0);
+	cr_assert_eq(append(f.s, "a", "assistant", "{}", NULL), 2);
+	cr_assert_eq(pc_store_run_begin(f.s, "b", "r3", NULL, &r), 0);
+	cr_assert_eq(count_rows(f.path, "SELECT run_count FROM sessions WHERE key = 'a'"), 2);
+	cr_assert_eq(count_rows(f.path, "SELECT last_run_id = 'r2' FROM sessions WHERE key = 'a'"), 1);
+	cr_assert_eq(count_rows(f.path, "SELECT last_seq FROM sessions WHERE key = 'a'"), 2);
+	cr_assert_eq(count_rows(f.path, "SELECT run_count FROM sessions WHERE key = 'b'"), 1);
+	cr_assert_eq(count_rows(f.path, "SELECT last_seq FROM sessions WHERE key = 'b'"), 0);
+	fx_fini(&f);
+}
+
+/* More sessions than the cache holds (4,096), two appends each, sent
+ * without waiting: every seq is right and every row says so. */
+Test(store, more_sessions_than_the_cache_holds)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_actor_t *st = pc_store_actor(f.s);
+	enum { N = 5000 };
+	for (int round = 0; round < 2; round++) {
+		for (int k = 0; k < N; k++) {
+			char key[32];
+			snprintf(key, sizeof(key), "s%d", k);
+			pc_store_msg_t m = {.role = "user", .content = "{}"};
+			pc_msg_t *req = NULL;
+			cr_assert_eq(pc_store_req_append(key, 0, &m, &req), 0);
+			cr_assert_eq(pc_send(st, req), 0);
+		}
+	}
+	/* answered after everything sent before it */
+	cr_assert_eq(append(f.s, "last", "user", "{}", NULL), 1);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 2 * N + 1);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sessions WHERE last_seq = 2"), N);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM (SELECT session_key FROM messages"
+					" GROUP BY session_key HAVING min(seq) = 1 AND max(seq) = 2)"),
+		     N);
+	pc_store_stats_t stats;
+	pc_store_stats(f.s, &stats);
+	cr_assert_eq(stats.failed_batches, 0);
+	fx_fini(&f);
+}
+
 /* ---- rewrite and repair ---- */
 
 Test(store, rewrite_is_atomic_and_guarded)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "session_cache.h"
 #include "store_internal.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
@@ -128,7 +129,7 @@ enum {
 	W_SAVE, W_RELEASE, W_ROLLBACK_TO, W_BEGIN, W_COMMIT, W_ROLLBACK,
 	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
 	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
-	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET,
+	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION,
 	W_N
 };
 
@@ -170,7 +171,15 @@ static const char *const wsql[W_N] = {
 	[W_SESS_SET] = "UPDATE sessions SET metadata = ?2, updated_ms = ?3"
 		       " WHERE key = ?1 AND (?4 = 0 OR lease_epoch = ?4)",
 	[W_LEASE_SET] = "UPDATE sessions SET lease_owner = ?2, lease_epoch = ?3, lease_expires_ms = ?4 WHERE key = ?1",
+	/* a cached session's changes (session_cache.h); ?3 0: not appended to */
+	[W_SESS_FLUSH] = "UPDATE sessions SET last_seq = ?2,"
+			 " updated_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE updated_ms END,"
+			 " run_count = run_count + ?4, last_run_id = coalesce(?5, last_run_id) WHERE rowid = ?1",
+	[W_DATA_VERSION] = "PRAGMA data_version",
 };
+
+/* Sessions the writer keeps rows of (session_cache.h). */
+#define SESSION_CACHE_CAP 4096u
 
 enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_N };
 
@@ -210,6 +219,11 @@ typedef struct be {
 	sqlite3_stmt *st[W_N];
 	pc_store_config_t cfg;
 	bool audit_dirty; /* the open batch added audit rows: trim before commit */
+	pc__sc_t *sessions;   /* see session_cache.h */
+	bool cache_on;        /* the pass uses it: not a guarded one (a savepoint
+			       * rolled back would leave the cache ahead) */
+	int64_t data_version; /* at the last check: another connection's commit
+			       * changes it (our own do not) */
 	pthread_mutex_t lock; /* guards idle */
 	reader_t *idle;
 } be_t;
@@ -415,32 +429,95 @@ static int op_session(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-/* Bumps and returns the session's last seq, fenced by `epoch`:
- * PC_ENOTFOUND when the session has no row, PC_STORE_EFENCED when another
- * holder's lease epoch is current. */
-static int bump_seq(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t epoch, int64_t *seq)
+/* ---- the session cache (session_cache.h) ---- */
+
+/* Writes the cached sessions' changes into the open transaction. */
+static int sessions_flush(be_t *be)
 {
-	int berr = 0;
-	sqlite3_stmt *st = be->st[W_APP_SEQ];
-	bind_s(&berr, st, 1, op, key);
-	int rc = step_b(be->db, st, berr);
+	int rc = 0;
+	for (size_t k = 0; k < pc__sc_dirty_count(be->sessions) && rc == 0; k++) {
+		const pc__sc_entry_t *e = pc__sc_dirty(be->sessions, k);
+		int berr = 0;
+		sqlite3_stmt *st = be->st[W_SESS_FLUSH];
+		bind_i(&berr, st, 1, e->rowid);
+		bind_i(&berr, st, 2, e->last_seq);
+		bind_i(&berr, st, 3, e->updated_ms);
+		bind_i(&berr, st, 4, e->runs_added);
+		bind_str(&berr, st, 5, e->last_run);
+		rc = exec_b(be->db, st, berr);
+		if (rc == 0 && sqlite3_changes(be->db) != 1)
+			rc = PC_STORE_EIO; /* the row went away under the cache */
+	}
 	if (rc == 0)
-		return PC_ENOTFOUND;
-	if (rc < 0)
-		return rc;
-	int64_t rowid = sqlite3_column_int64(st, 0), next = sqlite3_column_int64(st, 1) + 1;
-	int64_t current = sqlite3_column_int64(st, 2);
-	done(st);
-	if (epoch != 0 && epoch != current)
-		return PC_STORE_EFENCED;
-	st = be->st[W_APP_SET];
-	bind_i(&berr, st, 1, rowid);
-	bind_i(&berr, st, 2, next);
-	bind_i(&berr, st, 3, pc__store_now_ms());
-	rc = exec_b(be->db, st, berr);
-	if (rc == 0)
-		*seq = next;
+		pc__sc_written(be->sessions);
 	return rc;
+}
+
+/* Before SQL of an operation's own reads or writes session rows. */
+static int sessions_settle(be_t *be)
+{
+	int rc = sessions_flush(be);
+	pc__sc_clear(be->sessions);
+	return rc;
+}
+
+/* A session row as the writer sees it; `cached` when the cache holds it. */
+typedef struct session_row {
+	int64_t rowid, last_seq, epoch;
+	pc__sc_entry_t *cached;
+} session_row_t;
+
+/* PC_ENOTFOUND when the session has no row. */
+static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session_row_t *out)
+{
+	const char *k = op->s[key];
+	size_t kl = op->len[key];
+	pc__sc_entry_t *e = be->cache_on ? pc__sc_get(be->sessions, k, kl) : NULL;
+	if (!e) {
+		int berr = 0;
+		sqlite3_stmt *st = be->st[W_APP_SEQ];
+		bind_s(&berr, st, 1, op, key);
+		int rc = step_b(be->db, st, berr);
+		if (rc == 0)
+			return PC_ENOTFOUND;
+		if (rc < 0)
+			return rc;
+		*out = (session_row_t){.rowid = sqlite3_column_int64(st, 0),
+				       .last_seq = sqlite3_column_int64(st, 1),
+				       .epoch = sqlite3_column_int64(st, 2)};
+		done(st);
+		if (!be->cache_on)
+			return 0;
+		e = pc__sc_add(be->sessions, k, kl, out->rowid, out->last_seq, out->epoch);
+		if (!e) { /* full: write it out and start again */
+			rc = sessions_settle(be);
+			if (rc != 0)
+				return rc;
+			e = pc__sc_add(be->sessions, k, kl, out->rowid, out->last_seq, out->epoch);
+		}
+		out->cached = e; /* NULL (out of memory): written directly */
+		return 0;
+	}
+	*out = (session_row_t){.rowid = e->rowid, .last_seq = e->last_seq, .epoch = e->epoch, .cached = e};
+	return 0;
+}
+
+/* The session's last seq is now `seq`. */
+static int session_set_seq(be_t *be, const session_row_t *row, int64_t seq)
+{
+	int64_t now = pc__store_now_ms();
+	if (row->cached) {
+		row->cached->last_seq = seq;
+		row->cached->updated_ms = now;
+		pc__sc_touch(be->sessions, row->cached);
+		return 0;
+	}
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_APP_SET];
+	bind_i(&berr, st, 1, row->rowid);
+	bind_i(&berr, st, 2, seq);
+	bind_i(&berr, st, 3, now);
+	return exec_b(be->db, st, berr);
 }
 
 static int insert_msg(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t seq, uint32_t first,
@@ -462,18 +539,24 @@ static int op_append(be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_APP_N || op->nstr < S_APP_N)
 		return PC_EINVAL;
-	int64_t seq = 0;
-	/* The session usually exists: bump first; only when it has no row is
-	 * it created (and then a fenced write still fails). */
-	int rc = bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq);
+	/* The session usually exists; only when it has no row is it created
+	 * (and then a fenced write still fails). */
+	session_row_t row;
+	int rc = session_row(be, op, S_APP_KEY, &row);
 	if (rc == PC_ENOTFOUND) {
 		bool created = false;
 		rc = ensure_session(be, op->s[S_APP_KEY], (int)op->len[S_APP_KEY], NULL, NULL, NULL, &created);
 		if (rc == 0)
-			rc = created ? bump_seq(be, op, S_APP_KEY, op->i[I_APP_EPOCH], &seq) : PC_STORE_EFENCED;
+			rc = created ? session_row(be, op, S_APP_KEY, &row) : PC_STORE_EFENCED;
 	}
+	int64_t epoch = op->i[I_APP_EPOCH];
+	if (rc == 0 && epoch != 0 && epoch != row.epoch)
+		rc = PC_STORE_EFENCED;
+	int64_t seq = rc == 0 ? row.last_seq + 1 : 0;
 	if (rc == 0)
 		rc = insert_msg(be, op, S_APP_KEY, seq, S_APP_ROLE, op->i[I_APP_CREATED]);
+	if (rc == 0)
+		rc = session_set_seq(be, &row, seq);
 	if (rc == 0)
 		op->res.seq = seq;
 	return rc;
@@ -553,6 +636,28 @@ static int status_from_name(const char *s)
 	return PC_STORE_RUN_ERROR;
 }
 
+/* The run joins its session's count and is its latest. */
+static int count_run(be_t *be, const pc__store_op_t *op, int64_t now)
+{
+	pc__sc_entry_t *e = be->cache_on ? pc__sc_get(be->sessions, op->s[S_RB_KEY], op->len[S_RB_KEY]) : NULL;
+	if (e) {
+		char *id = strdup(op->s[S_RB_RUN]);
+		if (!id)
+			return PC_ENOMEM;
+		free(e->last_run);
+		e->last_run = id;
+		e->runs_added++;
+		pc__sc_touch(be->sessions, e);
+		return 0;
+	}
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_RUN_SESSION];
+	bind_s(&berr, st, 1, op, S_RB_KEY);
+	bind_s(&berr, st, 2, op, S_RB_RUN);
+	bind_i(&berr, st, 3, now);
+	return exec_b(be->db, st, berr);
+}
+
 static int op_run_begin(be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
@@ -579,13 +684,8 @@ static int op_run_begin(be_t *be, pc__store_op_t *op)
 	bind_s(&berr, st, 3, op, S_RB_IDEM);
 	bind_i(&berr, st, 4, now);
 	rc = exec_b(be->db, st, berr);
-	if (rc == 0) {
-		st = be->st[W_RUN_SESSION];
-		bind_s(&berr, st, 1, op, S_RB_KEY);
-		bind_s(&berr, st, 2, op, S_RB_RUN);
-		bind_i(&berr, st, 3, now);
-		rc = exec_b(be->db, st, berr);
-	}
+	if (rc == 0)
+		rc = count_run(be, op, now);
 	if (rc == 0) {
 		snprintf(op->res.id, sizeof(op->res.id), "%s", op->s[S_RB_RUN]);
 		op->res.flags = PC_STORE_CREATED;
@@ -721,6 +821,19 @@ static int op_session_set(be_t *be, pc__store_op_t *op)
 static int dispatch(be_t *be, pc__store_op_t *op)
 {
 	switch (op->kind) {
+	case PC_STORE_REQ_SESSION:
+	case PC_STORE_REQ_REWRITE:
+	case PC_STORE_REQ_LEASE_ACQUIRE:
+	case PC_STORE_REQ_LEASE_RELEASE:
+	case PC_STORE_REQ_SESSION_SET: {
+		int rc = sessions_settle(be);
+		if (rc != 0)
+			return rc;
+		break;
+	}
+	default: break;
+	}
+	switch (op->kind) {
 	case PC_STORE_REQ_SESSION: return op_session(be, op);
 	case PC_STORE_REQ_APPEND: return op_append(be, op);
 	case PC_STORE_REQ_REWRITE: return op_rewrite(be, op);
@@ -756,6 +869,7 @@ static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 {
 	be_t *be = p;
 	op->res = (pc_store_reply_t){0};
+	be->cache_on = !guarded;
 	if (!guarded) {
 		int orc = shape_ok(op) ? dispatch(be, op) : PC_EINVAL;
 		op->res.rc = orc;
@@ -781,15 +895,28 @@ static int sq_begin(void *p)
 {
 	be_t *be = p;
 	be->audit_dirty = false;
-	return exec_st(be->db, be->st[W_BEGIN]);
+	int rc = exec_st(be->db, be->st[W_BEGIN]);
+	/* with the write lock held: has another connection committed since? */
+	sqlite3_stmt *st = be->st[W_DATA_VERSION];
+	if (rc == 0 && (rc = step(be->db, st)) == 1) {
+		int64_t v = sqlite3_column_int64(st, 0);
+		done(st);
+		if (v != be->data_version)
+			pc__sc_clear(be->sessions);
+		be->data_version = v;
+		rc = 0;
+	} else if (rc == 0) {
+		rc = PC_STORE_EIO; /* the pragma always answers */
+	}
+	return rc;
 }
 
 static int sq_commit(void *p)
 {
 	int berr = 0;
 	be_t *be = p;
-	int rc = 0;
-	if (be->audit_dirty) {
+	int rc = sessions_flush(be);
+	if (rc == 0 && be->audit_dirty) {
 		sqlite3_stmt *st = be->st[W_AUDIT_TRIM_N];
 		bind_i(&berr, st, 1, be->cfg.audit_max);
 		rc = exec_b(be->db, st, berr);
@@ -807,6 +934,7 @@ static int sq_commit(void *p)
 static void sq_rollback(void *p)
 {
 	be_t *be = p;
+	pc__sc_clear(be->sessions); /* ahead of the rows now */
 	/* After some errors SQLite has rolled back already. */
 	if (!sqlite3_get_autocommit(be->db))
 		exec_st(be->db, be->st[W_ROLLBACK]);
@@ -1150,6 +1278,7 @@ static void sq_close(void *p)
 	}
 	finalize_all(be->st, W_N);
 	sqlite3_close_v2(be->db);
+	pc__sc_free(be->sessions);
 	pthread_mutex_destroy(&be->lock);
 	free(be->path);
 	free(be);
@@ -1167,7 +1296,8 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 	}
 	be->cfg = *cfg;
 	be->path = strdup(path);
-	int rc = be->path ? 0 : PC_ENOMEM;
+	be->sessions = pc__sc_new(SESSION_CACHE_CAP);
+	int rc = be->path && be->sessions ? 0 : PC_ENOMEM;
 	if (rc == 0) {
 		int src = sqlite3_open_v2(path, &be->db,
 					  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
