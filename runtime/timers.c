@@ -43,6 +43,8 @@ struct pc__timer_entry {
 	pc__timer_entry_t *fired_next;
 	pc__timer_entry_t *soon_prev, *soon_next;
 	uint64_t due_ns;     /* exact due time; the wheel holds it in ms, floored */
+	uint64_t fired_due_ns; /* the due time it fired for (a periodic one's
+				* due_ns has moved on by then) */
 	uint64_t period_ms;  /* 0 = one-shot */
 	uint32_t gen;
 	uint32_t next_free;  /* index + 1 */
@@ -170,15 +172,43 @@ int pc__timers_init(pc_runtime_t *rt)
 struct fire_ctx {
 	pc__timers_t *t;
 	uint64_t now_ns;
-	pc__timer_entry_t *fired;  /* in firing (due) order ... */
+	pc__timer_entry_t *fired;  /* in firing order ... */
 	pc__timer_entry_t **tail;  /* ... appended here */
+	uint64_t last_due_ns;      /* of the last one appended */
+	bool out_of_order;         /* one came before a later due one */
 };
+
+/* Stable merge sort of a fired list by the due time each fired for. */
+static pc__timer_entry_t *sort_fired(pc__timer_entry_t *a)
+{
+	if (!a || !a->fired_next)
+		return a;
+	pc__timer_entry_t *slow = a, *fast = a->fired_next;
+	while (fast && fast->fired_next) {
+		slow = slow->fired_next;
+		fast = fast->fired_next->fired_next;
+	}
+	pc__timer_entry_t *b = slow->fired_next;
+	slow->fired_next = NULL;
+	a = sort_fired(a);
+	b = sort_fired(b);
+	pc__timer_entry_t *head = NULL, **tail = &head;
+	while (a && b) {
+		pc__timer_entry_t **min = b->fired_due_ns < a->fired_due_ns ? &b : &a;
+		*tail = *min;
+		tail = &(*min)->fired_next;
+		*min = (*min)->fired_next;
+	}
+	*tail = a ? a : b;
+	return head;
+}
 
 /* A timer is due: queue its message for delivery (a periodic one is first
  * put back for its next tick). Lock held; e is neither in the wheel nor on
  * the soon list. */
 static void fire(struct fire_ctx *fc, pc__timer_entry_t *e)
 {
+	e->fired_due_ns = e->due_ns;
 	if (e->period_ms == 0) {
 		e->out = e->msg;
 		e->msg = NULL;
@@ -201,7 +231,13 @@ static void fire(struct fire_ctx *fc, pc__timer_entry_t *e)
 	e->out->reserved = e->index;
 	/* Appended, not pushed: deliver() sends in this order, and a batch
 	 * (a late wake-up, timers armed before start) must still arrive in
-	 * due order. */
+	 * due order. The wheel's and the soon list's are each in order, but
+	 * one armed into the current millisecond after the soon list took
+	 * it can fire from the wheel ahead of earlier soon ones: then the
+	 * batch is sorted before delivery. */
+	if (fc->fired && e->fired_due_ns < fc->last_due_ns)
+		fc->out_of_order = true;
+	fc->last_due_ns = e->fired_due_ns;
 	e->fired_next = NULL;
 	*fc->tail = e;
 	fc->tail = &e->fired_next;
@@ -238,7 +274,7 @@ static void *timer_main(void *arg)
 	pc__timers_t *t = &rt->timers;
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
-		struct fire_ctx fc = {t, pc__now_ns(), NULL, NULL};
+		struct fire_ctx fc = {t, pc__now_ns(), NULL, NULL, 0, false};
 		fc.tail = &fc.fired;
 		t->sleep_until = 0; /* awake: arming need not signal */
 		pc__tw_advance(&t->wheel, fc.now_ns / 1000000u, on_wheel, &fc);
@@ -248,6 +284,8 @@ static void *timer_main(void *arg)
 			fire(&fc, e);
 		}
 		if (fc.fired) {
+			if (fc.out_of_order)
+				fc.fired = sort_fired(fc.fired);
 			pthread_mutex_unlock(&t->lock);
 			deliver(fc.fired);
 			pthread_mutex_lock(&t->lock);
