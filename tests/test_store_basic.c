@@ -443,7 +443,8 @@ Test(store, another_writers_commit_is_seen)
 	cr_assert_eq(pc_store_append(f.s, "s", e1 + 1, &m, &seq), 0);
 	cr_assert_eq(seq, 2);
 	exec_at(f.path, "BEGIN IMMEDIATE;"
-			"INSERT INTO messages(session_key, seq, role, content, created_ms) VALUES ('s', 3, 'user', '{}', 1);"
+			"INSERT INTO messages(session_id, seq, role, content, created_ms)"
+			" SELECT sid, 3, 'user', '{}', 1 FROM sessions WHERE key = 's';"
 			"UPDATE sessions SET last_seq = 3 WHERE key = 's';"
 			"COMMIT;");
 	cr_assert_eq(pc_store_append(f.s, "s", e1 + 1, &m, &seq), 0);
@@ -496,8 +497,8 @@ Test(store, more_sessions_than_the_cache_holds)
 	cr_assert_eq(append(f.s, "last", "user", "{}", NULL), 1);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 2 * N + 1);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sessions WHERE last_seq = 2"), N);
-	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM (SELECT session_key FROM messages"
-					" GROUP BY session_key HAVING min(seq) = 1 AND max(seq) = 2)"),
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM (SELECT session_id FROM messages"
+					" GROUP BY session_id HAVING min(seq) = 1 AND max(seq) = 2)"),
 		     N);
 	pc_store_stats_t stats;
 	pc_store_stats(f.s, &stats);
@@ -1334,6 +1335,8 @@ Test(store, version_1_database_is_migrated)
 		"INSERT INTO messages VALUES ('old', 1, 'user', '{\"content\":\"hi\"}', NULL, 'r1', 1);"
 		"INSERT INTO messages VALUES ('old', 2, 'assistant', '{\"content\":\"yo\"}', NULL, 'r1', 2);"
 		"INSERT INTO runs VALUES ('r1', 'old', 'k1', 'ok', 1, 2, NULL, '{\"input\":3}');"
+		/* a transcript without a session row */
+		"INSERT INTO messages VALUES ('orphan', 1, 'user', '{}', NULL, NULL, 5);"
 		"PRAGMA user_version = 1;";
 	cr_assert_eq(sqlite3_exec(db, v1, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -1354,9 +1357,12 @@ Test(store, version_1_database_is_migrated)
 	/* the session's run count and latest run came over from the runs */
 	pc_store_sessions_t *l = NULL;
 	cr_assert_eq(pc_store_sessions(f.s, NULL, &l), 0);
-	cr_assert_eq(pc_store_sessions_count(l), 1);
+	cr_assert_eq(pc_store_sessions_count(l), 2);
 	pc_store_session_entry_t e;
 	pc_store_sessions_get(l, 0, &e);
+	if (strcmp(e.key, "old") != 0)
+		pc_store_sessions_get(l, 1, &e);
+	cr_assert_str_eq(e.key, "old");
 	cr_assert_eq(e.runs, 1);
 	cr_assert_str_eq(e.last_run_id, "r1");
 	pc_store_sessions_free(l);
@@ -1370,7 +1376,24 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 3);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 4);
+	/* the orphan transcript got a session row; VACUUM keeps the numbers
+	 * messages name their sessions by */
+	exec_at(f.path, "VACUUM");
+	pc_store_config_t again;
+	pc_store_config_init(&again);
+	fx_open_cfg(&f, &again);
+	add.content = "{}";
+	cr_assert_eq(pc_store_history(f.s, "orphan", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 1);
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_history(f.s, "old", &h), 0);
+	cr_assert_eq(pc_store_history_count(h), 3);
+	pc_store_history_free(h);
+	cr_assert_eq(pc_store_append(f.s, "orphan", 0, &add, &seq), 0);
+	cr_assert_eq(seq, 2);
+	pc_store_close(f.s);
+	f.s = NULL;
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_session'"), 0);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%json_valid(content)%'"),
 		     0);

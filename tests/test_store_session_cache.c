@@ -14,9 +14,9 @@ static pc__sc_entry_t *get(pc__sc_t *c, const char *k)
 	return pc__sc_get(c, k, strlen(k));
 }
 
-static pc__sc_entry_t *add(pc__sc_t *c, const char *k, int64_t rowid)
+static pc__sc_entry_t *add(pc__sc_t *c, const char *k, int64_t sid)
 {
-	return pc__sc_add(c, k, strlen(k), rowid, rowid * 10, 0);
+	return pc__sc_add(c, k, strlen(k), sid, sid * 10, 0);
 }
 
 Test(session_cache, entries_are_found_by_their_whole_key)
@@ -27,7 +27,7 @@ Test(session_cache, entries_are_found_by_their_whole_key)
 	cr_assert_not_null(add(c, "a", 1));
 	cr_assert_not_null(add(c, "ab", 2));
 	cr_assert_null(add(c, "a", 3), "a key is held once");
-	cr_assert_eq(get(c, "a")->rowid, 1);
+	cr_assert_eq(get(c, "a")->sid, 1);
 	cr_assert_eq(get(c, "ab")->last_seq, 20);
 	cr_assert_eq(pc__sc_get(c, "abc", 2), get(c, "ab"), "only the given length counts");
 	cr_assert_null(get(c, "b"));
@@ -45,7 +45,7 @@ Test(session_cache, a_full_cache_refuses_until_cleared)
 	cr_assert_null(add(c, "one-more", 1));
 	for (int i = 0; i < 100; i++) {
 		snprintf(k, sizeof(k), "k%d", i);
-		cr_assert_eq(get(c, k)->rowid, i);
+		cr_assert_eq(get(c, k)->sid, i);
 	}
 	pc__sc_clear(c);
 	cr_assert_null(get(c, "k5"));

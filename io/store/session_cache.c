@@ -77,7 +77,7 @@ pc__sc_entry_t *pc__sc_get(pc__sc_t *c, const char *key, size_t klen)
 	return n ? &n->e : NULL;
 }
 
-pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t rowid, int64_t last_seq,
+pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t sid, int64_t last_seq,
 			   int64_t epoch)
 {
 	if (c->n >= c->cap)
@@ -89,7 +89,7 @@ pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t ro
 	node_t *n = malloc(sizeof(*n) + klen + 1);
 	if (!n)
 		return NULL;
-	n->e = (pc__sc_entry_t){.rowid = rowid, .last_seq = last_seq, .epoch = epoch};
+	n->e = (pc__sc_entry_t){.sid = sid, .last_seq = last_seq, .epoch = epoch};
 	n->hash = h;
 	n->klen = klen;
 	memcpy(n->key, key, klen);

@@ -20,7 +20,7 @@
 typedef struct pc__sc pc__sc_t;
 
 typedef struct pc__sc_entry {
-	int64_t rowid, last_seq, epoch; /* as the row is, with the open changes */
+	int64_t sid, last_seq, epoch; /* as the row is, with the open changes */
 	/* the open transaction's changes, written by the next flush */
 	bool dirty;
 	int64_t updated_ms; /* 0: not appended to */
@@ -37,7 +37,7 @@ pc__sc_entry_t *pc__sc_get(pc__sc_t *c, const char *key, size_t klen);
 
 /* A new clean entry for a session not held; NULL when full (flush and
  * clear, then add again) or out of memory. */
-pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t rowid, int64_t last_seq,
+pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t sid, int64_t last_seq,
 			   int64_t epoch);
 
 /* Marks an entry changed (it joins the dirty list once). */

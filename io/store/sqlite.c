@@ -23,7 +23,7 @@
 #include "store_internal.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -123,6 +123,47 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" last_run_id = (SELECT r.run_id FROM runs r WHERE r.session_key = sessions.key"
 	"  ORDER BY r.started_ms DESC, r.rowid DESC LIMIT 1);"
 	"DROP INDEX runs_session;",
+	/* 4: messages name their session by a number, not the key: an index
+	 * entry a third the size, and sessions made one after another sit
+	 * together in it. The number is an INTEGER PRIMARY KEY, which VACUUM
+	 * keeps (a bare rowid it may renumber). */
+	"CREATE TABLE sessions4("
+	" sid INTEGER PRIMARY KEY,"
+	" key TEXT NOT NULL UNIQUE,"
+	" id TEXT NOT NULL,"
+	" agent TEXT,"
+	" created_ms INTEGER NOT NULL,"
+	" updated_ms INTEGER NOT NULL,"
+	" metadata TEXT CHECK (metadata IS NULL OR json_valid(metadata)),"
+	" last_seq INTEGER NOT NULL DEFAULT 0,"
+	" lease_owner TEXT,"
+	" lease_epoch INTEGER NOT NULL DEFAULT 0,"
+	" lease_expires_ms INTEGER NOT NULL DEFAULT 0,"
+	" run_count INTEGER NOT NULL DEFAULT 0,"
+	" last_run_id TEXT);"
+	"INSERT INTO sessions4(sid, key, id, agent, created_ms, updated_ms, metadata, last_seq, lease_owner,"
+	" lease_epoch, lease_expires_ms, run_count, last_run_id)"
+	" SELECT rowid, key, id, agent, created_ms, updated_ms, metadata, last_seq, lease_owner, lease_epoch,"
+	" lease_expires_ms, run_count, last_run_id FROM sessions;"
+	/* a transcript whose session row is missing keeps its messages */
+	"INSERT INTO sessions4(key, id, created_ms, updated_ms, last_seq)"
+	" SELECT session_key, lower(hex(randomblob(16))), min(created_ms), max(created_ms), max(seq)"
+	" FROM messages WHERE session_key NOT IN (SELECT key FROM sessions4) GROUP BY session_key;"
+	"DROP TABLE sessions;"
+	"ALTER TABLE sessions4 RENAME TO sessions;"
+	"CREATE TABLE messages4("
+	" session_id INTEGER NOT NULL,"
+	" seq INTEGER NOT NULL,"
+	" role TEXT NOT NULL,"
+	" content TEXT NOT NULL,"
+	" tool_call_ids TEXT,"
+	" run_id TEXT,"
+	" created_ms INTEGER NOT NULL,"
+	" UNIQUE (session_id, seq));"
+	"INSERT INTO messages4 SELECT s.sid, m.seq, m.role, m.content, m.tool_call_ids, m.run_id, m.created_ms"
+	" FROM messages m JOIN sessions s ON s.key = m.session_key ORDER BY s.sid, m.seq;"
+	"DROP TABLE messages;"
+	"ALTER TABLE messages4 RENAME TO messages;",
 };
 
 enum {
@@ -145,14 +186,14 @@ static const char *const wsql[W_N] = {
 	[W_SESS_INSERT] = "INSERT OR IGNORE INTO sessions(key, id, agent, created_ms, updated_ms, metadata)"
 			  " VALUES (?1, coalesce(?2, lower(hex(randomblob(16)))), ?3, ?4, ?4, ?5)",
 	[W_SESS_ID] = "SELECT id FROM sessions WHERE key = ?1",
-	/* read, then write by rowid: UPDATE ... RETURNING builds an ephemeral
+	/* read, then write by number: UPDATE ... RETURNING builds an ephemeral
 	 * table on every run and cost several times the pair */
-	[W_APP_SEQ] = "SELECT rowid, last_seq, lease_epoch FROM sessions WHERE key = ?1",
-	[W_APP_SET] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE rowid = ?1",
-	[W_MSG_INSERT] = "INSERT INTO messages(session_key, seq, role, content, tool_call_ids, run_id, created_ms)"
+	[W_APP_SEQ] = "SELECT sid, last_seq, lease_epoch FROM sessions WHERE key = ?1",
+	[W_APP_SET] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE sid = ?1",
+	[W_MSG_INSERT] = "INSERT INTO messages(session_id, seq, role, content, tool_call_ids, run_id, created_ms)"
 			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-	[W_SESS_STATE] = "SELECT last_seq, lease_epoch, lease_owner, lease_expires_ms FROM sessions WHERE key = ?1",
-	[W_MSG_DELETE_FROM] = "DELETE FROM messages WHERE session_key = ?1 AND seq >= ?2",
+	[W_SESS_STATE] = "SELECT last_seq, lease_epoch, lease_owner, lease_expires_ms, sid FROM sessions WHERE key = ?1",
+	[W_MSG_DELETE_FROM] = "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2",
 	[W_SESS_SET_LAST] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE key = ?1",
 	[W_RUN_BY_IDEM] = "SELECT run_id, status FROM runs WHERE idem_key = ?1",
 	[W_RUN_INSERT] = "INSERT INTO runs(run_id, session_key, idem_key, status, started_ms)"
@@ -174,7 +215,7 @@ static const char *const wsql[W_N] = {
 	/* a cached session's changes (session_cache.h); ?3 0: not appended to */
 	[W_SESS_FLUSH] = "UPDATE sessions SET last_seq = ?2,"
 			 " updated_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE updated_ms END,"
-			 " run_count = run_count + ?4, last_run_id = coalesce(?5, last_run_id) WHERE rowid = ?1",
+			 " run_count = run_count + ?4, last_run_id = coalesce(?5, last_run_id) WHERE sid = ?1",
 	[W_DATA_VERSION] = "PRAGMA data_version",
 };
 
@@ -196,7 +237,7 @@ static const char *const rsql[R_N] = {
 	[R_ROLLBACK] = "ROLLBACK",
 	[R_LAST] = "SELECT last_seq, id, agent, metadata, created_ms, updated_ms FROM sessions WHERE key = ?1",
 	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
-		   " WHERE session_key = ?1 ORDER BY seq",
+		   " WHERE session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY seq",
 	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
 	[R_LIST_UPDATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.updated_ms < ?2 OR (s.updated_ms = ?2 AND s.key > ?1)"
 				       " ORDER BY s.updated_ms DESC, s.key LIMIT ?3",
@@ -439,7 +480,7 @@ static int sessions_flush(be_t *be)
 		const pc__sc_entry_t *e = pc__sc_dirty(be->sessions, k);
 		int berr = 0;
 		sqlite3_stmt *st = be->st[W_SESS_FLUSH];
-		bind_i(&berr, st, 1, e->rowid);
+		bind_i(&berr, st, 1, e->sid);
 		bind_i(&berr, st, 2, e->last_seq);
 		bind_i(&berr, st, 3, e->updated_ms);
 		bind_i(&berr, st, 4, e->runs_added);
@@ -463,7 +504,7 @@ static int sessions_settle(be_t *be)
 
 /* A session row as the writer sees it; `cached` when the cache holds it. */
 typedef struct session_row {
-	int64_t rowid, last_seq, epoch;
+	int64_t sid, last_seq, epoch;
 	pc__sc_entry_t *cached;
 } session_row_t;
 
@@ -482,23 +523,23 @@ static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session
 			return PC_ENOTFOUND;
 		if (rc < 0)
 			return rc;
-		*out = (session_row_t){.rowid = sqlite3_column_int64(st, 0),
+		*out = (session_row_t){.sid = sqlite3_column_int64(st, 0),
 				       .last_seq = sqlite3_column_int64(st, 1),
 				       .epoch = sqlite3_column_int64(st, 2)};
 		done(st);
 		if (!be->cache_on)
 			return 0;
-		e = pc__sc_add(be->sessions, k, kl, out->rowid, out->last_seq, out->epoch);
+		e = pc__sc_add(be->sessions, k, kl, out->sid, out->last_seq, out->epoch);
 		if (!e) { /* full: write it out and start again */
 			rc = sessions_settle(be);
 			if (rc != 0)
 				return rc;
-			e = pc__sc_add(be->sessions, k, kl, out->rowid, out->last_seq, out->epoch);
+			e = pc__sc_add(be->sessions, k, kl, out->sid, out->last_seq, out->epoch);
 		}
 		out->cached = e; /* NULL (out of memory): written directly */
 		return 0;
 	}
-	*out = (session_row_t){.rowid = e->rowid, .last_seq = e->last_seq, .epoch = e->epoch, .cached = e};
+	*out = (session_row_t){.sid = e->sid, .last_seq = e->last_seq, .epoch = e->epoch, .cached = e};
 	return 0;
 }
 
@@ -514,18 +555,18 @@ static int session_set_seq(be_t *be, const session_row_t *row, int64_t seq)
 	}
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_APP_SET];
-	bind_i(&berr, st, 1, row->rowid);
+	bind_i(&berr, st, 1, row->sid);
 	bind_i(&berr, st, 2, seq);
 	bind_i(&berr, st, 3, now);
 	return exec_b(be->db, st, berr);
 }
 
-static int insert_msg(be_t *be, const pc__store_op_t *op, uint32_t key, int64_t seq, uint32_t first,
+static int insert_msg(be_t *be, const pc__store_op_t *op, int64_t sid, int64_t seq, uint32_t first,
 		      int64_t created)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_MSG_INSERT];
-	bind_s(&berr, st, 1, op, key);
+	bind_i(&berr, st, 1, sid);
 	bind_i(&berr, st, 2, seq);
 	bind_s(&berr, st, 3, op, first);
 	bind_s(&berr, st, 4, op, first + 1);
@@ -554,7 +595,7 @@ static int op_append(be_t *be, pc__store_op_t *op)
 		rc = PC_STORE_EFENCED;
 	int64_t seq = rc == 0 ? row.last_seq + 1 : 0;
 	if (rc == 0)
-		rc = insert_msg(be, op, S_APP_KEY, seq, S_APP_ROLE, op->i[I_APP_CREATED]);
+		rc = insert_msg(be, op, row.sid, seq, S_APP_ROLE, op->i[I_APP_CREATED]);
 	if (rc == 0)
 		rc = session_set_seq(be, &row, seq);
 	if (rc == 0)
@@ -563,7 +604,7 @@ static int op_append(be_t *be, pc__store_op_t *op)
 }
 
 typedef struct sess_state {
-	int64_t last_seq, epoch, expires;
+	int64_t last_seq, epoch, expires, sid;
 	char owner[PC_STORE_NAME_MAX + 1];
 	bool has_owner;
 } sess_state_t;
@@ -584,6 +625,7 @@ static int session_state(be_t *be, const pc__store_op_t *op, uint32_t key, sess_
 	out->has_owner = o != NULL;
 	snprintf(out->owner, sizeof(out->owner), "%s", o ? o : "");
 	out->expires = sqlite3_column_int64(st, 3);
+	out->sid = sqlite3_column_int64(st, 4);
 	done(st);
 	return 0;
 }
@@ -605,12 +647,12 @@ static int op_rewrite(be_t *be, pc__store_op_t *op)
 	if (ss.last_seq != op->i[I_RW_EXPECTED])
 		return PC_STORE_ECONFLICT;
 	sqlite3_stmt *st = be->st[W_MSG_DELETE_FROM];
-	bind_s(&berr, st, 1, op, S_RW_KEY);
+	bind_i(&berr, st, 1, ss.sid);
 	bind_i(&berr, st, 2, op->i[I_RW_FROM]);
 	rc = exec_b(be->db, st, berr);
 	int64_t seq = ss.last_seq;
 	for (int64_t k = 0; k < n && rc == 0; k++)
-		rc = insert_msg(be, op, S_RW_KEY, ++seq, S_RW_FIRST + (uint32_t)k * S_RW_PER,
+		rc = insert_msg(be, op, ss.sid, ++seq, S_RW_FIRST + (uint32_t)k * S_RW_PER,
 				op->i[I_RW_FIRST + k]);
 	/* Even a pure truncation moves last_seq on, so a rewrite planned on
 	 * an older snapshot sees the change. */
