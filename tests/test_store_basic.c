@@ -425,6 +425,13 @@ static void exec_at(const char *path, const char *sql)
 	sqlite3_close(db);
 }
 
+static void assert_no_failed_batch(pc_store_t *s)
+{
+	pc_store_stats_t stats;
+	pc_store_stats(s, &stats);
+	cr_assert_eq(stats.failed_batches, 0);
+}
+
 /* Another connection (another process sharing the file) takes the lease
  * and appends between two of this writer's transactions: the writer's
  * cached view of the session is dropped, so the stale epoch is fenced and
@@ -449,9 +456,7 @@ Test(store, another_writers_commit_is_seen)
 			"COMMIT;");
 	cr_assert_eq(pc_store_append(f.s, "s", e1 + 1, &m, &seq), 0);
 	cr_assert_eq(seq, 4);
-	pc_store_stats_t stats;
-	pc_store_stats(f.s, &stats);
-	cr_assert_eq(stats.failed_batches, 0);
+	assert_no_failed_batch(f.s);
 	fx_fini(&f);
 }
 
@@ -500,9 +505,7 @@ Test(store, more_sessions_than_the_cache_holds)
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM (SELECT session_id FROM messages"
 					" GROUP BY session_id HAVING min(seq) = 1 AND max(seq) = 2)"),
 		     N);
-	pc_store_stats_t stats;
-	pc_store_stats(f.s, &stats);
-	cr_assert_eq(stats.failed_batches, 0);
+	assert_no_failed_batch(f.s);
 	fx_fini(&f);
 }
 
