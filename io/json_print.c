@@ -2,7 +2,9 @@
  * pc_json_print: integer-valued numbers are turned into raw items holding
  * their digits for the length of one cJSON_PrintUnformatted, then turned
  * back. The digits live in one block, which is also how the restoring pass
- * tells them from raw items of the caller's.
+ * tells them from raw items of the caller's. Children of a reference item
+ * (cJSON_CreateObjectReference and friends) belong to another tree, which
+ * other threads may be printing too: they are left to cJSON.
  */
 #include "json_print.h"
 
@@ -31,11 +33,17 @@ static bool is_integer(const cJSON *n, int64_t *out)
 	return (n->type & 0xFF) == cJSON_Number && as_integer(n, out);
 }
 
+/* The children this tree owns (none of a reference's). */
+static const cJSON *owned_child(const cJSON *n)
+{
+	return (n->type & cJSON_IsReference) ? NULL : n->child;
+}
+
 static size_t count_integers(const cJSON *n)
 {
 	int64_t v;
 	size_t k = is_integer(n, &v) ? 1 : 0;
-	for (const cJSON *c = n->child; c; c = c->next)
+	for (const cJSON *c = owned_child(n); c; c = c->next)
 		k += count_integers(c);
 	return k;
 }
@@ -66,7 +74,7 @@ static void to_raw(cJSON *n, char *slots, size_t *used)
 		n->valuestring = s;
 		n->type = (n->type & ~0xFF) | cJSON_Raw;
 	}
-	for (cJSON *c = n->child; c; c = c->next)
+	for (cJSON *c = (cJSON *)owned_child(n); c; c = c->next)
 		to_raw(c, slots, used);
 }
 
@@ -77,7 +85,7 @@ static void to_number(cJSON *n, uintptr_t lo, uintptr_t hi)
 		n->valuestring = NULL;
 		n->type = (n->type & ~0xFF) | cJSON_Number;
 	}
-	for (cJSON *c = n->child; c; c = c->next)
+	for (cJSON *c = (cJSON *)owned_child(n); c; c = c->next)
 		to_number(c, lo, hi);
 }
 

@@ -18,7 +18,8 @@ extern "C" {
 
 /* cJSON_PrintUnformatted(item), faster. The tree is changed while it is
  * printed and restored before the call returns, so it must not be read by
- * another thread meanwhile. Free the result with cJSON_free; NULL when out
+ * another thread meanwhile; what it only references (reference items'
+ * children) is not touched. Free the result with cJSON_free; NULL when out
  * of memory (or item is NULL). */
 char *pc_json_print(cJSON *item);
 

@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,44 @@ Test(json_print, a_lone_number_and_empty_containers)
 	cr_assert_str_eq(s, "{\"nan\":null}");
 	cJSON_free(s);
 	cJSON_Delete(o);
+}
+
+/* A referenced subtree belongs to another tree that other threads may be
+ * printing: it is printed by cJSON and never changed, even for the length
+ * of the print. Four threads print trees referencing one shared schema
+ * (under ThreadSanitizer this is the race check). */
+static cJSON *shared_schema;
+
+static void *print_referencing(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 2000; i++) {
+		cJSON *body = cJSON_CreateObject();
+		cJSON_AddNumberToObject(body, "n", i);
+		cJSON_AddItemToObject(body, "schema", cJSON_CreateObjectReference(shared_schema->child));
+		char *s = pc_json_print(body);
+		if (!s || !strstr(s, "\"maxItems\":8"))
+			return (void *)1;
+		cJSON_free(s);
+		cJSON_Delete(body);
+	}
+	return NULL;
+}
+
+Test(json_print, referenced_subtrees_are_left_alone)
+{
+	shared_schema = cJSON_Parse("{\"type\":\"array\",\"maxItems\":8,\"items\":{\"minimum\":0}}");
+	cr_assert_not_null(shared_schema);
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, print_referencing, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		void *r = NULL;
+		pthread_join(th[i], &r);
+		cr_assert_null(r);
+	}
+	cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(shared_schema, "maxItems")));
+	cJSON_Delete(shared_schema);
 }
 
 /* Random trees: what pc_json_print writes parses back to the tree. */
