@@ -300,13 +300,19 @@ static inline int agent_drive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 /* Keeps `sessions` session slots busy with one message each ("hello"),
  * each slot moving to a fresh session key every `turns` runs (0: never),
- * until the window `w` closes and every run submitted has ended. */
-static inline void run_agent(agent_env_t *e, uint32_t sessions, uint32_t turns, window_t w, result_t *out)
+ * until the window `w` closes and every run submitted has ended. Each
+ * `round` starts on session keys of its own. */
+static inline void run_agent(agent_env_t *e, uint32_t sessions, uint32_t turns, uint32_t round, window_t w,
+			     result_t *out)
 {
 	static const pc_behavior_t agent_driver_b = {"bench-agent-driver", agent_drive, NULL};
 	adrv_t d = {.agent = e->agent, .sessions = sessions, .turns = turns, .w = w};
 	d.gen = calloc(sessions, sizeof(uint32_t));
 	d.turn = calloc(sessions, sizeof(uint32_t));
+	if (!d.gen || !d.turn)
+		bench_fail("out of memory");
+	for (uint32_t i = 0; i < sessions; i++)
+		d.gen[i] = round * 1000000u;
 	bench_latch_init(&d.done);
 	pc_actor_t *a = NULL;
 	if (pc_spawn(e->rt, &agent_driver_b, &d, &a))

@@ -26,8 +26,13 @@
  * history sent with each request stays short and every configuration
  * measures the same work; --turns 0 keeps one key per slot for ever.
  *
+ * The three take turns: --rounds N (default 3) rounds of agent, curl-multi
+ * and model_call, each measuring R/N runs or S/N seconds, summed; so a
+ * change in the machine's speed during the run falls on all of them alike.
+ * Each round runs on session keys of its own.
+ *
  *   bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] [--turns K]
- *               [--only agent|curl|model_call] [--mock inproc|child]
+ *               [--rounds N] [--only agent|curl|model_call] [--mock inproc|child]
  *
  * The mock is in-process (the agent's embedded mock) unless the client and
  * server ends of every connection would not fit in the open-file limit
@@ -68,6 +73,7 @@ typedef struct params {
 	uint32_t workers, sessions, turns;
 	uint64_t runs;   /* measured */
 	double seconds;  /* cap on the measured phase */
+	uint32_t rounds; /* agent, curl and model_call phases take turns this often */
 	int only;        /* -1 all; 0 agent; 1 curl; 2 model_call */
 	int mock;        /* -1 in-process when the open-file limit allows; 0 in-process; 1 child */
 } params_t;
@@ -90,6 +96,49 @@ static void rt_counts(pc_runtime_t *rt, rt_counts_t *out)
 		out->parks += w[i].parks;
 		out->wakeups += w[i].wakeups;
 	}
+}
+
+/* What the agent's phases did, summed over the rounds. */
+typedef struct phase_counts {
+	uint64_t runs, attempts, writes, batches, write_cpu_ns;
+	rt_counts_t rt;
+} phase_counts_t;
+
+static void counts_snap(agent_env_t *e, phase_counts_t *out)
+{
+	pc_agent_stats_t st;
+	pc_agent_stats(e->agent, &st);
+	pc_store_stats_t ss;
+	pc_store_stats(e->store, &ss);
+	*out = (phase_counts_t){.runs = st.runs_finished, .attempts = st.attempts, .writes = ss.writes,
+				.batches = ss.batches, .write_cpu_ns = ss.write_cpu_ns};
+	rt_counts(e->rt, &out->rt);
+}
+
+static void counts_add(phase_counts_t *sum, const phase_counts_t *a, const phase_counts_t *b)
+{
+	sum->runs += b->runs - a->runs;
+	sum->attempts += b->attempts - a->attempts;
+	sum->writes += b->writes - a->writes;
+	sum->batches += b->batches - a->batches;
+	sum->write_cpu_ns += b->write_cpu_ns - a->write_cpu_ns;
+	sum->rt.handled += b->rt.handled - a->rt.handled;
+	sum->rt.turns += b->rt.turns - a->rt.turns;
+	sum->rt.parks += b->rt.parks - a->rt.parks;
+	sum->rt.wakeups += b->rt.wakeups - a->rt.wakeups;
+	sum->rt.external += b->rt.external - a->rt.external;
+	sum->rt.spawned += b->rt.spawned - a->rt.spawned;
+	sum->rt.blocking += b->rt.blocking - a->rt.blocking;
+}
+
+static void result_add(result_t *sum, const result_t *r)
+{
+	sum->n += r->n;
+	sum->wall += r->wall;
+	sum->cpu += r->cpu;
+	sum->ok += r->ok;
+	sum->errors += r->errors;
+	sum->refused += r->refused;
 }
 
 /* ---- baseline 1: a plain curl-multi loop on its own thread --------------- */
@@ -296,27 +345,42 @@ static void run_config(const params_t *p, bool child)
 		      .seconds = p->seconds, .mock = mock};
 	result_t r[3];
 	memset(r, 0, sizeof(r));
-	uint64_t rss0 = bench_rss_kib();
-	pc_agent_stats_t st0, st1;
-	pc_agent_stats(e.agent, &st0);
-	pc_store_stats_t ss0, ss1;
-	pc_store_stats(e.store, &ss0);
-	rt_counts_t rc0, rc1;
-	rt_counts(e.rt, &rc0);
-	/* the agent always runs: the baselines replay the request it sent */
-	run_agent(&e, p->sessions, p->turns, w, &r[0]);
+	/* The phases take turns, so a change in the machine's speed during the
+	 * run (other tenants, vCPUs moving) falls on all of them alike. Each
+	 * round after the first warms up with one run per session slot. */
+	uint32_t rounds = p->rounds ? p->rounds : 1;
+	window_t wr = w;
+	wr.runs = p->runs / rounds ? p->runs / rounds : 1;
+	wr.seconds = p->seconds / rounds;
+	phase_counts_t sum = {0}, c0, c1;
+	request_t req;
+	uint64_t rss0 = bench_rss_kib(), rss1 = rss0, first_runs = 0;
+	for (uint32_t k = 0; k < rounds; k++) {
+		if (k == 1)
+			wr.warm = conc;
+		result_t one = {0};
+		counts_snap(&e, &c0);
+		/* the agent always runs: the baselines replay the request it sent */
+		run_agent(&e, p->sessions, p->turns, k, wr, &one);
+		counts_snap(&e, &c1);
+		counts_add(&sum, &c0, &c1);
+		result_add(&r[0], &one);
+		if (k == 0) {
+			rss1 = bench_rss_kib();
+			first_runs = c1.runs - c0.runs;
+			capture_request(port, &req);
+		}
+		if (p->only < 0 || p->only == 1) {
+			run_curl(p, &req, wr, &one);
+			result_add(&r[1], &one);
+		}
+		if (p->only < 0 || p->only == 2) {
+			run_model_call(&e, p, &req, wr, &one);
+			result_add(&r[2], &one);
+		}
+	}
 	if (r[0].refused)
 		fprintf(stderr, "bench_agent: %" PRIu64 " submissions refused\n", r[0].refused);
-	pc_agent_stats(e.agent, &st1);
-	pc_store_stats(e.store, &ss1);
-	rt_counts(e.rt, &rc1);
-	uint64_t rss1 = bench_rss_kib();
-	request_t req;
-	capture_request(port, &req);
-	if (p->only < 0 || p->only == 1)
-		run_curl(p, &req, w, &r[1]);
-	if (p->only < 0 || p->only == 2)
-		run_model_call(&e, p, &req, w, &r[2]);
 	for (int m = 0; m < 3; m++)
 		if (r[m].errors)
 			bench_fail("%s: %" PRIu64 " of %" PRIu64 " failed", m == 0 ? "agent" : m == 1 ? "curl" : "model_call",
@@ -329,27 +393,26 @@ static void run_config(const params_t *p, bool child)
 			rps[m] = (double)r[m].n / r[m].wall;
 		}
 	}
-	uint64_t runs_total = st1.runs_finished - st0.runs_finished;
+	uint64_t runs_total = sum.runs;
 	char extra[2048];
 	int n = snprintf(extra, sizeof(extra),
-			 "\"sessions\":%u,\"mock\":\"%s\",\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
+			 "\"sessions\":%u,\"mock\":\"%s\",\"rounds\":%u,\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
 			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
 			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu"
 			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f,\"store_cpu_us_per_run\":%.1f",
-			 conc, child ? "child_process" : "in_process", p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
-			 r[0].errors, runs_total ? (double)(st1.attempts - st0.attempts) / (double)runs_total : 0,
-			 runs_total ? (double)(rss1 - rss0) * 1024.0 / (double)runs_total : 0, strlen(req.body),
-			 runs_total ? (double)(ss1.writes - ss0.writes) / (double)runs_total : 0,
-			 ss1.batches > ss0.batches ? (double)(ss1.writes - ss0.writes) / (double)(ss1.batches - ss0.batches) : 0,
-			 runs_total ? (double)(ss1.write_cpu_ns - ss0.write_cpu_ns) / 1e3 / (double)runs_total : 0);
+			 conc, child ? "child_process" : "in_process", rounds, p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
+			 r[0].errors, runs_total ? (double)sum.attempts / (double)runs_total : 0,
+			 first_runs ? ((double)rss1 - (double)rss0) * 1024.0 / (double)first_runs : 0, strlen(req.body),
+			 runs_total ? (double)sum.writes / (double)runs_total : 0,
+			 sum.batches ? (double)sum.writes / (double)sum.batches : 0,
+			 runs_total ? (double)sum.write_cpu_ns / 1e3 / (double)runs_total : 0);
 	double per = runs_total ? 1.0 / (double)runs_total : 0;
 	n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 		      ",\"messages_per_run\":%.1f,\"turns_per_run\":%.1f,\"parks_per_run\":%.2f,\"wakeups_per_run\":%.2f"
 		      ",\"external_sends_per_run\":%.2f,\"spawns_per_run\":%.2f,\"blocking_jobs_per_run\":%.2f",
-		      (double)(rc1.handled - rc0.handled) * per, (double)(rc1.turns - rc0.turns) * per,
-		      (double)(rc1.parks - rc0.parks) * per, (double)(rc1.wakeups - rc0.wakeups) * per,
-		      (double)(rc1.external - rc0.external) * per, (double)(rc1.spawned - rc0.spawned) * per,
-		      (double)(rc1.blocking - rc0.blocking) * per);
+		      (double)sum.rt.handled * per, (double)sum.rt.turns * per, (double)sum.rt.parks * per,
+		      (double)sum.rt.wakeups * per, (double)sum.rt.external * per, (double)sum.rt.spawned * per,
+		      (double)sum.rt.blocking * per);
 	if (us[1] > 0)
 		n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 			      ",\"curl_requests\":%" PRIu64 ",\"curl_per_s\":%.0f,\"curl_cpu_us\":%.1f,"
@@ -368,7 +431,7 @@ static void run_config(const params_t *p, bool child)
 
 int main(int argc, char **argv)
 {
-	params_t p = {.workers = 2, .turns = 8, .seconds = 5, .only = -1, .mock = -1};
+	params_t p = {.workers = 2, .turns = 8, .seconds = 6, .rounds = 3, .only = -1, .mock = -1};
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--workers"))
 			p.workers = (uint32_t)strtoul(argv[i + 1], NULL, 10);
@@ -378,6 +441,8 @@ int main(int argc, char **argv)
 			p.runs = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--seconds"))
 			p.seconds = strtod(argv[i + 1], NULL);
+		else if (!strcmp(argv[i], "--rounds"))
+			p.rounds = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--turns"))
 			p.turns = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--mock"))
@@ -386,7 +451,7 @@ int main(int argc, char **argv)
 			p.only = !strcmp(argv[i + 1], "agent") ? 0 : !strcmp(argv[i + 1], "curl") ? 1 : 2;
 		else
 			bench_fail("usage: bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] "
-				   "[--turns K] [--only agent|curl|model_call] [--mock inproc|child]");
+				   "[--turns K] [--rounds N] [--only agent|curl|model_call] [--mock inproc|child]");
 	}
 	if ((argc - 1) % 2)
 		bench_fail("usage: bench_agent [--workers W] [--sessions N] [--runs R] [--seconds S] [--turns K]");

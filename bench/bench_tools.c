@@ -291,7 +291,7 @@ static void measure(const params_t *p, uint32_t sessions, uint32_t k, const pc_t
 		      .seconds = p->seconds};
 	pc_agent_stats_t st0, st1;
 	pc_agent_stats(e.agent, &st0);
-	run_agent(&e, sessions, p->turns, w, out);
+	run_agent(&e, sessions, p->turns, 0, w, out);
 	pc_agent_stats(e.agent, &st1);
 	uint64_t runs = out->ok + out->errors, calls = st1.tool_calls - st0.tool_calls;
 	if (out->errors)
