@@ -328,6 +328,37 @@ Test(context_guard, guard_truncates_a_copy)
 	ASSERT_NO_LEAKS();
 }
 
+/* A message's count is remembered on it: a cut copy is counted afresh,
+ * the original keeps its count, and an edit in place is counted again
+ * once pc_ctx_message_changed says so. */
+Test(context_guard, remembered_counts_follow_edits)
+{
+	char *big = repeat('a', 5000);
+	cJSON *msgs = cJSON_CreateArray();
+	cJSON_AddItemToArray(msgs, tool_result(big));
+	size_t before = pc_ctx_message_chars(cJSON_GetArrayItem(msgs, 0));
+	cJSON *out = NULL;
+	pc_ctx_guard_result_t r;
+	cr_assert_eq(pc_ctx_guard(msgs, 1000, &out, &r), 0);
+	cr_assert_not_null(out);
+	char *printed = cJSON_PrintUnformatted(cJSON_GetArrayItem(out, 0));
+	cJSON *fresh = cJSON_Parse(printed);
+	cr_assert_lt(pc_ctx_message_chars(fresh), before);
+	cr_assert_eq(pc_ctx_message_chars(cJSON_GetArrayItem(out, 0)), pc_ctx_message_chars(fresh));
+	cr_assert_eq(pc_ctx_message_chars(cJSON_GetArrayItem(msgs, 0)), before, "the input keeps its count");
+	cJSON *m = parse("{\"role\":\"user\",\"content\":\"abcd\"}");
+	cr_assert_eq(pc_ctx_message_chars(m), 4);
+	cr_assert_not_null(cJSON_SetValuestring(cJSON_GetObjectItem(m, "content"), "abcdefgh"));
+	pc_ctx_message_changed(m);
+	cr_assert_eq(pc_ctx_message_chars(m), 8);
+	cJSON_Delete(m);
+	cJSON_Delete(fresh);
+	cJSON_free(printed);
+	cJSON_Delete(out);
+	cJSON_Delete(msgs);
+	free(big);
+}
+
 Test(context_guard, guard_overflow_and_fits)
 {
 	static const struct {

@@ -82,10 +82,8 @@ static size_t block_chars(const cJSON *b, size_t text_weight)
 	return json_chars(b);
 }
 
-size_t pc_ctx_message_chars(const cJSON *msg)
+static size_t count_message_chars(const cJSON *msg)
 {
-	if (!cJSON_IsObject(msg))
-		return 0;
 	size_t w = is_tool_result(msg) ? PC_CTX_CHARS_PER_TOKEN / PC_CTX_TOOL_RESULT_CHARS_PER_TOKEN : 1;
 	const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
 	if (cJSON_IsString(content))
@@ -95,6 +93,31 @@ size_t pc_ctx_message_chars(const cJSON *msg)
 	cJSON_ArrayForEach(b, content)
 		n += block_chars(b, w);
 	return n;
+}
+
+/*
+ * The history is counted three times a model call (preflight, guard,
+ * compaction check) and a message hardly ever changes after it joins it
+ * (cut_result is the exception): so a message's count is kept on the
+ * message, in the valuedouble cJSON leaves unused for objects (never
+ * printed or compared; a duplicate carries it along), plus one, so 0 means
+ * "not counted".
+ */
+size_t pc_ctx_message_chars(const cJSON *msg)
+{
+	if (!cJSON_IsObject(msg))
+		return 0;
+	if (msg->valuedouble >= 1)
+		return (size_t)msg->valuedouble - 1;
+	size_t n = count_message_chars(msg);
+	((cJSON *)msg)->valuedouble = (double)n + 1;
+	return n;
+}
+
+void pc_ctx_message_changed(cJSON *msg)
+{
+	if (cJSON_IsObject(msg))
+		msg->valuedouble = 0;
 }
 
 uint64_t pc_ctx_chars_to_tokens(size_t chars)
@@ -255,6 +278,7 @@ typedef int (*cut_fn)(const char *s, size_t len, size_t max, char **out, size_t 
  * newlines into the first one and the others removed. */
 static int cut_result(cJSON *msg, size_t max, cut_fn cut)
 {
+	pc_ctx_message_changed(msg);
 	cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
 	char *joined = NULL, *cutted = NULL;
 	size_t jl = 0;

@@ -41,8 +41,12 @@ extern "C" {
 
 /* Estimated chars of one message in CHARS_PER_TOKEN units: text, thinking
  * and tool-call chars as they are, tool-result text doubled (tool output
- * tokenises at 2 chars/token), images PC_CTX_IMAGE_CHARS. 0 for NULL. */
+ * tokenises at 2 chars/token), images PC_CTX_IMAGE_CHARS. 0 for NULL.
+ * The count is remembered on the message object (its valuedouble, which
+ * cJSON does not use for objects); whoever edits a counted message in
+ * place calls pc_ctx_message_changed. */
 size_t pc_ctx_message_chars(const cJSON *msg);
+void pc_ctx_message_changed(cJSON *msg);
 /* ceil(chars / PC_CTX_CHARS_PER_TOKEN). */
 uint64_t pc_ctx_chars_to_tokens(size_t chars);
 /* The sum over an array of messages, in tokens. 0 for NULL / non-array. */
