@@ -187,7 +187,7 @@ static const char *const wsql[W_N] = {
 			  " VALUES (?1, coalesce(?2, lower(hex(randomblob(16)))), ?3, ?4, ?4, ?5)",
 	[W_SESS_ID] = "SELECT id FROM sessions WHERE key = ?1",
 	/* read, then write by number: UPDATE ... RETURNING builds an ephemeral
-	 * table on every run and cost several times the pair */
+	 * table on every execution and cost several times the pair */
 	[W_APP_SEQ] = "SELECT sid, last_seq, lease_epoch FROM sessions WHERE key = ?1",
 	[W_APP_SET] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE sid = ?1",
 	[W_MSG_INSERT] = "INSERT INTO messages(session_id, seq, role, content, tool_call_ids, run_id, created_ms)"
