@@ -647,6 +647,13 @@ Test(gateway_http, metrics_parse_and_move_with_requests)
 	/* the scrape's own request is in flight, so mailboxes hold little */
 	cr_assert_geq(metric(after, "pincer_runtime_mailbox_depth_max"), 0);
 	cr_assert_leq(metric(after, "pincer_runtime_mailbox_depth_max"), metric(after, "pincer_runtime_mailbox_messages"));
+	/* each run wrote its row, its messages and its end, in transactions
+	 * the writer spent CPU time on */
+	cr_assert_geq(metric(after, "pincer_store_writes_total"), metric(before, "pincer_store_writes_total") + 2 * 3);
+	cr_assert_gt(metric(after, "pincer_store_transactions_total"), metric(before, "pincer_store_transactions_total"));
+	cr_assert_gt(metric(after, "pincer_store_write_cpu_seconds_total"),
+		     metric(before, "pincer_store_write_cpu_seconds_total"));
+	cr_assert_eq(metric(after, "pincer_store_failed_transactions_total"), 0);
 	free(before);
 	free(after);
 	gw_stop(&e);

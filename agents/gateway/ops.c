@@ -46,6 +46,8 @@ typedef struct snap {
 	pc_worker_stats_t *workers; /* nworkers */
 	double *parked_s;           /* nworkers */
 	pc_io_stats_t io;
+	pc_store_stats_t store;
+	double store_write_cpu_s;
 } snap_t;
 
 struct pc__gw_ops {
@@ -150,6 +152,16 @@ static const scalar_t io_scalars[] = {
 	COUNTER("pincer_io_wakeups_total", U64, io.wakeups, "Returns from epoll."),
 	GAUGE("pincer_io_output_queued_bytes", U64, io.output_queued,
 	      "Bytes server connections hold for their peers, not yet taken by the sockets."),
+};
+
+static const scalar_t store_scalars[] = {
+	COUNTER("pincer_store_transactions_total", U64, store.batches, "Write transactions the store attempted."),
+	COUNTER("pincer_store_writes_total", U64, store.writes, "Writes in those transactions."),
+	COUNTER("pincer_store_failed_transactions_total", U64, store.failed_batches,
+		"Write transactions that failed as a whole."),
+	COUNTER("pincer_store_reads_total", U64, store.reads, "History snapshots served."),
+	COUNTER("pincer_store_write_cpu_seconds_total", F64, store_write_cpu_s,
+		"CPU time the store's writer spent in transactions, checkpoints included."),
 };
 
 static int family(struct pc__gw_ops *ops, const char *name, pc_metric_type_t type, const char *help,
@@ -295,6 +307,8 @@ static int registry_new(struct pc__gw_ops *ops)
 		rc = runtime_families(ops);
 	if (rc == 0)
 		rc = scalars(ops, io_scalars, sizeof(io_scalars) / sizeof(io_scalars[0]));
+	if (rc == 0)
+		rc = scalars(ops, store_scalars, sizeof(store_scalars) / sizeof(store_scalars[0]));
 	return rc;
 }
 
@@ -320,6 +334,8 @@ static void snapshot(struct pc__gw_ops *ops)
 		s->parked_s[i] = (double)s->workers[i].parked_ns / 1e9;
 	pc_io_stats(g->io, &s->io);
 	s->io_threads = pc_io_threads(g->io);
+	pc_store_stats(pc_agent_store(g->agent), &s->store);
+	s->store_write_cpu_s = (double)s->store.write_cpu_ns / 1e9;
 }
 
 /* Makes the (route, status) series that have counts now and had none. */
