@@ -47,7 +47,7 @@ typedef struct pc_session_slot {
 	bool told;              /* the reaper sent IDLE for this idle period */
 	cJSON *transcript;      /* kept between runs (pc__transcript_keep) */
 	struct pc_session_slot *next;
-	char key[PC__KEY_MAX + 1];
+	char *key; /* owned; exact size (keys are short, the limit is not) */
 } pc_session_slot_t;
 
 enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600 };
@@ -286,7 +286,10 @@ static pc_session_slot_t *slot_find(pc_agent_t *a, size_t shard, const char *key
 	pc_session_slot_t *s = pc__slab_alloc(&a->slot_slab);
 	if (!s)
 		return NULL;
-	snprintf(s->key, sizeof(s->key), "%s", key);
+	if (!(s->key = strdup(key))) {
+		pc__slab_free(&a->slot_slab, s);
+		return NULL;
+	}
 	size_t b = (h / PC__SESSION_SHARDS) % sh->cap;
 	s->next = sh->table[b];
 	sh->table[b] = s;
@@ -305,6 +308,7 @@ static void slot_unlink(pc_agent_t *a, size_t shard, pc_session_slot_t *slot, ui
 			break;
 		}
 	}
+	free(slot->key);
 	pc__slab_free(&a->slot_slab, slot);
 }
 
@@ -969,6 +973,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 				pc_actor_release(s->actor);
 				pc_event_hub_release(s->hub);
 				cJSON_Delete(s->transcript);
+				free(s->key);
 			}
 		}
 		free(a->shards[i].table);

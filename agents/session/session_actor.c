@@ -94,7 +94,7 @@ typedef struct session {
 	bool up;             /* it has seen its first message (session_start) */
 	bool retiring;       /* it stops because it is idle */
 	uint64_t up_ms;      /* runtime clock, at its first message */
-	char key[PC__KEY_MAX + 1];
+	char *key;           /* owned, exact size */
 } session_t;
 
 size_t pc__session_state_size(void) { return sizeof(session_t); }
@@ -1126,6 +1126,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	clear_drops(s);
 	hook_session_end(s, reason);
 	pc_agent_t *a = s->agent;
+	free(s->key);
 	pc__slab_free(&a->session_slab, s);
 	__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
 }
@@ -1138,12 +1139,16 @@ int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out)
 	if (!s)
 		return PC_ENOMEM;
 	s->agent = a;
-	snprintf(s->key, sizeof(s->key), "%s", key);
+	if (!(s->key = strdup(key))) {
+		pc__slab_free(&a->session_slab, s);
+		return PC_ENOMEM;
+	}
 	s->settings = a->cfg->agent.queue;
 	__atomic_add_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_spawn(a->rt, &session_behavior, s, out);
 	if (rc != 0) {
 		__atomic_sub_fetch(&a->stats.sessions_live, 1, __ATOMIC_RELEASE);
+		free(s->key);
 		pc__slab_free(&a->session_slab, s);
 		return rc;
 	}
