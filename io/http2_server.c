@@ -50,7 +50,6 @@
 
 #include "base64.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,19 +718,12 @@ static void h2_read(pc__http_conn_t *c)
 {
 	char *rbuf = c->sl->rbuf;
 	for (int i = 0; i < READS_PER_EVENT && !c->closed && pc__h2_want_read(c); i++) {
-		ssize_t n = recv(c->fd, rbuf, PC__HTTP_RBUF, MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				pc__conn_close(c, 0);
+		/* the peer being done leaves its unanswered requests gone */
+		ssize_t n = pc__conn_recv(c, rbuf, PC__HTTP_RBUF);
+		if (n == 0)
+			continue;
+		if (n < 0)
 			return;
-		}
-		if (n == 0) {
-			/* The peer is done: its unanswered requests are gone. */
-			pc__conn_close(c, 0);
-			return;
-		}
 		if (!h2_input(c, rbuf, (size_t)n) || (size_t)n < PC__HTTP_RBUF)
 			return;
 	}

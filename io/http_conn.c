@@ -852,6 +852,18 @@ static void conn_first_input(pc__http_conn_t *c, const char *data, size_t n)
 	pc__buf_free(&held);
 }
 
+ssize_t pc__conn_recv(pc__http_conn_t *c, char *buf, size_t len)
+{
+	ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+	if (n < 0 && errno == EINTR)
+		return 0;
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		pc__conn_close(c, 0);
+	else if (n == 0)
+		pc__conn_close(c, 0); /* the peer is done */
+	return n > 0 ? n : -1;
+}
+
 static void conn_readable(pc__http_conn_t *c, uint32_t events)
 {
 	char *rbuf = c->sl->rbuf;
@@ -869,20 +881,13 @@ static void conn_readable(pc__http_conn_t *c, uint32_t events)
 		} else if (c->state == PC__C_CLOSING) {
 			return;
 		}
-		ssize_t n = recv(c->fd, rbuf, room, MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				pc__conn_close(c, 0);
+		/* The peer being done is, between requests, a normal end; with
+		 * a request in service, a vanished client (GONE). */
+		ssize_t n = pc__conn_recv(c, rbuf, room);
+		if (n == 0)
+			continue;
+		if (n < 0)
 			return;
-		}
-		if (n == 0) {
-			/* The peer is done: between requests a normal end, with a
-			 * request in service a vanished client (GONE). */
-			pc__conn_close(c, 0);
-			return;
-		}
 		if (!c->sniffed) {
 			conn_first_input(c, rbuf, (size_t)n);
 		} else if (c->state == PC__C_HEAD || c->state == PC__C_BODY) {

@@ -212,6 +212,10 @@ void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, sock
 /* Closes at once: the actor in charge gets GONE / CLOSED with `reason`;
  * memory goes after the current batch. Idempotent. */
 void pc__conn_close(pc__http_conn_t *c, int reason);
+/* One non-blocking read for a connection's read loop: > 0 bytes read; 0
+ * to try again (interrupted); < 0 to stop reading: nothing more now, or
+ * the connection closed (an error, or the peer is done). */
+ssize_t pc__conn_recv(pc__http_conn_t *c, char *buf, size_t len);
 /* Shuts the write side and drains input until EOF or a deadline. */
 void pc__conn_linger(pc__http_conn_t *c);
 /* Reads no more: flushes what is queued, then lingers. */
