@@ -18,6 +18,7 @@
 #include "agents/attempt/context_guard.h"
 #include "agents/attempt/payload.h"
 #include "agents/attempt/steering.h"
+#include "agents/providers/request.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -354,6 +355,39 @@ Test(context_guard, remembered_counts_follow_edits)
 	cJSON_Delete(m);
 	cJSON_Delete(fresh);
 	cJSON_free(printed);
+	cJSON_Delete(out);
+	cJSON_Delete(msgs);
+	free(big);
+}
+
+/* The guard cuts a copy of messages whose wire form was already built:
+ * the request from the copy carries the cut text, the original's the full. */
+Test(context_guard, cut_results_reach_the_request)
+{
+	char *big = repeat('a', 5000);
+	cJSON *msgs = cJSON_CreateArray(), *result = tool_result(big);
+	cJSON_AddStringToObject(result, "toolCallId", "call_1");
+	cJSON_AddItemToArray(msgs, result);
+	pc_request_params_t p = {.api = PC_API_OPENAI_COMPLETIONS, .model = "m", .messages = msgs};
+	char *full = NULL;
+	cr_assert_eq(pc_request_body(&p, &full), 0);
+	cr_assert(strstr(full, big));
+	cJSON *out = NULL;
+	pc_ctx_guard_result_t r;
+	cr_assert_eq(pc_ctx_guard(msgs, 1000, &out, &r), 0);
+	cr_assert_not_null(out);
+	p.messages = out;
+	char *cut = NULL;
+	cr_assert_eq(pc_request_body(&p, &cut), 0);
+	cr_assert_null(strstr(cut, big), "the cut text is sent");
+	cr_assert_lt(strlen(cut), strlen(full));
+	p.messages = msgs;
+	char *again = NULL;
+	cr_assert_eq(pc_request_body(&p, &again), 0);
+	cr_assert_str_eq(again, full, "the original is untouched");
+	cJSON_free(again);
+	cJSON_free(cut);
+	cJSON_free(full);
 	cJSON_Delete(out);
 	cJSON_Delete(msgs);
 	free(big);

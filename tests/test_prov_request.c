@@ -205,6 +205,55 @@ Test(request, anthropic_body)
 	ASSERT_NO_LEAKS();
 }
 
+/* ---- each message's converted form, kept ---- */
+
+/* A body built from messages that already went into one (for either api,
+ * in any order) is the body fresh messages make; the messages still print
+ * and duplicate as they were; an edit in place shows once announced. */
+Test(request, kept_conversions_match_fresh_ones)
+{
+	cJSON *m = parse(conversation);
+	char *printed = cJSON_PrintUnformatted(m);
+	char *fresh[2];
+	for (int api = PC_API_OPENAI_COMPLETIONS; api <= PC_API_ANTHROPIC_MESSAGES; api++)
+		fresh[api - PC_API_OPENAI_COMPLETIONS] = body_for((pc_provider_api_t)api, conversation);
+	static const int order[] = {0, 0, 1, 1, 0, 1};
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		pc_request_params_t p = {.api = (pc_provider_api_t)(PC_API_OPENAI_COMPLETIONS + order[i]),
+					 .model = "m", .messages = m};
+		char *s = body_of(&p);
+		cr_assert_str_eq(s, fresh[order[i]], "build %zu", i);
+		cJSON_free(s);
+	}
+	char *again = cJSON_PrintUnformatted(m);
+	cr_assert_str_eq(again, printed, "the messages print as they were");
+	cJSON *copy = cJSON_Duplicate(m, true);
+	cr_assert(cJSON_Compare(copy, m, true));
+	pc_request_params_t p = {.api = PC_API_ANTHROPIC_MESSAGES, .model = "m", .messages = copy};
+	char *from_copy = body_of(&p);
+	cr_assert_str_eq(from_copy, fresh[1], "a duplicate builds the same body");
+
+	cJSON *first = cJSON_GetArrayItem(copy, 0);
+	cr_assert_not_null(cJSON_SetValuestring(cJSON_GetObjectItem(first, "content"), "Edited."));
+	pc_request_message_changed(first);
+	p.api = PC_API_OPENAI_COMPLETIONS;
+	char *edited = body_of(&p);
+	cr_assert(strstr(edited, J("{'role':'user','content':'Edited.'}")), "%s", edited);
+	cr_assert_null(strstr(edited, "Weather in Paris"), "%s", edited);
+	pc_request_message_changed(first);
+	pc_request_message_changed(NULL);
+
+	cJSON_free(edited);
+	cJSON_free(from_copy);
+	cJSON_Delete(copy);
+	cJSON_free(again);
+	cJSON_free(fresh[0]);
+	cJSON_free(fresh[1]);
+	cJSON_free(printed);
+	cJSON_Delete(m);
+	ASSERT_NO_LEAKS();
+}
+
 /* ---- parameters ---- */
 
 Test(request, openai_parameters)
@@ -537,6 +586,8 @@ Test(request, more_shapes)
 		     PC_EINVAL);
 }
 
+/* Every allocation fails in turn, on messages never converted before (a
+ * conversion is kept on the message, so reusing them would skip it). */
 static void sweep_body(pc_provider_api_t api)
 {
 	cJSON *m = parse(conversation), *t = parse(tools);
@@ -544,8 +595,10 @@ static void sweep_body(pc_provider_api_t api)
 				 .tools = t, .max_tokens = 100000, .thinking = PC_THINK_LOW,
 				 .has_temperature = true, .temperature = 1};
 	char *want = body_of(&p);
+	cJSON_Delete(m);
 	for (long n = 0;; n++) {
 		cJSON *out = NULL;
+		p.messages = m = parse(conversation);
 		oom_arm(n);
 		int rc = pc_request_body_json(&p, &out);
 		oom_disarm();
@@ -560,6 +613,10 @@ static void sweep_body(pc_provider_api_t api)
 		cr_assert_eq(rc, PC_ENOMEM, "allocation %ld: %s", n, pc_strerror(rc));
 		cr_assert_null(out);
 		cr_assert_lt(n, 100000);
+		char *again = body_of(&p);
+		cr_assert_str_eq(again, want, "a failed build leaves the messages whole (allocation %ld)", n);
+		cJSON_free(again);
+		cJSON_Delete(m);
 	}
 	cJSON_free(want);
 	cJSON_Delete(m);

@@ -5,6 +5,7 @@
  * literally, in integers where the spec floors or ceils.
  */
 #include "context_guard.h"
+#include "../providers/request.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -118,6 +119,7 @@ void pc_ctx_message_changed(cJSON *msg)
 {
 	if (cJSON_IsObject(msg))
 		msg->valuedouble = 0;
+	pc_request_message_changed(msg);
 }
 
 uint64_t pc_ctx_chars_to_tokens(size_t chars)

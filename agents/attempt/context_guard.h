@@ -44,7 +44,8 @@ extern "C" {
  * tokenises at 2 chars/token), images PC_CTX_IMAGE_CHARS. 0 for NULL.
  * The count is remembered on the message object (its valuedouble, which
  * cJSON does not use for objects); whoever edits a counted message in
- * place calls pc_ctx_message_changed. */
+ * place calls pc_ctx_message_changed, which also forgets the message's
+ * wire form (pc_request_message_changed). */
 size_t pc_ctx_message_chars(const cJSON *msg);
 void pc_ctx_message_changed(cJSON *msg);
 /* ceil(chars / PC_CTX_CHARS_PER_TOKEN). */

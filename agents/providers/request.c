@@ -127,15 +127,17 @@ static int add_copy(cJSON *o, const char *key, const char *v) { return add_node(
 
 /* JSON text printed as it is, borrowed like add_str's values (cJSON has
  * raw nodes and reference flags, but no constructor for both). */
-static int add_raw(cJSON *o, const char *key, const char *json)
+static cJSON *raw_ref(const char *json)
 {
 	cJSON *r = cJSON_CreateNull();
 	if (r) {
 		r->type = cJSON_Raw | cJSON_IsReference;
 		r->valuestring = (char *)json;
 	}
-	return add_node(o, key, r);
+	return r;
 }
+
+static int add_raw(cJSON *o, const char *key, const char *json) { return add_node(o, key, raw_ref(json)); }
 
 /* Adds `item` to `parent` (an object when `key` is set, else an array),
  * deleting it when that fails, so callers never leak it. */
@@ -231,6 +233,70 @@ static char *safe_id(const char *id)
 static const char *role_of(const cJSON *m)
 {
 	return cJSON_IsObject(m) ? str_of(m, "role") : NULL;
+}
+
+/* ---- each message's wire form, kept on the message ----
+ *
+ * Every request repeats the whole history, and a message hardly ever
+ * changes once it has joined it: so a message is converted and printed for
+ * an api once, and the text is kept in the valuestring cJSON leaves unused
+ * for objects (never printed or compared; cJSON_Delete frees it and
+ * cJSON_Duplicate copies it), behind one byte naming the api. Whoever edits
+ * a message in place calls pc_request_message_changed. */
+
+/* Appends what one message becomes to `into`: nothing, or one item. */
+typedef int (*convert_fn)(const cJSON *m, cJSON *into);
+
+static char api_tag(pc_provider_api_t api)
+{
+	return api == PC_API_ANTHROPIC_MESSAGES ? 'A' : 'O';
+}
+
+/* *out: the printed item `convert` makes of `m` ("" for none), owned by
+ * the message. */
+static int wire_of(const cJSON *m, char tag, convert_fn convert, const char **out)
+{
+	if (!cJSON_IsObject(m))
+		return PC_EINVAL;
+	if (m->valuestring && m->valuestring[0] == tag) {
+		*out = m->valuestring + 1;
+		return 0;
+	}
+	cJSON *into = cJSON_CreateArray();
+	if (!into)
+		return PC_ENOMEM;
+	int rc = convert(m, into);
+	char *printed = NULL;
+	if (!rc && into->child && !(printed = pc_json_print(into->child)))
+		rc = PC_ENOMEM;
+	size_t n = printed ? strlen(printed) : 0;
+	char *kept = rc ? NULL : cJSON_malloc(n + 2);
+	if (!rc && !kept)
+		rc = PC_ENOMEM;
+	if (!rc) {
+		kept[0] = tag;
+		memcpy(kept + 1, printed ? printed : "", n + 1);
+		pc_request_message_changed((cJSON *)m);
+		((cJSON *)m)->valuestring = kept;
+		*out = kept + 1;
+	}
+	cJSON_free(printed);
+	cJSON_Delete(into);
+	return rc;
+}
+
+/* Appends a kept wire form, borrowed, to `arr`. */
+static int push_wire(cJSON *arr, const char *wire)
+{
+	return *wire ? attach(arr, NULL, raw_ref(wire)) : 0;
+}
+
+void pc_request_message_changed(cJSON *msg)
+{
+	if (cJSON_IsObject(msg) && msg->valuestring) {
+		cJSON_free(msg->valuestring);
+		msg->valuestring = NULL;
+	}
 }
 
 /* ---- OpenAI ---- */
@@ -398,6 +464,20 @@ static int oa_tool_result(const cJSON *m, cJSON *msgs)
 	return rc;
 }
 
+static int oa_message(const cJSON *m, cJSON *msgs)
+{
+	const char *role = role_of(m);
+	if (!role)
+		return PC_EINVAL;
+	if (strcmp(role, "user") == 0)
+		return oa_user(m, msgs);
+	if (strcmp(role, "assistant") == 0)
+		return oa_assistant(m, msgs);
+	if (strcmp(role, "toolResult") == 0)
+		return oa_tool_result(m, msgs);
+	return PC_EINVAL;
+}
+
 static cJSON *default_schema(void)
 {
 	cJSON *s = cJSON_CreateObject();
@@ -475,19 +555,12 @@ static int openai_body(const pc_request_params_t *p, cJSON *body)
 	const cJSON *m;
 	cJSON_ArrayForEach(m, p->messages)
 	{
+		const char *wire = NULL;
+		if (!rc)
+			rc = wire_of(m, api_tag(p->api), oa_message, &wire);
 		if (rc)
 			break;
-		const char *role = role_of(m);
-		if (!role)
-			rc = PC_EINVAL;
-		else if (strcmp(role, "user") == 0)
-			rc = oa_user(m, msgs);
-		else if (strcmp(role, "assistant") == 0)
-			rc = oa_assistant(m, msgs);
-		else if (strcmp(role, "toolResult") == 0)
-			rc = oa_tool_result(m, msgs);
-		else
-			rc = PC_EINVAL;
+		rc = push_wire(msgs, wire);
 	}
 	if (!rc && !cJSON_AddTrueToObject(body, "stream"))
 		rc = PC_ENOMEM;
@@ -682,32 +755,19 @@ static int an_assistant(const cJSON *m, cJSON *msgs)
 	return rc;
 }
 
-/* A tool result goes into the user message `*group` when the previous
- * message was a tool result too, else into a new one. */
-static int an_tool_result(const cJSON *m, cJSON *msgs, cJSON **group)
+/* A tool result becomes a tool_result block; the body groups runs of them
+ * into one user message. */
+static int an_tool_result(const cJSON *m, cJSON *blocks)
 {
 	const char *id = str_of(m, "toolCallId");
 	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
 	if (!id || !*id || (content && !cJSON_IsString(content) && !cJSON_IsArray(content)))
 		return PC_EINVAL;
-	int rc = 0;
-	if (!*group) {
-		cJSON *um = cJSON_CreateObject();
-		rc = attach(msgs, NULL, um);
-		if (!rc)
-			rc = add_str(um, "role", "user");
-		if (!rc) {
-			*group = cJSON_AddArrayToObject(um, "content");
-			rc = *group ? 0 : PC_ENOMEM;
-		}
-		if (rc)
-			return rc;
-	}
 	char *sid = safe_id(id);
 	if (!sid)
 		return PC_ENOMEM;
 	cJSON *tr = cJSON_CreateObject();
-	rc = attach(*group, NULL, tr);
+	int rc = attach(blocks, NULL, tr);
 	if (!rc)
 		rc = add_str(tr, "type", "tool_result");
 	if (!rc)
@@ -728,6 +788,41 @@ static int an_tool_result(const cJSON *m, cJSON *msgs, cJSON **group)
 	bool is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "isError"));
 	if (!rc && !cJSON_AddBoolToObject(tr, "is_error", is_error))
 		rc = PC_ENOMEM;
+	return rc;
+}
+
+static bool is_tool_result(const cJSON *m)
+{
+	const char *role = role_of(m);
+	return role && strcmp(role, "toolResult") == 0;
+}
+
+static int an_message(const cJSON *m, cJSON *into)
+{
+	const char *role = role_of(m);
+	if (!role)
+		return PC_EINVAL;
+	if (strcmp(role, "user") == 0)
+		return an_user(m, into);
+	if (strcmp(role, "assistant") == 0)
+		return an_assistant(m, into);
+	if (strcmp(role, "toolResult") == 0)
+		return an_tool_result(m, into);
+	return PC_EINVAL;
+}
+
+/* A user message whose content array takes the tool_result blocks that
+ * follow. */
+static int open_group(cJSON *msgs, cJSON **group)
+{
+	cJSON *um = cJSON_CreateObject();
+	int rc = attach(msgs, NULL, um);
+	if (!rc)
+		rc = add_str(um, "role", "user");
+	if (!rc) {
+		*group = cJSON_AddArrayToObject(um, "content");
+		rc = *group ? 0 : PC_ENOMEM;
+	}
 	return rc;
 }
 
@@ -780,22 +875,20 @@ static int anthropic_body(const pc_request_params_t *p, cJSON *body)
 	const cJSON *m;
 	cJSON_ArrayForEach(m, p->messages)
 	{
+		const char *wire = NULL;
+		if (!rc)
+			rc = wire_of(m, api_tag(p->api), an_message, &wire);
 		if (rc)
 			break;
-		const char *role = role_of(m);
-		if (role && strcmp(role, "toolResult") == 0) {
-			rc = an_tool_result(m, msgs, &group);
+		if (!is_tool_result(m)) {
+			group = NULL;
+			rc = push_wire(msgs, wire);
 			continue;
 		}
-		group = NULL;
-		if (!role)
-			rc = PC_EINVAL;
-		else if (strcmp(role, "user") == 0)
-			rc = an_user(m, msgs);
-		else if (strcmp(role, "assistant") == 0)
-			rc = an_assistant(m, msgs);
-		else
-			rc = PC_EINVAL;
+		if (!group)
+			rc = open_group(msgs, &group);
+		if (!rc)
+			rc = push_wire(group, wire);
 	}
 	if (!rc)
 		rc = p->tools_json ? add_raw(body, "tools", p->tools_json) : an_tools(p->tools, body);

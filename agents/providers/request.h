@@ -21,7 +21,10 @@
  * thinking replayed with its signature (unsigned thinking as text), the
  * thinking level as a `thinking` budget.
  *
- * Pure: no I/O, no state. Any thread.
+ * No I/O and no state of its own, from any thread; but a body remembers
+ * each message's converted form on the message itself (see
+ * pc_request_message_changed), so messages are not shared between threads
+ * while a body is built from them.
  */
 #ifndef PINCER_AGENTS_PROVIDERS_REQUEST_H
 #define PINCER_AGENTS_PROVIDERS_REQUEST_H
@@ -99,6 +102,13 @@ typedef struct pc_request_params {
  * id or name, a tool result without toolCallId); PC_ENOMEM.
  */
 int pc_request_body_json(const pc_request_params_t *p, cJSON **out);
+
+/* A message is converted for the wire once per api: the printed form is
+ * kept on the message (a cJSON object's unused valuestring: cJSON_Delete
+ * frees it, cJSON_Duplicate copies it, printing ignores it) and reused by
+ * every later body. Whoever edits a message in place after a body was
+ * built from it calls this to forget that form. */
+void pc_request_message_changed(cJSON *msg);
 
 /* The same, printed without whitespace. *out is NUL-terminated and owned by
  * the caller (cJSON_free). */
