@@ -637,10 +637,10 @@ static int load_history(pc_ctx_t *ctx, attempt_t *t)
  * persisted by an earlier attempt: then there is no new prompt). */
 static void drop_orphan_user(attempt_t *t)
 {
-	int count = cJSON_GetArraySize(t->messages);
-	cJSON *last = count ? cJSON_GetArrayItem(t->messages, count - 1) : NULL;
+	/* cJSON keeps an array's last item as its first item's prev */
+	cJSON *last = t->messages && t->messages->child ? t->messages->child->prev : NULL;
 	if (last && t->prompt && !strcmp(pc__att_block_str(last, "role"), "user"))
-		cJSON_DeleteItemFromArray(t->messages, count - 1);
+		cJSON_Delete(cJSON_DetachItemViaPointer(t->messages, last));
 }
 
 static int take_history(attempt_t *t, const pc_msg_t *m)
