@@ -104,3 +104,14 @@ char *pc_json_print(cJSON *item)
 	free(slots);
 	return out;
 }
+
+cJSON *pc_json_raw_ref(const char *json)
+{
+	cJSON *r = cJSON_CreateNull();
+	if (r) {
+		/* cJSON has raw items and reference flags, but no constructor for both */
+		r->type = cJSON_Raw | cJSON_IsReference;
+		r->valuestring = (char *)json;
+	}
+	return r;
+}

@@ -23,6 +23,11 @@ extern "C" {
  * of memory (or item is NULL). */
 char *pc_json_print(cJSON *item);
 
+/* An item that prints `json` (JSON text) as it is, without copying it:
+ * keep the text alive and unchanged while the item is in a tree.
+ * cJSON_Delete leaves the text alone. NULL when out of memory. */
+cJSON *pc_json_raw_ref(const char *json);
+
 #ifdef __cplusplus
 }
 #endif

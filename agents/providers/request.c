@@ -125,19 +125,8 @@ static int add_str(cJSON *o, const char *key, const char *v) { return add_node(o
 
 static int add_copy(cJSON *o, const char *key, const char *v) { return add_node(o, key, cJSON_CreateString(v)); }
 
-/* JSON text printed as it is, borrowed like add_str's values (cJSON has
- * raw nodes and reference flags, but no constructor for both). */
-static cJSON *raw_ref(const char *json)
-{
-	cJSON *r = cJSON_CreateNull();
-	if (r) {
-		r->type = cJSON_Raw | cJSON_IsReference;
-		r->valuestring = (char *)json;
-	}
-	return r;
-}
-
-static int add_raw(cJSON *o, const char *key, const char *json) { return add_node(o, key, raw_ref(json)); }
+/* JSON text printed as it is, borrowed like add_str's values. */
+static int add_raw(cJSON *o, const char *key, const char *json) { return add_node(o, key, pc_json_raw_ref(json)); }
 
 /* Adds `item` to `parent` (an object when `key` is set, else an array),
  * deleting it when that fails, so callers never leak it. */
@@ -288,7 +277,7 @@ static int wire_of(const cJSON *m, char tag, convert_fn convert, const char **ou
 /* Appends a kept wire form, borrowed, to `arr`. */
 static int push_wire(cJSON *arr, const char *wire)
 {
-	return *wire ? attach(arr, NULL, raw_ref(wire)) : 0;
+	return *wire ? attach(arr, NULL, pc_json_raw_ref(wire)) : 0;
 }
 
 void pc_request_message_changed(cJSON *msg)

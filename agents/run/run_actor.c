@@ -290,7 +290,9 @@ static void hook_agent_end(const run_t *r, pc_run_status_t status, const char *e
 	if (error)
 		cJSON_AddStringToObject(ev, "error", error);
 	cJSON_AddNumberToObject(ev, "durationMs", (double)run_ms(r));
-	cJSON_AddItemToObject(ev, "payloads", payloads ? cJSON_Duplicate(payloads, true) : cJSON_CreateArray());
+	/* the payloads came as printed text: hooks get them as a tree */
+	cJSON *copy = cJSON_IsRaw(payloads) ? cJSON_Parse(payloads->valuestring) : cJSON_Duplicate(payloads, true);
+	cJSON_AddItemToObject(ev, "payloads", copy ? copy : cJSON_CreateArray());
 	cJSON_AddStringToObject(ev, "runId", r->run_id);
 	cJSON_AddStringToObject(ev, "sessionKey", r->key);
 	pc_hooks_notify(r->agent->rt, r->agent->hooks, PC_HOOK_AGENT_END, ev, hook_ctx(r), NULL);
@@ -403,7 +405,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		pc__json_add_int(d, "endedAt", pc__wall_ms());
 		cJSON *payloads = NULL;
 		if (ok && r->payloads)
-			payloads = cJSON_Parse(r->payloads);
+			payloads = pc_json_raw_ref(r->payloads); /* printed by the attempt */
 		if (!ok && message && message[0]) {
 			payloads = cJSON_CreateArray();
 			cJSON *p = cJSON_CreateObject();
