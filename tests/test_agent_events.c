@@ -131,6 +131,36 @@ Test(events, seq_counts_without_subscribers)
 	ASSERT_NO_LEAKS();
 }
 
+/* A bus is listened to while a subscription is attached to it or to its
+ * session's hub; a run's own subscriptions go at its end. */
+Test(events, listened_follows_subscriptions)
+{
+	pc_event_hub_t *h = NULL;
+	cr_assert_eq(pc_event_hub_new("main", &h), 0);
+	pc_event_bus_t *b = new_bus("run-l", "main", h), *alone = new_bus("run-m", NULL, NULL);
+	cr_assert_not(pc_event_bus_listened(b));
+	cr_assert_not(pc_event_bus_listened(alone));
+	cr_assert_not(pc_event_bus_listened(NULL));
+	pc_event_sub_t *s = new_sub(0), *hs = new_sub(0);
+	cr_assert_eq(pc_event_bus_attach(b, s, false), 0);
+	cr_assert(pc_event_bus_listened(b));
+	pc_event_bus_detach(b, s);
+	cr_assert_not(pc_event_bus_listened(b));
+	cr_assert_eq(pc_event_hub_attach(h, hs), 0);
+	cr_assert(pc_event_bus_listened(b), "through the hub");
+	cr_assert_not(pc_event_bus_listened(alone));
+	pc_event_hub_detach(h, hs);
+	cr_assert_eq(pc_event_bus_attach(b, s, false), 0);
+	emit(b, PC_EVENT_LIFECYCLE, false, true);
+	cr_assert_not(pc_event_bus_listened(b), "the run ended");
+	pc_event_sub_release(s);
+	pc_event_sub_release(hs);
+	pc_event_bus_release(b);
+	pc_event_bus_release(alone);
+	pc_event_hub_release(h);
+	ASSERT_NO_LEAKS();
+}
+
 Test(events, exactly_one_terminal)
 {
 	pc_event_bus_t *b = new_bus("run-t", NULL, NULL);

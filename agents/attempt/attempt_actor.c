@@ -84,11 +84,17 @@ int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, c
 	char *content = pc_json_print(msg);
 	if (!content)
 		return PC_ENOMEM;
-	pc_store_msg_t m = {.role = role, .content = content, .tool_call_ids = tool_ids, .run_id = t->run_id,
-			    .json_checked = true /* printed by cJSON just now */};
+	int rc = pc__att_persist_text(ctx, t, role, content, tool_ids);
+	cJSON_free(content);
+	return rc;
+}
+
+int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids)
+{
+	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
+			    .json_checked = true /* printed by cJSON */};
 	pc_msg_t *req = NULL;
 	int rc = pc_store_req_append(t->key, 0, &m, &req);
-	cJSON_free(content);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
 	if (rc == 0)
@@ -426,6 +432,8 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 	/* §5.5: a draft that may still become NO_REPLY is held back. */
 	if (!thinking && (pc_payload_is_silent_prefix(buf->p) || pc_payload_is_silent(buf->p)))
 		return;
+	if (!pc_event_bus_listened(t->bus))
+		return;
 	cJSON *d = cJSON_CreateObject();
 	if (!d)
 		return;
@@ -591,7 +599,9 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		return;
 	}
 	char *ids = tool_call_ids(msg);
-	int rc = pc__att_persist(ctx, t, "assistant", msg, ids);
+	/* the decoder's text is the message as parsed: no second printing */
+	int rc = d->message ? pc__att_persist_text(ctx, t, "assistant", d->message, ids)
+			    : pc__att_persist(ctx, t, "assistant", msg, ids);
 	cJSON_free(ids);
 	if (rc != 0)
 		t->store_error = rc;

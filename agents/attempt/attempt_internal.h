@@ -136,6 +136,8 @@ void pc__att_emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool drop
 cJSON *pc__att_obj_phase(const char *phase);
 /* Appends `msg` (borrowed) to the transcript; the acknowledgement is counted. */
 int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids);
+/* The same for a message already printed as JSON by cJSON. */
+int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids);
 bool pc__att_has_block(const cJSON *msg, const char *kind);
 void pc__att_finish(pc_ctx_t *ctx, attempt_t *t);
 void pc__att_fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why);

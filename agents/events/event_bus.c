@@ -758,6 +758,22 @@ unlock_bus:
 	return rc;
 }
 
+bool pc_event_bus_listened(const pc_event_bus_t *b)
+{
+	if (!b)
+		return false;
+	pc_event_bus_t *m = (pc_event_bus_t *)b;
+	pthread_mutex_lock(&m->lock);
+	bool any = m->subs.n > 0;
+	if (!any && m->hub) {
+		pthread_mutex_lock(&m->hub->lock);
+		any = m->hub->subs.n > 0;
+		pthread_mutex_unlock(&m->hub->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return any;
+}
+
 uint64_t pc_event_bus_seq(const pc_event_bus_t *b)
 {
 	if (!b)

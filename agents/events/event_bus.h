@@ -163,6 +163,12 @@ void pc_event_bus_detach(pc_event_bus_t *b, pc_event_sub_t *s);
 int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *data, size_t len,
 		      bool droppable, bool terminal, uint64_t *seq);
 
+/* Whether anyone is subscribed to the run, directly or through its hub:
+ * a publisher skips building a delta nobody would receive. A subscriber
+ * attaching just after the answer misses that delta, as it would had it
+ * attached a moment later. */
+bool pc_event_bus_listened(const pc_event_bus_t *b);
+
 /* The last seq assigned (0: none yet) and whether the terminal event went out. */
 uint64_t pc_event_bus_seq(const pc_event_bus_t *b);
 bool pc_event_bus_ended(const pc_event_bus_t *b);
