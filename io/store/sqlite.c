@@ -21,6 +21,7 @@
 
 #include "session_cache.h"
 #include "store_internal.h"
+#include "wal_vfs.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
 #define SCHEMA_VERSION 4
@@ -1340,11 +1341,13 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 	be->path = strdup(path);
 	be->sessions = pc__sc_new(SESSION_CACHE_CAP);
 	int rc = be->path && be->sessions ? 0 : PC_ENOMEM;
+	if (rc == 0 && pc__wal_vfs_register() != SQLITE_OK)
+		rc = PC_STORE_EIO;
 	if (rc == 0) {
 		int src = sqlite3_open_v2(path, &be->db,
 					  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
 						  SQLITE_OPEN_EXRESCODE,
-					  NULL);
+					  PC__WAL_VFS_NAME);
 		rc = map_rc(be->db, src);
 	}
 	if (rc == PC_STORE_ECANTOPEN)
