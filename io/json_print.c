@@ -115,3 +115,15 @@ cJSON *pc_json_raw_ref(const char *json)
 	}
 	return r;
 }
+
+cJSON *pc_json_raw_take(char *json)
+{
+	cJSON *r = cJSON_CreateNull();
+	if (!r) {
+		cJSON_free(json);
+		return NULL;
+	}
+	r->type = cJSON_Raw;
+	r->valuestring = json;
+	return r;
+}

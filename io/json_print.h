@@ -28,6 +28,10 @@ char *pc_json_print(cJSON *item);
  * cJSON_Delete leaves the text alone. NULL when out of memory. */
 cJSON *pc_json_raw_ref(const char *json);
 
+/* The same, owning `json`: text from cJSON_malloc, freed with the item.
+ * NULL when out of memory (json is then freed). */
+cJSON *pc_json_raw_take(char *json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -387,6 +387,24 @@ Test(request, empty_assistant_turns_are_dropped)
 	cr_assert_str_eq(s, J("{'model':'m','max_tokens':4096,'stream':true,'messages':["
 			      "{'role':'user','content':'q'},{'role':'user','content':'again'}]}"));
 	cJSON_free(s);
+	/* A dropped turn still ends a run of tool results: two user messages. */
+	s = body_for(PC_API_ANTHROPIC_MESSAGES,
+		     "[{'role':'toolResult','toolCallId':'a','content':'1'},"
+		     "{'role':'assistant','content':[]},"
+		     "{'role':'toolResult','toolCallId':'b','content':'2'},"
+		     "{'role':'toolResult','toolCallId':'c','content':'3'}]");
+	cr_assert_str_eq(s, J("{'model':'m','max_tokens':4096,'stream':true,'messages':["
+			      "{'role':'user','content':[{'type':'tool_result','tool_use_id':'a',"
+			      "'content':[{'type':'text','text':'1'}],'is_error':false}]},"
+			      "{'role':'user','content':[{'type':'tool_result','tool_use_id':'b',"
+			      "'content':[{'type':'text','text':'2'}],'is_error':false},"
+			      "{'type':'tool_result','tool_use_id':'c',"
+			      "'content':[{'type':'text','text':'3'}],'is_error':false}]}]}"));
+	cJSON_free(s);
+	/* No messages at all: an empty array. */
+	s = body_for(PC_API_OPENAI_COMPLETIONS, "[]");
+	cr_assert_str_eq(s, J("{'model':'m','messages':[],'stream':true,'stream_options':{'include_usage':true}}"));
+	cJSON_free(s);
 	/* A string assistant content is a text block. */
 	s = body_for(PC_API_ANTHROPIC_MESSAGES, "[{'role':'assistant','content':'hello'}]");
 	cr_assert_str_eq(s, J("{'model':'m','max_tokens':4096,'stream':true,'messages':["

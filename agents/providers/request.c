@@ -274,18 +274,100 @@ static int wire_of(const cJSON *m, char tag, convert_fn convert, const char **ou
 	return rc;
 }
 
-/* Appends a kept wire form, borrowed, to `arr`. */
-static int push_wire(cJSON *arr, const char *wire)
-{
-	return *wire ? attach(arr, NULL, pc_json_raw_ref(wire)) : 0;
-}
-
 void pc_request_message_changed(cJSON *msg)
 {
 	if (cJSON_IsObject(msg) && msg->valuestring) {
 		cJSON_free(msg->valuestring);
 		msg->valuestring = NULL;
 	}
+}
+
+static bool is_tool_result(const cJSON *m)
+{
+	const char *role = role_of(m);
+	return role && strcmp(role, "toolResult") == 0;
+}
+
+/* Copies `k` bytes of `s` to dst + *n (dst NULL: only counts them). */
+static void put(char *dst, size_t *n, const char *s, size_t k)
+{
+	if (dst)
+		memcpy(dst + *n, s, k);
+	*n += k;
+}
+
+#define PUT_LIT(dst, n, lit) put((dst), (n), (lit), sizeof(lit) - 1)
+
+/* The messages array as text into dst (NULL: only its length into *len):
+ * `head` (may be NULL), then each message's kept wire form; with
+ * `group_results` (Anthropic), a run of tool results goes into one user
+ * message, and any other message ends the run. */
+static int joined(const pc_request_params_t *p, convert_fn convert, bool group_results, const char *head,
+		  char *dst, size_t *len)
+{
+	size_t n = 0;
+	bool first = true, in_group = false;
+	PUT_LIT(dst, &n, "[");
+	if (head) {
+		put(dst, &n, head, strlen(head));
+		first = false;
+	}
+	const cJSON *m;
+	cJSON_ArrayForEach(m, p->messages)
+	{
+		const char *wire = NULL;
+		int rc = wire_of(m, api_tag(p->api), convert, &wire);
+		if (rc)
+			return rc;
+		bool result = group_results && is_tool_result(m);
+		if (in_group && !result) {
+			PUT_LIT(dst, &n, "]}");
+			in_group = false;
+		}
+		if (!*wire)
+			continue; /* nothing to replay */
+		if (in_group) {
+			PUT_LIT(dst, &n, ",");
+		} else {
+			if (!first)
+				PUT_LIT(dst, &n, ",");
+			first = false;
+			if (result) {
+				PUT_LIT(dst, &n, "{\"role\":\"user\",\"content\":[");
+				in_group = true;
+			}
+		}
+		put(dst, &n, wire, strlen(wire));
+	}
+	if (in_group)
+		PUT_LIT(dst, &n, "]}");
+	PUT_LIT(dst, &n, "]");
+	*len = n;
+	return 0;
+}
+
+/* Adds body[key]: the messages, joined into one text once (a request
+ * repeats the whole history: an item per message was most of its
+ * printing). The text is allocated by cJSON's allocator and owned by the
+ * item. */
+static int add_messages(cJSON *body, const pc_request_params_t *p, convert_fn convert, bool group_results,
+			const char *head)
+{
+	size_t len = 0;
+	int rc = joined(p, convert, group_results, head, NULL, &len);
+	if (rc)
+		return rc;
+	char *text = cJSON_malloc(len + 1);
+	if (!text)
+		return PC_ENOMEM;
+	size_t n = 0;
+	rc = joined(p, convert, group_results, head, text, &n);
+	if (rc) {
+		cJSON_free(text);
+		return rc;
+	}
+	text[n] = '\0';
+	return add_node(body, "messages", pc_json_raw_take(text));
 }
 
 /* ---- OpenAI ---- */
@@ -530,27 +612,19 @@ static int oa_tools(const cJSON *tools, cJSON *body)
 static int openai_body(const pc_request_params_t *p, cJSON *body)
 {
 	int rc = add_str(body, "model", p->model);
-	cJSON *msgs = rc ? NULL : cJSON_AddArrayToObject(body, "messages");
-	if (!rc && !msgs)
-		rc = PC_ENOMEM;
+	char *system = NULL;
 	if (!rc && p->system_prompt && *p->system_prompt) {
 		cJSON *sm = cJSON_CreateObject();
-		rc = attach(msgs, NULL, sm);
-		if (!rc)
-			rc = add_str(sm, "role", "system");
+		rc = sm ? add_str(sm, "role", "system") : PC_ENOMEM;
 		if (!rc)
 			rc = add_str(sm, "content", p->system_prompt);
+		if (!rc && !(system = pc_json_print(sm)))
+			rc = PC_ENOMEM;
+		cJSON_Delete(sm);
 	}
-	const cJSON *m;
-	cJSON_ArrayForEach(m, p->messages)
-	{
-		const char *wire = NULL;
-		if (!rc)
-			rc = wire_of(m, api_tag(p->api), oa_message, &wire);
-		if (rc)
-			break;
-		rc = push_wire(msgs, wire);
-	}
+	if (!rc)
+		rc = add_messages(body, p, oa_message, false, system);
+	cJSON_free(system);
 	if (!rc && !cJSON_AddTrueToObject(body, "stream"))
 		rc = PC_ENOMEM;
 	if (!rc) {
@@ -780,12 +854,6 @@ static int an_tool_result(const cJSON *m, cJSON *blocks)
 	return rc;
 }
 
-static bool is_tool_result(const cJSON *m)
-{
-	const char *role = role_of(m);
-	return role && strcmp(role, "toolResult") == 0;
-}
-
 static int an_message(const cJSON *m, cJSON *into)
 {
 	const char *role = role_of(m);
@@ -798,21 +866,6 @@ static int an_message(const cJSON *m, cJSON *into)
 	if (strcmp(role, "toolResult") == 0)
 		return an_tool_result(m, into);
 	return PC_EINVAL;
-}
-
-/* A user message whose content array takes the tool_result blocks that
- * follow. */
-static int open_group(cJSON *msgs, cJSON **group)
-{
-	cJSON *um = cJSON_CreateObject();
-	int rc = attach(msgs, NULL, um);
-	if (!rc)
-		rc = add_str(um, "role", "user");
-	if (!rc) {
-		*group = cJSON_AddArrayToObject(um, "content");
-		rc = *group ? 0 : PC_ENOMEM;
-	}
-	return rc;
 }
 
 static int an_tools(const cJSON *tools, cJSON *body)
@@ -857,28 +910,8 @@ static int anthropic_body(const pc_request_params_t *p, cJSON *body)
 		rc = PC_ENOMEM;
 	if (!rc && p->system_prompt && *p->system_prompt)
 		rc = add_str(body, "system", p->system_prompt);
-	cJSON *msgs = rc ? NULL : cJSON_AddArrayToObject(body, "messages");
-	if (!rc && !msgs)
-		rc = PC_ENOMEM;
-	cJSON *group = NULL;
-	const cJSON *m;
-	cJSON_ArrayForEach(m, p->messages)
-	{
-		const char *wire = NULL;
-		if (!rc)
-			rc = wire_of(m, api_tag(p->api), an_message, &wire);
-		if (rc)
-			break;
-		if (!is_tool_result(m)) {
-			group = NULL;
-			rc = push_wire(msgs, wire);
-			continue;
-		}
-		if (!group)
-			rc = open_group(msgs, &group);
-		if (!rc)
-			rc = push_wire(group, wire);
-	}
+	if (!rc)
+		rc = add_messages(body, p, an_message, true, NULL);
 	if (!rc)
 		rc = p->tools_json ? add_raw(body, "tools", p->tools_json) : an_tools(p->tools, body);
 	if (!rc && budget) {

@@ -90,12 +90,13 @@ typedef struct pc_request_params {
 } pc_request_params_t;
 
 /*
- * Builds the body as JSON. The tree borrows from *p (the messages' strings
- * and objects, the tools' schemas, model and system prompt) instead of
- * copying them: keep those alive and unchanged while it is used. Anthropic's
- * thinking budget is lowered to
- * max_tokens - 1024 when it would not fit under max_tokens, and thinking is
- * left out when less than 1024 would remain.
+ * Builds the body as JSON. Its "messages" is one raw item: the messages'
+ * converted forms joined into the array's text. The rest of the tree
+ * borrows from *p (the tools' schemas, model and system prompt) instead of
+ * copying them: keep those alive and unchanged while it is used.
+ * Anthropic's thinking budget is lowered to max_tokens - 1024 when it would
+ * not fit under max_tokens, and thinking is left out when less than 1024
+ * would remain.
  * Returns 0 with *out owned by the caller (cJSON_Delete); PC_EINVAL for a
  * missing model or messages, an unknown api, or a message that does not
  * follow the unified model (unknown role or block type, a tool call without
