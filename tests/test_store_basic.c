@@ -1320,7 +1320,12 @@ Test(store, version_1_database_is_migrated)
 	sqlite3 *db = NULL;
 	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
 	static const char v1[] =
-		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions;"
+		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions; DROP TABLE attempts;"
+		"CREATE TABLE attempts(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
+		" provider TEXT, model TEXT, profile TEXT, reason TEXT, status TEXT NOT NULL, code TEXT,"
+		" duration_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (run_id, idx));"
+		"INSERT INTO attempts VALUES ('r1', 0, 'p', 'm', NULL, 'rate_limit', 'error', NULL, 7, 1);"
+		"INSERT INTO attempts VALUES ('r1', 1, 'p', 'm', NULL, NULL, 'ok', NULL, 9, 2);"
 		"CREATE TABLE sessions(key TEXT PRIMARY KEY, id TEXT NOT NULL, agent TEXT,"
 		" created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
 		" metadata TEXT CHECK (metadata IS NULL OR json_valid(metadata)),"
@@ -1379,7 +1384,17 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 4);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 5);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
+	/* idempotency keys indexed only where there is one; attempts in one b-tree */
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
+					" AND sql LIKE '%WHERE idem_key IS NOT NULL%'"),
+		     1);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_autoindex_runs_2'"),
+		     0);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'attempts'"
+					" AND sql LIKE '%WITHOUT ROWID%'"),
+		     1);
 	/* the orphan transcript got a session row; VACUUM keeps the numbers
 	 * messages name their sessions by */
 	exec_at(f.path, "VACUUM");

@@ -24,7 +24,7 @@
 #include "wal_vfs.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -165,6 +165,37 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" FROM messages m JOIN sessions s ON s.key = m.session_key ORDER BY s.sid, m.seq;"
 	"DROP TABLE messages;"
 	"ALTER TABLE messages4 RENAME TO messages;",
+	/* 5: an idempotency key is indexed only when there is one (most runs
+	 * have none, and the column's UNIQUE constraint indexed every NULL);
+	 * an attempt row lives in its primary key's b-tree alone. Two fewer
+	 * b-trees written per run. */
+	"CREATE TABLE runs5("
+	" run_id TEXT PRIMARY KEY,"
+	" session_key TEXT NOT NULL,"
+	" idem_key TEXT,"
+	" status TEXT NOT NULL,"
+	" started_ms INTEGER NOT NULL,"
+	" ended_ms INTEGER,"
+	" error_code TEXT,"
+	" usage TEXT);"
+	"INSERT INTO runs5 SELECT run_id, session_key, idem_key, status, started_ms, ended_ms, error_code, usage"
+	" FROM runs;"
+	"DROP TABLE runs;"
+	"ALTER TABLE runs5 RENAME TO runs;"
+	"CREATE UNIQUE INDEX runs_idem ON runs(idem_key) WHERE idem_key IS NOT NULL;"
+	"CREATE TABLE attempts5("
+	" run_id TEXT NOT NULL,"
+	" idx INTEGER NOT NULL,"
+	" provider TEXT, model TEXT, profile TEXT, reason TEXT,"
+	" status TEXT NOT NULL,"
+	" code TEXT,"
+	" duration_ms INTEGER NOT NULL,"
+	" created_ms INTEGER NOT NULL,"
+	" PRIMARY KEY (run_id, idx)) WITHOUT ROWID;"
+	"INSERT INTO attempts5 SELECT run_id, idx, provider, model, profile, reason, status, code, duration_ms,"
+	" created_ms FROM attempts;"
+	"DROP TABLE attempts;"
+	"ALTER TABLE attempts5 RENAME TO attempts;",
 };
 
 enum {
