@@ -53,11 +53,16 @@ void pc__att_set_error(attempt_t *t, const char *text)
 	t->error_text = strdup(text);
 }
 
-/* Publishes `data` (consumed) on the run's bus. */
+/* Publishes `data` (consumed) on the run's bus. A bus keeps no event but
+ * the terminal one, so with nobody subscribed there is nothing to print. */
 void pc__att_emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool droppable)
 {
 	if (!data)
 		return;
+	if (!pc_event_bus_listened(t->bus)) {
+		cJSON_Delete(data);
+		return;
+	}
 	char *s = pc_json_print(data);
 	cJSON_Delete(data);
 	if (!s)
@@ -765,7 +770,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 		pc__att_finish(ctx, t);
 		return;
 	}
-	cJSON *start = pc__att_obj_phase("start");
+	cJSON *start = pc_event_bus_listened(t->bus) ? pc__att_obj_phase("start") : NULL;
 	if (start) {
 		pc__json_add_int(start, "startedAt", pc__wall_ms());
 		cJSON_AddNumberToObject(start, "attempt", t->index);
