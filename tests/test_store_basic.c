@@ -268,6 +268,13 @@ Test(store, idempotency_key_returns_the_first_run)
 	cr_assert_str_eq(g.code, "");
 	cr_assert_eq(pc_store_run_get(f.s, "nope", &g), PC_ENOTFOUND);
 	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_OK, NULL, "{bad"), PC_EINVAL);
+	/* usage printed by the caller's JSON library is taken as it is */
+	pc_msg_t *req = NULL;
+	cr_assert_eq(pc_store_req_run_end("run-2", PC_STORE_RUN_OK, NULL, "{bad", 0, &req), PC_EINVAL);
+	cr_assert_null(req);
+	cr_assert_eq(pc_store_req_run_end("run-2", PC_STORE_RUN_OK, NULL, "{bad", PC_STORE_REQ_JSON_CHECKED, &req), 0);
+	cr_assert_not_null(req);
+	pc_msg_free(req);
 	pc_store_attempt_t a = {.run_id = "run-1", .index = 0, .provider = "mock", .model = "m", .status = "ok",
 				.duration_ms = 12};
 	cr_assert_eq(pc_store_attempt(f.s, &a), 0);

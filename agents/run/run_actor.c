@@ -444,7 +444,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
 	/* fire and forget: nobody waits for the run's end to be durable */
-	if (pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage, &req) == 0)
+	if (pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage, PC_STORE_REQ_JSON_CHECKED,
+				 &req) == 0)
 		pc_send(pc_store_actor(r->agent->store), req);
 	cJSON_free(usage);
 

@@ -139,7 +139,7 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 	snprintf(code, sizeof(code), "run_%s", why);
 	pc_store_run_status_t st = ok ? PC_STORE_RUN_OK
 		: status == PC_RUN_STATUS_ABORTED ? PC_STORE_RUN_ABORTED : PC_STORE_RUN_ERROR;
-	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, &req) == 0)
+	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, 0, &req) == 0)
 		pc_send(pc_store_actor(s->agent->store), req);
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
 	item_free(it);

@@ -305,12 +305,13 @@ int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem
 }
 
 int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
-			 const char *usage, pc_msg_t **out)
+			 const char *usage, uint32_t flags, pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT || !json_ok(usage))
+	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT ||
+	    (!(flags & PC_STORE_REQ_JSON_CHECKED) && !json_ok(usage)))
 		return PC_EINVAL;
 	const char *s[S_RE_N] = {run_id, error_code, usage};
 	int64_t i[I_RE_N] = {status};
@@ -1334,7 +1335,7 @@ int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t st
 		     const char *usage)
 {
 	pc_msg_t *m = NULL;
-	int rc = pc_store_req_run_end(run_id, status, error_code, usage, &m);
+	int rc = pc_store_req_run_end(run_id, status, error_code, usage, 0, &m);
 	return call(s, rc, m, NULL);
 }
 

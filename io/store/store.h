@@ -261,10 +261,13 @@ int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_s
 int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, uint32_t flags,
 			   pc_msg_t **out);
 /* Ends a run: status, a short error code (never a raw message; may be
- * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once).
- * PC_ENOTFOUND for an unknown run. */
+ * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once, unless
+ * `flags` has PC_STORE_REQ_JSON_CHECKED: the caller printed it with a JSON
+ * library, as json_checked says of a message). PC_ENOTFOUND for an
+ * unknown run. */
+#define PC_STORE_REQ_JSON_CHECKED 2u
 int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
-			 const char *usage, pc_msg_t **out);
+			 const char *usage, uint32_t flags, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
 int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out);
 /* Takes (or renews, for the same owner) the lease on session `key` for
