@@ -18,6 +18,7 @@
 
 #include "test_util.h"
 #include "io/store/store.h"
+#include "io/store/store_internal.h"
 
 /* ---- fixtures ---- */
 
@@ -1423,4 +1424,53 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%json_valid(content)%'"),
 		     0);
 	fx_fini(&f);
+}
+
+/* A reply carries every field through, ids and codes of any length up to
+ * their limits included; a message that is not a whole reply is refused. */
+Test(store, replies_round_trip_and_refuse_garbage)
+{
+	pc_store_reply_t r = {.rc = PC_STORE_EFENCED, .flags = PC_STORE_CREATED | PC_STORE_PROVISIONAL, .seq = 42,
+			      .epoch = 7, .status = PC_STORE_RUN_TIMEOUT, .started_ms = 1000, .ended_ms = 2000};
+	memset(r.id, 'i', PC_STORE_ID_MAX);
+	memset(r.code, 'c', PC_STORE_CODE_MAX);
+	for (int round = 0; round < 3; round++) {
+		if (round == 1)
+			r.code[0] = '\0'; /* an id, no code */
+		if (round == 2)
+			r.id[3] = '\0'; /* a short id */
+		pc_msg_t *m = pc__store_reply_msg(&r);
+		cr_assert_not_null(m);
+		pc_store_reply_t got;
+		memset(&got, 0x5a, sizeof(got));
+		cr_assert_eq(pc_store_reply_get(m, &got), 0);
+		cr_assert_eq(got.rc, r.rc);
+		cr_assert_eq(got.flags, r.flags);
+		cr_assert_eq(got.seq, r.seq);
+		cr_assert_eq(got.epoch, r.epoch);
+		cr_assert_eq(got.status, r.status);
+		cr_assert_eq(got.started_ms, r.started_ms);
+		cr_assert_eq(got.ended_ms, r.ended_ms);
+		cr_assert_str_eq(got.id, r.id);
+		cr_assert_str_eq(got.code, r.code);
+		pc_msg_free(m);
+	}
+	pc_store_reply_t empty = {0}, got;
+	pc_msg_t *m = pc__store_reply_msg(&empty);
+	cr_assert_eq(pc_store_reply_get(m, &got), 0);
+	cr_assert_str_eq(got.id, "");
+	cr_assert_lt(sizeof(pc_msg_t) + m->size, (size_t)128, "a reply without id fits a small message");
+	pc_msg_free(m);
+	/* cut short, or without the strings' ends */
+	pc_msg_t *bad = pc_msg_new(PC_STORE_MSG_REPLY, 16);
+	memset(pc_msg_data(bad), 'x', 16);
+	cr_assert_eq(pc_store_reply_get(bad, &got), PC_EINVAL);
+	pc_msg_free(bad);
+	bad = pc_msg_new(PC_STORE_MSG_REPLY, sizeof(pc_store_reply_t) + 8);
+	memset(pc_msg_data(bad), 'x', sizeof(pc_store_reply_t) + 8);
+	cr_assert_eq(pc_store_reply_get(bad, &got), PC_EINVAL);
+	pc_msg_free(bad);
+	bad = pc_msg_new(PC_STORE_MSG_HISTORY, 64);
+	cr_assert_eq(pc_store_reply_get(bad, &got), PC_EINVAL);
+	pc_msg_free(bad);
 }

@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -409,11 +410,28 @@ int pc_store_req_sessions(const pc_store_sessions_query_t *q, pc_msg_t **out)
 	return req_build(PC_STORE_REQ_SESSIONS, i, I_SL_N, s, S_SL_N, S_SL_N, 0, out);
 }
 
+/* A reply travels as its fixed fields, then its id and its code as C
+ * strings: most replies have neither, and fit a small message from the
+ * worker's cache instead of the heap. */
+#define REPLY_HEAD offsetof(pc_store_reply_t, id)
+
 int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out)
 {
-	if (!m || !out || m->type != PC_STORE_MSG_REPLY || m->size != sizeof(*out))
+	if (!m || !out || m->type != PC_STORE_MSG_REPLY || m->size < REPLY_HEAD + 2)
 		return PC_EINVAL;
-	memcpy(out, pc_msg_cdata(m), sizeof(*out));
+	const char *p = pc_msg_cdata(m), *end = p + m->size;
+	const char *id = p + REPLY_HEAD;
+	size_t il = strnlen(id, (size_t)(end - id));
+	const char *code = id + il + 1;
+	if (code >= end)
+		return PC_EINVAL;
+	size_t cl = strnlen(code, (size_t)(end - code));
+	if (code + cl >= end || il > PC_STORE_ID_MAX || cl > PC_STORE_CODE_MAX)
+		return PC_EINVAL;
+	memset(out, 0, sizeof(*out));
+	memcpy(out, p, REPLY_HEAD);
+	memcpy(out->id, id, il);
+	memcpy(out->code, code, cl);
 	return 0;
 }
 
@@ -421,9 +439,16 @@ int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out)
 
 pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
 {
-	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_REPLY, sizeof(*r));
-	if (m)
-		memcpy(pc_msg_data(m), r, sizeof(*r));
+	size_t il = strnlen(r->id, PC_STORE_ID_MAX), cl = strnlen(r->code, PC_STORE_CODE_MAX);
+	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_REPLY, REPLY_HEAD + il + 1 + cl + 1);
+	if (m) {
+		char *p = pc_msg_data(m);
+		memcpy(p, r, REPLY_HEAD);
+		memcpy(p + REPLY_HEAD, r->id, il);
+		p[REPLY_HEAD + il] = '\0';
+		memcpy(p + REPLY_HEAD + il + 1, r->code, cl);
+		p[REPLY_HEAD + il + 1 + cl] = '\0';
+	}
 	return m;
 }
 
@@ -993,9 +1018,9 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 
 static void close_finish(pc_ctx_t *ctx, store_actor_t *a)
 {
-	pc_msg_t *m = pc_msg_new(PC_STORE_MSG_REPLY, sizeof(pc_store_reply_t));
+	pc_store_reply_t done = {0};
+	pc_msg_t *m = pc__store_reply_msg(&done);
 	if (m) {
-		memset(pc_msg_data(m), 0, sizeof(pc_store_reply_t));
 		m->corr = a->close_corr;
 		(void)pc_send(a->close_to, m); /* a gone waiter needs no answer */
 	}
