@@ -86,6 +86,13 @@ Test(idle_breaker, disabled_and_null)
 	pc_idle_breaker_init(NULL, 5);
 }
 
+
+/* A state from mkstate (or calloc and pc_run_state_init), with its trace. */
+static void freestate(pc_run_state_t *s)
+{
+	pc_run_state_fini(s);
+	free(s);
+}
 static pc_run_outcome_t idle_outcome(void)
 {
 	pc_run_outcome_t o;
@@ -122,7 +129,7 @@ Test(idle_breaker, survives_profile_rotation)
 	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
 	cr_assert(strstr(a.detail, "cost-runaway breaker") != NULL);
 	cr_assert(strstr(a.detail, "(cap=5)") != NULL);
-	free(s);
+	freestate(s);
 }
 
 Test(idle_breaker, no_trip_when_output_arrived)
@@ -141,7 +148,7 @@ Test(idle_breaker, no_trip_when_output_arrived)
 		cr_assert_neq(a.error, PC_RUN_ERR_RETRY_LIMIT, "attempt %d", i + 1);
 	}
 	cr_assert_eq(s->breaker.consecutive, 0u);
-	free(s);
+	freestate(s);
 }
 
 /* ---- loop guard ---- */
@@ -239,6 +246,13 @@ Test(loop_guard, long_window_fills_exactly)
 	}
 	pc_loop_guard_observe(&g, "t", 7, 7, &v);
 	cr_assert_not(v.abort);
+	/* armed again: the same history is reused */
+	pc_loop_guard_arm(&g);
+	cr_assert(pc_loop_guard_armed(&g));
+	pc_loop_guard_fini(&g);
+	cr_assert_not(pc_loop_guard_armed(&g));
+	pc_loop_guard_fini(&g);
+	pc_loop_guard_fini(NULL);
 }
 
 /* ---- budget ---- */
@@ -286,6 +300,6 @@ Test(run_budget, state_uses_candidate_profiles)
 	cr_assert_eq(s->cand.budget, 32u);
 	cr_assert_eq(s->cand.profile_count, 1u, "no profiles: one env/config key");
 	cr_assert_eq(pc_run_enter_candidate(s, 2), PC_EINVAL);
-	free(s);
+	freestate(s);
 	ASSERT_NO_LEAKS();
 }

@@ -23,6 +23,13 @@
 
 #define NOW ((uint64_t)1700000000000ull)
 
+
+/* A state from mkstate (or calloc and pc_run_state_init), with its trace. */
+static void freestate(pc_run_state_t *s)
+{
+	pc_run_state_fini(s);
+	free(s);
+}
 static pc_run_state_t *mkstate(uint32_t candidates, uint32_t profiles)
 {
 	pc_run_config_t cfg;
@@ -358,7 +365,7 @@ Test(run_decide, every_branch_alone)
 		branches[i].mutate(s, &o);
 		pc_run_action_t a = decide(s, &o);
 		check_branch(&branches[i], &a);
-		free(s);
+		freestate(s);
 	}
 }
 
@@ -386,7 +393,7 @@ Test(run_decide, earlier_branch_wins)
 			     second->name, (int)a.next, (int)first->next);
 		cr_assert_eq(action_kind(&a), first->kind, "%s over %s: kind %d", first->name,
 			     second->name, action_kind(&a));
-		free(s);
+		freestate(s);
 	}
 }
 
@@ -409,7 +416,7 @@ Test(run_decide, null_arguments)
 	cfg.candidate_count = 1;
 	cfg.profile_counts[0] = PC_RUN_MAX_PROFILES + 1;
 	cr_assert_eq(pc_run_state_init(s, &cfg), PC_EINVAL);
-	free(s);
+	freestate(s);
 }
 
 /* ---- success details ---- */
@@ -435,7 +442,7 @@ Test(run_decide, success_bookkeeping_and_trace)
 	cr_assert_eq(a.liveness, PC_LIVENESS_PAUSED);
 	cr_assert(a.silent);
 	cr_assert_eq(s->usage.total, 30, "usage accumulates over attempts");
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, cancelled_attempt_usage_still_counted)
@@ -446,7 +453,7 @@ Test(run_decide, cancelled_attempt_usage_still_counted)
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.error, PC_RUN_ERR_ABORTED);
 	cr_assert_eq(s->usage.total, 15);
-	free(s);
+	freestate(s);
 }
 
 /* ---- a user abort never fails over ---- */
@@ -471,7 +478,7 @@ Test(run_decide, abort_never_fails_over)
 			cr_assert_eq(s->cand.profile, 0u);
 			if (how % 2 == 0)
 				cr_assert_eq(a.error, PC_RUN_ERR_ABORTED);
-			free(s);
+			freestate(s);
 		}
 	}
 	/* the classifier's own abort verdict counts too */
@@ -482,7 +489,7 @@ Test(run_decide, abort_never_fails_over)
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_neq(a.next, PC_RUN_FALLBACK);
 	cr_assert_neq(a.retry, PC_RETRY_ROTATE_PROFILE);
-	free(s);
+	freestate(s);
 }
 
 /* ---- caps: every retry kind up to its cap and one past ---- */
@@ -508,7 +515,7 @@ Test(run_decide, overflow_compactions_capped)
 	cr_assert_eq(a.error, PC_RUN_ERR_CONTEXT_OVERFLOW);
 	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
 	cr_assert(strstr(a.message, "Context overflow") != NULL);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, overflow_compaction_failed_then_truncation_once)
@@ -532,7 +539,7 @@ Test(run_decide, overflow_compaction_failed_then_truncation_once)
 	cr_assert_eq(a.error, PC_RUN_ERR_CONTEXT_OVERFLOW, "truncation is once per run");
 	/* a resumed evaluation does not count usage twice */
 	cr_assert_eq(s->usage.total, 30);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, overflow_mid_turn_prompt)
@@ -549,7 +556,7 @@ Test(run_decide, overflow_mid_turn_prompt)
 	a = begin(s);
 	cr_assert_eq(a.prompt, PC_RUN_PROMPT_USER, "the override is for one attempt");
 	cr_assert_not(a.suppress_user_persist);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, timeout_compactions_capped)
@@ -585,11 +592,11 @@ Test(run_decide, timeout_compactions_capped)
 	u.prompt_tokens = 0;
 	u.usage = (pc_usage_t){.input = 60000, .cache_read = 6000, .output = 9000, .total = 75000};
 	cr_assert_eq(decide(s3, &u).next, PC_RUN_COMPACT, "66 %% of the window");
-	free(s3);
+	freestate(s3);
 	s3 = mkstate(1, 1);
 	u.usage = (pc_usage_t){.input = 60000, .output = 9000, .total = 69000};
 	cr_assert_neq(decide(s3, &u).next, PC_RUN_COMPACT, "output tokens do not count");
-	free(s3);
+	freestate(s3);
 	/* not for timeouts during compaction, tool execution or of the run budget */
 	pc_run_outcome_t t = good();
 	m_timeout_compact(s2, &t);
@@ -598,8 +605,8 @@ Test(run_decide, timeout_compactions_capped)
 	t.timed_out_by_run_budget = false;
 	t.timed_out_during_tool = true;
 	cr_assert_neq(decide(s2, &t).next, PC_RUN_COMPACT);
-	free(s);
-	free(s2);
+	freestate(s);
+	freestate(s2);
 }
 
 typedef struct cap_case {
@@ -653,7 +660,7 @@ Test(run_decide, retry_caps)
 					  "%s: one past the cap must not retry the same way", caps[i].name);
 			}
 		}
-		free(s);
+		freestate(s);
 	}
 }
 
@@ -689,7 +696,7 @@ Test(run_decide, sticky_instructions)
 	a = begin(s);
 	cr_assert_eq(a.prompt, PC_RUN_PROMPT_FINALIZE_REVISION);
 	cr_assert(a.suppress_user_persist);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, nonvisible_retries_need_clean_turn)
@@ -709,7 +716,7 @@ Test(run_decide, nonvisible_retries_need_clean_turn)
 		}
 		pc_run_action_t a = decide(s, &o);
 		cr_assert_neq(a.retry, PC_RETRY_REASONING_ONLY, "%s", why[i]);
-		free(s);
+		freestate(s);
 	}
 }
 
@@ -753,7 +760,7 @@ Test(run_decide, rotation_then_fallback)
 	a = decide(s, &o);
 	cr_assert_eq(a.next, PC_RUN_FAIL);
 	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, rotation_skips_cooldown_and_locked)
@@ -774,7 +781,7 @@ Test(run_decide, rotation_skips_cooldown_and_locked)
 	a = decide(l, &o);
 	cr_assert_neq(a.retry, PC_RETRY_ROTATE_PROFILE, "a user-locked profile never rotates");
 	cr_assert_eq(l->cand.profile, 0u);
-	free(s);
+	freestate(s);
 	free(l);
 }
 
@@ -788,7 +795,7 @@ Test(run_decide, prompt_rate_limit_rotation_then_fallback)
 	a = decide(s, &o);
 	cr_assert_eq(a.next, PC_RUN_FALLBACK, "rate-limit rotations past the limit fall back");
 	cr_assert_eq(a.status, 429);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, same_model_rate_limit_delays)
@@ -805,7 +812,7 @@ Test(run_decide, same_model_rate_limit_delays)
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.retry, PC_RETRY_ROTATE_PROFILE, "after three, rotate");
 	cr_assert_eq(s->cand.same_model_rate_limit_retries, 0u, "other retries reset the streak");
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, prompt_thinking_fallback_each_level_once)
@@ -826,7 +833,7 @@ Test(run_decide, prompt_thinking_fallback_each_level_once)
 	begin(s);
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_neq(a.retry, PC_RETRY_THINKING_FALLBACK, "every listed level tried");
-	free(s);
+	freestate(s);
 }
 
 /* ---- retry-limit exhaustion ---- */
@@ -844,7 +851,7 @@ Test(run_decide, budget_exhaustion)
 	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
 	cr_assert_str_eq(a.detail, "Exceeded retry limit after 32 attempts (max=32).");
 	cr_assert(strstr(a.message, "repeated internal retries") != NULL);
-	free(s);
+	freestate(s);
 
 	/* with one, an escalating reason falls back; a timeout does not */
 	s = mkstate(2, 1);
@@ -855,14 +862,14 @@ Test(run_decide, budget_exhaustion)
 	cr_assert_eq(a.reason, PC_FAILOVER_RATE_LIMIT);
 	cr_assert_eq(s->cand.index, 1u);
 	cr_assert_eq(s->trace[0].stage, PC_STAGE_RUN);
-	free(s);
+	freestate(s);
 	s = mkstate(2, 1);
 	s->cand.iterations = s->cand.budget;
 	s->cand.last_retry_reason = PC_FAILOVER_TIMEOUT;
 	a = begin(s);
 	cr_assert_eq(a.next, PC_RUN_FINISH_ERROR);
 	cr_assert_eq(s->cand.index, 0u);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, iteration_records_thinking)
@@ -873,7 +880,7 @@ Test(run_decide, iteration_records_thinking)
 	cr_assert(pc_run_thinking_attempted(s, PC_THINK_LOW));
 	cr_assert_not(pc_run_thinking_attempted(s, PC_THINK_HIGH));
 	cr_assert_eq(s->cand.iterations, 1u);
-	free(s);
+	freestate(s);
 }
 
 /* ---- §1.9 decision tables ---- */
@@ -960,7 +967,7 @@ Test(run_decide, idle_retry_only_without_fallback)
 	pc_run_outcome_t o = good();
 	m_idle(s, &o);
 	cr_assert_eq(decide(s, &o).retry, PC_RETRY_SAME_MODEL_IDLE);
-	free(s);
+	freestate(s);
 	/* with a fallback: the next model instead */
 	s = mkstate(2, 1);
 	pc_run_action_t a = decide(s, &o);
@@ -968,7 +975,7 @@ Test(run_decide, idle_retry_only_without_fallback)
 	cr_assert_eq(a.reason, PC_FAILOVER_TIMEOUT);
 	cr_assert_eq(a.status, 408);
 	cr_assert_eq(s->trace[0].result, PC_TRACE_TIMEOUT);
-	free(s);
+	freestate(s);
 	/* something was observable (a tool ran): no restart, the timeout payload */
 	s = mkstate(1, 1);
 	o.tool_metas = 1;
@@ -976,7 +983,7 @@ Test(run_decide, idle_retry_only_without_fallback)
 	cr_assert_eq(a.error, PC_RUN_ERR_TIMEOUT);
 	cr_assert(a.idle_timeout);
 	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, surface_error_throws_failover)
@@ -994,7 +1001,7 @@ Test(run_decide, surface_error_throws_failover)
 	cr_assert(a.suspend_session, "billing with a session key suspends");
 	cr_assert(strstr(a.message, "billing") != NULL);
 	cr_assert_eq(s->trace[0].result, PC_TRACE_ERROR);
-	free(s);
+	freestate(s);
 	/* a terminal format error with a fallback still moves on (FailoverError) */
 	s = mkstate(2, 2);
 	o = assistant_error(PC_FAILOVER_FORMAT, "400 invalid request");
@@ -1002,7 +1009,7 @@ Test(run_decide, surface_error_throws_failover)
 	cr_assert_eq(a.next, PC_RUN_FALLBACK);
 	cr_assert_eq(a.reason, PC_FAILOVER_FORMAT);
 	cr_assert_not(a.suspend_session);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, overload_backoff_applied)
@@ -1016,7 +1023,7 @@ Test(run_decide, overload_backoff_applied)
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.retry, PC_RETRY_ROTATE_PROFILE);
 	cr_assert_eq(a.delay_ms, 750u);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, timeout_payload_run_timer)
@@ -1033,7 +1040,7 @@ Test(run_decide, timeout_payload_run_timer)
 	o.payload_count = 1;
 	o.visible_text = true;
 	cr_assert_eq(decide(s, &o).next, PC_RUN_FINISH_OK);
-	free(s);
+	freestate(s);
 }
 
 /* ---- §1.14 liveness ---- */
@@ -1141,20 +1148,20 @@ Test(run_decide, cooldown_error_count_and_window)
 	pc_run_outcome_t o = assistant_error(PC_FAILOVER_AUTH, "401");
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.profile_cooldown_ms, (uint64_t)PC_AUTH_COOLDOWN_MAX_MS);
-	free(s);
+	freestate(s);
 	/* older than 24 h: counting starts over */
 	s = mkstate(1, 2);
 	pc_run_profile_seed(s, 0, 0, NOW - PC_AUTH_FAILURE_WINDOW_MS, 2);
 	a = decide(s, &o);
 	cr_assert_eq(a.profile_cooldown_ms, (uint64_t)PC_AUTH_COOLDOWN_FIRST_MS);
-	free(s);
+	freestate(s);
 	/* a setup-stage timeout never poisons the profile */
 	s = mkstate(1, 1);
 	o = prompt_failure(PC_FAILOVER_TIMEOUT, "connect timeout");
 	o.prompt_error = PC_PROMPT_ERR_SETUP;
 	a = decide(s, &o);
 	cr_assert_not(a.mark_profile_failed);
-	free(s);
+	freestate(s);
 }
 
 Test(run_decide, short_window_detection)
@@ -1187,7 +1194,7 @@ Test(run_decide, trace_is_bounded)
 	cr_assert_eq(s->trace_count, PC_RUN_TRACE_MAX);
 	cr_assert_eq(s->trace_dropped, 3u);
 	cr_assert_eq(strlen(s->trace[0].code), PC_RUN_TRACE_CODE_MAX - 1);
-	free(s);
+	freestate(s);
 	ASSERT_NO_LEAKS();
 }
 
@@ -1202,5 +1209,5 @@ Test(run_decide, start_profile_skips_cooldowns)
 	cr_assert_eq(pc_run_profile_seed(s, 2, 9000, 1000, 1), 0);
 	cr_assert_eq(pc_run_start_profile(s, 2000), 0u, "all in cooldown: the first");
 	cr_assert_eq(pc_run_start_profile(NULL, 0), 0u);
-	free(s);
+	freestate(s);
 }

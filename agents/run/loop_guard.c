@@ -5,6 +5,7 @@
 #include "loop_guard.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* FNV-1a: a stable hash so tool names are compared without being copied. */
 static uint64_t hash_name(const char *s)
@@ -27,14 +28,33 @@ void pc_loop_guard_init(pc_loop_guard_t *g, bool enabled, uint32_t window)
 	g->window = window > PC_LOOP_GUARD_MAX_WINDOW ? PC_LOOP_GUARD_MAX_WINDOW : window;
 	g->remaining = 0;
 	g->count = 0;
+	g->large = NULL;
+}
+
+void pc_loop_guard_fini(pc_loop_guard_t *g)
+{
+	if (!g)
+		return;
+	free(g->large);
+	g->large = NULL;
+	g->remaining = 0;
 }
 
 void pc_loop_guard_arm(pc_loop_guard_t *g)
 {
 	if (!g || !g->enabled)
 		return;
-	g->remaining = g->window;
 	g->count = 0;
+	g->remaining = 0;
+	if (g->window > PC_LOOP_GUARD_SMALL && !g->large &&
+	    !(g->large = malloc(g->window * sizeof(*g->large))))
+		return;
+	g->remaining = g->window;
+}
+
+static pc_loop_guard_entry_t *history(pc_loop_guard_t *g)
+{
+	return g->window > PC_LOOP_GUARD_SMALL ? g->large : g->small;
 }
 
 bool pc_loop_guard_armed(const pc_loop_guard_t *g)
@@ -55,10 +75,11 @@ int pc_loop_guard_observe(pc_loop_guard_t *g, const char *tool, uint64_t args_ha
 	pc_loop_guard_entry_t e = {hash_name(tool), args_hash, result_hash};
 	g->remaining--;
 	/* remaining starts at window and count grows with it, so this fits */
-	g->history[g->count++] = e;
+	pc_loop_guard_entry_t *hist = history(g);
+	hist[g->count++] = e;
 	uint32_t same = 0;
 	for (uint32_t i = 0; i < g->count; i++) {
-		const pc_loop_guard_entry_t *h = &g->history[i];
+		const pc_loop_guard_entry_t *h = &hist[i];
 		if (h->tool_hash == e.tool_hash && h->args_hash == e.args_hash &&
 		    h->result_hash == e.result_hash)
 			same++;

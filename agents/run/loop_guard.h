@@ -28,6 +28,9 @@ extern "C" {
  * bound; a window this long would never trip in practice anyway). */
 #define PC_LOOP_GUARD_MAX_WINDOW 64u
 
+/* Windows up to this long keep their history inside the guard. */
+#define PC_LOOP_GUARD_SMALL 8u
+
 typedef struct pc_loop_guard_entry {
 	uint64_t tool_hash;
 	uint64_t args_hash;
@@ -38,8 +41,12 @@ typedef struct pc_loop_guard {
 	bool enabled;       /* tools.loopDetection.enabled != false */
 	uint32_t window;    /* postCompactionGuard.windowSize */
 	uint32_t remaining; /* observations left while armed; 0 = not armed */
-	uint32_t count;     /* entries in `history` */
-	pc_loop_guard_entry_t history[PC_LOOP_GUARD_MAX_WINDOW];
+	uint32_t count;     /* entries in the history */
+	/* The history: `small` for windows up to PC_LOOP_GUARD_SMALL (the
+	 * default is 3), else `large`, from the heap once armed
+	 * (pc_loop_guard_fini frees it): every run carries a guard, few arm it. */
+	pc_loop_guard_entry_t *large;
+	pc_loop_guard_entry_t small[PC_LOOP_GUARD_SMALL];
 } pc_loop_guard_t;
 
 /* The result of one observation. */
@@ -53,9 +60,14 @@ typedef struct pc_loop_guard_verdict {
  * PC_LOOP_GUARD_MAX_WINDOW is clamped. NULL is ignored. */
 void pc_loop_guard_init(pc_loop_guard_t *g, bool enabled, uint32_t window);
 
+/* Frees a long window's history; init may follow. NULL is ignored. */
+void pc_loop_guard_fini(pc_loop_guard_t *g);
+
 /* armPostCompaction: the next `window` observations are watched; history
  * from an earlier arming is forgotten. Called after a timeout compaction,
- * an overflow compaction, and a compaction-continuation retry. */
+ * an overflow compaction, and a compaction-continuation retry. A window
+ * longer than PC_LOOP_GUARD_SMALL whose history cannot be allocated leaves
+ * the guard unarmed. */
 void pc_loop_guard_arm(pc_loop_guard_t *g);
 
 /* True while observations are still being watched. */

@@ -67,7 +67,7 @@ typedef struct run {
 	char *revision;       /* the last before_agent_finalize revision request */
 	char *hook_model;     /* before_model_resolve's model, for cand[0] */
 	bool reply_checked;   /* message_sending has had its say */
-	pc_run_action_t final_act; /* the ok finish waiting for message_sending */
+	pc_run_action_t *final_act; /* the ok finish waiting for message_sending */
 
 	run_phase_t phase;
 	pc_actor_t *attempt;
@@ -238,9 +238,16 @@ static bool hook_message_sending(pc_ctx_t *ctx, run_t *r, const pc_run_action_t 
 	cJSON_AddStringToObject(ev, "sessionKey", r->key);
 	cJSON_AddStringToObject(ev, "runId", r->run_id);
 	free(content);
-	if (!hook_start(ctx, r, PC_HOOK_MESSAGE_SENDING, ev, TAG_MESSAGE_SENDING))
+	pc_run_action_t *held = malloc(sizeof(*held));
+	if (!held || !hook_start(ctx, r, PC_HOOK_MESSAGE_SENDING, ev, TAG_MESSAGE_SENDING)) {
+		if (!held)
+			cJSON_Delete(ev);
+		free(held);
 		return false;
-	r->final_act = *act;
+	}
+	*held = *act;
+	free(r->final_act);
+	r->final_act = held;
 	r->phase = RP_SENDING;
 	return true;
 }
@@ -807,7 +814,7 @@ static void on_hook_done(pc_ctx_t *ctx, run_t *r, const pc_hook_done_msg_t *d)
 	} else if (d->tag == TAG_MESSAGE_SENDING && r->phase == RP_SENDING) {
 		r->phase = RP_IDLE;
 		apply_message_sending(r, d);
-		finish(ctx, r, PC_RUN_STATUS_OK, NULL, &r->final_act);
+		finish(ctx, r, PC_RUN_STATUS_OK, NULL, r->final_act);
 	}
 }
 
@@ -946,6 +953,8 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	pc_actor_release(r->session);
 	pc_event_bus_release(r->bus);
 	pc__loop_box_release(r->loop);
+	pc_run_state_fini(&r->rs);
+	free(r->final_act);
 	free(r->revision);
 	free(r->hook_model);
 	free(r->error_text);
@@ -1056,6 +1065,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		free(r->extra);
 		free(r->model_buf);
 		pc__loop_box_release(r->loop);
+		pc_run_state_fini(&r->rs);
 		free(r);
 		return rc;
 	}

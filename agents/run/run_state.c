@@ -4,6 +4,7 @@
  */
 #include "run_state.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *pc_run_liveness_name(pc_run_liveness_t l)
@@ -147,6 +148,16 @@ int pc_run_profile_seed(pc_run_state_t *s, uint32_t profile, uint64_t cooldown_u
 	return 0;
 }
 
+void pc_run_state_fini(pc_run_state_t *s)
+{
+	if (!s)
+		return;
+	free(s->trace);
+	s->trace = NULL;
+	s->trace_count = s->trace_cap = 0;
+	pc_loop_guard_fini(&s->guard);
+}
+
 uint32_t pc_run_start_profile(pc_run_state_t *s, uint64_t now_ms)
 {
 	if (!s)
@@ -187,6 +198,16 @@ void pc_run_trace_add(pc_run_state_t *s, pc_run_trace_result_t result, pc_run_st
 	if (s->trace_count >= PC_RUN_TRACE_MAX) {
 		s->trace_dropped++;
 		return;
+	}
+	if (s->trace_count == s->trace_cap) {
+		uint32_t cap = s->trace_cap ? s->trace_cap * 2 : 2;
+		pc_run_trace_entry_t *grown = realloc(s->trace, cap * sizeof(*grown));
+		if (!grown) {
+			s->trace_dropped++;
+			return;
+		}
+		s->trace = grown;
+		s->trace_cap = cap;
 	}
 	pc_run_trace_entry_t *e = &s->trace[s->trace_count++];
 	memset(e, 0, sizeof(*e));

@@ -69,8 +69,8 @@ extern "C" {
 /* Storage bounds of this implementation (not from the spec). */
 #define PC_RUN_MAX_CANDIDATES 16u /* models in the fallback chain */
 #define PC_RUN_MAX_PROFILES 16u   /* auth profiles of one candidate */
-#define PC_RUN_TRACE_MAX 32u      /* trace entries kept (a run rarely needs more than a
-				   * few); later ones are counted only */
+#define PC_RUN_TRACE_MAX 256u     /* trace entries kept (past the largest iteration
+				   * budget); later ones are counted only */
 #define PC_RUN_TRACE_CODE_MAX 32u /* bytes kept of an error code, NUL included */
 
 /* "No reason": the spec's null FailoverReason. */
@@ -230,9 +230,11 @@ typedef struct pc_run_state {
 	bool replay_invalid;
 	bool had_side_effects;
 
-	pc_run_trace_entry_t trace[PC_RUN_TRACE_MAX];
-	uint32_t trace_count;
-	uint32_t trace_dropped;
+	/* trace_count entries, grown on the heap as attempts end (most runs
+	 * have one): pc_run_state_fini frees them */
+	pc_run_trace_entry_t *trace;
+	uint32_t trace_count, trace_cap;
+	uint32_t trace_dropped; /* past PC_RUN_TRACE_MAX, or out of memory */
 } pc_run_state_t;
 
 /*
@@ -241,6 +243,10 @@ typedef struct pc_run_state {
  * profile count > PC_RUN_MAX_PROFILES or a think level out of range.
  */
 int pc_run_state_init(pc_run_state_t *s, const pc_run_config_t *cfg);
+
+/* Frees what `s` holds (its trace, a long loop-guard window); init may
+ * follow. NULL is ignored. */
+void pc_run_state_fini(pc_run_state_t *s);
 
 /* Seeds the cooldown of profile `profile` of the current candidate from the
  * auth-profile store. PC_EINVAL for NULL or an index out of range. */
@@ -272,7 +278,8 @@ bool pc_run_thinking_attempted(const pc_run_state_t *s, pc_think_level_t t);
 int pc_run_prompt_additions(const pc_run_state_t *s, const char **out, size_t cap, size_t *n);
 
 /* Appends a trace entry (dropping it and counting it when the trace is
- * full). `code` may be NULL; it is truncated to fit. NULL `s` is ignored. */
+ * full or out of memory). `code` may be NULL; it is truncated to fit. NULL
+ * `s` is ignored. */
 void pc_run_trace_add(pc_run_state_t *s, pc_run_trace_result_t result, pc_run_stage_t stage,
 		      pc_failover_reason_t reason, int status, const char *code,
 		      int64_t duration_ms);
