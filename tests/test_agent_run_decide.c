@@ -782,7 +782,7 @@ Test(run_decide, rotation_skips_cooldown_and_locked)
 	cr_assert_neq(a.retry, PC_RETRY_ROTATE_PROFILE, "a user-locked profile never rotates");
 	cr_assert_eq(l->cand.profile, 0u);
 	freestate(s);
-	free(l);
+	freestate(l);
 }
 
 Test(run_decide, prompt_rate_limit_rotation_then_fallback)
