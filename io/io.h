@@ -69,6 +69,8 @@ typedef struct pc_io_stats {
 	uint64_t wakeups;            /* epoll returns */
 	uint64_t output_queued;      /* bytes server connections hold for their peers now
 				      * (written, not yet taken by the socket) */
+	uint64_t trims;              /* times an I/O thread gave free heap memory back
+				      * after a busy stretch (runtime.h, trim_after_ms) */
 } pc_io_stats_t;
 
 /* Sums the counters of every I/O thread; each is read without stopping

@@ -9,6 +9,7 @@
  * through them is never named by an event still waiting in the batch.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -208,14 +209,18 @@ void pc__ioloop_timer_cancel(pc_ioloop_t *loop, pc_io_timer_t *t)
 		heap_remove(loop, t);
 }
 
-static void run_timers(pc_ioloop_t *loop)
+/* Runs the due timers; true when there were any. */
+static bool run_timers(pc_ioloop_t *loop)
 {
 	uint64_t now = loop->now_ns;
+	bool ran = false;
 	while (loop->heap_len && loop->heap[1]->deadline_ns <= now) {
 		pc_io_timer_t *t = loop->heap[1];
 		heap_remove(loop, t);
 		t->fn(loop, t->arg);
+		ran = true;
 	}
+	return ran;
 }
 
 static int wait_timeout_ms(const pc_ioloop_t *loop)
@@ -403,11 +408,25 @@ static void *loop_main(void *arg)
 
 	struct epoll_event evs[EVENT_BATCH];
 	bool pending = false; /* commands left over from a full batch */
+	/* After a busy stretch, the first wait lasting trim_after_ms with
+	 * nothing to do gives this thread's free heap back (runtime.h). */
+	const pc_runtime_t *rt = loop->io->rt;
+	int64_t trim_after = pc_runtime_trim_after_ms(rt);
+	bool worked = false;
 	while (!__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE)) {
 		int timeout = (pending || loop->defer_len) ? 0 : wait_timeout_ms(loop);
-		int n = epoll_wait(loop->epfd, evs, EVENT_BATCH, timeout);
+		bool trim_wait = worked && trim_after >= 0 && trim_after <= INT_MAX &&
+				 (timeout < 0 || timeout > trim_after);
+		int n = epoll_wait(loop->epfd, evs, EVENT_BATCH, trim_wait ? (int)trim_after : timeout);
 		if (n < 0 && errno != EINTR)
 			abort(); /* EBADF/EINVAL: the loop's own fd is broken */
+		if (n > 0) {
+			worked = true;
+		} else if (n == 0 && trim_wait) {
+			worked = false;
+			pc_runtime_trim_heap(rt);
+			PC__IO_STAT_ADD(loop, trims, 1);
+		}
 		loop->now_ns = clock_ns();
 		PC__IO_STAT_ADD(loop, wakeups, 1);
 		for (int i = 0; i < n; i++) {
@@ -417,7 +436,8 @@ static void *loop_main(void *arg)
 		}
 		pending = !run_commands(loop, CMD_BATCH);
 		loop->now_ns = clock_ns();
-		run_timers(loop);
+		if (run_timers(loop))
+			worked = true;
 		run_defers(loop);
 	}
 	shutdown_loop(loop);

@@ -62,7 +62,7 @@ void pc__trim_init(pc_runtime_t *rt)
 
 /* runtime.h: free heap memory back to the system, through whichever
  * allocator the process has. */
-static void trim_heap(pc_runtime_t *rt)
+void pc_runtime_trim_heap(const pc_runtime_t *rt)
 {
 	if (rt->mi_collect) {
 		rt->mi_collect(true);
@@ -71,6 +71,11 @@ static void trim_heap(pc_runtime_t *rt)
 #ifndef PC_SANITIZED_MALLOC
 	malloc_trim(0);
 #endif
+}
+
+int64_t pc_runtime_trim_after_ms(const pc_runtime_t *rt)
+{
+	return rt->cfg.trim_after_ms;
 }
 
 /* Sleeps until woken; a worker that worked since its last trim first
@@ -83,7 +88,7 @@ static void sleep_until_woken(pc__worker_t *w)
 			futex_wait(&w->park_word);
 		} else if (!futex_wait_ms(&w->park_word, after) && pc_atomic_load_u32_acq(&w->park_word) == 0) {
 			w->worked = false;
-			trim_heap(w->rt);
+			pc_runtime_trim_heap(w->rt);
 			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
 		}
 	}

@@ -50,8 +50,18 @@ typedef struct pc_runtime_config {
  * its last work therefore asks the allocator to give free memory back
  * (mimalloc's mi_collect when it is the process's allocator, else glibc's
  * malloc_trim): once per busy-to-idle stretch, never while busy, and never
- * a wake-up of its own beyond that one. */
+ * a wake-up of its own beyond that one. The I/O threads do the same
+ * (io/loop.c): mimalloc keeps a heap per thread, and an I/O thread's holds
+ * what a burst of connections left. */
 #define PC_RUNTIME_DEFAULT_TRIM_AFTER_MS 1000
+
+/* Gives the calling thread's free heap memory back to the system, as an
+ * idle worker does. Any thread; for threads of the caller's own that
+ * allocate in bursts. */
+void pc_runtime_trim_heap(const pc_runtime_t *rt);
+
+/* The configured trim_after_ms (< 0: never). */
+int64_t pc_runtime_trim_after_ms(const pc_runtime_t *rt);
 
 /* Fills `cfg` with the defaults (all zero, meaning "choose"). */
 void pc_runtime_config_init(pc_runtime_config_t *cfg);

@@ -216,6 +216,37 @@ Test(io_client, get_and_post_arrive_in_order_with_headers)
 	cr_assert_eq(s.accepted, 1);
 }
 
+/* After a busy stretch the I/O thread gives its free heap back once, a
+ * trim_after_ms (1 s) of nothing later, and then sleeps: no wake-up of its
+ * own while nothing happens. */
+Test(io_client, an_idle_io_thread_trims_once_then_sleeps)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_hello, NULL);
+	set_url(&s, "/x");
+	pc_io_stats_t st0, st1, st2;
+	pc_io_stats(io, &st0);
+	for (int i = 0; i < 5; i++) {
+		collector_t *c = collector_new(true);
+		pc_actor_t *a = spawn_collector(c);
+		fetch(url, NULL, c, a, NULL);
+		finish(c, a);
+		cr_assert_eq(c->status, 200);
+		collector_free(c);
+	}
+	raw_server_stop(&s);
+	uint64_t until = now_ms() + 5000;
+	do {
+		sleep_ms(50);
+		pc_io_stats(io, &st1);
+	} while (st1.trims == st0.trims && now_ms() < until);
+	cr_assert_eq(st1.trims, st0.trims + 1, "one trim after the busy stretch");
+	sleep_ms(1500);
+	pc_io_stats(io, &st2);
+	cr_assert_eq(st2.trims, st1.trims, "no second trim without work");
+	cr_assert_eq(st2.wakeups, st1.wakeups, "asleep while nothing happens");
+}
+
 Test(io_client, a_body_handed_over_is_sent_and_released)
 {
 	raw_server_t s;
