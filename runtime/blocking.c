@@ -5,7 +5,9 @@
  */
 #include "blocking.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../mailbox/atomics_internal.h"
 #include "runtime_internal.h"
@@ -27,8 +29,7 @@ int pc__blocking_init(pc_runtime_t *rt)
 	if (!b->tids)
 		return PC_ENOMEM;
 	pthread_mutex_init(&b->lock, NULL);
-	pthread_cond_init(&b->cond, NULL);
-	return 0;
+	return pc__cond_init_monotonic(&b->cond);
 }
 
 static void finish(pc_runtime_t *rt)
@@ -46,17 +47,48 @@ static void finish(pc_runtime_t *rt)
 		pc__quiet_signal(rt);
 }
 
+/* Lock held. Waits for a job or the stop. A thread that ran a job since it
+ * last trimmed first waits at most trim_after_ms and, if nothing came,
+ * gives its free heap back (runtime.h): the store's writer and readers
+ * allocate on these threads. */
+static void wait_for_job(pc_runtime_t *rt, pc__blocking_t *b, bool *worked)
+{
+	int64_t after = rt->cfg.trim_after_ms;
+	while (!b->head && !b->stopping) {
+		b->idle++;
+		if (!*worked || after < 0) {
+			pthread_cond_wait(&b->cond, &b->lock);
+			b->idle--;
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(after / 1000);
+		ts.tv_nsec += (long)(after % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		int rc = pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+		b->idle--;
+		if (rc == ETIMEDOUT && !b->head && !b->stopping) {
+			*worked = false;
+			pthread_mutex_unlock(&b->lock);
+			pc_runtime_trim_heap(rt);
+			pc_atomic_faa_u64(&rt->blocking_trims, 1);
+			pthread_mutex_lock(&b->lock);
+		}
+	}
+}
+
 static void *pool_main(void *arg)
 {
 	pc_runtime_t *rt = arg;
 	pc__blocking_t *b = &rt->blocking;
+	bool worked = false;
 	pthread_mutex_lock(&b->lock);
 	for (;;) {
-		while (!b->head && !b->stopping) {
-			b->idle++;
-			pthread_cond_wait(&b->cond, &b->lock);
-			b->idle--;
-		}
+		wait_for_job(rt, b, &worked);
 		if (b->stopping)
 			break;
 		pc__blocking_job_t *j = b->head;
@@ -65,6 +97,7 @@ static void *pool_main(void *arg)
 			b->tail = NULL;
 		b->queued--;
 		pthread_mutex_unlock(&b->lock);
+		worked = true;
 		pc_msg_t *m = j->fn(j->arg);
 		if (m) {
 			if (j->reply_to)

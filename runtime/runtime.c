@@ -216,6 +216,7 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 		.dead_letters = pc_atomic_load_u64(&rt->ext_dead),
 		.timers_fired = pc_atomic_load_u64(&rt->timers_fired),
 		.blocking_done = pc_atomic_load_u64(&rt->blocking_done),
+		.blocking_trims = pc_atomic_load_u64(&rt->blocking_trims),
 	};
 	uint64_t now = pc__now_ns();
 	uint64_t reclaimed = 0;

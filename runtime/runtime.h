@@ -50,9 +50,9 @@ typedef struct pc_runtime_config {
  * its last work therefore asks the allocator to give free memory back
  * (mimalloc's mi_collect when it is the process's allocator, else glibc's
  * malloc_trim): once per busy-to-idle stretch, never while busy, and never
- * a wake-up of its own beyond that one. The I/O threads do the same
- * (io/loop.c): mimalloc keeps a heap per thread, and an I/O thread's holds
- * what a burst of connections left. */
+ * a wake-up of its own beyond that one. The blocking threads and the I/O
+ * threads (io/loop.c) do the same: mimalloc keeps a heap per thread, and
+ * an I/O thread's holds what a burst of connections left. */
 #define PC_RUNTIME_DEFAULT_TRIM_AFTER_MS 1000
 
 /* Gives the calling thread's free heap memory back to the system, as an
@@ -121,6 +121,8 @@ typedef struct pc_runtime_stats {
 	uint64_t timers_fired;   /* timer messages delivered */
 	uint64_t blocking_done;  /* blocking jobs completed */
 	uint64_t mutes;          /* times a sender was held back by backpressure */
+	uint64_t blocking_trims; /* times an idle blocking thread gave free heap
+				  * memory back (trim_after_ms) */
 } pc_runtime_stats_t;
 
 /* Messages waiting in the live actors' mailboxes. */

@@ -146,7 +146,7 @@ struct pc_runtime {
 	struct pc__registry *registry;
 
 	/* Counters for work done off the workers (atomic). */
-	uint64_t ext_sent, ext_spawned, ext_exited, ext_dead, timers_fired, blocking_done;
+	uint64_t ext_sent, ext_spawned, ext_exited, ext_dead, timers_fired, blocking_done, blocking_trims;
 	uint64_t next_id;        /* atomic, handed out in blocks */
 };
 

@@ -268,6 +268,45 @@ Test(blocking, null_result_and_null_reply_to)
 	ASSERT_NO_LEAKS();
 }
 
+/* A blocking thread that ran a job gives its free heap back once it has
+ * had nothing to do for trim_after_ms, once, and then sleeps. */
+Test(blocking, an_idle_thread_trims_once)
+{
+	pc_runtime_config_t cfg;
+	pc_runtime_config_init(&cfg);
+	cfg.workers = 1;
+	cfg.blocking_threads = 1;
+	cfg.trim_after_ms = 100;
+	pc_runtime_t *rt = NULL;
+	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
+	cr_assert_eq(pc_runtime_start(rt), 0);
+	pc_runtime_stats_t st;
+	pc_runtime_stats(rt, &st, NULL, 0);
+	cr_assert_eq(st.blocking_trims, 0u, "no work, no trim");
+	job_t j = {.index = 0, .null_result = true};
+	cr_assert_eq(pc_blocking_submit(rt, job_fn, NULL, &j, NULL), 0);
+	uint64_t until = pc_runtime_now_ms() + 5000;
+	do {
+		sleep_ms(10);
+		pc_runtime_stats(rt, &st, NULL, 0);
+	} while (st.blocking_trims == 0 && pc_runtime_now_ms() < until);
+	cr_assert_eq(st.blocking_trims, 1u);
+	sleep_ms(400);
+	pc_runtime_stats(rt, &st, NULL, 0);
+	cr_assert_eq(st.blocking_trims, 1u, "once per busy stretch");
+	cr_assert_eq(pc_blocking_submit(rt, job_fn, NULL, &j, NULL), 0);
+	until = pc_runtime_now_ms() + 5000;
+	do {
+		sleep_ms(10);
+		pc_runtime_stats(rt, &st, NULL, 0);
+	} while (st.blocking_trims == 1 && pc_runtime_now_ms() < until);
+	cr_assert_eq(st.blocking_trims, 2u, "and again after the next one");
+	cr_assert_eq(pc_runtime_wait_quiescent(rt, 10000), 0);
+	cr_assert_eq(j.fn_calls, 2);
+	FREE_RUNTIME_CHECKED(rt);
+	ASSERT_NO_LEAKS();
+}
+
 Test(blocking, full_queue_is_busy)
 {
 	reset_failures();
