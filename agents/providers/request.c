@@ -233,17 +233,35 @@ static const char *role_of(const cJSON *m)
  * cJSON_Duplicate copies it), behind one byte naming the api. Whoever edits
  * a message in place calls pc_request_message_changed. */
 
-/* Appends what one message becomes to `into`: nothing, or one item. */
+/* An api's conversions: each appends what one message of its role becomes
+ * to `into` (nothing, or one item). */
 typedef int (*convert_fn)(const cJSON *m, cJSON *into);
+typedef struct converters {
+	convert_fn user, assistant, tool_result;
+} converters_t;
+
+static int convert(const converters_t *c, const cJSON *m, cJSON *into)
+{
+	const char *role = role_of(m);
+	if (!role)
+		return PC_EINVAL;
+	if (strcmp(role, "user") == 0)
+		return c->user(m, into);
+	if (strcmp(role, "assistant") == 0)
+		return c->assistant(m, into);
+	if (strcmp(role, "toolResult") == 0)
+		return c->tool_result(m, into);
+	return PC_EINVAL;
+}
 
 static char api_tag(pc_provider_api_t api)
 {
 	return api == PC_API_ANTHROPIC_MESSAGES ? 'A' : 'O';
 }
 
-/* *out: the printed item `convert` makes of `m` ("" for none), owned by
- * the message. */
-static int wire_of(const cJSON *m, char tag, convert_fn convert, const char **out)
+/* *out: the printed item `conv` makes of `m` ("" for none), owned by the
+ * message. */
+static int wire_of(const cJSON *m, char tag, const converters_t *conv, const char **out)
 {
 	if (!cJSON_IsObject(m))
 		return PC_EINVAL;
@@ -254,7 +272,7 @@ static int wire_of(const cJSON *m, char tag, convert_fn convert, const char **ou
 	cJSON *into = cJSON_CreateArray();
 	if (!into)
 		return PC_ENOMEM;
-	int rc = convert(m, into);
+	int rc = convert(conv, m, into);
 	char *printed = NULL;
 	if (!rc && into->child && !(printed = pc_json_print(into->child)))
 		rc = PC_ENOMEM;
@@ -302,7 +320,7 @@ static void put(char *dst, size_t *n, const char *s, size_t k)
  * `head` (may be NULL), then each message's kept wire form; with
  * `group_results` (Anthropic), a run of tool results goes into one user
  * message, and any other message ends the run. */
-static int joined(const pc_request_params_t *p, convert_fn convert, bool group_results, const char *head,
+static int joined(const pc_request_params_t *p, const converters_t *conv, bool group_results, const char *head,
 		  char *dst, size_t *len)
 {
 	size_t n = 0;
@@ -316,7 +334,7 @@ static int joined(const pc_request_params_t *p, convert_fn convert, bool group_r
 	cJSON_ArrayForEach(m, p->messages)
 	{
 		const char *wire = NULL;
-		int rc = wire_of(m, api_tag(p->api), convert, &wire);
+		int rc = wire_of(m, api_tag(p->api), conv, &wire);
 		if (rc)
 			return rc;
 		bool result = group_results && is_tool_result(m);
@@ -350,18 +368,18 @@ static int joined(const pc_request_params_t *p, convert_fn convert, bool group_r
  * repeats the whole history: an item per message was most of its
  * printing). The text is allocated by cJSON's allocator and owned by the
  * item. */
-static int add_messages(cJSON *body, const pc_request_params_t *p, convert_fn convert, bool group_results,
+static int add_messages(cJSON *body, const pc_request_params_t *p, const converters_t *conv, bool group_results,
 			const char *head)
 {
 	size_t len = 0;
-	int rc = joined(p, convert, group_results, head, NULL, &len);
+	int rc = joined(p, conv, group_results, head, NULL, &len);
 	if (rc)
 		return rc;
 	char *text = cJSON_malloc(len + 1);
 	if (!text)
 		return PC_ENOMEM;
 	size_t n = 0;
-	rc = joined(p, convert, group_results, head, text, &n);
+	rc = joined(p, conv, group_results, head, text, &n);
 	if (rc) {
 		cJSON_free(text);
 		return rc;
@@ -535,19 +553,7 @@ static int oa_tool_result(const cJSON *m, cJSON *msgs)
 	return rc;
 }
 
-static int oa_message(const cJSON *m, cJSON *msgs)
-{
-	const char *role = role_of(m);
-	if (!role)
-		return PC_EINVAL;
-	if (strcmp(role, "user") == 0)
-		return oa_user(m, msgs);
-	if (strcmp(role, "assistant") == 0)
-		return oa_assistant(m, msgs);
-	if (strcmp(role, "toolResult") == 0)
-		return oa_tool_result(m, msgs);
-	return PC_EINVAL;
-}
+static const converters_t openai_messages = {oa_user, oa_assistant, oa_tool_result};
 
 static cJSON *default_schema(void)
 {
@@ -623,7 +629,7 @@ static int openai_body(const pc_request_params_t *p, cJSON *body)
 		cJSON_Delete(sm);
 	}
 	if (!rc)
-		rc = add_messages(body, p, oa_message, false, system);
+		rc = add_messages(body, p, &openai_messages, false, system);
 	cJSON_free(system);
 	if (!rc && !cJSON_AddTrueToObject(body, "stream"))
 		rc = PC_ENOMEM;
@@ -854,19 +860,7 @@ static int an_tool_result(const cJSON *m, cJSON *blocks)
 	return rc;
 }
 
-static int an_message(const cJSON *m, cJSON *into)
-{
-	const char *role = role_of(m);
-	if (!role)
-		return PC_EINVAL;
-	if (strcmp(role, "user") == 0)
-		return an_user(m, into);
-	if (strcmp(role, "assistant") == 0)
-		return an_assistant(m, into);
-	if (strcmp(role, "toolResult") == 0)
-		return an_tool_result(m, into);
-	return PC_EINVAL;
-}
+static const converters_t anthropic_messages = {an_user, an_assistant, an_tool_result};
 
 static int an_tools(const cJSON *tools, cJSON *body)
 {
@@ -911,7 +905,7 @@ static int anthropic_body(const pc_request_params_t *p, cJSON *body)
 	if (!rc && p->system_prompt && *p->system_prompt)
 		rc = add_str(body, "system", p->system_prompt);
 	if (!rc)
-		rc = add_messages(body, p, an_message, true, NULL);
+		rc = add_messages(body, p, &anthropic_messages, true, NULL);
 	if (!rc)
 		rc = p->tools_json ? add_raw(body, "tools", p->tools_json) : an_tools(p->tools, body);
 	if (!rc && budget) {
