@@ -149,12 +149,7 @@ static void wheel_add(pc__timers_t *t, pc__timer_entry_t *e)
 int pc__timers_init(pc_runtime_t *rt)
 {
 	pc__timers_t *t = &rt->timers;
-	pthread_condattr_t a;
-	if (pthread_condattr_init(&a) != 0)
-		return PC_ESYS;
-	int ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&t->cond, &a) == 0;
-	pthread_condattr_destroy(&a);
-	if (!ok)
+	if (pc__cond_init_monotonic(&t->cond) != 0)
 		return PC_ESYS;
 	/* Adaptive: a thread arming timers in a tight loop re-takes a plain
 	 * mutex before a sleeping waiter (the timer thread) gets to it; a
