@@ -25,6 +25,8 @@
 
 /* Past this many gathered bytes, the run is written out at once. */
 #define GATHER_MAX ((size_t)1 << 20)
+/* A buffer grown past this by a large commit is let go after it. */
+#define KEEP_MAX ((size_t)256 << 10)
 /* The unix VFS writes at most this much per call: it masks the length with
  * 0x1ffff, so a larger write would be cut (to nothing, for a multiple of
  * 128 KiB) and reported as a full disk. */
@@ -57,6 +59,11 @@ static int flush(wal_file_t *w)
 		done += n;
 	}
 	w->len = 0;
+	if (w->cap > KEEP_MAX) {
+		free(w->buf);
+		w->buf = NULL;
+		w->cap = 0;
+	}
 	return rc;
 }
 
