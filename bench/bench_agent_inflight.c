@@ -181,7 +181,9 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 static uint64_t sweep_and_settle(agent_env_t *e)
 {
 	pc_run_registry_sweep(e->agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
-	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + 1500;
+	/* the sessions let their transcripts go, and then the threads that
+	 * freed them give the memory back once idle for trim_after_ms */
+	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1500;
 	struct timespec ts = {(time_t)(settle_ms / 1000), (long)(settle_ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 	return env_trimmed_rss_kib();
