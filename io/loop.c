@@ -393,6 +393,7 @@ static void *loop_main(void *arg)
 {
 	pc_ioloop_t *loop = arg;
 	loop->self = pthread_self();
+	pc_thread_name("io", pc__ioloop_index(loop));
 	pc__msg_cache_attach(&loop->msg_cache);
 	struct pc__http_client_loop *client = NULL;
 	int rc = pc__http_client_loop_init(loop, &loop->io->cfg, &client);

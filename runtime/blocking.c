@@ -87,6 +87,7 @@ static void *pool_main(void *arg)
 	pc__blocking_t *b = &rt->blocking;
 	bool worked = false;
 	pthread_mutex_lock(&b->lock);
+	pc_thread_name("blocking", b->named++);
 	for (;;) {
 		wait_for_job(rt, b, &worked);
 		if (b->stopping)

@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -60,6 +61,14 @@ static void resolve(pc_runtime_config_t *c)
 		c->spin_rounds = 16;
 	if (c->trim_after_ms == 0)
 		c->trim_after_ms = PC_RUNTIME_DEFAULT_TRIM_AFTER_MS;
+}
+
+void pc_thread_name(const char *role, uint32_t index)
+{
+	char name[16]; /* the kernel's limit, with the NUL */
+	snprintf(name, sizeof(name), "pc-%s-%u", role, index);
+	/* Only ERANGE can fail, and snprintf has already cut the name. */
+	(void)pthread_setname_np(pthread_self(), name);
 }
 
 uint64_t pc__next_id(pc_runtime_t *rt)

@@ -60,6 +60,11 @@ typedef struct pc_runtime_config {
  * allocate in bursts. */
 void pc_runtime_trim_heap(const pc_runtime_t *rt);
 
+/* Names the calling thread "pc-<role>-<index>" (cut to the system's 15
+ * characters), so that top -H, perf and gdb tell Pincer's threads apart.
+ * Best effort: a name that cannot be set changes nothing else. */
+void pc_thread_name(const char *role, uint32_t index);
+
 /* The configured trim_after_ms (< 0: never). */
 int64_t pc_runtime_trim_after_ms(const pc_runtime_t *rt);
 

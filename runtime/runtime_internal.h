@@ -109,6 +109,7 @@ typedef struct pc__blocking {
 	pc__blocking_job_t *head, *tail;
 	uint32_t queued, max_queued;
 	uint32_t threads, max_threads, idle;
+	uint32_t named;          /* threads that have taken a name */
 	uint64_t pending;        /* queued + running (atomic reads) */
 	bool stopping;
 	pthread_t *tids;

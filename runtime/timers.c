@@ -267,6 +267,7 @@ static void *timer_main(void *arg)
 {
 	pc_runtime_t *rt = arg;
 	pc__timers_t *t = &rt->timers;
+	pc_thread_name("timers", 0);
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
 		struct fire_ctx fc = {t, pc__now_ns(), NULL, NULL, 0, false};

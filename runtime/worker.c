@@ -182,6 +182,7 @@ static void *worker_main(void *arg)
 	pc__worker_t *w = arg;
 	pc_runtime_t *rt = w->rt;
 	tls_worker = w;
+	pc_thread_name("worker", (uint32_t)(w - rt->workers));
 	pc__msg_cache_attach(&w->msg_cache);
 	pc_atomic_store_u64(&w->started_ns, pc__now_ns());
 	while (pc_atomic_load_u32_acq(&rt->state) < PC__RT_STOPPING) {

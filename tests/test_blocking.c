@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -115,6 +116,7 @@ typedef struct job {
 	uint32_t fn_calls;      /* atomic */
 	uint32_t discard_calls; /* atomic */
 	pthread_t ran_on;
+	char thread_name[16];
 	bool on_worker;
 	gate_t *gate;
 	bool null_result;
@@ -125,6 +127,8 @@ static pc_msg_t *job_fn(void *arg)
 	job_t *j = arg;
 	__atomic_fetch_add(&j->fn_calls, 1, __ATOMIC_ACQ_REL);
 	j->ran_on = pthread_self();
+	if (pthread_getname_np(j->ran_on, j->thread_name, sizeof(j->thread_name)) != 0)
+		j->thread_name[0] = 0;
 	j->on_worker = pc__current_worker() != NULL;
 	if (j->gate)
 		gate_pass(j->gate);
@@ -172,6 +176,28 @@ static int collector_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 
 static const pc_behavior_t collector_beh = {"collector", collector_receive, NULL};
 
+/* Whether a thread of this process has the name `want`. */
+static bool thread_named(const char *want)
+{
+	DIR *d = opendir("/proc/self/task");
+	cr_assert_not_null(d);
+	bool found = false;
+	struct dirent *e;
+	while (!found && (e = readdir(d))) {
+		char path[300], name[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		if (!f)
+			continue;
+		if (fgets(name, sizeof(name), f))
+			name[strcspn(name, "\n")] = 0;
+		fclose(f);
+		found = !strcmp(name, want);
+	}
+	closedir(d);
+	return found;
+}
+
 Test(blocking, results_come_back_as_messages)
 {
 	reset_failures();
@@ -199,6 +225,8 @@ Test(blocking, results_come_back_as_messages)
 		cr_assert_eq(jobs[i].discard_calls, 0);
 		cr_assert(!jobs[i].on_worker, "job %u ran on a worker", i);
 		cr_assert(!pthread_equal(jobs[i].ran_on, pthread_self()));
+		cr_assert(!strncmp(jobs[i].thread_name, "pc-blocking-", 12), "job %u ran on \"%s\"", i,
+			  jobs[i].thread_name);
 		bool known = false;
 		for (uint32_t k = 0; k < nthreads; k++)
 			known |= pthread_equal(seen_threads[k], jobs[i].ran_on) != 0;
@@ -208,6 +236,8 @@ Test(blocking, results_come_back_as_messages)
 		}
 		cr_assert_eq(c.seen[i], 1);
 	}
+	/* The workers are named too, for top -H, perf and gdb. */
+	cr_assert(thread_named("pc-worker-0") && thread_named("pc-worker-1"));
 	pc_runtime_stats_t s;
 	pc_runtime_stats(rt, &s, NULL, 0);
 	cr_assert_eq(s.blocking_done, n);
