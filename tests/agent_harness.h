@@ -27,6 +27,9 @@ typedef struct harness {
 	uint64_t actors_before;
 } harness_t;
 
+/* The store's lazy_ms for the next harness_start (0: the default). */
+static uint32_t harness_store_lazy_ms;
+
 /* The default configuration: one embedded provider "mock" with two auth
  * profiles, a fallback provider "fb" (the same mock), and small retries. */
 #define HARNESS_CONFIG                                                                             \
@@ -52,6 +55,7 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	pc_store_config_t scfg;
 	pc_store_config_init(&scfg);
 	scfg.path = path;
+	scfg.lazy_ms = harness_store_lazy_ms;
 	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
 	pc_config_errors_t errs = {0};
 	int rc = pc_config_parse(config, strlen(config), "test", &h->cfg, &errs);

@@ -8,6 +8,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <inttypes.h>
+
 #include "agent_harness.h"
 
 TestSuite(agent_loop, .timeout = 60);
@@ -78,6 +80,31 @@ Test(agent_loop, one_attempt_with_a_tool_call)
 	cr_assert_str_eq(payload_text(d), "again");
 	cJSON_Delete(d);
 	cr_assert_eq(count_messages(&h, "s1", "user"), 2);
+	harness_stop(&h);
+}
+
+/* A turn's messages are written lazily and made durable together when the
+ * attempt ends: each turn (with a tool call: four messages) costs two
+ * commits, the run row's and the transcript's, and is in the store when
+ * the run reports its end. The run's own end row rides with the next. */
+Test(agent_loop, a_turn_with_a_tool_call_commits_twice)
+{
+	harness_store_lazy_ms = 600000; /* only syncs and waited-for writes commit */
+	harness_t h;
+	harness_start(&h, NULL);
+	harness_store_lazy_ms = 0;
+	enum { TURNS = 10 };
+	for (int k = 1; k <= TURNS; k++) {
+		char run[80];
+		cr_assert_eq(submit(&h, "s1", "hello", run), PC_AGENT_STARTED);
+		pc_agent_wait_result_t w;
+		cr_assert_eq(pc_agent_wait(h.agent, run, 10000, &w), 0);
+		cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+		cr_assert_eq(count_messages(&h, "s1", NULL), 4 * k);
+	}
+	pc_store_stats_t st;
+	pc_store_stats(h.store, &st);
+	cr_assert_leq(st.batches, 2 * TURNS, "%" PRIu64 " commits for %d turns", st.batches, TURNS);
 	harness_stop(&h);
 }
 

@@ -1229,6 +1229,124 @@ Test(store, commit_window_groups_writes)
 	fx_fini(&f);
 }
 
+/* Lazy writes: an actor sends `lazy` appends marked lazy (asked), `quiet`
+ * appends with no reply address, then, with `sync`, a sync, or with
+ * `urgent`, one ordinary append; it records the order of the answers. */
+typedef struct lazy_asker {
+	pc_actor_t *store;
+	int lazy, quiet;
+	bool sync, urgent;
+	int replies, fails;
+	int sync_at;          /* the sync's place among the answers (1-based) */
+	uint64_t sync_corr;
+	volatile int done;
+} lazy_asker_t;
+
+static int lazy_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	lazy_asker_t *a = state;
+	int expect = a->lazy + (a->sync || a->urgent);
+	if (m->type == ASK_GO) {
+		for (int k = 0; k < a->lazy + a->quiet + a->urgent; k++) {
+			pc_store_msg_t sm = {.role = "user", .content = "{\"lazy\":true}"};
+			pc_msg_t *req = NULL;
+			CHECK(pc_store_req_append("lazy-sess", 0, &sm, &req) == 0, "build");
+			if (k < a->lazy) {
+				pc_store_req_lazy(req);
+				CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask");
+			} else if (k < a->lazy + a->quiet) {
+				CHECK(pc_send(a->store, req) == 0, "send");
+			} else {
+				CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask urgent");
+			}
+		}
+		if (a->sync) {
+			pc_msg_t *req = NULL;
+			CHECK(pc_store_req_sync(&req) == 0, "build sync");
+			CHECK(pc_ask(ctx, a->store, req, &a->sync_corr) == 0, "ask sync");
+		}
+		return 0;
+	}
+	if (m->type == PC_STORE_MSG_REPLY) {
+		pc_store_reply_t r;
+		CHECK(pc_store_reply_get(m, &r) == 0, "reply");
+		a->fails += r.rc != 0;
+		a->replies++;
+		if (a->sync && m->corr == a->sync_corr)
+			a->sync_at = a->replies;
+		if (a->replies == expect)
+			STORE(a->done, 1);
+	}
+	return 0;
+}
+
+static const pc_behavior_t lazy_beh = {"lazy asker", lazy_receive, NULL};
+
+static void run_lazy(fx_t *f, lazy_asker_t *a)
+{
+	reset_failures();
+	a->store = pc_store_actor(f->s);
+	pc_actor_t *act = NULL;
+	cr_assert_eq(pc_spawn(f->rt, &lazy_beh, a, &act), 0);
+	cr_assert_eq(pc_send_u64(act, ASK_GO, 0), 0);
+	AWAIT(LOAD(a->done), 20000);
+	assert_no_failures();
+	cr_assert_eq(a->fails, 0);
+	pc_actor_stop(act, PC_EXIT_NORMAL);
+	pc_actor_release(act);
+	quiesce(f->rt);
+}
+
+static void reopen_lazy(fx_t *f, uint32_t lazy_ms)
+{
+	pc_store_close(f->s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.lazy_ms = lazy_ms;
+	fx_open_cfg(f, &cfg);
+}
+
+Test(store, lazy_writes_wait_for_a_sync_and_share_its_commit)
+{
+	fx_t f;
+	fx_init(&f);
+	reopen_lazy(&f, 600000); /* only the sync can commit them */
+	lazy_asker_t a = {.lazy = 20, .quiet = 5, .sync = true};
+	run_lazy(&f, &a);
+	cr_assert_eq(a.sync_at, 21, "the sync is answered after the writes before it");
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.batches, 1, "one transaction for the 25 writes and the sync");
+	cr_assert_eq(st.writes, 25, "a sync is not a write");
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 25);
+	fx_fini(&f);
+}
+
+Test(store, lazy_writes_go_with_the_next_write_someone_waits_for)
+{
+	fx_t f;
+	fx_init(&f);
+	reopen_lazy(&f, 600000);
+	lazy_asker_t a = {.lazy = 3, .quiet = 3, .urgent = true};
+	run_lazy(&f, &a);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.batches, 1);
+	cr_assert_eq(st.writes, 7);
+	fx_fini(&f);
+}
+
+Test(store, a_lone_lazy_write_commits_after_lazy_ms)
+{
+	fx_t f;
+	fx_init(&f);
+	reopen_lazy(&f, 30);
+	lazy_asker_t a = {.lazy = 1};
+	run_lazy(&f, &a);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM messages"), 1);
+	fx_fini(&f);
+}
+
 Test(store, close_commits_what_was_sent)
 {
 	fx_t f;

@@ -83,7 +83,10 @@ cJSON *pc__att_obj_phase(const char *phase)
 
 /* ---- persistence ---- */
 
-/* Appends `msg` (borrowed) to the transcript; the reply is counted. */
+/* Appends `msg` (borrowed) to the transcript; the reply is counted. The
+ * write is lazy: a turn's messages need to be durable only when the attempt
+ * ends or compaction reads them (appends_durable), so they share one commit
+ * instead of taking one each. */
 int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids)
 {
 	char *content = pc_json_print(msg);
@@ -100,11 +103,31 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
 			    .json_checked = true /* printed by cJSON */};
 	pc_msg_t *req = NULL;
 	int rc = pc_store_req_append(t->key, 0, &m, &req);
-	if (rc == 0)
+	if (rc == 0) {
+		pc_store_req_lazy(req);
 		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
-	if (rc == 0)
+	}
+	if (rc == 0) {
 		t->appends_pending++;
+		t->lazy_unsynced++;
+	}
 	return rc;
+}
+
+/* Whether every transcript write is acknowledged. If not, the lazy ones
+ * sent since the last sync are asked to commit now rather than after the
+ * store's lazy wait (which still commits them should the sync fail to go). */
+static bool appends_durable(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (!t->appends_pending)
+		return true;
+	pc_msg_t *req = NULL;
+	if (t->lazy_unsynced && pc_store_req_sync(&req) == 0 &&
+	    pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL) == 0) {
+		t->appends_pending++;
+		t->lazy_unsynced = 0;
+	}
+	return false;
 }
 
 /* The ids of an assistant message's tool calls as a JSON array text, or NULL. */
@@ -253,11 +276,13 @@ static void report(attempt_t *t)
 /* Ends the attempt once nothing is in flight and every write is acknowledged. */
 static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (t->phase != PH_FINISHING || t->call || t->compaction || t->appends_pending)
+	if (t->phase != PH_FINISHING || t->call || t->compaction)
 		return;
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
 			return;
+	if (!appends_durable(ctx, t))
+		return;
 	if (t->store_error && t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
 		pc__att_set_error(t, pc_store_strerror(t->store_error));
@@ -473,7 +498,7 @@ static bool wants_compaction(const attempt_t *t)
  * and rewrites the transcript); false when it could not start. */
 static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (t->appends_pending)
+	if (!appends_durable(ctx, t))
 		return true; /* the last acknowledgement calls again */
 	const pc_compaction_config_t *cc = &t->agent->cfg->agent.compaction;
 	char **headers = NULL;

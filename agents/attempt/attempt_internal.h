@@ -104,7 +104,8 @@ typedef struct attempt {
 	char **steer;
 	size_t steer_n, steer_cap;
 
-	uint32_t appends_pending;
+	uint32_t appends_pending; /* transcript writes (and syncs) not yet answered */
+	uint32_t lazy_unsynced;   /* lazy writes sent since the last sync */
 	int store_error;
 
 	pc_timer_t timer;

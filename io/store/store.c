@@ -75,6 +75,8 @@ static void config_resolve(pc_store_config_t *c)
 {
 	if (c->group_max == 0)
 		c->group_max = PC_STORE_DEFAULT_GROUP_MAX;
+	if (c->lazy_ms == 0)
+		c->lazy_ms = PC_STORE_DEFAULT_LAZY_MS;
 	if (c->max_content == 0)
 		c->max_content = PC_STORE_DEFAULT_MAX_CONTENT;
 	if (c->audit_max == 0)
@@ -130,7 +132,7 @@ static int req_build(uint32_t type, const int64_t *ints, uint32_t nint, const ch
 	if (!m)
 		return PC_ENOMEM;
 	char *p = pc_msg_data(m);
-	pc__store_req_t h = {nint, nstr};
+	pc__store_req_t h = {nint, nstr, 0, 0};
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
 	if (nint)
@@ -199,6 +201,8 @@ int pc__store_op_from_msg(const pc_msg_t *m, pc__store_op_t **out)
 	}
 	op->reply_to = pc_actor_retain(m->reply_to);
 	op->corr = m->corr;
+	/* nobody waits for a write sent without a reply address */
+	op->lazy = (h.flags & PC__STORE_LAZY) || !m->reply_to;
 	*out = op;
 	return 0;
 }
@@ -330,6 +334,24 @@ int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out)
 	int64_t i[I_AT_N] = {a->index, a->duration_ms};
 	return req_build(PC_STORE_REQ_ATTEMPT, i, I_AT_N, s, S_AT_N, S_AT_N,
 			 1u << S_AT_RUN | 1u << S_AT_STATUS, out);
+}
+
+void pc_store_req_lazy(pc_msg_t *req)
+{
+	pc__store_req_t h;
+	if (!req || req->size < sizeof(h))
+		return;
+	char *p = pc_msg_data(req);
+	memcpy(&h, p, sizeof(h));
+	h.flags |= PC__STORE_LAZY;
+	memcpy(p, &h, sizeof(h));
+}
+
+int pc_store_req_sync(pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	return req_build(PC_STORE_REQ_SYNC, NULL, 0, NULL, 0, 0, 0, out);
 }
 
 int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out)
@@ -823,7 +845,7 @@ void pc_store_sessions_free(pc_store_sessions_t *l)
 typedef struct batch {
 	pc_store_t *s;
 	pc__store_op_t *ops;
-	uint32_t n;
+	uint32_t writes; /* syncs not counted */
 	pc_msg_t *done; /* STORE_BATCH_DONE, allocated up front: the actor must
 			 * hear that the batch ended, even when memory is short */
 } batch_t;
@@ -868,6 +890,8 @@ static int batch_pass(pc_store_t *s, batch_t *b, bool guarded)
 {
 	int rc = s->ops->begin(s->be);
 	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next) {
+		if (op->kind == PC_STORE_REQ_SYNC)
+			continue; /* it asks only for the commit */
 		rc = s->ops->apply(s->be, op, guarded);
 		if (rc == 0)
 			tell_early(op);
@@ -898,7 +922,7 @@ static pc_msg_t *batch_run(void *arg)
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&s->stats.writes, b->n, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->stats.writes, b->writes, __ATOMIC_RELAXED);
 	uint64_t cpu1 = thread_cpu_ns();
 	if (cpu0 && cpu1 > cpu0)
 		__atomic_add_fetch(&s->stats.write_cpu_ns, cpu1 - cpu0, __ATOMIC_RELAXED);
@@ -966,10 +990,13 @@ static void read_discard(void *arg)
 typedef struct store_actor {
 	pc_store_t *s;
 	pc__store_op_t *head, *tail;
-	uint32_t pending;
+	uint32_t pending;       /* queued writes */
+	uint32_t urgent;        /* of which not lazy */
 	bool in_flight;
-	bool timer_armed;
-	uint64_t gen;           /* window generation: stale ticks are ignored */
+	bool window_armed;      /* a tick is due after window_ms */
+	bool lazy_armed;        /* a tick is due after lazy_ms */
+	pc_timer_t window_tick, lazy_tick;
+	uint64_t gen;           /* tick generation: stale ticks are ignored */
 	bool closing;
 	pc_actor_t *close_to;   /* retained */
 	uint64_t close_corr;
@@ -981,15 +1008,22 @@ typedef struct store_actor {
 static void flush(pc_ctx_t *ctx, store_actor_t *a)
 {
 	a->gen++;
-	a->timer_armed = false;
+	/* cancelled, so that a long lazy_ms leaves no timer behind; one
+	 * already on its way is stale by its generation */
+	if (a->window_armed)
+		pc_timer_cancel(a->s->rt, a->window_tick);
+	if (a->lazy_armed)
+		pc_timer_cancel(a->s->rt, a->lazy_tick);
+	a->window_armed = a->lazy_armed = false;
 	while (a->head && !a->in_flight) {
-		pc__store_op_t *first = a->head, *last = a->head;
-		uint32_t n = 1;
-		while (n < a->s->cfg.group_max && last->next) {
-			last = last->next;
+		pc__store_op_t *first = a->head, *last = NULL, *op = a->head;
+		uint32_t n = 0, writes = 0;
+		for (; op && n < a->s->cfg.group_max; last = op, op = op->next) {
 			n++;
+			writes += op->kind != PC_STORE_REQ_SYNC;
+			a->urgent -= !op->lazy;
 		}
-		a->head = last->next;
+		a->head = op;
 		if (!a->head)
 			a->tail = NULL;
 		a->pending -= n;
@@ -998,7 +1032,7 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 		pc_msg_t *done = pc_msg_new(STORE_BATCH_DONE, 0);
 		int rc = PC_ENOMEM;
 		if (b && done) {
-			*b = (batch_t){a->s, first, n, done};
+			*b = (batch_t){a->s, first, writes, done};
 			rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
 		}
 		if (rc == 0) {
@@ -1036,6 +1070,36 @@ static bool too_big(const pc_store_t *s, const pc__store_op_t *op)
 		if (pc__store_len(op, k) > s->cfg.max_content)
 			return true;
 	return false;
+}
+
+/* A tick of the current generation after `ms`; false if none could be
+ * armed (then the caller commits at once rather than leave writes waiting
+ * for a tick that will not come). */
+static bool arm_tick(pc_ctx_t *ctx, store_actor_t *a, uint32_t ms, pc_timer_t *id)
+{
+	pc_msg_t *t = pc_msg_new(STORE_TICK, sizeof(uint64_t));
+	if (!t)
+		return false;
+	memcpy(pc_msg_data(t), &a->gen, sizeof(a->gen));
+	return pc_timer_after(pc_self(ctx), ms, t, id) == 0;
+}
+
+/* Starts the next batch now, or arms the tick that will: at once for a
+ * write someone waits for (after window_ms if one is configured, unless
+ * `waited`: those writes queued behind a commit and have waited already);
+ * after lazy_ms when only lazy writes are queued. */
+static void schedule(pc_ctx_t *ctx, store_actor_t *a, bool waited)
+{
+	const pc_store_config_t *c = &a->s->cfg;
+	if (a->in_flight || !a->head)
+		return;
+	bool now = a->closing || a->pending >= c->group_max || (a->urgent && (waited || c->window_ms == 0));
+	if (!now && a->urgent && !a->window_armed)
+		now = !(a->window_armed = arm_tick(ctx, a, c->window_ms, &a->window_tick));
+	else if (!now && !a->urgent && !a->lazy_armed)
+		now = !(a->lazy_armed = arm_tick(ctx, a, c->lazy_ms, &a->lazy_tick));
+	if (now)
+		flush(ctx, a);
 }
 
 static int on_request(pc_ctx_t *ctx, store_actor_t *a, const pc_msg_t *m)
@@ -1084,22 +1148,8 @@ static int on_request(pc_ctx_t *ctx, store_actor_t *a, const pc_msg_t *m)
 		a->head = op;
 	a->tail = op;
 	a->pending++;
-	if (a->in_flight)
-		return 0;
-	if (a->pending >= s->cfg.group_max || s->cfg.window_ms == 0) {
-		flush(ctx, a);
-	} else if (!a->timer_armed) {
-		pc_msg_t *t = pc_msg_new(STORE_TICK, sizeof(uint64_t));
-		if (!t) {
-			flush(ctx, a);
-			return 0;
-		}
-		memcpy(pc_msg_data(t), &a->gen, sizeof(a->gen));
-		if (pc_timer_after(pc_self(ctx), s->cfg.window_ms, t, NULL) == 0)
-			a->timer_armed = true;
-		else
-			flush(ctx, a);
-	}
+	a->urgent += !op->lazy;
+	schedule(ctx, a, false);
 	return 0;
 }
 
@@ -1113,9 +1163,8 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 		return 0;
 	case STORE_BATCH_DONE:
 		a->in_flight = false;
-		/* Writes that queued during the commit have waited already. */
 		if (a->head)
-			flush(ctx, a);
+			schedule(ctx, a, true);
 		else if (a->closing)
 			close_finish(ctx, a);
 		return 0;
@@ -1133,7 +1182,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SESSIONS)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SYNC)
 			return on_request(ctx, a, m);
 		return 0;
 	}

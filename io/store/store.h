@@ -65,6 +65,7 @@ const char *pc_store_strerror(int code);
 
 /* Defaults. */
 #define PC_STORE_DEFAULT_GROUP_MAX 256u
+#define PC_STORE_DEFAULT_LAZY_MS 20u
 #define PC_STORE_DEFAULT_MAX_CONTENT ((size_t)8 << 20) /* 8 MiB per message */
 #define PC_STORE_DEFAULT_AUDIT_MAX 100000u
 #define PC_STORE_DEFAULT_AUDIT_DAYS 30u
@@ -84,6 +85,9 @@ typedef struct pc_store_config {
 			      * writes that arrive while a transaction commits
 			      * still share the next one; a window costs a lone
 			      * writer ~window_ms per write (docs/store.md). */
+	uint32_t lazy_ms;    /* how long a lazy write (pc_store_req_lazy) waits
+			      * for a write that commits it. 0 = default
+			      * PC_STORE_DEFAULT_LAZY_MS. */
 	uint32_t group_max;  /* most writes in one transaction; 1 = one
 			      * transaction per write. 0 = default 256. */
 	size_t max_content;  /* bytes of one message's content (JSON) and of a
@@ -205,6 +209,7 @@ enum {
 	PC_STORE_REQ_RUN_GET,
 	PC_STORE_REQ_SESSION_SET,
 	PC_STORE_REQ_SESSIONS,
+	PC_STORE_REQ_SYNC,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
@@ -270,6 +275,17 @@ int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const
 			 const char *usage, uint32_t flags, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
 int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out);
+/* Marks a write request (built above, not yet sent) as one that need not
+ * start a transaction of its own: it waits in the queue for the next write
+ * that does, a sync, or at most lazy_ms, and then commits with them. Its
+ * reply still comes once it is durable. A write sent without a reply
+ * address (pc_send) is lazy anyway: nobody waits for it. For writes whose
+ * durability matters only later, as a transcript's during a turn: one sync
+ * at the end then costs one commit instead of one per write. */
+void pc_store_req_lazy(pc_msg_t *req);
+/* Commits every write queued before it now. Reply (rc 0, or the commit's
+ * error) once they are durable. */
+int pc_store_req_sync(pc_msg_t **out);
 /* Takes (or renews, for the same owner) the lease on session `key` for
  * `ttl_ms`. Every take by a new owner raises the epoch. PC_EBUSY while
  * another owner holds an unexpired lease. Reply: epoch. Time is the

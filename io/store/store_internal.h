@@ -16,7 +16,11 @@
 typedef struct pc__store_req {
 	uint32_t nint;
 	uint32_t nstr;
+	uint32_t flags;    /* PC__STORE_LAZY */
+	uint32_t reserved; /* keeps the ints that follow 8-aligned */
 } pc__store_req_t;
+
+#define PC__STORE_LAZY 1u /* set by pc_store_req_lazy */
 
 #define PC__STR_NULL UINT32_MAX
 
@@ -32,6 +36,7 @@ typedef struct pc__store_op {
 	uint64_t corr;
 	pc_store_reply_t res;    /* filled by the backend */
 	bool told_early;         /* the provisional answer went (PC_STORE_REQ_EARLY) */
+	bool lazy;               /* need not start a transaction (pc_store_req_lazy) */
 	/* the copied payload and the pointer array follow */
 } pc__store_op_t;
 
