@@ -1016,14 +1016,15 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 		pc_timer_cancel(a->s->rt, a->lazy_tick);
 	a->window_armed = a->lazy_armed = false;
 	while (a->head && !a->in_flight) {
-		pc__store_op_t *first = a->head, *last = NULL, *op = a->head;
+		pc__store_op_t *first = a->head, *last = first;
 		uint32_t n = 0, writes = 0;
-		for (; op && n < a->s->cfg.group_max; last = op, op = op->next) {
+		for (pc__store_op_t *op = first; op && n < a->s->cfg.group_max; op = op->next) {
+			last = op;
 			n++;
 			writes += op->kind != PC_STORE_REQ_SYNC;
 			a->urgent -= !op->lazy;
 		}
-		a->head = op;
+		a->head = last->next;
 		if (!a->head)
 			a->tail = NULL;
 		a->pending -= n;
