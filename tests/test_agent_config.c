@@ -139,6 +139,7 @@ static void check_default_values(const pc_config_t *c)
 	cr_assert_eq(c->diagnostics.warn_ms, 120000);
 	cr_assert_eq(c->diagnostics.abort_ms, 360000);
 	cr_assert_null(c->store_path);
+	cr_assert(c->store_window_ms == 0 && c->store_group_max == 0 && c->store_lazy_ms == 0, "the store's defaults");
 }
 
 static void check_mock_only(const pc_config_t *c)
@@ -268,7 +269,7 @@ static const char full_file[] =
 	"                             \"overloadedBackoffMs\": 250 } },\n"
 	"  \"messages\": { \"queue\": { \"mode\": \"collect\", \"debounceMs\": 1000, \"cap\": 5, \"drop\": \"old\" } },\n"
 	"  \"diagnostics\": { \"enabled\": false, \"stuckSessionWarnMs\": 60000, \"stuckSessionAbortMs\": 90000 },\n"
-	"  \"store\": { \"path\": \"/var/lib/pincer/pincer.db\" }\n"
+	"  \"store\": { \"path\": \"/var/lib/pincer/pincer.db\", \"windowMs\": 2, \"groupMax\": 64, \"lazyMs\": 50 }\n"
 	"}\n";
 
 static void check_full(const pc_config_t *c, bool reparsed)
@@ -368,6 +369,9 @@ static void check_full(const pc_config_t *c, bool reparsed)
 	cr_assert_eq(c->diagnostics.warn_ms, 60000);
 	cr_assert_eq(c->diagnostics.abort_ms, 90000);
 	cr_assert_str_eq(c->store_path, "/var/lib/pincer/pincer.db");
+	cr_assert_eq(c->store_window_ms, 2);
+	cr_assert_eq(c->store_group_max, 64);
+	cr_assert_eq(c->store_lazy_ms, 50);
 }
 
 Test(config, a_full_file)
@@ -671,6 +675,9 @@ Test(config, invalid_files_name_the_offending_path)
 		 {"providers.openai.bseUrl: unknown key", "providers.openai.baseUrl: required unless embedded is true"}},
 		{"{\"provider\":{}}", {"provider: unknown key"}},
 		{"{\"store\":{\"path\":\"a\"},\"store\":{\"path\":\"b\"}}", {"store: duplicate key"}},
+		{"{\"store\":{\"groupMax\":0,\"lazyMs\":0,\"windowMs\":1001}}",
+		 {"store.windowMs: must be at most 1000", "store.groupMax: must be at least 1",
+		  "store.lazyMs: must be at least 1"}},
 		{"[1,2]", {"test.json: must be a JSON object"}},
 		{"\"text\"", {"test.json: must be a JSON object"}},
 		{"{\"providers\":[]}", {"providers: must be an object"}},

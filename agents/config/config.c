@@ -1247,11 +1247,15 @@ static void check_gateway(pctx_t *x)
 
 static void parse_store(pctx_t *x, const cJSON *root)
 {
-	static const char *const keys[] = {"path", NULL};
+	static const char *const keys[] = {"path", "windowMs", "groupMax", "lazyMs", NULL};
 	const cJSON *sj = cJSON_GetObjectItemCaseSensitive(root, "store");
 	if (!sj || !check_object(x, sj, "store", keys))
 		return;
-	get_str(x, sj, "path", "store", true, &x->cfg->pub.store_path);
+	pc_config_t *c = &x->cfg->pub;
+	get_str(x, sj, "path", "store", true, &c->store_path);
+	get_u32(x, sj, "windowMs", "store", 0, 1000, &c->store_window_ms);
+	get_u32(x, sj, "groupMax", "store", 1, 65536, &c->store_group_max);
+	get_u32(x, sj, "lazyMs", "store", 1, 60000, &c->store_lazy_ms);
 }
 
 /* ---- defaults, environment, the whole parse ---- */
@@ -1807,8 +1811,17 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_bool(&ok, dg, "enabled", c->diagnostics.enabled);
 	j_num(&ok, dg, "stuckSessionWarnMs", (double)c->diagnostics.warn_ms);
 	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
-	if (c->store_path)
-		j_str(&ok, j_obj(&ok, root, "store"), "path", c->store_path);
+	if (c->store_path || c->store_window_ms || c->store_group_max || c->store_lazy_ms) {
+		cJSON *st = j_obj(&ok, root, "store");
+		if (c->store_path)
+			j_str(&ok, st, "path", c->store_path);
+		if (c->store_window_ms)
+			j_num(&ok, st, "windowMs", c->store_window_ms);
+		if (c->store_group_max)
+			j_num(&ok, st, "groupMax", c->store_group_max);
+		if (c->store_lazy_ms)
+			j_num(&ok, st, "lazyMs", c->store_lazy_ms);
+	}
 	cJSON *gw = j_obj(&ok, root, "gateway");
 	static const char *const auth_modes[] = {"none", "token", "password"};
 	j_str(&ok, gw, "bind", c->gateway.bind);

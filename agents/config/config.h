@@ -226,6 +226,8 @@ typedef struct pc_config {
 	size_t plugin_count;
 	pc_gateway_config_t gateway;
 	const char *store_path;  /* NULL: pc_store_default_path() */
+	/* the store's group commit (pc_store_config_t; 0: its default) */
+	uint32_t store_window_ms, store_group_max, store_lazy_ms;
 	const char *source;      /* the file it came from, or NULL */
 } pc_config_t;
 
