@@ -37,7 +37,6 @@
  */
 #include <dirent.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +228,6 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	run_phase(&e, &b, mock, &pb);
 
 	/* 2. the agent: N sessions, one run each */
-	struct mallinfo2 mi0 = mallinfo2();
 	pc_agent_stats_t st0, st1;
 	pc_agent_stats(e.agent, &st0);
 	driver_t d = {.agent = e.agent, .n = n, .prefix = "s"};
@@ -240,10 +238,6 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 	/* 3. idle: the sessions stay; then without the terminal cache */
 	uint64_t idle_sessions = st1.sessions_live - st0.sessions_live;
 	uint64_t rss_swept = sweep_and_settle(&e);
-	struct mallinfo2 mi1 = mallinfo2();
-	/* live heap per idle session: RSS minus this is what the allocator keeps
-	 * resident around live blocks after the burst (fragmentation) */
-	double heap_kib_idle = ((double)mi1.uordblks - (double)mi0.uordblks) / 1024.0 / n;
 	pc_agent_stats_t st2;
 	pc_agent_stats(e.agent, &st2);
 
@@ -264,7 +258,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 		"\"baseline_ok\":%" PRIu64 ",\"baseline_max_in_flight\":%" PRIu64 ",\"baseline_ramp_s\":%.2f,"
 		"\"baseline_kib_per_inflight_call\":%.2f,\"loop_kib_per_inflight_session\":%.2f,"
 		"\"idle_sessions\":%" PRIu64 ",\"kib_per_idle_session\":%.2f,"
-		"\"kib_per_idle_session_after_sweep\":%.2f,\"heap_kib_per_idle_session\":%.2f,"
+		"\"kib_per_idle_session_after_sweep\":%.2f,"
 		"\"sessions_live_after_sweep\":%" PRIu64 ",\"kib_per_added_idle_session\":%.2f,"
 		"\"second_burst_ok\":%" PRIu64 ","
 		"\"baseline_residue_kib_per_call\":%.2f,\"mock_kib_per_connection\":%.2f,\"mock_connections\":%" PRIu64,
@@ -274,7 +268,7 @@ static void run_n(uint32_t workers, uint32_t n, uint32_t requested, uint32_t lat
 		per_kib(pb.rss_inflight, pb.rss_before, pb.inflight),
 		per_kib(pa.rss_inflight, pa.rss_before, pa.inflight) - per_kib(pb.rss_inflight, pb.rss_before, pb.inflight),
 		idle_sessions, per_kib(pa.rss_after, pa.rss_before, n), per_kib(rss_swept, pa.rss_before, n),
-		heap_kib_idle, st2.sessions_live - st0.sessions_live, per_kib(rss_swept2, rss_swept, n), pa2.ok,
+		st2.sessions_live - st0.sessions_live, per_kib(rss_swept2, rss_swept, n), pa2.ok,
 		per_kib(pb.rss_after, pb.rss_before, n),
 		per_kib(pa.mock_rss_inflight, pa.mock_rss_before, pa.mock_conns), pa.mock_conns);
 	(void)len;
