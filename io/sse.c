@@ -59,6 +59,22 @@ static int buf_reserve(pc__sse_buf_t *b, size_t need, size_t limit)
 	return 0;
 }
 
+/* The length of the ASCII run `s` starts with, eight bytes at a time: the
+ * decoder below runs over every byte of a stream, twice, and model output
+ * is mostly ASCII. */
+static size_t ascii_run(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	for (uint64_t w; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		if (w & 0x8080808080808080u)
+			break;
+	}
+	while (i < n && s[i] < 0x80)
+		i++;
+	return i;
+}
+
 /* The WHATWG UTF-8 decoder, run over one value: valid sequences are kept
  * as they are, each maximal invalid subpart becomes U+FFFD. Writes to
  * `dst` when it is not NULL; returns the decoded length either way. */
@@ -66,9 +82,7 @@ static size_t utf8_fix(char *dst, const uint8_t *s, size_t n)
 {
 	size_t out = 0, i = 0;
 	while (i < n) {
-		size_t run = i;
-		while (run < n && s[run] < 0x80)
-			run++;
+		size_t run = i + ascii_run(s + i, n - i);
 		if (run > i) {
 			if (dst)
 				memcpy(dst + out, s + i, run - i);

@@ -637,6 +637,103 @@ Test(sse, utf8_split_anywhere_and_repaired)
 	ASSERT_NO_LEAKS();
 }
 
+/* The WHATWG decoder as the Encoding standard words it, one byte at a
+ * time: the oracle for the parser's repair, which skips ASCII in words. */
+static size_t whatwg_decode(const uint8_t *s, size_t n, uint8_t *out)
+{
+	static const uint8_t fffd[] = {0xEF, 0xBF, 0xBD};
+	size_t o = 0, needed = 0, seen = 0;
+	uint8_t lower = 0x80, upper = 0xBF, pending[4];
+	for (size_t i = 0; i < n;) {
+		uint8_t b = s[i];
+		if (needed == 0) {
+			i++;
+			if (b <= 0x7F) {
+				out[o++] = b;
+				continue;
+			}
+			if (b >= 0xC2 && b <= 0xDF) {
+				needed = 1;
+			} else if (b >= 0xE0 && b <= 0xEF) {
+				lower = b == 0xE0 ? 0xA0 : 0x80;
+				upper = b == 0xED ? 0x9F : 0xBF;
+				needed = 2;
+			} else if (b >= 0xF0 && b <= 0xF4) {
+				lower = b == 0xF0 ? 0x90 : 0x80;
+				upper = b == 0xF4 ? 0x8F : 0xBF;
+				needed = 3;
+			} else {
+				memcpy(out + o, fffd, 3);
+				o += 3;
+				continue;
+			}
+			pending[0] = b;
+			continue;
+		}
+		if (b < lower || b > upper) { /* not consumed: it is read again */
+			needed = seen = 0;
+			lower = 0x80;
+			upper = 0xBF;
+			memcpy(out + o, fffd, 3);
+			o += 3;
+			continue;
+		}
+		i++;
+		lower = 0x80;
+		upper = 0xBF;
+		pending[++seen] = b;
+		if (seen == needed) {
+			memcpy(out + o, pending, seen + 1);
+			o += seen + 1;
+			needed = seen = 0;
+		}
+	}
+	if (needed) {
+		memcpy(out + o, fffd, 3);
+		o += 3;
+	}
+	return o;
+}
+
+/* Random values (ASCII runs long and short, valid sequences, stray and
+ * cut bytes, at every alignment) repaired as the oracle repairs them. */
+Test(sse, utf8_repair_matches_the_whatwg_decoder_on_random_values)
+{
+	static const char *const pieces[] = {"\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xC3", "\xE2\x82",
+					     "\xF0\x9F", "\xED\xA0\x80", "\xC0", "\xFF", "\x80", "\xF4\x90", "\xE0\x80"};
+	uint64_t seed = 0x9E3779B97F4A7C15u;
+	uint8_t value[512], want[3 * 512 + 8];
+	char line[600];
+	for (int round = 0; round < 3000; round++) {
+		size_t n = 0;
+		while (n < 400) {
+			seed = seed * 6364136223846793005u + 1442695040888963407u;
+			unsigned r = (unsigned)(seed >> 33);
+			if (r % 4 == 0)
+				break;
+			if (r % 3 == 0) {
+				const char *p = pieces[(r >> 4) % (sizeof(pieces) / sizeof(pieces[0]))];
+				memcpy(value + n, p, strlen(p));
+				n += strlen(p);
+			} else {
+				for (unsigned k = (r >> 4) % 23; k > 0; k--)
+					value[n++] = (uint8_t)('a' + k % 26);
+			}
+		}
+		size_t m = whatwg_decode(value, n, want);
+		int len = snprintf(line, sizeof(line), "data: ");
+		memcpy(line + len, value, n);
+		memcpy(line + len + n, "\n\n", 2);
+		coll_t c = {0};
+		cr_assert_eq(parse(line, (size_t)len + n + 2, NULL, &c), 0);
+		cr_assert_eq(c.n, 1);
+		cr_assert_eq(c.v[0].data_len, m, "round %d: %zu bytes, want %zu", round, c.v[0].data_len, m);
+		cr_assert(memcmp(c.v[0].data, want, m) == 0, "round %d", round);
+		coll_free(&c);
+	}
+	ASSERT_NO_LEAKS();
+}
+
 Test(sse, nul_in_data_kept_with_length)
 {
 	coll_t c = {0};
