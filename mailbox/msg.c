@@ -178,12 +178,17 @@ void pc__msg_cache_detach(void)
 	}
 }
 
-void pc__msg_depot_trim(void)
+uint32_t pc__msg_depot_mags(unsigned cls)
+{
+	return cls < PC_MSG_CLASSES ? pc_atomic_load_u32(&depot[cls].n) : 0;
+}
+
+void pc__msg_depot_trim(uint32_t keep)
 {
 	for (unsigned cls = 0; cls < PC_MSG_CLASSES; cls++) {
 		depot_class_t *d = &depot[cls];
 		pthread_mutex_lock(&d->lock);
-		while (d->n > 0) {
+		while (d->n > keep) {
 			free_chain(d->mags[d->n - 1]);
 			pc_atomic_store_u32(&d->n, d->n - 1);
 		}

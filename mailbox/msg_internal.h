@@ -28,7 +28,14 @@ pc_msg_t *pc__msg_clone(const pc_msg_t *m);
 void pc__msg_cache_attach(pc__msg_cache_t *cache);
 /* Returns the calling thread's cache to the depot and detaches it. */
 void pc__msg_cache_detach(void);
-/* Frees every magazine held by the shared depot (last runtime gone). */
-void pc__msg_depot_trim(void);
+/* Frees the magazines the shared depot holds beyond `keep` per size class:
+ * 0 when the last runtime is gone; a few when the process goes idle, since
+ * a burst can leave it holding megabytes of free messages. */
+void pc__msg_depot_trim(uint32_t keep);
+
+/* Magazines per class the depot keeps through an idle trim. */
+#define PC__MSG_DEPOT_IDLE_KEEP 4u
+/* Full magazines the depot holds for size class `cls`. */
+uint32_t pc__msg_depot_mags(unsigned cls);
 
 #endif

@@ -64,6 +64,10 @@ void pc__trim_init(pc_runtime_t *rt)
  * allocator the process has. */
 void pc_runtime_trim_heap(const pc_runtime_t *rt)
 {
+	/* First the free messages a burst left in the depot (up to ~30 MB),
+	 * so that this collect, and the other threads' as they go idle, find
+	 * their pages empty. */
+	pc__msg_depot_trim(PC__MSG_DEPOT_IDLE_KEEP);
 	if (rt->mi_collect) {
 		rt->mi_collect(true);
 		return;

@@ -208,7 +208,7 @@ void pc_runtime_free(pc_runtime_t *rt)
 	free(rt->idle_stack);
 	free(rt->workers);
 	free(rt);
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 }
 
 uint32_t pc_runtime_workers(const pc_runtime_t *rt)

@@ -325,7 +325,7 @@ static void run_mpsc(uint64_t seed, uint32_t nproducers, uint32_t max_msgs, uint
 	free(args);
 	free(s.count);
 	free(s.expect);
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 }
 
 Test(mailbox, mpsc_exactly_once_fifo_small_batches)

@@ -98,7 +98,7 @@ Test(msg, header_sizes_and_classes)
 		for (size_t i = 0; i < NSIZES; i++)
 			check_new(sizes[i], (uint32_t)i + 100);
 	pc__msg_cache_detach();
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -126,7 +126,7 @@ Test(msg, large_payload)
 	cr_assert_eq(m->size_class, PC_MSG_CLASS_HEAP);
 	pc_msg_free(m);
 	pc__msg_cache_detach();
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -154,7 +154,7 @@ Test(msg, embedded_is_never_freed)
 		pc_msg_free(n);
 	}
 	pc__msg_cache_detach();
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -205,7 +205,7 @@ Test(msg, cache_reuses_blocks)
 		pc_msg_free(b);
 	}
 	pc__msg_cache_detach();
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -271,12 +271,39 @@ static void *depot_taker(void *arg)
 	return NULL;
 }
 
+/* An idle thread's trim leaves the depot a few magazines per class, not
+ * what a burst filled it with. */
+Test(msg, an_idle_trim_empties_the_depot_down_to_a_few_magazines)
+{
+	failures = 0;
+	pc__msg_depot_trim(0);
+	depot_arg_t d = {1, 20, 12 * PC_MSG_MAG_SIZE, NULL, 0};
+	d.addrs = calloc(d.n, sizeof(uintptr_t));
+	cr_assert_not_null(d.addrs);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, depot_filler, &d), 0);
+	pthread_join(t, NULL);
+	assert_no_failures();
+	cr_assert_geq(pc__msg_depot_mags(1), 10, "the filler left %u magazines", pc__msg_depot_mags(1));
+	pc_runtime_config_t cfg;
+	pc_runtime_config_init(&cfg);
+	cfg.workers = 1;
+	pc_runtime_t *rt = NULL;
+	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
+	pc_runtime_trim_heap(rt);
+	cr_assert_eq(pc__msg_depot_mags(1), PC__MSG_DEPOT_IDLE_KEEP);
+	pc_runtime_free(rt);
+	free(d.addrs);
+	pc__msg_depot_trim(0);
+	ASSERT_NO_LEAKS();
+}
+
 Test(msg, magazines_travel_through_the_depot)
 {
 	failures = 0;
 	static const size_t payload[PC_MSG_CLASSES] = {0, 20, 64, 200};
 	for (unsigned cls = 0; cls < PC_MSG_CLASSES; cls++) {
-		pc__msg_depot_trim();
+		pc__msg_depot_trim(0);
 		/* 5 full magazines + a partial one: two stay cached until
 		 * detach, at least three go to the depot on overflow. */
 		depot_arg_t d = {cls, payload[cls], 5 * PC_MSG_MAG_SIZE + 17, NULL, 0};
@@ -295,7 +322,7 @@ Test(msg, magazines_travel_through_the_depot)
 			      cls, d.reused, 5 * PC_MSG_MAG_SIZE);
 		free(d.addrs);
 	}
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -452,7 +479,7 @@ Test(msg, cross_thread_alloc_free)
 		}
 		cr_assert_eq(got, xt_total);
 	}
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
 
@@ -492,6 +519,6 @@ Test(msg, attach_detach_churn)
 			pthread_join(t[i], NULL);
 	}
 	assert_no_failures();
-	pc__msg_depot_trim();
+	pc__msg_depot_trim(0);
 	ASSERT_NO_LEAKS();
 }
