@@ -137,6 +137,12 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 	pc_io_stats_t io0, io;
 	pc_io_stats(e->io, &io0);
 	uint64_t mock_fd0 = fd_count(mock);
+	/* The previous phase's memory goes back as each thread trims, once
+	 * idle for trim_after_ms: measured from before that, this phase's
+	 * figures would absorb whatever of it was still leaving. */
+	uint64_t quiet_ms = PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1000;
+	struct timespec quiet = {(time_t)(quiet_ms / 1000), (long)(quiet_ms % 1000) * 1000000};
+	nanosleep(&quiet, NULL);
 	ph->rss_before = env_trimmed_rss_kib();
 	ph->mock_rss_before = env_child_rss_kib(mock);
 	pc_actor_t *a = NULL;
