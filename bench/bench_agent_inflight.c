@@ -131,6 +131,12 @@ typedef struct phase {
 	uint64_t ok, failed;
 } phase_t;
 
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
 static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 {
 	bench_latch_init(&d->done);
@@ -140,9 +146,7 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 	/* The previous phase's memory goes back as each thread trims, once
 	 * idle for trim_after_ms: measured from before that, this phase's
 	 * figures would absorb whatever of it was still leaving. */
-	uint64_t quiet_ms = PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1000;
-	struct timespec quiet = {(time_t)(quiet_ms / 1000), (long)(quiet_ms % 1000) * 1000000};
-	nanosleep(&quiet, NULL);
+	sleep_ms(PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1000);
 	ph->rss_before = env_trimmed_rss_kib();
 	ph->mock_rss_before = env_child_rss_kib(mock);
 	pc_actor_t *a = NULL;
@@ -153,8 +157,7 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 	ph->inflight = 0;
 	/* sample until the first end (then the set in flight only shrinks) */
 	while (__atomic_load_n(&d->finished, __ATOMIC_ACQUIRE) == 0 && bench_now_s() - t0 < BENCH_TIMEOUT_S) {
-		struct timespec ts = {0, 20 * 1000000};
-		nanosleep(&ts, NULL);
+		sleep_ms(20);
 		pc_io_stats(e->io, &io);
 		uint64_t live = io.transfers_live - io0.transfers_live;
 		uint64_t rss = bench_rss_kib();
@@ -176,8 +179,7 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
 	bench_latch_destroy(&d->done);
 	ph->ok = d->ok;
 	ph->failed = d->failed;
-	struct timespec ts = {0, 300 * 1000000}; /* let the last messages settle */
-	nanosleep(&ts, NULL);
+	sleep_ms(300); /* let the last messages settle */
 	ph->rss_after = env_trimmed_rss_kib();
 }
 
@@ -188,9 +190,7 @@ static uint64_t sweep_and_settle(agent_env_t *e)
 	pc_run_registry_sweep(e->agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
 	/* the sessions let their transcripts go, and then the threads that
 	 * freed them give the memory back once idle for trim_after_ms */
-	uint64_t settle_ms = PC__TRANSCRIPT_KEEP_MS + PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1500;
-	struct timespec ts = {(time_t)(settle_ms / 1000), (long)(settle_ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
+	sleep_ms(PC__TRANSCRIPT_KEEP_MS + PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1500);
 	return env_trimmed_rss_kib();
 }
 
