@@ -789,11 +789,11 @@ static int metrics_new(pc_agent_t *a)
 	return rc;
 }
 
-void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, uint64_t ms)
+void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms)
 {
 	if (pc_run_status_terminal(status))
 		(void)pc_metric_inc(a->metrics.runs[status - PC_RUN_STATUS_OK]);
-	if (ms)
+	if (started)
 		pc__observe_ms(a->metrics.run_seconds, ms);
 }
 

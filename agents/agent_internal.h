@@ -120,8 +120,9 @@ typedef struct pc__agent_metrics {
  * only for a misuse (a NULL or mistyped series), never at run time. */
 static inline void pc__observe_ms(pc_metric_t *m, uint64_t ms) { (void)pc_metric_observe(m, (double)ms / 1000.0); }
 
-/* A run ended with `status` (terminal) after `ms` (0: it never started). */
-void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, uint64_t ms);
+/* A run ended with `status` (terminal); one that `started` is timed too,
+ * `ms` long (0 for a run quicker than the clock's tick). */
+void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms);
 
 /* Model calls made on `io` record their time to first token (seconds) in
  * histogram series `series` from now on. PC_ELIMIT when every slot is

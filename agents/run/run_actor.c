@@ -457,7 +457,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	cJSON_free(usage);
 
 	/* counted before anyone can learn that the run ended */
-	pc__metrics_run_end(r->agent, status, run_ms(r));
+	pc__metrics_run_end(r->agent, status, r->started_ms != 0, run_ms(r));
 	/* the session publishes the terminal event and wakes the waiters */
 	pc__run_done_send(r->session, r->run_id, status, kind, ok ? NULL : message, data ? data : "{}");
 	cJSON_free(data);
@@ -932,7 +932,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	if (r->phase != RP_DONE) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
-		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, run_ms(r));
+		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, run_ms(r));
 		pc__run_done_send(r->session, r->run_id, PC_RUN_STATUS_ERROR, "stopped", "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");
