@@ -350,9 +350,9 @@ static void stream_close(pc__h2_stream_t *s)
  * for the answer, gets GONE with `reason`. */
 static void stream_forget(pc__h2_stream_t *s, int reason)
 {
-	if (!s->ent.id)
+	if (!s->ent.link.id)
 		return;
-	uint64_t id = s->ent.id;
+	uint64_t id = s->ent.link.id;
 	pc_actor_t *to = s->handler;
 	/* Out of the table before the actor hears: after GONE every answer
 	 * for the id is refused. */

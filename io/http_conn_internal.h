@@ -22,6 +22,7 @@
 
 #include "buf_internal.h"
 #include "http_server.h"
+#include "id_map.h"
 #include "loop_internal.h"
 
 /* Bytes taken from the socket per read (one buffer per loop and server). */
@@ -51,8 +52,7 @@ struct pc__h2_stream;
  * or its WebSocket (`stream` NULL), or one HTTP/2 stream of a connection.
  * Embedded in what it names. */
 typedef struct pc__srv_ent {
-	struct pc__srv_ent *next;     /* the table's chain (under sl->mu) */
-	uint64_t id;                  /* 0: not in the table */
+	pc__id_link_t link;           /* id 0: not in the table (under sl->mu) */
 	pc__http_conn_t *conn;
 	struct pc__h2_stream *stream;
 } pc__srv_ent_t;
@@ -72,9 +72,7 @@ typedef struct pc__srv_loop {
 
 	/* Shared with answering threads. */
 	pthread_mutex_t mu;
-	pc__srv_ent_t **buckets;   /* id -> entry, chained through next */
-	size_t nbuckets;           /* a power of two */
-	size_t nids;
+	pc__id_map_t ids;          /* id -> pc__srv_ent_t */
 	bool open;    /* answers may be posted to the loop */
 	bool started; /* listening on the loop, shutdown hook registered */
 	bool shut;    /* listener off, every connection closed */
@@ -130,7 +128,7 @@ struct pc__http_conn {
 	pc__http_conn_t *prev, *next; /* sl->conns */
 	pc__srv_ent_t ent;            /* the connection's own id-table entry */
 	uint64_t id;                  /* the request in service or the WebSocket; 0: none
-				       * (mirrors ent.id; set only by pc__srv_id_*) */
+				       * (mirrors ent.link.id; set only by pc__srv_id_*) */
 	int fd;
 	pc__conn_state_t state;
 	pc_io_watch_t watch;
@@ -176,7 +174,7 @@ struct pc__http_conn {
 /* ---- http_server.c (loop thread unless noted) ---- */
 
 uint64_t pc__srv_new_id(pc__srv_loop_t *sl);
-/* Puts `e` in the table under `id` / takes it out (e->id becomes 0). */
+/* Puts `e` in the table under `id` / takes it out (its id becomes 0). */
 void pc__srv_ent_add(pc__srv_loop_t *sl, pc__srv_ent_t *e, uint64_t id);
 void pc__srv_ent_remove(pc__srv_loop_t *sl, pc__srv_ent_t *e);
 /* The same for a connection's own entry, keeping c->id in step. */

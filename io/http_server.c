@@ -41,7 +41,6 @@
 #define ACCEPT_BATCH 64
 #define ACCEPT_RETRY_MS 100
 #define LISTEN_BACKLOG 4096
-#define INITIAL_BUCKETS 64
 
 enum {
 	A_RESPOND,
@@ -110,11 +109,6 @@ static void registry_remove(pc_http_server_t *srv)
 
 static uint64_t id_seq; /* atomic: ids are unique in the process */
 
-static size_t id_slot(uint64_t id, size_t nbuckets)
-{
-	return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (nbuckets - 1);
-}
-
 uint64_t pc__srv_new_id(pc__srv_loop_t *sl)
 {
 	/* 2^56 ids outlast any process; 0 would mean "none". */
@@ -125,59 +119,21 @@ uint64_t pc__srv_new_id(pc__srv_loop_t *sl)
 /* Loop thread, or any thread holding sl->mu. */
 static pc__srv_ent_t *id_find(pc__srv_loop_t *sl, uint64_t id)
 {
-	pc__srv_ent_t *e = sl->buckets[id_slot(id, sl->nbuckets)];
-	while (e && e->id != id)
-		e = e->next;
-	return e;
-}
-
-/* Doubles the table; a failed allocation only makes chains longer. */
-static void id_grow(pc__srv_loop_t *sl)
-{
-	size_t n = sl->nbuckets * 2;
-	pc__srv_ent_t **b = calloc(n, sizeof(*b));
-	if (!b)
-		return;
-	for (size_t i = 0; i < sl->nbuckets; i++) {
-		pc__srv_ent_t *e = sl->buckets[i];
-		while (e) {
-			pc__srv_ent_t *next = e->next;
-			size_t s = id_slot(e->id, n);
-			e->next = b[s];
-			b[s] = e;
-			e = next;
-		}
-	}
-	free(sl->buckets);
-	sl->buckets = b;
-	sl->nbuckets = n;
+	pc__id_link_t *l = pc__id_map_find(&sl->ids, id);
+	return l ? (pc__srv_ent_t *)((char *)l - offsetof(pc__srv_ent_t, link)) : NULL;
 }
 
 void pc__srv_ent_add(pc__srv_loop_t *sl, pc__srv_ent_t *e, uint64_t id)
 {
 	pthread_mutex_lock(&sl->mu);
-	if (sl->nids >= sl->nbuckets)
-		id_grow(sl);
-	size_t s = id_slot(id, sl->nbuckets);
-	e->id = id;
-	e->next = sl->buckets[s];
-	sl->buckets[s] = e;
-	sl->nids++;
+	pc__id_map_add(&sl->ids, &e->link, id);
 	pthread_mutex_unlock(&sl->mu);
 }
 
 void pc__srv_ent_remove(pc__srv_loop_t *sl, pc__srv_ent_t *e)
 {
 	pthread_mutex_lock(&sl->mu);
-	pc__srv_ent_t **p = &sl->buckets[id_slot(e->id, sl->nbuckets)];
-	while (*p && *p != e)
-		p = &(*p)->next;
-	if (*p) {
-		*p = e->next;
-		sl->nids--;
-	}
-	e->id = 0;
-	e->next = NULL;
+	pc__id_map_remove(&sl->ids, &e->link);
 	pthread_mutex_unlock(&sl->mu);
 }
 
@@ -457,7 +413,7 @@ static void srv_destroy(pc_http_server_t *srv, uint32_t nready, bool sync_ok)
 		pc__srv_loop_t *sl = &srv->loops[i];
 		if (sl->fd >= 0)
 			(void)close(sl->fd);
-		free(sl->buckets);
+		pc__id_map_destroy(&sl->ids);
 		free(sl->rbuf);
 		if (i < nready)
 			pthread_mutex_destroy(&sl->mu);
@@ -529,10 +485,8 @@ int pc_http_server_new(pc_io_t *io, const pc_http_server_config_t *cfg, pc_http_
 		sl->index = nready;
 		sl->hook.fn = on_loop_shutdown;
 		rc = PC_ENOMEM;
-		sl->nbuckets = INITIAL_BUCKETS;
-		sl->buckets = calloc(sl->nbuckets, sizeof(*sl->buckets));
 		sl->rbuf = malloc(PC__HTTP_RBUF);
-		if (!sl->buckets || !sl->rbuf)
+		if (pc__id_map_init(&sl->ids) || !sl->rbuf)
 			goto fail;
 		rc = PC_ESYS;
 		if (pthread_mutex_init(&sl->mu, NULL) != 0)
