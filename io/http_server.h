@@ -191,6 +191,26 @@ int pc_ws_send(pc_http_server_t *srv, uint64_t id, int opcode, const void *data,
  * answers (or a short grace period). */
 int pc_ws_close(pc_http_server_t *srv, uint64_t id, uint16_t code, const char *reason);
 
+/* ---- requests handed to actors of their own (route side) ---------------- */
+
+/* A route actor that hands each request to an actor of its own keeps them
+ * here by request id, so that PC_MSG_HTTP_GONE, which the server sends to
+ * the route, reaches the actor serving that request. Belongs to one route
+ * actor: not synchronised. */
+typedef struct pc_http_handoffs pc_http_handoffs_t;
+
+int pc_http_handoffs_new(pc_http_handoffs_t **out);
+/* Stops (PC_EXIT_SHUTDOWN) and releases every actor still in, then frees.
+ * NULL is a no-op. */
+void pc_http_handoffs_free(pc_http_handoffs_t *h);
+/* Request `id` is served by `a` (a reference is kept). PC_ENOMEM. */
+int pc_http_handoff_add(pc_http_handoffs_t *h, uint64_t id, pc_actor_t *a);
+/* Request `id` is over, its actor said: forgets it (unknown ids too). */
+void pc_http_handoff_done(pc_http_handoffs_t *h, uint64_t id);
+/* On PC_MSG_HTTP_GONE: forgets the request and sends its actor `type` with
+ * the request id as the u64 payload. A request not handed off is ignored. */
+void pc_http_handoff_gone(pc_http_handoffs_t *h, const pc_msg_t *gone, uint32_t type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -328,6 +328,31 @@ Test(mock_server, stalls)
 	down();
 }
 
+/* A client that leaves while its answer waits (before the first token,
+ * or stalled mid-stream) ends its responder at once: the runtime is idle
+ * long before the 10 s wait would have ended, on both APIs. */
+Test(mock_server, a_client_that_leaves_ends_its_responder)
+{
+	up(NULL);
+	static const char *const steps[] = {
+		"[[mock:{\"text\":\"late\",\"ttft_ms\":10000}]]",
+		"[[mock:{\"text\":\"a b c\",\"stall_after\":2,\"stall_ms\":10000}]]",
+	};
+	for (int api = 0; api < 2; api++) {
+		for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+			char req[512];
+			chat_body(req, sizeof(req), api ? PC_MOCK_ANTHROPIC : PC_MOCK_OPENAI, true, steps[i]);
+			resp_t r = {0};
+			request("POST", api ? "/v1/messages" : "/v1/chat/completions", NULL, req, 300, &r);
+			cr_assert_eq(r.code, CURLE_OPERATION_TIMEDOUT, "%s", curl_easy_strerror(r.code));
+			resp_free(&r);
+			cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0, "api %d, step %zu: a responder still waits",
+				     api, i);
+		}
+	}
+	down();
+}
+
 Test(mock_server, malformed_streams)
 {
 	up(NULL);
@@ -630,13 +655,15 @@ Test(mock_server, concurrent_clients)
 }
 
 /* The server goes away while a responder waits on a long timer and a
- * client waits for an answer: nothing may touch the freed server, and
- * everything is reclaimed with the runtime. */
+ * client waits for an answer: nothing may touch the freed server, the
+ * responder stops with it (its timer cancelled, so the runtime is idle at
+ * once, not when the 10 s wait would have ended), and everything is
+ * reclaimed with the runtime. */
 Test(mock_server, free_while_responders_wait)
 {
 	up(NULL);
 	char req[512], msg[1024];
-	chat_body(req, sizeof(req), PC_MOCK_OPENAI, true, "[[mock:{\"text\":\"late\",\"ttft_ms\":600}]]");
+	chat_body(req, sizeof(req), PC_MOCK_OPENAI, true, "[[mock:{\"text\":\"late\",\"ttft_ms\":10000}]]");
 	int len = snprintf(msg, sizeof(msg),
 			   "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 			   "Content-Length: %zu\r\n\r\n%s", strlen(req), req);
@@ -658,7 +685,7 @@ Test(mock_server, free_while_responders_wait)
 	while ((got = read(fd, buf, sizeof(buf))) > 0)
 		cr_assert_null(memmem(buf, (size_t)got, "late", 4));
 	close(fd);
-	sleep_ms(700); /* the timer fires into a closed server */
+	cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0, "a responder still waits");
 	pc_io_free(io);
 	curl_global_cleanup();
 	FREE_RUNTIME_CHECKED(rt);

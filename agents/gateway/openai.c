@@ -50,7 +50,6 @@ enum {
 #define SESSION_KEY_MAX 255u        /* the store's and the agent's bound */
 #define EVENT_BATCH 64u
 #define SUB_CAPACITY 1024u
-#define PENDING_BUCKETS 1024u
 
 struct pc__gw_openai {
 	pc_gateway_t *g;
@@ -1070,46 +1069,16 @@ static const pc_behavior_t completion_behavior = {"gw_completion", comp_receive,
 
 /* ---- the route actor ---- */
 
-typedef struct pending {
-	uint64_t id;
-	pc_actor_t *actor; /* a reference */
-	struct pending *next;
-} pending_t;
-
 typedef struct route {
 	struct pc__gw_openai *oa;
-	pending_t *buckets[PENDING_BUCKETS];
+	pc_http_handoffs_t *completions; /* by request id */
 } route_t;
-
-static pending_t **pending_slot(route_t *r, uint64_t id)
-{
-	pending_t **pp = &r->buckets[(id * 0x9E3779B97F4A7C15ull) >> 54]; /* 10 bits: 1024 buckets */
-	while (*pp && (*pp)->id != id)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-/* Unlinks request `id`; its completion's reference, or NULL. */
-static pc_actor_t *pending_take(route_t *r, uint64_t id)
-{
-	pending_t **pp = pending_slot(r, id), *p = *pp;
-	if (!p)
-		return NULL;
-	*pp = p->next;
-	pc_actor_t *a = p->actor;
-	free(p);
-	return a;
-}
 
 static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t *cr, oa_err_t *e)
 {
 	completion_t *c = calloc(1, sizeof(*c));
-	pending_t *p = calloc(1, sizeof(*p));
-	if (!c || !p) {
-		free(c);
-		free(p);
+	if (!c)
 		return fail(e, 500, NULL, NULL, "out of memory");
-	}
 	c->oa = r->oa;
 	c->g = r->oa->g;
 	c->route = pc_actor_retain(pc_self(ctx));
@@ -1118,20 +1087,23 @@ static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t 
 	c->req = *cr;
 	__atomic_add_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
 	pc_actor_t *a = NULL;
-	int rc = pc_spawn_start(pc_ctx_runtime(ctx), &completion_behavior, c, MSG_START, &a);
+	int rc = pc_spawn(pc_ctx_runtime(ctx), &completion_behavior, c, &a);
 	if (rc != 0) {
 		/* nothing was spawned: the request is still the caller's */
 		__atomic_sub_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
 		pc_actor_release(c->route);
 		free(c);
-		free(p);
 		return fail(e, 503, NULL, "unavailable", "The request could not be started: %s.", pc_strerror(rc));
 	}
 	memset(cr, 0, sizeof(*cr)); /* the completion's now */
-	p->id = id;
-	p->actor = a;
-	*pending_slot(r, id) = p;
-	return true;
+	/* Tracked before it starts: nobody but this route knows it yet. */
+	rc = pc_http_handoff_add(r->completions, id, a);
+	if (rc == 0)
+		rc = pc_send_u64(a, MSG_START, 0);
+	if (rc != 0)
+		(void)pc_actor_stop(a, PC_EXIT_SHUTDOWN); /* its stop handler frees it */
+	pc_actor_release(a);
+	return rc == 0 || fail(e, 500, NULL, NULL, "The request could not be started: %s.", pc_strerror(rc));
 }
 
 static void chat(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q)
@@ -1179,21 +1151,15 @@ static void on_request(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q
 static int route_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	route_t *r = state;
-	pc_actor_t *a;
-	uint64_t id;
 	switch (msg->type) {
 	case PC_MSG_HTTP_REQUEST:
 		on_request(ctx, r, pc_msg_cdata(msg));
 		break;
 	case PC_MSG_HTTP_GONE:
-		id = ((const pc_http_gone_msg_t *)pc_msg_cdata(msg))->id;
-		a = pending_take(r, id);
-		if (a)
-			(void)pc_send_u64(a, MSG_GONE, id); /* a stopped completion drops it */
-		pc_actor_release(a);
+		pc_http_handoff_gone(r->completions, msg, MSG_GONE);
 		break;
 	case MSG_DONE:
-		pc_actor_release(pending_take(r, pc_msg_u64(msg)));
+		pc_http_handoff_done(r->completions, pc_msg_u64(msg));
 		break;
 	default:
 		break;
@@ -1206,14 +1172,7 @@ static void route_stop(pc_ctx_t *ctx, void *state, int reason)
 	(void)ctx;
 	(void)reason;
 	route_t *r = state;
-	for (size_t b = 0; b < PENDING_BUCKETS; b++) {
-		for (pending_t *p = r->buckets[b], *next; p; p = next) {
-			next = p->next;
-			(void)pc_actor_stop(p->actor, PC_EXIT_SHUTDOWN);
-			pc_actor_release(p->actor);
-			free(p);
-		}
-	}
+	pc_http_handoffs_free(r->completions);
 	free(r);
 }
 
@@ -1225,13 +1184,15 @@ int pc__gw_openai_new(pc_gateway_t *g)
 {
 	struct pc__gw_openai *oa = calloc(1, sizeof(*oa));
 	route_t *r = calloc(1, sizeof(*r));
-	int rc = oa && r ? 0 : PC_ENOMEM;
+	int rc = oa && r ? pc_http_handoffs_new(&r->completions) : PC_ENOMEM;
 	if (rc == 0) {
 		oa->g = g;
 		r->oa = oa;
 		rc = pc_spawn(g->rt, &route_behavior, r, &g->openai_route);
 	}
 	if (rc != 0) {
+		if (r)
+			pc_http_handoffs_free(r->completions);
 		free(r);
 		free(oa);
 		return rc;

@@ -1,6 +1,8 @@
 /*
  * The mock LLM server: one router actor behind every route, one responder
- * actor per chat request.
+ * actor per chat request. The router keeps its responders by request id,
+ * so a client that leaves mid-answer ends its responder at once, timers
+ * cancelled, rather than when its next write would have failed.
  *
  * The shared state (the scenario and its cursors, the sequence number, the
  * request log) sits behind one mutex rather than inside an actor: the C
@@ -29,7 +31,7 @@
 #include "../../mailbox/atomics_internal.h"
 #include "scenario.h"
 
-enum { MSG_GO = 1, MSG_TICK = 2 };
+enum { MSG_GO = 1, MSG_TICK, MSG_GONE, MSG_DONE };
 
 #define DEFAULT_MAX_RECORDS 10000u
 #define DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
@@ -304,6 +306,8 @@ typedef struct responder {
 	int stage;
 	size_t next;        /* the next write */
 	bool waited;        /* the wait before the current step is over */
+	pc_timer_t timer;   /* the wait under way, 0: none */
+	pc_actor_t *router; /* told when this request is over */
 } responder_t;
 
 /* Fills in the log entry and pushes it. Under m->lock. */
@@ -375,7 +379,7 @@ static bool wait_for(pc_ctx_t *ctx, responder_t *r, uint32_t ms)
 	pc_msg_t *tick = pc_msg_new(MSG_TICK, 0);
 	/* Without a timer (no memory, or the runtime stopping) the answer goes
 	 * on at once rather than never. */
-	if (!tick || pc_timer_after(pc_self(ctx), ms, tick, NULL))
+	if (!tick || pc_timer_after(pc_self(ctx), ms, tick, &r->timer))
 		return false;
 	r->waited = true;
 	return true;
@@ -420,6 +424,12 @@ static bool advance(pc_ctx_t *ctx, responder_t *r)
 static int responder_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	responder_t *r = state;
+	if (msg->type == MSG_TICK)
+		r->timer = 0;
+	if (msg->type == MSG_GONE) {
+		pc_exit(ctx, PC_EXIT_NORMAL); /* the client left: nothing more to say */
+		return 0;
+	}
 	if (msg->type == MSG_GO && prepare(r)) {
 		respond_text(r->m, r->id, 500, "mock: out of memory\n");
 		pc_exit(ctx, PC_EXIT_NORMAL);
@@ -432,9 +442,13 @@ static int responder_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 static void responder_stop(pc_ctx_t *ctx, void *state, int reason)
 {
-	(void)ctx;
 	(void)reason;
 	responder_t *r = state;
+	/* a wait cut short holds neither this actor nor the runtime busy */
+	if (r->timer)
+		(void)pc_timer_cancel(pc_ctx_runtime(ctx), r->timer);
+	(void)pc_send_u64(r->router, MSG_DONE, r->id); /* a stopped router drops it */
+	pc_actor_release(r->router);
 	pc_mock_plan_free(&r->plan);
 	record_free(r->rec);
 	server_release(r->m);
@@ -454,20 +468,29 @@ static const char *api_name(pc_mock_api_t api)
 	return api == PC_MOCK_OPENAI ? "openai" : "anthropic";
 }
 
+/* The router's own state. */
+typedef struct router {
+	pc_mock_server_t *m;
+	pc_http_handoffs_t *responders; /* by request id: a client's GONE reaches its responder */
+} router_t;
+
 /* A chat request gets its own actor, so answers are built in parallel
  * and each can wait on its own timers. */
-static void serve_chat(pc_ctx_t *ctx, pc_mock_server_t *m, const pc_http_request_msg_t *req,
-		       pc_mock_api_t api)
+static void serve_chat(pc_ctx_t *ctx, router_t *ro, const pc_http_request_msg_t *req, pc_mock_api_t api)
 {
+	pc_mock_server_t *m = ro->m;
 	responder_t *r = calloc(1, sizeof(*r));
 	record_t *rec = r ? record_new(req, api_name(api)) : NULL;
 	pc_actor_t *a = NULL;
 	int rc = PC_ENOMEM;
 	if (rec) {
-		*r = (responder_t){.m = server_retain(m), .rec = rec, .id = req->id, .api = api};
+		*r = (responder_t){.m = server_retain(m), .rec = rec, .id = req->id, .api = api,
+				   .router = pc_actor_retain(pc_self(ctx))};
 		rc = pc_spawn(pc_ctx_runtime(ctx), &responder_behavior, r, &a);
-		if (rc)
+		if (rc) {
+			pc_actor_release(r->router);
 			server_release(m);
+		}
 	}
 	if (rc) {
 		record_free(rec);
@@ -475,7 +498,8 @@ static void serve_chat(pc_ctx_t *ctx, pc_mock_server_t *m, const pc_http_request
 		respond_text(m, req->id, 503, "mock: cannot start a responder\n");
 		return;
 	}
-	if (pc_send_u64(a, MSG_GO, 0)) {
+	/* known to the router before it starts: a GONE can only come later */
+	if (pc_http_handoff_add(ro->responders, req->id, a) || pc_send_u64(a, MSG_GO, 0)) {
 		/* Its stop handler frees it; the client hears the reason. */
 		pc_actor_stop(a, PC_EXIT_KILLED);
 		respond_text(m, req->id, 503, "mock: cannot start a responder\n");
@@ -531,15 +555,23 @@ static void serve_scenario(pc_mock_server_t *m, const pc_http_request_msg_t *req
 
 static int router_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
-	pc_mock_server_t *m = state;
-	/* GONE needs nothing: a responder learns it from its next call. */
+	router_t *ro = state;
+	pc_mock_server_t *m = ro->m;
+	if (msg->type == PC_MSG_HTTP_GONE) {
+		pc_http_handoff_gone(ro->responders, msg, MSG_GONE);
+		return 0;
+	}
+	if (msg->type == MSG_DONE) {
+		pc_http_handoff_done(ro->responders, pc_msg_u64(msg));
+		return 0;
+	}
 	if (msg->type != PC_MSG_HTTP_REQUEST)
 		return 0;
 	const pc_http_request_msg_t *req = pc_msg_cdata(msg);
 	if (!strcmp(req->path, "/v1/chat/completions"))
-		serve_chat(ctx, m, req, PC_MOCK_OPENAI);
+		serve_chat(ctx, ro, req, PC_MOCK_OPENAI);
 	else if (!strcmp(req->path, "/v1/messages"))
-		serve_chat(ctx, m, req, PC_MOCK_ANTHROPIC);
+		serve_chat(ctx, ro, req, PC_MOCK_ANTHROPIC);
 	else if (!strcmp(req->path, "/v1/models"))
 		serve_models(m, req);
 	else if (!strcmp(req->path, "/__mock/requests"))
@@ -556,7 +588,11 @@ static void router_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)ctx;
 	(void)reason;
-	server_release(state);
+	router_t *ro = state;
+	/* the responders still waiting stop with it */
+	pc_http_handoffs_free(ro->responders);
+	server_release(ro->m);
+	free(ro);
 }
 
 static const pc_behavior_t router_behavior = {
@@ -564,6 +600,24 @@ static const pc_behavior_t router_behavior = {
 	.receive = router_receive,
 	.stop = router_stop,
 };
+
+static int router_spawn(pc_io_t *io, pc_mock_server_t *m)
+{
+	router_t *ro = calloc(1, sizeof(*ro));
+	int rc = ro ? pc_http_handoffs_new(&ro->responders) : PC_ENOMEM;
+	if (!rc) {
+		ro->m = server_retain(m);
+		rc = pc_spawn(pc_io_runtime(io), &router_behavior, ro, &m->router);
+		if (rc)
+			server_release(m); /* the router's reference */
+	}
+	if (rc) {
+		if (ro)
+			pc_http_handoffs_free(ro->responders);
+		free(ro);
+	}
+	return rc;
+}
 
 /* ---- the C API ----------------------------------------------------------- */
 
@@ -620,11 +674,8 @@ int pc_mock_server_start(pc_io_t *io, const pc_mock_server_config_t *cfg, pc_moc
 	m->log_max_bytes = c.max_record_bytes ? c.max_record_bytes : DEFAULT_MAX_RECORD_BYTES;
 	m->log = calloc(m->log_cap, sizeof(*m->log));
 	rc = m->log ? pc_mock_scenario_parse(scenario, scenario_len, &m->scenario, err, errcap) : PC_ENOMEM;
-	if (!rc) {
-		rc = pc_spawn(pc_io_runtime(io), &router_behavior, server_retain(m), &m->router);
-		if (rc)
-			server_release(m); /* the router's reference */
-	}
+	if (!rc)
+		rc = router_spawn(io, m);
 	pc_http_server_config_t hc = {
 		.host = c.host,
 		.port = c.port,
