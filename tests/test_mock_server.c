@@ -654,6 +654,52 @@ Test(mock_server, concurrent_clients)
 	down();
 }
 
+/* Clients that leave and clients that stay, from many threads at once:
+ * the router forgets each responder exactly once (by its end or by its
+ * client's leaving), every answer that was waited for is whole, and no
+ * responder outlives its client. */
+static void *leaving_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (int i = 0; i < 24; i++) {
+		bool leave = rand_r(&seed) % 3 == 0;
+		pc_mock_api_t api = rand_r(&seed) % 2 ? PC_MOCK_OPENAI : PC_MOCK_ANTHROPIC;
+		char req[512], text[96];
+		if (leave)
+			snprintf(text, sizeof(text), "[[mock:{\"text\":\"a b c\",\"stall_after\":%d,\"stall_ms\":10000}]]",
+				 rand_r(&seed) % 3);
+		else
+			snprintf(text, sizeof(text), "[[mock:{\"text\":\"s%d x\",\"ttft_ms\":%d}]]", i, rand_r(&seed) % 5);
+		chat_body(req, sizeof(req), api, true, text);
+		resp_t r = {0};
+		request("POST", chat_path(api), NULL, req, leave ? 20 + rand_r(&seed) % 100 : 10000, &r);
+		char want[16];
+		snprintf(want, sizeof(want), "s%d", i);
+		if (leave)
+			CHECK(r.code == CURLE_OPERATION_TIMEDOUT, "request %d: %d", i, (int)r.code);
+		else
+			CHECK(r.code == CURLE_OK && r.status == 200 && strstr(r.body, want), "request %d: %d %ld", i,
+			      (int)r.code, r.status);
+		resp_free(&r);
+	}
+	return NULL;
+}
+
+Test(mock_server, clients_leaving_and_staying_at_once)
+{
+	up(NULL);
+	reset_failures();
+	enum { THREADS = 8 };
+	pthread_t t[THREADS];
+	for (uintptr_t i = 0; i < THREADS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, leaving_thread, (void *)(i * 7919 + 1)), 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	assert_no_failures();
+	cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0, "a responder outlived its client");
+	down();
+}
+
 /* The server goes away while a responder waits on a long timer and a
  * client waits for an answer: nothing may touch the freed server, the
  * responder stops with it (its timer cancelled, so the runtime is idle at
