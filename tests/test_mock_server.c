@@ -617,6 +617,17 @@ Test(mock_server, log_is_bounded)
 
 /* ---- concurrency and shutdown -------------------------------------------------- */
 
+/* Runs fn(args[i]) on n threads at once and waits for them all. */
+static void in_threads(int n, void *(*fn)(void *), void *const *args)
+{
+	pthread_t t[16];
+	cr_assert_leq(n, 16);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, fn, args[i]), 0);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+}
+
 static void *client_thread(void *arg)
 {
 	int n = *(int *)arg;
@@ -641,12 +652,11 @@ Test(mock_server, concurrent_clients)
 	up(NULL);
 	reset_failures();
 	enum { THREADS = 6, EACH = 40 };
-	pthread_t t[THREADS];
 	int each = EACH;
+	void *args[THREADS];
 	for (int i = 0; i < THREADS; i++)
-		cr_assert_eq(pthread_create(&t[i], NULL, client_thread, &each), 0);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(t[i], NULL);
+		args[i] = &each;
+	in_threads(THREADS, client_thread, args);
 	assert_no_failures();
 	cJSON *log = requests_log();
 	cr_assert_eq(cJSON_GetArraySize(log), THREADS * EACH);
@@ -690,11 +700,10 @@ Test(mock_server, clients_leaving_and_staying_at_once)
 	up(NULL);
 	reset_failures();
 	enum { THREADS = 8 };
-	pthread_t t[THREADS];
+	void *seeds[THREADS];
 	for (uintptr_t i = 0; i < THREADS; i++)
-		cr_assert_eq(pthread_create(&t[i], NULL, leaving_thread, (void *)(i * 7919 + 1)), 0);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(t[i], NULL);
+		seeds[i] = (void *)(i * 7919 + 1);
+	in_threads(THREADS, leaving_thread, seeds);
 	assert_no_failures();
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 5000), 0, "a responder outlived its client");
 	down();
