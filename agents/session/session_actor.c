@@ -435,10 +435,22 @@ static int queue_push(session_t *s, item_t *it)
 	return 0;
 }
 
+/* Empties the queue (its items already ended or moved out). An idle
+ * session keeps no spare capacity: a burst of queued messages would
+ * otherwise leave each session that saw one holding the room for it. */
+static void queue_clear(session_t *s)
+{
+	s->qn = 0;
+	free(s->queue);
+	s->queue = NULL;
+	s->qcap = 0;
+}
+
 static void queue_remove(session_t *s, size_t i)
 {
 	memmove(&s->queue[i], &s->queue[i + 1], (s->qn - i - 1) * sizeof(item_t));
-	s->qn--;
+	if (--s->qn == 0)
+		queue_clear(s);
 }
 
 /* A view for the policy; `items` must hold s->qn entries. */
@@ -567,7 +579,7 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 		s->qn--;
 		for (size_t i = 0; i < s->qn; i++)
 			end_unrun(s, &s->queue[i], PC_RUN_STATUS_OK, "collected");
-		s->qn = 0;
+		queue_clear(s);
 		free(it.prompt);
 		it.prompt = prompt;
 		start_item(ctx, s, &it);
@@ -866,7 +878,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		/* §6.3 step 1: queued turns are cleared, the active run aborted */
 		for (size_t i = 0; i < s->qn; i++)
 			end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
-		s->qn = 0;
+		queue_clear(s);
 		if (s->has_interrupt)
 			end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
 		s->interrupt = it;
@@ -967,7 +979,7 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 {
 	for (size_t i = 0; i < s->qn; i++)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
-	s->qn = 0;
+	queue_clear(s);
 	clear_drops(s);
 	if (s->has_interrupt) {
 		s->has_interrupt = false;
