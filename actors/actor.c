@@ -426,7 +426,7 @@ static void destroy(pc__worker_t *w, pc_actor_t *a)
 {
 	pc_msg_t *m;
 	while ((m = pc__mailbox_pop(&a->mq))) {
-		if (!(m->flags & PC_MSGF_EMBEDDED))
+		if (!(m->flags & PC_MSGF_EMBEDDED) && m->type != PC__MSG_SHRINK)
 			count(&w->c.dead_letters);
 		release_refs(a->rt, m);
 	}
@@ -467,14 +467,28 @@ int pc__actor_turn(pc__worker_t *w, pc_actor_t *a)
 	 * woke instead of burying them. */
 	uint32_t send_budget = batch * PC__SENDS_PER_BATCH;
 	uint32_t n = 0;
-	bool gone = false, drained = false;
+	bool gone = false, drained = false, shrunk = false;
 	bool stopped = pc_atomic_load_u32(&a->aflags) & PC__AF_STOPPED;
 	while (n < batch) {
 		pc_msg_t *m = pc__mailbox_pop(&a->mq);
 		if (!m) {
+			/* The last message stays as the mailbox's stub until the next
+			 * pop: an actor going idle on a large one (a run's final
+			 * answer, say) would hold it for as long as it stays idle.
+			 * A small no-op popped in its place frees it now. */
+			if (!shrunk && !stopped && pc__mailbox_stub_large(&a->mq)) {
+				shrunk = true;
+				pc_msg_t *small = pc_msg_new(PC__MSG_SHRINK, 0);
+				if (small) {
+					(void)pc__mailbox_push(&a->mq, small); /* this turn holds the schedule */
+					continue;
+				}
+			}
 			drained = true;
 			break;
 		}
+		if (m->type == PC__MSG_SHRINK)
+			continue; /* pushed above, not sent: counted nowhere */
 		n++;
 		if (stopped) {
 			if (m->type == PC__MSG_DESTROY && (m->flags & PC_MSGF_EMBEDDED)) {

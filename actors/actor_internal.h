@@ -13,6 +13,7 @@ enum {
 	PC__MSG_STOP = PC_MSG_TYPE_SYSTEM + 0x100, /* payload int32 reason */
 	PC__MSG_LINK_EXIT,                       /* payload pc_down_t */
 	PC__MSG_DESTROY,                         /* the embedded stub: last reference gone */
+	PC__MSG_SHRINK,                          /* a no-op that takes a large stub's place */
 };
 
 /* Shared flags (atomic). */

@@ -42,6 +42,13 @@ bool pc__mailbox_push_chain(pc__mailbox_t *q, pc_msg_t *first, pc_msg_t *last);
  * stub's memory with pc_msg_free. */
 pc_msg_t *pc__mailbox_pop(pc__mailbox_t *q);
 
+/* Consumer only. True when the stub (the last message popped) has a
+ * payload too large for the free lists: an idle actor would keep it. */
+static inline bool pc__mailbox_stub_large(const pc__mailbox_t *q)
+{
+	return q->tail->size > PC_MSG_SMALL_PAYLOAD;
+}
+
 /* Consumer only. True when no message is visible to the consumer. */
 bool pc__mailbox_peek_empty(const pc__mailbox_t *q);
 

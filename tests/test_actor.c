@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,14 @@
 #include "actors/actor_internal.h"
 #include "pincer.h"
 #include "test_util.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* the sanitizers' runtime has it; GCC ships no header for it */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#define HEAP_IN_USE() __sanitizer_get_current_allocated_bytes()
+#else
+#define HEAP_IN_USE() mallinfo2().uordblks
+#endif
 
 /* ---- helpers (each test file is its own program) ---------------------- */
 
@@ -152,6 +161,40 @@ Test(actor, spawn_send_stop)
 	pc_actor_release(a);
 	quiesce(rt);
 	cr_assert_eq(LOAD(p.stops), 1);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
+/* The last message an actor handled stays as its mailbox's stub until the
+ * next one arrives. An actor going idle on a large one must not keep it:
+ * 200 idle actors that each handled a 64 KiB message hold far less than
+ * those messages. */
+Test(actor, an_idle_actor_keeps_no_large_message)
+{
+	enum { N = 200, BIG = 64 * 1024 };
+	pc_runtime_t *rt = start_rt(2);
+	static probe_t p[N];
+	pc_actor_t *a[N];
+	for (int i = 0; i < N; i++)
+		a[i] = spawn_probe(rt, &p[i]);
+	quiesce(rt);
+	size_t before = HEAP_IN_USE();
+	for (int i = 0; i < N; i++) {
+		pc_msg_t *m = pc_msg_new(T_INC, BIG);
+		cr_assert_not_null(m);
+		memset(pc_msg_data(m), 'x', BIG);
+		cr_assert_eq(pc_send(a[i], m), 0);
+	}
+	for (int i = 0; i < N; i++)
+		AWAIT(LOAD(p[i].received) == 1, 5000);
+	quiesce(rt);
+	size_t after = HEAP_IN_USE();
+	size_t kept = after > before ? after - before : 0;
+	cr_assert_lt(kept, (size_t)N * BIG / 8, "%d idle actors keep %zu bytes", N, kept);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(pc_actor_stop(a[i], PC_EXIT_NORMAL), 0);
+		pc_actor_release(a[i]);
+	}
+	quiesce(rt);
 	FREE_RUNTIME_CHECKED(rt);
 }
 
