@@ -155,6 +155,40 @@ Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 	harness_stop_no_leaks(&h);
 }
 
+/* Interrupts back to back: whether the second finds the first still
+ * waiting for the aborted run to end (and replaces it) or already running
+ * (and aborts it), every run but the last ends aborted and the last runs. */
+Test(agent_queue, interrupts_back_to_back_leave_only_the_last)
+{
+	harness_t h;
+	harness_start(&h, "{}");
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char r1[80], r2[80], r3[80];
+	cr_assert_eq(submit(&h, "s", SLOW(3000), r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_LIFECYCLE, "\"phase\":\"start\"", 10000, NULL, 0));
+	AWAIT(request_count(&h) == 1, 5000);
+	cr_assert_eq(submit_mode(&h, "s", SLOW(3000), "interrupt", r2), PC_AGENT_STARTED);
+	cr_assert_eq(submit_mode(&h, "s", "last word", "interrupt", r3), PC_AGENT_STARTED);
+	pc_agent_wait_result_t w1 = wait_run(&h, r1, 20000), w2 = wait_run(&h, r2, 20000);
+	cr_assert_eq(w1.run.status, PC_RUN_STATUS_ABORTED, "first run: %s", pc_run_status_name(w1.run.status));
+	cr_assert_eq(w2.run.status, PC_RUN_STATUS_ABORTED, "second run: %s", pc_run_status_name(w2.run.status));
+	pc_agent_wait_result_t w3 = wait_run(&h, r3, 20000);
+	cr_assert_eq(w3.status, PC_AGENT_WAIT_OK);
+	cJSON *d = finish_of(&h, r3, 1000);
+	cr_assert_str_eq(payload_text(d), "last word");
+	cJSON_Delete(d);
+	/* an interrupt waiting behind a run that is being aborted can itself be
+	 * aborted (or, started already, it is aborted as the active run) */
+	char r4[80], r5[80];
+	cr_assert_eq(submit(&h, "s", SLOW(3000), r4), PC_AGENT_STARTED);
+	cr_assert_eq(submit_mode(&h, "s", SLOW(3000), "interrupt", r5), PC_AGENT_STARTED);
+	cr_assert_eq(pc_agent_abort_session(h.agent, "s"), 0);
+	cr_assert_eq(wait_run(&h, r4, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	cr_assert_eq(wait_run(&h, r5, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	session_unsub(&h, "s", sub);
+	harness_stop_no_leaks(&h);
+}
+
 Test(agent_queue, interrupt_aborts_the_active_run_and_runs_the_new_one)
 {
 	harness_t h;

@@ -75,8 +75,7 @@ typedef struct session {
 	uint64_t ticket;
 	pc_run_phase_t phase;
 
-	item_t interrupt; /* interrupt mode: runs once the aborted run ended */
-	bool has_interrupt;
+	item_t *interrupt; /* interrupt mode: runs once the aborted run ended; NULL: none */
 
 	pending_t *pend;
 	size_t pn, pcap;
@@ -143,6 +142,15 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 		pc_send(pc_store_actor(s->agent->store), req);
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
 	item_free(it);
+}
+
+/* Ends the run an interrupt was waiting to start, and lets its room go. */
+static void interrupt_end(session_t *s, pc_run_status_t status, const char *why)
+{
+	item_t *it = s->interrupt;
+	s->interrupt = NULL;
+	end_unrun(s, it, status, why);
+	free(it);
 }
 
 static void cancel_timer(pc_ctx_t *ctx, pc_timer_t *t)
@@ -536,10 +544,12 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 {
 	if (s->has_active)
 		return;
-	if (s->has_interrupt) {
+	if (s->interrupt) {
 		cancel_timer(ctx, &s->interrupt_timer);
-		s->has_interrupt = false;
-		start_item(ctx, s, &s->interrupt);
+		item_t *it = s->interrupt;
+		s->interrupt = NULL;
+		start_item(ctx, s, it);
+		free(it);
 		return;
 	}
 	pc_queue_item_t *items = s->qn ? calloc(s->qn, sizeof(*items)) : NULL;
@@ -829,7 +839,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	pc_queue_incoming_t in = {.mode = st.mode, .priority = it.priority,
 				  .heartbeat = trigger && !strcmp(trigger, "heartbeat"),
 				  .message_id = it.idem};
-	pc_run_phase_t phase = s->has_active ? s->phase : (s->has_interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
+	pc_run_phase_t phase = s->has_active ? s->phase : (s->interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
 	int64_t now = (int64_t)pc_runtime_now_ms();
 	pc_queue_decision_t d;
 	rc = (s->qn && !items) ? PC_ENOMEM : pc_queue_on_message(&st, &v, phase, &in, now, &d);
@@ -879,10 +889,15 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		for (size_t i = 0; i < s->qn; i++)
 			end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
 		queue_clear(s);
-		if (s->has_interrupt)
-			end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
-		s->interrupt = it;
-		s->has_interrupt = true;
+		/* the run it replaces, or room for it: kept apart from the session's
+		 * state, which an idle session would otherwise carry empty */
+		if (s->interrupt)
+			end_unrun(s, s->interrupt, PC_RUN_STATUS_ABORTED, "interrupted");
+		else if (!(s->interrupt = malloc(sizeof(*s->interrupt)))) {
+			end_unrun(s, &it, PC_RUN_STATUS_ERROR, "out_of_memory");
+			return;
+		}
+		*s->interrupt = it;
 		if (s->run) {
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 			arm(ctx, &s->interrupt_timer, PC__MSG_SESSION_INTERRUPT_WAIT, PC_QUEUE_RUN_END_WAIT_MS);
@@ -937,7 +952,7 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		}
 		accepted(ctx, s, &p, &r);
 		pending_free(&p);
-		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0)
+		if (!s->has_active && !s->interrupt && s->qn == 0 && s->pn == 0)
 			pc__session_set_idle(s->agent, s->key, true);
 		return true;
 	}
@@ -959,10 +974,9 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 		}
 		return;
 	}
-	if (s->has_interrupt && !strcmp(s->interrupt.run_id, run_id)) {
-		s->has_interrupt = false;
+	if (s->interrupt && !strcmp(s->interrupt->run_id, run_id)) {
 		cancel_timer(ctx, &s->interrupt_timer);
-		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+		interrupt_end(s, PC_RUN_STATUS_ABORTED, "aborted");
 		return;
 	}
 	for (size_t i = 0; i < s->qn; i++) {
@@ -981,10 +995,9 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
 	queue_clear(s);
 	clear_drops(s);
-	if (s->has_interrupt) {
-		s->has_interrupt = false;
+	if (s->interrupt) {
 		cancel_timer(ctx, &s->interrupt_timer);
-		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
+		interrupt_end(s, PC_RUN_STATUS_ABORTED, "aborted");
 	}
 	if (s->has_active)
 		abort_run(ctx, s, s->active.run_id);
@@ -1085,13 +1098,11 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_SESSION_INTERRUPT_WAIT:
 		s->interrupt_timer = 0;
-		if (s->has_interrupt) {
-			s->has_interrupt = false;
-			end_unrun(s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
-		}
+		if (s->interrupt)
+			interrupt_end(s, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
 		return 0;
 	case PC__MSG_SESSION_IDLE:
-		if (!s->has_active && !s->has_interrupt && s->qn == 0 && s->pn == 0 &&
+		if (!s->has_active && !s->interrupt && s->qn == 0 && s->pn == 0 &&
 		    pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
 			s->retiring = true;
 			pc_exit(ctx, PC_EXIT_NORMAL);
@@ -1116,8 +1127,8 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	for (size_t i = 0; i < s->qn; i++)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
 	free(s->queue);
-	if (s->has_interrupt)
-		end_unrun(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
+	if (s->interrupt)
+		interrupt_end(s, PC_RUN_STATUS_ABORTED, "shutdown");
 	if (s->has_active) {
 		if (s->run) {
 			/* its end would come to this session, which is going: it is
