@@ -68,9 +68,10 @@ typedef struct session {
 	bool individual;
 	pc_queue_settings_t settings; /* of the latest queued message */
 
-	/* the active run (or the one waiting for the global lane) */
-	item_t active;
-	bool has_active, started;
+	/* the active run (or the one waiting for the global lane); NULL: none.
+	 * Apart from the state, which an idle session would carry empty. */
+	item_t *active;
+	bool started;
 	pc_actor_t *run;
 	uint64_t ticket;
 	pc_run_phase_t phase;
@@ -142,6 +143,15 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 		pc_send(pc_store_actor(s->agent->store), req);
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
 	item_free(it);
+}
+
+/* Ends the active run before it ran (or before its run actor exists). */
+static void active_end(session_t *s, pc_run_status_t status, const char *why)
+{
+	item_t *it = s->active;
+	s->active = NULL;
+	end_unrun(s, it, status, why);
+	free(it);
 }
 
 /* Ends the run an interrupt was waiting to start, and lets its room go. */
@@ -297,19 +307,19 @@ static void diag_emit(session_t *s, const pc_diag_result_t *r)
 		 r->reason ? r->reason : "",
 		 r->recovery == PC_DIAG_RECOVER_ABORT_RUN ? "abort_run"
 		 : r->recovery == PC_DIAG_RECOVER_RELEASE_LANE ? "release_lane" : "none");
-	if (s->active.bus)
-		pc_event_bus_emit(s->active.bus, PC_EVENT_DIAGNOSTIC, d, strlen(d), false, false, NULL);
+	if (s->active && s->active->bus)
+		pc_event_bus_emit(s->active->bus, PC_EVENT_DIAGNOSTIC, d, strlen(d), false, false, NULL);
 }
 
 static void release_stuck_lane(pc_ctx_t *ctx, session_t *s);
 
 static void diag_tick(pc_ctx_t *ctx, session_t *s)
 {
-	if (!s->has_active || !s->started)
+	if (!s->active || !s->started)
 		return;
 	const pc_diagnostics_config_t *dc = &s->agent->cfg->diagnostics;
 	int64_t now = (int64_t)pc_runtime_now_ms();
-	uint64_t seq = s->active.bus ? pc_event_bus_seq(s->active.bus) : 0;
+	uint64_t seq = s->active->bus ? pc_event_bus_seq(s->active->bus) : 0;
 	if (seq != s->diag_seq) {
 		s->diag_seq = seq;
 		s->last_progress_ms = now;
@@ -361,55 +371,54 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	uint64_t now = pc_runtime_now_ms();
 	if (it->enqueued_ms > 0 && now >= (uint64_t)it->enqueued_ms)
 		pc__observe_ms(s->agent->metrics.queue_wait_seconds, now - (uint64_t)it->enqueued_ms);
-	s->active = *it;
+	s->active = malloc(sizeof(*s->active));
+	if (!s->active) {
+		end_unrun(s, it, PC_RUN_STATUS_ERROR, "out_of_memory");
+		return;
+	}
+	*s->active = *it;
 	memset(it, 0, sizeof(*it));
-	s->has_active = true;
 	s->started = false;
 	s->phase = PC_RUN_STARTING;
 	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
 	const pc_config_t *c = s->agent->cfg;
-	uint64_t timeout = s->active.timeout_ms ? s->active.timeout_ms : c->agent.run_timeout_ms;
+	uint64_t timeout = s->active->timeout_ms ? s->active->timeout_ms : c->agent.run_timeout_ms;
 	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
 	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
-	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active.priority, pc_self(ctx), 0, lane_timeout);
-	if (rc != 0) {
-		s->has_active = false;
-		end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
-	}
+	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
+	if (rc != 0)
+		active_end(s, PC_RUN_STATUS_ERROR, "lane_unavailable");
 }
 
 static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 {
-	if (!s->has_active || s->started || n->ticket != s->ticket) {
+	if (!s->active || s->started || n->ticket != s->ticket) {
 		pc_lane_release(s->agent->lane, n->ticket);
 		return;
 	}
 	pc__observe_ms(s->agent->metrics.lane_wait_seconds, n->wait_ms);
-	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active.bus) {
+	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active->bus) {
 		char d[128];
 		snprintf(d, sizeof(d), "{\"phase\":\"granted\",\"waitMs\":%llu,\"queuedAhead\":%u}",
 			 (unsigned long long)n->wait_ms, n->queued_ahead);
-		pc_event_bus_emit(s->active.bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
+		pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
 	}
 	pc__run_params_t p = {
-		.run_id = s->active.run_id,
+		.run_id = s->active->run_id,
 		.session_key = s->key,
-		.prompt = s->active.prompt,
-		.model = s->active.model,
-		.extra_system_prompt = s->active.extra,
-		.timeout_ms = s->active.timeout_ms,
-		.has_think = s->active.has_think,
-		.think = s->active.think,
+		.prompt = s->active->prompt,
+		.model = s->active->model,
+		.extra_system_prompt = s->active->extra,
+		.timeout_ms = s->active->timeout_ms,
+		.has_think = s->active->has_think,
+		.think = s->active->think,
 		.lane_ticket = s->ticket,
-		.bus = s->active.bus,
+		.bus = s->active->bus,
 	};
 	int rc = pc__run_spawn(s->agent, &p, pc_self(ctx), &s->run);
 	if (rc != 0) {
 		pc_lane_release(s->agent->lane, s->ticket);
-		s->has_active = false;
-		char why[64];
-		snprintf(why, sizeof(why), "%s", rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
-		end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, why);
+		active_end(s, PC_RUN_STATUS_ERROR, rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
 		return;
 	}
 	s->started = true;
@@ -542,7 +551,7 @@ static int synthetic_item(session_t *s, char *prompt, item_t *out)
 /* The lane is free: what runs next (§6.3 step 6). */
 static void drain(pc_ctx_t *ctx, session_t *s)
 {
-	if (s->has_active)
+	if (s->active)
 		return;
 	if (s->interrupt) {
 		cancel_timer(ctx, &s->interrupt_timer);
@@ -616,12 +625,11 @@ static void drain(pc_ctx_t *ctx, session_t *s)
  * (the run's entry ends as an error) and let the queue drain. */
 static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 {
-	if (!s->has_active)
+	if (!s->active)
 		return;
 	cancel_timer(ctx, &s->diag_timer);
 	pc_lane_release(s->agent->lane, s->ticket);
-	end_unrun(s, &s->active, PC_RUN_STATUS_ERROR, "stuck");
-	s->has_active = false;
+	active_end(s, PC_RUN_STATUS_ERROR, "stuck");
 	s->started = false;
 	s->phase = PC_RUN_IDLE;
 	drain(ctx, s);
@@ -632,16 +640,17 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 {
 	pc_event_bus_t *bus = NULL;
-	bool mine = s->has_active && !strcmp(d->run_id, s->active.run_id);
+	bool mine = s->active && !strcmp(d->run_id, s->active->run_id);
 	if (mine) {
-		bus = pc_event_bus_retain(s->active.bus);
+		bus = pc_event_bus_retain(s->active->bus);
 		if (s->run) {
 			pc_actor_release(s->run);
 			s->run = NULL;
 		}
 		cancel_timer(ctx, &s->diag_timer);
-		item_free(&s->active);
-		s->has_active = false;
+		item_free(s->active);
+		free(s->active);
+		s->active = NULL;
 		s->started = false;
 		s->phase = PC_RUN_IDLE;
 	} else {
@@ -839,7 +848,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	pc_queue_incoming_t in = {.mode = st.mode, .priority = it.priority,
 				  .heartbeat = trigger && !strcmp(trigger, "heartbeat"),
 				  .message_id = it.idem};
-	pc_run_phase_t phase = s->has_active ? s->phase : (s->interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
+	pc_run_phase_t phase = s->active ? s->phase : (s->interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
 	int64_t now = (int64_t)pc_runtime_now_ms();
 	pc_queue_decision_t d;
 	rc = (s->qn && !items) ? PC_ENOMEM : pc_queue_on_message(&st, &v, phase, &in, now, &d);
@@ -852,7 +861,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	switch (d.action) {
 	case PC_QUEUE_RUN_NOW:
 		answer(p, 0, it.run_id, PC_AGENT_STARTED);
-		if (s->has_active) {
+		if (s->active) {
 			/* the policy only says "run now" for a free lane */
 			s->settings = st;
 			queue_push(s, &it);
@@ -901,11 +910,10 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		if (s->run) {
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 			arm(ctx, &s->interrupt_timer, PC__MSG_SESSION_INTERRUPT_WAIT, PC_QUEUE_RUN_END_WAIT_MS);
-		} else if (s->has_active) {
+		} else if (s->active) {
 			/* still waiting for the global lane: withdraw it */
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
-			s->has_active = false;
+			active_end(s, PC_RUN_STATUS_ABORTED, "interrupted");
 			drain(ctx, s);
 		} else {
 			drain(ctx, s);
@@ -952,7 +960,7 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		}
 		accepted(ctx, s, &p, &r);
 		pending_free(&p);
-		if (!s->has_active && !s->interrupt && s->qn == 0 && s->pn == 0)
+		if (!s->active && !s->interrupt && s->qn == 0 && s->pn == 0)
 			pc__session_set_idle(s->agent, s->key, true);
 		return true;
 	}
@@ -963,13 +971,12 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 
 static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 {
-	if (s->has_active && !strcmp(s->active.run_id, run_id)) {
+	if (s->active && !strcmp(s->active->run_id, run_id)) {
 		if (s->run) {
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
-			s->has_active = false;
+			active_end(s, PC_RUN_STATUS_ABORTED, "aborted");
 			drain(ctx, s);
 		}
 		return;
@@ -999,8 +1006,8 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 		cancel_timer(ctx, &s->interrupt_timer);
 		interrupt_end(s, PC_RUN_STATUS_ABORTED, "aborted");
 	}
-	if (s->has_active)
-		abort_run(ctx, s, s->active.run_id);
+	if (s->active)
+		abort_run(ctx, s, s->active->run_id);
 }
 
 /* pc_agent_steer: the run answers (it knows whether its attempt can take
@@ -1008,12 +1015,12 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 static void on_steer(session_t *s, const pc_msg_t *msg)
 {
 	int64_t rc = PC_ENOTFOUND;
-	if (s->has_active && s->run && msg->reply_to) {
+	if (s->active && s->run && msg->reply_to) {
 		pc_msg_t *fwd = pc__text_msg(PC__MSG_RUN_STEER, pc_msg_cdata(msg));
 		if (fwd && pc_ask_as(s->run, fwd, msg->reply_to, msg->corr) == 0)
 			return;
 		rc = PC_ESTATE;
-	} else if (s->has_active) {
+	} else if (s->active) {
 		rc = PC_ESTATE;
 	}
 	pc_msg_t *r = pc_msg_new(PC__MSG_SESSION_STEER, sizeof(int64_t));
@@ -1054,11 +1061,11 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC_MSG_LANE_WAITING: {
 		const pc_lane_notice_t *n = pc_msg_cdata(msg);
-		if (s->has_active && n->ticket == s->ticket && s->active.bus) {
+		if (s->active && n->ticket == s->ticket && s->active->bus) {
 			char d[128];
 			snprintf(d, sizeof(d), "{\"phase\":\"wait\",\"queuedAhead\":%u,\"active\":%u}",
 				 n->queued_ahead, n->active);
-			pc_event_bus_emit(s->active.bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
+			pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
 		}
 		return 0;
 	}
@@ -1070,7 +1077,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	}
 	case PC__MSG_RUN_PHASE:
-		if (s->has_active)
+		if (s->active)
 			s->phase = (pc_run_phase_t)pc_msg_u64(msg);
 		return 0;
 	case PC__MSG_RUN_DONE:
@@ -1084,7 +1091,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
 			if (queue_push(s, &it) != 0)
 				end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
-			if (!s->has_active)
+			if (!s->active)
 				drain(ctx, s);
 		}
 		return 0;
@@ -1102,7 +1109,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			interrupt_end(s, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
 		return 0;
 	case PC__MSG_SESSION_IDLE:
-		if (!s->has_active && !s->interrupt && s->qn == 0 && s->pn == 0 &&
+		if (!s->active && !s->interrupt && s->qn == 0 && s->pn == 0 &&
 		    pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
 			s->retiring = true;
 			pc_exit(ctx, PC_EXIT_NORMAL);
@@ -1129,7 +1136,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(s->queue);
 	if (s->interrupt)
 		interrupt_end(s, PC_RUN_STATUS_ABORTED, "shutdown");
-	if (s->has_active) {
+	if (s->active) {
 		if (s->run) {
 			/* its end would come to this session, which is going: it is
 			 * published here (the run's own report is then a dead letter) */
@@ -1137,13 +1144,15 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 			pc_actor_release(s->run);
 			static const char data[] = "{\"phase\":\"error\",\"status\":\"aborted\","
 						   "\"error\":\"shutdown\",\"errorKind\":\"shutdown\",\"payloads\":[]}";
-			pc_event_bus_emit(s->active.bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
-			pc_run_registry_finish(s->agent->runs, s->active.run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
+			pc_event_bus_emit(s->active->bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
+			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
 					       "shutdown", "shutdown");
-			item_free(&s->active);
+			item_free(s->active);
+			free(s->active);
+			s->active = NULL;
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			end_unrun(s, &s->active, PC_RUN_STATUS_ABORTED, "shutdown");
+			active_end(s, PC_RUN_STATUS_ABORTED, "shutdown");
 		}
 	}
 	clear_drops(s);
