@@ -617,6 +617,16 @@ Test(mock_server, log_is_bounded)
 
 /* ---- concurrency and shutdown -------------------------------------------------- */
 
+/* Request i of a client thread was answered in full: its text starts
+ * with `tag` and i. */
+static void check_answered(const resp_t *r, char tag, int i)
+{
+	char want[16];
+	snprintf(want, sizeof(want), "%c%d", tag, i);
+	CHECK(r->code == CURLE_OK && r->status == 200 && strstr(r->body, want), "request %d: %d %ld", i, (int)r->code,
+	      r->status);
+}
+
 /* Runs fn(args[i]) on n threads at once and waits for them all. */
 static void in_threads(int n, void *(*fn)(void *), void *const *args)
 {
@@ -638,10 +648,7 @@ static void *client_thread(void *arg)
 		chat_body(req, sizeof(req), i % 2 ? PC_MOCK_OPENAI : PC_MOCK_ANTHROPIC, i % 4 < 2, text);
 		resp_t r = {0};
 		request("POST", chat_path(i % 2 ? PC_MOCK_OPENAI : PC_MOCK_ANTHROPIC), NULL, req, 10000, &r);
-		char want[16];
-		snprintf(want, sizeof(want), "w%d", i);
-		CHECK(r.code == CURLE_OK && r.status == 200 && strstr(r.body, want), "request %d: %d %ld", i,
-		      (int)r.code, r.status);
+		check_answered(&r, 'w', i);
 		resp_free(&r);
 	}
 	return NULL;
@@ -683,13 +690,10 @@ static void *leaving_thread(void *arg)
 		chat_body(req, sizeof(req), api, true, text);
 		resp_t r = {0};
 		request("POST", chat_path(api), NULL, req, leave ? 20 + rand_r(&seed) % 100 : 10000, &r);
-		char want[16];
-		snprintf(want, sizeof(want), "s%d", i);
 		if (leave)
 			CHECK(r.code == CURLE_OPERATION_TIMEDOUT, "request %d: %d", i, (int)r.code);
 		else
-			CHECK(r.code == CURLE_OK && r.status == 200 && strstr(r.body, want), "request %d: %d %ld", i,
-			      (int)r.code, r.status);
+			check_answered(&r, 's', i);
 		resp_free(&r);
 	}
 	return NULL;
