@@ -145,22 +145,23 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 	item_free(it);
 }
 
-/* Ends the active run before it ran (or before its run actor exists). */
-static void active_end(session_t *s, pc_run_status_t status, const char *why)
+/* The run items a session holds only while in use (s->active,
+ * s->interrupt): slot_end ends the run in *slot before it ran (or before
+ * its run actor exists), slot_drop lets an item go whose run reported its
+ * own end. Either way the room goes and *slot is NULL. */
+static void slot_end(session_t *s, item_t **slot, pc_run_status_t status, const char *why)
 {
-	item_t *it = s->active;
-	s->active = NULL;
+	item_t *it = *slot;
+	*slot = NULL;
 	end_unrun(s, it, status, why);
 	free(it);
 }
 
-/* Ends the run an interrupt was waiting to start, and lets its room go. */
-static void interrupt_end(session_t *s, pc_run_status_t status, const char *why)
+static void slot_drop(item_t **slot)
 {
-	item_t *it = s->interrupt;
-	s->interrupt = NULL;
-	end_unrun(s, it, status, why);
-	free(it);
+	item_free(*slot);
+	free(*slot);
+	*slot = NULL;
 }
 
 static void cancel_timer(pc_ctx_t *ctx, pc_timer_t *t)
@@ -387,7 +388,7 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
 	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
 	if (rc != 0)
-		active_end(s, PC_RUN_STATUS_ERROR, "lane_unavailable");
+		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
 }
 
 static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
@@ -418,7 +419,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 	int rc = pc__run_spawn(s->agent, &p, pc_self(ctx), &s->run);
 	if (rc != 0) {
 		pc_lane_release(s->agent->lane, s->ticket);
-		active_end(s, PC_RUN_STATUS_ERROR, rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
+		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
 		return;
 	}
 	s->started = true;
@@ -629,7 +630,7 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 		return;
 	cancel_timer(ctx, &s->diag_timer);
 	pc_lane_release(s->agent->lane, s->ticket);
-	active_end(s, PC_RUN_STATUS_ERROR, "stuck");
+	slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "stuck");
 	s->started = false;
 	s->phase = PC_RUN_IDLE;
 	drain(ctx, s);
@@ -648,9 +649,7 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 			s->run = NULL;
 		}
 		cancel_timer(ctx, &s->diag_timer);
-		item_free(s->active);
-		free(s->active);
-		s->active = NULL;
+		slot_drop(&s->active);
 		s->started = false;
 		s->phase = PC_RUN_IDLE;
 	} else {
@@ -913,7 +912,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		} else if (s->active) {
 			/* still waiting for the global lane: withdraw it */
 			pc_lane_release(s->agent->lane, s->ticket);
-			active_end(s, PC_RUN_STATUS_ABORTED, "interrupted");
+			slot_end(s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
 			drain(ctx, s);
 		} else {
 			drain(ctx, s);
@@ -976,14 +975,14 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			active_end(s, PC_RUN_STATUS_ABORTED, "aborted");
+			slot_end(s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
 			drain(ctx, s);
 		}
 		return;
 	}
 	if (s->interrupt && !strcmp(s->interrupt->run_id, run_id)) {
 		cancel_timer(ctx, &s->interrupt_timer);
-		interrupt_end(s, PC_RUN_STATUS_ABORTED, "aborted");
+		slot_end(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
 		return;
 	}
 	for (size_t i = 0; i < s->qn; i++) {
@@ -1004,7 +1003,7 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 	clear_drops(s);
 	if (s->interrupt) {
 		cancel_timer(ctx, &s->interrupt_timer);
-		interrupt_end(s, PC_RUN_STATUS_ABORTED, "aborted");
+		slot_end(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "aborted");
 	}
 	if (s->active)
 		abort_run(ctx, s, s->active->run_id);
@@ -1106,7 +1105,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__MSG_SESSION_INTERRUPT_WAIT:
 		s->interrupt_timer = 0;
 		if (s->interrupt)
-			interrupt_end(s, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
+			slot_end(s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
 		return 0;
 	case PC__MSG_SESSION_IDLE:
 		if (!s->active && !s->interrupt && s->qn == 0 && s->pn == 0 &&
@@ -1135,7 +1134,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
 	free(s->queue);
 	if (s->interrupt)
-		interrupt_end(s, PC_RUN_STATUS_ABORTED, "shutdown");
+		slot_end(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
 	if (s->active) {
 		if (s->run) {
 			/* its end would come to this session, which is going: it is
@@ -1147,12 +1146,10 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 			pc_event_bus_emit(s->active->bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
 			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
 					       "shutdown", "shutdown");
-			item_free(s->active);
-			free(s->active);
-			s->active = NULL;
+			slot_drop(&s->active);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
-			active_end(s, PC_RUN_STATUS_ABORTED, "shutdown");
+			slot_end(s, &s->active, PC_RUN_STATUS_ABORTED, "shutdown");
 		}
 	}
 	clear_drops(s);
