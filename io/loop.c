@@ -23,6 +23,7 @@
 
 #include "../mailbox/mailbox_internal.h"
 #include "../mailbox/msg_internal.h"
+#include "../runtime/trim.h"
 #include "loop_internal.h"
 
 #define EVENT_BATCH 256
@@ -409,25 +410,26 @@ static void *loop_main(void *arg)
 
 	struct epoll_event evs[EVENT_BATCH];
 	bool pending = false; /* commands left over from a full batch */
-	/* After a busy stretch, the first wait lasting trim_after_ms with
-	 * nothing to do gives this thread's free heap back (runtime.h). */
+	/* A loop that did work gives this thread's free heap back when its
+	 * trim falls due and it has nothing to do (runtime/trim.h). */
 	const pc_runtime_t *rt = loop->io->rt;
-	int64_t trim_after = pc_runtime_trim_after_ms(rt);
-	bool worked = false;
+	pc__trim_clock_t trim = {0};
 	while (!__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE)) {
 		int timeout = (pending || loop->defer_len) ? 0 : wait_timeout_ms(loop);
-		bool trim_wait = worked && trim_after >= 0 && trim_after <= INT_MAX &&
-				 (timeout < 0 || timeout > trim_after);
-		int n = epoll_wait(loop->epfd, evs, EVENT_BATCH, trim_wait ? (int)trim_after : timeout);
-		if (n < 0 && errno != EINTR)
-			abort(); /* EBADF/EINVAL: the loop's own fd is broken */
-		if (n > 0) {
-			worked = true;
-		} else if (n == 0 && trim_wait) {
-			worked = false;
+		int64_t trim_ms = -1;
+		if (timeout != 0 && pc__trim_due(&trim, pc_runtime_trim_after_ms(rt), clock_ns(), &trim_ms)) {
+			pc__trim_done(&trim);
 			pc_runtime_trim_heap(rt);
 			PC__IO_STAT_ADD(loop, trims, 1);
+			continue;
 		}
+		if (timeout != 0 && trim_ms >= 0 && (timeout < 0 || trim_ms < timeout))
+			timeout = trim_ms > INT_MAX ? INT_MAX : (int)trim_ms;
+		int n = epoll_wait(loop->epfd, evs, EVENT_BATCH, timeout);
+		if (n < 0 && errno != EINTR)
+			abort(); /* EBADF/EINVAL: the loop's own fd is broken */
+		if (n > 0)
+			pc__trim_worked(&trim);
 		loop->now_ns = clock_ns();
 		PC__IO_STAT_ADD(loop, wakeups, 1);
 		for (int i = 0; i < n; i++) {
@@ -438,7 +440,7 @@ static void *loop_main(void *arg)
 		pending = !run_commands(loop, CMD_BATCH);
 		loop->now_ns = clock_ns();
 		if (run_timers(loop))
-			worked = true;
+			pc__trim_worked(&trim);
 		run_defers(loop);
 	}
 	shutdown_loop(loop);

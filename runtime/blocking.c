@@ -47,37 +47,29 @@ static void finish(pc_runtime_t *rt)
 		pc__quiet_signal(rt);
 }
 
-/* Lock held. Waits for a job or the stop. A thread that ran a job since it
- * last trimmed first waits at most trim_after_ms and, if nothing came,
- * gives its free heap back (runtime.h): the store's writer and readers
- * allocate on these threads. */
-static void wait_for_job(pc_runtime_t *rt, pc__blocking_t *b, bool *worked)
+/* Lock held. Waits for a job or the stop. A thread that ran a job gives
+ * its free heap back when its trim falls due (trim.h) and it is still
+ * idle: the store's writer and readers allocate on these threads. */
+static void wait_for_job(pc_runtime_t *rt, pc__blocking_t *b, pc__trim_clock_t *trim)
 {
-	int64_t after = rt->cfg.trim_after_ms;
 	while (!b->head && !b->stopping) {
-		b->idle++;
-		if (!*worked || after < 0) {
-			pthread_cond_wait(&b->cond, &b->lock);
-			b->idle--;
-			continue;
-		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(after / 1000);
-		ts.tv_nsec += (long)(after % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		int rc = pthread_cond_timedwait(&b->cond, &b->lock, &ts);
-		b->idle--;
-		if (rc == ETIMEDOUT && !b->head && !b->stopping) {
-			*worked = false;
+		int64_t wait_ms;
+		if (pc__trim_due(trim, rt->cfg.trim_after_ms, pc__now_ns(), &wait_ms)) {
+			pc__trim_done(trim);
 			pthread_mutex_unlock(&b->lock);
 			pc_runtime_trim_heap(rt);
 			pc_atomic_faa_u64(&rt->blocking_trims, 1);
 			pthread_mutex_lock(&b->lock);
+			continue;
 		}
+		b->idle++;
+		if (wait_ms < 0) {
+			pthread_cond_wait(&b->cond, &b->lock);
+		} else {
+			struct timespec ts = pc__timespec_ns(pc__now_ns() + (uint64_t)wait_ms * 1000000u);
+			pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+		}
+		b->idle--;
 	}
 }
 
@@ -85,11 +77,11 @@ static void *pool_main(void *arg)
 {
 	pc_runtime_t *rt = arg;
 	pc__blocking_t *b = &rt->blocking;
-	bool worked = false;
+	pc__trim_clock_t trim = {0};
 	pthread_mutex_lock(&b->lock);
 	pc_thread_name("blocking", b->named++);
 	for (;;) {
-		wait_for_job(rt, b, &worked);
+		wait_for_job(rt, b, &trim);
 		if (b->stopping)
 			break;
 		pc__blocking_job_t *j = b->head;
@@ -98,7 +90,7 @@ static void *pool_main(void *arg)
 			b->tail = NULL;
 		b->queued--;
 		pthread_mutex_unlock(&b->lock);
-		worked = true;
+		pc__trim_worked(&trim);
 		pc_msg_t *m = j->fn(j->arg);
 		if (m) {
 			if (j->reply_to)

@@ -18,12 +18,8 @@
  */
 #include "runtime_internal.h"
 
-#include <dlfcn.h>
-#include <errno.h>
 #include <linux/futex.h>
-#include <malloc.h>
 #include <stdbool.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,64 +32,27 @@ static void futex_wait(uint32_t *word)
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
 }
 
-/* false when `ms` passed first */
-static bool futex_wait_ms(uint32_t *word, int64_t ms)
+/* Returns when woken, or once `ms` passed, or spuriously: look again. */
+static void futex_wait_ms(uint32_t *word, int64_t ms)
 {
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-	return !(syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0) != 0 && errno == ETIMEDOUT);
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 }
 
-void pc__trim_init(pc_runtime_t *rt)
-{
-	void *f = dlsym(RTLD_DEFAULT, "mi_collect");
-	memcpy(&rt->mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
-}
-
-/* Under a sanitizer, malloc is the sanitizer's: glibc's arenas hold
- * nothing to trim, and poking them from threads that never used them
- * upsets glibc's arena accounting at thread exit. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PC_SANITIZED_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define PC_SANITIZED_MALLOC 1
-#endif
-#endif
-
-/* runtime.h: free heap memory back to the system, through whichever
- * allocator the process has. */
-void pc_runtime_trim_heap(const pc_runtime_t *rt)
-{
-	/* First the free messages a burst left in the depot (up to ~30 MB),
-	 * so that this collect, and the other threads' as they go idle, find
-	 * their pages empty. */
-	pc__msg_depot_trim(PC__MSG_DEPOT_IDLE_KEEP);
-	if (rt->mi_collect) {
-		rt->mi_collect(true);
-		return;
-	}
-#ifndef PC_SANITIZED_MALLOC
-	malloc_trim(0);
-#endif
-}
-
-int64_t pc_runtime_trim_after_ms(const pc_runtime_t *rt)
-{
-	return rt->cfg.trim_after_ms;
-}
-
-/* Sleeps until woken; a worker that worked since its last trim first
- * sleeps at most trim_after_ms, and trims if nothing came meanwhile. */
+/* Sleeps until woken; a worker that worked since its last trim wakes when
+ * its trim falls due (trim.h) and trims if still idle. */
 static void sleep_until_woken(pc__worker_t *w)
 {
-	int64_t after = w->rt->cfg.trim_after_ms;
 	while (pc_atomic_load_u32_acq(&w->park_word) == 0) {
-		if (!w->worked || after < 0) {
-			futex_wait(&w->park_word);
-		} else if (!futex_wait_ms(&w->park_word, after) && pc_atomic_load_u32_acq(&w->park_word) == 0) {
-			w->worked = false;
+		int64_t wait_ms;
+		if (pc__trim_due(&w->trim, w->rt->cfg.trim_after_ms, pc__now_ns(), &wait_ms)) {
 			pc_runtime_trim_heap(w->rt);
+			pc__trim_done(&w->trim);
 			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
+		} else if (wait_ms < 0) {
+			futex_wait(&w->park_word);
+		} else {
+			futex_wait_ms(&w->park_word, wait_ms);
 		}
 	}
 }

@@ -31,9 +31,9 @@ typedef struct pc_runtime_config {
 	int64_t malloc_top_pad;    /* glibc's M_TOP_PAD, set for the process when the
 				    * runtime is created: 0 = 4 MiB, < 0 = leave the
 				    * allocator alone (see below) */
-	int64_t trim_after_ms;     /* a worker asleep this long after doing work gives
-				    * the free heap memory back (below): 0 = 1000,
-				    * < 0 = never */
+	int64_t trim_after_ms;     /* this long after a worker that did work first
+				    * fell asleep, it gives the free heap memory
+				    * back (below): 0 = 1000, < 0 = never */
 } pc_runtime_config_t;
 
 /* The allocator. Message passing frees on one thread what another
@@ -46,13 +46,15 @@ typedef struct pc_runtime_config {
 #define PC_RUNTIME_DEFAULT_MALLOC_TOP_PAD ((int64_t)4 << 20)
 
 /* After a burst, the allocator keeps the pages the burst freed: resident,
- * though nothing uses them. A worker that has slept trim_after_ms since
- * its last work therefore asks the allocator to give free memory back
- * (mimalloc's mi_collect when it is the process's allocator, else glibc's
- * malloc_trim): once per busy-to-idle stretch, never while busy, and never
- * a wake-up of its own beyond that one. The blocking threads and the I/O
- * threads (io/loop.c) do the same: mimalloc keeps a heap per thread, and
- * an I/O thread's holds what a burst of connections left. */
+ * though nothing uses them. A worker that did work therefore asks the
+ * allocator to give free memory back (mimalloc's mi_collect when it is the
+ * process's allocator, else glibc's malloc_trim) trim_after_ms after it
+ * first fell asleep since its last trim, if it is idle then: once per
+ * busy-to-idle stretch, at most once per trim_after_ms while busy, never a
+ * wake-up of its own beyond that one, and not put off by light work (a
+ * periodic tick) in between. The blocking threads and the I/O threads
+ * (io/loop.c) do the same: mimalloc keeps a heap per thread, and an I/O
+ * thread's holds what a burst of connections left. */
 #define PC_RUNTIME_DEFAULT_TRIM_AFTER_MS 1000
 
 /* Gives the calling thread's free heap memory back to the system, as an

@@ -15,6 +15,7 @@
 #include "runtime.h"
 #include "sync_internal.h"
 #include "timer_wheel_internal.h"
+#include "trim.h"
 
 #define PC__RUNQ_SIZE 256u
 #define PC__LIFO_MAX_RUNS 3u   /* consecutive LIFO turns while others wait */
@@ -68,8 +69,8 @@ typedef struct pc__worker {
 	uint32_t tick;
 	uint32_t park_word;      /* futex: 1 = woken */
 	bool searching;
-	bool worked;             /* ran a turn since its heap was last trimmed */
 	bool notify_owed;        /* made work stealable during this turn */
+	pc__trim_clock_t trim;   /* when its free heap is due to go back */
 	uint64_t rng;
 	uint64_t id_next, id_limit;
 	uint64_t started_ns;
@@ -163,7 +164,6 @@ pc_actor_t *pc__inject_pop(pc_runtime_t *rt);
 bool pc__work_available(pc_runtime_t *rt);
 void pc__park(pc__worker_t *w);
 /* Finds the allocator's collect function, once, before the workers start. */
-void pc__trim_init(pc_runtime_t *rt);
 void pc__wake_all(pc_runtime_t *rt);
 void pc__quiet_signal(pc_runtime_t *rt);
 int pc__workers_start(pc_runtime_t *rt);

@@ -152,7 +152,7 @@ static pc_actor_t *search(pc__worker_t *w)
 static pc_actor_t *run(pc__worker_t *w, pc_actor_t *a)
 {
 	count(&w->c.turns);
-	w->worked = true;
+	pc__trim_worked(&w->trim);
 	int r = pc__actor_turn(w, a);
 	bool owed = w->notify_owed;
 	w->notify_owed = false;

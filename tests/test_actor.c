@@ -657,6 +657,37 @@ Test(actor, an_idle_worker_trims_once_per_idle_stretch)
 	FREE_RUNTIME_CHECKED(rt);
 }
 
+/* A tick more often than trim_after_ms must not keep the worker that takes
+ * it from ever trimming: each worker that ran turns trims, ticks or not. */
+Test(actor, a_worker_woken_by_a_frequent_tick_still_trims)
+{
+	pc_runtime_t *rt = start_rt_trim(60);
+	probe_t p = {0};
+	pc_actor_t *a = spawn_probe(rt, &p);
+	pc_timer_t tick = 0;
+	pc_msg_t *m = pc_msg_new(T_INC, 0);
+	cr_assert_not_null(m);
+	cr_assert_eq(pc_timer_every(a, 15, m, &tick), 0);
+	AWAIT(LOAD(p.received) >= 3, 5000);
+	uint64_t until = pc_runtime_now_ms() + 5000;
+	bool all = false;
+	while (!all && pc_runtime_now_ms() < until) {
+		sleep_ms(20);
+		pc_worker_stats_t ws[2];
+		uint32_t n = pc_runtime_stats(rt, NULL, ws, 2);
+		all = true;
+		for (uint32_t i = 0; i < n && i < 2; i++)
+			all = all && (ws[i].turns == 0 || ws[i].trims > 0);
+	}
+	uint64_t ticks = LOAD(p.received);
+	cr_assert(pc_timer_cancel(rt, tick));
+	cr_assert(all, "a worker that ran turns never trimmed (%llu ticks)", (unsigned long long)ticks);
+	cr_assert_geq(ticks, 4, "the ticks kept coming while the workers trimmed");
+	pc_actor_release(a);
+	quiesce(rt);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
 /* Many cycles of spawn / use / stop / release, in every order, from the
  * main thread; the counters and the live list must balance. */
 Test(actor, spawn_stop_release_cycles)

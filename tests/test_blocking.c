@@ -337,6 +337,35 @@ Test(blocking, an_idle_thread_trims_once)
 	ASSERT_NO_LEAKS();
 }
 
+/* Small jobs more often than trim_after_ms do not put the trim off for
+ * ever: it falls due trim_after_ms after the thread first went idle. */
+Test(blocking, jobs_more_often_than_the_trim_wait_do_not_put_it_off)
+{
+	pc_runtime_config_t cfg;
+	pc_runtime_config_init(&cfg);
+	cfg.workers = 1;
+	cfg.blocking_threads = 1;
+	cfg.trim_after_ms = 100;
+	pc_runtime_t *rt = NULL;
+	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
+	cr_assert_eq(pc_runtime_start(rt), 0);
+	job_t j = {.index = 0, .null_result = true};
+	pc_runtime_stats_t st;
+	uint64_t until = pc_runtime_now_ms() + 5000;
+	int jobs = 0;
+	do {
+		cr_assert_eq(pc_blocking_submit(rt, job_fn, NULL, &j, NULL), 0);
+		jobs++;
+		sleep_ms(30);
+		pc_runtime_stats(rt, &st, NULL, 0);
+	} while (st.blocking_trims == 0 && pc_runtime_now_ms() < until);
+	cr_assert_geq(st.blocking_trims, 1u, "no trim in %d jobs 30 ms apart", jobs);
+	cr_assert_eq(pc_runtime_wait_quiescent(rt, 10000), 0);
+	cr_assert_eq(j.fn_calls, jobs);
+	FREE_RUNTIME_CHECKED(rt);
+	ASSERT_NO_LEAKS();
+}
+
 Test(blocking, full_queue_is_busy)
 {
 	reset_failures();

@@ -247,6 +247,33 @@ Test(io_client, an_idle_io_thread_trims_once_then_sleeps)
 	cr_assert_eq(st2.wakeups, st1.wakeups, "asleep while nothing happens");
 }
 
+/* Requests more often than trim_after_ms (1 s) do not put the I/O
+ * thread's trim off for ever: it falls due a second after the thread
+ * first went idle. */
+Test(io_client, requests_more_often_than_the_trim_wait_do_not_put_it_off)
+{
+	raw_server_t s;
+	raw_server_start(&s, serve_hello, NULL);
+	set_url(&s, "/x");
+	pc_io_stats_t st0, st1;
+	pc_io_stats(io, &st0);
+	uint64_t until = now_ms() + 6000;
+	int requests = 0;
+	do {
+		collector_t *c = collector_new(true);
+		pc_actor_t *a = spawn_collector(c);
+		fetch(url, NULL, c, a, NULL);
+		finish(c, a);
+		cr_assert_eq(c->status, 200);
+		collector_free(c);
+		requests++;
+		sleep_ms(300);
+		pc_io_stats(io, &st1);
+	} while (st1.trims == st0.trims && now_ms() < until);
+	raw_server_stop(&s);
+	cr_assert_gt(st1.trims, st0.trims, "no trim in %d requests 300 ms apart", requests);
+}
+
 Test(io_client, a_body_handed_over_is_sent_and_released)
 {
 	raw_server_t s;
