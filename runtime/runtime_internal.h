@@ -121,7 +121,7 @@ struct pc__actor_pool;
 
 struct pc_runtime {
 	pc_runtime_config_t cfg;
-	void (*mi_collect)(bool force); /* mimalloc's, when it is the process's allocator */
+	pc__mimalloc_t mi; /* when mimalloc is the process's allocator (trim.h) */
 	uint32_t nworkers;
 	uint32_t state;          /* PC__RT_* (atomic) */
 	pc__worker_t *workers;

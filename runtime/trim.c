@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "runtime_internal.h"
@@ -26,10 +27,60 @@ void pc__trim_done(pc__trim_clock_t *c)
 	c->due_ns = 0;
 }
 
+/* mimalloc 2's option "decommit_delay" (2.1 calls it "purge_delay"). */
+#define MI_OPTION_DECOMMIT_DELAY 15
+
+static void *lookup(const char *name)
+{
+	return dlsym(RTLD_DEFAULT, name);
+}
+
 void pc__trim_init(pc_runtime_t *rt)
 {
-	void *f = dlsym(RTLD_DEFAULT, "mi_collect");
-	memcpy(&rt->mi_collect, &f, sizeof(f)); /* a data pointer to a function pointer */
+	pc__mimalloc_t *mi = &rt->mi;
+	memset(mi, 0, sizeof(*mi));
+	void *collect = lookup("mi_collect"), *set = lookup("mi_option_set"), *get = lookup("mi_option_get");
+	void *version = lookup("mi_version");
+	if (!collect)
+		return;
+	memcpy(&mi->collect, &collect, sizeof(collect)); /* a data pointer to a function pointer */
+	int (*version_fn)(void) = NULL;
+	long (*get_fn)(int) = NULL;
+	memcpy(&version_fn, &version, sizeof(version));
+	memcpy(&get_fn, &get, sizeof(get));
+	if (!set || !get_fn || !version_fn || version_fn() < 200 || version_fn() >= 300)
+		return;
+	memcpy(&mi->option_set, &set, sizeof(set));
+	mi->decommit_delay = get_fn(MI_OPTION_DECOMMIT_DELAY);
+}
+
+/* mimalloc 2 gives back a free span of a segment that still holds live
+ * blocks only when it next takes a page from that segment, decommit_delay
+ * after the span was freed: a thread that goes idle after a burst keeps
+ * those spans resident for as long as it stays idle. With the delay at 0
+ * while the trim's collect frees the pages the burst emptied, each span
+ * it frees, joined with its free neighbours, is decommitted at once. The
+ * option is the process's: lowered by the first of concurrent trims and
+ * restored by the last. */
+static pthread_mutex_t delay_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned trims_running;
+
+static void mi_trim(const pc__mimalloc_t *mi)
+{
+	bool lower = mi->option_set && mi->decommit_delay > 0;
+	if (lower) {
+		pthread_mutex_lock(&delay_lock);
+		if (trims_running++ == 0)
+			mi->option_set(MI_OPTION_DECOMMIT_DELAY, 0);
+		pthread_mutex_unlock(&delay_lock);
+	}
+	mi->collect(true);
+	if (lower) {
+		pthread_mutex_lock(&delay_lock);
+		if (--trims_running == 0)
+			mi->option_set(MI_OPTION_DECOMMIT_DELAY, mi->decommit_delay);
+		pthread_mutex_unlock(&delay_lock);
+	}
 }
 
 /* Under a sanitizer, malloc is the sanitizer's: glibc's arenas hold
@@ -51,8 +102,8 @@ void pc_runtime_trim_heap(const pc_runtime_t *rt)
 	 * so that this collect, and the other threads' as they go idle, find
 	 * their pages empty. */
 	pc__msg_depot_trim(PC__MSG_DEPOT_IDLE_KEEP);
-	if (rt->mi_collect) {
-		rt->mi_collect(true);
+	if (rt->mi.collect) {
+		mi_trim(&rt->mi);
 		return;
 	}
 #ifndef PC_SANITIZED_MALLOC

@@ -35,6 +35,14 @@ bool pc__trim_due(pc__trim_clock_t *c, int64_t after_ms, uint64_t now_ns, int64_
 /* The thread trimmed: nothing is due until it works again. */
 void pc__trim_done(pc__trim_clock_t *c);
 
+/* mimalloc's calls, looked up at run time: the runtime does not link it,
+ * a program that embeds it chooses its allocator (docs/allocator.md). */
+typedef struct pc__mimalloc {
+	void (*collect)(bool force); /* NULL: mimalloc is not the allocator */
+	void (*option_set)(int option, long value);
+	long decommit_delay; /* as configured; 0: nothing to lower for a trim */
+} pc__mimalloc_t;
+
 /* Finds the allocator's collect call (mimalloc's, when it is the
  * process's allocator) for pc_runtime_trim_heap. */
 void pc__trim_init(pc_runtime_t *rt);
