@@ -91,6 +91,11 @@ void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg),
  * read atomically; a slot may be reclaimed while fn looks at it. */
 void pc__actor_pool_each_live(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg);
 
+/* At a trim: gives back the chunks whose every slot is free, after moving
+ * the free slots of `w`'s cache (the calling worker's, or NULL) to the
+ * depot. Any thread. */
+void pc__actor_pool_shrink(const pc_runtime_t *rt, pc__worker_t *w);
+
 /* registry.c */
 void pc__registry_forget(pc_runtime_t *rt, const char *name, pc_actor_t *a);
 void pc__registry_free(pc_runtime_t *rt);

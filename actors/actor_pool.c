@@ -11,7 +11,13 @@
  * Because every actor lives in a chunk, shutdown finds the living by
  * walking the chunks (a slot is in use while its `rt` is set): no list of
  * live actors, and no lock on spawn or reclaim to maintain one.
+ *
+ * A burst leaves as many chunks as its peak of live actors needed (a run
+ * in flight is ~4 actors), their free slots spread through the depot's
+ * magazines. At a trim, the chunks whose every slot is free in the depot
+ * are given back; a slot in some worker's cache keeps its chunk.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../mailbox/atomics_internal.h"
@@ -136,6 +142,116 @@ void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* Lock held. Moves the free slots of a worker's cache to the depot. */
+static void flush_cache(struct pc__actor_pool *p, pc__mags_t *cache)
+{
+	for (void *s; (s = pc__mags_pop(cache)) != NULL;) {
+		pc__obj_link(s, p->loose.top);
+		p->loose.top = s;
+		p->loose.n++;
+	}
+}
+
+static int by_address(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(pc_actor_t *const *)a, y = (uintptr_t)*(pc_actor_t *const *)b;
+	return (x > y) - (x < y);
+}
+
+/* The index in `sorted` (chunk bases by address) of the chunk holding s,
+ * or n when none does (the chunk being carved is not in `sorted`). */
+static uint32_t chunk_of(pc_actor_t *const *sorted, uint32_t n, const void *s)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if ((uintptr_t)sorted[mid] <= (uintptr_t)s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return n;
+	uintptr_t base = (uintptr_t)sorted[lo - 1];
+	return (uintptr_t)s < base + sizeof(pc_actor_t) * CHUNK_SLOTS ? lo - 1 : n;
+}
+
+/* Lock held. Every free slot of the depot, full magazines included, on
+ * the loose list (fill serves from there as well). */
+static void loosen_depot(struct pc__actor_pool *p)
+{
+	for (uint32_t m = 0; m < p->nmags; m++) {
+		for (void *s = p->mags[m]; s;) {
+			void *next = pc__obj_next(s);
+			pc__obj_link(s, p->loose.top);
+			p->loose.top = s;
+			p->loose.n++;
+			s = next;
+		}
+	}
+	p->nmags = 0;
+}
+
+void pc__actor_pool_shrink(const pc_runtime_t *rt, pc__worker_t *w)
+{
+	struct pc__actor_pool *p = rt->actor_pool;
+	pthread_mutex_lock(&p->lock);
+	if (w)
+		flush_cache(p, &w->actor_cache);
+	/* the chunk being carved stays, and is last in p->chunks */
+	uint32_t n = p->nchunks ? p->nchunks - 1 : 0;
+	if (n == 0 || p->loose.n + p->nmags * MAG_SLOTS < CHUNK_SLOTS) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	pc_actor_t **sorted = malloc(sizeof(*sorted) * n);
+	uint32_t *free_in = calloc(n, sizeof(*free_in));
+	if (!sorted || !free_in)
+		goto out;
+	for (uint32_t c = 0; c < n; c++)
+		sorted[c] = p->chunks[c];
+	qsort(sorted, n, sizeof(*sorted), by_address);
+	loosen_depot(p);
+	uint32_t empty = 0;
+	for (void *s = p->loose.top; s; s = pc__obj_next(s)) {
+		uint32_t c = chunk_of(sorted, n, s);
+		if (c < n && ++free_in[c] == CHUNK_SLOTS)
+			empty++;
+	}
+	if (empty == 0)
+		goto out;
+	/* drop the empty chunks' slots from the loose list, then the chunks */
+	void *prev = NULL;
+	for (void *s = p->loose.top; s;) {
+		void *next = pc__obj_next(s);
+		uint32_t c = chunk_of(sorted, n, s);
+		if (c < n && free_in[c] == CHUNK_SLOTS) {
+			if (prev)
+				pc__obj_link(prev, next);
+			else
+				p->loose.top = next;
+			p->loose.n--;
+		} else {
+			prev = s;
+		}
+		s = next;
+	}
+	uint32_t kept = 0;
+	for (uint32_t c = 0; c < p->nchunks; c++) {
+		pc_actor_t *chunk = p->chunks[c];
+		uint32_t i = c + 1 < p->nchunks ? chunk_of(sorted, n, chunk) : n;
+		if (i < n && free_in[i] == CHUNK_SLOTS)
+			free(chunk);
+		else
+			p->chunks[kept++] = chunk;
+	}
+	p->nchunks = kept;
+out:
+	pthread_mutex_unlock(&p->lock);
+	free(sorted);
+	free(free_in);
 }
 
 void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg), void *arg)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "../actors/actor_internal.h"
 #include "runtime_internal.h"
 
 bool pc__trim_due(pc__trim_clock_t *c, int64_t after_ms, uint64_t now_ns, int64_t *wait_ms)
@@ -98,10 +99,12 @@ static void mi_trim(const pc__mimalloc_t *mi)
  * allocator the process has. */
 void pc_runtime_trim_heap(const pc_runtime_t *rt)
 {
-	/* First the free messages a burst left in the depot (up to ~30 MB),
-	 * so that this collect, and the other threads' as they go idle, find
-	 * their pages empty. */
+	/* First the free messages a burst left in the depot (up to ~30 MB)
+	 * and the actor slots' chunks it emptied, so that this collect, and
+	 * the other threads' as they go idle, find their pages empty. */
 	pc__msg_depot_trim(PC__MSG_DEPOT_IDLE_KEEP);
+	pc__worker_t *w = pc__current_worker();
+	pc__actor_pool_shrink(rt, w && w->rt == rt ? w : NULL);
 	if (rt->mi.collect) {
 		mi_trim(&rt->mi);
 		return;
