@@ -23,7 +23,10 @@
 #include "../mailbox/atomics_internal.h"
 #include "actor_internal.h"
 
-#define CHUNK_SLOTS 1024u
+/* A chunk is 64 bytes short of 128 KiB: aligned to 64, a chunk of exactly
+ * 128 KiB takes mimalloc's next size class, 192 KiB. */
+#define CHUNK_BYTES (((size_t)128 << 10) - 64)
+#define CHUNK_SLOTS ((uint32_t)(CHUNK_BYTES / sizeof(pc_actor_t)))
 #define MAG_SLOTS 64u
 
 struct pc__actor_pool {

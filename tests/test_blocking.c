@@ -352,14 +352,14 @@ Test(blocking, jobs_more_often_than_the_trim_wait_do_not_put_it_off)
 	job_t j = {.index = 0, .null_result = true};
 	pc_runtime_stats_t st;
 	uint64_t until = pc_runtime_now_ms() + 5000;
-	int jobs = 0;
+	uint32_t jobs = 0;
 	do {
 		cr_assert_eq(pc_blocking_submit(rt, job_fn, NULL, &j, NULL), 0);
 		jobs++;
 		sleep_ms(30);
 		pc_runtime_stats(rt, &st, NULL, 0);
 	} while (st.blocking_trims == 0 && pc_runtime_now_ms() < until);
-	cr_assert_geq(st.blocking_trims, 1u, "no trim in %d jobs 30 ms apart", jobs);
+	cr_assert_geq(st.blocking_trims, 1u, "no trim in %u jobs 30 ms apart", jobs);
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, 10000), 0);
 	cr_assert_eq(j.fn_calls, jobs);
 	FREE_RUNTIME_CHECKED(rt);
