@@ -298,9 +298,8 @@ Test(blocking, null_result_and_null_reply_to)
 	ASSERT_NO_LEAKS();
 }
 
-/* A blocking thread that ran a job gives its free heap back once it has
- * had nothing to do for trim_after_ms, once, and then sleeps. */
-Test(blocking, an_idle_thread_trims_once)
+/* One worker and one blocking thread that trims after 100 ms idle. */
+static pc_runtime_t *start_trim_rt(void)
 {
 	pc_runtime_config_t cfg;
 	pc_runtime_config_init(&cfg);
@@ -310,6 +309,14 @@ Test(blocking, an_idle_thread_trims_once)
 	pc_runtime_t *rt = NULL;
 	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
 	cr_assert_eq(pc_runtime_start(rt), 0);
+	return rt;
+}
+
+/* A blocking thread that ran a job gives its free heap back once it has
+ * had nothing to do for trim_after_ms, once, and then sleeps. */
+Test(blocking, an_idle_thread_trims_once)
+{
+	pc_runtime_t *rt = start_trim_rt();
 	pc_runtime_stats_t st;
 	pc_runtime_stats(rt, &st, NULL, 0);
 	cr_assert_eq(st.blocking_trims, 0u, "no work, no trim");
@@ -341,14 +348,7 @@ Test(blocking, an_idle_thread_trims_once)
  * ever: it falls due trim_after_ms after the thread first went idle. */
 Test(blocking, jobs_more_often_than_the_trim_wait_do_not_put_it_off)
 {
-	pc_runtime_config_t cfg;
-	pc_runtime_config_init(&cfg);
-	cfg.workers = 1;
-	cfg.blocking_threads = 1;
-	cfg.trim_after_ms = 100;
-	pc_runtime_t *rt = NULL;
-	cr_assert_eq(pc_runtime_new(&cfg, &rt), 0);
-	cr_assert_eq(pc_runtime_start(rt), 0);
+	pc_runtime_t *rt = start_trim_rt();
 	job_t j = {.index = 0, .null_result = true};
 	pc_runtime_stats_t st;
 	uint64_t until = pc_runtime_now_ms() + 5000;

@@ -216,6 +216,17 @@ Test(io_client, get_and_post_arrive_in_order_with_headers)
 	cr_assert_eq(s.accepted, 1);
 }
 
+/* One GET of `url`, answered 200. */
+static void get_hello(void)
+{
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	fetch(url, NULL, c, a, NULL);
+	finish(c, a);
+	cr_assert_eq(c->status, 200);
+	collector_free(c);
+}
+
 /* After a busy stretch the I/O thread gives its free heap back once, a
  * trim_after_ms (1 s) of nothing later, and then sleeps: no wake-up of its
  * own while nothing happens. */
@@ -226,14 +237,8 @@ Test(io_client, an_idle_io_thread_trims_once_then_sleeps)
 	set_url(&s, "/x");
 	pc_io_stats_t st0, st1, st2;
 	pc_io_stats(io, &st0);
-	for (int i = 0; i < 5; i++) {
-		collector_t *c = collector_new(true);
-		pc_actor_t *a = spawn_collector(c);
-		fetch(url, NULL, c, a, NULL);
-		finish(c, a);
-		cr_assert_eq(c->status, 200);
-		collector_free(c);
-	}
+	for (int i = 0; i < 5; i++)
+		get_hello();
 	raw_server_stop(&s);
 	uint64_t until = now_ms() + 5000;
 	do {
@@ -260,12 +265,7 @@ Test(io_client, requests_more_often_than_the_trim_wait_do_not_put_it_off)
 	uint64_t until = now_ms() + 6000;
 	int requests = 0;
 	do {
-		collector_t *c = collector_new(true);
-		pc_actor_t *a = spawn_collector(c);
-		fetch(url, NULL, c, a, NULL);
-		finish(c, a);
-		cr_assert_eq(c->status, 200);
-		collector_free(c);
+		get_hello();
 		requests++;
 		sleep_ms(300);
 		pc_io_stats(io, &st1);
