@@ -8,9 +8,11 @@
  * holds its own. The easy handle is prepared on the caller's thread and
  * touched only by the loop once the add command is posted.
  *
- * Each loop has two multi handles: h2c requests (HTTP/2 in cleartext)
- * have their own, whose connection limits work around a libcurl bug (see
- * h2c_policy); everything else shares the other.
+ * h2c requests (HTTP/2 in cleartext) have a multi handle of their own,
+ * whose connection limits work around a libcurl bug (see h2c_policy).
+ * Everything else goes to the plain multis: one, or, when the per-host
+ * cap allows thousands of connections, shards of PLAIN_SHARD_CONNS each
+ * (see pick_multi).
  *
  * Backpressure is a Dekker handshake on two words: the loop publishes
  * `pause` and then re-reads `outstanding`; the consumer lowers
@@ -57,6 +59,7 @@ struct pc_http_call {
 	pc_msg_t *end; /* allocated up front: END must never fail to go out */
 
 	/* Loop thread only from here. */
+	struct multi *multi; /* the transfer's, from the add on */
 	struct pc_http_call *prev, *next; /* the loop's live list */
 	pc_io_timer_t idle_timer;
 	uint64_t idle_ns;
@@ -75,19 +78,31 @@ struct pc_http_call {
  * new handle, and setup_easy sets every option we use on every call. */
 #define SPARE_EASY_MAX 256
 
+/* libcurl 7.x walks every connection a multi holds on every transfer:
+ * the search for one to reuse at the start, and curl_multi_remove_handle's
+ * sweep for connect-only ones at the end. With 10,000 HTTP/1.1
+ * connections to one host those walks took a third of the process's CPU.
+ * So a per-host cap above this is split across shards, separate multis
+ * of at most this many connections per host, each walking only its own. */
+#define PLAIN_SHARD_CONNS 256u
+
 /* A libcurl multi handle driven by the loop's epoll. */
 typedef struct multi {
 	struct pc__http_client_loop *client;
-	CURLM *handle;
+	CURLM *handle; /* NULL: a shard not needed yet */
 	pc_io_timer_t timer;
+	uint32_t live; /* transfers added and not yet finished */
+	/* Its share of the loop's caps (pc_io_config_t): connections per
+	 * host, in all (0: none), kept idle. */
+	uint32_t host_cap, total_cap, idle_cap;
 } multi_t;
 
-/* Two multis: h2c requests have their own, so that its connection limits
- * can differ (see h2c_policy). */
 struct pc__http_client_loop {
 	pc_ioloop_t *loop;
-	multi_t plain; /* HTTP/1.1, and https:// (h2 by ALPN) */
-	multi_t h2c;   /* HTTP/2 in cleartext */
+	const pc_io_config_t *cfg;
+	multi_t *plain; /* HTTP/1.1, and https:// (h2 by ALPN) */
+	uint32_t nplain;
+	multi_t h2c; /* HTTP/2 in cleartext */
 	pc_http_call_t *live;
 	struct curl_sock **socks; /* by descriptor: every socket curl has open */
 	size_t nsocks;
@@ -259,11 +274,6 @@ static int result_of(pc_http_transport_t t)
 	}
 }
 
-static multi_t *multi_of(struct pc__http_client_loop *c, const pc_http_call_t *call)
-{
-	return call->h2c ? &c->h2c : &c->plain;
-}
-
 /* Ends the transfer on the loop: END to the owner (exactly once), the easy
  * handle out of the multi, the loop's reference dropped. */
 static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode code, const char *why)
@@ -271,7 +281,8 @@ static void call_finish(pc_http_call_t *call, pc_http_transport_t t, CURLcode co
 	pc_ioloop_t *loop = call->loop;
 	struct pc__http_client_loop *c = pc__ioloop_client(loop);
 	if (c && call->added) {
-		curl_multi_remove_handle(multi_of(c, call)->handle, call->easy);
+		curl_multi_remove_handle(call->multi->handle, call->easy);
+		call->multi->live--;
 		if (call->prev)
 			call->prev->next = call->next;
 		else
@@ -595,6 +606,32 @@ static char *dup_str(const char *s)
 
 /* ---- commands ------------------------------------------------------------------ */
 
+static int multi_init(multi_t *m);
+
+/* The first plain shard below its per-host cap, so that transfers come back to
+ * the shards (and the idle connections) already in use; when every one
+ * is at its fill, the one with the fewest transfers, where curl opens a
+ * connection if the host has room or queues the transfer if not. A shard
+ * is made when first chosen. NULL: it could not be. */
+static multi_t *pick_multi(struct pc__http_client_loop *c, const pc_http_call_t *call)
+{
+	if (call->h2c)
+		return &c->h2c;
+	multi_t *m = NULL;
+	for (uint32_t i = 0; i < c->nplain; i++) {
+		multi_t *s = &c->plain[i];
+		if (s->live < s->host_cap) {
+			m = s;
+			break;
+		}
+		if (!m || s->live < m->live)
+			m = s;
+	}
+	if (!m->handle && multi_init(m) != 0)
+		return NULL;
+	return m;
+}
+
 typedef struct call_cmd {
 	pc_http_call_t *call; /* carries a reference */
 } call_cmd_t;
@@ -614,6 +651,11 @@ static void add_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		return;
 	}
 	call->last_rx_ns = pc__ioloop_now_ns(loop);
+	multi_t *multi = pick_multi(c, call);
+	if (!multi) {
+		call_finish(call, PC_HTTP_OTHER, CURLE_OUT_OF_MEMORY, "out of memory");
+		return;
+	}
 	call->easy = c->nspare ? c->spare[--c->nspare] : curl_easy_init();
 	if (!call->easy) {
 		call_finish(call, PC_HTTP_OTHER, CURLE_OUT_OF_MEMORY, "out of memory");
@@ -623,11 +665,13 @@ static void add_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		call_finish(call, PC_HTTP_OTHER, CURLE_OK, "could not configure the request");
 		return;
 	}
-	CURLMcode mc = curl_multi_add_handle(multi_of(c, call)->handle, call->easy);
+	CURLMcode mc = curl_multi_add_handle(multi->handle, call->easy);
 	if (mc != CURLM_OK) {
 		call_finish(call, PC_HTTP_OTHER, CURLE_OK, curl_multi_strerror(mc));
 		return;
 	}
+	call->multi = multi;
+	multi->live++;
 	call->added = true;
 	call->next = c->live;
 	if (c->live)
@@ -656,9 +700,8 @@ static void resume_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 		__atomic_store_n(&call->pause, PAUSE_NONE, __ATOMIC_SEQ_CST);
 		/* May deliver buffered data (and so pause again) synchronously. */
 		curl_easy_pause(call->easy, CURLPAUSE_CONT);
-		struct pc__http_client_loop *c = pc__ioloop_client(loop);
-		if (c)
-			check_done(multi_of(c, call));
+		if (call->multi)
+			check_done(call->multi);
 	}
 	call_unref(call);
 }
@@ -787,18 +830,28 @@ void pc_http_call_release(pc_http_call_t *call)
  * second is never opened beside a first; requests past its streams wait
  * for a free one. From 8.0 on: prior knowledge, and as many connections
  * as for any host. Returns the per-host cap for the h2c multi. */
-static long h2c_policy(struct pc__http_client_loop *c, const pc_io_config_t *cfg)
+static uint32_t h2c_policy(struct pc__http_client_loop *c, const pc_io_config_t *cfg)
 {
 	const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
 	bool fixed = v && v->version_num >= 0x080000;
 	c->h2c_version = fixed ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_2_0;
-	return fixed ? (long)cfg->max_host_connections : 1L;
+	return fixed ? cfg->max_host_connections : 1u;
 }
 
-static int multi_init(multi_t *m, struct pc__http_client_loop *c, const pc_io_config_t *cfg,
-		      long per_host)
+/* Shard i's part of a cap split n ways (0, no cap, stays 0); each part at
+ * least one, which only an idle cap below n rounds up. */
+static uint32_t share(uint32_t cap, uint32_t n, uint32_t i)
 {
-	m->client = c;
+	if (cap == 0)
+		return 0;
+	uint32_t part = cap / n + (i < cap % n ? 1u : 0u);
+	return part ? part : 1u;
+}
+
+/* Makes m's multi handle with m's caps. */
+static int multi_init(multi_t *m)
+{
+	const pc_io_config_t *cfg = m->client->cfg;
 	m->handle = curl_multi_init();
 	if (!m->handle)
 		return PC_ENOMEM;
@@ -812,13 +865,17 @@ static int multi_init(multi_t *m, struct pc__http_client_loop *c, const pc_io_co
 	MSET(CURLMOPT_SOCKETDATA, (void *)m);
 	MSET(CURLMOPT_TIMERFUNCTION, on_curl_timer);
 	MSET(CURLMOPT_TIMERDATA, (void *)m);
-	MSET(CURLMOPT_MAX_HOST_CONNECTIONS, per_host);
-	MSET(CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->max_total_connections);
-	MSET(CURLMOPT_MAXCONNECTS, (long)cfg->max_idle_connections);
+	MSET(CURLMOPT_MAX_HOST_CONNECTIONS, (long)m->host_cap);
+	MSET(CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)m->total_cap);
+	MSET(CURLMOPT_MAXCONNECTS, (long)m->idle_cap);
 	MSET(CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 	MSET(CURLMOPT_MAX_CONCURRENT_STREAMS, (long)cfg->max_concurrent_streams);
 #undef MSET
-	return mc == CURLM_OK ? 0 : PC_EINVAL;
+	if (mc == CURLM_OK)
+		return 0;
+	curl_multi_cleanup(m->handle);
+	m->handle = NULL;
+	return PC_EINVAL;
 }
 
 /* After every transfer has ended: closes the multi's cached connections. */
@@ -837,9 +894,31 @@ int pc__http_client_loop_init(pc_ioloop_t *loop, const pc_io_config_t *cfg,
 	if (!c)
 		return PC_ENOMEM;
 	c->loop = loop;
-	int rc = multi_init(&c->plain, c, cfg, (long)cfg->max_host_connections);
+	c->cfg = cfg;
+	c->h2c = (multi_t){.client = c,
+			   .host_cap = h2c_policy(c, cfg),
+			   .total_cap = cfg->max_total_connections,
+			   .idle_cap = cfg->max_idle_connections};
+	/* As many shards as the per-host cap needs, but no more than the
+	 * total cap, so that every shard's share of it is at least one. */
+	uint32_t n = (cfg->max_host_connections + PLAIN_SHARD_CONNS - 1) / PLAIN_SHARD_CONNS;
+	if (cfg->max_total_connections && n > cfg->max_total_connections)
+		n = cfg->max_total_connections;
+	n = n ? n : 1;
+	int rc = PC_ENOMEM;
+	c->plain = calloc(n, sizeof(*c->plain));
+	if (c->plain) {
+		c->nplain = n;
+		for (uint32_t i = 0; i < n; i++)
+			c->plain[i] = (multi_t){.client = c,
+						.host_cap = share(cfg->max_host_connections, n, i),
+						.total_cap = share(cfg->max_total_connections, n, i),
+						.idle_cap = share(cfg->max_idle_connections, n, i)};
+		/* The first now, so that a cap curl refuses fails the start. */
+		rc = multi_init(&c->plain[0]);
+	}
 	if (rc == 0)
-		rc = multi_init(&c->h2c, c, cfg, h2c_policy(c, cfg));
+		rc = multi_init(&c->h2c);
 	if (rc != 0) {
 		pc__http_client_loop_fini(c);
 		return rc;
@@ -856,7 +935,9 @@ void pc__http_client_loop_fini(struct pc__http_client_loop *c)
 		call_finish(c->live, PC_HTTP_CANCELLED, CURLE_OK, "the I/O layer is stopping");
 	while (c->nspare)
 		curl_easy_cleanup(c->spare[--c->nspare]);
-	multi_fini(&c->plain);
+	for (uint32_t i = 0; i < c->nplain; i++)
+		multi_fini(&c->plain[i]);
+	free(c->plain);
 	multi_fini(&c->h2c);
 	/* Every socket was closed through on_close_socket by now; what is
 	 * left is only memory. */
