@@ -799,6 +799,15 @@ void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, ui
 
 pc_metrics_t *pc_agent_metrics(pc_agent_t *a) { return a ? a->metrics.reg : NULL; }
 
+void pc_agent_io_config(const pc_config_t *cfg, uint32_t threads, pc_io_config_t *out)
+{
+	*out = (pc_io_config_t){.threads = threads ? threads : 1};
+	uint32_t lane = cfg ? cfg->agent.max_concurrent : 0;
+	/* Zero keeps a default: 64 per host, 256 idle. */
+	out->max_host_connections = lane > 64 ? lane : 0;
+	out->max_idle_connections = lane > 256 ? lane : 0;
+}
+
 int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 {
 	if (!o || !out || !o->rt || !o->io || !o->store || !o->config)

@@ -58,6 +58,15 @@ typedef struct pc_agent_options {
 	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
 } pc_agent_options_t;
 
+/* The I/O layer's configuration (pc_io_new) for an agent with `cfg`, on
+ * `threads` I/O threads (0: one). Every run the global lane admits may
+ * have a model call in flight, and over HTTP/1.1 each call holds a
+ * connection of its own: so each I/O thread may open, and keep, as many
+ * connections to one host as the lane admits runs, and never fewer than
+ * the I/O layer's defaults. Without that, runs past 64 would wait in the
+ * I/O layer for a connection, their model watchdogs already running. */
+void pc_agent_io_config(const pc_config_t *cfg, uint32_t threads, pc_io_config_t *out);
+
 /* Builds the agent layer: the lane, the run registry, the session
  * directory; starts the embedded mock when configured. The caller owns
  * *out (pc_agent_free). Not on a worker. */

@@ -29,6 +29,9 @@ typedef struct harness {
 
 /* The store's lazy_ms for the next harness_start (0: the default). */
 static uint32_t harness_store_lazy_ms;
+/* The next harness_start sizes the I/O layer as `pincer` does
+ * (pc_agent_io_config) instead of 4096 connections per host. */
+static bool harness_io_as_configured;
 
 /* The default configuration: one embedded provider "mock" with two auth
  * profiles, a fallback provider "fb" (the same mock), and small retries. */
@@ -47,7 +50,15 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	snprintf(h->dir, sizeof(h->dir), "/tmp/pincer-agent-XXXXXX");
 	cr_assert_not_null(mkdtemp(h->dir));
 	h->rt = start_rt(2);
+	pc_config_errors_t errs = {0};
+	int rc = pc_config_parse(config, strlen(config), "test", &h->cfg, &errs);
+	for (size_t i = 0; i < errs.count; i++)
+		fprintf(stderr, "config: %s\n", errs.items[i]);
+	pc_config_errors_free(&errs);
+	cr_assert_eq(rc, 0);
 	pc_io_config_t icfg = {.threads = 1, .max_host_connections = 4096};
+	if (harness_io_as_configured)
+		pc_agent_io_config(h->cfg, 1, &icfg);
 	cr_assert_eq(pc_io_new(h->rt, &icfg, &h->io), 0);
 	char path[128], locks[128];
 	snprintf(path, sizeof(path), "%s/state.db", h->dir);
@@ -57,12 +68,6 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	scfg.path = path;
 	scfg.lazy_ms = harness_store_lazy_ms;
 	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
-	pc_config_errors_t errs = {0};
-	int rc = pc_config_parse(config, strlen(config), "test", &h->cfg, &errs);
-	for (size_t i = 0; i < errs.count; i++)
-		fprintf(stderr, "config: %s\n", errs.items[i]);
-	pc_config_errors_free(&errs);
-	cr_assert_eq(rc, 0);
 	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
 				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario};
 	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);

@@ -92,7 +92,8 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 		rcfg.workers = o->workers;
 	if (o->blocking_threads)
 		rcfg.blocking_threads = o->blocking_threads;
-	pc_io_config_t icfg = {.threads = o->io_threads ? o->io_threads : 1};
+	pc_io_config_t icfg;
+	pc_agent_io_config(h->cfg, o->io_threads, &icfg);
 	pc_store_config_t scfg;
 	pc_store_config_init(&scfg);
 	scfg.path = h->cfg->store_path;
