@@ -85,6 +85,9 @@ struct pc_http_call {
  * So a per-host cap above this is split across shards, separate multis
  * of at most this many connections per host, each walking only its own. */
 #define PLAIN_SHARD_CONNS 256u
+/* Past this many shards (a cap of 262,144 connections per host and I/O
+ * thread, more than the thread can have descriptors) they grow instead. */
+#define PLAIN_SHARDS_MAX 1024u
 
 /* A libcurl multi handle driven by the loop's epoll. */
 typedef struct multi {
@@ -608,11 +611,11 @@ static char *dup_str(const char *s)
 
 static int multi_init(multi_t *m);
 
-/* The first plain shard below its per-host cap, so that transfers come back to
- * the shards (and the idle connections) already in use; when every one
- * is at its fill, the one with the fewest transfers, where curl opens a
- * connection if the host has room or queues the transfer if not. A shard
- * is made when first chosen. NULL: it could not be. */
+/* The first plain shard below its per-host cap, so that transfers come
+ * back to the shards (and the idle connections) already in use; when
+ * every one is at its cap, the one with the fewest transfers, where curl
+ * opens a connection if the host has room there or queues the transfer
+ * if not. A shard is made when first chosen. NULL: it could not be. */
 static multi_t *pick_multi(struct pc__http_client_loop *c, const pc_http_call_t *call)
 {
 	if (call->h2c)
@@ -901,7 +904,10 @@ int pc__http_client_loop_init(pc_ioloop_t *loop, const pc_io_config_t *cfg,
 			   .idle_cap = cfg->max_idle_connections};
 	/* As many shards as the per-host cap needs, but no more than the
 	 * total cap, so that every shard's share of it is at least one. */
-	uint32_t n = (cfg->max_host_connections + PLAIN_SHARD_CONNS - 1) / PLAIN_SHARD_CONNS;
+	uint32_t host = cfg->max_host_connections;
+	uint32_t n = host / PLAIN_SHARD_CONNS + (host % PLAIN_SHARD_CONNS ? 1u : 0u);
+	if (n > PLAIN_SHARDS_MAX)
+		n = PLAIN_SHARDS_MAX;
 	if (cfg->max_total_connections && n > cfg->max_total_connections)
 		n = cfg->max_total_connections;
 	n = n ? n : 1;

@@ -735,3 +735,24 @@ Test(io_client, a_per_host_cap_in_the_hundreds_is_one_cap_and_its_connections_ar
 	quiesce(rt);
 	free(g.held);
 }
+
+/* The largest caps are accepted as they are (no shard count overflows or
+ * runs away with memory) and a request goes through. */
+Test(io_client, the_largest_caps_start_and_serve)
+{
+	pc_io_free(io);
+	pc_io_config_t cfg = {.threads = 1, .max_host_connections = UINT32_MAX,
+			      .max_total_connections = UINT32_MAX, .max_idle_connections = UINT32_MAX};
+	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
+	raw_server_t s;
+	raw_server_start(&s, serve_hello, NULL);
+	set_url(&s, "/x");
+	collector_t *c = collector_new(true);
+	pc_actor_t *a = spawn_collector(c);
+	fetch(url, NULL, c, a, NULL);
+	finish(c, a);
+	cr_assert_eq(c->end.result, 0, "%s", c->end.error);
+	cr_assert_str_eq(c->body, "hello:");
+	collector_free(c);
+	raw_server_stop(&s);
+}
