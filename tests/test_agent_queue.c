@@ -12,7 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "agent_harness.h"
-#include "io/http_server.h"
+#include "gate_server.h"
 
 TestSuite(agent_queue, .timeout = 60);
 
@@ -441,35 +441,11 @@ Test(agent_queue, steer_on_the_compaction_start_event_is_refused)
 
 #define WIDE_LANE 100 /* past the 64 connections per host an I/O thread opens by default */
 
-/* An OpenAI-compatible upstream that holds every request until WIDE_LANE
- * are in, so that it answers at all only when that many calls are in
- * flight at once; then it answers each with "ok". */
-typedef struct upstream {
-	uint64_t held[WIDE_LANE];
-	uint32_t nheld;
-} upstream_t;
-
+/* An OpenAI-compatible answer: "ok". */
 #define OK_STREAM                                                                                  \
 	"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"ok\"}}]}\n\n" \
 	"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"         \
 	"data: [DONE]\n\n"
-
-static int upstream_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	(void)ctx;
-	upstream_t *u = state;
-	if (msg->type != PC_MSG_HTTP_REQUEST || u->nheld == WIDE_LANE)
-		return 0;
-	const pc_http_request_msg_t *r = pc_msg_data(msg);
-	u->held[u->nheld++] = r->id;
-	if (u->nheld == WIDE_LANE)
-		for (uint32_t i = 0; i < WIDE_LANE; i++)
-			pc_http_respond(r->server, u->held[i], 200, "Content-Type: text/event-stream\r\n",
-					OK_STREAM, strlen(OK_STREAM));
-	return 0;
-}
-
-static const pc_behavior_t upstream_b = {.name = "upstream", .receive = upstream_receive};
 
 /* Each run the lane admits gets a connection of its own: `pincer` sizes
  * the I/O layer by maxConcurrent (pc_agent_io_config). With the default
@@ -480,20 +456,17 @@ Test(agent_queue, a_lane_wider_than_the_default_connections_has_every_call_in_fl
 	pc_runtime_t *urt = start_rt(1);
 	pc_io_t *uio = NULL;
 	cr_assert_eq(pc_io_new(urt, NULL, &uio), 0);
-	upstream_t u = {0};
-	pc_actor_t *route = NULL;
-	cr_assert_eq(pc_spawn(urt, &upstream_b, &u, &route), 0);
-	pc_http_server_t *srv = NULL;
-	cr_assert_eq(pc_http_server_new(uio, NULL, &srv), 0);
-	cr_assert_eq(pc_http_server_route(srv, "POST", "/v1/chat/completions", route), 0);
-	cr_assert_eq(pc_http_server_start(srv), 0);
+	/* The upstream answers only once WIDE_LANE calls are in at once. */
+	gate_t up;
+	uint16_t port = gate_start(&up, urt, uio, "POST", "/v1/chat/completions", WIDE_LANE,
+				   "Content-Type: text/event-stream\r\n", OK_STREAM);
 	char config[512];
 	snprintf(config, sizeof(config),
 		 "{\"providers\":{\"up\":{\"api\":\"openai-completions\","
 		 "\"baseUrl\":\"http://127.0.0.1:%u/v1\",\"apiKey\":\"k\"}},"
 		 "\"agents\":{\"defaults\":{\"model\":\"up/m\",\"maxConcurrent\":%d,"
 		 "\"sessionIdleSeconds\":1}}}",
-		 pc_http_server_port(srv), WIDE_LANE);
+		 port, WIDE_LANE);
 
 	harness_t h;
 	harness_io_as_configured = true;
@@ -513,11 +486,9 @@ Test(agent_queue, a_lane_wider_than_the_default_connections_has_every_call_in_fl
 	}
 	harness_stop_no_leaks(&h);
 
-	pc_http_server_free(srv);
-	pc_actor_stop(route, PC_EXIT_NORMAL);
-	pc_actor_release(route);
+	gate_stop(&up, urt);
 	pc_io_free(uio);
 	pc_runtime_stop(urt);
 	FREE_RUNTIME_CHECKED(urt);
-	cr_assert_eq(u.nheld, WIDE_LANE);
+	cr_assert_eq(up.nheld, WIDE_LANE);
 }

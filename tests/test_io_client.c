@@ -9,7 +9,7 @@
 #include <curl/curl.h>
 
 #include "io/http_client.h"
-#include "io/http_server.h"
+#include "gate_server.h"
 #include "io/io.h"
 #include "raw_server.h"
 #include "test_util.h"
@@ -637,36 +637,6 @@ Test(io_client, per_host_connection_limit_queues_the_rest)
 
 /* ---- a per-host cap in the hundreds ---------------------------------------- */
 
-/* Holds requests until `hold` have arrived, so that that many are in
- * flight at once, then answers them and every later one at once. */
-typedef struct gate {
-	uint64_t *held;
-	uint32_t nheld, hold;
-	bool open;
-} gate_t;
-
-static int gate_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	(void)ctx;
-	gate_t *g = state;
-	if (msg->type != PC_MSG_HTTP_REQUEST)
-		return 0;
-	const pc_http_request_msg_t *r = pc_msg_data(msg);
-	if (g->open) {
-		pc_http_respond(r->server, r->id, 200, NULL, "ok", 2);
-		return 0;
-	}
-	g->held[g->nheld++] = r->id;
-	if (g->nheld == g->hold) {
-		g->open = true;
-		for (uint32_t i = 0; i < g->nheld; i++)
-			pc_http_respond(r->server, g->held[i], 200, NULL, "ok", 2);
-	}
-	return 0;
-}
-
-static const pc_behavior_t gate_b = {.name = "gate", .receive = gate_receive};
-
 static uint64_t accepted(void)
 {
 	pc_io_stats_t st;
@@ -712,14 +682,9 @@ Test(io_client, a_per_host_cap_in_the_hundreds_is_one_cap_and_its_connections_ar
 	pc_io_free(io);
 	pc_io_config_t cfg = {.threads = 1, .max_host_connections = CAP, .max_idle_connections = CAP};
 	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
-	gate_t g = {.held = calloc(CAP, sizeof(uint64_t)), .hold = CAP};
-	pc_actor_t *route = NULL;
-	cr_assert_eq(pc_spawn(rt, &gate_b, &g, &route), 0);
-	pc_http_server_t *srv = NULL;
-	cr_assert_eq(pc_http_server_new(io, NULL, &srv), 0);
-	cr_assert_eq(pc_http_server_route(srv, "GET", "/", route), 0);
-	cr_assert_eq(pc_http_server_start(srv), 0);
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", pc_http_server_port(srv));
+	gate_t g;
+	uint16_t port = gate_start(&g, rt, io, "GET", "/", CAP, NULL, "ok");
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
 
 	/* CAP requests reach the gate together only if CAP connections are
 	 * open at once; the OVER more wait for one of them. */
@@ -729,11 +694,7 @@ Test(io_client, a_per_host_cap_in_the_hundreds_is_one_cap_and_its_connections_ar
 	wave(CAP);
 	cr_assert_eq(accepted(), CAP, "connections opened again: %" PRIu64, accepted() - CAP);
 
-	pc_http_server_free(srv);
-	pc_actor_stop(route, PC_EXIT_NORMAL);
-	pc_actor_release(route);
-	quiesce(rt);
-	free(g.held);
+	gate_stop(&g, rt);
 }
 
 /* The largest caps are accepted as they are (no shard count overflows or
