@@ -9,7 +9,10 @@
  *
  * Output is written at once when nothing is queued; what the socket does not
  * take is queued and flushed with sendmsg (writev with MSG_NOSIGNAL) on
- * EPOLLOUT. Queued bytes past max_output_bytes drop the connection, and so
+ * EPOLLOUT. Output written by a command (an actor's answer) waits for the
+ * end of the loop's batch of commands, up to CORK_MAX: a streamed answer's
+ * head, chunks and end posted together then leave in one sendmsg, not
+ * one each. Queued bytes past max_output_bytes drop the connection, and so
  * does queued output that makes no progress for idle_timeout_ms: a client
  * that stops reading costs a bounded amount of memory, for a bounded time.
  *
@@ -40,6 +43,8 @@
 /* A read buffer's worth of reads per event, then other connections' turn. */
 #define READS_PER_EVENT 8
 #define OUT_MIN_CHUNK 4096
+/* Output held for the end of a command batch; past it, it goes at once. */
+#define CORK_MAX (64u * 1024u)
 /* A head buffer larger than this is given back between requests. */
 #define KEEP_HEAD_BUF 4096
 
@@ -192,12 +197,48 @@ int pc__conn_queue(pc__http_conn_t *c, const char *p, size_t n)
 	return 0;
 }
 
+static void conn_on_event(pc_ioloop_t *loop, void *arg, uint32_t events);
+
+/* The batch is done: the held output goes as if the socket had asked. */
+static void flush_held(void *arg)
+{
+	pc__http_conn_t *c = arg;
+	c->flush_due = false;
+	if (!c->closed)
+		conn_on_event(c->sl->loop, c, EPOLLOUT);
+}
+
+/* Whether `more` bytes may wait for the end of the command batch (see the
+ * top of the file). The flush is deferred like the connection's own free,
+ * so it runs before a close later in the batch frees it. */
+static bool hold_output(pc__http_conn_t *c, size_t more)
+{
+	pc_ioloop_t *loop = c->sl->loop;
+	if (!pc__ioloop_in_commands(loop) || c->out_bytes + more > CORK_MAX)
+		return false;
+	if (!c->flush_due) {
+		if (pc__ioloop_defer(loop, flush_held, c) != 0)
+			return false;
+		c->flush_due = true;
+	}
+	return true;
+}
+
 void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n)
 {
 	if (c->closed || c->state == PC__C_LINGER)
 		return;
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	bool hold = hold_output(c, total);
+	/* Too much to hold: what was held goes first. */
+	if (!hold && c->flush_due && c->out_head && pc__conn_flush(c) != 0) {
+		pc__conn_close(c, 0);
+		return;
+	}
 	size_t skip = 0;
-	if (!c->out_head) {
+	if (!c->out_head && !hold) {
 		struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
 		ssize_t w;
 		do
@@ -227,7 +268,7 @@ void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n)
 		pc__conn_close(c, PC_ELIMIT);
 		return;
 	}
-	if (c->out_head)
+	if (c->out_head && !hold)
 		pc__conn_rewatch(c);
 }
 
@@ -273,7 +314,10 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 	if (c->closed)
 		return;
 	uint32_t ev = 0;
-	bool out = c->out_head != NULL;
+	/* Held output does not wait on the socket: its flush comes anyway,
+	 * and that flush settles the stall timer. */
+	bool held = c->flush_due;
+	bool out = c->out_head != NULL && !held;
 	bool stall = false; /* output waits on the peer in some other way */
 	switch (c->state) {
 	case PC__C_HEAD:
@@ -308,9 +352,10 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 	}
 	if (out)
 		ev |= EPOLLOUT;
-	if (!out && !stall)
-		pc__ioloop_timer_cancel(c->sl->loop, &c->wtimer);
-	else if (!pc__ioloop_timer_armed(&c->wtimer))
+	if (!out && !stall) {
+		if (!held)
+			pc__ioloop_timer_cancel(c->sl->loop, &c->wtimer);
+	} else if (!pc__ioloop_timer_armed(&c->wtimer))
 		pc__ioloop_timer_arm(c->sl->loop, &c->wtimer, c->srv->lim.idle_timeout_ms, on_stall, c);
 	if (pc__ioloop_rewatch(c->sl->loop, &c->watch, ev) != 0)
 		pc__conn_close(c, PC_ESYS);
@@ -350,6 +395,10 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 		pc__h2_finish(c, reason);
 	else if (c->handler)
 		pc__conn_notify(c->handler, PC_MSG_HTTP_GONE, c->srv, id, reason, 0);
+	/* Output held for the batch's end would have gone out already without
+	 * the hold: it still goes, as far as the socket takes it. */
+	if (c->flush_due && c->out_head)
+		(void)pc__conn_flush(c);
 	c->closed = true;
 	c->handler = NULL;
 	pc__ioloop_unwatch(sl->loop, &c->watch);

@@ -167,6 +167,7 @@ struct pc__http_conn {
 	bool in_drive;
 	bool dropped;    /* counted in connections_dropped */
 	bool closed;
+	bool flush_due;  /* output held for the end of the loop's command batch */
 	char peer[48];
 	char ws_key[32];
 };

@@ -46,6 +46,7 @@ struct pc_ioloop {
 	pc__mailbox_t cmds;
 	pc__msg_cache_t msg_cache; /* HEAD/DATA/END messages come from here, as on a worker */
 	bool cmds_busy;   /* popped since the queue was last marked idle */
+	bool in_commands; /* run_commands is running one */
 	uint32_t posting; /* producers inside pc__ioloop_post */
 	uint32_t closed;  /* set once the final drain has begun */
 	bool stopping;    /* loop thread only, readable by its modules */
@@ -287,12 +288,14 @@ static bool run_commands(pc_ioloop_t *loop, unsigned limit)
 	bool idle = false;
 	while (!idle) {
 		pc_msg_t *m;
+		loop->in_commands = true;
 		while (n < limit && (m = pc__mailbox_pop(&loop->cmds)) != NULL) {
 			const pc_io_cmd_t *c = pc_msg_cdata(m);
 			loop->cmds_busy = true;
 			c->run(loop, m);
 			n++;
 		}
+		loop->in_commands = false;
 		if (n >= limit)
 			break;
 		if (loop->cmds_busy && !pc__mailbox_mark_empty(&loop->cmds)) {
@@ -617,6 +620,8 @@ pc_runtime_t *pc__ioloop_runtime(pc_ioloop_t *loop) { return loop->io->rt; }
 pc_io_stats_t *pc__ioloop_stats(pc_ioloop_t *loop) { return &loop->stats; }
 bool pc__ioloop_stopping(const pc_ioloop_t *loop) { return loop->stopping; }
 struct pc__http_client_loop *pc__ioloop_client(pc_ioloop_t *loop) { return loop->client; }
+
+bool pc__ioloop_in_commands(const pc_ioloop_t *loop) { return loop->in_commands; }
 
 bool pc__ioloop_on_thread(const pc_ioloop_t *loop)
 {

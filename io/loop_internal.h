@@ -124,6 +124,9 @@ pc_io_stats_t *pc__ioloop_stats(pc_ioloop_t *loop);
  * arriving must release what they carry and notify their actors rather
  * than start anything. */
 bool pc__ioloop_stopping(const pc_ioloop_t *loop);
+/* True while the loop runs a command (work posted by other threads); what
+ * a command defers runs once the batch of them is done. */
+bool pc__ioloop_in_commands(const pc_ioloop_t *loop);
 /* True when called on this loop's thread. */
 bool pc__ioloop_on_thread(const pc_ioloop_t *loop);
 

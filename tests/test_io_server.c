@@ -58,6 +58,8 @@ static app_t app;
 
 #define FLOOD_CHUNK 65536
 #define FLOOD_LIMIT (512u << 20) /* a failing test must still end */
+#define BIG_LINES 600 /* /big-stream: 600 lines of 500 bytes */
+#define BIG_LINE 500
 
 static void respond_text(const pc_http_request_msg_t *req, int status, const char *text)
 {
@@ -88,6 +90,16 @@ static void on_request(pc_ctx_t *ctx, const pc_http_request_msg_t *req)
 			char part[16];
 			int n = snprintf(part, sizeof(part), "part-%d\n", i);
 			CHECK(pc_http_respond_write(srv, req->id, part, (size_t)n) == 0, "write");
+		}
+		CHECK(pc_http_respond_end(srv, req->id) == 0, "end");
+	} else if (strcmp(req->path, "/big-stream") == 0) {
+		/* Far more than the I/O thread holds back for the end of a
+		 * batch of answers, all posted in one turn. */
+		CHECK(pc_http_respond_start(srv, req->id, 200, NULL) == 0, "start");
+		for (int i = 0; i < BIG_LINES; i++) {
+			char line[BIG_LINE + 1];
+			snprintf(line, sizeof(line), "%06d%0*d\n", i, BIG_LINE - 7, 0);
+			CHECK(pc_http_respond_write(srv, req->id, line, BIG_LINE) == 0, "write");
 		}
 		CHECK(pc_http_respond_end(srv, req->id) == 0, "end");
 	} else if (strcmp(req->path, "/hold") == 0 || strcmp(req->path, "/hold-stream") == 0) {
@@ -235,7 +247,7 @@ static void start_server(const pc_http_server_limits_t *lim)
 	cr_assert_eq(pc_http_server_route(srv, NULL, "/echo", app_actor), 0);
 	cr_assert_eq(pc_http_server_route(srv, "POST", "/post-only", app_actor), 0);
 	cr_assert_eq(pc_http_server_route(srv, NULL, "/pre/*", app_actor), 0);
-	const char *paths[] = {"/stream", "/hold", "/hold-stream", "/delay", "/flood", "/ws"};
+	const char *paths[] = {"/stream", "/big-stream", "/hold", "/hold-stream", "/delay", "/flood", "/ws"};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		cr_assert_eq(pc_http_server_route(srv, NULL, paths[i], app_actor), 0);
 	cr_assert_eq(pc_http_server_start(srv), 0);
@@ -675,6 +687,49 @@ Test(http_server, streamed_responses)
 	resp_free(&r);
 	cr_assert(closed_within(fd, 2000));
 	close(fd);
+	stop_server();
+}
+
+static void check_big_body(const char *body)
+{
+	cr_assert_eq(strlen(body), (size_t)BIG_LINES * BIG_LINE);
+	for (int i = 0; i < BIG_LINES; i++) {
+		char want[8];
+		snprintf(want, sizeof(want), "%06d", i);
+		cr_assert(memcmp(body + (size_t)i * BIG_LINE, want, 6) == 0, "line %d out of place", i);
+	}
+}
+
+/* Answers posted together leave together, held back to the end of the
+ * I/O thread's batch up to a bound: however large, they arrive whole and
+ * in order, on a kept-alive connection (the next request is served), and
+ * on one that closes after the answer (HTTP/1.0: the body ends with it). */
+Test(http_server, streamed_answers_of_any_size_arrive_whole_and_in_order)
+{
+	start_server(NULL);
+	int fd = cconnect();
+	rd_t rd;
+	rd_init(&rd, fd);
+	resp_t r;
+	send_str(fd, "GET /big-stream HTTP/1.1\r\nHost: t\r\n\r\nGET /stream HTTP/1.1\r\nHost: t\r\n\r\n");
+	cr_assert_eq(read_resp(&rd, &r), 0);
+	cr_assert_eq(r.status, 200);
+	check_big_body(r.body);
+	resp_free(&r);
+	cr_assert_eq(read_resp(&rd, &r), 0);
+	cr_assert_str_eq(r.body, "part-0\npart-1\npart-2\npart-3\npart-4\n");
+	resp_free(&r);
+	close(fd);
+
+	fd = cconnect();
+	rd_init(&rd, fd);
+	send_str(fd, "GET /big-stream HTTP/1.0\r\n\r\n");
+	cr_assert_eq(read_resp(&rd, &r), 0);
+	check_big_body(r.body);
+	resp_free(&r);
+	cr_assert(closed_within(fd, 2000));
+	close(fd);
+	cr_assert_eq(iost().output_queued, 0);
 	stop_server();
 }
 
