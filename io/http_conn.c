@@ -10,9 +10,9 @@
  * Output is written at once when nothing is queued; what the socket does not
  * take is queued and flushed with sendmsg (writev with MSG_NOSIGNAL) on
  * EPOLLOUT. Output written by a command (an actor's answer) waits for the
- * end of the loop's batch of commands, up to CORK_MAX: a streamed answer's
- * head, chunks and end posted together then leave in one sendmsg, not
- * one each. Queued bytes past max_output_bytes drop the connection, and so
+ * end of the loop's batch of commands, up to PC__CONN_HOLD_MAX: a streamed
+ * answer's head, chunks and end posted together then leave in one
+ * sendmsg, not one each (WebSocket messages likewise, ws.c). Queued bytes past max_output_bytes drop the connection, and so
  * does queued output that makes no progress for idle_timeout_ms: a client
  * that stops reading costs a bounded amount of memory, for a bounded time.
  *
@@ -43,8 +43,6 @@
 /* A read buffer's worth of reads per event, then other connections' turn. */
 #define READS_PER_EVENT 8
 #define OUT_MIN_CHUNK 4096
-/* Output held for the end of a command batch; past it, it goes at once. */
-#define CORK_MAX (64u * 1024u)
 /* A head buffer larger than this is given back between requests. */
 #define KEEP_HEAD_BUF 4096
 
@@ -208,13 +206,12 @@ static void flush_held(void *arg)
 		conn_on_event(c->sl->loop, c, EPOLLOUT);
 }
 
-/* Whether `more` bytes may wait for the end of the command batch (see the
- * top of the file). The flush is deferred like the connection's own free,
- * so it runs before a close later in the batch frees it. */
-static bool hold_output(pc__http_conn_t *c, size_t more)
+/* The flush is deferred like the connection's own free, so it runs before
+ * a close later in the batch frees it. */
+bool pc__conn_hold(pc__http_conn_t *c, size_t pending)
 {
 	pc_ioloop_t *loop = c->sl->loop;
-	if (!pc__ioloop_in_commands(loop) || c->out_bytes + more > CORK_MAX)
+	if (!pc__ioloop_in_commands(loop) || pending > PC__CONN_HOLD_MAX)
 		return false;
 	if (!c->flush_due) {
 		if (pc__ioloop_defer(loop, flush_held, c) != 0)
@@ -231,7 +228,7 @@ void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n)
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
-	bool hold = hold_output(c, total);
+	bool hold = pc__conn_hold(c, c->out_bytes + total);
 	/* Too much to hold: what was held goes first. */
 	if (!hold && c->flush_due && c->out_head && pc__conn_flush(c) != 0) {
 		pc__conn_close(c, 0);

@@ -228,6 +228,13 @@ int pc__conn_queue(pc__http_conn_t *c, const char *p, size_t n);
 /* Writes queued output; a negative code when the peer is gone (the caller
  * closes). */
 int pc__conn_flush(pc__http_conn_t *c);
+/* Output held for the end of the loop's batch of commands goes at most
+ * this far; past it, it goes at once. */
+#define PC__CONN_HOLD_MAX (64u * 1024u)
+/* Inside a command, with `pending` bytes waiting to go: true when they may
+ * wait for the end of the batch, whose flush is then due (an EPOLLOUT
+ * event, as the socket would give). */
+bool pc__conn_hold(pc__http_conn_t *c, size_t pending);
 /* Sets the epoll mask and the stall timer from the state. Check c->closed. */
 void pc__conn_rewatch(pc__http_conn_t *c);
 /* Output made progress (re-arms the stall timer). */

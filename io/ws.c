@@ -37,6 +37,7 @@ struct pc__ws {
 	uint8_t msg_opcode;   /* its first frame's opcode */
 	uint8_t frame_opcode; /* the frame being received */
 	bool ignore;          /* a limit was hit: take no more data */
+	bool gather;          /* ws_send queues frames for one sendmsg (ws_pump) */
 	bool local_close;     /* the close was ours */
 	bool notified;        /* CLOSED sent */
 	uint16_t local_code;
@@ -44,6 +45,10 @@ struct pc__ws {
 	uint32_t msg_cap;     /* the cap of the message being joined */
 	int reason;
 };
+
+/* Frames gathered for one sendmsg: what a held batch may hold (http_conn.c),
+ * with room for the frames' headers. */
+#define GATHER_MAX (2 * PC__CONN_HOLD_MAX)
 
 /* ---- the handshake ---------------------------------------------------------- */
 
@@ -187,6 +192,19 @@ static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 		       void *user)
 {
 	pc__http_conn_t *c = user;
+	if (c->ws->gather && (c->out_head || len <= GATHER_MAX)) {
+		/* Behind what is queued (the 101 first), up to the bound;
+		 * then ws_pump flushes and asks for more. */
+		if (c->out_head && c->out_bytes + len > GATHER_MAX) {
+			wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+			return -1;
+		}
+		if (pc__conn_queue(c, (const char *)data, len) != 0) {
+			wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+			return -1;
+		}
+		return (ssize_t)len;
+	}
 	/* The 101 response goes first. */
 	if (c->out_head && pc__conn_flush(c) != 0) {
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
@@ -283,18 +301,39 @@ static const struct wslay_event_callbacks ws_callbacks = {
 
 /* ---- driving ---------------------------------------------------------------------- */
 
-/* Sends what wslay has queued, ends the connection once both directions
- * are done, and sets the epoll mask. */
+/* Turns what wslay has queued into bytes on the connection's output
+ * queue, up to GATHER_MAX. False: the connection was closed. */
+static bool ws_gather(pc__http_conn_t *c)
+{
+	struct pc__ws *ws = c->ws;
+	ws->gather = true;
+	int rc = wslay_event_send(ws->ctx);
+	ws->gather = false;
+	if (rc != 0) {
+		pc__conn_close(c, 0);
+		return false;
+	}
+	return true;
+}
+
+/* Sends what wslay has queued, its frames gathered into one sendmsg at a
+ * time; ends the connection once both directions are done, and sets the
+ * epoll mask. */
 static void ws_pump(pc__http_conn_t *c)
 {
 	struct pc__ws *ws = c->ws;
-	if (c->out_head && pc__conn_flush(c) != 0) {
-		pc__conn_close(c, 0);
-		return;
-	}
-	if (wslay_event_want_write(ws->ctx) && wslay_event_send(ws->ctx) != 0) {
-		pc__conn_close(c, 0);
-		return;
+	for (;;) {
+		if (c->out_head && pc__conn_flush(c) != 0) {
+			pc__conn_close(c, 0);
+			return;
+		}
+		/* The socket is full (EPOLLOUT resumes), or nothing is left. */
+		if (c->out_head || !wslay_event_want_write(ws->ctx))
+			break;
+		if (!ws_gather(c))
+			return;
+		if (!c->out_head)
+			break; /* sent straight (a frame past the bound), or blocked */
 	}
 	if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx) && !c->out_head) {
 		if (wslay_event_get_close_sent(ws->ctx) && !wslay_event_get_close_received(ws->ctx)) {
@@ -421,8 +460,14 @@ void pc__ws_send(pc__http_conn_t *c, int opcode, const char *data, size_t len)
 		pc__conn_close(c, PC_ENOMEM);
 		return;
 	}
-	/* WSLAY_ERR_NO_MORE_MSG: closing, so the message has nowhere to go. */
-	ws_pump(c);
+	/* WSLAY_ERR_NO_MORE_MSG: closing, so the message has nowhere to go.
+	 * Messages posted in one batch of commands leave together at its end:
+	 * framed now, in the order they came (a close queued after them must
+	 * not overtake them inside wslay), and written then. */
+	if (pc__conn_hold(c, wslay_event_get_queued_msg_length(ws->ctx) + c->out_bytes))
+		(void)ws_gather(c);
+	else
+		ws_pump(c);
 }
 
 void pc__ws_set_cap(pc__http_conn_t *c, uint32_t cap)

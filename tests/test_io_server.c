@@ -172,6 +172,15 @@ static void on_ws_message(const pc_ws_message_msg_t *wm)
 		CHECK(pc_ws_close(wm->server, wm->id, 4000, "bye") == 0, "ws close");
 		return;
 	}
+	if (wm->opcode == PC_WS_TEXT && wm->len == 5 && memcmp(wm->data, "burst", 5) == 0) {
+		/* Three messages and a close in one turn: they reach the I/O
+		 * thread in one batch. */
+		const char *words[] = {"one", "two", "three"};
+		for (int i = 0; i < 3; i++)
+			CHECK(pc_ws_send(wm->server, wm->id, PC_WS_TEXT, words[i], strlen(words[i])) == 0, "ws send");
+		CHECK(pc_ws_close(wm->server, wm->id, 4000, "bye") == 0, "ws close");
+		return;
+	}
 	int rc = pc_ws_send(wm->server, wm->id, wm->opcode, wm->data, wm->len);
 	CHECK(rc == 0, "ws send: %d", rc);
 }
@@ -1193,6 +1202,22 @@ static void expect_closed_once(uint32_t n, uint16_t code, int reason)
 	cr_assert_eq(LOAD(app.closed), n, "CLOSED more than once");
 	cr_assert_eq(LOAD(app.closed_code), code, "code %u", LOAD(app.closed_code));
 	cr_assert_eq(LOAD(app.closed_reason), reason, "reason %d", LOAD(app.closed_reason));
+}
+
+/* Messages an actor posts together leave together, and a close posted
+ * after them follows them: it never overtakes one. */
+Test(websocket, messages_posted_with_a_close_arrive_before_it)
+{
+	start_server(NULL);
+	rd_t rd;
+	int fd = ws_open(&rd, "Origin: http://good.example\r\n");
+	ws_frame(fd, true, 1, "burst", 5);
+	expect_frame(&rd, 1, "one", 3);
+	expect_frame(&rd, 1, "two", 3);
+	expect_frame(&rd, 1, "three", 5);
+	expect_close(&rd, 4000);
+	close(fd);
+	stop_server();
 }
 
 Test(websocket, echo_fragments_ping_and_close)
