@@ -20,9 +20,11 @@
  *
  * Input is handed to nghttp2_session_mem_recv straight from the loop's read
  * buffer. Output goes through nghttp2_session_send into the connection's
- * output queue (pc__conn_queue, one flush per batch) and is pulled only
- * while that queue is short, so frames wait inside nghttp2 rather than pile
- * up in front of a slow socket; input is not read meanwhile either.
+ * output queue (pc__conn_queue, one flush per batch; the answers posted in
+ * one batch of the loop's commands are flushed once, at its end) and is
+ * pulled only while that queue is short, so frames wait inside nghttp2
+ * rather than pile up in front of a slow socket; input is not read
+ * meanwhile either.
  * Response bodies wait in their stream's buffer until the peer's
  * flow-control window lets nghttp2 take them. Those bytes count against
  * max_output_bytes together with the queue, and the stall clock runs while
@@ -743,6 +745,11 @@ static void h2_pump(pc__http_conn_t *c)
 			return;
 		}
 		bool more = c->out_bytes > before;
+		/* Inside a batch of commands the frames wait for its end (the
+		 * rest of this then runs from that flush): framed now, in the
+		 * order the answers came, written together. */
+		if (c->out_head && pc__conn_hold(c, c->out_bytes))
+			return;
 		if (c->out_head && pc__conn_flush(c) != 0) {
 			pc__conn_close(c, 0);
 			return;
