@@ -95,6 +95,24 @@ static void fill(struct pc__actor_pool *p, pc__mag_t *mag, uint32_t want)
 	}
 }
 
+/* Lock held. Slot s onto the depot's loose list. */
+static void loose_push(struct pc__actor_pool *p, void *s)
+{
+	pc__obj_link(s, p->loose.top);
+	p->loose.top = s;
+	p->loose.n++;
+}
+
+/* Lock held. A chain of free slots (a magazine) onto the loose list. */
+static void loose_push_chain(struct pc__actor_pool *p, void *s)
+{
+	while (s) {
+		void *next = pc__obj_next(s);
+		loose_push(p, s);
+		s = next;
+	}
+}
+
 pc_actor_t *pc__actor_alloc(pc_runtime_t *rt, pc__worker_t *w)
 {
 	struct pc__actor_pool *p = rt->actor_pool;
@@ -133,16 +151,11 @@ void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a)
 	}
 	if (full && p->nmags < p->mags_cap) {
 		p->mags[p->nmags++] = full;
-	} else {
+	} else if (full) {
 		/* Slot by slot into the loose list: always possible. */
-		void *s = full ? full : a;
-		while (s) {
-			void *next = full ? pc__obj_next(s) : NULL;
-			pc__obj_link(s, p->loose.top);
-			p->loose.top = s;
-			p->loose.n++;
-			s = next;
-		}
+		loose_push_chain(p, full);
+	} else {
+		loose_push(p, a);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -150,11 +163,8 @@ void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a)
 /* Lock held. Moves the free slots of a worker's cache to the depot. */
 static void flush_cache(struct pc__actor_pool *p, pc__mags_t *cache)
 {
-	for (void *s; (s = pc__mags_pop(cache)) != NULL;) {
-		pc__obj_link(s, p->loose.top);
-		p->loose.top = s;
-		p->loose.n++;
-	}
+	for (void *s; (s = pc__mags_pop(cache)) != NULL;)
+		loose_push(p, s);
 }
 
 static int by_address(const void *a, const void *b)
@@ -185,15 +195,8 @@ static uint32_t chunk_of(pc_actor_t *const *sorted, uint32_t n, const void *s)
  * the loose list (fill serves from there as well). */
 static void loosen_depot(struct pc__actor_pool *p)
 {
-	for (uint32_t m = 0; m < p->nmags; m++) {
-		for (void *s = p->mags[m]; s;) {
-			void *next = pc__obj_next(s);
-			pc__obj_link(s, p->loose.top);
-			p->loose.top = s;
-			p->loose.n++;
-			s = next;
-		}
-	}
+	for (uint32_t m = 0; m < p->nmags; m++)
+		loose_push_chain(p, p->mags[m]);
 	p->nmags = 0;
 }
 

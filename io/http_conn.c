@@ -12,9 +12,10 @@
  * EPOLLOUT. Output written by a command (an actor's answer) waits for the
  * end of the loop's batch of commands, up to PC__CONN_HOLD_MAX: a streamed
  * answer's head, chunks and end posted together then leave in one
- * sendmsg, not one each (WebSocket messages likewise, ws.c). Queued bytes past max_output_bytes drop the connection, and so
- * does queued output that makes no progress for idle_timeout_ms: a client
- * that stops reading costs a bounded amount of memory, for a bounded time.
+ * sendmsg, not one each (WebSocket messages and HTTP/2 frames likewise).
+ * Queued bytes past max_output_bytes drop the connection, and so does
+ * queued output that makes no progress for idle_timeout_ms: a client that
+ * stops reading costs a bounded amount of memory, for a bounded time.
  *
  * Two timers: the phase deadline (request head, body, keep-alive idle,
  * linger, or the WebSocket's / HTTP/2's) and the output stall timer.

@@ -163,7 +163,6 @@ void pc__inject_push(pc_runtime_t *rt, pc_actor_t *const *actors, uint32_t n);
 pc_actor_t *pc__inject_pop(pc_runtime_t *rt);
 bool pc__work_available(pc_runtime_t *rt);
 void pc__park(pc__worker_t *w);
-/* Finds the allocator's collect function, once, before the workers start. */
 void pc__wake_all(pc_runtime_t *rt);
 void pc__quiet_signal(pc_runtime_t *rt);
 int pc__workers_start(pc_runtime_t *rt);
