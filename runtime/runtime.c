@@ -58,7 +58,7 @@ static void resolve(pc_runtime_config_t *c)
 	if (c->batch == 0)
 		c->batch = 64;
 	if (c->spin_rounds == 0)
-		c->spin_rounds = 16;
+		c->spin_rounds = 4;
 	if (c->trim_after_ms == 0)
 		c->trim_after_ms = PC_RUNTIME_DEFAULT_TRIM_AFTER_MS;
 }

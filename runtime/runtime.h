@@ -27,7 +27,7 @@ typedef struct pc_runtime_config {
 	uint32_t blocking_threads; /* blocking pool bound; 0 = 4 */
 	uint32_t blocking_queue;   /* pending blocking jobs before PC_EBUSY; 0 = 65536 */
 	uint32_t batch;            /* messages per actor turn; 0 = 64 */
-	uint32_t spin_rounds;      /* steal rounds before an idle worker parks; 0 = 16 */
+	uint32_t spin_rounds;      /* steal rounds before an idle worker parks; 0 = 4 */
 	int64_t malloc_top_pad;    /* glibc's M_TOP_PAD, set for the process when the
 				    * runtime is created: 0 = 4 MiB, < 0 = leave the
 				    * allocator alone (see below) */
