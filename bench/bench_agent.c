@@ -16,7 +16,11 @@
  * each figure includes it; the differences are the client's. The loop's
  * own cost is the agent's CPU per run minus a baseline's CPU per request:
  * loop_cpu_us (against model_call) and loop_vs_curl_cpu_us (against
- * curl_multi: the loop plus Pincer's I/O layer).
+ * curl_multi: the loop plus Pincer's I/O layer). Between the phases, the
+ * CPU of one fdatasync on the store's disk (fsync_cpu_us), times the
+ * store's commits per run, gives the least a run's durable writes can
+ * cost here (durability_floor_cpu_us): two commits a run at one session,
+ * a small share of one when many sessions' writes share a commit.
  *
  * A run is one message through the real session, run and attempt actors:
  * the run row in the store (durable before the message is acknowledged),
@@ -46,11 +50,13 @@
  * 127.0.0.1 only; the temporary store directory is removed at the end.
  */
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -77,6 +83,39 @@ typedef struct params {
 	int only;        /* -1 all; 0 agent; 1 curl; 2 model_call */
 	int mock;        /* -1 in-process when the open-file limit allows; 0 in-process; 1 child */
 } params_t;
+
+/* The durability floor: CPU of one fdatasync after a 4 KiB overwrite, as a
+ * store commit ends (the log is rewritten in place once checkpointed), on
+ * a file in the store's directory, measured on this thread. A run whose
+ * writes need C commits of their own cannot cost less than C of these. */
+static double fsync_cpu_us(const char *dir, uint32_t n)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/fsync-floor", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		bench_fail("open %s", path);
+	char page[4096];
+	memset(page, 'x', sizeof(page));
+	for (uint32_t i = 0; i < 16; i++)
+		if (pwrite(fd, page, sizeof(page), (off_t)i * 4096) != (ssize_t)sizeof(page))
+			bench_fail("pwrite");
+	if (fdatasync(fd) != 0)
+		bench_fail("fdatasync");
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	for (uint32_t i = 0; i < n; i++) {
+		if (pwrite(fd, page, sizeof(page), (off_t)(i % 16) * 4096) != (ssize_t)sizeof(page) ||
+		    fdatasync(fd) != 0)
+			bench_fail("pwrite/fdatasync");
+	}
+	getrusage(RUSAGE_THREAD, &r1);
+	close(fd);
+	unlink(path);
+	double us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+		    (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+	return us / n;
+}
 
 /* The runtime's counters summed over its workers: what one run costs in
  * messages, actor turns and sleeps, read against the run count. */
@@ -355,6 +394,7 @@ static void run_config(const params_t *p, bool child)
 	phase_counts_t sum = {0}, c0, c1;
 	request_t req;
 	uint64_t rss0 = bench_rss_kib(), rss1 = rss0, first_runs = 0;
+	double fsync_us = 0;
 	for (uint32_t k = 0; k < rounds; k++) {
 		if (k == 1)
 			wr.warm = conc;
@@ -370,6 +410,7 @@ static void run_config(const params_t *p, bool child)
 			first_runs = c1.runs - c0.runs;
 			capture_request(port, &req);
 		}
+		fsync_us += fsync_cpu_us(e.dir, 200) / rounds;
 		if (p->only < 0 || p->only == 1) {
 			run_curl(p, &req, wr, &one);
 			result_add(&r[1], &one);
@@ -399,13 +440,16 @@ static void run_config(const params_t *p, bool child)
 			 "\"sessions\":%u,\"mock\":\"%s\",\"rounds\":%u,\"turns_per_session_key\":%u,\"runs\":%" PRIu64 ",\"runs_per_s\":%.0f,"
 			 "\"cpu_us_per_run\":%.1f,\"cpu_cores_busy\":%.2f,\"runs_ok\":%" PRIu64 ",\"runs_failed\":%" PRIu64
 			 ",\"attempts_per_run\":%.2f,\"rss_growth_b_per_run\":%.0f,\"request_body_bytes\":%zu"
-			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f,\"store_cpu_us_per_run\":%.1f",
+			 ",\"store_writes_per_run\":%.2f,\"store_writes_per_commit\":%.1f,\"store_cpu_us_per_run\":%.1f"
+			 ",\"store_commits_per_run\":%.2f,\"fsync_cpu_us\":%.1f,\"durability_floor_cpu_us\":%.1f",
 			 conc, child ? "child_process" : "in_process", rounds, p->turns, r[0].n, rps[0], us[0], r[0].wall > 0 ? r[0].cpu / r[0].wall : 0, r[0].ok,
 			 r[0].errors, runs_total ? (double)sum.attempts / (double)runs_total : 0,
 			 first_runs ? ((double)rss1 - (double)rss0) * 1024.0 / (double)first_runs : 0, strlen(req.body),
 			 runs_total ? (double)sum.writes / (double)runs_total : 0,
 			 sum.batches ? (double)sum.writes / (double)sum.batches : 0,
-			 runs_total ? (double)sum.write_cpu_ns / 1e3 / (double)runs_total : 0);
+			 runs_total ? (double)sum.write_cpu_ns / 1e3 / (double)runs_total : 0,
+			 runs_total ? (double)sum.batches / (double)runs_total : 0, fsync_us,
+			 runs_total ? fsync_us * (double)sum.batches / (double)runs_total : 0);
 	double per = runs_total ? 1.0 / (double)runs_total : 0;
 	n += snprintf(extra + n, sizeof(extra) - (size_t)n,
 		      ",\"messages_per_run\":%.1f,\"turns_per_run\":%.1f,\"parks_per_run\":%.2f,\"wakeups_per_run\":%.2f"
