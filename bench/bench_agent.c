@@ -56,7 +56,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -102,18 +101,15 @@ static double fsync_cpu_us(const char *dir, uint32_t n)
 			bench_fail("pwrite");
 	if (fdatasync(fd) != 0)
 		bench_fail("fdatasync");
-	struct rusage r0, r1;
-	getrusage(RUSAGE_THREAD, &r0);
+	double cpu0 = bench_thread_cpu_s();
 	for (uint32_t i = 0; i < n; i++) {
 		if (pwrite(fd, page, sizeof(page), (off_t)(i % 16) * 4096) != (ssize_t)sizeof(page) ||
 		    fdatasync(fd) != 0)
 			bench_fail("pwrite/fdatasync");
 	}
-	getrusage(RUSAGE_THREAD, &r1);
+	double us = (bench_thread_cpu_s() - cpu0) * 1e6;
 	close(fd);
 	unlink(path);
-	double us = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
-		    (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
 	return us / n;
 }
 

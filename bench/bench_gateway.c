@@ -85,13 +85,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static double thread_cpu_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -507,9 +500,9 @@ static void note_window(load_t *l, int before)
 	if (l->w.state == before)
 		return;
 	if (l->w.state == 1)
-		l->tcpu0 = thread_cpu_s();
+		l->tcpu0 = bench_thread_cpu_s();
 	else
-		l->tcpu1 = thread_cpu_s();
+		l->tcpu1 = bench_thread_cpu_s();
 }
 
 static void turn_done(load_t *l, uint32_t i, bool ok, const frame_t *f)
@@ -607,7 +600,7 @@ static void *load_main(void *arg)
 {
 	load_t *l = arg;
 	if (l->w.state == 1)
-		l->tcpu0 = thread_cpu_s();
+		l->tcpu0 = bench_thread_cpu_s();
 	for (uint32_t i = 0; i < l->sessions; i++)
 		send_turn(l, i);
 	l->stop = l->once;
@@ -633,7 +626,7 @@ static void *load_main(void *arg)
 				   l->finished, l->submitted);
 	}
 	if (l->w.state == 1) /* never closed (once) */
-		l->tcpu1 = thread_cpu_s();
+		l->tcpu1 = bench_thread_cpu_s();
 	return NULL;
 }
 
@@ -1058,7 +1051,7 @@ static void oa_done(CURLM *multi, ojob_t *j, oslot_t *s, CURLcode res, uint64_t 
 	if (!*stop && window_tick(&j->w, *finished))
 		*stop = true;
 	if (j->w.state != before)
-		*(j->w.state == 1 ? &j->tcpu0 : &j->tcpu1) = thread_cpu_s();
+		*(j->w.state == 1 ? &j->tcpu0 : &j->tcpu1) = bench_thread_cpu_s();
 	if (j->turns && ++s->turn >= j->turns) {
 		s->turn = 0;
 		s->gen++;

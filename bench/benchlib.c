@@ -72,6 +72,13 @@ double bench_cpu_s(void)
 	       (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+double bench_thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 void bench_touch(void *p, size_t bytes)
 {
 	volatile unsigned char *b = p;

@@ -20,6 +20,8 @@ uint64_t bench_rss_kib(void);
 uint64_t bench_peak_rss_kib(void);
 /* Process CPU time (user + system), seconds. */
 double bench_cpu_s(void);
+/* The calling thread's CPU time, seconds. */
+double bench_thread_cpu_s(void);
 pc_runtime_t *bench_runtime(const bench_opts_t *o);
 /* Writes zeros over [p, p + bytes) so the pages are resident before the
  * measurement (page faults inside a measured handler would be ours, not the
