@@ -217,14 +217,16 @@ Test(io_client, get_and_post_arrive_in_order_with_headers)
 	cr_assert_eq(s.accepted, 1);
 }
 
-/* One GET of `url`, answered 200. */
+/* One GET of `url` (serve_hello at "/x"), answered in full. */
 static void get_hello(void)
 {
 	collector_t *c = collector_new(true);
 	pc_actor_t *a = spawn_collector(c);
 	fetch(url, NULL, c, a, NULL);
 	finish(c, a);
+	cr_assert_eq(c->end.result, 0, "%s", c->end.error);
 	cr_assert_eq(c->status, 200);
+	cr_assert_str_eq(c->body, "hello:");
 	collector_free(c);
 }
 
@@ -708,12 +710,6 @@ Test(io_client, the_largest_caps_start_and_serve)
 	raw_server_t s;
 	raw_server_start(&s, serve_hello, NULL);
 	set_url(&s, "/x");
-	collector_t *c = collector_new(true);
-	pc_actor_t *a = spawn_collector(c);
-	fetch(url, NULL, c, a, NULL);
-	finish(c, a);
-	cr_assert_eq(c->end.result, 0, "%s", c->end.error);
-	cr_assert_str_eq(c->body, "hello:");
-	collector_free(c);
+	get_hello();
 	raw_server_stop(&s);
 }
