@@ -240,11 +240,12 @@ Test(exec, stdin_is_empty)
 	xf_free(f);
 }
 
-/* Bytes that are not text read as '?': the result is always valid UTF-8. */
+/* Bytes that are not text read as U+FFFD: the result is always valid UTF-8. */
 Test(exec, binary_output_made_text)
 {
 	xf_t *f = xf_new(NULL, NULL);
-	assert_result(run_cmd(f, "printf 'a\\000b\\377c\\303\\251'", ""), PC_TOOL_OK, "exit code 0\na?b?c\xc3\xa9");
+	assert_result(run_cmd(f, "printf 'a\\000b\\377c\\303\\251\\342\\202z'", ""), PC_TOOL_OK,
+		      "exit code 0\na\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xc3\xa9\xef\xbf\xbdz");
 	xf_free(f);
 }
 

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../../runtime/blocking.h"
+#include "io/utf8.h"
 #include "tool.h"
 
 /* How long the reader keeps waiting for EOF after SIGKILL: only a process
@@ -754,53 +755,6 @@ void pc_process_table_free(pc_process_table_t *t)
 
 /* ---- output ------------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 if there is
- * none (a bad lead byte, a bad or missing continuation, an overlong form,
- * a surrogate, or past U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-	unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
-	if (c >= 0x01 && c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2;
-	else if (c >= 0xE0 && c <= 0xEF)
-		len = 3;
-	else if (c >= 0xF0 && c <= 0xF4)
-		len = 4;
-	else
-		return 0;
-	if (c == 0xE0)
-		lo = 0xA0;
-	else if (c == 0xED)
-		hi = 0x9F;
-	else if (c == 0xF0)
-		lo = 0x90;
-	else if (c == 0xF4)
-		hi = 0x8F;
-	if (n < len || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if ((s[i] & 0xC0u) != 0x80u)
-			return 0;
-	return len;
-}
-
-/* NUL and bytes that are not UTF-8 become '?', in place. */
-static void sanitize(char *s, size_t n)
-{
-	for (size_t i = 0; i < n;) {
-		size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-		if (k == 0) {
-			s[i] = '?';
-			k = 1;
-		}
-		i += k;
-	}
-}
-
 /* Copies the kept bytes at absolute offsets [from, total). Under p->lock.
  * The caller frees *out (n + 1 bytes, NUL-terminated). */
 static char *copy_from(const pc_process_t *p, uint64_t from, size_t *n)
@@ -833,10 +787,11 @@ static char *text_from(const pc_process_t *p, uint64_t want, uint64_t *lost)
 	if (from > want)
 		while (lead < n && lead < 3 && ((unsigned char)body[lead] & 0xC0u) == 0x80u)
 			lead++;
-	memmove(body, body + lead, n - lead + 1);
-	sanitize(body, n - lead);
+	/* NUL and what is not UTF-8 become U+FFFD: the text goes to a model. */
+	char *text = pc_utf8_scrub(body + lead, n - lead, NULL);
+	free(body);
 	*lost = from - want + lead;
-	return body;
+	return text;
 }
 
 /* `body` (taken) after the truncation marker when bytes were lost. */

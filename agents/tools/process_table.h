@@ -135,8 +135,8 @@ bool pc_process_detach(pc_process_t *p);
 int pc_process_kill(pc_process_t *p);
 
 /*
- * Output, as text the model can read: NUL bytes and bytes that are not
- * UTF-8 read as '?'. When bytes were lost (more came than max_output),
+ * Output, as text the model can read: a NUL byte, and each maximal
+ * subpart that is not UTF-8 (io/utf8.h), reads as U+FFFD. When bytes were lost (more came than max_output),
  * the text starts with "[... N bytes truncated]\n".
  *   - _output: everything kept; `from_line` (0-based) and `max_lines`
  *     (0: all) select lines of it;

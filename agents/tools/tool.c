@@ -37,6 +37,7 @@
 
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
+#include "io/utf8.h"
 #include "schema.h"
 
 enum {
@@ -444,10 +445,13 @@ static void cancel_task(invocation_t *inv)
 }
 
 /*
- * Sends the DONE (once). `text` is borrowed; NULL reads as "". Cuts it to
- * max_output at a UTF-8 boundary and appends a marker saying how much went.
- * On success the invocation is over: its timers are cancelled, and a
- * handler caller ends the actor with pc_exit.
+ * Sends the DONE (once). `text` is borrowed; NULL reads as "". What is not
+ * UTF-8 in it becomes U+FFFD (io/utf8.h): every tool's result passes here,
+ * and one stray byte in a transcript makes a provider refuse the session's
+ * every later request. Then it is cut to max_output at a UTF-8 boundary,
+ * with a marker saying how much went. On success the invocation is over:
+ * its timers are cancelled, and a handler caller ends the actor with
+ * pc_exit.
  */
 static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool terminate, const char *text)
 {
@@ -457,6 +461,13 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	if (!text)
 		text = "";
 	size_t len = strlen(text);
+	char *clean = NULL;
+	if (!pc_utf8_valid(text, len)) {
+		clean = pc_utf8_scrub(text, len, &len);
+		if (!clean)
+			return PC_ENOMEM;
+		text = clean;
+	}
 	size_t keep = len;
 	char marker[64] = "";
 	if (len > max_output(inv)) {
@@ -467,8 +478,10 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	size_t il = strlen(inv->tool_call_id);
 	size_t nl = strlen(inv->name);
 	pc_msg_t *m = pc_msg_new(PC_MSG_TOOL_DONE, sizeof(pc_tool_done_msg_t) + il + nl + keep + ml + 3);
-	if (!m)
+	if (!m) {
+		free(clean);
 		return PC_ENOMEM;
+	}
 	pc_tool_done_msg_t *d = pc_msg_data(m);
 	memset(d, 0, sizeof(*d));
 	d->tag = inv->tag;
@@ -489,6 +502,7 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	p[keep + ml] = '\0';
 	d->text = p;
 	d->text_len = keep + ml;
+	free(clean);
 	/* A stopped owner frees it as a dead letter: still "sent". */
 	pc_send(inv->owner, m);
 	inv->done = true;

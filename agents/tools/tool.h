@@ -72,7 +72,8 @@ typedef struct pc_tool_env {
 	const char *tool_call_id;
 } pc_tool_env_t;
 
-/* What a tool produced. `text` is malloc'd (the tool actor takes it). */
+/* What a tool produced. `text` is malloc'd (the tool actor takes it);
+ * what in it is not UTF-8 goes on as U+FFFD. */
 typedef struct pc_tool_output {
 	char *text;
 	bool is_error;
