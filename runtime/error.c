@@ -14,6 +14,7 @@ const char *pc_strerror(int code)
 	case PC_ESYS: return "system call failed";
 	case PC_ESTATE: return "not allowed in this state";
 	case PC_ELIMIT: return "limit reached";
+	case PC_EPERM: return "not permitted";
 	default: return "unknown error";
 	}
 }

@@ -21,6 +21,7 @@ enum {
 	PC_ESYS = -8,      /* a system call failed (errno tells which) */
 	PC_ESTATE = -9,    /* not allowed in the current state */
 	PC_ELIMIT = -10,   /* a limit was reached (e.g. restart intensity) */
+	PC_EPERM = -11,    /* refused by a rule (e.g. no auth beyond loopback) */
 };
 
 /* Layers above the runtime number their own codes in reserved ranges and
