@@ -27,6 +27,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "../../io/netaddr.h"
+#include "../../io/origin.h"
 #include "../run/idle_breaker.h"
 #include "../session/diagnostics.h"
 
@@ -1184,14 +1186,67 @@ static void parse_diagnostics(pctx_t *x, const cJSON *root)
 /* True for an address only this machine can reach. */
 static bool loopback_address(const char *a)
 {
-	return !strcmp(a, "::1") || !strncmp(a, "127.", 4) || !strcmp(a, "localhost");
+	pc_netaddr_t n;
+	return !strcmp(a, "localhost") || (pc_netaddr_parse(a, strlen(a), &n) == 0 && pc_netaddr_is_loopback(&n));
+}
+
+static void parse_auth_limit(pctx_t *x, const cJSON *aj, const char *path, pc_gateway_auth_limit_t *l)
+{
+	static const char *const keys[] = {"maxAttempts", "windowMs", "lockoutMs", "maxLockoutMs", "exemptLoopback",
+					   NULL};
+	char q[PATH_LEN];
+	const cJSON *rj = cJSON_GetObjectItemCaseSensitive(aj, "rateLimit");
+	if (!rj || !check_object(x, rj, sub(q, path, "rateLimit"), keys))
+		return;
+	get_u32(x, rj, "maxAttempts", q, 0, 1000000, &l->max_attempts);
+	get_u64(x, rj, "windowMs", q, 1000, 86400000, &l->window_ms);
+	get_u64(x, rj, "lockoutMs", q, 1000, 86400000, &l->lockout_ms);
+	get_u64(x, rj, "maxLockoutMs", q, 1000, 86400000, &l->max_lockout_ms);
+	get_bool(x, rj, "exemptLoopback", q, &l->exempt_loopback);
+	if (l->max_lockout_ms < l->lockout_ms)
+		err(x, q, "maxLockoutMs must be at least lockoutMs");
+}
+
+/* gateway.allowedOrigins and gateway.trustedProxies: lists whose entries
+ * must parse the way the gateway will read them. */
+static void parse_gateway_lists(pctx_t *x, const cJSON *gj, pc_gateway_config_t *g)
+{
+	char q[PATH_LEN];
+	const cJSON *arr = NULL;
+	size_t n = 0, i = 0;
+	if (get_str_array(x, gj, "allowedOrigins", "gateway", 256, &arr, &n)) {
+		for (const cJSON *it = arr->child; it; it = it->next, i++) {
+			pc_origin_t o;
+			if (pc_origin_parse(it->valuestring, strlen(it->valuestring), &o) != 0)
+				err(x, at(q, "gateway.allowedOrigins", i),
+				    "\"%s\" is not an origin: scheme://host[:port] with http or https and nothing after "
+				    "(no path, no wildcard)",
+				    it->valuestring);
+		}
+		g->allowed_origins = names_of(x, arr, n);
+		g->allowed_origin_count = n;
+	}
+	i = 0;
+	if (get_str_array(x, gj, "trustedProxies", "gateway", 256, &arr, &n)) {
+		for (const cJSON *it = arr->child; it; it = it->next, i++) {
+			pc_netcidr_t c;
+			if (pc_netcidr_parse(it->valuestring, &c) != 0)
+				err(x, at(q, "gateway.trustedProxies", i),
+				    "\"%s\" is not a numeric address or CIDR range (\"127.0.0.1\", \"10.0.0.0/8\", \"::1\")",
+				    it->valuestring);
+		}
+		g->trusted_proxies = names_of(x, arr, n);
+		g->trusted_proxy_count = n;
+	}
 }
 
 static void parse_gateway(pctx_t *x, const cJSON *root)
 {
-	static const char *const keys[] = {"bind", "port", "auth", "tickIntervalMs", "maxPayloadBytes",
-					   "maxBufferedBytes", "handshakeTimeoutMs", "drainSeconds", NULL};
-	static const char *const auth_keys[] = {"mode", "token", "password", NULL};
+	static const char *const keys[] = {"bind",	     "port",	       "auth",
+					   "tickIntervalMs", "maxPayloadBytes", "maxBufferedBytes",
+					   "handshakeTimeoutMs", "drainSeconds", "allowedOrigins",
+					   "trustedProxies", NULL};
+	static const char *const auth_keys[] = {"mode", "token", "password", "rateLimit", NULL};
 	pc_gateway_config_t *g = &x->cfg->pub.gateway;
 	const char *path = "gateway", *s = NULL;
 	char q[PATH_LEN];
@@ -1208,8 +1263,10 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	get_u64(x, gj, "maxBufferedBytes", path, 65536, (int64_t)4 << 30, &g->max_buffered);
 	get_u64(x, gj, "handshakeTimeoutMs", path, 100, 600000, &g->handshake_ms);
 	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
+	parse_gateway_lists(x, gj, g);
 	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(gj, "auth");
 	if (aj && check_object(x, aj, sub(q, path, "auth"), auth_keys)) {
+		parse_auth_limit(x, aj, q, &g->auth_limit);
 		get_str(x, aj, "token", q, true, &g->token);
 		get_str(x, aj, "password", q, true, &g->password);
 		if (get_str(x, aj, "mode", q, false, &s)) {
@@ -1298,6 +1355,13 @@ static void set_defaults(pc_config_t *c)
 	c->gateway.max_buffered = PC_GATEWAY_DEFAULT_MAX_BUFFERED;
 	c->gateway.handshake_ms = PC_GATEWAY_DEFAULT_HANDSHAKE_MS;
 	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
+	c->gateway.auth_limit = (pc_gateway_auth_limit_t){
+		.max_attempts = PC_GATEWAY_DEFAULT_AUTH_ATTEMPTS,
+		.window_ms = PC_GATEWAY_DEFAULT_AUTH_WINDOW_MS,
+		.lockout_ms = PC_GATEWAY_DEFAULT_AUTH_LOCKOUT_MS,
+		.max_lockout_ms = PC_GATEWAY_DEFAULT_AUTH_MAX_LOCKOUT_MS,
+		.exempt_loopback = true,
+	};
 	c->diagnostics.enabled = true;
 	c->diagnostics.warn_ms = pc_diag_warn_ms(0);
 	c->diagnostics.abort_ms = pc_diag_abort_ms(c->diagnostics.warn_ms, 0);
@@ -1837,6 +1901,17 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
 	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
 	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
+	const pc_gateway_auth_limit_t *al = &c->gateway.auth_limit;
+	cJSON *rl = j_obj(&ok, ga, "rateLimit");
+	j_num(&ok, rl, "maxAttempts", al->max_attempts);
+	j_num(&ok, rl, "windowMs", (double)al->window_ms);
+	j_num(&ok, rl, "lockoutMs", (double)al->lockout_ms);
+	j_num(&ok, rl, "maxLockoutMs", (double)al->max_lockout_ms);
+	j_bool(&ok, rl, "exemptLoopback", al->exempt_loopback);
+	if (c->gateway.allowed_origin_count)
+		j_names(&ok, gw, "allowedOrigins", c->gateway.allowed_origins, c->gateway.allowed_origin_count);
+	if (c->gateway.trusted_proxy_count)
+		j_names(&ok, gw, "trustedProxies", c->gateway.trusted_proxies, c->gateway.trusted_proxy_count);
 	if (c->plugin_count) {
 		cJSON *pe = j_obj(&ok, j_obj(&ok, root, "plugins"), "entries");
 		for (size_t i = 0; ok && i < c->plugin_count; i++) {

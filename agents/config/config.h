@@ -203,6 +203,21 @@ typedef enum pc_gateway_auth_mode {
 #define PC_GATEWAY_DEFAULT_HANDSHAKE_MS ((uint64_t)10000)     /* DEFAULT_PREAUTH_HANDSHAKE_TIMEOUT_MS */
 #define PC_GATEWAY_DEFAULT_DRAIN_MS ((uint64_t)30000)
 
+/* gateway.auth.rateLimit: failed secret and device-token attempts per
+ * client address (docs/gateway.md, "Guessing secrets"). */
+typedef struct pc_gateway_auth_limit {
+	uint32_t max_attempts;   /* failures within window_ms before a lockout; 0: no limit */
+	uint64_t window_ms;
+	uint64_t lockout_ms;     /* the first lockout; each next one doubles */
+	uint64_t max_lockout_ms; /* the longest */
+	bool exempt_loopback;    /* direct loopback clients are never locked out */
+} pc_gateway_auth_limit_t;
+
+#define PC_GATEWAY_DEFAULT_AUTH_ATTEMPTS 10u
+#define PC_GATEWAY_DEFAULT_AUTH_WINDOW_MS ((uint64_t)60000)
+#define PC_GATEWAY_DEFAULT_AUTH_LOCKOUT_MS ((uint64_t)30000)
+#define PC_GATEWAY_DEFAULT_AUTH_MAX_LOCKOUT_MS ((uint64_t)900000)
+
 /* The gateway (`pincer gateway`, docs/gateway.md). */
 typedef struct pc_gateway_config {
 	const char *bind;            /* numeric address; default "127.0.0.1" */
@@ -215,6 +230,15 @@ typedef struct pc_gateway_config {
 	uint64_t max_buffered;       /* bytes queued for one client before it is cut off */
 	uint64_t handshake_ms;       /* connect must complete within */
 	uint64_t drain_ms;           /* SIGTERM: how long runs may finish */
+	pc_gateway_auth_limit_t auth_limit;
+	/* gateway.allowedOrigins: browser origins besides the gateway's own
+	 * ("https://ui.example.com"), each valid for pc_origin_parse */
+	const char *const *allowed_origins;
+	size_t allowed_origin_count;
+	/* gateway.trustedProxies: addresses or CIDR ranges whose forwarding
+	 * headers name the client (pc_netcidr_parse) */
+	const char *const *trusted_proxies;
+	size_t trusted_proxy_count;
 } pc_gateway_config_t;
 
 typedef struct pc_config {
