@@ -124,7 +124,12 @@ int pc_cmd_gateway(int argc, char **argv)
 	if (rc == 0)
 		rc = pc_gateway_start(g);
 	int status = 1, sig = 0;
-	if (rc != 0) {
+	if (rc == PC_EPERM) {
+		fprintf(stderr,
+			"pincer gateway: refusing to serve %s without auth: binding beyond loopback requires "
+			"gateway.auth (a token or a password)\n",
+			o.bind ? o.bind : h.cfg->gateway.bind);
+	} else if (rc != 0) {
 		fprintf(stderr, "pincer gateway: cannot listen on %s:%d: %s\n",
 			o.bind ? o.bind : h.cfg->gateway.bind, o.port >= 0 ? o.port : h.cfg->gateway.port,
 			pc_strerror(rc));

@@ -392,9 +392,36 @@ static int pair(pc__gw_conn_t *c, pc__gw_auth_t *out)
 		      "the device token could not be issued");
 }
 
+/* Refused before any secret is looked at: the address guessed too often. */
+static int refuse_locked(pc__gw_auth_t *out, uint64_t wait_ms)
+{
+	out->retry_after_ms = wait_ms;
+	char m[sizeof(out->message)];
+	snprintf(m, sizeof(m), "too many failed authentication attempts from this address: retry in %llu s",
+		 (unsigned long long)((wait_ms + 999) / 1000));
+	return refuse(out, "UNAVAILABLE", "AUTH_RATE_LIMITED", "wait_then_retry", m);
+}
+
+static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out);
+
 int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out)
 {
 	memset(out, 0, sizeof(*out));
+	pc__gw_limiter_t *l = c->g->limiter;
+	uint64_t now = pc_runtime_now_ms();
+	uint64_t wait = pc__gw_limiter_check(l, &c->client, now);
+	if (wait > 0)
+		return refuse_locked(out, wait);
+	int rc = check_secrets(c, params, out);
+	if (rc == 0)
+		pc__gw_limiter_pass(l, &c->client);
+	else if (out->guessed)
+		pc__gw_limiter_fail(l, &c->client, now);
+	return rc;
+}
+
+static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out)
+{
 	const pc_gateway_config_t *gc = c->g->gcfg;
 	const cJSON *auth = cJSON_GetObjectItemCaseSensitive(params, "auth");
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(params, "device");
@@ -415,9 +442,11 @@ int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *ou
 			return refuse(out, "INVALID_REQUEST", "DEVICE_IDENTITY_REQUIRED", NULL,
 				      "device identity required: a device token goes with the signed device block");
 		uint32_t granted = 0;
-		if (!device_token_ok(c->ws, out->device_id, dtoken, &granted, &out->issued_ms))
+		if (!device_token_ok(c->ws, out->device_id, dtoken, &granted, &out->issued_ms)) {
+			out->guessed = true;
 			return refuse(out, "INVALID_REQUEST", "AUTH_DEVICE_TOKEN_MISMATCH", "update_auth_credentials",
 				      "unauthorized: device token mismatch (pair the device again)");
+		}
 		const cJSON *asked = cJSON_GetObjectItemCaseSensitive(params, "scopes");
 		if (cJSON_IsArray(asked) && (out->scopes & ~granted))
 			return refuse(out, "INVALID_REQUEST", "AUTH_DEVICE_TOKEN_SCOPE_MISMATCH",
@@ -428,5 +457,6 @@ int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *ou
 		snprintf(out->device_token, sizeof(out->device_token), "%s", dtoken);
 		return 0;
 	}
+	out->guessed = secret < 0;
 	return refuse_secret(gc, secret, out);
 }

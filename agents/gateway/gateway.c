@@ -22,10 +22,37 @@ static int add_routes(pc_gateway_t *g)
 	return rc;
 }
 
+/* The rule that only loopback may go without auth, on the address the
+ * gateway will actually bind, whatever chose it (flag, environment, file
+ * or an embedding program's own structure). The address is numeric: no
+ * name is resolved, so none can resolve elsewhere later. */
+static int check_bind(const pc_gateway_config_t *gc, const char *host)
+{
+	pc_netaddr_t a;
+	if (pc_netaddr_parse(host, strlen(host), &a) != 0)
+		return PC_EINVAL;
+	switch (gc->auth) {
+	case PC_GATEWAY_AUTH_NONE:
+		return pc_netaddr_is_loopback(&a) ? 0 : PC_EPERM;
+	case PC_GATEWAY_AUTH_TOKEN:
+		return gc->token && gc->token[0] ? 0 : PC_EINVAL;
+	case PC_GATEWAY_AUTH_PASSWORD:
+		return gc->password && gc->password[0] ? 0 : PC_EINVAL;
+	}
+	return PC_EINVAL;
+}
+
 int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 {
 	if (!o || !o->rt || !o->io || !o->agent || !o->config || !out)
 		return PC_EINVAL;
+	const pc_gateway_config_t *gc = &o->config->gateway;
+	const char *host = o->bind ? o->bind : gc->bind ? gc->bind : "127.0.0.1";
+	if (!strcmp(host, "localhost"))
+		host = "127.0.0.1";
+	int rc = check_bind(gc, host);
+	if (rc != 0)
+		return rc;
 	pc_gateway_t *g = calloc(1, sizeof(*g));
 	if (!g)
 		return PC_ENOMEM;
@@ -37,7 +64,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->hooks = o->hooks;
 	g->started_wall_ms = pc__gw_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
-	snprintf(g->host, sizeof(g->host), "%s", o->bind ? o->bind : g->gcfg->bind ? g->gcfg->bind : "127.0.0.1");
+	snprintf(g->host, sizeof(g->host), "%s", host);
 	/* The server enforces the post-connect caps; the tighter pre-connect
 	 * cap is the connection's own (ws.c). */
 	pc_http_server_config_t sc = {
@@ -50,7 +77,11 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 			.max_body_bytes = cap32(g->gcfg->max_payload),
 		},
 	};
-	int rc = pc_http_server_new(g->io, &sc, &g->srv);
+	rc = pc__gw_guard_new(g);
+	if (rc == 0)
+		rc = pc__gw_limiter_new(&g->gcfg->auth_limit, &g->limiter);
+	if (rc == 0)
+		rc = pc_http_server_new(g->io, &sc, &g->srv);
 	if (rc == 0)
 		rc = pc__gw_ws_new(g);
 	if (rc == 0)
@@ -65,6 +96,8 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 		pc__gw_ops_free(g);
 		pc__gw_openai_free(g);
 		pc__gw_ws_free(g);
+		pc__gw_limiter_free(g->limiter);
+		pc__gw_guard_free(g);
 		free(g);
 		return rc;
 	}
@@ -170,5 +203,7 @@ void pc_gateway_free(pc_gateway_t *g)
 	pc__gw_ops_free(g);
 	pc__gw_openai_free(g);
 	pc__gw_ws_free(g);
+	pc__gw_limiter_free(g->limiter);
+	pc__gw_guard_free(g);
 	free(g);
 }

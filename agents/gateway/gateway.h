@@ -51,8 +51,13 @@ typedef struct pc_gateway_options {
 				    * port); < 0 keeps the configuration's */
 } pc_gateway_options_t;
 
-/* Binds the port. PC_EINVAL for a missing option; the I/O layer's code when
- * the address cannot be bound. The caller owns *out. */
+/* Binds the port. The address (o->bind, else config->gateway.bind, else
+ * 127.0.0.1; "localhost" is 127.0.0.1) must be numeric, and without auth it
+ * must be a loopback address: PC_EPERM for `auth: none` beyond loopback
+ * (0.0.0.0 and :: included), whatever set the address. PC_EINVAL for a
+ * missing option, a name, an auth mode without its secret, or an
+ * allowedOrigins / trustedProxies entry that does not parse; the I/O
+ * layer's code when the address cannot be bound. The caller owns *out. */
 int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out);
 
 /* Accepts connections; ready from now on (gateway_start fires). */

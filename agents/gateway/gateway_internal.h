@@ -19,6 +19,8 @@
 #include <time.h>
 
 #include "../../io/http_server.h"
+#include "../../io/netaddr.h"
+#include "../../io/origin.h"
 #include "gateway.h"
 
 enum {
@@ -28,9 +30,24 @@ enum {
 	PC__GW_STOPPED,
 };
 
+/* Why admission (guard.c) refused a request, as /metrics labels it. */
+enum {
+	PC__GW_REFUSED_MALFORMED = 0, /* no Host, two Hosts or Origins, an unreadable peer */
+	PC__GW_REFUSED_REMOTE,        /* no auth, and not a loopback client */
+	PC__GW_REFUSED_HOST,          /* no auth, and a Host that is not loopback */
+	PC__GW_REFUSED_ORIGIN,        /* an Origin neither own nor allowed */
+	PC__GW_REFUSALS
+};
+static inline const char *pc__gw_refusal_name(int r)
+{
+	static const char *const names[PC__GW_REFUSALS] = {"malformed", "remote", "host", "origin"};
+	return r >= 0 && r < PC__GW_REFUSALS ? names[r] : "?";
+}
+
 struct pc__gw_ws;
 struct pc__gw_openai;
 struct pc__gw_ops;
+typedef struct pc__gw_limiter pc__gw_limiter_t;
 
 struct pc_gateway {
 	pc_runtime_t *rt;
@@ -52,6 +69,13 @@ struct pc_gateway {
 	pc_actor_t *ws_route, *openai_route, *ops_route;
 	uint64_t answers_owed;    /* atomic: WebSocket runs and submits whose
 				   * final answer is not yet sent (drain waits) */
+	/* admission (guard.c): parsed once from the configuration */
+	pc_origin_t *origins;     /* gateway.allowedOrigins */
+	size_t norigins;
+	pc_netcidr_t *proxies;    /* gateway.trustedProxies */
+	size_t nproxies;
+	pc__gw_limiter_t *limiter; /* failed secrets per client (auth_limit.c) */
+	uint64_t refused[PC__GW_REFUSALS]; /* atomic: requests admission refused, by why */
 };
 
 /* Counts an answer owed to a WebSocket client (+1) or sent (-1). */
@@ -82,6 +106,61 @@ static inline void pc__gw_nap_ms(long ms)
  * handler has run) and releases it; *route becomes NULL. NULL is a no-op.
  * From the thread that frees the gateway. */
 void pc__gw_route_stop(pc_actor_t **route);
+
+/* ---- guard.c: admission ---- */
+
+/* The client behind a request. */
+typedef struct pc__gw_client {
+	pc_netaddr_t addr;
+	char text[PC_NETADDR_TEXT];
+	/* gets the loopback exemptions (serving without auth, pairing a
+	 * device, no backoff): a loopback address, reached directly with no
+	 * forwarding header, or named by a trusted proxy */
+	bool loopback;
+	bool forwarded; /* its address came from a trusted proxy's header */
+} pc__gw_client_t;
+
+/* Parses gateway.allowedOrigins and gateway.trustedProxies into g.
+ * PC_EINVAL for an entry that does not parse; PC_ENOMEM. */
+int pc__gw_guard_new(pc_gateway_t *g);
+void pc__gw_guard_free(pc_gateway_t *g);
+
+/* Who sent `q` (no rule applied). PC_EINVAL when the peer's address
+ * cannot be read. */
+int pc__gw_client_of(const pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who);
+
+/* The rules every route but the probes applies first: 0 with *who filled
+ * when the request may go on, else the HTTP status to answer (400, 403)
+ * with *why, a static message. */
+int pc__gw_admit(pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who, const char **why);
+
+/* The origin is the gateway's own: http on its port, from a loopback host
+ * or the one address it is bound to. */
+bool pc__gw_origin_own(const pc_gateway_t *g, const char *origin);
+
+/* One Content-Type header, application/json (parameters allowed). */
+bool pc__gw_json_content(const pc_http_request_msg_t *q);
+
+/* ---- auth_limit.c: backoff for failed secrets ---- */
+
+#define PC__GW_LIMIT_MAX 4096u /* addresses remembered */
+
+int pc__gw_limiter_new(const pc_gateway_auth_limit_t *cfg, pc__gw_limiter_t **out);
+void pc__gw_limiter_free(pc__gw_limiter_t *l);
+/* 0 when `who` may present a secret now, else the ms until it may. */
+uint64_t pc__gw_limiter_check(pc__gw_limiter_t *l, const pc__gw_client_t *who, uint64_t now_ms);
+/* A wrong token, password or device token from `who`. */
+void pc__gw_limiter_fail(pc__gw_limiter_t *l, const pc__gw_client_t *who, uint64_t now_ms);
+/* A secret that passed: what `who`'s address had counted is forgotten. */
+void pc__gw_limiter_pass(pc__gw_limiter_t *l, const pc__gw_client_t *who);
+
+typedef struct pc__gw_limiter_stats {
+	uint64_t failures;   /* wrong secrets, since start */
+	uint64_t lockouts;   /* lockouts begun */
+	uint64_t refused;    /* attempts refused while locked out */
+	uint64_t locked_now; /* addresses locked out now */
+} pc__gw_limiter_stats_t;
+void pc__gw_limiter_stats(pc__gw_limiter_t *l, uint64_t now_ms, pc__gw_limiter_stats_t *out);
 
 /* ws.c: the route actor for "/" (upgrades; a plain GET gets a short
  * answer). */

@@ -19,10 +19,10 @@
 #include "gateway_internal.h"
 
 /* The statuses the counters tell apart; the last slot, 0, is "other". */
-#define PC__GW_CODES 13u
+#define PC__GW_CODES 15u
 static inline int pc__gw_code(size_t i)
 {
-	static const int codes[PC__GW_CODES] = {200, 400, 401, 404, 405, 408, 413, 429, 500, 502, 503, 504, 0};
+	static const int codes[PC__GW_CODES] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 500, 502, 503, 504, 0};
 	return i < PC__GW_CODES ? codes[i] : 0;
 }
 

@@ -35,6 +35,8 @@
 
 #include "../../io/buf_internal.h"
 #include "../../io/store/store.h"
+#include "io/json_text.h"
+#include "io/utf8.h"
 #include "http_util.h"
 
 enum {
@@ -67,6 +69,7 @@ typedef struct oa_err {
 	const char *param;  /* NULL: null */
 	const char *code;   /* NULL: null */
 	const char *allow;  /* 405: the Allow header's value */
+	uint64_t retry_after_ms; /* 429: the Retry-After header's value */
 	char message[320];
 	char code_buf[48];  /* a code made on the fly (`code` points here) */
 } oa_err_t;
@@ -80,6 +83,7 @@ static bool fail(oa_err_t *e, int status, const char *param, const char *code, c
 	e->param = param;
 	e->code = code;
 	e->allow = NULL;
+	e->retry_after_ms = 0;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
@@ -127,6 +131,9 @@ static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const
 		snprintf(extra, sizeof(extra), "Allow: %s\r\n", e->allow);
 	else if (e->status == 401)
 		snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer\r\n");
+	else if (e->retry_after_ms)
+		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
+			 (unsigned long long)((e->retry_after_ms + 999) / 1000));
 	cJSON *body = error_json(e);
 	answer_json(oa, route, id, e->status, extra, body);
 	cJSON_Delete(body);
@@ -195,21 +202,59 @@ static bool secret_equal(const char *given, size_t n, const char *secret)
 	return diff == 0;
 }
 
+/* The bearer credential's verdict: a wrong one counts for the client's
+ * backoff, a missing one does not (nothing was guessed). */
+enum { BEARER_OK, BEARER_MISSING, BEARER_WRONG };
+
 /* With token or password auth: `Authorization: Bearer <token|password>`. */
-static bool authorized(const pc_gateway_config_t *gc, const pc_http_request_msg_t *q)
+static int bearer(const pc_gateway_config_t *gc, const pc_http_request_msg_t *q)
 {
 	if (gc->auth == PC_GATEWAY_AUTH_NONE)
-		return true;
+		return BEARER_OK;
 	const char *secret = gc->auth == PC_GATEWAY_AUTH_TOKEN ? gc->token : gc->password;
 	const char *h = pc_http_request_header(q, "authorization");
 	if (!secret || !secret[0] || !h)
-		return false;
+		return BEARER_MISSING;
 	size_t n;
 	h = trimmed(h, &n);
 	if (n < 7 || strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
-		return false;
+		return BEARER_MISSING;
 	const char *tok = trimmed(h + 6, &n);
-	return secret_equal(tok, n, secret);
+	return n && secret_equal(tok, n, secret) ? BEARER_OK : n ? BEARER_WRONG : BEARER_MISSING;
+}
+
+/* Admission, then the bearer credential under the backoff of failed
+ * secrets. False with *e filled when the request goes no further. */
+static bool admitted(struct pc__gw_openai *oa, const pc_http_request_msg_t *q, oa_err_t *e)
+{
+	pc_gateway_t *g = oa->g;
+	pc__gw_client_t who;
+	const char *why;
+	int status = pc__gw_admit(g, q, &who, &why);
+	if (status != 0)
+		return fail(e, status, NULL, status == 403 ? "forbidden" : "invalid_request", "%s.", why);
+	if (g->gcfg->auth == PC_GATEWAY_AUTH_NONE)
+		return true;
+	uint64_t now = pc_runtime_now_ms();
+	uint64_t wait = pc__gw_limiter_check(g->limiter, &who, now);
+	if (wait > 0) {
+		fail(e, 429, NULL, "rate_limit_exceeded",
+		     "Too many failed authentication attempts from this address; retry in %llu s.",
+		     (unsigned long long)((wait + 999) / 1000));
+		e->retry_after_ms = wait;
+		return false;
+	}
+	switch (bearer(g->gcfg, q)) {
+	case BEARER_OK:
+		pc__gw_limiter_pass(g->limiter, &who);
+		return true;
+	case BEARER_WRONG:
+		pc__gw_limiter_fail(g->limiter, &who, now);
+		break;
+	default:
+		break;
+	}
+	return fail(e, 401, NULL, "invalid_api_key", "Missing or invalid bearer token.");
 }
 
 /* ---- models and agents ---- */
@@ -596,10 +641,13 @@ static bool parse_session(const pc_http_request_msg_t *q, const cJSON *body, con
 		len = snprintf(key, sizeof(key), "agent:%s:openai:%s", agent, uuid);
 	}
 	const char *what = hdr && n > 0 ? "the session-key header" : "`user`";
-	if (len < 0 || (size_t)len > SESSION_KEY_MAX || has_control(key, (size_t)len))
+	/* A header's bytes are not checked by the JSON text check. */
+	if (len < 0 || (size_t)len > SESSION_KEY_MAX || has_control(key, (size_t)len) ||
+	    !pc_utf8_valid(key, (size_t)len))
 		return fail(e, 400, hdr && n > 0 ? NULL : "user", "invalid_session",
-			    "Invalid session: %s makes a key longer than %u bytes or holds control characters.", what,
-			    SESSION_KEY_MAX);
+			    "Invalid session: %s makes a key longer than %u bytes, or holds control characters or "
+			    "bytes that are not UTF-8.",
+			    what, SESSION_KEY_MAX);
 	r->session_key = strdup(key);
 	return r->session_key ? true : fail(e, 500, NULL, NULL, "out of memory");
 }
@@ -633,9 +681,16 @@ static bool parse_effort(const cJSON *body, chat_req_t *r, oa_err_t *e)
 	return r->thinking ? true : fail(e, 500, NULL, NULL, "out of memory");
 }
 
-/* The body as a JSON object, with nothing but blanks after it. */
+/* The body as a JSON object, with nothing but blanks after it. Its text
+ * is checked first: cJSON would pass bytes that are not UTF-8 on to the
+ * transcript and the provider, and cut a string at "\u0000". */
 static cJSON *parse_body(const pc_http_request_msg_t *q, oa_err_t *e)
 {
+	pc_json_text_t t = pc_json_text_check(q->body, q->body_len);
+	if (t != PC_JSON_TEXT_OK) {
+		fail(e, 400, NULL, "invalid_json", "The request body %s.", pc_json_text_why(t));
+		return NULL;
+	}
 	const char *end = NULL;
 	cJSON *body = q->body_len ? cJSON_ParseWithLengthOpts(q->body, q->body_len, &end, false) : NULL;
 	if (body && end) {
@@ -1131,13 +1186,17 @@ static void on_request(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q
 	int route = route_of(q->path);
 	const char *allow = route == PC__GW_OA_CHAT ? "POST" : "GET";
 	oa_err_t e;
-	if (route == PC__GW_OA_UNKNOWN) {
+	if (!admitted(oa, q, &e)) {
+		/* answered below, before anything about the route is told */
+	} else if (route == PC__GW_OA_UNKNOWN) {
 		fail(&e, 404, NULL, "unknown_url", "Unknown request URL: %s %.200s.", q->method, q->path);
 	} else if (strcmp(q->method, allow)) {
 		fail(&e, 405, NULL, "method_not_allowed", "Use %s for %.200s.", allow, q->path);
 		e.allow = allow;
-	} else if (!authorized(oa->g->gcfg, q)) {
-		fail(&e, 401, NULL, "invalid_api_key", "Missing or invalid bearer token.");
+	} else if (route == PC__GW_OA_CHAT && !pc__gw_json_content(q)) {
+		/* a browser sends text/plain cross-site without asking first;
+		 * it must preflight application/json */
+		fail(&e, 415, NULL, "unsupported_media_type", "Send the request body as Content-Type: application/json.");
 	} else if (route == PC__GW_OA_MODELS) {
 		serve_models(oa, q);
 		return;

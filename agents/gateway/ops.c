@@ -48,6 +48,8 @@ typedef struct snap {
 	pc_io_stats_t io;
 	pc_store_stats_t store;
 	double store_write_cpu_s;
+	uint64_t refused[PC__GW_REFUSALS];
+	pc__gw_limiter_stats_t auth;
 } snap_t;
 
 struct pc__gw_ops {
@@ -104,6 +106,13 @@ static const scalar_t gateway_scalars[] = {
 	GAUGE("pincer_gateway_ws_connections", U64, ws.open, "WebSocket connections open (handshake included)."),
 	COUNTER("pincer_gateway_ws_connected_total", U64, ws.connected,
 		"WebSocket connections that completed connect."),
+	COUNTER("pincer_gateway_auth_failures_total", U64, auth.failures,
+		"Wrong tokens, passwords and device tokens presented."),
+	COUNTER("pincer_gateway_auth_lockouts_total", U64, auth.lockouts,
+		"Client addresses locked out after too many wrong secrets."),
+	COUNTER("pincer_gateway_auth_locked_refused_total", U64, auth.refused,
+		"Attempts refused because their address was locked out."),
+	GAUGE("pincer_gateway_auth_locked_clients", U64, auth.locked_now, "Client addresses locked out now."),
 };
 
 static const scalar_t agent_scalars[] = {
@@ -227,6 +236,14 @@ static int gateway_families(struct pc__gw_ops *ops)
 		rc = labelled(ops, "pincer_gateway_openai_runs_total", PC_METRIC_COUNTER,
 			      "Chat completions that started a run, streamed or not.", "stream", streams, 2, U64,
 			      run_fields);
+	const char *reasons[PC__GW_REFUSALS];
+	void *refused_fields[PC__GW_REFUSALS];
+	for (int i = 0; i < PC__GW_REFUSALS; i++)
+		reasons[i] = pc__gw_refusal_name(i), refused_fields[i] = &s->refused[i];
+	if (rc == 0)
+		rc = labelled(ops, "pincer_gateway_requests_refused_total", PC_METRIC_COUNTER,
+			      "Requests refused before any route read them (Host, Origin, a remote client without auth).",
+			      "reason", reasons, PC__GW_REFUSALS, U64, refused_fields);
 	if (rc == 0)
 		rc = scalars(ops, gateway_scalars, sizeof(gateway_scalars) / sizeof(gateway_scalars[0]));
 	return rc;
@@ -336,6 +353,9 @@ static void snapshot(struct pc__gw_ops *ops)
 	s->io_threads = pc_io_threads(g->io);
 	pc_store_stats(pc_agent_store(g->agent), &s->store);
 	s->store_write_cpu_s = (double)s->store.write_cpu_ns / 1e9;
+	for (int i = 0; i < PC__GW_REFUSALS; i++)
+		s->refused[i] = __atomic_load_n(&g->refused[i], __ATOMIC_RELAXED);
+	pc__gw_limiter_stats(g->limiter, pc_runtime_now_ms(), &s->auth);
 }
 
 /* Makes the (route, status) series that have counts now and had none. */
@@ -447,7 +467,18 @@ static void on_request(struct pc__gw_ops *ops, const pc_http_request_msg_t *q)
 		pc_http_respond(ops->g->srv, q->id, 404, NULL, NULL, 0);
 		return;
 	}
-	if (strcmp(q->method, "GET")) {
+	pc__gw_client_t who;
+	const char *why = NULL;
+	/* the probes answer whoever asks (a load balancer's health check
+	 * names the gateway by any address); what else is here is admitted */
+	int refused = route == OPS_METRICS ? pc__gw_admit(ops->g, q, &who, &why) : 0;
+	if (refused) {
+		cJSON *body = status_body("refused");
+		if (body)
+			cJSON_AddStringToObject(body, "error", why);
+		answer_json(ops, route, q->id, refused, NULL, body);
+		cJSON_Delete(body);
+	} else if (strcmp(q->method, "GET")) {
 		cJSON *body = status_body("method not allowed");
 		answer_json(ops, route, q->id, 405, "Allow: GET\r\n", body);
 		cJSON_Delete(body);

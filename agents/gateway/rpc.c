@@ -16,6 +16,7 @@
 
 #include "../../runtime/version.h"
 #include "io/json_print.h"
+#include "io/json_text.h"
 #include "rpc_internal.h"
 
 /* ---- sending ---- */
@@ -458,7 +459,10 @@ static void on_connect(pc__gw_conn_t *c, const char *id, const cJSON *params)
 			cJSON_AddStringToObject(d, "recommendedNextStep", a.next_step);
 		if (a.device_id[0])
 			cJSON_AddStringToObject(d, "deviceId", a.device_id);
-		refuse_connect(c, id, 1008, a.code, a.message, d);
+		if (a.retry_after_ms)
+			cJSON_AddNumberToObject(d, "retryAfterMs", (double)a.retry_after_ms);
+		pc__gw_reply_error(c, id, a.code, a.message, d, NULL, a.retry_after_ms > 0);
+		close_with(c, 1008, a.message);
 		return;
 	}
 	c->protocol = (uint8_t)v;
@@ -536,15 +540,37 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 	m->fn(ctx, c, id, params);
 }
 
+/* A frame whose text is refused, parsed with its bad strings blanked, so
+ * that its id can still be answered when the id itself is clean. NULL
+ * when even that does not parse (or no memory). */
+static cJSON *parse_refused(const char *data, size_t len)
+{
+	char *copy = malloc(len ? len : 1);
+	if (!copy)
+		return NULL;
+	memcpy(copy, data, len);
+	pc_json_text_blank(copy, len);
+	cJSON *f = cJSON_ParseWithLength(copy, len);
+	free(copy);
+	return f;
+}
+
 void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len)
 {
 	if (c->phase == PC__GW_C_CLOSING)
 		return;
-	cJSON *f = cJSON_ParseWithLength(data, len);
+	/* Text frames and binary ones alike: the RPC is JSON, and only text
+	 * may reach a session (io/json_text.h). */
+	pc_json_text_t text = pc_json_text_check(data, len);
+	cJSON *f = text == PC_JSON_TEXT_OK ? cJSON_ParseWithLength(data, len) : parse_refused(data, len);
 	char err[160];
 	bool ok = request_shape(f, err, sizeof(err));
-	if (!f)
+	if (text != PC_JSON_TEXT_OK) {
+		ok = false;
+		snprintf(err, sizeof(err), "invalid frame: the text %s", pc_json_text_why(text));
+	} else if (!f) {
 		snprintf(err, sizeof(err), "invalid frame: malformed JSON");
+	}
 	const char *method = ok ? pc__gw_str(f, "method") : NULL;
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "params");
 	if (c->phase == PC__GW_C_HANDSHAKE) {

@@ -129,7 +129,8 @@ typedef struct pc__gw_conn {
 	struct pc__gw_conn *prev, *next; /* ws->conns */
 	bool registered;
 	uint8_t phase;           /* PC__GW_C_* */
-	bool loopback;           /* a direct loopback peer (no proxy headers) */
+	bool loopback;           /* a loopback client (guard.c) on none or its own origin */
+	pc__gw_client_t client;  /* who it is, for the backoff of failed secrets */
 	bool tool_events;        /* the client advertised cap "tool-events" */
 	bool shutdown_sent;
 	uint8_t protocol;
@@ -242,6 +243,8 @@ typedef struct pc__gw_auth {
 	const char *detail;              /* AUTH_TOKEN_MISMATCH, DEVICE_AUTH_..., PAIRING_REQUIRED */
 	const char *next_step;           /* recommendedNextStep, or NULL */
 	char message[160];
+	bool guessed;                    /* a wrong secret or device token (counts for the backoff) */
+	uint64_t retry_after_ms;         /* > 0: locked out for this long (retryable) */
 } pc__gw_auth_t;
 /* Decides whether connect `params` (validated for shape) may proceed on c,
  * and with which scopes; may issue a device token. 0, or PC_EINVAL with

@@ -14,11 +14,9 @@
  * (PC_GATEWAY_PREAUTH_MAX_PAYLOAD, enforced by the I/O layer: close 1009)
  * and must connect within gateway.handshakeTimeoutMs (close 1008).
  */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "rpc_internal.h"
 
@@ -186,51 +184,6 @@ static const pc_behavior_t conn_behavior = {"gateway.ws.conn", conn_receive, con
 
 /* ---- the route ---- */
 
-/* A direct loopback peer: the socket's address is loopback and no proxy
- * header says the request came from further away. */
-static bool peer_loopback(const pc_http_request_msg_t *req)
-{
-	if (pc_http_request_header(req, "x-forwarded-for") || pc_http_request_header(req, "x-real-ip") ||
-	    pc_http_request_header(req, "forwarded"))
-		return false;
-	char addr[48];
-	snprintf(addr, sizeof(addr), "%s", req->peer);
-	char *colon = strrchr(addr, ':');
-	if (!colon)
-		return false;
-	*colon = '\0';
-	unsigned char b[16];
-	if (inet_pton(AF_INET, addr, b) == 1)
-		return b[0] == 127;
-	if (inet_pton(AF_INET6, addr, b) != 1)
-		return false;
-	static const unsigned char one[16] = {[15] = 1};
-	static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
-	return !memcmp(b, one, 16) || (!memcmp(b, mapped, 12) && b[12] == 127);
-}
-
-/* An Origin naming this machine (http(s)://localhost, 127.x.y.z, [::1]). */
-static bool origin_local(const char *origin)
-{
-	const char *h = NULL;
-	if (!strncasecmp(origin, "http://", 7))
-		h = origin + 7;
-	else if (!strncasecmp(origin, "https://", 8))
-		h = origin + 8;
-	if (!h)
-		return false;
-	size_t n = strcspn(h, ":/");
-	if (h[0] == '[')
-		return !strncasecmp(h, "[::1]", 5) && (h[5] == '\0' || h[5] == ':' || h[5] == '/');
-	char host[64];
-	if (n == 0 || n >= sizeof(host))
-		return false;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	unsigned char b[4];
-	return !strcasecmp(host, "localhost") || (inet_pton(AF_INET, host, b) == 1 && b[0] == 127);
-}
-
 static void answer_plain(const pc_http_request_msg_t *req, int status, const char *extra, const char *body)
 {
 	char headers[160];
@@ -240,18 +193,21 @@ static void answer_plain(const pc_http_request_msg_t *req, int status, const cha
 
 static void on_request(pc_ctx_t *ctx, struct pc__gw_ws *ws, const pc_http_request_msg_t *req)
 {
+	pc__gw_client_t who;
+	const char *why;
+	int status = pc__gw_admit(ws->g, req, &who, &why);
+	if (status != 0) {
+		char body[256];
+		snprintf(body, sizeof(body), "%s\n", why);
+		answer_plain(req, status, NULL, body);
+		return;
+	}
 	if (!req->upgrade) {
 		answer_plain(req, 426, "Upgrade: websocket\r\n",
 			     "Pincer gateway: connect with a WebSocket (OpenClaw gateway protocol).\n");
 		return;
 	}
 	const char *origin = pc_http_request_header(req, "origin");
-	/* Without auth, a web page the user visits must not drive the
-	 * gateway: only pages of this machine may open a socket. */
-	if (origin && ws->g->gcfg->auth == PC_GATEWAY_AUTH_NONE && !origin_local(origin)) {
-		answer_plain(req, 403, NULL, "origin not allowed\n");
-		return;
-	}
 	pc__gw_conn_t *c = calloc(1, sizeof(*c));
 	if (!c) {
 		answer_plain(req, 503, NULL, "out of memory\n");
@@ -261,7 +217,10 @@ static void on_request(pc_ctx_t *ctx, struct pc__gw_ws *ws, const pc_http_reques
 	c->g = ws->g;
 	c->srv = req->server;
 	c->id = req->id;
-	c->loopback = peer_loopback(req) && (!origin || origin_local(origin));
+	c->client = who;
+	/* a page from an allowed origin elsewhere may connect, but only the
+	 * gateway's own pages pair devices on sight */
+	c->loopback = who.loopback && (!origin || pc__gw_origin_own(ws->g, origin));
 	snprintf(c->conn_id, sizeof(c->conn_id), "conn-%llu",
 		 (unsigned long long)__atomic_add_fetch(&ws->next_conn, 1, __ATOMIC_RELAXED));
 	__atomic_add_fetch(&ws->live, 1, __ATOMIC_ACQ_REL);
