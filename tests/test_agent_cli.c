@@ -776,6 +776,28 @@ Test(agent_cli, usage_errors_exit_2)
 	down(&t);
 }
 
+/* The rule that only loopback serves without auth holds on the address
+ * the gateway binds, whichever of flag, environment or file chose it. */
+Test(agent_cli, a_gateway_without_auth_never_binds_beyond_loopback)
+{
+	ctx_t t;
+	dir_only(&t);
+	const char *const binds[] = {"0.0.0.0", "::", "::ffff:0.0.0.0", "10.1.2.3"};
+	for (size_t i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
+		result_t r = run(&t, ARGS("gateway", "--bind", binds[i], "--port", "0"));
+		cr_assert_eq(r.status, 1, "--bind %s: exit %d\n%s", binds[i], r.status, r.out);
+		cr_assert_not_null(strstr(r.err, "requires gateway.auth"), "--bind %s: %s", binds[i], r.err);
+		cr_assert_null(strstr(r.out, "listening"), "%s", r.out);
+		result_free(&r);
+	}
+	/* the environment and the file were refused before; they still are */
+	result_t r = run_env(&t, ARGS("gateway", "--port", "0"), ARGS("PINCER_GATEWAY_BIND=0.0.0.0"));
+	cr_assert_neq(r.status, 0);
+	cr_assert_null(strstr(r.out, "listening"), "%s", r.out);
+	result_free(&r);
+	down(&t);
+}
+
 /* mock-llm takes its flags from PINCER_MOCK_* too: port 0 (any free
  * one, not the default 18790) and a stream limit. */
 Test(agent_cli, mock_llm_reads_its_flags_from_the_environment)

@@ -649,7 +649,7 @@ static int raw_get(uint16_t port, char *out, size_t cap)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	const char *req = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	const char *req = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 	cr_assert_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	size_t n = 0;
 	ssize_t k;
@@ -677,13 +677,84 @@ Test(agent_gateway_ws, plain_get_is_told_to_upgrade_and_foreign_origins_are_refu
 	int status = 0;
 	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
 	cr_assert_eq(status, 403);
-	/* a page of this machine may; auth mode none needs no token */
+	/* another page of this machine is another site too */
 	o.origin = "http://localhost:5173";
+	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	cr_assert_eq(status, 403);
+	/* the gateway's own pages may; auth mode none needs no token */
+	char own[64];
+	snprintf(own, sizeof(own), "http://localhost:%u", (unsigned)f.port);
+	o.origin = own;
 	cl_t *c = cl_open_with(&o);
 	cJSON *r = cl_handshake(c, connect_params(NULL, NULL));
 	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
 	cr_assert_str_eq(jstr(jget(jget(r, "payload"), "snapshot"), "authMode"), "none");
 	cJSON_Delete(r);
 	cl_free(c);
+	gw_stop(&f);
+}
+
+static void allow_dev_server(pc_config_t *c)
+{
+	static const char *const origins[] = {"http://localhost:5173"};
+	c->gateway.allowed_origins = origins;
+	c->gateway.allowed_origin_count = 1;
+}
+
+Test(agent_gateway_ws, an_allowed_origin_connects_but_pairs_no_device_on_sight)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), allow_dev_server);
+	pc_ws_client_options_t o = {.port = f.port, .origin = "http://localhost:5173"};
+	cl_t *c = cl_open_with(&o);
+	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	cl_free(c);
+	/* the token does not let a foreign page in */
+	o.origin = "https://evil.example";
+	pc_ws_client_t *ws = NULL;
+	int status = 0;
+	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	cr_assert_eq(status, 403);
+	/* a device on loopback behind an allowed page elsewhere is not paired
+	 * at once: only the gateway's own pages are this machine */
+	device_t d;
+	dev_new(&d);
+	o.origin = "http://localhost:5173";
+	c = cl_open_with(&o);
+	r = dev_connect(c, &d, &(dev_opts_t){0});
+	cr_assert_str_eq(jdetail(r), "PAIRING_REQUIRED", "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	cl_free(c);
+	EVP_PKEY_free(d.key);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_ws, forwarding_headers_from_an_untrusted_loopback_peer_pair_no_device)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	device_t d;
+	dev_new(&d);
+	/* a local reverse proxy makes every client loopback; its header
+	 * says the client is elsewhere, so no loopback pairing */
+	static const char *const proxied[] = {"X-Forwarded-For: 203.0.113.9\r\n", "Forwarded: for=203.0.113.9\r\n",
+					      "X-Real-IP: 203.0.113.9\r\n"};
+	for (size_t i = 0; i < sizeof(proxied) / sizeof(proxied[0]); i++) {
+		pc_ws_client_options_t o = {.port = f.port, .headers = proxied[i]};
+		cl_t *c = cl_open_with(&o);
+		cJSON *r = dev_connect(c, &d, &(dev_opts_t){0});
+		cr_assert_str_eq(jdetail(r), "PAIRING_REQUIRED", "%s: %s", proxied[i], cJSON_PrintUnformatted(r));
+		cJSON_Delete(r);
+		cl_free(c);
+	}
+	/* the same device straight from loopback is paired */
+	cl_t *c = cl_open(f.port);
+	cJSON *r = dev_connect(c, &d, &(dev_opts_t){0});
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	cl_free(c);
+	EVP_PKEY_free(d.key);
 	gw_stop(&f);
 }
