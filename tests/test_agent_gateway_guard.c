@@ -5,14 +5,11 @@
  * backoff of failed secrets per client address. Requests are written by
  * hand (every header is the test's) or sent with libcurl.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "curl_client.h"
 #include "gateway_harness.h"
+#include "raw_http.h"
 
 TestSuite(agent_gateway_guard, .timeout = 120);
 
@@ -22,35 +19,6 @@ TestSuite(agent_gateway_guard, .timeout = 120);
 	"\"gateway\":{\"auth\":{\"mode\":\"none\"}" extra "}}"
 
 #define CHAT_BODY "{\"model\":\"pincer\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
-
-/* Sends `head` (request line and headers, each ending in \r\n, without the
- * blank line) and `body` on a fresh connection; returns the status, with
- * the answer in `out`. */
-static int raw_http(uint16_t port, const char *head, const char *body, char *out, size_t cap)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	char req[4096];
-	size_t blen = body ? strlen(body) : 0;
-	int n = snprintf(req, sizeof(req), "%sConnection: close\r\nContent-Length: %zu\r\n\r\n%s", head, blen,
-			 body ? body : "");
-	cr_assert(n > 0 && (size_t)n < sizeof(req));
-	cr_assert_eq(write(fd, req, (size_t)n), n);
-	struct timeval tv = {.tv_sec = 30};
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	size_t got = 0;
-	ssize_t k;
-	while (got + 1 < cap && (k = read(fd, out + got, cap - 1 - got)) > 0)
-		got += (size_t)k;
-	out[got] = '\0';
-	close(fd);
-	int status = 0;
-	cr_assert_eq(sscanf(out, "HTTP/1.%*d %d", &status), 1, "no answer: %s", out);
-	return status;
-}
 
 /* A POST of the chat body with `headers` (each "Name: value\r\n"). */
 static int post_chat(uint16_t port, const char *headers, char *out, size_t cap)

@@ -16,6 +16,7 @@
 #include <openssl/sha.h>
 
 #include "gateway_harness.h"
+#include "raw_http.h"
 
 TestSuite(agent_gateway_ws, .timeout = 120);
 
@@ -643,23 +644,6 @@ Test(agent_gateway_ws, password_mode_checks_the_password)
 
 /* ---- plain HTTP and origins ---- */
 
-static int raw_get(uint16_t port, char *out, size_t cap)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	const char *req = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-	cr_assert_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	size_t n = 0;
-	ssize_t k;
-	while (n + 1 < cap && (k = read(fd, out + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	out[n] = 0;
-	close(fd);
-	return (int)n;
-}
-
 #define GW_CONFIG_NOAUTH                                                                           \
 	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}}," \
 	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\"}},\"gateway\":{\"auth\":{\"mode\":\"none\"}}}"
@@ -669,8 +653,7 @@ Test(agent_gateway_ws, plain_get_is_told_to_upgrade_and_foreign_origins_are_refu
 	gw_t f;
 	gw_start(&f, GW_CONFIG_NOAUTH, NULL);
 	char buf[1024];
-	raw_get(f.port, buf, sizeof(buf));
-	cr_assert(!strncmp(buf, "HTTP/1.1 426", 12), "%s", buf);
+	cr_assert_eq(raw_http(f.port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", NULL, buf, sizeof(buf)), 426, "%s", buf);
 	/* without auth a web page elsewhere must not reach the agent */
 	pc_ws_client_options_t o = {.port = f.port, .origin = "https://evil.example"};
 	pc_ws_client_t *ws = NULL;
