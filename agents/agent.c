@@ -20,6 +20,7 @@
 
 #include "../actors/timer.h"
 #include "../io/buf_internal.h"
+#include "../io/utf8.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
 #include "tools/exec_tool.h"
@@ -252,7 +253,15 @@ static int key_ok(const char *key)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
 			return PC_EINVAL;
-	return 0;
+	return pc_utf8_valid(key, n) ? 0 : PC_EINVAL;
+}
+
+/* Whether `s` (NULL: absent) is text a session can hold: a provider
+ * refuses a request with a byte that is not UTF-8, and then every later
+ * one of the session, since the transcript keeps it. */
+static bool text_ok(const char *s)
+{
+	return !s || pc_utf8_valid(s, strlen(s));
 }
 
 /* The slot of `key` in its (locked) shard, created when `create`. */
@@ -1023,6 +1032,11 @@ static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 		return rc;
 	if (p->idempotency_key && strlen(p->idempotency_key) > PC_STORE_NAME_MAX)
 		return PC_EINVAL;
+	const char *texts[] = {p->message, p->idempotency_key, p->model, p->trigger, p->queue_mode,
+			       p->extra_system_prompt};
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+		if (!text_ok(texts[i]))
+			return PC_EINVAL;
 	pc_think_level_t think;
 	if (p->thinking && pc_think_level_parse(p->thinking, &think) != 0)
 		return PC_EINVAL;
@@ -1212,7 +1226,7 @@ int pc_agent_abort_session(pc_agent_t *a, const char *session_key)
 
 int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text)
 {
-	if (!a || !session_key || !text)
+	if (!a || !session_key || !text || !text_ok(text))
 		return PC_EINVAL;
 	pc_msg_t *m = pc__text_msg(PC__MSG_SESSION_STEER, text);
 	if (!m)

@@ -107,8 +107,10 @@ typedef struct pc_agent_accepted {
 } pc_agent_accepted_t;
 
 /* "agent" from a plain thread: accepts the message (durably) and returns.
- * PC_EINVAL for a missing message, a bad key or an unknown thinking level, PC_ESTOPPED while shutting
- * down, a store error code when the message could not be persisted. */
+ * PC_EINVAL for a missing message, a bad key, an unknown thinking level or
+ * a string of `p` that is not UTF-8 (sessions hold text only), PC_ESTOPPED
+ * while shutting down, a store error code when the message could not be
+ * persisted. */
 int pc_agent_submit(pc_agent_t *a, const pc_agent_params_t *p, pc_agent_accepted_t *out);
 
 /* "agent" for actors: the answer comes to `reply_to` as a message of type
@@ -158,7 +160,7 @@ int pc_agent_abort_session(pc_agent_t *a, const char *session_key);
 size_t pc_agent_abort_all(pc_agent_t *a);
 /* Steers `text` into the session's active run at its next model boundary.
  * PC_ENOTFOUND with no active run; PC_ESTATE when the run cannot take it
- * now (not streaming, compacting). */
+ * now (not streaming, compacting); PC_EINVAL when it is not UTF-8. */
 int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text);
 
 typedef struct pc_agent_stats {

@@ -843,3 +843,27 @@ Test(agent_cli, help_on_every_command_exits_0)
 	result_free(&r);
 	down(&t);
 }
+
+/* A message that is not UTF-8 is refused before anything is sent or run,
+ * through a gateway or locally. */
+Test(agent_cli, a_message_that_is_not_utf8_is_a_usage_error)
+{
+	ctx_t t;
+	dir_only(&t);
+	char url[64];
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)dead_port());
+	const char *const local[] = {"PINCER_LOCAL=1", NULL};
+	result_t r = run(&t, ARGS("agent", "-m", "caf\xe9", "--url", url, "--token", TOKEN));
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "the message is not UTF-8 text"), "%s", r.err);
+	result_free(&r);
+	r = run_env(&t, ARGS("agent", "-m", "\xed\xa0\x80"), local);
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "the message is not UTF-8 text"), "%s", r.err);
+	result_free(&r);
+	r = run(&t, ARGS("agent", "-m", "hi", "--session", "s\xff", "--url", url, "--token", TOKEN));
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "--session is not UTF-8 text"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}

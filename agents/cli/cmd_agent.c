@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../../io/utf8.h"
 #include "../agent.h"
 #include "../providers/request.h"
 #include "commands.h"
@@ -135,6 +136,15 @@ static int check(opts_t *o)
 	if (o->agent && strcmp(o->agent, "main") != 0) {
 		fprintf(stderr, CMD ": unknown agent '%s' (only \"main\" exists)\n", o->agent);
 		return PC_CLI_USAGE;
+	}
+	/* Said here, for both ways a message goes: the agent API would refuse
+	 * it with a bare "invalid argument", the gateway as a refused frame. */
+	const char *const texts[][2] = {{"the message", o->message}, {"--session", o->session}, {"--model", o->model}};
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		if (texts[i][1] && !pc_utf8_valid(texts[i][1], strlen(texts[i][1]))) {
+			fprintf(stderr, CMD ": %s is not UTF-8 text\n", texts[i][0]);
+			return PC_CLI_USAGE;
+		}
 	}
 	if (o->thinking && pc_think_level_parse(o->thinking, &level) != 0) {
 		fprintf(stderr, CMD ": --thinking takes off, minimal, low, medium, high, xhigh, adaptive or max, "
