@@ -573,10 +573,45 @@ Test(workspace, root_fd_is_pinned)
 	tree_free(t);
 }
 
-/* Without openat2, opening a workspace fails and says why. A child
- * process denies itself the call with a seccomp filter, as an old kernel
- * or container runtime would. */
-static int open_without_openat2(const char *root)
+/* ---- hard links ------------------------------------------------------------------------------- */
+
+Test(workspace, hard_links_refused)
+{
+	tree_t *t = tree_new();
+	char from[PATH_MAX], to[PATH_MAX];
+	snprintf(from, sizeof(from), "%s/secret.txt", t->out);
+	snprintf(to, sizeof(to), "%s/sub/hl", t->root);
+	cr_assert_eq(link(from, to), 0, "%s", strerror(errno));
+	assert_refused(t, "sub/hl", "file refused: it has 2 hard links");
+	cr_assert_not_null(strstr(t->err, "sub/hl"), "%s", t->err);
+	/* O_TRUNC is not applied before the check: the outside file keeps its
+	 * content. */
+	int fd = -1;
+	cr_assert_eq(pc_workspace_open_file(t->ws, "sub/hl", O_WRONLY | O_TRUNC, 0, &fd, t->err, sizeof(t->err)),
+		     PC_EINVAL);
+	cr_assert_eq(fd, -1);
+	assert_outside_intact(t);
+	/* Through a link inside, and as O_PATH: the same file, refused. */
+	link_at(t->root, "to_hl", "sub/hl");
+	assert_refused(t, "to_hl", "hard links");
+	cr_assert_eq(pc_workspace_open_file(t->ws, "sub/hl", O_PATH, 0, &fd, t->err, sizeof(t->err)), PC_EINVAL);
+	/* Directories have several links by nature and are fine; a single
+	 * link is fine, and O_TRUNC then applies. */
+	cr_assert_eq(pc_workspace_open_file(t->ws, "sub", O_RDONLY | O_DIRECTORY, 0, &fd, t->err, sizeof(t->err)), 0,
+		     "%s", t->err);
+	close(fd);
+	cr_assert_eq(pc_workspace_open_file(t->ws, "inside.txt", O_WRONLY | O_TRUNC, 0, &fd, t->err, sizeof(t->err)),
+		     0, "%s", t->err);
+	close(fd);
+	assert_reads(t, "inside.txt", "");
+	tree_free(t);
+}
+
+/* ---- without openat2 ------------------------------------------------------------------------------ */
+
+/* Denies this process openat2 with a seccomp filter, as an old kernel or
+ * a container runtime would (ENOSYS). */
+static bool deny_openat2(void)
 {
 	struct sock_filter filter[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
@@ -585,26 +620,151 @@ static int open_without_openat2(const char *root)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0 &&
+	       syscall(SYS_openat2, AT_FDCWD, ".", NULL, 0) < 0 && errno == ENOSYS;
+}
+
+/* In the child, without Criterion's assertions: whether path opens and
+ * starts with want (NULL: whether it is refused as an escape). */
+static bool child_open(pc_workspace_t *ws, const char *path, const char *want)
+{
+	char err[PC_WORKSPACE_ERR_MAX], buf[64];
+	int fd = -1;
+	int rc = pc_workspace_open_file(ws, path, O_RDONLY, 0, &fd, err, sizeof(err));
+	if (!want)
+		return rc == PC_EINVAL && fd == -1 && strstr(err, path);
+	if (rc != 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return strcmp(buf, want) == 0;
+}
+
+/* The checks of the walk, each a step number to report. */
+static int walk_checks(tree_t *t, pc_workspace_t *ws)
+{
+	static const struct {
+		const char *path, *want;
+	} cases[] = {
+		{"inside.txt", "IN"}, {"sub/../inside.txt", "IN"}, {"./sub//deep.txt", "DEEP"},
+		{"to_inside", "IN"}, {"to_sub/deep.txt", "DEEP"}, {"to_sub/../inside.txt", "IN"},
+		{"sub/to_parent_file", "IN"}, {"sub/i1", "DEEP"},
+		{"abs_out", NULL}, {"rel_out", NULL}, {"sub/up/secret.txt", NULL}, {"abs_dir/secret.txt", NULL},
+		{"proc_root/etc/passwd", NULL}, {"abs_in", NULL}, {"sub/c1", NULL}, {"loop1", NULL},
+		{"sub/hl", NULL}, {"../x", NULL}, {"/etc/passwd", NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (!child_open(ws, cases[i].path, cases[i].want))
+			return 10 + (int)i;
+	char err[PC_WORKSPACE_ERR_MAX], name[NAME_MAX + 1];
+	int fd = -1;
+	if (pc_workspace_open_file(ws, "dangle_out", O_WRONLY | O_CREAT, 0644, &fd, err, sizeof(err)) != PC_EINVAL ||
+	    exists_at(t->out, "created.txt"))
+		return 50;
+	if (pc_workspace_open_file(ws, "sub/up/new.txt", O_WRONLY | O_CREAT, 0644, &fd, err, sizeof(err)) !=
+		    PC_EINVAL ||
+	    exists_at(t->out, "new.txt"))
+		return 51;
+	if (pc_workspace_make_parents(ws, "sub/up/newdir/f", err, sizeof(err)) != PC_EINVAL ||
+	    exists_at(t->out, "newdir"))
+		return 52;
+	if (pc_workspace_open_file(ws, "sub/hl", O_WRONLY | O_TRUNC, 0, &fd, err, sizeof(err)) != PC_EINVAL)
+		return 53;
+	if (pc_workspace_make_parents(ws, "to_sub/n1/n2/f", err, sizeof(err)) != 0 || !exists_at(t->root, "sub/n1/n2"))
+		return 54;
+	/* A dangling link inside: creating through it makes its target. */
+	if (pc_workspace_open_file(ws, "dangle", O_WRONLY | O_CREAT, 0644, &fd, err, sizeof(err)) != 0)
+		return 55;
+	close(fd);
+	if (!exists_at(t->root, "nothing_here"))
+		return 56;
+	if (pc_workspace_open_parent(ws, "to_inside", &fd, name, err, sizeof(err)) != 0 ||
+	    strcmp(name, "inside.txt") != 0)
+		return 57;
+	close(fd);
+	if (pc_workspace_open_file(ws, "missing/x", O_RDONLY, 0, &fd, err, sizeof(err)) != PC_ENOTFOUND)
+		return 58;
+	return 0;
+}
+
+/* Magic links, with the root inside /proc: their text is all the walk
+ * sees, and it leads out. */
+static int walk_proc_checks(void)
+{
+	pc_workspace_t *ws = NULL;
+	char err[PC_WORKSPACE_ERR_MAX], p[32];
+	if (pc_workspace_open("/proc/self", &ws, err, sizeof(err)) != 0)
+		return 70;
+	int fd = open("/etc/hostname", O_RDONLY | O_CLOEXEC);
+	snprintf(p, sizeof(p), "fd/%d", fd);
+	int rc = fd < 0 ? 71 : !child_open(ws, "root/etc/passwd", NULL) ? 72 : !child_open(ws, "cwd", NULL) ? 73
+		 : !child_open(ws, p, NULL)				       ? 74
+										       : 0;
+	if (fd >= 0)
+		close(fd);
+	pc_workspace_free(ws);
+	return rc;
+}
+
+static int without_openat2(tree_t *t)
+{
+	if (!deny_openat2())
 		return 2;
 	pc_workspace_t *ws = NULL;
 	char err[PC_WORKSPACE_ERR_MAX];
-	int rc = pc_workspace_open(root, &ws, err, sizeof(err));
-	if (rc != PC_ESYS || errno != ENOSYS || ws)
+	if (pc_workspace_open(t->root, &ws, err, sizeof(err)) != 0)
 		return 3;
-	return strstr(err, "openat2 is not available") ? 0 : 4;
+	int rc = walk_checks(t, ws);
+	pc_workspace_free(ws);
+	return rc ? rc : walk_proc_checks();
 }
 
-Test(workspace, no_openat2_is_refused)
+/* Without openat2 the workspace walks paths itself, with the same
+ * answers: links inside followed, every way out refused. */
+Test(workspace, no_openat2_walks)
 {
 	tree_t *t = tree_new();
+	char target[PATH_MAX], from_sub[PATH_MAX + 4];
+	snprintf(target, sizeof(target), "%s/secret.txt", t->out);
+	link_at(t->root, "abs_out", target);
+	link_at(t->root, "abs_dir", t->out);
+	out_rel(t, target, sizeof(target), "/secret.txt");
+	link_at(t->root, "rel_out", target);
+	link_at(t->root, "c3", target);
+	link_at(t->root, "c2", "c3");
+	link_at(t->root, "sub/c1", "../c2");
+	out_rel(t, target, sizeof(target), "");
+	snprintf(from_sub, sizeof(from_sub), "../%s", target);
+	link_at(t->root, "sub/up", from_sub);
+	out_rel(t, target, sizeof(target), "/created.txt");
+	link_at(t->root, "dangle_out", target);
+	snprintf(target, sizeof(target), "%s/inside.txt", t->root);
+	link_at(t->root, "abs_in", target);
+	link_at(t->root, "proc_root", "/proc/self/root");
+	link_at(t->root, "to_inside", "inside.txt");
+	link_at(t->root, "to_sub", "sub");
+	link_at(t->root, "sub/to_parent_file", "../inside.txt");
+	link_at(t->root, "i3", "sub/deep.txt");
+	link_at(t->root, "i2", "i3");
+	link_at(t->root, "sub/i1", "../i2");
+	link_at(t->root, "loop1", "loop2");
+	link_at(t->root, "loop2", "loop1");
+	link_at(t->root, "dangle", "nothing_here");
+	char from[PATH_MAX], to[PATH_MAX];
+	snprintf(from, sizeof(from), "%s/secret.txt", t->out);
+	snprintf(to, sizeof(to), "%s/sub/hl", t->root);
+	cr_assert_eq(link(from, to), 0);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
-		_exit(open_without_openat2(t->root));
+		_exit(without_openat2(t));
 	int status = 0;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status));
 	cr_assert_eq(WEXITSTATUS(status), 0, "child failed at step %d", WEXITSTATUS(status));
+	assert_outside_intact(t);
 	tree_free(t);
 }

@@ -1,7 +1,9 @@
 /*
- * Workspace confinement (workspace.h): a text check of each path, then
- * openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS from the root's
- * directory fd, so that the kernel itself refuses every way out.
+ * Workspace confinement (workspace.h): a text check of each path, then the
+ * kernel's openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS from the
+ * root's directory fd, or, where openat2 is missing, a walk that opens one
+ * component at a time (beneath.h). Regular files with more than one hard
+ * link are refused on the opened fd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,26 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
-
+#include "beneath.h"
 #include "workspace.h"
 
 /* Symbolic links followed at the last component (as the kernel's MAXSYMLINKS). */
 #define MAX_LINK_HOPS 40
-/* openat2 returns EAGAIN when a concurrent rename or mount might have
- * fooled the ".." check; it is safe to simply try again. */
-#define MAX_EAGAIN_RETRIES 16
-/* What openat2 means by EXDEV once the text check has passed. */
+/* What EXDEV means once the text check has passed. */
 #define ESCAPE_BY_LINK "path escapes the workspace (a symbolic link in it leads outside or is absolute)"
-#define NO_OPENAT2 "openat2 is not available (Linux 5.6 or later, not blocked by seccomp, confines file access)"
 /* How much of a path a message quotes. */
 #define SHOWN_MAX 200
 
 struct pc_workspace {
 	int rootfd;    /* O_PATH | O_DIRECTORY */
+	bool openat2;  /* the kernel offers openat2; else paths are walked */
 	char *real;    /* realpath of the root */
 	char *given;   /* the root as given, normalised, when it is absolute; else NULL */
 };
@@ -78,9 +75,6 @@ static int fail_errno(int e, const char *path, char *err, size_t errlen)
 	case EACCES:
 	case EPERM:
 		set_err(err, errlen, "permission denied", path, len);
-		break;
-	case ENOSYS:
-		set_err(err, errlen, NO_OPENAT2, path, len);
 		break;
 	default:
 		set_err(err, errlen, strerror(e), path, len);
@@ -211,23 +205,28 @@ int pc_workspace_resolve(const pc_workspace_t *ws, const char *path, size_t len,
 	return 0;
 }
 
-/* ---- the kernel's resolution ------------------------------------------------- */
+/* ---- opening beneath the root ------------------------------------------------ */
 
-static int openat2_beneath(int dirfd, const char *rel, int flags, mode_t mode)
+/* Opens rel beneath the root, the kernel's way or by the walk. */
+static int beneath(const pc_workspace_t *ws, const char *rel, int flags, mode_t mode)
 {
-	struct open_how how = {
-		.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC),
-		/* openat2 wants mode 0 unless a file may be created. */
-		.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-	};
-	for (int i = 0;; i++) {
-		long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		if ((errno != EAGAIN && errno != EINTR) || i >= MAX_EAGAIN_RETRIES)
-			return -1;
+	return ws->openat2 ? pc__beneath_openat2(ws->rootfd, rel, flags, mode)
+			   : pc__beneath_walk(ws->rootfd, rel, flags, mode);
+}
+
+int pc_workspace_check_fd(int fd, const char *path, struct stat *st, char *err, size_t errlen)
+{
+	if (fstat(fd, st) != 0)
+		return fail_errno(errno, path, err, errlen);
+	if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
+		char why[128];
+		snprintf(why, sizeof(why),
+			 "file refused: it has %ju hard links, and another of its names may lie outside the workspace",
+			 (uintmax_t)st->st_nlink);
+		set_err(err, errlen, why, path, strlen(path));
+		return PC_EINVAL;
 	}
+	return 0;
 }
 
 int pc_workspace_open_file(const pc_workspace_t *ws, const char *path, int flags, mode_t mode, int *fd, char *err,
@@ -241,9 +240,21 @@ int pc_workspace_open_file(const pc_workspace_t *ws, const char *path, int flags
 	int rc = pc_workspace_resolve(ws, path, strlen(path), rel, sizeof(rel), err, errlen);
 	if (rc != 0)
 		return rc;
-	int f = openat2_beneath(ws->rootfd, rel, flags, mode);
+	/* O_TRUNC waits for the link check: the kernel would truncate a
+	 * hard-linked file before it could be refused. */
+	int f = beneath(ws, rel, flags & ~O_TRUNC, mode);
 	if (f < 0)
 		return fail_errno(errno, path, err, errlen);
+	struct stat st;
+	rc = pc_workspace_check_fd(f, path, &st, err, errlen);
+	if (rc == 0 && (flags & O_TRUNC) && S_ISREG(st.st_mode) && ftruncate(f, 0) != 0)
+		rc = fail_errno(errno, path, err, errlen);
+	if (rc != 0) {
+		int e = errno;
+		close(f);
+		errno = e;
+		return rc;
+	}
 	*fd = f;
 	return 0;
 }
@@ -274,14 +285,14 @@ int pc_workspace_make_parents(const pc_workspace_t *ws, const char *path, char *
 			next++;
 		char saved = rel[next];
 		rel[next] = '\0';
-		int d = openat2_beneath(ws->rootfd, rel, O_PATH | O_DIRECTORY, 0);
+		int d = beneath(ws, rel, O_PATH | O_DIRECTORY, 0);
 		if (d < 0 && errno == ENOENT) {
 			/* A single name relative to a confined directory: mkdirat
 			 * creates it there or fails, it never follows a link. */
 			if (mkdirat(parent, rel + i, 0777) != 0 && errno != EEXIST)
 				rc = fail_errno(errno, path, err, errlen);
 			else
-				d = openat2_beneath(ws->rootfd, rel, O_PATH | O_DIRECTORY, 0);
+				d = beneath(ws, rel, O_PATH | O_DIRECTORY, 0);
 		}
 		if (rc == 0 && d < 0)
 			rc = fail_errno(errno, path, err, errlen);
@@ -342,7 +353,7 @@ int pc_workspace_open_parent(const pc_workspace_t *ws, const char *path, int *di
 		}
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof(dir), "%.*s", (int)(dl ? dl : 1), dl ? rel : ".");
-		int d = openat2_beneath(ws->rootfd, dir, O_RDONLY | O_DIRECTORY, 0);
+		int d = beneath(ws, dir, O_RDONLY | O_DIRECTORY, 0);
 		if (d < 0)
 			return fail_errno(errno, path, err, errlen);
 		char target[PATH_MAX];
@@ -392,17 +403,15 @@ static int open_root(pc_workspace_t *ws, const char *root, char *err, size_t err
 			set_err(err, errlen, "workspace does not exist", root, strlen(root));
 		return rc;
 	}
-	/* Fails here, not at the first tool call, where openat2 is missing
-	 * (ENOSYS) or denied by a seccomp filter (EPERM, as older container
-	 * runtimes answer unknown system calls). */
-	int probe = openat2_beneath(ws->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-	if (probe < 0) {
-		int rc = fail_errno(errno, root, err, errlen);
-		if (errno == ENOSYS || errno == EPERM)
-			set_err(err, errlen, NO_OPENAT2, root, strlen(root));
-		return rc;
-	}
-	close(probe);
+	/* Decided once per handle: without openat2 (ENOSYS), or where a
+	 * seccomp filter denies it (ENOSYS, or EPERM as older container
+	 * runtimes answer unknown system calls), paths are walked instead. */
+	int probe = pc__beneath_openat2(ws->rootfd, ".", O_PATH | O_DIRECTORY, 0);
+	if (probe < 0 && errno != ENOSYS && errno != EPERM)
+		return fail_errno(errno, root, err, errlen);
+	ws->openat2 = probe >= 0;
+	if (probe >= 0)
+		close(probe);
 	ws->real = realpath(root, NULL);
 	if (!ws->real)
 		return errno == ENOMEM ? PC_ENOMEM : fail_errno(errno, root, err, errlen);

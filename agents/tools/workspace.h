@@ -23,14 +23,23 @@
  * the kernel cannot tell which of them stay inside. The check and the use
  * are one system call: nothing can swap a component in between.
  *
- * Without openat2 (Linux before 5.6, or a seccomp filter that denies it)
- * pc_workspace_open fails with PC_ESYS (errno ENOSYS or EPERM) and says
- * so. There is no user-space fallback, so confinement never depends on a
- * second, weaker resolver.
+ * Without openat2 (Linux before 5.6, or a seccomp filter that answers it
+ * with ENOSYS or EPERM), decided once in pc_workspace_open, paths are
+ * walked one component at a time from the root fd, each opened with
+ * O_NOFOLLOW (beneath.h). Links are then resolved by hand with the same
+ * outcome: relative ones that stay inside are followed, absolute ones and
+ * ones that lead out are refused, magic links are never followed. A
+ * component swapped for a link during the walk makes the open fail.
+ *
+ * A regular file with more than one hard link is refused (PC_EINVAL)
+ * wherever it is opened: another of its names may lie outside the
+ * workspace, where no path check can see it. The check is made on the
+ * opened fd (pc_workspace_check_fd), so a file swapped in after the path
+ * was resolved is checked too. Directories are not concerned.
  *
  * Errors: 0, or
  *   - PC_EINVAL: the path is refused (escape, magic link, symbolic link
- *     loop, malformed path); the message says why;
+ *     loop, malformed path, hard-linked file); the message says why;
  *   - PC_ENOTFOUND: a component does not exist (errno ENOENT);
  *   - PC_ESYS: any other failure, errno tells which (ENOTDIR, EISDIR,
  *     EACCES, ...);
@@ -48,6 +57,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../../runtime/error.h"
@@ -78,12 +88,21 @@ int pc_workspace_resolve(const pc_workspace_t *ws, const char *path, size_t len,
 /* Opens `path` confined to the workspace, with open(2) `flags` (O_CLOEXEC
  * is added) and `mode` (used with O_CREAT). Symbolic links are followed
  * while they stay inside; O_NOFOLLOW keeps its meaning for the last
- * component. The caller closes *fd. */
+ * component. A regular file with more than one hard link is refused, and
+ * with O_TRUNC it is truncated only once it passed that check. The caller
+ * closes *fd. */
 int pc_workspace_open_file(const pc_workspace_t *ws, const char *path, int flags, mode_t mode, int *fd, char *err,
 			   size_t errlen);
 
+/* Checks a file opened through the workspace (with openat relative to a
+ * directory from pc_workspace_open_parent, say): its fstat into *st, and
+ * PC_EINVAL, with a message naming `path`, when it is a regular file with
+ * more than one hard link. */
+int pc_workspace_check_fd(int fd, const char *path, struct stat *st, char *err, size_t errlen);
+
 /* Creates the missing directories above the last component of `path`
- * (mode 0777 less the umask), each one inside the workspace. Components
+ * (mode 0777 less the umask), each one inside the workspace: mkdirat with
+ * a single name in its parent, itself opened beneath the root. Components
  * are created in order, so "a/../b/f" creates "a" as well as "b". */
 int pc_workspace_make_parents(const pc_workspace_t *ws, const char *path, char *err, size_t errlen);
 
