@@ -282,6 +282,29 @@ static bool write_temp(int dirfd, char tmp[64], const char *data, size_t len, bo
 	return ok;
 }
 
+/* What is at `name` in dirfd now, checked on an fd of it (hard links are
+ * refused, workspace.h): *st and *exists. False with an error result. */
+static bool existing(int dirfd, const char *name, const char *shown, struct stat *st, bool *exists,
+		     pc_tool_output_t *out)
+{
+	/* O_PATH: no permission needed and nothing opened but the entry;
+	 * O_NOFOLLOW: a link swapped in is looked at, not through. */
+	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	*exists = fd >= 0;
+	if (fd < 0 && errno != ENOENT) {
+		fail(out, "could not write %s: %s", shown, strerror(errno));
+		return false;
+	}
+	if (fd < 0)
+		return true;
+	char err[PC_WORKSPACE_ERR_MAX];
+	int rc = pc_workspace_check_fd(fd, shown, st, err, sizeof(err));
+	close(fd);
+	if (rc != 0)
+		fail(out, "%s", err);
+	return rc == 0;
+}
+
 /*
  * Replaces `name` in dirfd by data[0..len), atomically: a temporary file
  * in the same directory, fsync, renameat, fsync of the directory. An
@@ -291,11 +314,9 @@ static bool replace_file(int dirfd, const char *name, const char *data, size_t l
 			 pc_tool_output_t *out)
 {
 	struct stat st;
-	bool exists = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-	if (!exists && errno != ENOENT) {
-		fail(out, "could not write %s: %s", shown, strerror(errno));
+	bool exists = false;
+	if (!existing(dirfd, name, shown, &st, &exists, out))
 		return false;
-	}
 	if (exists && S_ISDIR(st.st_mode)) {
 		fail(out, "%s is a directory", shown);
 		return false;
@@ -614,13 +635,15 @@ typedef struct edit_args {
 	const char *new_text;
 } edit_args_t;
 
-/* Whether the open file is a regular one. False with an error result. */
+/* Whether the open file is a regular one with a single link. False with
+ * an error result. */
 static bool regular(int fd, const char *path, pc_tool_output_t *out)
 {
 	struct stat st;
-	bool ok = fstat(fd, &st) == 0;
+	char err[PC_WORKSPACE_ERR_MAX];
+	bool ok = pc_workspace_check_fd(fd, path, &st, err, sizeof(err)) == 0;
 	if (!ok)
-		fail(out, "could not read %s: %s", path, strerror(errno));
+		fail(out, "%s", err);
 	else if (S_ISDIR(st.st_mode))
 		fail(out, "%s is a directory", path);
 	else if (!S_ISREG(st.st_mode))

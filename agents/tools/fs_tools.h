@@ -8,6 +8,13 @@
  * read, never a failed invocation. Arguments are checked here as well as by
  * the schema, so a call with wrong types gets an error result too.
  *
+ * A regular file with more than one hard link is refused by read, write
+ * and edit ("file refused: it has 2 hard links, ..."), checked on the
+ * opened file: another of its names may lie outside the workspace. write
+ * may still create a new file, and replaces an existing one only when it
+ * has a single link. list shows such a file like any other entry: it
+ * reads names, never contents.
+ *
  * Claude-Code style argument names are accepted as aliases: "file_path"
  * for "path", "old_string" / "new_string" for "oldText" / "newText". When
  * both a name and its alias are given, the name wins.
