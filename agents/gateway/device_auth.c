@@ -33,13 +33,13 @@ int pc__gw_nonce(char out[PC__GW_NONCE_MAX])
 	return 0;
 }
 
-bool pc__gw_secret_equal(const char *a, const char *b)
+bool pc__gw_secret_equal(const char *given, size_t n, const char *secret)
 {
 	/* Digests first: the comparison then takes the same time whatever
 	 * the lengths and contents. */
 	unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
-	if (!a || !b || !SHA256((const unsigned char *)a, strlen(a), da) ||
-	    !SHA256((const unsigned char *)b, strlen(b), db))
+	if (!given || !secret || !SHA256((const unsigned char *)given, n, da) ||
+	    !SHA256((const unsigned char *)secret, strlen(secret), db))
 		return false;
 	return CRYPTO_memcmp(da, db, sizeof(da)) == 0;
 }
@@ -289,7 +289,7 @@ static bool device_token_ok(struct pc__gw_ws *ws, const char *id, const char *to
 {
 	pthread_mutex_lock(&ws->lock);
 	pc__gw_device_t *d = device_find(ws, id);
-	bool ok = d && pc__gw_secret_equal(d->token, token);
+	bool ok = d && pc__gw_secret_equal(token, strlen(token), d->token);
 	if (ok) {
 		*scopes = d->scopes;
 		*issued = d->issued_ms;
@@ -331,11 +331,11 @@ static int shared_secret(const pc_gateway_config_t *gc, const cJSON *auth)
 		return 1;
 	case PC_GATEWAY_AUTH_TOKEN: {
 		const char *t = pc__gw_str(auth, "token");
-		return !t || !*t ? 0 : pc__gw_secret_equal(t, gc->token) ? 1 : -1;
+		return !t || !*t ? 0 : pc__gw_secret_equal(t, strlen(t), gc->token) ? 1 : -1;
 	}
 	case PC_GATEWAY_AUTH_PASSWORD: {
 		const char *p = pc__gw_str(auth, "password");
-		return !p || !*p ? 0 : pc__gw_secret_equal(p, gc->password) ? 1 : -1;
+		return !p || !*p ? 0 : pc__gw_secret_equal(p, strlen(p), gc->password) ? 1 : -1;
 	}
 	}
 	return -1;

@@ -141,6 +141,10 @@ bool pc__gw_origin_own(const pc_gateway_t *g, const char *origin);
 /* One Content-Type header, application/json (parameters allowed). */
 bool pc__gw_json_content(const pc_http_request_msg_t *q);
 
+/* device_auth.c: compares a presented secret (`n` bytes, no NUL needed)
+ * with the configured one in time that depends on neither's content. */
+bool pc__gw_secret_equal(const char *given, size_t n, const char *secret);
+
 /* ---- auth_limit.c: backoff for failed secrets ---- */
 
 #define PC__GW_LIMIT_MAX 4096u /* addresses remembered */

@@ -191,17 +191,6 @@ static void new_uuid(char out[37])
 
 /* ---- authorization ---- */
 
-/* Compares every byte of the secret whatever the input, so the time taken
- * depends on the secret's length only, never on where the two differ. */
-static bool secret_equal(const char *given, size_t n, const char *secret)
-{
-	size_t m = strlen(secret);
-	unsigned char diff = (unsigned char)(n != m);
-	for (size_t i = 0; i < m; i++)
-		diff |= (unsigned char)((unsigned char)secret[i] ^ (unsigned char)(i < n ? given[i] : 0));
-	return diff == 0;
-}
-
 /* The bearer credential's verdict: a wrong one counts for the client's
  * backoff, a missing one does not (nothing was guessed). */
 enum { BEARER_OK, BEARER_MISSING, BEARER_WRONG };
@@ -220,7 +209,7 @@ static int bearer(const pc_gateway_config_t *gc, const pc_http_request_msg_t *q)
 	if (n < 7 || strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
 		return BEARER_MISSING;
 	const char *tok = trimmed(h + 6, &n);
-	return n && secret_equal(tok, n, secret) ? BEARER_OK : n ? BEARER_WRONG : BEARER_MISSING;
+	return n && pc__gw_secret_equal(tok, n, secret) ? BEARER_OK : n ? BEARER_WRONG : BEARER_MISSING;
 }
 
 /* Admission, then the bearer credential under the backoff of failed

@@ -228,8 +228,6 @@ cJSON *pc__gw_health(pc_gateway_t *g);
 
 /* A fresh challenge nonce: base64url of 32 random bytes. */
 int pc__gw_nonce(char out[PC__GW_NONCE_MAX]);
-/* Compares two secrets in time that depends on neither's content. */
-bool pc__gw_secret_equal(const char *a, const char *b);
 
 /* The outcome of a connect's authentication. */
 typedef struct pc__gw_auth {
