@@ -1,8 +1,8 @@
 /*
- * One HTTP/1.x request written by hand on a fresh loopback connection,
- * for tests that must choose every header (or leave one out): Host,
- * Origin, forwarding headers, duplicates. Header-only, like the other test
- * helpers.
+ * Loopback sockets by hand: one HTTP/1.x request written on a fresh
+ * connection, for tests that must choose every header (or leave one out:
+ * Host, Origin, forwarding headers, duplicates), and a port nothing
+ * listens on. Header-only, like the other test helpers.
  */
 #ifndef PC_TESTS_RAW_HTTP_H
 #define PC_TESTS_RAW_HTTP_H
@@ -43,6 +43,20 @@ static inline int raw_http(uint16_t port, const char *head, const char *body, ch
 	int status = 0;
 	cr_assert_eq(sscanf(out, "HTTP/1.%*d %d", &status), 1, "no answer: %s", out);
 	return status;
+}
+
+/* A loopback port free a moment ago (bound, then released): for a
+ * server the test starts, or a port where nothing answers. */
+static inline uint16_t free_loopback_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
 }
 
 #endif

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gateway_harness.h"
+#include "raw_http.h"
 #include "runtime/version.h"
 
 #define TOKEN "cli-s3cret"
@@ -269,19 +270,6 @@ static void down(ctx_t *t)
 	cr_assert_eq(system(cmd), 0);
 }
 
-/* A loopback port nothing listens on (bound, then released). */
-static uint16_t dead_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
 /* ---- JSON lines ---- */
 
 /* Parses every line of `text` (each must be a JSON object) into an array. */
@@ -460,7 +448,7 @@ Test(agent_cli, the_environment_stands_in_for_flags)
 	up(&t);
 	char url[96], bad_url[96];
 	snprintf(url, sizeof(url), "PINCER_GATEWAY_URL=%s", t.url);
-	snprintf(bad_url, sizeof(bad_url), "PINCER_GATEWAY_URL=ws://127.0.0.1:%u", (unsigned)dead_port());
+	snprintf(bad_url, sizeof(bad_url), "PINCER_GATEWAY_URL=ws://127.0.0.1:%u", (unsigned)free_loopback_port());
 	const char *const env[] = {url, "PINCER_GATEWAY_TOKEN=" TOKEN, "PINCER_SESSION=from-env",
 				   "PINCER_MESSAGE=hi from env", "PINCER_JSON=1", "PINCER_AGENT_TIMEOUT=30", NULL};
 	result_t r = run_env(&t, ARGS("agent"), env);
@@ -529,7 +517,7 @@ Test(agent_cli, no_gateway_is_a_failure_never_a_local_run)
 	ctx_t t;
 	dir_only(&t);
 	char url[64];
-	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)dead_port());
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)free_loopback_port());
 	const char *const *cmds[] = {
 		ARGS("agent", "-m", "hello", "--url", url, "--token", TOKEN),
 		ARGS("agent", "-m", "hello", "--url", url, "--token", TOKEN, "--json"),
@@ -851,7 +839,7 @@ Test(agent_cli, a_message_that_is_not_utf8_is_a_usage_error)
 	ctx_t t;
 	dir_only(&t);
 	char url[64];
-	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)dead_port());
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", (unsigned)free_loopback_port());
 	const char *const local[] = {"PINCER_LOCAL=1", NULL};
 	result_t r = run(&t, ARGS("agent", "-m", "caf\xe9", "--url", url, "--token", TOKEN));
 	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);

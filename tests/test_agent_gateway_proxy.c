@@ -26,19 +26,6 @@ typedef struct proxy {
 	uint16_t port;
 } proxy_t;
 
-/* A loopback port free a moment ago. */
-static uint16_t free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
 /* nginx in the foreground, one process, everything in a temporary
  * directory, proxying HTTP and WebSocket upgrades to `upstream` the way
  * docs/gateway.md configures it. */
@@ -47,7 +34,7 @@ static void proxy_start(proxy_t *p, uint16_t upstream)
 	cr_assert_eq(access(NGINX, X_OK), 0, NGINX " is missing: scripts/deps installs nginx-light");
 	snprintf(p->dir, sizeof(p->dir), "/tmp/pincer-nginx-XXXXXX");
 	cr_assert_not_null(mkdtemp(p->dir));
-	p->port = free_port();
+	p->port = free_loopback_port();
 	char conf[128];
 	snprintf(conf, sizeof(conf), "%s/nginx.conf", p->dir);
 	FILE *f = fopen(conf, "w");
