@@ -17,8 +17,9 @@
  *     BASH_FUNC_*, IFS, BASH_ENV, ENV, NODE_OPTIONS, PYTHONPATH, ...) are
  *     refused with an error rather than dropped, so the model knows.
  *   - timeout: seconds (fractions allowed), default and maximum from the
- *     policy (1800 and 7200). Then SIGTERM to the process group, SIGKILL
- *     after the grace. It holds in the background too.
+ *     policy (1800 and 7200). Then SIGTERM to the command's tree (its
+ *     process group and everything it started), SIGKILL after the grace.
+ *     It holds in the background too.
  *   - background: return at once with a process id ("p1").
  *   - yieldMs: wait this long; a command still running then goes on in
  *     the background and its id is returned, with the output so far.
@@ -43,8 +44,10 @@
  *   - poll {id}: the status and the output since the previous poll;
  *   - log {id, offset?, limit?}: the status, how much output there was,
  *     and the output kept, or `limit` lines of it from line `offset`;
- *   - kill {id}: SIGTERM to the group (SIGKILL on a second kill, or after
+ *   - kill {id}: SIGTERM to the tree (SIGKILL on a second kill, or after
  *     the grace).
+ * Whatever a command leaves behind (`cmd &`, nohup, setsid, a daemon) is
+ * killed when the command ends (process_table.h).
  * A foreground command is in the table while it runs; it leaves when its
  * exec returns. A background one stays until the table forgets it
  * (process_table.h: its TTL after it ended, or to make room).

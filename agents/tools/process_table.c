@@ -4,14 +4,22 @@
  * Each record has its own lock; the table's lock guards only the list and
  * is always taken first. A record's life:
  *
- *   spawn -> the reader job reads the pipe until EOF (or gives it up once
- *   the group was SIGKILLed and the pipe still does not close) -> waitpid
- *   -> state set, the invocation woken.
+ *   spawn (the supervisor, which starts the command: exec_supervisor.h)
+ *   -> the reader job reads the pipe until EOF (or gives it up once the
+ *   tree was SIGKILLed and the pipe still does not close) -> waitpid on
+ *   the supervisor, its last report read -> state set, the invocation
+ *   woken.
  *
- * The rule that keeps signals safe: the group is signalled only under the
- * record's lock while the state is RUNNING, and the reader reaps with
- * waitpid(WNOHANG) under that same lock, setting the state as it does. So
- * no signal can reach a pid that was reaped and reused.
+ * The supervisor ends only after the command and everything it left
+ * behind have been killed and reaped, so a process ending means its whole
+ * tree is gone.
+ *
+ * The rule that keeps signals safe: Pincer signals only the supervisor,
+ * its own child, under the record's lock while the state is RUNNING, and
+ * the reader reaps it with waitpid(WNOHANG) under that same lock, setting
+ * the state as it does. So no signal can reach a pid that was reaped and
+ * reused. The command's group is signalled by the supervisor, which
+ * leaves the command unreaped while it does.
  *
  * Timers (the timeout, SIGTERM -> SIGKILL, the bound on an escaped pipe
  * holder) are kept by the reader itself, as its poll timeout: they work
@@ -25,7 +33,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +42,14 @@
 #include <unistd.h>
 
 #include "../../runtime/blocking.h"
+#include "exec_supervisor.h"
 #include "io/utf8.h"
 #include "tool.h"
 
-/* How long the reader keeps waiting for EOF after SIGKILL: only a process
- * that left the group can still hold the pipe by then. */
+/* How long the reader keeps waiting for EOF after asking for SIGKILL: only
+ * a process that left the supervisor's tree (its supervisor was killed
+ * under it) or a supervisor that does not answer (stopped) can still hold
+ * the pipe by then. */
 #define ESCAPE_NS ((uint64_t)1000 * 1000000u)
 /* The longest pause between two looks for the exit of a child whose pipe
  * already closed. */
@@ -56,8 +66,10 @@ struct pc_process {
 
 	char id[PC_PROCESS_ID_MAX];
 	char command[sizeof(((pc_process_info_t *)0)->command)];
-	pid_t pid;
+	pid_t pid; /* the supervisor: the only pid Pincer signals and reaps */
+	pid_t cmd; /* the command, also its process group */
 	int fd;   /* the pipe's read end: the reader's alone */
+	int status_fd; /* the supervisor's reports (exec_supervisor.h): the reader's */
 	int evfd; /* wakes the reader; -1 once it ended (guarded by lock) */
 
 	/* The output kept: a buffer that grows up to `cap`, then a ring. */
@@ -143,6 +155,7 @@ static pc_process_t *record_new(const pc_process_spawn_t *req)
 	}
 	p->refs = 1;
 	p->fd = -1;
+	p->status_fd = -1;
 	p->evfd = -1;
 	p->timeout_ms = req->timeout_ms;
 	p->grace_ns = (req->kill_grace_ms ? req->kill_grace_ms : PC_PROCESS_DEFAULT_GRACE_MS) * 1000000u;
@@ -211,7 +224,7 @@ void pc_process_info(pc_process_t *p, pc_process_info_t *out)
 	memset(out, 0, sizeof(*out));
 	memcpy(out->id, p->id, sizeof(out->id));
 	memcpy(out->command, p->command, sizeof(out->command));
-	out->pid = (int)p->pid;
+	out->pid = (int)p->cmd;
 	out->state = p->state;
 	out->code = p->code;
 	out->timeout_ms = p->timeout_ms;
@@ -239,16 +252,17 @@ static void send_signal(pid_t pid, int sig)
 	}
 }
 
-/* SIGTERM first, SIGKILL on the next request or after the grace. Under
- * p->lock, while RUNNING (the pid is not reaped, so not reused). */
+/* SIGTERM first, SIGKILL on the next request or after the grace, both
+ * passed on by the supervisor to the command's tree. Under p->lock, while
+ * RUNNING (the supervisor is not reaped, so its pid not reused). */
 static void signal_group(pc_process_t *p, uint64_t now)
 {
 	if (!p->term_ns) {
 		p->term_ns = now;
-		send_signal(-p->pid, SIGTERM);
+		send_signal(p->pid, PC_EXEC_SUP_TERM);
 	} else if (!p->kill_ns) {
 		p->kill_ns = now;
-		send_signal(-p->pid, SIGKILL);
+		send_signal(p->pid, PC_EXEC_SUP_KILL);
 	}
 	poke(p);
 }
@@ -311,7 +325,37 @@ static uint64_t run_timers(pc_process_t *p, uint64_t now, bool pipe_open)
 	return next;
 }
 
-/* Reaps the child if it has exited and records how. Under p->lock. */
+/* How the command ended, from the supervisor that has exited with
+ * `status` (r: waitpid's return). Under p->lock. */
+static void record_end(pc_process_t *p, pid_t r, int status)
+{
+	pc_exec_report_t rep = {0};
+	ssize_t n;
+	do
+		n = read(p->status_fd, &rep, sizeof(rep));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(rep) && rep.kind == PC_EXEC_REPORT_EXITED) {
+		p->state = PC_PROCESS_EXITED;
+		p->code = rep.value;
+	} else if (n == (ssize_t)sizeof(rep) && rep.kind == PC_EXEC_REPORT_SIGNALED) {
+		p->state = PC_PROCESS_SIGNALED;
+		p->code = rep.value;
+	} else if (r > 0 && WIFSIGNALED(status)) {
+		/* The supervisor was killed before it could tell. */
+		p->state = PC_PROCESS_SIGNALED;
+		p->code = WTERMSIG(status);
+	} else {
+		/* r < 0 (ECHILD): the status is lost (the embedder ignores
+		 * SIGCHLD, or reaped it): read as -1. */
+		p->state = PC_PROCESS_EXITED;
+		p->code = -1;
+	}
+	if (p->timed_out)
+		p->state = PC_PROCESS_TIMED_OUT;
+}
+
+/* Reaps the supervisor if it has exited and records how the command
+ * ended. Under p->lock. */
 static bool try_reap(pc_process_t *p)
 {
 	int status = 0;
@@ -321,17 +365,7 @@ static bool try_reap(pc_process_t *p)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return false;
-	if (r > 0 && WIFSIGNALED(status)) {
-		p->state = PC_PROCESS_SIGNALED;
-		p->code = WTERMSIG(status);
-	} else {
-		/* r < 0 (ECHILD): the status is lost (the embedder ignores
-		 * SIGCHLD, or reaped it): read as -1. */
-		p->state = PC_PROCESS_EXITED;
-		p->code = r > 0 ? WEXITSTATUS(status) : -1;
-	}
-	if (p->timed_out)
-		p->state = PC_PROCESS_TIMED_OUT;
+	record_end(p, r, status);
 	return true;
 }
 
@@ -393,9 +427,10 @@ static pc_msg_t *reader_run(void *arg)
 		pthread_mutex_lock(&p->lock);
 		uint64_t next = run_timers(p, now, pipe_open);
 		if (pipe_open && p->kill_ns && now >= p->kill_ns + ESCAPE_NS) {
-			/* A process that left the group holds the pipe: give it
-			 * up. The child itself may have left too: SIGKILL it by
-			 * pid (not reaped yet, so not reused). */
+			/* A process out of the supervisor's reach holds the
+			 * pipe, or the supervisor does not answer: give the pipe
+			 * up and SIGKILL the supervisor (not reaped yet, so not
+			 * reused); the command's parent-death signal kills it. */
 			pipe_open = false;
 			send_signal(p->pid, SIGKILL);
 		}
@@ -424,27 +459,36 @@ static pc_msg_t *reader_run(void *arg)
 			pipe_open = read_some(p);
 	}
 	close(p->fd);
-	p->fd = -1;
+	close(p->status_fd);
+	p->fd = p->status_fd = -1;
 	notify_end(p, who);
 	pc_process_release(p);
 	return NULL;
+}
+
+/* Asks the supervisor to SIGKILL the tree and waits until it has done so
+ * and exited. Returns waitpid's result, with its status. */
+static pid_t kill_and_wait(pc_process_t *p, int *status)
+{
+	pid_t r;
+	send_signal(p->pid, PC_EXEC_SUP_KILL);
+	while ((r = waitpid(p->pid, status, 0)) < 0 && errno == EINTR)
+		;
+	return r;
 }
 
 /* The runtime stopped before the reader ran: kill, reap, end. */
 static void reader_discard(void *arg)
 {
 	pc_process_t *p = arg;
-	pthread_mutex_lock(&p->lock);
-	send_signal(-p->pid, SIGKILL);
-	pthread_mutex_unlock(&p->lock);
 	close(p->fd);
 	p->fd = -1;
-	int status;
-	while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status = 0;
 	pthread_mutex_lock(&p->lock);
-	p->state = PC_PROCESS_SIGNALED;
-	p->code = SIGKILL;
+	pid_t r = kill_and_wait(p, &status);
+	record_end(p, r, status);
+	close(p->status_fd);
+	p->status_fd = -1;
 	pc_actor_t *who = ended_locked(p);
 	pthread_mutex_unlock(&p->lock);
 	notify_end(p, who);
@@ -453,70 +497,71 @@ static void reader_discard(void *arg)
 
 /* ---- spawning ------------------------------------------------------------ */
 
-/* The child's setup: its own process group, default signal dispositions
- * and an empty mask (workers may block or ignore signals), stdin from
- * /dev/null, stdout and stderr into the pipe, the working directory. Every
- * other descriptor of ours is close-on-exec. */
-static int spawn_child(const pc_process_spawn_t *req, int wfd, pid_t *pid)
+/* Reads the supervisor's first report: 0 once the command runs (its pid
+ * in p->cmd), else an errno value. */
+static int read_start(pc_process_t *p)
 {
-	posix_spawnattr_t attr;
-	posix_spawn_file_actions_t fa;
-	int err = posix_spawnattr_init(&attr);
-	if (err)
-		return err;
-	err = posix_spawn_file_actions_init(&fa);
-	if (err) {
-		posix_spawnattr_destroy(&attr);
-		return err;
-	}
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	sigdelset(&all, SIGKILL);
-	sigdelset(&all, SIGSTOP);
-	short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-	if (!err)
-		err = posix_spawnattr_setflags(&attr, flags);
-	if (!err)
-		err = posix_spawnattr_setpgroup(&attr, 0);
-	if (!err)
-		err = posix_spawnattr_setsigmask(&attr, &none);
-	if (!err)
-		err = posix_spawnattr_setsigdefault(&attr, &all);
-	/* The dup2s come first: the pipe may itself sit on 0, 1 or 2. */
-	if (!err)
-		err = posix_spawn_file_actions_adddup2(&fa, wfd, 1);
-	if (!err)
-		err = posix_spawn_file_actions_adddup2(&fa, wfd, 2);
-	if (!err)
-		err = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	if (!err)
-		err = posix_spawn_file_actions_addchdir_np(&fa, req->cwd);
-	if (!err)
-		err = posix_spawn(pid, req->path, &fa, &attr, req->argv, req->envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	return err;
+	pc_exec_report_t rep = {0};
+	ssize_t n;
+	do
+		n = read(p->status_fd, &rep, sizeof(rep));
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno;
+	if (n != (ssize_t)sizeof(rep) || (rep.kind != PC_EXEC_REPORT_STARTED && rep.kind != PC_EXEC_REPORT_FAILED))
+		return EIO; /* it died before it could tell */
+	if (rep.kind == PC_EXEC_REPORT_FAILED)
+		return rep.value > 0 ? rep.value : EIO;
+	p->cmd = (pid_t)rep.value;
+	return 0;
 }
 
-/* Starts the child and its descriptors. PC_ESYS with errno set. */
+/* Starts the supervisor and, through it, the command; waits until the
+ * command was exec'd (or could not be). PC_ESYS with errno set. */
 static int start_process(pc_process_t *p, const pc_process_spawn_t *req)
 {
-	int pipefd[2];
+	int pipefd[2], st[2];
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
 		return PC_ESYS;
+	if (pipe2(st, O_CLOEXEC) != 0) {
+		int saved = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		errno = saved;
+		return PC_ESYS;
+	}
+	p->status_fd = st[0];
 	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	int err = p->evfd < 0 ? errno : 0;
 	if (!err && fcntl(pipefd[0], F_SETFL, O_NONBLOCK) != 0)
 		err = errno;
-	if (!err)
-		err = spawn_child(req, pipefd[1], &p->pid);
+	bool started = false;
+	if (!err) {
+		pc_exec_sup_req_t sr = {.path = req->path, .argv = req->argv, .envp = req->envp, .cwd = req->cwd,
+					.out_fd = pipefd[1], .status_fd = st[1]};
+		err = pc__exec_supervisor_start(&sr, &p->pid);
+		started = err == 0;
+	}
 	close(pipefd[1]);
+	close(st[1]);
+	if (started)
+		err = read_start(p);
+	/* The last report is read once the supervisor was reaped: it is there
+	 * or never comes, so the read must not wait. */
+	if (!err && fcntl(p->status_fd, F_SETFL, O_NONBLOCK) != 0)
+		err = errno;
 	if (err) {
+		if (started) {
+			int status;
+			pthread_mutex_lock(&p->lock);
+			kill_and_wait(p, &status);
+			pthread_mutex_unlock(&p->lock);
+		}
 		close(pipefd[0]);
+		close(p->status_fd);
 		if (p->evfd >= 0)
 			close(p->evfd);
-		p->evfd = -1;
+		p->status_fd = p->evfd = -1;
 		errno = err;
 		return PC_ESYS;
 	}
@@ -526,16 +571,17 @@ static int start_process(pc_process_t *p, const pc_process_spawn_t *req)
 	return 0;
 }
 
-/* A child whose reader could not be queued: kill and reap it here. */
+/* A process whose reader could not be queued: kill and reap it here. */
 static void abandon_process(pc_process_t *p)
 {
-	send_signal(-p->pid, SIGKILL);
 	int status;
-	while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
-		;
+	pthread_mutex_lock(&p->lock);
+	kill_and_wait(p, &status);
+	pthread_mutex_unlock(&p->lock);
 	close(p->fd);
+	close(p->status_fd);
 	close(p->evfd);
-	p->fd = p->evfd = -1;
+	p->fd = p->status_fd = p->evfd = -1;
 }
 
 /* ---- the table ------------------------------------------------------------ */

@@ -4,14 +4,17 @@
  * them so that a process can outlive the tool call that started it.
  *
  * A process runs in its own process group (its pid is the group id), with
- * stdin from /dev/null and stdout and stderr merged into one pipe. A job
- * on the runtime's blocking pool (runtime/blocking.h) reads that pipe
- * until EOF, keeping the last `max_output` bytes, then reaps the child
- * with waitpid and wakes the tool invocation that asked (pc_tool_wake).
- * Killing signals the whole group: SIGTERM, then SIGKILL after a grace;
- * grandchildren go too. A process that escaped the group and still holds
- * the pipe is not waited for: once the group was killed the reader gives
- * the pipe up after a bounded wait.
+ * stdin from /dev/null and stdout and stderr merged into one pipe, under a
+ * supervisor of its own (exec_supervisor.h) that adopts whatever the
+ * process leaves behind and kills all of it when the process ends, or
+ * when Pincer dies. A job on the runtime's blocking pool
+ * (runtime/blocking.h) reads that pipe until EOF, keeping the last
+ * `max_output` bytes, then reaps the supervisor with waitpid (by pid: no
+ * other child is touched) and wakes the tool invocation that asked
+ * (pc_tool_wake). Killing signals the whole tree: SIGTERM, then SIGKILL
+ * after a grace. A process that got out of the tree (its supervisor was
+ * killed under it) and still holds the pipe is not waited for: the reader
+ * gives the pipe up after a bounded wait.
  *
  * Each running process holds one blocking-pool thread (the runtime's
  * `blocking_threads`, 4 by default), so the table's `max_running` (3 by
