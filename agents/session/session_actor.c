@@ -1153,6 +1153,8 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 	}
 	clear_drops(s);
+	/* exec's background processes live no longer than their session. */
+	pc_process_table_end_session(s->agent->processes, s->key);
 	hook_session_end(s, reason);
 	pc_agent_t *a = s->agent;
 	free(s->key);

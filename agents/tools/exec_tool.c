@@ -579,7 +579,8 @@ static int spawn_failed(pc_tool_task_t *t, int rc)
 	return rc;
 }
 
-static int launch(pc_tool_task_t *t, const exec_cfg_t *cfg, const exec_args_t *a, const launch_t *l)
+static int launch(pc_tool_task_t *t, const exec_cfg_t *cfg, const exec_args_t *a, const launch_t *l,
+		  const char *session_key)
 {
 	pc_actor_t *waker = NULL;
 	int rc = pc_tool_task_waker(t, &waker);
@@ -591,6 +592,7 @@ static int launch(pc_tool_task_t *t, const exec_cfg_t *cfg, const exec_args_t *a
 		.envp = l->env.v,
 		.cwd = l->cwd,
 		.command = a->command,
+		.session_key = session_key,
 		.max_output = cfg->max_output,
 		.timeout_ms = a->timeout_ms,
 		.kill_grace_ms = cfg->grace_ms,
@@ -641,7 +643,7 @@ static int exec_start(void *user, pc_tool_task_t *t, const cJSON *args, const pc
 	if (rc == 1)
 		rc = complete_fmt(t, true, "%s", err);
 	else if (rc == 0)
-		rc = launch(t, cfg, &a, &l);
+		rc = launch(t, cfg, &a, &l, env->session_key);
 	launch_free(&l);
 	return rc;
 }

@@ -47,7 +47,8 @@
  *   - kill {id}: SIGTERM to the tree (SIGKILL on a second kill, or after
  *     the grace).
  * Whatever a command leaves behind (`cmd &`, nohup, setsid, a daemon) is
- * killed when the command ends (process_table.h).
+ * killed when the command ends (process_table.h); background processes
+ * also end with their session (pc_process_table_end_session).
  * A foreground command is in the table while it runs; it leaves when its
  * exec returns. A background one stays until the table forgets it
  * (process_table.h: its TTL after it ended, or to make room).

@@ -84,6 +84,7 @@ struct pc_process {
 	pc_process_state_t state;
 	int code;
 	bool forgotten; /* out of sight; dropped once it has ended */
+	char *session;  /* the session it belongs to; NULL: none */
 	bool timed_out;
 	uint64_t timeout_ms;
 	uint64_t grace_ns;
@@ -128,6 +129,7 @@ void pc_process_release(pc_process_t *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->ended);
 	pc_actor_release(p->notify);
+	free(p->session);
 	free(p->buf);
 	free(p);
 }
@@ -140,15 +142,17 @@ static pc_process_t *record_new(const pc_process_spawn_t *req)
 	p->cap = req->max_output ? req->max_output : PC_PROCESS_DEFAULT_OUTPUT;
 	p->size = p->cap < INITIAL_BUF ? p->cap : INITIAL_BUF;
 	p->buf = malloc(p->size);
+	p->session = req->session_key ? strdup(req->session_key) : NULL;
 	pthread_condattr_t ca;
 	bool cond_ok = pthread_condattr_init(&ca) == 0;
 	if (cond_ok) {
 		cond_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&p->ended, &ca) == 0;
 		pthread_condattr_destroy(&ca);
 	}
-	if (!p->buf || !cond_ok || pthread_mutex_init(&p->lock, NULL) != 0) {
+	if (!p->buf || (req->session_key && !p->session) || !cond_ok || pthread_mutex_init(&p->lock, NULL) != 0) {
 		if (cond_ok)
 			pthread_cond_destroy(&p->ended);
+		free(p->session);
 		free(p->buf);
 		free(p);
 		return NULL;
@@ -746,6 +750,23 @@ void pc_process_forget(pc_process_t *p)
 	pthread_mutex_lock(&p->lock);
 	p->forgotten = true;
 	pthread_mutex_unlock(&p->lock);
+}
+
+size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_key)
+{
+	if (!t || !session_key)
+		return 0;
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		pc_process_t *p = t->procs[i];
+		/* The key is set at spawn and never changes: no lock to read it. */
+		if (!p->session || strcmp(p->session, session_key) != 0)
+			continue;
+		n += pc_process_kill(p) == 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 /* Waits until the process ended or `until` (monotonic ns) passed. */

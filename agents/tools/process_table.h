@@ -67,6 +67,10 @@ typedef struct pc_process_table_config {
 
 /* `cfg` may be NULL (the defaults). The caller owns *out. */
 int pc_process_table_new(const pc_process_table_config_t *cfg, pc_process_table_t **out);
+/* The session `session_key` has ended: every process of it still running
+ * is killed as pc_process_kill does (SIGTERM, SIGKILL after the grace).
+ * Returns how many were. NULL arguments are a no-op. */
+size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_key);
 /* Kills every process still running (SIGTERM, then SIGKILL after its
  * grace) and waits, bounded by the longest grace plus a few seconds, for
  * their readers to reap them; then drops every record. */
@@ -96,6 +100,8 @@ typedef struct pc_process_spawn {
 	char *const *envp;       /* NULL-terminated: the whole environment */
 	const char *cwd;         /* the working directory */
 	const char *command;     /* as the user gave it, for lists */
+	const char *session_key; /* the session it belongs to (pc_process_table_end_session);
+				  * may be NULL: none */
 	size_t max_output;       /* bytes of output kept (the tail); 0: PC_PROCESS_DEFAULT_OUTPUT */
 	uint64_t timeout_ms;     /* killed (SIGTERM, SIGKILL) after this; 0: never */
 	uint64_t kill_grace_ms;  /* SIGTERM -> SIGKILL; 0: PC_PROCESS_DEFAULT_GRACE_MS */

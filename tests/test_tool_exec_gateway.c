@@ -1,0 +1,284 @@
+/*
+ * exec's processes and the life of the real `pincer gateway` (the binary
+ * built next to this test, on a free loopback port, with its embedded
+ * mock LLM): a chat completion whose model answer calls exec with
+ * `background: true`, the command leaving a process in a session of its
+ * own; then
+ *   - SIGTERM to the gateway: it exits 0, and neither is left;
+ *   - SIGKILL to the gateway: nothing can clean up in it, and still
+ *     neither is left (each command's supervisor learns of the death from
+ *     its parent-death signal and takes its tree along);
+ *   - the session ends (it retires when idle): so do they.
+ *
+ * Every wait is bounded; only this test's own children and the pids the
+ * commands wrote down are signalled, by pid.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "curl_client.h"
+#include "test_util.h"
+#include "tool_proc_watch.h"
+
+#define TOKEN "exec-s3cret"
+#define START_MS 60000 /* sanitizer builds start slowly */
+#define GONE_MS 10000
+/* The command: a process in a session of its own (esc.pid), then the
+ * command itself goes on (main.pid). */
+#define COMMAND                                                                                    \
+	"setsid sh -c 'echo $$ > esc.pid; exec sleep 99' >/dev/null 2>&1 & "                        \
+	"i=0; while ! test -s esc.pid && test $i -lt 500; do sleep 0.01; i=$((i+1)); done; "         \
+	"echo $$ > main.pid; exec sleep 98"
+
+typedef struct gwp {
+	char dir[64];
+	char pincer[PATH_MAX];
+	char out[PATH_MAX], err[PATH_MAX];
+	pid_t pid;
+	uint16_t port;
+} gwp_t;
+
+static char gw_dir[64]; /* the current test's directory, for kill_leftovers */
+
+/* After each test, even one that failed half-way: SIGKILL what the
+ * command wrote down and is still alive. */
+static void kill_leftovers(void)
+{
+	static const char *const names[] = {"main.pid", "esc.pid"};
+	for (size_t i = 0; gw_dir[0] && i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", gw_dir, names[i]);
+		(void)watch_pid_file(path, 0);
+	}
+	watched_kill_all();
+}
+
+TestSuite(exec_gateway, .fini = kill_leftovers);
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_gt(fputs(text, f), -1);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	for (;;) {
+		if (cap - n < 4096) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap);
+			cr_assert_not_null(buf);
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Starts `pincer gateway --port 0` in a fresh directory (its workspace,
+ * its PINCER_HOME), sessions retiring after `idle_s` idle seconds. */
+static void gw_up(gwp_t *g, unsigned idle_s)
+{
+	memset(g, 0, sizeof(*g));
+	snprintf(g->dir, sizeof(g->dir), "/tmp/pincer-exec-gw-XXXXXX");
+	cr_assert_not_null(mkdtemp(g->dir));
+	memcpy(gw_dir, g->dir, sizeof(gw_dir));
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	cr_assert_gt(len, 0);
+	exe[len] = '\0';
+	snprintf(g->pincer, sizeof(g->pincer), "%s/../agents/pincer", dirname(exe));
+	cr_assert_eq(access(g->pincer, X_OK), 0, "%s is missing: build the pincer target", g->pincer);
+	char cfg[128], text[1024], home[PATH_MAX];
+	snprintf(cfg, sizeof(cfg), "%s/pincer-test.json", g->dir);
+	snprintf(text, sizeof(text),
+		 "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
+		 "\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"sessionIdleSeconds\":%u,\"workspace\":\"%s\"}},"
+		 "\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}}}",
+		 idle_s, g->dir);
+	write_file(cfg, text);
+	snprintf(g->out, sizeof(g->out), "%s/gw.out", g->dir);
+	snprintf(g->err, sizeof(g->err), "%s/gw.err", g->dir);
+	write_file(g->out, "");
+	write_file(g->err, "");
+	snprintf(home, sizeof(home), "PINCER_HOME=%s", g->dir);
+	char *argv[] = {g->pincer, "gateway", "--port", "0", "--config", cfg, NULL};
+	char *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
+	pid_t parent = getpid();
+	fflush(NULL);
+	g->pid = fork();
+	cr_assert_geq(g->pid, 0);
+	if (g->pid == 0) {
+		/* async-signal-safe calls only; it must not outlive the test */
+		int in = open("/dev/null", O_RDONLY), out = open(g->out, O_WRONLY), err = open(g->err, O_WRONLY);
+		if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+		    chdir(g->dir) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(127);
+		execve(g->pincer, argv, envp);
+		_exit(127);
+	}
+	uint64_t until = now_ms() + START_MS;
+	cJSON *j = NULL;
+	while (!j && now_ms() < until) {
+		char *s = slurp(g->out);
+		if (strstr(s, "\"listening\""))
+			j = cJSON_Parse(s);
+		free(s);
+		if (!j)
+			sleep_ms(20);
+	}
+	cr_assert_not_null(j, "the gateway did not start");
+	g->port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+	cJSON_Delete(j);
+	cr_assert_gt(g->port, 0);
+}
+
+/* Waits for the gateway's exit (SIGKILL after `ms`): its status, 128 + a
+ * signal, or -1 when it had to be killed. */
+static int gw_wait(gwp_t *g, uint64_t ms)
+{
+	int status = 0;
+	uint64_t until = now_ms() + ms;
+	while (waitpid(g->pid, &status, WNOHANG) == 0) {
+		if (now_ms() >= until) {
+			kill(g->pid, SIGKILL);
+			waitpid(g->pid, &status, 0);
+			g->pid = 0;
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	g->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void gw_down(gwp_t *g)
+{
+	if (g->pid) {
+		kill(g->pid, SIGTERM);
+		gw_wait(g, START_MS);
+	}
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g->dir);
+	gw_dir[0] = '\0';
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* One chat completion in session `key` whose model answer calls exec with
+ * `args`; returns once the run has answered. */
+static void chat_exec(gwp_t *g, const char *key, cJSON *args)
+{
+	cJSON *step = cJSON_CreateObject();
+	cJSON_AddStringToObject(step, "kind", "tool_calls");
+	cJSON *calls = cJSON_AddArrayToObject(step, "tool_calls");
+	cJSON *call = cJSON_CreateObject();
+	cJSON_AddStringToObject(call, "name", "exec");
+	cJSON_AddItemToObject(call, "arguments", args);
+	cJSON_AddItemToArray(calls, call);
+	char *s = cJSON_PrintUnformatted(step);
+	cJSON_Delete(step);
+	cr_assert_not_null(s);
+	char *msg = NULL;
+	cr_assert_geq(asprintf(&msg, "run it [[mock:%s]]", s), 0);
+	cJSON_free(s);
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddStringToObject(body, "model", "pincer");
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", "user");
+	cJSON_AddStringToObject(m, "content", msg);
+	free(msg);
+	cJSON *msgs = cJSON_AddArrayToObject(body, "messages");
+	cJSON_AddItemToArray(msgs, m);
+	char *b = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	char keyh[128];
+	snprintf(keyh, sizeof(keyh), "x-pincer-session-key: %s", key);
+	const char *hdrs[] = {"Authorization: Bearer " TOKEN, keyh, NULL};
+	resp_t r = {0};
+	curl_request(g->port, "POST", "/v1/chat/completions", hdrs, b, strlen(b), 60000, &r);
+	cJSON_free(b);
+	cr_assert_eq(r.code, CURLE_OK, "%s", curl_easy_strerror(r.code));
+	cr_assert_eq(r.status, 200, "status %ld: %s", r.status, r.body);
+	resp_free(&r);
+}
+
+/* Starts COMMAND in the background through a chat; the two it leaves. */
+static void start_background(gwp_t *g, const char *key, watched_t *main_w, watched_t *esc)
+{
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "command", COMMAND);
+	cJSON_AddBoolToObject(args, "background", true);
+	chat_exec(g, key, args);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/main.pid", g->dir);
+	*main_w = watch_pid_file(path, GONE_MS);
+	snprintf(path, sizeof(path), "%s/esc.pid", g->dir);
+	*esc = watch_pid_file(path, GONE_MS);
+	cr_assert(main_w->pid > 0 && esc->pid > 0, "the command did not run");
+	cr_assert(watched_alive(main_w) && watched_alive(esc), "the background command did not stay");
+}
+
+Test(exec_gateway, sigterm_kills_every_tree_before_exit)
+{
+	gwp_t g;
+	gw_up(&g, 3600);
+	watched_t main_w, esc;
+	start_background(&g, "term-1", &main_w, &esc);
+	cr_assert_eq(kill(g.pid, SIGTERM), 0);
+	int st = gw_wait(&g, START_MS);
+	/* Gone by the time the gateway has exited: no wait needed. */
+	bool main_gone = await_gone_or_kill(&main_w, 0), esc_gone = await_gone_or_kill(&esc, 0);
+	cr_assert_eq(st, 0, "the gateway exited %d", st);
+	cr_assert(main_gone, "the background command outlived the gateway");
+	cr_assert(esc_gone, "the background command's escape outlived the gateway");
+	gw_down(&g);
+}
+
+Test(exec_gateway, sigkill_leaves_no_process)
+{
+	gwp_t g;
+	gw_up(&g, 3600);
+	watched_t main_w, esc;
+	start_background(&g, "kill-1", &main_w, &esc);
+	cr_assert_eq(kill(g.pid, SIGKILL), 0);
+	cr_assert_eq(gw_wait(&g, START_MS), 128 + SIGKILL);
+	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
+	cr_assert(main_gone, "the background command outlived the SIGKILLed gateway");
+	cr_assert(esc_gone, "the background command's escape outlived the SIGKILLed gateway");
+	gw_down(&g);
+}
+
+Test(exec_gateway, session_end_kills_its_background_processes)
+{
+	gwp_t g;
+	gw_up(&g, 1);
+	watched_t main_w, esc;
+	start_background(&g, "idle-1", &main_w, &esc);
+	/* The session retires a second or so after its run. */
+	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
+	cr_assert(main_gone, "the background command outlived its session");
+	cr_assert(esc_gone, "the background command's escape outlived its session");
+	gw_down(&g);
+}
