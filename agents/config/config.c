@@ -31,6 +31,7 @@
 #include "../../io/origin.h"
 #include "../run/idle_breaker.h"
 #include "../session/diagnostics.h"
+#include "../tools/exec_launchers.h"
 
 /* The largest integer a JSON number (a double) holds exactly. */
 #define BIG_INT ((int64_t)1 << 53)
@@ -928,6 +929,16 @@ static void parse_exec(pctx_t *x, const cJSON *ej, const char *path, pc_exec_con
 	if (get_str_array(x, ej, "allow", path, 1024, &arr, &n)) {
 		e->allow = names_of(x, arr, n);
 		e->allow_count = n;
+		/* allowlist confines the program, not its arguments: a program
+		 * that runs others would let any command through. */
+		char list[PATH_LEN];
+		sub(list, path, "allow");
+		for (size_t i = 0; e->allow && i < n; i++)
+			if (pc_exec_is_launcher(e->allow[i]))
+				err(x, at(q, list, i),
+				    "\"%s\" runs other programs or code, so allowing it allows every command; list "
+				    "the programs themselves (docs/tools.md names the refused launchers)",
+				    e->allow[i]);
 	}
 	if (get_str_array(x, ej, "env", path, 1024, &arr, &n)) {
 		e->env = names_of(x, arr, n);

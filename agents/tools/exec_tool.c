@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exec_launchers.h"
+
 extern char **environ;
 
 enum {
@@ -858,6 +860,11 @@ int pc_tool_register_exec(pc_tool_registry_t *r, const pc_exec_policy_t *policy,
 	if (!r || !policy || !table || (policy->mode != PC_EXEC_OFF && policy->mode != PC_EXEC_ALLOWLIST &&
 					policy->mode != PC_EXEC_FULL))
 		return PC_EINVAL;
+	/* The program is all allowlist confines: one that runs others would
+	 * open it to every command (exec_launchers.h). */
+	for (size_t i = 0; policy->allow && i < policy->n_allow; i++)
+		if (pc_exec_is_launcher(policy->allow[i]))
+			return PC_EINVAL;
 	exec_cfg_t *cfg = NULL;
 	int rc = cfg_new(policy, table, &cfg);
 	if (rc != 0)

@@ -99,8 +99,9 @@ typedef struct pc_exec_policy {
  * registry owns the copy of the policy. exec's invocation timeout is the
  * policy's maximum plus the grace and a minute, so that its own timeout
  * ends it first. PC_EINVAL for a NULL argument, an unknown mode, a NULL
- * string in a list, an env_extra entry without '=', or a default timeout
- * above the maximum; PC_EEXIST if either name is taken (when "process" is
+ * string in a list, a program in `allow` that runs other programs
+ * (exec_launchers.h), an env_extra entry without '=', or a default
+ * timeout above the maximum; PC_EEXIST if either name is taken (when "process" is
  * the one, "exec" stays registered).
  */
 int pc_tool_register_exec(pc_tool_registry_t *r, const pc_exec_policy_t *policy, pc_process_table_t *table);
