@@ -8,7 +8,8 @@
  *   - SIGKILL to the gateway: nothing can clean up in it, and still
  *     neither is left (each command's supervisor learns of the death from
  *     its parent-death signal and takes its tree along);
- *   - the session ends (it retires when idle): so do they.
+ *   - an idle session whose background command runs does not retire
+ *     (which would end it): the command's time limit ends both.
  *
  * Every wait is bounded; only this test's own children and the pids the
  * commands wrote down are signalled, by pid.
@@ -224,12 +225,9 @@ static void chat_exec(gwp_t *g, const char *key, cJSON *args)
 	resp_free(&r);
 }
 
-/* Starts COMMAND in the background through a chat; the two it leaves. */
-static void start_background(gwp_t *g, const char *key, watched_t *main_w, watched_t *esc)
+/* Runs exec with `args` (COMMAND) through a chat; the two it leaves. */
+static void start_with(gwp_t *g, const char *key, cJSON *args, watched_t *main_w, watched_t *esc)
 {
-	cJSON *args = cJSON_CreateObject();
-	cJSON_AddStringToObject(args, "command", COMMAND);
-	cJSON_AddBoolToObject(args, "background", true);
 	chat_exec(g, key, args);
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/main.pid", g->dir);
@@ -238,6 +236,15 @@ static void start_background(gwp_t *g, const char *key, watched_t *main_w, watch
 	*esc = watch_pid_file(path, GONE_MS);
 	cr_assert(main_w->pid > 0 && esc->pid > 0, "the command did not run");
 	cr_assert(watched_alive(main_w) && watched_alive(esc), "the background command did not stay");
+}
+
+/* Starts COMMAND in the background through a chat; the two it leaves. */
+static void start_background(gwp_t *g, const char *key, watched_t *main_w, watched_t *esc)
+{
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "command", COMMAND);
+	cJSON_AddBoolToObject(args, "background", true);
+	start_with(g, key, args, main_w, esc);
 }
 
 Test(exec_gateway, sigterm_kills_every_tree_before_exit)
@@ -270,15 +277,29 @@ Test(exec_gateway, sigkill_leaves_no_process)
 	gw_down(&g);
 }
 
-Test(exec_gateway, session_end_kills_its_background_processes)
+/* A session whose background command runs is in use: it does not retire
+ * (which would end the command) however long it is idle; the command's
+ * time limit ends it and everything it left, and then the session may
+ * retire. */
+Test(exec_gateway, a_background_command_keeps_its_session_until_its_time_limit)
 {
 	gwp_t g;
 	gw_up(&g, 1);
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "command", COMMAND);
+	cJSON_AddBoolToObject(args, "background", true);
+	cJSON_AddNumberToObject(args, "timeout", 4);
 	watched_t main_w, esc;
-	start_background(&g, "idle-1", &main_w, &esc);
-	/* The session retires a second or so after its run. */
+	start_with(&g, "idle-1", args, &main_w, &esc);
+	uint64_t started = now_ms();
+	/* three idle periods later, both still run */
+	sleep_ms(3000);
+	cr_assert(watched_alive(&main_w), "the background command ended with its idle session");
+	cr_assert(watched_alive(&esc), "the background command's escape ended with its idle session");
+	/* the time limit (4 s, then SIGKILL after a 2 s grace) takes them */
 	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
-	cr_assert(main_gone, "the background command outlived its session");
-	cr_assert(esc_gone, "the background command's escape outlived its session");
+	cr_assert(main_gone, "the background command outlived its time limit");
+	cr_assert(esc_gone, "the background command's escape outlived its time limit");
+	cr_assert_geq(now_ms() - started, 3500, "ended before its time limit");
 	gw_down(&g);
 }

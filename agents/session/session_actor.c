@@ -1108,8 +1108,16 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			slot_end(s, &s->interrupt, PC_RUN_STATUS_ERROR, "previous_run_still_shutting_down");
 		return 0;
 	case PC__MSG_SESSION_IDLE:
-		if (!s->active && !s->interrupt && s->qn == 0 && s->pn == 0 &&
-		    pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
+		if (s->active || s->interrupt || s->qn || s->pn)
+			return 0;
+		/* a background command of its own still runs: the session is
+		 * in use, and retiring would end that command with it; the
+		 * reaper asks again after another idle period */
+		if (pc_process_table_session_running(s->agent->processes, s->key) > 0) {
+			pc__session_set_idle(s->agent, s->key, true);
+			return 0;
+		}
+		if (pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
 			s->retiring = true;
 			pc_exit(ctx, PC_EXIT_NORMAL);
 		}
@@ -1153,7 +1161,8 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 	}
 	clear_drops(s);
-	/* exec's background processes live no longer than their session. */
+	/* exec's background processes live no longer than their session
+	 * (it does not retire while they run: this is shutdown or a failure) */
 	pc_process_table_end_session(s->agent->processes, s->key);
 	hook_session_end(s, reason);
 	pc_agent_t *a = s->agent;

@@ -769,6 +769,24 @@ size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_k
 	return n;
 }
 
+size_t pc_process_table_session_running(pc_process_table_t *t, const char *session_key)
+{
+	if (!t || !session_key)
+		return 0;
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		pc_process_t *p = t->procs[i];
+		if (!p->session || strcmp(p->session, session_key) != 0)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		n += p->state == PC_PROCESS_RUNNING;
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 /* Waits until the process ended or `until` (monotonic ns) passed. */
 static bool wait_ended(pc_process_t *p, uint64_t until)
 {

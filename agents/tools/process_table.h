@@ -71,6 +71,9 @@ int pc_process_table_new(const pc_process_table_config_t *cfg, pc_process_table_
  * is killed as pc_process_kill does (SIGTERM, SIGKILL after the grace).
  * Returns how many were. NULL arguments are a no-op. */
 size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_key);
+/* How many processes of session `session_key` are running now (a session
+ * that has some is not idle). NULL arguments: 0. */
+size_t pc_process_table_session_running(pc_process_table_t *t, const char *session_key);
 /* Kills every process still running (SIGTERM, then SIGKILL after its
  * grace) and waits, bounded by the longest grace plus a few seconds, for
  * their readers to reap them; then drops every record. */
