@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../../io/buf_internal.h"
+#include "../../io/utf8.h"
 #include "fs_tools.h"
 #include "workspace.h"
 
@@ -80,39 +81,6 @@ static int finished(const pc_tool_output_t *out)
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
-/* The length (1..4) of the valid UTF-8 sequence at s[0..n), 0 when it is
- * invalid (overlong forms and surrogates included), -1 when n ends it early. */
-static int utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	int len;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2;
-		cp = c & 0x1f;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	for (int i = 1; i < len; i++) {
-		if ((size_t)i >= n)
-			return -1;
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3fu);
-	}
-	if ((len == 3 && cp < 0x800) || (cp >= 0xd800 && cp <= 0xdfff) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 /* Appends s[0..n) as valid UTF-8: invalid bytes and NUL become U+FFFD,
  * and with `names` set, control characters become '?' (a file name must
  * not break the listing's lines). */
@@ -121,15 +89,18 @@ static void sb_add_clean(pc__buf_t *b, const char *s, size_t n, bool names)
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0, run = 0; /* u[run..i) is clean and not yet copied */
 	while (i < n) {
-		int k = u[i] == 0 ? 0 : utf8_seq(u + i, n - i);
+		size_t bad = 1;
+		size_t k = u[i] == 0 ? 0 : pc_utf8_seq(s + i, n - i, &bad);
 		bool control = names && (u[i] < 0x20 || u[i] == 0x7f);
 		if (k > 0 && !control) {
-			i += (size_t)k;
+			i += k;
 			continue;
 		}
 		pc__buf_append(b, u + run, i - run);
-		pc__buf_append_str(b, control && u[i] != 0 ? "?" : "\xef\xbf\xbd");
-		run = ++i;
+		pc__buf_append_str(b, control && u[i] != 0 ? "?" : PC_UTF8_REPLACEMENT);
+		/* one replacement per maximal subpart, as every tool result gets */
+		i += control ? 1 : bad;
+		run = i;
 	}
 	pc__buf_append(b, u + run, i - run);
 }
@@ -458,12 +429,12 @@ static bool looks_binary(const unsigned char *h, size_t n, bool block_full)
 	if (memchr(h, 0, n))
 		return true;
 	for (size_t i = 0; i < n;) {
-		int k = utf8_seq(h + i, n - i);
-		if (k == 0 || (k < 0 && !block_full))
-			return true;
-		if (k < 0)
-			break;
-		i += (size_t)k;
+		size_t bad = 0;
+		size_t k = pc_utf8_seq((const char *)h + i, n - i, &bad);
+		if (k == 0)
+			/* a sequence the block's end cut short is no sign */
+			return !(block_full && i + bad == n);
+		i += k;
 	}
 	return false;
 }
