@@ -752,7 +752,18 @@ void pc_process_forget(pc_process_t *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_key)
+/* Whether p runs now. */
+static bool running(pc_process_t *p)
+{
+	pthread_mutex_lock(&p->lock);
+	bool r = p->state == PC_PROCESS_RUNNING;
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+/* Applies `kill` (or counts, when false) to every process of the session:
+ * how many were killed, or are running. */
+static size_t of_session(pc_process_table_t *t, const char *session_key, bool kill)
 {
 	if (!t || !session_key)
 		return 0;
@@ -763,28 +774,20 @@ size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_k
 		/* The key is set at spawn and never changes: no lock to read it. */
 		if (!p->session || strcmp(p->session, session_key) != 0)
 			continue;
-		n += pc_process_kill(p) == 0;
+		n += kill ? pc_process_kill(p) == 0 : running(p);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
 
+size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_key)
+{
+	return of_session(t, session_key, true);
+}
+
 size_t pc_process_table_session_running(pc_process_table_t *t, const char *session_key)
 {
-	if (!t || !session_key)
-		return 0;
-	size_t n = 0;
-	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->n; i++) {
-		pc_process_t *p = t->procs[i];
-		if (!p->session || strcmp(p->session, session_key) != 0)
-			continue;
-		pthread_mutex_lock(&p->lock);
-		n += p->state == PC_PROCESS_RUNNING;
-		pthread_mutex_unlock(&p->lock);
-	}
-	pthread_mutex_unlock(&t->lock);
-	return n;
+	return of_session(t, session_key, false);
 }
 
 /* Waits until the process ended or `until` (monotonic ns) passed. */
