@@ -11,135 +11,14 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <ftw.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agents/tools/exec_tool.h"
-#include "test_util.h"
-#include "tool_owner.h"
-
-/* ---- fixture ------------------------------------------------------------------ */
-
-typedef struct xf {
-	pc_runtime_t *rt;
-	pc_tool_registry_t *reg;
-	pc_process_table_t *table;
-	seen_t seen;
-	pc_actor_t *owner;
-	char ws[64];     /* the workspace, as given */
-	char *ws_real;   /* realpath of it */
-	int fds0;        /* open descriptors once set up */
-	uint64_t jobs0;  /* blocking jobs done once set up */
-} xf_t;
-
-static xf_t *xf_keep; /* keeps the fixture reachable for LeakSanitizer */
-
-static const pc_exec_policy_t full_policy = {.mode = PC_EXEC_FULL, .kill_grace_ms = 300};
-
-static xf_t *xf_new(const pc_exec_policy_t *pol, const pc_process_table_config_t *tc)
-{
-	xf_t *f = calloc(1, sizeof(*f));
-	cr_assert_not_null(f);
-	xf_keep = f;
-	snprintf(f->ws, sizeof(f->ws), "/tmp/pc-exec-XXXXXX");
-	cr_assert_not_null(mkdtemp(f->ws));
-	f->ws_real = realpath(f->ws, NULL);
-	cr_assert_not_null(f->ws_real);
-	pthread_mutex_init(&f->seen.lock, NULL);
-	f->rt = start_rt(2);
-	cr_assert_eq(pc_tool_registry_new(&f->reg), 0);
-	cr_assert_eq(pc_process_table_new(tc, &f->table), 0);
-	cr_assert_eq(pc_tool_register_exec(f->reg, pol ? pol : &full_policy, f->table), 0);
-	cr_assert_eq(pc_spawn(f->rt, &owner_b, &f->seen, &f->owner), 0);
-	f->fds0 = open_fds();
-	f->jobs0 = stats(f->rt).blocking_done;
-	return f;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* Frees the table (which kills what still runs), then the rest, in the
- * order process_table.h asks for. */
-static void xf_free(xf_t *f)
-{
-	pc_process_table_free(f->table);
-	if (f->owner)
-		pc_actor_stop(f->owner, PC_EXIT_NORMAL);
-	pc_actor_release(f->owner);
-	pc_runtime_free(f->rt);
-	pc_tool_registry_free(f->reg);
-	cr_assert_eq(nftw(f->ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
-	free(f->seen.last.text);
-	pthread_mutex_destroy(&f->seen.lock);
-	free(f->ws_real);
-	free(f);
-	xf_keep = NULL;
-	ASSERT_NO_LEAKS();
-}
-
-static void invoke_env(xf_t *f, const char *name, const char *args, const char *workspace, uint64_t timeout_ms,
-		       pc_actor_t **out)
-{
-	pc_tool_invoke_t req = {
-		.name = name,
-		.tool_call_id = "call_1",
-		.arguments = args,
-		.env = {.workspace = workspace, .session_key = "s", .run_id = "r"},
-		.timeout_ms = timeout_ms,
-	};
-	cr_assert_eq(pc_tool_invoke_start(f->rt, f->reg, &req, f->owner, out), 0, "invoke %s %s", name, args);
-}
-
-static pc_actor_t *invoke(xf_t *f, const char *name, const char *args)
-{
-	pc_actor_t *a = NULL;
-	invoke_env(f, name, args, f->ws, 0, &a);
-	return a;
-}
-
-static rec_t await_next(xf_t *f, uint32_t before)
-{
-	AWAIT(done_count(&f->seen) == before + 1, 20000);
-	return last_done(&f->seen);
-}
-
-/* Runs a tool to its DONE; the caller frees .text. */
-static rec_t run(xf_t *f, const char *name, const char *args)
-{
-	uint32_t before = done_count(&f->seen);
-	pc_actor_release(invoke(f, name, args));
-	return await_next(f, before);
-}
-
-/* exec {"command": cmd} plus `more` (JSON members, may be ""). */
-static rec_t run_cmd(xf_t *f, const char *cmd, const char *more)
-{
-	cJSON *o = cJSON_CreateObject();
-	cr_assert_not_null(o);
-	cr_assert_not_null(cJSON_AddStringToObject(o, "command", cmd));
-	char *j = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	cr_assert_not_null(j);
-	char *args = NULL;
-	cr_assert_geq(asprintf(&args, "%.*s%s%s}", (int)strlen(j) - 1, j, *more ? "," : "", more), 0);
-	cJSON_free(j);
-	rec_t r = run(f, "exec", args);
-	free(args);
-	return r;
-}
+#include "tool_exec_fixture.h"
 
 /* The pid (= process group) of the running process `id`; 0 if none. */
 static int running_pid(xf_t *f, const char *id)
@@ -746,14 +625,14 @@ Test(exec, register_checks)
 	cr_assert_eq(pc_tool_register_exec(NULL, &full_policy, t), PC_EINVAL);
 	cr_assert_eq(pc_tool_register_exec(r, NULL, t), PC_EINVAL);
 	cr_assert_eq(pc_tool_register_exec(r, &full_policy, NULL), PC_EINVAL);
+	cr_assert_eq(pc_tool_count(r), 0u);
 	pc_exec_policy_t bad = {.mode = (pc_exec_mode_t)7};
-	cr_assert_eq(pc_tool_register_exec(r, &bad, t), PC_EINVAL);
+	cr_assert_eq(register_exec_alone(&bad), PC_EINVAL);
 	const char *extra[] = {"NOEQUALS"};
 	pc_exec_policy_t bad_extra = {.mode = PC_EXEC_FULL, .env_extra = extra, .n_env_extra = 1};
-	cr_assert_eq(pc_tool_register_exec(r, &bad_extra, t), PC_EINVAL);
+	cr_assert_eq(register_exec_alone(&bad_extra), PC_EINVAL);
 	pc_exec_policy_t bad_timeout = {.mode = PC_EXEC_FULL, .default_timeout_s = 10, .max_timeout_s = 5};
-	cr_assert_eq(pc_tool_register_exec(r, &bad_timeout, t), PC_EINVAL);
-	cr_assert_eq(pc_tool_count(r), 0u);
+	cr_assert_eq(register_exec_alone(&bad_timeout), PC_EINVAL);
 	cr_assert_eq(pc_tool_register_exec(r, &full_policy, t), 0);
 	cr_assert_eq(pc_tool_register_exec(r, &full_policy, t), PC_EEXIST);
 	cr_assert_not_null(pc_tool_find(r, "exec"));

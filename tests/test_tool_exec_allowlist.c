@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "agents/config/config.h"
-#include "agents/tools/exec_tool.h"
+#include "tool_exec_fixture.h"
 
 /* A launcher of the list, then how it may be spelled. */
 static const char *const refused[] = {
@@ -82,19 +82,12 @@ Test(exec_allowlist, config_keeps_ordinary_programs)
 
 Test(exec_allowlist, register_refuses_launchers)
 {
-	pc_tool_registry_t *r = NULL;
-	pc_process_table_t *t = NULL;
-	cr_assert_eq(pc_tool_registry_new(&r), 0);
-	cr_assert_eq(pc_process_table_new(NULL, &t), 0);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		const char *allow[] = {"ls", refused[i]};
 		pc_exec_policy_t pol = {.mode = PC_EXEC_ALLOWLIST, .allow = allow, .n_allow = 2};
-		cr_assert_eq(pc_tool_register_exec(r, &pol, t), PC_EINVAL, "%s was accepted", refused[i]);
+		cr_assert_eq(register_exec_alone(&pol), PC_EINVAL, "%s was accepted", refused[i]);
 	}
-	cr_assert_eq(pc_tool_count(r), 0u);
 	const char *allow[] = {"ls", "git"};
 	pc_exec_policy_t pol = {.mode = PC_EXEC_ALLOWLIST, .allow = allow, .n_allow = 2};
-	cr_assert_eq(pc_tool_register_exec(r, &pol, t), 0);
-	pc_tool_registry_free(r);
-	pc_process_table_free(t);
+	cr_assert_eq(register_exec_alone(&pol), 0);
 }
