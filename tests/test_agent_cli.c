@@ -14,19 +14,16 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gateway_harness.h"
+#include "pincer_child.h"
 #include "raw_http.h"
 #include "runtime/version.h"
 
@@ -53,17 +50,6 @@ typedef struct ctx {
 	unsigned runs; /* names the output files */
 } ctx_t;
 
-/* dirname(this test)/../agents/pincer: the build tree's layout. */
-static void find_pincer(char *out, size_t n)
-{
-	char exe[PATH_MAX];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	cr_assert_gt(len, 0);
-	exe[len] = '\0';
-	snprintf(out, n, "%s/../agents/pincer", dirname(exe));
-	cr_assert_eq(access(out, X_OK), 0, "%s is missing: build the pincer target", out);
-}
-
 /* The environment without PINCER_ variables, plus PINCER_HOME and `extra`
  * (NULL-terminated "NAME=value" strings, may be NULL). */
 static char **child_env(const ctx_t *t, const char *const *extra, char *home)
@@ -86,28 +72,6 @@ static char **child_env(const ctx_t *t, const char *const *extra, char *home)
 	return env;
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	cr_assert_gt(fputs(text, f), -1);
-	cr_assert_eq(fclose(f), 0);
-}
-
-/* In the child: its files, its directory, death with the test, then
- * pincer (async-signal-safe calls only). */
-static void exec_child(const ctx_t *t, const child_t *c, char *const argv[], char *const env[], pid_t parent)
-{
-	int in = open("/dev/null", O_RDONLY), out = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-	    err = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	/* a child must not outlive a test that failed before stopping it */
-	if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-	    chdir(t->dir) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-		_exit(127);
-	execve(t->pincer, argv, env);
-	_exit(127);
-}
-
 /* Starts `pincer args...` in the test's directory. */
 static void spawn(ctx_t *t, child_t *c, const char *const *args, const char *const *env_extra)
 {
@@ -125,56 +89,8 @@ static void spawn(ctx_t *t, child_t *c, const char *const *args, const char *con
 	write_file(c->err, "");
 	char home[PATH_MAX];
 	char **env = child_env(t, env_extra, home);
-	pid_t parent = getpid();
-	fflush(NULL);
-	c->pid = fork();
-	cr_assert_geq(c->pid, 0);
-	if (c->pid == 0)
-		exec_child(t, c, argv, env, parent);
+	c->pid = start_child(t->pincer, argv, env, t->dir, c->out, c->err);
 	free(env);
-}
-
-/* Its exit status, 128 + the signal that ended it, or -1 when it had to
- * be killed after timeout_ms. */
-static int wait_exit(child_t *c, uint64_t timeout_ms)
-{
-	int status = 0;
-	uint64_t until = now_ms() + timeout_ms;
-	while (waitpid(c->pid, &status, WNOHANG) == 0) {
-		if (now_ms() >= until) {
-			kill(c->pid, SIGKILL);
-			waitpid(c->pid, &status, 0);
-			c->pid = 0;
-			return -1;
-		}
-		sleep_ms(10);
-	}
-	c->pid = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* A whole file, NUL-terminated (the caller frees). */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f, "%s", path);
-	char *buf = NULL;
-	size_t cap = 0, n = 0;
-	for (;;) {
-		if (cap - n < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			cr_assert_not_null(buf);
-		}
-		size_t got = fread(buf + n, 1, cap - n - 1, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	cr_assert_eq(ferror(f), 0);
-	fclose(f);
-	buf[n] = '\0';
-	return buf;
 }
 
 typedef struct result {
@@ -193,9 +109,9 @@ static result_t run_env(ctx_t *t, const char *const *args, const char *const *en
 {
 	child_t c;
 	spawn(t, &c, args, env);
-	result_t r = {.status = wait_exit(&c, EXIT_WAIT_MS)};
-	r.out = slurp(c.out);
-	r.err = slurp(c.err);
+	result_t r = {.status = child_wait(&c.pid, EXIT_WAIT_MS)};
+	r.out = read_file(c.out);
+	r.err = read_file(c.err);
 	return r;
 }
 
@@ -208,7 +124,7 @@ static bool await_text(const char *path, const char *needle, uint64_t timeout_ms
 {
 	uint64_t until = now_ms() + timeout_ms;
 	do {
-		char *s = slurp(path);
+		char *s = read_file(path);
 		bool found = strstr(s, needle) != NULL;
 		free(s);
 		if (found)
@@ -242,7 +158,7 @@ static void up_with(ctx_t *t, const char *gateway)
 	/* --json is accepted (the output is JSON lines anyway) */
 	spawn(t, &t->gw, ARGS("gateway", "--port", "0", "--config", cfg, "--json"), NULL);
 	cr_assert(await_text(t->gw.out, "\"listening\"", EXIT_WAIT_MS), "the gateway did not start");
-	char *line = slurp(t->gw.out);
+	char *line = read_file(t->gw.out);
 	cJSON *j = cJSON_Parse(line);
 	free(line);
 	cr_assert_not_null(j);
@@ -260,8 +176,8 @@ static void down(ctx_t *t)
 {
 	if (t->gw.pid) {
 		cr_assert_eq(kill(t->gw.pid, SIGTERM), 0);
-		int st = wait_exit(&t->gw, EXIT_WAIT_MS);
-		char *err = slurp(t->gw.err);
+		int st = child_wait(&t->gw.pid, EXIT_WAIT_MS);
+		char *err = read_file(t->gw.err);
 		cr_assert_eq(st, 0, "the gateway exited %d:\n%s", st, err);
 		free(err);
 	}
@@ -544,9 +460,9 @@ Test(agent_cli, a_lost_gateway_ends_the_agent_with_1)
 	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN), NULL);
 	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
 	cr_assert_eq(kill(t.gw.pid, SIGKILL), 0);
-	cr_assert_eq(wait_exit(&t.gw, EXIT_WAIT_MS), 128 + SIGKILL);
-	int st = wait_exit(&a, EXIT_WAIT_MS);
-	char *out = slurp(a.out), *err = slurp(a.err);
+	cr_assert_eq(child_wait(&t.gw.pid, EXIT_WAIT_MS), 128 + SIGKILL);
+	int st = child_wait(&a.pid, EXIT_WAIT_MS);
+	char *out = read_file(a.out), *err = read_file(a.err);
 	cr_assert_eq(st, 1, "exit %d: %s", st, err);
 	cr_assert_null(strstr(out, "twelve"), "the answer did not complete: %s", out);
 	cr_assert(strstr(err, "connection to the gateway was lost") || strstr(err, "closed the connection"), "%s", err);
@@ -584,8 +500,8 @@ Test(agent_cli, sigterm_to_the_agent_aborts_its_run)
 	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN, "--json", "-s", "slow"), NULL);
 	cr_assert(await_text(a.out, "\"delta\":\"one\"", EXIT_WAIT_MS), "the run did not start streaming");
 	cr_assert_eq(kill(a.pid, SIGTERM), 0);
-	int st = wait_exit(&a, EXIT_WAIT_MS);
-	char *out = slurp(a.out), *err = slurp(a.err);
+	int st = child_wait(&a.pid, EXIT_WAIT_MS);
+	char *out = read_file(a.out), *err = read_file(a.err);
 	cr_assert_eq(st, 143, "exit %d: %s", st, err);
 	cr_assert_not_null(strstr(err, "SIGTERM: aborting the run"), "%s", err);
 	cJSON *lines = json_lines(out);
@@ -611,8 +527,8 @@ Test(agent_cli, sigint_to_a_local_agent_aborts_its_run)
 	spawn(&t, &a, ARGS("agent", "--local", "-m", SLOW_MSG, "-s", "local-slow"), NULL);
 	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
 	cr_assert_eq(kill(a.pid, SIGINT), 0);
-	int st = wait_exit(&a, EXIT_WAIT_MS);
-	char *out = slurp(a.out), *err = slurp(a.err);
+	int st = child_wait(&a.pid, EXIT_WAIT_MS);
+	char *out = read_file(a.out), *err = read_file(a.err);
 	cr_assert_eq(st, 130, "exit %d: %s", st, err);
 	cr_assert_not_null(strstr(err, "the run was aborted"), "%s", err);
 	cr_assert_null(strstr(out, "twelve"));
@@ -629,14 +545,14 @@ Test(agent_cli, sigterm_to_the_gateway_lets_the_run_finish)
 	spawn(&t, &a, ARGS("agent", "-m", SLOW_MSG, "--url", t.url, "--token", TOKEN), NULL);
 	cr_assert(await_text(a.out, "one", EXIT_WAIT_MS), "the run did not start streaming");
 	cr_assert_eq(kill(t.gw.pid, SIGTERM), 0);
-	int st = wait_exit(&a, EXIT_WAIT_MS);
-	char *out = slurp(a.out), *err = slurp(a.err);
+	int st = child_wait(&a.pid, EXIT_WAIT_MS);
+	char *out = read_file(a.out), *err = read_file(a.err);
 	cr_assert_not_null(strstr(err, "the gateway is shutting down"), "%s", err);
 	/* the drain waits for the final answer to be sent, not only for the run */
 	cr_assert_eq(st, 0, "exit %d: %s", st, err);
 	cr_assert_str_eq(out, "one two three four five six seven eight nine ten eleven twelve\n");
-	int gst = wait_exit(&t.gw, EXIT_WAIT_MS);
-	char *gerr = slurp(t.gw.err);
+	int gst = child_wait(&t.gw.pid, EXIT_WAIT_MS);
+	char *gerr = read_file(t.gw.err);
 	cr_assert_eq(gst, 0, "the gateway exited %d: %s", gst, gerr);
 	free(gerr);
 	free(out);
@@ -795,7 +711,7 @@ Test(agent_cli, mock_llm_reads_its_flags_from_the_environment)
 	child_t m;
 	spawn(&t, &m, ARGS("mock-llm", "--json"), ARGS("PINCER_MOCK_PORT=0", "PINCER_MOCK_MAX_STREAMS=7"));
 	cr_assert(await_text(m.out, "\"listening\"", EXIT_WAIT_MS), "the mock did not start");
-	char *line = slurp(m.out);
+	char *line = read_file(m.out);
 	cJSON *j = cJSON_Parse(line);
 	cr_assert_not_null(j, "%s", line);
 	cr_assert_gt(jnum(j, "port"), 0);
@@ -803,7 +719,7 @@ Test(agent_cli, mock_llm_reads_its_flags_from_the_environment)
 	cJSON_Delete(j);
 	free(line);
 	cr_assert_eq(kill(m.pid, SIGTERM), 0);
-	cr_assert_eq(wait_exit(&m, EXIT_WAIT_MS), 0);
+	cr_assert_eq(child_wait(&m.pid, EXIT_WAIT_MS), 0);
 	down(&t);
 }
 

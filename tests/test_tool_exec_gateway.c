@@ -16,20 +16,18 @@
  */
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "curl_client.h"
+#include "pincer_child.h"
 #include "test_util.h"
 #include "tool_proc_watch.h"
 
@@ -68,36 +66,6 @@ static void kill_leftovers(void)
 
 TestSuite(exec_gateway, .fini = kill_leftovers);
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	cr_assert_gt(fputs(text, f), -1);
-	cr_assert_eq(fclose(f), 0);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f, "%s", path);
-	char *buf = NULL;
-	size_t cap = 0, n = 0;
-	for (;;) {
-		if (cap - n < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			cr_assert_not_null(buf);
-		}
-		size_t got = fread(buf + n, 1, cap - n - 1, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	fclose(f);
-	buf[n] = '\0';
-	return buf;
-}
-
 /* Starts `pincer gateway --port 0` in a fresh directory (its workspace,
  * its PINCER_HOME), sessions retiring after `idle_s` idle seconds. */
 static void gw_up(gwp_t *g, unsigned idle_s)
@@ -106,12 +74,7 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	snprintf(g->dir, sizeof(g->dir), "/tmp/pincer-exec-gw-XXXXXX");
 	cr_assert_not_null(mkdtemp(g->dir));
 	memcpy(gw_dir, g->dir, sizeof(gw_dir));
-	char exe[PATH_MAX];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	cr_assert_gt(len, 0);
-	exe[len] = '\0';
-	snprintf(g->pincer, sizeof(g->pincer), "%s/../agents/pincer", dirname(exe));
-	cr_assert_eq(access(g->pincer, X_OK), 0, "%s is missing: build the pincer target", g->pincer);
+	find_pincer(g->pincer, sizeof(g->pincer));
 	char cfg[128], text[1024], home[PATH_MAX];
 	snprintf(cfg, sizeof(cfg), "%s/pincer-test.json", g->dir);
 	snprintf(text, sizeof(text),
@@ -127,23 +90,11 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	snprintf(home, sizeof(home), "PINCER_HOME=%s", g->dir);
 	char *argv[] = {g->pincer, "gateway", "--port", "0", "--config", cfg, NULL};
 	char *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
-	pid_t parent = getpid();
-	fflush(NULL);
-	g->pid = fork();
-	cr_assert_geq(g->pid, 0);
-	if (g->pid == 0) {
-		/* async-signal-safe calls only; it must not outlive the test */
-		int in = open("/dev/null", O_RDONLY), out = open(g->out, O_WRONLY), err = open(g->err, O_WRONLY);
-		if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-		    chdir(g->dir) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-			_exit(127);
-		execve(g->pincer, argv, envp);
-		_exit(127);
-	}
+	g->pid = start_child(g->pincer, argv, envp, g->dir, g->out, g->err);
 	uint64_t until = now_ms() + START_MS;
 	cJSON *j = NULL;
 	while (!j && now_ms() < until) {
-		char *s = slurp(g->out);
+		char *s = read_file(g->out);
 		if (strstr(s, "\"listening\""))
 			j = cJSON_Parse(s);
 		free(s);
@@ -156,30 +107,11 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	cr_assert_gt(g->port, 0);
 }
 
-/* Waits for the gateway's exit (SIGKILL after `ms`): its status, 128 + a
- * signal, or -1 when it had to be killed. */
-static int gw_wait(gwp_t *g, uint64_t ms)
-{
-	int status = 0;
-	uint64_t until = now_ms() + ms;
-	while (waitpid(g->pid, &status, WNOHANG) == 0) {
-		if (now_ms() >= until) {
-			kill(g->pid, SIGKILL);
-			waitpid(g->pid, &status, 0);
-			g->pid = 0;
-			return -1;
-		}
-		sleep_ms(10);
-	}
-	g->pid = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static void gw_down(gwp_t *g)
 {
 	if (g->pid) {
 		kill(g->pid, SIGTERM);
-		gw_wait(g, START_MS);
+		child_wait(&g->pid, START_MS);
 	}
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", g->dir);
@@ -254,7 +186,7 @@ Test(exec_gateway, sigterm_kills_every_tree_before_exit)
 	watched_t main_w, esc;
 	start_background(&g, "term-1", &main_w, &esc);
 	cr_assert_eq(kill(g.pid, SIGTERM), 0);
-	int st = gw_wait(&g, START_MS);
+	int st = child_wait(&g.pid, START_MS);
 	/* Gone by the time the gateway has exited: no wait needed. */
 	bool main_gone = await_gone_or_kill(&main_w, 0), esc_gone = await_gone_or_kill(&esc, 0);
 	cr_assert_eq(st, 0, "the gateway exited %d", st);
@@ -270,7 +202,7 @@ Test(exec_gateway, sigkill_leaves_no_process)
 	watched_t main_w, esc;
 	start_background(&g, "kill-1", &main_w, &esc);
 	cr_assert_eq(kill(g.pid, SIGKILL), 0);
-	cr_assert_eq(gw_wait(&g, START_MS), 128 + SIGKILL);
+	cr_assert_eq(child_wait(&g.pid, START_MS), 128 + SIGKILL);
 	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
 	cr_assert(main_gone, "the background command outlived the SIGKILLed gateway");
 	cr_assert(esc_gone, "the background command's escape outlived the SIGKILLed gateway");

@@ -1,0 +1,85 @@
+/*
+ * The built `pincer` binary as a child process of a test: where it is,
+ * starting it in a directory of the test's with its output going to
+ * files, and a bounded wait for its exit. A child dies with the test
+ * process, so a test that fails half-way leaves none running.
+ */
+#ifndef PC_TESTS_PINCER_CHILD_H
+#define PC_TESTS_PINCER_CHILD_H
+
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "file_util.h"
+#include "test_util.h"
+
+/* dirname(this test)/../agents/pincer: the build tree's layout. */
+static inline void find_pincer(char *out, size_t n)
+{
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	cr_assert_gt(len, 0);
+	exe[len] = '\0';
+	snprintf(out, n, "%s/../agents/pincer", dirname(exe));
+	cr_assert_eq(access(out, X_OK), 0, "%s is missing: build the pincer target", out);
+}
+
+/* In the child: its files, its directory, death with the test, then the
+ * program (async-signal-safe calls only). */
+static inline void exec_child(const char *path, char *const argv[], char *const envp[], const char *dir,
+			      const char *out_path, const char *err_path, pid_t parent)
+{
+	int in = open("/dev/null", O_RDONLY), out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+	    err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	/* a child must not outlive a test that failed before stopping it */
+	if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+	    chdir(dir) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(127);
+	execve(path, argv, envp);
+	_exit(127);
+}
+
+/* Starts `path` with `argv` and `envp` in `dir`, stdin from /dev/null,
+ * stdout into the file `out`, stderr into `err`; its pid. */
+static inline pid_t start_child(const char *path, char *const argv[], char *const envp[], const char *dir,
+				const char *out, const char *err)
+{
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		exec_child(path, argv, envp, dir, out, err, parent);
+	return pid;
+}
+
+/* Waits for the child's exit, SIGKILLing it after `timeout_ms`: its exit
+ * status, 128 + the signal that ended it, or -1 when it had to be killed.
+ * *pid is 0 afterwards: there is nothing left to wait for. */
+static inline int child_wait(pid_t *pid, uint64_t timeout_ms)
+{
+	int status = 0;
+	uint64_t until = now_ms() + timeout_ms;
+	while (waitpid(*pid, &status, WNOHANG) == 0) {
+		if (now_ms() >= until) {
+			kill(*pid, SIGKILL);
+			waitpid(*pid, &status, 0);
+			*pid = 0;
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	*pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#endif
