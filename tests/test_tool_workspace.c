@@ -19,17 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-
 #include "agents/tools/workspace.h"
+#include "deny_openat2.h"
 #include "test_util.h"
 
 typedef struct tree {
@@ -609,21 +604,6 @@ Test(workspace, hard_links_refused)
 
 /* ---- without openat2 ------------------------------------------------------------------------------ */
 
-/* Denies this process openat2 with a seccomp filter, as an old kernel or
- * a container runtime would (ENOSYS). */
-static bool deny_openat2(void)
-{
-	struct sock_filter filter[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0 &&
-	       syscall(SYS_openat2, AT_FDCWD, ".", NULL, 0) < 0 && errno == ENOSYS;
-}
-
 /* In the child, without Criterion's assertions: whether path opens and
  * starts with want (NULL: whether it is refused as an escape). */
 static bool child_open(pc_workspace_t *ws, const char *path, const char *want)
@@ -711,7 +691,7 @@ static int walk_proc_checks(void)
 
 static int without_openat2(tree_t *t)
 {
-	if (!deny_openat2())
+	if (!deny_openat2(0))
 		return 2;
 	pc_workspace_t *ws = NULL;
 	char err[PC_WORKSPACE_ERR_MAX];

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agents/tools/fs_tools.h"
+#include "file_util.h"
 #include "test_util.h"
 #include "tool_owner.h"
 
@@ -43,10 +44,7 @@ static inline void put_n(const char *dir, const char *rel, const void *data, siz
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/%s", dir, rel);
-	FILE *f = fopen(p, "wb");
-	cr_assert_not_null(f, "%s", p);
-	cr_assert_eq(fwrite(data, 1, n, f), n);
-	cr_assert_eq(fclose(f), 0);
+	write_file_n(p, data, n);
 }
 
 static inline void put(const char *dir, const char *rel, const char *text)
@@ -59,25 +57,7 @@ static inline char *slurp(const char *dir, const char *rel)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/%s", dir, rel);
-	FILE *f = fopen(p, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	size_t cap = 0, len = 0;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			cr_assert_not_null(buf);
-		}
-		size_t n = fread(buf + len, 1, 4096, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
+	return read_file_or_null(p);
 }
 
 static inline void assert_content(const char *dir, const char *rel, const char *want)
@@ -232,6 +212,22 @@ static inline void expect_error(rec_t r, const char *want)
 	cr_assert_neq(r.status, PC_TOOL_OK);
 	cr_assert_not_null(strstr(r.text, want), "\"%s\" lacks \"%s\"", r.text, want);
 	free(r.text);
+}
+
+/* `path` leads out of the workspace: read, write, edit and list each
+ * refuse it with an error that holds `want`, nothing outside is read,
+ * changed or created. */
+static inline void expect_refused_by_every_tool(fx_t *f, const char *path, const char *want)
+{
+	rec_t r = call_obj(f, "read", args_path(path, NULL, NULL));
+	cr_assert_null(strstr(r.text, "SECRET"), "read %s: %s", path, r.text);
+	expect_error(r, want);
+	expect_error(call_obj(f, "write", args_path(path, "content", "PWNED")), want);
+	cJSON *o = args_path(path, "oldText", "SECRET");
+	cr_assert_not_null(cJSON_AddStringToObject(o, "newText", "PWNED"));
+	expect_error(call_obj(f, "edit", o), want);
+	expect_error(call_obj(f, "list", args_path(path, NULL, NULL)), want);
+	assert_outside_intact(f);
 }
 
 #endif
