@@ -179,33 +179,41 @@ static void start_background(gwp_t *g, const char *key, watched_t *main_w, watch
 	start_with(g, key, args, main_w, esc);
 }
 
+/* A gateway running COMMAND in the background for session `key`, then
+ * sent `sig`: how it exited (see child_wait). */
+static int signal_with_background(gwp_t *g, const char *key, int sig, watched_t *main_w, watched_t *esc)
+{
+	gw_up(g, 3600);
+	start_background(g, key, main_w, esc);
+	cr_assert_eq(kill(g->pid, sig), 0);
+	return child_wait(&g->pid, START_MS);
+}
+
+/* Both processes COMMAND left end within `ms`; `what` ended them. */
+static void expect_both_gone(const watched_t *main_w, const watched_t *esc, uint64_t ms, const char *what)
+{
+	bool main_gone = await_gone_or_kill(main_w, ms), esc_gone = await_gone_or_kill(esc, ms);
+	cr_assert(main_gone, "the background command outlived %s", what);
+	cr_assert(esc_gone, "the background command's escape outlived %s", what);
+}
+
 Test(exec_gateway, sigterm_kills_every_tree_before_exit)
 {
 	gwp_t g;
-	gw_up(&g, 3600);
 	watched_t main_w, esc;
-	start_background(&g, "term-1", &main_w, &esc);
-	cr_assert_eq(kill(g.pid, SIGTERM), 0);
-	int st = child_wait(&g.pid, START_MS);
+	int st = signal_with_background(&g, "term-1", SIGTERM, &main_w, &esc);
 	/* Gone by the time the gateway has exited: no wait needed. */
-	bool main_gone = await_gone_or_kill(&main_w, 0), esc_gone = await_gone_or_kill(&esc, 0);
+	expect_both_gone(&main_w, &esc, 0, "the gateway");
 	cr_assert_eq(st, 0, "the gateway exited %d", st);
-	cr_assert(main_gone, "the background command outlived the gateway");
-	cr_assert(esc_gone, "the background command's escape outlived the gateway");
 	gw_down(&g);
 }
 
 Test(exec_gateway, sigkill_leaves_no_process)
 {
 	gwp_t g;
-	gw_up(&g, 3600);
 	watched_t main_w, esc;
-	start_background(&g, "kill-1", &main_w, &esc);
-	cr_assert_eq(kill(g.pid, SIGKILL), 0);
-	cr_assert_eq(child_wait(&g.pid, START_MS), 128 + SIGKILL);
-	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
-	cr_assert(main_gone, "the background command outlived the SIGKILLed gateway");
-	cr_assert(esc_gone, "the background command's escape outlived the SIGKILLed gateway");
+	cr_assert_eq(signal_with_background(&g, "kill-1", SIGKILL, &main_w, &esc), 128 + SIGKILL);
+	expect_both_gone(&main_w, &esc, GONE_MS, "the SIGKILLed gateway");
 	gw_down(&g);
 }
 
@@ -229,9 +237,7 @@ Test(exec_gateway, a_background_command_keeps_its_session_until_its_time_limit)
 	cr_assert(watched_alive(&main_w), "the background command ended with its idle session");
 	cr_assert(watched_alive(&esc), "the background command's escape ended with its idle session");
 	/* the time limit (4 s, then SIGKILL after a 2 s grace) takes them */
-	bool main_gone = await_gone_or_kill(&main_w, GONE_MS), esc_gone = await_gone_or_kill(&esc, GONE_MS);
-	cr_assert(main_gone, "the background command outlived its time limit");
-	cr_assert(esc_gone, "the background command's escape outlived its time limit");
+	expect_both_gone(&main_w, &esc, GONE_MS, "its time limit");
 	cr_assert_geq(now_ms() - started, 3500, "ended before its time limit");
 	gw_down(&g);
 }

@@ -131,41 +131,54 @@ Test(exec_tree, status_comes_through_the_supervisor)
 
 /* ---- a background command lives until it ends, its limit, a kill, the table ---- */
 
-static void start_background(xf_t *f, const char *more)
+/* A background command (exec options `more`, may be "") that leaves an
+ * escape and goes on: the two processes it leaves running. */
+typedef struct bg_tree {
+	watched_t main, esc;
+} bg_tree_t;
+
+static bg_tree_t start_background(xf_t *f, const char *more)
 {
 	char opts[128];
 	snprintf(opts, sizeof(opts), "\"background\":true%s%s", *more ? "," : "", more);
 	expect_ok(run_cmd(f, ESCAPE("esc.pid") " >/dev/null 2>&1 & echo $$ > main.pid; exec sleep 98", opts));
+	return (bg_tree_t){.main = watch(f, "main.pid"), .esc = watch(f, "esc.pid")};
+}
+
+/* Both processes end, `when` (for the message: "after a kill", ...). */
+static void assert_tree_gone(const bg_tree_t *t, const char *when)
+{
+	char what[128];
+	snprintf(what, sizeof(what), "the background command %s", when);
+	assert_gone(&t->main, what);
+	snprintf(what, sizeof(what), "the background command's escape %s", when);
+	assert_gone(&t->esc, what);
 }
 
 Test(exec_tree, background_outlives_other_commands_until_killed)
 {
 	xf_t *f = xf_new(NULL, NULL);
-	start_background(f, "");
-	watched_t main_w = watch(f, "main.pid"), esc = watch(f, "esc.pid");
+	bg_tree_t bg = start_background(f, "");
 	/* Foreground commands coming and going leave it alone. */
 	expect_ok(run_cmd(f, "sleep 0.2 & true", ""));
 	expect_ok(run_cmd(f, ESCAPE("other.pid") " >/dev/null 2>&1 & " WAIT_FILE("other.pid"), ""));
 	watched_t other = watch(f, "other.pid");
 	assert_gone(&other, "the foreground command's escape");
-	cr_assert(watched_alive(&main_w), "the background command was killed by another's end");
-	cr_assert(watched_alive(&esc), "the background command's child was killed by another's end");
+	cr_assert(watched_alive(&bg.main), "the background command was killed by another's end");
+	cr_assert(watched_alive(&bg.esc), "the background command's child was killed by another's end");
 	pc_process_t *p = NULL;
 	cr_assert_eq(pc_process_find(f->table, "p1", &p), 0);
 	cr_assert_eq(pc_process_kill(p), 0);
 	pc_process_release(p);
-	assert_gone(&main_w, "the killed background command");
-	assert_gone(&esc, "the killed background command's escape");
+	assert_tree_gone(&bg, "after a kill");
 	xf_free(f);
 }
 
 Test(exec_tree, background_time_limit_takes_the_tree)
 {
 	xf_t *f = xf_new(NULL, NULL);
-	start_background(f, "\"timeout\":1");
-	watched_t main_w = watch(f, "main.pid"), esc = watch(f, "esc.pid");
-	assert_gone(&main_w, "the background command past its limit");
-	assert_gone(&esc, "the escape of a background command past its limit");
+	bg_tree_t bg = start_background(f, "\"timeout\":1");
+	assert_tree_gone(&bg, "past its time limit");
 	xf_free(f);
 }
 
@@ -182,12 +195,10 @@ Test(exec_tree, background_leftovers_die_with_it)
 Test(exec_tree, table_free_takes_every_tree)
 {
 	xf_t *f = xf_new(NULL, NULL);
-	start_background(f, "");
-	watched_t main_w = watch(f, "main.pid"), esc = watch(f, "esc.pid");
+	bg_tree_t bg = start_background(f, "");
 	pc_process_table_free(f->table);
 	cr_assert_eq(pc_process_table_new(NULL, &f->table), 0); /* xf_free frees one */
-	assert_gone(&main_w, "a background command after the table's end");
-	assert_gone(&esc, "a background command's escape after the table's end");
+	assert_tree_gone(&bg, "after the table's end");
 	xf_free(f);
 }
 
