@@ -273,6 +273,19 @@ static inline void cl_expect_close(cl_t *c, uint16_t code)
 		     pc_ws_client_close_reason(c->ws));
 }
 
+/* Expects the answer to request `id`, within timeout_ms, to be an
+ * INVALID_REQUEST error whose message holds `why`. */
+static inline void cl_expect_invalid(cl_t *c, const char *id, const char *why, int64_t timeout_ms)
+{
+	cJSON *r = cl_await_res(c, id, timeout_ms);
+	cr_assert_not_null(r, "no answer under id %s", id);
+	cr_assert_not(jok(r), "%s was accepted", id);
+	cr_assert_str_eq(jerr(r), "INVALID_REQUEST", "%s", id);
+	const char *m = jstr(jget(r, "error"), "message");
+	cr_assert(m && strstr(m, why), "%s: message '%s' lacks '%s'", id, m ? m : "(none)", why);
+	cJSON_Delete(r);
+}
+
 /* agent params with message and idempotency key (and session key when
  * not NULL). */
 static inline cJSON *agent_params(const char *message, const char *idem, const char *key)

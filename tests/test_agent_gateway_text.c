@@ -88,18 +88,27 @@ static long post_text(gw_t *f, const char *key_header, const char *body, char *m
 }
 
 #define USER_MSG(text) "{\"model\":\"pincer\",\"messages\":[{\"role\":\"user\",\"content\":\"" text "\"}]}"
+#define VICTIM_KEY "x-pincer-session-key: victim"
+#define NOT_UTF8 "The request body is not valid UTF-8."
+#define LONE_SURROGATE "The request body holds a lone UTF-16 surrogate escape."
+#define NUL_CHAR "The request body holds a NUL character (\\u0000)."
+
+/* POSTs `body` in session "victim": refused with a 400 that says `want`. */
+static void expect_victim_refused(gw_t *f, const char *body, const char *want)
+{
+	char msg[256];
+	cr_assert_eq(post_text(f, VICTIM_KEY, body, msg, sizeof(msg)), 400, "%s", msg);
+	cr_assert_str_eq(msg, want);
+}
 
 Test(gateway_text, http_a_body_that_is_not_utf8_is_refused_and_nothing_runs)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
-	char msg[256];
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("caf\xe9 \xff\xfe"), msg, sizeof(msg)),
-		     400);
-	cr_assert_str_eq(msg, "The request body is not valid UTF-8.");
+	expect_victim_refused(&f, USER_MSG("caf\xe9 \xff\xfe"), NOT_UTF8);
 	/* An encoded surrogate and an overlong form are not UTF-8 either. */
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("\xed\xa0\x80"), msg, sizeof(msg)), 400);
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("\xc0\xaf"), msg, sizeof(msg)), 400);
+	expect_victim_refused(&f, USER_MSG("\xed\xa0\x80"), NOT_UTF8);
+	expect_victim_refused(&f, USER_MSG("\xc0\xaf"), NOT_UTF8);
 	expect_untouched(&f, "victim");
 	gw_stop(&f);
 }
@@ -108,12 +117,9 @@ Test(gateway_text, http_lone_surrogate_escapes_are_refused_with_their_reason)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
-	char msg[256];
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("a\\ud800b"), msg, sizeof(msg)), 400);
-	cr_assert_str_eq(msg, "The request body holds a lone UTF-16 surrogate escape.");
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("\\udc00"), msg, sizeof(msg)), 400);
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("\\ud800\\u0041"), msg, sizeof(msg)), 400);
-	cr_assert_str_eq(msg, "The request body holds a lone UTF-16 surrogate escape.");
+	expect_victim_refused(&f, USER_MSG("a\\ud800b"), LONE_SURROGATE);
+	expect_victim_refused(&f, USER_MSG("\\udc00"), LONE_SURROGATE);
+	expect_victim_refused(&f, USER_MSG("\\ud800\\u0041"), LONE_SURROGATE);
 	expect_untouched(&f, "victim");
 	gw_stop(&f);
 }
@@ -122,17 +128,15 @@ Test(gateway_text, http_nul_in_the_message_or_the_user_is_refused_not_cut)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
-	char msg[256];
-	cr_assert_eq(post_text(&f, "x-pincer-session-key: victim", USER_MSG("hi\\u0000 and more"), msg, sizeof(msg)),
-		     400);
-	cr_assert_str_eq(msg, "The request body holds a NUL character (\\u0000).");
+	expect_victim_refused(&f, USER_MSG("hi\\u0000 and more"), NUL_CHAR);
 	/* `user` names the session: "victim\u0000junk" must not run as "victim". */
 	const char *body = "{\"model\":\"pincer\",\"user\":\"victim\\u0000junk\","
 			   "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+	char msg[256];
 	cr_assert_eq(post_text(&f, NULL, body, msg, sizeof(msg)), 400);
 	/* A raw 0 byte reads the same as its escape. */
 	const char raw[] = "{\"model\":\"pincer\",\"messages\":[{\"role\":\"user\",\"content\":\"a\0b\"}]}";
-	cr_assert_eq(post_chat(&f, "x-pincer-session-key: victim", raw, sizeof(raw) - 1, msg, sizeof(msg)), 400);
+	cr_assert_eq(post_chat(&f, VICTIM_KEY, raw, sizeof(raw) - 1, msg, sizeof(msg)), 400);
 	expect_untouched(&f, "victim");
 	expect_untouched(&f, "agent:main:openai-user:victim");
 	gw_stop(&f);
@@ -173,26 +177,21 @@ Test(gateway_text, http_text_beyond_ascii_goes_through_whole)
 
 /* ---- the WebSocket RPC ---- */
 
-/* An agent request in session `key` carrying `message` (JSON string
- * content, escapes as written), under id `id`. */
-static void agent_frame(char *out, size_t cap, const char *id, const char *key, const char *message)
+typedef enum frame_kind { AS_TEXT, AS_BINARY } frame_kind_t;
+
+/* Sends an agent request in session `key` carrying `message` (JSON string
+ * content, escapes as written) under id `id`, in a frame of `kind`. */
+static void send_agent(cl_t *c, frame_kind_t kind, const char *id, const char *key, const char *message)
 {
-	snprintf(out, cap,
+	char frame[512];
+	snprintf(frame, sizeof(frame),
 		 "{\"type\":\"req\",\"id\":\"%s\",\"method\":\"agent\",\"params\":{\"message\":\"%s\","
 		 "\"idempotencyKey\":\"k-%s\",\"sessionKey\":\"%s\"}}",
 		 id, message, id, key);
-}
-
-/* The answer to `id`: INVALID_REQUEST whose message holds `why`. */
-static void expect_refused(cl_t *c, const char *id, const char *why)
-{
-	cJSON *r = cl_await_res(c, id, 10000);
-	cr_assert_not_null(r, "no answer under id %s", id);
-	cr_assert_not(jok(r));
-	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
-	const char *m = jstr(jget(r, "error"), "message");
-	cr_assert_not_null(strstr(m, why), "%s", m);
-	cJSON_Delete(r);
+	if (kind == AS_BINARY)
+		cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
+	else
+		cl_send_raw(c, frame);
 }
 
 /* The connection still serves requests. */
@@ -210,9 +209,7 @@ Test(gateway_text, ws_a_text_frame_that_is_not_utf8_closes_the_connection_with_1
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	cl_t *c = cl_connect(f.port);
-	char frame[512];
-	agent_frame(frame, sizeof(frame), "bad-1", "victim", "caf\xe9 \xff");
-	cl_send_raw(c, frame);
+	send_agent(c, AS_TEXT, "bad-1", "victim", "caf\xe9 \xff");
 	cl_expect_close(c, 1007);
 	expect_untouched(&f, "victim");
 	cl_free(c);
@@ -224,34 +221,37 @@ Test(gateway_text, ws_a_binary_frame_that_is_not_utf8_is_refused_under_its_id)
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	cl_t *c = cl_connect(f.port);
-	char frame[512];
-	agent_frame(frame, sizeof(frame), "bad-2", "victim", "\xed\xa0\x80");
-	cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
-	expect_refused(c, "bad-2", "invalid frame: the text is not valid UTF-8");
+	send_agent(c, AS_BINARY, "bad-2", "victim", "\xed\xa0\x80");
+	cl_expect_invalid(c, "bad-2", "invalid frame: the text is not valid UTF-8", 10000);
 	expect_alive(c);
 	expect_untouched(&f, "victim");
 	cl_free(c);
 	gw_stop(&f);
 }
 
+/* Requests whose session key or message holds a NUL or a lone surrogate
+ * escape, each with its frame kind and the reason it is refused for. */
+static const struct {
+	frame_kind_t kind;
+	const char *id, *key, *message, *why;
+} not_text[] = {
+	{AS_TEXT, "nul-key", "victim\\u0000junk", "hi", "holds a NUL character (\\u0000)"},
+	{AS_TEXT, "nul-msg", "victim", "hi\\u0000there", "holds a NUL character (\\u0000)"},
+	{AS_BINARY, "lone", "victim", "a\\ud800b", "holds a lone UTF-16 surrogate escape"},
+};
+
 Test(gateway_text, ws_nul_and_lone_surrogates_are_refused_and_the_session_is_untouched)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	cl_t *c = cl_connect(f.port);
-	char frame[512];
-	agent_frame(frame, sizeof(frame), "nul-key", "victim\\u0000junk", "hi");
-	cl_send_raw(c, frame);
-	expect_refused(c, "nul-key", "holds a NUL character (\\u0000)");
-	agent_frame(frame, sizeof(frame), "nul-msg", "victim", "hi\\u0000there");
-	cl_send_raw(c, frame);
-	expect_refused(c, "nul-msg", "holds a NUL character (\\u0000)");
-	agent_frame(frame, sizeof(frame), "lone", "victim", "a\\ud800b");
-	cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
-	expect_refused(c, "lone", "holds a lone UTF-16 surrogate escape");
+	for (size_t i = 0; i < sizeof(not_text) / sizeof(not_text[0]); i++) {
+		send_agent(c, not_text[i].kind, not_text[i].id, not_text[i].key, not_text[i].message);
+		cl_expect_invalid(c, not_text[i].id, not_text[i].why, 10000);
+	}
 	/* An id that is itself not text cannot be echoed: "invalid" instead. */
 	cl_send_raw(c, "{\"type\":\"req\",\"id\":\"x\\u0000y\",\"method\":\"health\"}");
-	expect_refused(c, "invalid", "holds a NUL character");
+	cl_expect_invalid(c, "invalid", "holds a NUL character", 10000);
 	expect_alive(c);
 	expect_untouched(&f, "victim");
 	cl_free(c);
@@ -266,7 +266,7 @@ Test(gateway_text, ws_a_first_binary_frame_that_is_not_text_is_answered_then_clo
 	cJSON_Delete(cl_challenge(c));
 	const char *frame = "{\"type\":\"req\",\"id\":\"c1\",\"method\":\"connect\",\"params\":{\"x\":\"\xff\"}}";
 	cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
-	expect_refused(c, "c1", "invalid frame: the text is not valid UTF-8");
+	cl_expect_invalid(c, "c1", "invalid frame: the text is not valid UTF-8", 10000);
 	cl_expect_close(c, 1008);
 	cl_free(c);
 	gw_stop(&f);
@@ -277,9 +277,7 @@ Test(gateway_text, ws_text_beyond_ascii_goes_through_whole)
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	cl_t *c = cl_connect(f.port);
-	char frame[512];
-	agent_frame(frame, sizeof(frame), "intl", "intl", "h\xc3\xa9llo \xe2\x9c\x93 \\ud83d\\ude00");
-	cl_send_raw(c, frame);
+	send_agent(c, AS_TEXT, "intl", "intl", "h\xc3\xa9llo \xe2\x9c\x93 \\ud83d\\ude00");
 	cJSON *r = cl_await_res(c, "intl", 10000);
 	cr_assert(r && jok(r), "%s", r ? cJSON_PrintUnformatted(r) : "no answer");
 	cJSON_Delete(r);

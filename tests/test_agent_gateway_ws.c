@@ -155,11 +155,7 @@ Test(agent_gateway_ws, the_first_frame_must_be_connect)
 	cJSON_Delete(cl_challenge(c));
 	char id[32];
 	cl_req(c, "health", NULL, id);
-	cJSON *r = cl_await_res(c, id, 5000);
-	cr_assert_not_null(r);
-	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
-	cr_assert(strstr(jstr(jget(r, "error"), "message"), "connect"));
-	cJSON_Delete(r);
+	cl_expect_invalid(c, id, "connect", 5000);
 	cl_expect_close(c, 1008);
 	cl_free(c);
 	/* garbage: closed with a reason */
@@ -174,7 +170,7 @@ Test(agent_gateway_ws, the_first_frame_must_be_connect)
 	c = cl_open(f.port);
 	cJSON *p = connect_params(GW_TOKEN, NULL);
 	cJSON_DeleteItemFromObject(p, "client");
-	r = cl_handshake(c, p);
+	cJSON *r = cl_handshake(c, p);
 	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
 	cr_assert(strstr(jstr(jget(r, "error"), "message"), "invalid connect params: client"));
 	cJSON_Delete(r);
@@ -511,13 +507,7 @@ Test(agent_gateway_ws, malformed_frames_and_unknown_methods_get_clear_errors_and
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cl_send_raw(c, cases[i].frame);
-		cJSON *r = cl_await_res(c, cases[i].id, 5000);
-		cr_assert_not_null(r, "no answer to %s", cases[i].frame);
-		cr_assert_not(jok(r));
-		cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
-		const char *msg = jstr(jget(r, "error"), "message");
-		cr_assert(strstr(msg, cases[i].needle), "%s: message '%s'", cases[i].frame, msg);
-		cJSON_Delete(r);
+		cl_expect_invalid(c, cases[i].id, cases[i].needle, 5000);
 	}
 	/* a binary frame holding a request is a request */
 	const char *bin = "{\"type\":\"req\",\"id\":\"b1\",\"method\":\"health\"}";
