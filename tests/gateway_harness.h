@@ -126,6 +126,12 @@ static inline void cl_send_raw(cl_t *c, const char *text)
 	cr_assert_eq(pc_ws_client_send_text(c->ws, text, strlen(text)), 0);
 }
 
+/* The same bytes in a binary frame, which the gateway reads as text too. */
+static inline void cl_send_binary(cl_t *c, const char *text)
+{
+	cr_assert_eq(pc_ws_client_send_binary(c->ws, text, strlen(text)), 0);
+}
+
 /* Sends a request (takes `params`, may be NULL); the id goes to id_out. */
 static inline void cl_req(cl_t *c, const char *method, cJSON *params, char *id_out)
 {
@@ -284,6 +290,23 @@ static inline void cl_expect_invalid(cl_t *c, const char *id, const char *why, i
 	const char *m = jstr(jget(r, "error"), "message");
 	cr_assert(m && strstr(m, why), "%s: message '%s' lacks '%s'", id, m ? m : "(none)", why);
 	cJSON_Delete(r);
+}
+
+/* Opens a connection and sends `frame` where the connect request belongs,
+ * as text or, when `binary`, in a binary frame: the gateway answers
+ * INVALID_REQUEST under `id`, saying `why`, then closes with 1008. */
+static inline void expect_first_frame_refused(uint16_t port, const char *frame, bool binary, const char *id,
+					      const char *why)
+{
+	cl_t *c = cl_open(port);
+	cJSON_Delete(cl_challenge(c));
+	if (binary)
+		cl_send_binary(c, frame);
+	else
+		cl_send_raw(c, frame);
+	cl_expect_invalid(c, id, why, 10000);
+	cl_expect_close(c, 1008);
+	cl_free(c);
 }
 
 /* agent params with message and idempotency key (and session key when

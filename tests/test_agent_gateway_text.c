@@ -101,27 +101,37 @@ static void expect_victim_refused(gw_t *f, const char *body, const char *want)
 	cr_assert_str_eq(msg, want);
 }
 
-Test(gateway_text, http_a_body_that_is_not_utf8_is_refused_and_nothing_runs)
+/* A fresh gateway refuses each of the `n` bodies, POSTed in session
+ * "victim", with a 400 that says `want`; nothing runs. */
+static void expect_bodies_refused(const char *const *bodies, size_t n, const char *want)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
-	expect_victim_refused(&f, USER_MSG("caf\xe9 \xff\xfe"), NOT_UTF8);
-	/* An encoded surrogate and an overlong form are not UTF-8 either. */
-	expect_victim_refused(&f, USER_MSG("\xed\xa0\x80"), NOT_UTF8);
-	expect_victim_refused(&f, USER_MSG("\xc0\xaf"), NOT_UTF8);
+	for (size_t i = 0; i < n; i++)
+		expect_victim_refused(&f, bodies[i], want);
 	expect_untouched(&f, "victim");
 	gw_stop(&f);
 }
 
+Test(gateway_text, http_a_body_that_is_not_utf8_is_refused_and_nothing_runs)
+{
+	/* Bytes that are not UTF-8, an encoded surrogate, an overlong form. */
+	static const char *const bodies[] = {
+		USER_MSG("caf\xe9 \xff\xfe"),
+		USER_MSG("\xed\xa0\x80"),
+		USER_MSG("\xc0\xaf"),
+	};
+	expect_bodies_refused(bodies, sizeof(bodies) / sizeof(bodies[0]), NOT_UTF8);
+}
+
 Test(gateway_text, http_lone_surrogate_escapes_are_refused_with_their_reason)
 {
-	gw_t f;
-	gw_start(&f, GW_CONFIG(""), NULL);
-	expect_victim_refused(&f, USER_MSG("a\\ud800b"), LONE_SURROGATE);
-	expect_victim_refused(&f, USER_MSG("\\udc00"), LONE_SURROGATE);
-	expect_victim_refused(&f, USER_MSG("\\ud800\\u0041"), LONE_SURROGATE);
-	expect_untouched(&f, "victim");
-	gw_stop(&f);
+	static const char *const bodies[] = {
+		USER_MSG("a\\ud800b"),
+		USER_MSG("\\udc00"),
+		USER_MSG("\\ud800\\u0041"),
+	};
+	expect_bodies_refused(bodies, sizeof(bodies) / sizeof(bodies[0]), LONE_SURROGATE);
 }
 
 Test(gateway_text, http_nul_in_the_message_or_the_user_is_refused_not_cut)
@@ -189,7 +199,7 @@ static void send_agent(cl_t *c, frame_kind_t kind, const char *id, const char *k
 		 "\"idempotencyKey\":\"k-%s\",\"sessionKey\":\"%s\"}}",
 		 id, message, id, key);
 	if (kind == AS_BINARY)
-		cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
+		cl_send_binary(c, frame);
 	else
 		cl_send_raw(c, frame);
 }
@@ -262,13 +272,9 @@ Test(gateway_text, ws_a_first_binary_frame_that_is_not_text_is_answered_then_clo
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
-	cl_t *c = cl_open(f.port);
-	cJSON_Delete(cl_challenge(c));
-	const char *frame = "{\"type\":\"req\",\"id\":\"c1\",\"method\":\"connect\",\"params\":{\"x\":\"\xff\"}}";
-	cr_assert_eq(pc_ws_client_send_binary(c->ws, frame, strlen(frame)), 0);
-	cl_expect_invalid(c, "c1", "invalid frame: the text is not valid UTF-8", 10000);
-	cl_expect_close(c, 1008);
-	cl_free(c);
+	expect_first_frame_refused(f.port,
+				   "{\"type\":\"req\",\"id\":\"c1\",\"method\":\"connect\",\"params\":{\"x\":\"\xff\"}}", true,
+				   "c1", "invalid frame: the text is not valid UTF-8");
 	gw_stop(&f);
 }
 

@@ -151,15 +151,10 @@ Test(agent_gateway_ws, the_first_frame_must_be_connect)
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	/* a request that is not connect: an answer, then 1008 */
-	cl_t *c = cl_open(f.port);
-	cJSON_Delete(cl_challenge(c));
-	char id[32];
-	cl_req(c, "health", NULL, id);
-	cl_expect_invalid(c, id, "connect", 5000);
-	cl_expect_close(c, 1008);
-	cl_free(c);
+	expect_first_frame_refused(f.port, "{\"type\":\"req\",\"id\":\"h1\",\"method\":\"health\"}", false, "h1",
+				   "connect");
 	/* garbage: closed with a reason */
-	c = cl_open(f.port);
+	cl_t *c = cl_open(f.port);
 	cJSON_Delete(cl_challenge(c));
 	cl_send_raw(c, "hello there");
 	cl_expect_close(c, 1008);
@@ -510,8 +505,7 @@ Test(agent_gateway_ws, malformed_frames_and_unknown_methods_get_clear_errors_and
 		cl_expect_invalid(c, cases[i].id, cases[i].needle, 5000);
 	}
 	/* a binary frame holding a request is a request */
-	const char *bin = "{\"type\":\"req\",\"id\":\"b1\",\"method\":\"health\"}";
-	cr_assert_eq(pc_ws_client_send_binary(c->ws, bin, strlen(bin)), 0);
+	cl_send_binary(c, "{\"type\":\"req\",\"id\":\"b1\",\"method\":\"health\"}");
 	cJSON *r = cl_await_res(c, "b1", 5000);
 	cr_assert(jok(r));
 	cJSON_Delete(r);
