@@ -1,15 +1,17 @@
 /*
- * Whole files for tests: reading one into a NUL-terminated buffer, and
- * writing one, every step checked.
+ * Files for tests: reading a whole one into a NUL-terminated buffer,
+ * writing one, and removing a directory tree, every step checked.
  */
 #ifndef PC_TESTS_FILE_UTIL_H
 #define PC_TESTS_FILE_UTIL_H
 
 #include <criterion/criterion.h>
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The file's bytes, NUL-terminated (the caller frees), or NULL when it
  * cannot be opened. */
@@ -56,6 +58,20 @@ static inline void write_file_n(const char *path, const void *data, size_t n)
 static inline void write_file(const char *path, const char *text)
 {
 	write_file_n(path, text, strlen(text));
+}
+
+static inline int rm_tree_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Removes `dir` and everything below it, links as links. */
+static inline void rm_tree(const char *dir)
+{
+	cr_assert_eq(nftw(dir, rm_tree_entry, 16, FTW_DEPTH | FTW_PHYS), 0, "removing %s", dir);
 }
 
 #endif

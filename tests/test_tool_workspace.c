@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 
 #include "agents/tools/workspace.h"
 #include "deny_openat2.h"
+#include "file_util.h"
 #include "test_util.h"
 
 typedef struct tree {
@@ -82,19 +82,6 @@ static tree_t *tree_new(void)
 	t->fds = open_fds();
 	cr_assert_eq(pc_workspace_open(t->root, &t->ws, t->err, sizeof(t->err)), 0, "%s", t->err);
 	return t;
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
-static void rm_tree(const char *dir)
-{
-	cr_assert_eq(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0, "removing %s", dir);
 }
 
 static void tree_free(tree_t *t)

@@ -10,14 +10,13 @@
 
 #include <criterion/criterion.h>
 
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "agents/tools/exec_tool.h"
+#include "file_util.h"
 #include "test_util.h"
 #include "tool_owner.h"
 
@@ -57,14 +56,6 @@ static inline xf_t *xf_new(const pc_exec_policy_t *pol, const pc_process_table_c
 	return f;
 }
 
-static inline int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 /* Frees the table (which kills what still runs), then the rest, in the
  * order process_table.h asks for. */
 static inline void xf_free(xf_t *f)
@@ -75,7 +66,7 @@ static inline void xf_free(xf_t *f)
 	pc_actor_release(f->owner);
 	pc_runtime_free(f->rt);
 	pc_tool_registry_free(f->reg);
-	cr_assert_eq(nftw(f->ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+	rm_tree(f->ws);
 	free(f->seen.last.text);
 	pthread_mutex_destroy(&f->seen.lock);
 	free(f->ws_real);

@@ -14,7 +14,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -123,14 +122,6 @@ static inline fx_t *fx_new(void)
 	return f;
 }
 
-static inline int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static inline void assert_outside_intact(fx_t *f)
 {
 	assert_content(f->out, "secret.txt", "SECRET");
@@ -147,8 +138,8 @@ static inline void fx_free(fx_t *f)
 	pc_tool_registry_free(f->reg);
 	free(f->seen.last.text);
 	pthread_mutex_destroy(&f->seen.lock);
-	cr_assert_eq(nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-	cr_assert_eq(nftw(f->out, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+	rm_tree(f->root);
+	rm_tree(f->out);
 	free(f);
 	fx_keep = NULL;
 	ASSERT_NO_LEAKS();
