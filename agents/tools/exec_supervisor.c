@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -165,8 +166,28 @@ static bool move_fd(int fd, int to)
 	return fd == to ? fcntl(fd, F_SETFD, 0) == 0 : dup2(fd, to) == to;
 }
 
+/* Moves the calling process into the cgroup `dir`. A failure leaves it
+ * where it was: the cgroup is an extra layer, and the supervisor's
+ * subtree still holds the command. */
+static void join_cgroup(const char *dir)
+{
+	char procs[4096];
+	if (strlen(dir) > sizeof(procs) - sizeof("/cgroup.procs"))
+		return;
+	*put_str(put_str(procs, dir), "/cgroup.procs") = '\0';
+	int fd = open(procs, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n;
+	do
+		n = write(fd, "0", 1); /* "0": the writer itself */
+	while (n < 0 && errno == EINTR);
+	close(fd);
+}
+
 /*
- * In the command's child: its own process group, SIGKILL when the
+ * In the command's child: its cgroup, if it has one (first, so that all it
+ * starts is in it), its own process group, SIGKILL when the
  * supervisor dies, default dispositions and an empty mask, stdin from
  * /dev/null, stdout and stderr into the pipe, the working directory, then
  * exec. On failure the errno goes to `chk` (close-on-exec: a successful
@@ -179,6 +200,8 @@ static _Noreturn void run_command(const pc_exec_sup_req_t *req, int out, int chk
 	sigemptyset(&dfl.sa_mask);
 	for (int s = 1; s < NSIG; s++)
 		(void)sigaction(s, &dfl, NULL); /* EINVAL for SIGKILL, SIGSTOP and the reserved ones */
+	if (req->cgroup)
+		join_cgroup(req->cgroup);
 	if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
 		err = errno;
 	else if (getppid() != sup)
@@ -332,6 +355,7 @@ static _Noreturn void supervise(const pc_exec_sup_req_t *req, pid_t parent)
 		_exit(127);
 	close(out);
 	siginfo_t si;
+	bool orphaned = false;
 	for (;;) {
 		int sig = sigwaitinfo(&wanted, NULL);
 		if (sig == PC_EXEC_SUP_TERM)
@@ -339,13 +363,18 @@ static _Noreturn void supervise(const pc_exec_sup_req_t *req, pid_t parent)
 		else if (sig == PC_EXEC_SUP_KILL)
 			signal_tree(self, cmd, SIGKILL);
 		else if (sig == SUP_PDEATHSIG && getppid() != parent)
-			break; /* Pincer is gone: so is the tree */
-		if (command_ended(cmd, &si))
+			orphaned = true; /* Pincer is gone: so is the tree */
+		if (orphaned || command_ended(cmd, &si))
 			break;
 		reap_orphans(cmd);
 	}
 	bool ended = command_ended(cmd, &si);
 	kill_and_reap_all(self, cmd);
+	/* Pincer, which removes the command's cgroup, is gone: the now empty
+	 * cgroup would stay. A failure (EBUSY: a process that left the
+	 * subtree is still in it) leaves it, as nothing can be done here. */
+	if (orphaned && req->cgroup)
+		(void)rmdir(req->cgroup);
 	if (ended && si.si_code == CLD_EXITED)
 		report(status, PC_EXEC_REPORT_EXITED, si.si_status);
 	else if (ended)

@@ -29,9 +29,10 @@
  *
  * What it does not stop: a command that kills or stops its own supervisor
  * (it runs as the same user) before leaving processes behind; those are
- * adopted by init as before. Containment of hostile code needs a
- * container or a cgroup; the supervisor gives ordinary commands a
- * lifetime.
+ * adopted by init as before. Where a cgroup can be made, the command also
+ * runs in one of its own (exec_cgroup.h), which whoever reaps the
+ * supervisor empties: that closes this hole. The supervisor gives
+ * ordinary commands a lifetime either way.
  *
  * Reports, on the status pipe, each one write of a pc_exec_report_t:
  * first PC_EXEC_REPORT_STARTED (value: the command's pid, also its
@@ -73,6 +74,9 @@ typedef struct pc_exec_sup_req {
 	const char *cwd;
 	int out_fd;        /* the command's stdout and stderr */
 	int status_fd;     /* where the reports go */
+	const char *cgroup; /* the command's cgroup (exec_cgroup.h), which it joins before exec
+			     * (and which the supervisor removes, emptied, if Pincer dies first);
+			     * NULL: none */
 } pc_exec_sup_req_t;
 
 /*

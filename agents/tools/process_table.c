@@ -7,8 +7,8 @@
  *   spawn (the supervisor, which starts the command: exec_supervisor.h)
  *   -> the reader job reads the pipe until EOF (or gives it up once the
  *   tree was SIGKILLed and the pipe still does not close) -> waitpid on
- *   the supervisor, its last report read -> state set, the invocation
- *   woken.
+ *   the supervisor -> the command's cgroup, if it has one, emptied and
+ *   removed -> its last report read -> state set, the invocation woken.
  *
  * The supervisor ends only after the command and everything it left
  * behind have been killed and reaped, so a process ending means its whole
@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "../../runtime/blocking.h"
+#include "exec_cgroup.h"
 #include "exec_supervisor.h"
 #include "io/utf8.h"
 #include "tool.h"
@@ -71,6 +72,8 @@ struct pc_process {
 	int fd;   /* the pipe's read end: the reader's alone */
 	int status_fd; /* the supervisor's reports (exec_supervisor.h): the reader's */
 	int evfd; /* wakes the reader; -1 once it ended (guarded by lock) */
+	char *cgroup; /* the command's cgroup (exec_cgroup.h), emptied and removed once the
+		       * supervisor was reaped; NULL: none, or done */
 
 	/* The output kept: a buffer that grows up to `cap`, then a ring. */
 	char *buf;
@@ -104,6 +107,7 @@ struct pc_process_table {
 	size_t max_running;
 	uint64_t ttl_ns;
 	uint64_t next_id;
+	char *cgroup_base; /* where commands' cgroups are made; NULL: nowhere */
 };
 
 static uint64_t mono_ns(void)
@@ -358,8 +362,22 @@ static void record_end(pc_process_t *p, pid_t r, int status)
 		p->state = PC_PROCESS_TIMED_OUT;
 }
 
-/* Reaps the supervisor if it has exited and records how the command
- * ended. Under p->lock. */
+/* Once the supervisor is gone: kills what is left in the command's
+ * cgroup and removes it. The supervisor normally left nothing (then this
+ * is one write and one rmdir); a command that killed its supervisor may
+ * have. Bounded (exec_cgroup.h), so it may run under p->lock. */
+static void end_cgroup(pc_process_t *p)
+{
+	if (!p->cgroup)
+		return;
+	pc__exec_cgroup_end(p->cgroup);
+	free(p->cgroup);
+	p->cgroup = NULL;
+}
+
+/* Reaps the supervisor if it has exited, empties the command's cgroup
+ * (so that the state says ended only once nothing of the tree runs) and
+ * records how the command ended. Under p->lock. */
 static bool try_reap(pc_process_t *p)
 {
 	int status = 0;
@@ -369,6 +387,7 @@ static bool try_reap(pc_process_t *p)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return false;
+	end_cgroup(p);
 	record_end(p, r, status);
 	return true;
 }
@@ -434,7 +453,8 @@ static pc_msg_t *reader_run(void *arg)
 			/* A process out of the supervisor's reach holds the
 			 * pipe, or the supervisor does not answer: give the pipe
 			 * up and SIGKILL the supervisor (not reaped yet, so not
-			 * reused); the command's parent-death signal kills it. */
+			 * reused); the command's parent-death signal kills it,
+			 * and its cgroup, where it has one, the holder. */
 			pipe_open = false;
 			send_signal(p->pid, SIGKILL);
 		}
@@ -490,6 +510,7 @@ static void reader_discard(void *arg)
 	int status = 0;
 	pthread_mutex_lock(&p->lock);
 	pid_t r = kill_and_wait(p, &status);
+	end_cgroup(p);
 	record_end(p, r, status);
 	close(p->status_fd);
 	p->status_fd = -1;
@@ -520,9 +541,11 @@ static int read_start(pc_process_t *p)
 	return 0;
 }
 
-/* Starts the supervisor and, through it, the command; waits until the
- * command was exec'd (or could not be). PC_ESYS with errno set. */
-static int start_process(pc_process_t *p, const pc_process_spawn_t *req)
+/* Starts the supervisor and, through it, the command (in a cgroup of its
+ * own under `cgroup_base` when that is not NULL and one can be made);
+ * waits until the command was exec'd (or could not be). PC_ESYS with
+ * errno set. */
+static int start_process(pc_process_t *p, const pc_process_spawn_t *req, const char *cgroup_base)
 {
 	int pipefd[2], st[2];
 	if (pipe2(pipefd, O_CLOEXEC) != 0)
@@ -541,8 +564,12 @@ static int start_process(pc_process_t *p, const pc_process_spawn_t *req)
 		err = errno;
 	bool started = false;
 	if (!err) {
+		/* A cgroup that cannot be made leaves p->cgroup NULL: the
+		 * command runs without one. */
+		if (cgroup_base)
+			(void)pc__exec_cgroup_make(cgroup_base, &p->cgroup);
 		pc_exec_sup_req_t sr = {.path = req->path, .argv = req->argv, .envp = req->envp, .cwd = req->cwd,
-					.out_fd = pipefd[1], .status_fd = st[1]};
+					.out_fd = pipefd[1], .status_fd = st[1], .cgroup = p->cgroup};
 		err = pc__exec_supervisor_start(&sr, &p->pid);
 		started = err == 0;
 	}
@@ -561,6 +588,7 @@ static int start_process(pc_process_t *p, const pc_process_spawn_t *req)
 			kill_and_wait(p, &status);
 			pthread_mutex_unlock(&p->lock);
 		}
+		end_cgroup(p);
 		close(pipefd[0]);
 		close(p->status_fd);
 		if (p->evfd >= 0)
@@ -581,6 +609,7 @@ static void abandon_process(pc_process_t *p)
 	int status;
 	pthread_mutex_lock(&p->lock);
 	kill_and_wait(p, &status);
+	end_cgroup(p);
 	pthread_mutex_unlock(&p->lock);
 	close(p->fd);
 	close(p->status_fd);
@@ -606,6 +635,10 @@ int pc_process_table_new(const pc_process_table_config_t *cfg, pc_process_table_
 		free(t);
 		return PC_ENOMEM;
 	}
+	/* Probed once here, not per command: no cgroup2, or no right to
+	 * make a child cgroup, leaves the supervisor alone at work. */
+	if (!(cfg && cfg->no_cgroup))
+		t->cgroup_base = pc__exec_cgroup_base();
 	*out = t;
 	return 0;
 }
@@ -678,7 +711,7 @@ int pc_process_spawn(pc_process_table_t *t, pc_runtime_t *rt, const pc_process_s
 	/* The table stays locked from the room check to the insertion, so
 	 * that two spawns cannot both take the last slot. */
 	pthread_mutex_lock(&t->lock);
-	int rc = make_room(t, true) ? start_process(p, req) : PC_ELIMIT;
+	int rc = make_room(t, true) ? start_process(p, req, t->cgroup_base) : PC_ELIMIT;
 	if (rc == 0) {
 		snprintf(p->id, sizeof(p->id), "p%llu", (unsigned long long)++t->next_id);
 		rc = pc_blocking_submit(rt, reader_run, reader_discard, pc_process_retain(p), NULL);
@@ -837,8 +870,14 @@ void pc_process_table_free(pc_process_table_t *t)
 	for (size_t i = 0; i < t->n; i++)
 		pc_process_release(t->procs[i]);
 	free(t->procs);
+	free(t->cgroup_base);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
+}
+
+const char *pc_process_table_cgroup(const pc_process_table_t *t)
+{
+	return t ? t->cgroup_base : NULL;
 }
 
 /* ---- output ------------------------------------------------------------- */

@@ -10,7 +10,9 @@
  * when Pincer dies. A job on the runtime's blocking pool
  * (runtime/blocking.h) reads that pipe until EOF, keeping the last
  * `max_output` bytes, then reaps the supervisor with waitpid (by pid: no
- * other child is touched) and wakes the tool invocation that asked
+ * other child is touched), kills whatever is left in the command's cgroup
+ * when it has one (exec_cgroup.h: where a child cgroup can be made, each
+ * command runs in its own) and wakes the tool invocation that asked
  * (pc_tool_wake). Killing signals the whole tree: SIGTERM, then SIGKILL
  * after a grace. A process that got out of the tree (its supervisor was
  * killed under it) and still holds the pipe is not waited for: the reader
@@ -63,6 +65,8 @@ typedef struct pc_process_table_config {
 			       * 0: PC_PROCESS_DEFAULT_RUNNING */
 	uint64_t ttl_ms;      /* a finished process is forgotten this long after it ended;
 			       * 0: PC_PROCESS_DEFAULT_TTL_MS */
+	bool no_cgroup;       /* true: no command gets a cgroup of its own, even where one
+			       * could be made (exec.cgroup "off") */
 } pc_process_table_config_t;
 
 /* `cfg` may be NULL (the defaults). The caller owns *out. */
@@ -74,6 +78,10 @@ size_t pc_process_table_end_session(pc_process_table_t *t, const char *session_k
 /* How many processes of session `session_key` are running now (a session
  * that has some is not idle). NULL arguments: 0. */
 size_t pc_process_table_session_running(pc_process_table_t *t, const char *session_key);
+/* The cgroup under which each command gets one of its own (exec_cgroup.h),
+ * probed when the table was made; NULL: commands run without (none could
+ * be made, or `no_cgroup`). Valid while the table is. */
+const char *pc_process_table_cgroup(const pc_process_table_t *t);
 /* Kills every process still running (SIGTERM, then SIGKILL after its
  * grace) and waits, bounded by the longest grace plus a few seconds, for
  * their readers to reap them; then drops every record. */
