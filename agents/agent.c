@@ -711,7 +711,7 @@ static int own_tools(pc_agent_t *a)
 	if (rc == 0)
 		rc = pc_tool_register_fs(a->own_tools);
 	if (rc == 0)
-		rc = pc_process_table_new(NULL, &a->processes);
+		rc = pc_process_table_new(&(pc_process_table_config_t){.no_cgroup = e->cgroup_off}, &a->processes);
 	if (rc == 0)
 		rc = pc_tool_register_exec(a->own_tools, &policy, a->processes);
 	return rc;

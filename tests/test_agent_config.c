@@ -710,6 +710,8 @@ Test(config, invalid_files_name_the_offending_path)
 		  "agents.defaults.loopDetection.detectors.x: unknown key"}},
 		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"some\"}}}}}",
 		 {"agents.defaults.tools.exec.mode: must be one of full, allowlist, off"}},
+		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"cgroup\":\"on\"}}}}}",
+		 {"agents.defaults.tools.exec.cgroup: must be one of auto, off"}},
 		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"allowlist\"}}}}}",
 		 {"agents.defaults.tools.exec.allow: required (non-empty) when mode is allowlist"}},
 		{"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"timeoutSeconds\":0,\"env\":[1]}}}}}",
@@ -1125,7 +1127,7 @@ Test(config, tools_loop_detection_and_plugins)
 
 	const char *json =
 		"{\"agents\":{\"defaults\":{\"tools\":{\"exec\":{\"mode\":\"allowlist\",\"allow\":[\"ls\",\"git\"],"
-		"\"env\":[\"GIT_DIR\"],\"timeoutSeconds\":60}},\"loopDetection\":{\"enabled\":true,\"historySize\":40,"
+		"\"env\":[\"GIT_DIR\"],\"timeoutSeconds\":60,\"cgroup\":\"off\"}},\"loopDetection\":{\"enabled\":true,\"historySize\":40,"
 		"\"warningThreshold\":5,\"criticalThreshold\":8,\"globalCircuitBreakerThreshold\":12,"
 		"\"detectors\":{\"pingPong\":false},\"postCompactionGuard\":{\"windowSize\":4}}}},"
 		"\"plugins\":{\"entries\":{\"audit\":{\"path\":\"/opt/p/audit.so\",\"config\":{\"deny\":[\"exec\"]}},"
@@ -1138,6 +1140,7 @@ Test(config, tools_loop_detection_and_plugins)
 		cr_assert_str_eq(a->exec.allow[1], "git");
 		cr_assert_eq(a->exec.env_count, 1);
 		cr_assert_eq(a->exec.timeout_ms, 60000);
+		cr_assert(a->exec.cgroup_off);
 		cr_assert(a->loop_detection.enabled && a->loop_guard);
 		cr_assert_eq(a->loop_detection.history_size, 40);
 		cr_assert_eq(a->loop_detection.warning_threshold, 5);

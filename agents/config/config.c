@@ -909,7 +909,7 @@ static const char *const *names_of(pctx_t *x, const cJSON *arr, size_t n)
 
 static void parse_exec(pctx_t *x, const cJSON *ej, const char *path, pc_exec_config_t *e)
 {
-	static const char *const keys[] = {"mode", "allow", "env", "timeoutSeconds", NULL};
+	static const char *const keys[] = {"mode", "allow", "env", "timeoutSeconds", "cgroup", NULL};
 	char q[PATH_LEN];
 	const cJSON *arr = NULL;
 	const char *s = NULL;
@@ -945,6 +945,12 @@ static void parse_exec(pctx_t *x, const cJSON *ej, const char *path, pc_exec_con
 		e->env_count = n;
 	}
 	get_seconds_ms(x, ej, "timeoutSeconds", path, 1, &e->timeout_ms);
+	if (get_str(x, ej, "cgroup", path, false, &s)) {
+		if (!strcmp(s, "off"))
+			e->cgroup_off = true;
+		else if (strcmp(s, "auto") != 0)
+			err(x, sub(q, path, "cgroup"), "must be one of auto, off");
+	}
 	if (e->mode == PC_CONFIG_EXEC_ALLOWLIST && e->allow_count == 0)
 		err(x, sub(q, path, "allow"), "required (non-empty) when mode is allowlist");
 }
@@ -1790,6 +1796,7 @@ static void j_exec(bool *ok, cJSON *tools, const pc_exec_config_t *e)
 		j_names(ok, o, "env", e->env, e->env_count);
 	if (e->timeout_ms)
 		j_num(ok, o, "timeoutSeconds", (double)(e->timeout_ms / 1000));
+	j_str(ok, o, "cgroup", e->cgroup_off ? "off" : "auto");
 }
 
 /* Numbers left at 0 (the spec's defaults) and an "enabled" never given are

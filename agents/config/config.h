@@ -130,6 +130,8 @@ typedef struct pc_exec_config {
 	const char *const *env;    /* further environment names passed to commands */
 	size_t env_count;
 	uint64_t timeout_ms;       /* per command when the call gives none; 0: the tool's */
+	bool cgroup_off;           /* cgroup "off": no command in a cgroup of its own ("auto":
+				    * where one can be made) */
 } pc_exec_config_t;
 
 /* agents.defaults.loopDetection (§4.2). Zero numbers mean the spec's
