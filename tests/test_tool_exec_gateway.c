@@ -7,7 +7,8 @@
  *   - SIGTERM to the gateway: it exits 0, and neither is left;
  *   - SIGKILL to the gateway: nothing can clean up in it, and still
  *     neither is left (each command's supervisor learns of the death from
- *     its parent-death signal and takes its tree along);
+ *     its parent-death signal and takes its tree along), nor the
+ *     command's cgroup where one was made;
  *   - an idle session whose background command runs does not retire
  *     (which would end it): the command's time limit ends both.
  *
@@ -29,6 +30,7 @@
 #include "curl_client.h"
 #include "pincer_child.h"
 #include "test_util.h"
+#include "tool_cgroup_host.h"
 #include "tool_proc_watch.h"
 
 #define TOKEN "exec-s3cret"
@@ -46,6 +48,7 @@ typedef struct gwp {
 	char pincer[PATH_MAX];
 	char out[PATH_MAX], err[PATH_MAX];
 	pid_t pid;
+	pid_t started; /* the gateway's pid, kept once it was reaped */
 	uint16_t port;
 } gwp_t;
 
@@ -90,7 +93,7 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	snprintf(home, sizeof(home), "PINCER_HOME=%s", g->dir);
 	char *argv[] = {g->pincer, "gateway", "--port", "0", "--config", cfg, NULL};
 	char *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
-	g->pid = start_child(g->pincer, argv, envp, g->dir, g->out, g->err);
+	g->pid = g->started = start_child(g->pincer, argv, envp, g->dir, g->out, g->err);
 	uint64_t until = now_ms() + START_MS;
 	cJSON *j = NULL;
 	while (!j && now_ms() < until) {
@@ -168,6 +171,10 @@ static void start_with(gwp_t *g, const char *key, cJSON *args, watched_t *main_w
 	*esc = watch_pid_file(path, GONE_MS);
 	cr_assert(main_w->pid > 0 && esc->pid > 0, "the command did not run");
 	cr_assert(watched_alive(main_w) && watched_alive(esc), "the background command did not stay");
+	/* exec.cgroup is "auto": where a cgroup can be made, the command
+	 * runs in one of its own. */
+	if (host_can_make_cgroup())
+		cr_assert(host_in_command_cgroup(esc->pid), "cgroup2 is writable here, but the command has no cgroup");
 }
 
 /* Starts COMMAND in the background through a chat; the two it leaves. */
@@ -214,6 +221,9 @@ Test(exec_gateway, sigkill_leaves_no_process)
 	watched_t main_w, esc;
 	cr_assert_eq(signal_with_background(&g, "kill-1", SIGKILL, &main_w, &esc), 128 + SIGKILL);
 	expect_both_gone(&main_w, &esc, GONE_MS, "the SIGKILLed gateway");
+	/* Nobody is left in Pincer to remove the command's cgroup: its
+	 * supervisor does, once the tree is gone. */
+	AWAIT(host_cgroups_of(g.started) == 0, GONE_MS);
 	gw_down(&g);
 }
 
