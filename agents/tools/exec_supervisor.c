@@ -25,9 +25,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,14 +196,14 @@ static void join_cgroup(const char *dir)
  * exec. On failure the errno goes to `chk` (close-on-exec: a successful
  * exec closes it, which is how the supervisor tells the two apart).
  */
-static _Noreturn void run_command(const pc_exec_sup_req_t *req, int out, int chk, pid_t sup)
+static _Noreturn void run_command(const pc_exec_sup_req_t *req, bool in_cgroup, int out, int chk, pid_t sup)
 {
 	int err = 0;
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigemptyset(&dfl.sa_mask);
 	for (int s = 1; s < NSIG; s++)
 		(void)sigaction(s, &dfl, NULL); /* EINVAL for SIGKILL, SIGSTOP and the reserved ones */
-	if (req->cgroup)
+	if (req->cgroup && !in_cgroup)
 		join_cgroup(req->cgroup);
 	if (setpgid(0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
 		err = errno;
@@ -273,6 +276,32 @@ static bool own_descriptors(const pc_exec_sup_req_t *req, int *out, int *status)
 	return ok;
 }
 
+/*
+ * Forks the command's process. With a cgroup, it is born in it where
+ * clone3 can (CLONE_INTO_CGROUP, Linux 5.7): a process moved into a
+ * cgroup afterwards waits for the kernel's cgroup write lock, an RCU grace
+ * period of several milliseconds per command. Else a plain fork, whose
+ * child joins the cgroup itself (*in_cgroup false).
+ */
+static pid_t fork_command(const char *cgroup, bool *in_cgroup)
+{
+	*in_cgroup = false;
+	int fd = cgroup ? open(cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		struct clone_args a = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = (uint64_t)fd};
+		long pid = syscall(SYS_clone3, &a, sizeof(a));
+		if (pid >= 0) {
+			*in_cgroup = true;
+			if (pid > 0)
+				close(fd);
+			return (pid_t)pid;
+		}
+		/* ENOSYS, EINVAL or E2BIG on an older kernel: the plain way */
+		close(fd);
+	}
+	return fork();
+}
+
 /* Starts the command; its pid, or -1 with the errno reported. */
 static pid_t start_command(const pc_exec_sup_req_t *req, int out, int status, pid_t self)
 {
@@ -281,9 +310,10 @@ static pid_t start_command(const pc_exec_sup_req_t *req, int out, int status, pi
 		report(status, PC_EXEC_REPORT_FAILED, errno);
 		return -1;
 	}
-	pid_t cmd = fork();
+	bool in_cgroup;
+	pid_t cmd = fork_command(req->cgroup, &in_cgroup);
 	if (cmd == 0)
-		run_command(req, out, chk[1], self);
+		run_command(req, in_cgroup, out, chk[1], self);
 	int err = cmd < 0 ? errno : 0;
 	close(chk[1]);
 	int32_t e = 0;
