@@ -430,6 +430,32 @@ Test(gateway_http, errors_come_in_openai_shape)
 	gw_stop(&e);
 }
 
+/* The OpenAI SDKs retry a 500 by themselves, and each retry would run the
+ * prompt again: a run that failed says not to. */
+Test(gateway_http, a_failed_run_tells_sdks_not_to_retry)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	char body[4096];
+	chat_body(body, sizeof(body), "pincer", "",
+		  "x [[mock:{\"kind\":\"error\",\"status\":402,\"message\":\"Insufficient credits\"}]]");
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 500, "%s", r.body);
+	cJSON *j = cJSON_Parse(r.body);
+	cr_assert_not_null(j, "%s", r.body);
+	cr_assert_eq(strncmp(jstr(error_of(j, "server_error"), "code"), "run_", 4), 0, "%s", r.body);
+	cJSON_Delete(j);
+	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
+	resp_free(&r);
+	/* an answer that ran nothing says nothing of the kind */
+	post(&e, "/v1/chat/completions", NULL, "{\"model\":", &r);
+	cr_assert_eq(r.status, 400);
+	cr_assert_null(strcasestr(r.head, "x-should-retry"), "%s", r.head);
+	resp_free(&r);
+	gw_stop(&e);
+}
+
 Test(gateway_http, a_body_over_the_limit_is_refused_in_openai_shape)
 {
 	gw_t e;

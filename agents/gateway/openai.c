@@ -70,6 +70,7 @@ typedef struct oa_err {
 	const char *code;   /* NULL: null */
 	const char *allow;  /* 405: the Allow header's value */
 	uint64_t retry_after_ms; /* 429: the Retry-After header's value */
+	bool ran;           /* a run ended this way: the same call again would run again */
 	char message[320];
 	char code_buf[48];  /* a code made on the fly (`code` points here) */
 } oa_err_t;
@@ -84,6 +85,7 @@ static bool fail(oa_err_t *e, int status, const char *param, const char *code, c
 	e->code = code;
 	e->allow = NULL;
 	e->retry_after_ms = 0;
+	e->ran = false;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
@@ -134,6 +136,10 @@ static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const
 	else if (e->retry_after_ms)
 		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
 			 (unsigned long long)((e->retry_after_ms + 999) / 1000));
+	else if (e->ran)
+		/* the OpenAI SDKs retry a 500 by themselves, and each retry
+		 * would be a new run; this header is theirs for "do not" */
+		snprintf(extra, sizeof(extra), "x-should-retry: false\r\n");
 	cJSON *body = error_json(e);
 	answer_json(oa, route, id, e->status, extra, body);
 	cJSON_Delete(body);
@@ -872,6 +878,7 @@ static void run_error(const cJSON *d, oa_err_t *e)
 	snprintf(e->code_buf, sizeof(e->code_buf), "run_%s",
 		 kind && kind[0] ? kind : status && status[0] ? status : "error");
 	e->code = e->code_buf;
+	e->ran = true;
 }
 
 static void comp_answer(completion_t *c, const cJSON *d, bool ok)
