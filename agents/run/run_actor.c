@@ -9,11 +9,12 @@
  *   WAIT        the attempt's PC__MSG_ATTEMPT_DONE
  *   EVAL        pc_run_decide -> RETRY | COMPACT | TRUNCATE | FALLBACK | FINISH | FAIL
  *
- * Finishing publishes the run's one terminal lifecycle event (with the
- * payloads, usage and attempts trace), records the end in the store and the
- * registry, and tells the session. An abort is a message: it goes down to
- * the attempt or compaction in flight, cancels a backoff, and never enters
- * fallback. The stop handler releases the global-lane permit and anything
+ * Finishing records the end in the store and, once that is durable, tells
+ * the session, which publishes the run's one terminal lifecycle event (with
+ * the payloads, usage and attempts trace) and finishes the registry entry:
+ * nobody learns of an end that a crash could still lose. An abort is a
+ * message: it goes down to the attempt or compaction in flight, cancels a
+ * backoff, and never enters fallback. The stop handler releases the global-lane permit and anything
  * still running, exactly once, whatever stopped the run.
  *
  * Hooks (§10.2): before_model_resolve may replace the primary model
@@ -49,6 +50,7 @@ typedef enum run_phase {
 	RP_COMPACTING,
 	RP_TRUNCATING,
 	RP_SENDING,    /* message_sending's chain */
+	RP_ENDING,     /* the end's store row is committing */
 	RP_DONE,
 } run_phase_t;
 
@@ -85,6 +87,12 @@ typedef struct run {
 	pc_run_outcome_t outcome;
 	char *error_text, *payloads, *stop_reason;
 	char *guard_text;         /* the loop guard's message, once it tripped */
+
+	/* the end, kept while its row commits (RP_ENDING) */
+	pc_run_status_t end_status;
+	const char *end_kind;     /* static */
+	char *end_message;        /* the error payload of a failed run */
+	cJSON *end_data;          /* the terminal event's data */
 } run_t;
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
@@ -383,18 +391,42 @@ void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t 
 }
 
 /*
- * The run's end: the terminal event first (after the transcript writes,
- * which each attempt awaited), then the store, the registry and the
- * session. `message` is the user-facing error payload, if any.
+ * Tells the session that the run ended (it publishes the terminal event
+ * and wakes the waiters), once the end's row is durable or could not be
+ * recorded: `store_rc` is the store's answer. A failed write does not
+ * change the run's outcome (the client still hears it); the terminal
+ * event names the failure as storeError, because a restart will then find
+ * the run unfinished.
+ */
+static void tell_end(run_t *r, int store_rc)
+{
+	r->phase = RP_DONE;
+	if (store_rc != 0 && r->end_data)
+		cJSON_AddStringToObject(r->end_data, "storeError", pc_store_strerror(store_rc));
+	char *data = r->end_data ? pc_json_print(r->end_data) : NULL;
+	/* counted before anyone can learn that the run ended */
+	pc__metrics_run_end(r->agent, r->end_status, r->started_ms != 0, run_ms(r));
+	pc__run_done_send(r->session, r->run_id, r->end_status, r->end_kind, r->end_message,
+			  data ? data : "{}");
+	cJSON_free(data);
+	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * The run's end: the store's row first, asked like any durable write (an
+ * urgent one: it commits with the transcript writes queued before it),
+ * and its answer tells the session (tell_end). Until then nobody learns
+ * of the end, so no answer can outlive a crash that loses it.
+ * `message` is the user-facing error payload, if any.
  */
 static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
 		   const pc_run_action_t *act)
 {
-	if (r->phase == RP_DONE)
+	if (r->phase >= RP_ENDING)
 		return;
 	if (status == PC_RUN_STATUS_OK && hook_message_sending(ctx, r, act))
 		return;
-	r->phase = RP_DONE;
+	r->phase = RP_ENDING;
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
 	/* printed once: for the terminal event and for the store */
@@ -442,27 +474,26 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddRawToObject(d, "usage", usage);
 		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
 	}
-	char *data = d ? pc_json_print(d) : NULL;
 	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
-	cJSON_Delete(d);
+	r->end_status = status;
+	r->end_kind = kind;
+	r->end_message = !ok && message ? strdup(message) : NULL;
+	r->end_data = d;
 
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
-	/* fire and forget: nobody waits for the run's end to be durable */
-	if (pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage, PC_STORE_REQ_JSON_CHECKED,
-				 &req) == 0)
-		pc_send(pc_store_actor(r->agent->store), req);
+	int rc = pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage,
+				      PC_STORE_REQ_JSON_CHECKED, &req);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
 	cJSON_free(usage);
-
-	/* counted before anyone can learn that the run ended */
-	pc__metrics_run_end(r->agent, status, r->started_ms != 0, run_ms(r));
-	/* the session publishes the terminal event and wakes the waiters */
-	pc__run_done_send(r->session, r->run_id, status, kind, ok ? NULL : message, data ? data : "{}");
-	cJSON_free(data);
-	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
-	pc_exit(ctx, PC_EXIT_NORMAL);
+	if (rc != 0) {
+		/* no answer will come: the end is told now, as unrecorded */
+		tell_end(r, rc);
+		pc_exit(ctx, PC_EXIT_NORMAL);
+	}
 }
 
 static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
@@ -879,8 +910,18 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			iterate(ctx, r);
 		}
 		return 0;
+	case PC_STORE_MSG_REPLY: {
+		/* the only question the run asks the store: its end's row */
+		if (r->phase != RP_ENDING)
+			return 0;
+		pc_store_reply_t rep;
+		int rc = pc_store_reply_get(msg, &rep);
+		tell_end(r, rc != 0 ? rc : rep.rc);
+		pc_exit(ctx, PC_EXIT_NORMAL);
+		return 0;
+	}
 	case PC__MSG_RUN_ABORT:
-		if (r->cancelled || r->phase == RP_DONE)
+		if (r->cancelled || r->phase >= RP_ENDING)
 			return 0;
 		r->cancelled = true;
 		if (r->attempt) {
@@ -929,7 +970,11 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)reason;
 	run_t *r = state;
-	if (r->phase != RP_DONE) {
+	if (r->phase == RP_ENDING) {
+		/* stopped before the store answered: the end is told as
+		 * unconfirmed rather than lost */
+		tell_end(r, PC_ESTOPPED);
+	} else if (r->phase != RP_DONE) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
 		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, run_ms(r));
@@ -955,6 +1000,8 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	pc__loop_box_release(r->loop);
 	pc_run_state_fini(&r->rs);
 	free(r->final_act);
+	cJSON_Delete(r->end_data); /* before the payloads it refers to */
+	free(r->end_message);
 	free(r->revision);
 	free(r->hook_model);
 	free(r->error_text);
