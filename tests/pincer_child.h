@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "file_util.h"
 #include "test_util.h"
 
@@ -80,6 +82,37 @@ static inline int child_wait(pid_t *pid, uint64_t timeout_ms)
 	}
 	*pid = 0;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Starts `pincer gateway --port 0 --config cfg` in `home` (its
+ * PINCER_HOME and working directory; PATH the system's), output into the
+ * files `out` and `err` (emptied first), and waits up to `timeout_ms` for
+ * its "listening" line: the port it bound. *pid is the child's. */
+static inline uint16_t start_gateway_child(const char *pincer, const char *home, const char *cfg, const char *out,
+					   const char *err, uint64_t timeout_ms, pid_t *pid)
+{
+	write_file(out, "");
+	write_file(err, "");
+	char env_home[PATH_MAX];
+	snprintf(env_home, sizeof(env_home), "PINCER_HOME=%s", home);
+	char *argv[] = {(char *)pincer, "gateway", "--port", "0", "--config", (char *)cfg, NULL};
+	char *envp[] = {env_home, "PATH=/usr/bin:/bin", NULL};
+	*pid = start_child(pincer, argv, envp, home, out, err);
+	uint64_t until = now_ms() + timeout_ms;
+	cJSON *j = NULL;
+	while (!j && now_ms() < until) {
+		char *s = read_file(out);
+		if (strstr(s, "\"listening\""))
+			j = cJSON_Parse(s);
+		free(s);
+		if (!j)
+			sleep_ms(20);
+	}
+	cr_assert_not_null(j, "the gateway did not start");
+	uint16_t port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+	cJSON_Delete(j);
+	cr_assert_gt(port, 0);
+	return port;
 }
 
 #endif

@@ -42,27 +42,7 @@ typedef struct gw {
  * g->dir, which the config was written to by gw_init. */
 static void gw_start(gw_t *g)
 {
-	write_file(g->out, "");
-	write_file(g->err, "");
-	char home[PATH_MAX];
-	snprintf(home, sizeof(home), "PINCER_HOME=%s", g->dir);
-	char *argv[] = {g->pincer, "gateway", "--port", "0", "--config", g->cfg, NULL};
-	char *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
-	g->pid = start_child(g->pincer, argv, envp, g->dir, g->out, g->err);
-	uint64_t until = now_ms() + START_MS;
-	cJSON *j = NULL;
-	while (!j && now_ms() < until) {
-		char *s = read_file(g->out);
-		if (strstr(s, "\"listening\""))
-			j = cJSON_Parse(s);
-		free(s);
-		if (!j)
-			sleep_ms(20);
-	}
-	cr_assert_not_null(j, "the gateway did not start");
-	g->port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
-	cJSON_Delete(j);
-	cr_assert_gt(g->port, 0);
+	g->port = start_gateway_child(g->pincer, g->dir, g->cfg, g->out, g->err, START_MS, &g->pid);
 }
 
 static void gw_init(gw_t *g)

@@ -78,7 +78,7 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	cr_assert_not_null(mkdtemp(g->dir));
 	memcpy(gw_dir, g->dir, sizeof(gw_dir));
 	find_pincer(g->pincer, sizeof(g->pincer));
-	char cfg[128], text[1024], home[PATH_MAX];
+	char cfg[128], text[1024];
 	snprintf(cfg, sizeof(cfg), "%s/pincer-test.json", g->dir);
 	snprintf(text, sizeof(text),
 		 "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
@@ -88,26 +88,8 @@ static void gw_up(gwp_t *g, unsigned idle_s)
 	write_file(cfg, text);
 	snprintf(g->out, sizeof(g->out), "%s/gw.out", g->dir);
 	snprintf(g->err, sizeof(g->err), "%s/gw.err", g->dir);
-	write_file(g->out, "");
-	write_file(g->err, "");
-	snprintf(home, sizeof(home), "PINCER_HOME=%s", g->dir);
-	char *argv[] = {g->pincer, "gateway", "--port", "0", "--config", cfg, NULL};
-	char *envp[] = {home, "PATH=/usr/bin:/bin", NULL};
-	g->pid = g->started = start_child(g->pincer, argv, envp, g->dir, g->out, g->err);
-	uint64_t until = now_ms() + START_MS;
-	cJSON *j = NULL;
-	while (!j && now_ms() < until) {
-		char *s = read_file(g->out);
-		if (strstr(s, "\"listening\""))
-			j = cJSON_Parse(s);
-		free(s);
-		if (!j)
-			sleep_ms(20);
-	}
-	cr_assert_not_null(j, "the gateway did not start");
-	g->port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
-	cJSON_Delete(j);
-	cr_assert_gt(g->port, 0);
+	g->port = start_gateway_child(g->pincer, g->dir, cfg, g->out, g->err, START_MS, &g->pid);
+	g->started = g->pid;
 }
 
 static void gw_down(gwp_t *g)
