@@ -38,13 +38,7 @@
 
 static void kill_leftovers(void)
 {
-	static const char *const names[] = {"esc.pid", "main.pid"};
-	for (size_t i = 0; xf_keep && i < sizeof(names) / sizeof(names[0]); i++) {
-		char path[128];
-		snprintf(path, sizeof(path), "%s/%s", xf_keep->ws, names[i]);
-		(void)watch_pid_file(path, 0);
-	}
-	watched_kill_all();
+	kill_pid_files(xf_keep ? xf_keep->ws : NULL, (const char *const[]){"esc.pid", "main.pid", NULL});
 }
 
 TestSuite(exec_cgroup, .fini = kill_leftovers);
@@ -127,30 +121,29 @@ Test(exec_cgroup, command_that_kills_its_supervisor_leaves_nothing)
 	xf_free(f);
 }
 
-Test(exec_cgroup, removed_after_a_normal_end)
+/* Runs `command` (which writes its cgroup first) to its end; its result
+ * is `outcome` (`whole`) or holds it, and its cgroup is gone by then. */
+static void removed_after(const char *command, const char *args, const char *outcome, bool whole, const char *when)
 {
 	xf_t *f = xf_new(NULL, NULL);
 	require_cgroups(f);
-	rec_t r = run_cmd(f, SAVE_CGROUP "; exit 4", "");
-	cr_assert_str_eq(r.text, "exit code 4");
+	rec_t r = run_cmd(f, command, args);
+	cr_assert(whole ? !strcmp(r.text, outcome) : strstr(r.text, outcome) != NULL, "%s", r.text);
 	free(r.text);
 	char dir[4096];
 	command_cgroup(f, dir, sizeof(dir));
-	expect_removed(dir, "after it ended");
+	expect_removed(dir, when);
 	xf_free(f);
+}
+
+Test(exec_cgroup, removed_after_a_normal_end)
+{
+	removed_after(SAVE_CGROUP "; exit 4", "", "exit code 4", true, "after it ended");
 }
 
 Test(exec_cgroup, removed_after_a_timeout)
 {
-	xf_t *f = xf_new(NULL, NULL);
-	require_cgroups(f);
-	rec_t r = run_cmd(f, SAVE_CGROUP "; sleep 99", "\"timeout\":1");
-	cr_assert_not_null(strstr(r.text, "timed out"), "%s", r.text);
-	free(r.text);
-	char dir[4096];
-	command_cgroup(f, dir, sizeof(dir));
-	expect_removed(dir, "after its timeout");
-	xf_free(f);
+	removed_after(SAVE_CGROUP "; sleep 99", "\"timeout\":1", "timed out", false, "after its timeout");
 }
 
 Test(exec_cgroup, removed_after_a_kill)

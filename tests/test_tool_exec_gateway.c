@@ -58,13 +58,7 @@ static char gw_dir[64]; /* the current test's directory, for kill_leftovers */
  * command wrote down and is still alive. */
 static void kill_leftovers(void)
 {
-	static const char *const names[] = {"main.pid", "esc.pid"};
-	for (size_t i = 0; gw_dir[0] && i < sizeof(names) / sizeof(names[0]); i++) {
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/%s", gw_dir, names[i]);
-		(void)watch_pid_file(path, 0);
-	}
-	watched_kill_all();
+	kill_pid_files(gw_dir[0] ? gw_dir : NULL, (const char *const[]){"main.pid", "esc.pid", NULL});
 }
 
 TestSuite(exec_gateway, .fini = kill_leftovers);

@@ -37,13 +37,9 @@
  * commands wrote down and is still alive. */
 static void kill_leftovers(void)
 {
-	static const char *const names[] = {"job.pid", "nohup.pid", "esc.pid", "daemon.pid", "main.pid", "other.pid"};
-	for (size_t i = 0; xf_keep && i < sizeof(names) / sizeof(names[0]); i++) {
-		char path[128];
-		snprintf(path, sizeof(path), "%s/%s", xf_keep->ws, names[i]);
-		(void)watch_pid_file(path, 0);
-	}
-	watched_kill_all();
+	kill_pid_files(xf_keep ? xf_keep->ws : NULL,
+		       (const char *const[]){"job.pid", "nohup.pid", "esc.pid", "daemon.pid", "main.pid", "other.pid",
+					     NULL});
 }
 
 TestSuite(exec_tree, .fini = kill_leftovers);

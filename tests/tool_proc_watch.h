@@ -7,6 +7,7 @@
 #ifndef PC_TESTS_TOOL_PROC_WATCH_H
 #define PC_TESTS_TOOL_PROC_WATCH_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,6 +106,20 @@ static inline void watched_kill_all(void)
 		if (watched_alive(&watched_seen[i]))
 			kill(watched_seen[i].pid, SIGKILL);
 	watched_n = 0;
+}
+
+/* A suite's fini: watches the pids the commands wrote into `names`
+ * (NULL-terminated) under `dir` (NULL: nothing ran), then SIGKILLs
+ * whatever is still alive, so a test that failed half-way leaves nothing
+ * behind. */
+static inline void kill_pid_files(const char *dir, const char *const *names)
+{
+	for (size_t i = 0; dir && names[i]; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		(void)watch_pid_file(path, 0);
+	}
+	watched_kill_all();
 }
 
 #endif

@@ -47,8 +47,8 @@ typedef struct walk {
 	int cur;             /* the directory reached: start, or an owned O_PATH fd */
 	char done[PATH_MAX]; /* the names from start to cur, '/'-separated; only directories, never links */
 	size_t done_len;
-	char todo[PATH_MAX]; /* what is left to resolve */
-	size_t pos;          /* the next component of todo */
+	char left[PATH_MAX]; /* what is left to resolve */
+	size_t pos;          /* the next component of left */
 	int hops;
 } walk_t;
 
@@ -106,7 +106,7 @@ static int climb(walk_t *w)
 }
 
 /* Replaces the component just taken, a link (name in dirfd) in cur, by
- * the link's target: todo becomes target/rest. */
+ * the link's target: left becomes target/rest. */
 static int follow(walk_t *w, int dirfd, const char *name)
 {
 	char target[PATH_MAX];
@@ -122,17 +122,17 @@ static int follow(walk_t *w, int dirfd, const char *name)
 		return fail(ELOOP);
 	if (target[0] == '/')
 		return fail(EXDEV);
-	const char *rest = w->todo + w->pos;
+	const char *rest = w->left + w->pos;
 	size_t rl = strlen(rest);
 	size_t sep = rl ? 1 : 0;
-	if ((size_t)n + sep + rl >= sizeof(w->todo))
+	if ((size_t)n + sep + rl >= sizeof(w->left))
 		return fail(ENAMETOOLONG);
-	/* rest lies inside todo: move it first, then put the target (and a
+	/* rest lies inside left: move it first, then put the target (and a
 	 * '/' when something follows) in front of it. */
-	memmove(w->todo + n + sep, rest, rl + 1);
-	memcpy(w->todo, target, (size_t)n);
+	memmove(w->left + n + sep, rest, rl + 1);
+	memcpy(w->left, target, (size_t)n);
 	if (sep)
-		w->todo[n] = '/';
+		w->left[n] = '/';
 	w->pos = 0;
 	return 0;
 }
@@ -170,7 +170,7 @@ static int step(walk_t *w, const char *name)
 }
 
 /* The last component, opened with O_NOFOLLOW. When the caller did not ask
- * for O_NOFOLLOW and it is a link, *fd stays -1 and todo holds the link's
+ * for O_NOFOLLOW and it is a link, *fd stays -1 and left holds the link's
  * target: the walk goes on. */
 static int last(walk_t *w, const char *name, int flags, mode_t mode, int *fd)
 {
@@ -210,14 +210,14 @@ int pc__beneath_walk(int dirfd, const char *rel, int flags, mode_t mode)
 	walk_t w = {.start = dirfd, .cur = dirfd};
 	if (rel[0] == '/')
 		return fail(EXDEV);
-	if (strlen(rel) >= sizeof(w.todo))
+	if (strlen(rel) >= sizeof(w.left))
 		return fail(ENAMETOOLONG);
-	strcpy(w.todo, rel);
+	strcpy(w.left, rel);
 	int fd = -1, rc = 0;
 	while (rc == 0 && fd < 0) {
-		while (w.todo[w.pos] == '/')
+		while (w.left[w.pos] == '/')
 			w.pos++;
-		size_t n = strcspn(w.todo + w.pos, "/");
+		size_t n = strcspn(w.left + w.pos, "/");
 		if (n == 0) {
 			/* Nothing left: the answer is the directory reached
 			 * ("", ".", or a path ending in ".."). */
@@ -230,12 +230,12 @@ int pc__beneath_walk(int dirfd, const char *rel, int flags, mode_t mode)
 			break;
 		}
 		char name[NAME_MAX + 1];
-		memcpy(name, w.todo + w.pos, n);
+		memcpy(name, w.left + w.pos, n);
 		name[n] = '\0';
 		w.pos += n;
-		while (w.todo[w.pos] == '/')
+		while (w.left[w.pos] == '/')
 			w.pos++;
-		bool final = w.todo[w.pos] == '\0';
+		bool final = w.left[w.pos] == '\0';
 		if (strcmp(name, ".") == 0)
 			continue;
 		if (strcmp(name, "..") == 0)
