@@ -92,15 +92,6 @@ static void expect_removed(const char *dir, const char *when)
 	cr_assert_not(exists(dir), "the command's cgroup %s is still there %s", dir, when);
 }
 
-static watched_t watch(xf_t *f, const char *name)
-{
-	char path[128];
-	snprintf(path, sizeof(path), "%s/%s", f->ws, name);
-	watched_t w = watch_pid_file(path, GONE_MS);
-	cr_assert_gt(w.pid, 0, "no pid in %s", name);
-	return w;
-}
-
 /* Leaves a process in a session of its own, then kills its supervisor
  * (the shell's parent): the hole the supervisor alone cannot close. */
 #define KILL_OWN_SUPERVISOR ESCAPE("esc.pid") " >/dev/null 2>&1 & " WAIT_FILE("esc.pid") "; " SAVE_CGROUP "; kill -9 $PPID"
@@ -113,7 +104,7 @@ Test(exec_cgroup, command_that_kills_its_supervisor_leaves_nothing)
 	require_cgroups(f);
 	rec_t r = run_cmd(f, KILL_OWN_SUPERVISOR, "");
 	free(r.text);
-	watched_t esc = watch(f, "esc.pid");
+	watched_t esc = watch_pid_in(f->ws, "esc.pid", GONE_MS);
 	cr_assert(await_gone_or_kill(&esc, GONE_MS), "the escape (pid %d) outlived its killed supervisor", (int)esc.pid);
 	char dir[4096];
 	command_cgroup(f, dir, sizeof(dir));
@@ -155,7 +146,7 @@ Test(exec_cgroup, removed_after_a_kill)
 	free(r.text);
 	char dir[4096];
 	command_cgroup(f, dir, sizeof(dir));
-	watched_t main = watch(f, "main.pid");
+	watched_t main = watch_pid_in(f->ws, "main.pid", GONE_MS);
 	cr_assert(exists(dir), "no cgroup %s while the command runs", dir);
 	pc_process_t *p = NULL;
 	cr_assert_eq(pc_process_find(f->table, "p1", &p), 0);
@@ -261,7 +252,7 @@ Test(exec_cgroup, off_makes_none)
 		snprintf(dir, sizeof(dir), "%s%s", host_mount, strcmp(line + 3, "/") ? line + 3 : "");
 		cr_assert_str_eq(dir, own, "the command ran in another cgroup than the test's");
 	}
-	watched_t esc = watch(f, "esc.pid");
+	watched_t esc = watch_pid_in(f->ws, "esc.pid", GONE_MS);
 	cr_assert(watched_alive(&esc), "the escape of a killed supervisor was killed with the layer off");
 	cr_log_info("exec.cgroup off: the escape of a killed supervisor (pid %d) outlives it, as documented",
 		    (int)esc.pid);

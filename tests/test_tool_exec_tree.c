@@ -50,16 +50,6 @@ static void expect_ok(rec_t r)
 	free(r.text);
 }
 
-/* The process whose pid the command wrote into `name`. */
-static watched_t watch(xf_t *f, const char *name)
-{
-	char path[128];
-	snprintf(path, sizeof(path), "%s/%s", f->ws, name);
-	watched_t w = watch_pid_file(path, GONE_MS);
-	cr_assert_gt(w.pid, 0, "no pid in %s", name);
-	return w;
-}
-
 static void assert_gone(const watched_t *w, const char *what)
 {
 	cr_assert(await_gone_or_kill(w, GONE_MS), "%s (pid %d) outlived its command", what, (int)w->pid);
@@ -76,7 +66,7 @@ static uint64_t expect_left_behind_killed(const char *cmd, const char *pid_file,
 	uint64_t t0 = now_ms();
 	expect_ok(run_cmd(f, cmd, ""));
 	uint64_t took = now_ms() - t0;
-	watched_t w = watch(f, pid_file);
+	watched_t w = watch_pid_in(f->ws, pid_file, GONE_MS);
 	assert_gone(&w, what);
 	xf_free(f);
 	return took;
@@ -117,7 +107,7 @@ Test(exec_tree, status_comes_through_the_supervisor)
 	rec_t r = run_cmd(f, ESCAPE("esc.pid") " >/dev/null 2>&1 & " WAIT_FILE("esc.pid") "; exit 3", "");
 	cr_assert_str_eq(r.text, "exit code 3");
 	free(r.text);
-	watched_t w = watch(f, "esc.pid");
+	watched_t w = watch_pid_in(f->ws, "esc.pid", GONE_MS);
 	assert_gone(&w, "setsid sleep 99 &");
 	r = run_cmd(f, "kill -USR2 $$", "");
 	cr_assert_str_eq(r.text, "killed by signal 12");
@@ -138,7 +128,8 @@ static bg_tree_t start_background(xf_t *f, const char *more)
 	char opts[128];
 	snprintf(opts, sizeof(opts), "\"background\":true%s%s", *more ? "," : "", more);
 	expect_ok(run_cmd(f, ESCAPE("esc.pid") " >/dev/null 2>&1 & echo $$ > main.pid; exec sleep 98", opts));
-	return (bg_tree_t){.main = watch(f, "main.pid"), .esc = watch(f, "esc.pid")};
+	return (bg_tree_t){.main = watch_pid_in(f->ws, "main.pid", GONE_MS),
+			   .esc = watch_pid_in(f->ws, "esc.pid", GONE_MS)};
 }
 
 /* Both processes end, `when` (for the message: "after a kill", ...). */
@@ -158,7 +149,7 @@ Test(exec_tree, background_outlives_other_commands_until_killed)
 	/* Foreground commands coming and going leave it alone. */
 	expect_ok(run_cmd(f, "sleep 0.2 & true", ""));
 	expect_ok(run_cmd(f, ESCAPE("other.pid") " >/dev/null 2>&1 & " WAIT_FILE("other.pid"), ""));
-	watched_t other = watch(f, "other.pid");
+	watched_t other = watch_pid_in(f->ws, "other.pid", GONE_MS);
 	assert_gone(&other, "the foreground command's escape");
 	cr_assert(watched_alive(&bg.main), "the background command was killed by another's end");
 	cr_assert(watched_alive(&bg.esc), "the background command's child was killed by another's end");
@@ -183,7 +174,7 @@ Test(exec_tree, background_leftovers_die_with_it)
 {
 	xf_t *f = xf_new(NULL, NULL);
 	expect_ok(run_cmd(f, ESCAPE("esc.pid") " >/dev/null 2>&1 & " WAIT_FILE("esc.pid"), "\"background\":true"));
-	watched_t esc = watch(f, "esc.pid");
+	watched_t esc = watch_pid_in(f->ws, "esc.pid", GONE_MS);
 	assert_gone(&esc, "what a finished background command left");
 	xf_free(f);
 }
@@ -218,7 +209,7 @@ Test(exec_tree, never_reaps_a_child_it_did_not_start)
 	}
 	expect_ok(run_cmd(f, ESCAPE("esc.pid") " >/dev/null 2>&1 & " WAIT_FILE("esc.pid"), ""));
 	expect_ok(run_cmd(f, "nohup sleep 0.5 >/dev/null 2>&1 & sleep 0.4", ""));
-	watched_t esc = watch(f, "esc.pid");
+	watched_t esc = watch_pid_in(f->ws, "esc.pid", GONE_MS);
 	assert_gone(&esc, "setsid sleep 99 &");
 	int st = 0;
 	cr_assert_eq(waitpid(early, &st, 0), early, "waitpid: %s", strerror(errno));
@@ -254,7 +245,7 @@ Test(exec_tree, outlives_the_thread_that_started_it)
 	cr_assert_eq(pthread_create(&th, NULL, spawn_from_thread, &s), 0);
 	cr_assert_eq(pthread_join(th, NULL), 0);
 	cr_assert_eq(s.rc, 0);
-	watched_t w = watch(f, "main.pid");
+	watched_t w = watch_pid_in(f->ws, "main.pid", GONE_MS);
 	sleep_ms(300);
 	bool alive = watched_alive(&w);
 	pc_process_info_t info;

@@ -7,6 +7,8 @@
 #ifndef PC_TESTS_TOOL_PROC_WATCH_H
 #define PC_TESTS_TOOL_PROC_WATCH_H
 
+#include <criterion/criterion.h>
+
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -106,6 +108,17 @@ static inline void watched_kill_all(void)
 		if (watched_alive(&watched_seen[i]))
 			kill(watched_seen[i].pid, SIGKILL);
 	watched_n = 0;
+}
+
+/* The process whose pid a command wrote into `dir`/`name` (waiting up to
+ * `ms` for the file); the test fails when none comes. */
+static inline watched_t watch_pid_in(const char *dir, const char *name, uint64_t ms)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	watched_t w = watch_pid_file(path, ms);
+	cr_assert_gt(w.pid, 0, "no pid in %s", name);
+	return w;
 }
 
 /* A suite's fini: watches the pids the commands wrote into `names`
