@@ -2,7 +2,6 @@
  * Numeric addresses and ranges (netaddr.h), on inet_pton / inet_ntop.
  */
 #include <arpa/inet.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,10 +107,3 @@ bool pc_netaddr_is_any(const pc_netaddr_t *a)
 }
 
 bool pc_netaddr_equal(const pc_netaddr_t *a, const pc_netaddr_t *b) { return !memcmp(a->b, b->b, sizeof(a->b)); }
-
-void pc_netaddr_format(const pc_netaddr_t *a, char out[PC_NETADDR_TEXT])
-{
-	const void *src = is_v4(a) ? (const void *)(a->b + 12) : (const void *)a->b;
-	if (!inet_ntop(is_v4(a) ? AF_INET : AF_INET6, src, out, PC_NETADDR_TEXT))
-		snprintf(out, PC_NETADDR_TEXT, "?");
-}

@@ -30,7 +30,8 @@ typedef struct pc_netcidr {
 	uint8_t prefix;    /* 0..128, counted on the 128-bit form */
 } pc_netcidr_t;
 
-/* The longest text pc_netaddr_format writes, NUL included. */
+/* Room for the longest numeric address as text, NUL included (an IPv6
+ * address with an embedded IPv4 one takes 45). */
 #define PC_NETADDR_TEXT 48
 
 /* Parses a numeric address of `len` bytes: "a.b.c.d", an IPv6 address, or
@@ -56,10 +57,6 @@ bool pc_netaddr_is_loopback(const pc_netaddr_t *a);
 bool pc_netaddr_is_any(const pc_netaddr_t *a);
 
 bool pc_netaddr_equal(const pc_netaddr_t *a, const pc_netaddr_t *b);
-
-/* The address as text ("127.0.0.1", "::1"), in `out` of
- * PC_NETADDR_TEXT bytes. */
-void pc_netaddr_format(const pc_netaddr_t *a, char out[PC_NETADDR_TEXT]);
 
 #ifdef __cplusplus
 }

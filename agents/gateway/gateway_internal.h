@@ -112,7 +112,6 @@ void pc__gw_route_stop(pc_actor_t **route);
 /* The client behind a request. */
 typedef struct pc__gw_client {
 	pc_netaddr_t addr;
-	char text[PC_NETADDR_TEXT];
 	/* gets the loopback exemptions (serving without auth, pairing a
 	 * device, no backoff): a loopback address, reached directly with no
 	 * forwarding header, or named by a trusted proxy */
@@ -124,10 +123,6 @@ typedef struct pc__gw_client {
  * PC_EINVAL for an entry that does not parse; PC_ENOMEM. */
 int pc__gw_guard_new(pc_gateway_t *g);
 void pc__gw_guard_free(pc_gateway_t *g);
-
-/* Who sent `q` (no rule applied). PC_EINVAL when the peer's address
- * cannot be read. */
-int pc__gw_client_of(const pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who);
 
 /* The rules every route but the probes applies first: 0 with *who filled
  * when the request may go on, else the HTTP status to answer (400, 403)

@@ -57,16 +57,32 @@ static bool trusted(const pc_gateway_t *g, const pc_netaddr_t *a)
 	return false;
 }
 
-/* How many headers named `name` the request has; the value of the only
- * one in *value. */
-static size_t header_count(const pc_http_request_msg_t *q, const char *name, const char **value)
+/* The headers admission reads, found in one pass over the request's:
+ * how many of each there are, and the first's value. */
+typedef struct seen {
+	const char *host, *origin, *real_ip;
+	size_t hosts, origins, forwarding; /* forwarding: X-Forwarded-For, Forwarded, X-Real-IP */
+} seen_t;
+
+static void scan(const pc_http_request_msg_t *q, seen_t *s)
 {
-	size_t n = 0;
-	*value = NULL;
-	for (size_t i = 0; i < q->header_count; i++)
-		if (!strcasecmp(q->headers[i].name, name) && n++ == 0)
-			*value = q->headers[i].value;
-	return n;
+	*s = (seen_t){0};
+	for (size_t i = 0; i < q->header_count; i++) {
+		const char *n = q->headers[i].name, *v = q->headers[i].value;
+		if (!strcasecmp(n, "host")) {
+			if (s->hosts++ == 0)
+				s->host = v;
+		} else if (!strcasecmp(n, "origin")) {
+			if (s->origins++ == 0)
+				s->origin = v;
+		} else if (!strcasecmp(n, "x-real-ip")) {
+			if (!s->real_ip)
+				s->real_ip = v;
+			s->forwarding++;
+		} else if (!strcasecmp(n, "x-forwarded-for") || !strcasecmp(n, "forwarded")) {
+			s->forwarding++;
+		}
+	}
 }
 
 /* ---- forwarding headers ---- */
@@ -178,7 +194,8 @@ static bool walk_hops(const pc_gateway_t *g, const hops_t *h, pc_netaddr_t *clie
  * X-Forwarded-For, else Forwarded. A proxy passes on what it does not set
  * itself, so a client may send the other header too: it is the
  * loopback exemption that needs every header present to agree. */
-static void forwarded_client(const pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who)
+static void forwarded_client(const pc_gateway_t *g, const pc_http_request_msg_t *q, const seen_t *seen,
+			     pc__gw_client_t *who)
 {
 	hops_t xff = {0}, fwd = {0};
 	xff_hops(q, &xff);
@@ -189,34 +206,27 @@ static void forwarded_client(const pc_gateway_t *g, const pc_http_request_msg_t 
 	who->addr = xff.n ? a : b;
 	who->loopback = ok_a && ok_b && !xff.overflow && !fwd.overflow && pc_netaddr_is_loopback(&a) &&
 			pc_netaddr_is_loopback(&b);
-	const char *real;
-	if (header_count(q, "x-real-ip", &real)) {
+	if (seen->real_ip) {
 		pc_netaddr_t r;
-		who->loopback = who->loopback && pc_netaddr_parse_peer(real, &r) == 0 && pc_netaddr_is_loopback(&r);
+		who->loopback = who->loopback && pc_netaddr_parse_peer(seen->real_ip, &r) == 0 &&
+				pc_netaddr_is_loopback(&r);
 	}
 	who->forwarded = true;
 }
 
-static bool has_forwarding(const pc_http_request_msg_t *q)
-{
-	const char *v;
-	return header_count(q, "x-forwarded-for", &v) || header_count(q, "forwarded", &v) ||
-	       header_count(q, "x-real-ip", &v);
-}
-
-int pc__gw_client_of(const pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who)
+/* Who sent `q`. PC_EINVAL when the peer's address cannot be read. */
+static int client_of(const pc_gateway_t *g, const pc_http_request_msg_t *q, const seen_t *seen, pc__gw_client_t *who)
 {
 	memset(who, 0, sizeof(*who));
 	if (pc_netaddr_parse_peer(q->peer, &who->addr) != 0)
 		return PC_EINVAL;
-	if (trusted(g, &who->addr) && has_forwarding(q)) {
-		forwarded_client(g, q, who);
+	if (seen->forwarding && trusted(g, &who->addr)) {
+		forwarded_client(g, q, seen, who);
 	} else {
 		/* forwarding headers from a peer nobody vouches for are the
 		 * client's word: no exemption rests on them */
-		who->loopback = pc_netaddr_is_loopback(&who->addr) && !has_forwarding(q);
+		who->loopback = pc_netaddr_is_loopback(&who->addr) && !seen->forwarding;
 	}
-	pc_netaddr_format(&who->addr, who->text);
 	return 0;
 }
 
@@ -259,18 +269,19 @@ static int refuse(pc_gateway_t *g, int kind, const char **why, int status, const
 
 int pc__gw_admit(pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_t *who, const char **why)
 {
-	const char *host, *origin;
-	size_t hosts = header_count(q, "host", &host), origins = header_count(q, "origin", &origin);
-	if (pc__gw_client_of(g, q, who) != 0)
+	seen_t seen;
+	scan(q, &seen);
+	const char *host = seen.host, *origin = seen.origin;
+	if (client_of(g, q, &seen, who) != 0)
 		return refuse(g, PC__GW_REFUSED_MALFORMED, why, 400, "the client's address cannot be read");
-	if (hosts > 1 || origins > 1)
+	if (seen.hosts > 1 || seen.origins > 1)
 		return refuse(g, PC__GW_REFUSED_MALFORMED, why, 400, "more than one Host or Origin header");
 	if (!host)
 		return refuse(g, PC__GW_REFUSED_MALFORMED, why, 400, "a Host header is required");
 	if (g->gcfg->auth == PC_GATEWAY_AUTH_NONE) {
 		if (!who->loopback)
 			return refuse(g, PC__GW_REFUSED_REMOTE, why, 403,
-				      who->forwarded || has_forwarding(q)
+				      seen.forwarding
 					      ? "this gateway has no auth and serves this machine only: a forwarded "
 						"request needs gateway.auth (and gateway.trustedProxies)"
 					      : "this gateway has no auth and serves this machine only");
@@ -286,8 +297,15 @@ int pc__gw_admit(pc_gateway_t *g, const pc_http_request_msg_t *q, pc__gw_client_
 
 bool pc__gw_json_content(const pc_http_request_msg_t *q)
 {
-	const char *ct;
-	if (header_count(q, "content-type", &ct) != 1)
+	const char *ct = NULL;
+	for (size_t i = 0; i < q->header_count; i++) {
+		if (strcasecmp(q->headers[i].name, "content-type"))
+			continue;
+		if (ct)
+			return false; /* two: which one the body is, nobody can say */
+		ct = q->headers[i].value;
+	}
+	if (!ct)
 		return false;
 	while (*ct == ' ' || *ct == '\t')
 		ct++;
