@@ -31,7 +31,7 @@
 #include "../../io/origin.h"
 #include "../run/idle_breaker.h"
 #include "../session/diagnostics.h"
-#include "../tools/exec_launchers.h"
+#include "exec_launchers.h"
 
 /* The largest integer a JSON number (a double) holds exactly. */
 #define BIG_INT ((int64_t)1 << 53)

@@ -11,9 +11,12 @@
  * program whose arguments or files can run a command (git aliases and
  * hooks, make, tar --to-command, editors), which is why arguments are
  * documented as not confined.
+ *
+ * Here, beside the configuration, because both its check at load and the
+ * exec tool's registration (agents/tools, which stands above) read it.
  */
-#ifndef PINCER_AGENTS_TOOLS_EXEC_LAUNCHERS_H
-#define PINCER_AGENTS_TOOLS_EXEC_LAUNCHERS_H
+#ifndef PINCER_AGENTS_CONFIG_EXEC_LAUNCHERS_H
+#define PINCER_AGENTS_CONFIG_EXEC_LAUNCHERS_H
 
 #include <stdbool.h>
 
