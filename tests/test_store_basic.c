@@ -208,7 +208,7 @@ Test(store, data_survives_reopen)
 	cr_assert_eq(pc_store_session_set(f.s, "nope", 0, "{}"), PC_ENOTFOUND);
 	cr_assert_eq(pc_store_session_set(f.s, "s1", 0, NULL), PC_EINVAL);
 	int64_t e = 0;
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s1", "me", 60000, &e), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s1", "me", 60000, NULL, &e, NULL), 0);
 	cr_assert_eq(pc_store_session_set(f.s, "s1", e + 1, "{}"), PC_STORE_EFENCED);
 	cr_assert_eq(pc_store_session_set(f.s, "s1", e, "{}"), 0);
 	fx_fini(&f);
@@ -242,20 +242,20 @@ Test(store, idempotency_key_returns_the_first_run)
 	fx_t f;
 	fx_init(&f);
 	pc_store_reply_t r1, r2;
-	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-1", "idem-A", &r1), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-1", .idem_key = "idem-A"}, &r1), 0);
 	cr_assert_eq(r1.flags, PC_STORE_CREATED);
 	cr_assert_str_eq(r1.id, "run-1");
 	cr_assert_eq(r1.status, PC_STORE_RUN_ACCEPTED);
 	cr_assert_eq(pc_store_run_end(f.s, "run-1", PC_STORE_RUN_OK, NULL, "{\"input\":3,\"output\":5}"), 0);
 	/* Same key, another proposed run: the first run, not a new one. */
-	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", "idem-A", &r2), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = "idem-A"}, &r2), 0);
 	cr_assert_eq(r2.flags, 0);
 	cr_assert_str_eq(r2.id, "run-1");
 	cr_assert_eq(r2.status, PC_STORE_RUN_OK);
 	/* Another key starts another run; a reused run id is refused. */
-	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", "idem-B", &r2), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = "idem-B"}, &r2), 0);
 	cr_assert_eq(r2.flags, PC_STORE_CREATED);
-	cr_assert_eq(pc_store_run_begin(f.s, "s", "run-2", NULL, &r2), PC_EEXIST);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = NULL}, &r2), PC_EEXIST);
 	cr_assert_eq(pc_store_run_end(f.s, "nope", PC_STORE_RUN_ERROR, "run_timeout", NULL), PC_ENOTFOUND);
 	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_ERROR, "run_provider_error", NULL), 0);
 	pc_store_reply_t g;
@@ -298,7 +298,7 @@ static void *race_main(void *arg)
 	race_t *x = arg;
 	char run[32];
 	snprintf(run, sizeof(run), "run-%d", x->idx);
-	x->rc = pc_store_run_begin(x->s, "s", run, "same-key", &x->r);
+	x->rc = pc_store_run_begin(x->s, &(pc_store_run_new_t){.key = "s", .run_id = run, .idem_key = "same-key"}, &x->r);
 	return NULL;
 }
 
@@ -357,6 +357,113 @@ Test(store, audit_ledger_is_metadata_only_and_bounded)
 	fx_fini(&f);
 }
 
+Test(store, idempotency_keys_are_the_sessions_and_remember_what_was_asked)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	pc_store_run_new_t a = {.key = "s1", .run_id = "r1", .idem_key = "k", .fingerprint = "fp-1"};
+	cr_assert_eq(pc_store_run_begin(f.s, &a, &r), 0);
+	cr_assert_eq(r.flags, PC_STORE_CREATED);
+	/* the same key in another session is another request */
+	pc_store_run_new_t b = {.key = "s2", .run_id = "r2", .idem_key = "k", .fingerprint = "fp-1"};
+	cr_assert_eq(pc_store_run_begin(f.s, &b, &r), 0);
+	cr_assert_eq(r.flags, PC_STORE_CREATED);
+	/* a repeat asking the same: the first run, no mismatch */
+	pc_store_run_new_t same = {.key = "s1", .run_id = "r3", .idem_key = "k", .fingerprint = "fp-1"};
+	cr_assert_eq(pc_store_run_begin(f.s, &same, &r), 0);
+	cr_assert_eq(r.flags, 0);
+	cr_assert_str_eq(r.id, "r1");
+	/* a repeat asking something else: the first run, flagged */
+	pc_store_run_new_t other = {.key = "s1", .run_id = "r3", .idem_key = "k", .fingerprint = "fp-2"};
+	cr_assert_eq(pc_store_run_begin(f.s, &other, &r), 0);
+	cr_assert_eq(r.flags, PC_STORE_MISMATCH);
+	cr_assert_str_eq(r.id, "r1");
+	fx_fini(&f);
+}
+
+Test(store, idempotency_keys_are_forgotten_after_their_time)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.idem_ttl_ms = 30;
+	fx_open_cfg(&f, &cfg);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "r1", .idem_key = "k"}, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "r2", .idem_key = "k"}, &r), 0);
+	cr_assert_str_eq(r.id, "r1", "kept within its time");
+	sleep_ms(60);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "r2", .idem_key = "k"}, &r), 0);
+	cr_assert_eq(r.flags, PC_STORE_CREATED, "an expired key starts a new run");
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "r3", .idem_key = "k"}, &r), 0);
+	cr_assert_str_eq(r.id, "r2", "and the new run holds the key from then on");
+	fx_fini(&f);
+}
+
+Test(store, open_runs_list_what_a_restart_must_run_or_end)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	pc_store_run_new_t q1 = {.key = "s", .run_id = "r1", .owner = "p1", .prompt = "{\"message\":\"a\"}"};
+	pc_store_run_new_t q2 = {.key = "s", .run_id = "r2", .owner = "p1", .prompt = "{\"message\":\"b\"}"};
+	pc_store_run_new_t q3 = {.key = "t", .run_id = "r3", .owner = "p2"};
+	cr_assert_eq(pc_store_run_begin(f.s, &q1, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &q2, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &q3, &r), 0);
+	pc_store_msg_t m = {.role = "user", .content = "{}", .run_id = "r1"};
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, "r3", PC_STORE_RUN_OK, NULL, NULL), 0);
+	pc_store_open_runs_t *l = NULL;
+	cr_assert_eq(pc_store_runs_open(f.s, &l), 0);
+	cr_assert_eq(pc_store_open_runs_count(l), 2, "an ended run is not open");
+	pc_store_open_run_t o;
+	pc_store_open_runs_get(l, 0, &o);
+	cr_assert_str_eq(o.run_id, "r1");
+	cr_assert_str_eq(o.key, "s");
+	cr_assert_str_eq(o.owner, "p1");
+	cr_assert_str_eq(o.prompt, "{\"message\":\"a\"}");
+	cr_assert(o.started, "its user turn is in the transcript");
+	cr_assert_gt(o.accepted_ms, 0);
+	pc_store_open_runs_get(l, 1, &o);
+	cr_assert_str_eq(o.run_id, "r2");
+	cr_assert_not(o.started);
+	pc_store_open_runs_free(l);
+	/* one adopter wins; an ended run is nobody's to adopt */
+	cr_assert_eq(pc_store_run_adopt(f.s, "r2", "p1", "p3"), 0);
+	cr_assert_eq(pc_store_run_adopt(f.s, "r2", "p1", "p4"), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_run_adopt(f.s, "r3", "p2", "p4"), PC_STORE_EFENCED);
+	/* the prompt goes with the run's end */
+	cr_assert_eq(pc_store_run_end(f.s, "r2", PC_STORE_RUN_OK, NULL, NULL), 0);
+	cr_assert_eq(pc_store_runs_open(f.s, &l), 0);
+	cr_assert_eq(pc_store_open_runs_count(l), 1);
+	pc_store_open_runs_free(l);
+	cr_assert_eq(pc_store_req_run_begin(&(pc_store_run_new_t){.key = "s", .run_id = "r9", .prompt = "{"}, &(pc_msg_t *){NULL}),
+		     PC_EINVAL, "a prompt must be JSON");
+	fx_fini(&f);
+}
+
+Test(store, a_lease_names_its_holder_and_can_be_taken_from_a_gone_one)
+{
+	fx_t f;
+	fx_init(&f);
+	int64_t e1 = 0, e2 = 0;
+	char busy[PC_STORE_ID_MAX + 1];
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, NULL, &e1, NULL), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, NULL, &e2, busy), PC_EBUSY);
+	cr_assert_str_eq(busy, "node-a");
+	/* only the holder named can be stolen from */
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, "node-x", &e2, busy), PC_EBUSY);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, "node-a", &e2, busy), 0);
+	cr_assert_eq(e2, e1 + 1, "a new holder fences the old one");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, NULL), PC_STORE_EFENCED);
+	fx_fini(&f);
+}
+
 /* ---- leases and fencing ---- */
 
 Test(store, lease_epochs_fence_stale_writers)
@@ -364,15 +471,15 @@ Test(store, lease_epochs_fence_stale_writers)
 	fx_t f;
 	fx_init(&f);
 	int64_t e1 = 0, e2 = 0, seq = 0;
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e1), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, NULL, &e1, NULL), 0);
 	cr_assert_eq(e1, 1);
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, &e2), PC_EBUSY);
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e2), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, NULL, &e2, NULL), PC_EBUSY);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, NULL, &e2, NULL), 0);
 	cr_assert_eq(e2, e1, "a renewal keeps the epoch");
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
 	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), 0);
 	cr_assert_eq(pc_store_lease_release(f.s, "s", "node-a", e1), 0);
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 1, &e2), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 1, NULL, &e2, NULL), 0);
 	cr_assert_eq(e2, 2);
 	/* node-a still thinks it owns the session: its writes are refused. */
 	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), PC_STORE_EFENCED);
@@ -383,9 +490,9 @@ Test(store, lease_epochs_fence_stale_writers)
 	/* An expired lease can be taken by anyone, with a new epoch. */
 	sleep_ms(5);
 	int64_t e3 = 0;
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-c", 1000, &e3), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-c", 1000, NULL, &e3, NULL), 0);
 	cr_assert_eq(e3, 3);
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 0, &e3), PC_EINVAL);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 0, NULL, &e3, NULL), PC_EINVAL);
 	fx_fini(&f);
 }
 
@@ -401,7 +508,7 @@ Test(store, a_refused_write_does_not_fail_its_batch)
 	cfg.window_ms = 200; /* everything below lands in one batch */
 	fx_open_cfg(&f, &cfg);
 	int64_t e = 0;
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, NULL, &e, NULL), 0);
 	pc_actor_t *st = pc_store_actor(f.s);
 	for (int k = 0; k < 20; k++) {
 		pc_store_msg_t m = {.role = "user", .content = k % 5 == 4 ? "{bad" : "{}"};
@@ -412,7 +519,7 @@ Test(store, a_refused_write_does_not_fail_its_batch)
 		if (rc == 0)
 			cr_assert_eq(pc_send(st, req), 0);
 	}
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, &e), PC_EBUSY);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-b", 60000, NULL, &e, NULL), PC_EBUSY);
 	pc_store_stats_t stats;
 	pc_store_stats(f.s, &stats);
 	cr_assert_eq(stats.failed_batches, 0);
@@ -449,7 +556,7 @@ Test(store, another_writers_commit_is_seen)
 	fx_t f;
 	fx_init(&f);
 	int64_t e1 = 0, seq = 0;
-	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, &e1), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "node-a", 60000, NULL, &e1, NULL), 0);
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
 	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, &seq), 0);
 	cr_assert_eq(seq, 1);
@@ -476,10 +583,10 @@ Test(store, run_counts_of_cached_sessions_are_written)
 	fx_init(&f);
 	append(f.s, "a", "user", "{}", NULL);
 	pc_store_reply_t r;
-	cr_assert_eq(pc_store_run_begin(f.s, "a", "r1", NULL, &r), 0);
-	cr_assert_eq(pc_store_run_begin(f.s, "a", "r2", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "a", .run_id = "r1", .idem_key = NULL}, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "a", .run_id = "r2", .idem_key = NULL}, &r), 0);
 	cr_assert_eq(append(f.s, "a", "assistant", "{}", NULL), 2);
-	cr_assert_eq(pc_store_run_begin(f.s, "b", "r3", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "b", .run_id = "r3", .idem_key = NULL}, &r), 0);
 	cr_assert_eq(count_rows(f.path, "SELECT run_count FROM sessions WHERE key = 'a'"), 2);
 	cr_assert_eq(count_rows(f.path, "SELECT last_run_id = 'r2' FROM sessions WHERE key = 'a'"), 1);
 	cr_assert_eq(count_rows(f.path, "SELECT last_seq FROM sessions WHERE key = 'a'"), 2);
@@ -779,9 +886,9 @@ static void fx_five(fx_t *f)
 	append(f->s, "a", "user", "{}", NULL);
 	append(f->s, "a", "user", "{}", NULL);
 	append(f->s, "c", "user", "{}", NULL);
-	cr_assert_eq(pc_store_run_begin(f->s, "a", "r-a1", NULL, &r), 0);
-	cr_assert_eq(pc_store_run_begin(f->s, "a", "r-a2", NULL, &r), 0);
-	cr_assert_eq(pc_store_run_begin(f->s, "b", "r-b1", NULL, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f->s, &(pc_store_run_new_t){.key = "a", .run_id = "r-a1", .idem_key = NULL}, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f->s, &(pc_store_run_new_t){.key = "a", .run_id = "r-a2", .idem_key = NULL}, &r), 0);
+	cr_assert_eq(pc_store_run_begin(f->s, &(pc_store_run_new_t){.key = "b", .run_id = "r-b1", .idem_key = NULL}, &r), 0);
 	cr_assert_eq(pc_store_close(f->s), 0);
 	exec_sql(f->path, "UPDATE sessions SET created_ms = 100, updated_ms = 500 WHERE key = 'a';"
 			  "UPDATE sessions SET created_ms = 200, updated_ms = 500 WHERE key = 'b';"
@@ -1057,7 +1164,7 @@ typedef struct early_asker {
 static void early_ask(pc_ctx_t *ctx, early_asker_t *a, int k, const char *run, const char *idem, uint32_t flags)
 {
 	pc_msg_t *req = NULL;
-	CHECK(pc_store_req_run_begin("early", run, idem, flags, &req) == 0, "build");
+	CHECK(pc_store_req_run_begin(&(pc_store_run_new_t){.key = "early", .run_id = run, .idem_key = idem, .flags = flags}, &req) == 0, "build");
 	CHECK(pc_ask(ctx, a->store, req, &a->corr[k]) == 0, "ask");
 }
 
@@ -1476,6 +1583,7 @@ Test(store, version_1_database_is_migrated)
 	sqlite3_close(db);
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
+	cfg.idem_ttl_ms = (int64_t)1 << 62; /* the old run is from 1970 */
 	fx_open_cfg(&f, &cfg);
 	/* the rows survived */
 	pc_store_history_t *h = NULL;
@@ -1486,7 +1594,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_str_eq(m.content, "{\"content\":\"yo\"}");
 	pc_store_history_free(h);
 	pc_store_reply_t r;
-	cr_assert_eq(pc_store_run_begin(f.s, "old", "r2", "k1", &r), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "old", .run_id = "r2", .idem_key = "k1"}, &r), 0);
 	cr_assert_str_eq(r.id, "r1", "the old run's idempotency key still holds");
 	/* the session's run count and latest run came over from the runs */
 	pc_store_sessions_t *l = NULL;
@@ -1510,7 +1618,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 5);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 6);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"

@@ -727,7 +727,9 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		pc__agent_run_id(s->agent, p.run_id);
 		idem = sub_str(p.params, p.params->idem);
 		pc_msg_t *req = NULL;
-		rc = pc_store_req_run_begin(s->key, p.run_id, idem, idem ? PC_STORE_REQ_EARLY : 0, &req);
+		pc_store_run_new_t rn = {.key = s->key, .run_id = p.run_id, .idem_key = idem,
+					 .flags = idem ? PC_STORE_REQ_EARLY : 0};
+		rc = pc_store_req_run_begin(&rn, &req);
 		if (rc == 0)
 			rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p.store_corr);
 	}

@@ -24,7 +24,7 @@
 #include "wal_vfs.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -196,13 +196,23 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" created_ms FROM attempts;"
 	"DROP TABLE attempts;"
 	"ALTER TABLE attempts5 RENAME TO attempts;",
+	/* 6: a run knows the process that accepted it and, until it ends,
+	 * what running it takes, so a restart finds the runs it must run or
+	 * end (runs_open holds only those); an idempotency key is the
+	 * session's and remembers what its request asked. */
+	"ALTER TABLE runs ADD COLUMN owner TEXT;"
+	"ALTER TABLE runs ADD COLUMN prompt TEXT;"
+	"ALTER TABLE runs ADD COLUMN fingerprint TEXT;"
+	"DROP INDEX runs_idem;"
+	"CREATE UNIQUE INDEX runs_idem ON runs(session_key, idem_key) WHERE idem_key IS NOT NULL;"
+	"CREATE INDEX runs_open ON runs(status) WHERE status = 'accepted';",
 };
 
 enum {
 	W_SAVE, W_RELEASE, W_ROLLBACK_TO, W_BEGIN, W_COMMIT, W_ROLLBACK,
 	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
 	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
-	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION,
+	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION, W_RUN_FORGET_IDEM, W_RUN_ADOPT,
 	W_N
 };
 
@@ -227,14 +237,19 @@ static const char *const wsql[W_N] = {
 	[W_SESS_STATE] = "SELECT last_seq, lease_epoch, lease_owner, lease_expires_ms, sid FROM sessions WHERE key = ?1",
 	[W_MSG_DELETE_FROM] = "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2",
 	[W_SESS_SET_LAST] = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE key = ?1",
-	[W_RUN_BY_IDEM] = "SELECT run_id, status FROM runs WHERE idem_key = ?1",
-	[W_RUN_INSERT] = "INSERT INTO runs(run_id, session_key, idem_key, status, started_ms)"
-			 " VALUES (?1, ?2, ?3, 'accepted', ?4)",
+	[W_RUN_BY_IDEM] = "SELECT run_id, status, started_ms, fingerprint FROM runs"
+			  " WHERE session_key = ?1 AND idem_key = ?2",
+	[W_RUN_FORGET_IDEM] = "UPDATE runs SET idem_key = NULL WHERE run_id = ?1",
+	[W_RUN_INSERT] = "INSERT INTO runs(run_id, session_key, idem_key, status, started_ms, fingerprint, owner, prompt)"
+			 " VALUES (?1, ?2, ?3, 'accepted', ?4, ?5, ?6, ?7)",
+	[W_RUN_ADOPT] = "UPDATE runs SET owner = ?3 WHERE run_id = ?1 AND status = 'accepted' AND owner IS ?2",
 	/* a run's session has its row from the run's acceptance on */
 	[W_RUN_SESSION] = "INSERT INTO sessions(key, id, created_ms, updated_ms, run_count, last_run_id)"
 			  " VALUES (?1, lower(hex(randomblob(16))), ?3, ?3, 1, ?2)"
 			  " ON CONFLICT(key) DO UPDATE SET run_count = run_count + 1, last_run_id = excluded.last_run_id",
-	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5 WHERE run_id = ?1",
+	/* what running it took is no longer needed once it ended */
+	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5, prompt = NULL"
+		      " WHERE run_id = ?1",
 	[W_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, idx, provider, model, profile, reason, status, code,"
 		      " duration_ms, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[W_AUDIT] = "INSERT INTO audit(ts_ms, kind, status, run_id, session_key, tool_name, tool_call_id, code)"
@@ -254,7 +269,8 @@ static const char *const wsql[W_N] = {
 /* Sessions the writer keeps rows of (session_cache.h). */
 #define SESSION_CACHE_CAP 4096u
 
-enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_N };
+enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_OPEN,
+       R_N };
 
 /* A listed session's columns. ?1 the cursor key (NULL: the first page),
  * ?2 the cursor time, ?3 the page size plus one (to tell whether more
@@ -271,6 +287,12 @@ static const char *const rsql[R_N] = {
 	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
 		   " WHERE session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY seq",
 	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
+	/* started: the transcript holds a message of it (a rare read: it
+	 * scans the session's messages) */
+	[R_OPEN] = "SELECT r.run_id, r.session_key, r.owner, r.prompt, r.started_ms,"
+		   " EXISTS (SELECT 1 FROM messages m JOIN sessions s ON m.session_id = s.sid"
+		   "  WHERE s.key = r.session_key AND m.run_id = r.run_id)"
+		   " FROM runs r WHERE r.status = 'accepted' ORDER BY r.rowid LIMIT ?1",
 	[R_LIST_UPDATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.updated_ms < ?2 OR (s.updated_ms = ?2 AND s.key > ?1)"
 				       " ORDER BY s.updated_ms DESC, s.key LIMIT ?3",
 	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
@@ -732,32 +754,53 @@ static int count_run(be_t *be, const pc__store_op_t *op, int64_t now)
 	return exec_b(be->db, st, berr);
 }
 
+/* A repeat of a kept idempotency key: the first run stands, nothing
+ * starts (1); a key older than the store keeps keys is forgotten (0). */
+static int run_by_idem(be_t *be, pc__store_op_t *op, int64_t now)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_RUN_BY_IDEM];
+	bind_s(&berr, st, 1, op, S_RB_KEY);
+	bind_s(&berr, st, 2, op, S_RB_IDEM);
+	int rc = step_b(be->db, st, berr);
+	if (rc <= 0)
+		return rc;
+	const char *id = (const char *)sqlite3_column_text(st, 0);
+	snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
+	op->res.status = status_from_name((const char *)sqlite3_column_text(st, 1));
+	bool kept = sqlite3_column_int64(st, 2) >= now - be->cfg.idem_ttl_ms;
+	const char *fp = (const char *)sqlite3_column_text(st, 3);
+	const char *asked = op->s[S_RB_FP];
+	if (kept && fp && asked && strcmp(fp, asked) != 0)
+		op->res.flags = PC_STORE_MISMATCH;
+	done(st);
+	if (kept)
+		return 1;
+	st = be->st[W_RUN_FORGET_IDEM];
+	bind_str(&berr, st, 1, op->res.id);
+	rc = exec_b(be->db, st, berr);
+	op->res = (pc_store_reply_t){0};
+	return rc;
+}
+
 static int op_run_begin(be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
-	int rc = 0;
-	if (op->s[S_RB_IDEM]) {
-		sqlite3_stmt *st = be->st[W_RUN_BY_IDEM];
-		bind_s(&berr, st, 1, op, S_RB_IDEM);
-		rc = step_b(be->db, st, berr);
-		if (rc == 1) {
-			/* Seen before: the first run stands, nothing starts. */
-			const char *id = (const char *)sqlite3_column_text(st, 0);
-			snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
-			op->res.status = status_from_name((const char *)sqlite3_column_text(st, 1));
-			done(st);
-			return 0;
-		}
-		if (rc < 0)
-			return rc;
-	}
 	int64_t now = pc__store_now_ms();
+	if (op->s[S_RB_IDEM]) {
+		int rc = run_by_idem(be, op, now);
+		if (rc != 0)
+			return rc < 0 ? rc : 0;
+	}
 	sqlite3_stmt *st = be->st[W_RUN_INSERT];
 	bind_s(&berr, st, 1, op, S_RB_RUN);
 	bind_s(&berr, st, 2, op, S_RB_KEY);
 	bind_s(&berr, st, 3, op, S_RB_IDEM);
 	bind_i(&berr, st, 4, now);
-	rc = exec_b(be->db, st, berr);
+	bind_s(&berr, st, 5, op, S_RB_FP);
+	bind_s(&berr, st, 6, op, S_RB_OWNER);
+	bind_s(&berr, st, 7, op, S_RB_PROMPT);
+	int rc = exec_b(be->db, st, berr);
 	if (rc == 0)
 		rc = count_run(be, op, now);
 	if (rc == 0) {
@@ -765,6 +808,19 @@ static int op_run_begin(be_t *be, pc__store_op_t *op)
 		op->res.flags = PC_STORE_CREATED;
 		op->res.status = PC_STORE_RUN_ACCEPTED;
 	}
+	return rc;
+}
+
+static int op_run_adopt(be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_RUN_ADOPT];
+	bind_s(&berr, st, 1, op, S_AD_RUN);
+	bind_s(&berr, st, 2, op, S_AD_FROM);
+	bind_s(&berr, st, 3, op, S_AD_TO);
+	int rc = exec_b(be->db, st, berr);
+	if (rc == 0 && sqlite3_changes(be->db) == 0)
+		rc = PC_STORE_EFENCED;
 	return rc;
 }
 
@@ -848,8 +904,11 @@ static int op_lease_acquire(be_t *be, pc__store_op_t *op)
 	int64_t now = pc__store_now_ms();
 	bool live = ss.has_owner && ss.expires > now;
 	bool mine = ss.has_owner && strcmp(ss.owner, op->s[S_LS_OWNER]) == 0;
-	if (live && !mine)
+	bool gone = ss.has_owner && op->s[S_LS_STEAL] && strcmp(ss.owner, op->s[S_LS_STEAL]) == 0;
+	if (live && !mine && !gone) {
+		snprintf(op->res.id, sizeof(op->res.id), "%.*s", (int)PC_STORE_ID_MAX, ss.owner);
 		return PC_EBUSY;
+	}
 	/* A renewal by the live holder keeps its epoch; any new holder
 	 * fences out every earlier one. */
 	int64_t epoch = (live && mine) ? ss.epoch : ss.epoch + 1;
@@ -918,6 +977,7 @@ static int dispatch(be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_LEASE_ACQUIRE: return op_lease_acquire(be, op);
 	case PC_STORE_REQ_LEASE_RELEASE: return op_lease_release(be, op);
 	case PC_STORE_REQ_SESSION_SET: return op_session_set(be, op);
+	case PC_STORE_REQ_RUN_ADOPT: return op_run_adopt(be, op);
 	default: return PC_EINVAL;
 	}
 }
@@ -932,6 +992,7 @@ static bool shape_ok(const pc__store_op_t *op)
 		{PC_STORE_REQ_RUN_END, S_RE_N}, {PC_STORE_REQ_ATTEMPT, S_AT_N}, {PC_STORE_REQ_AUDIT, S_AU_N},
 		{PC_STORE_REQ_LEASE_ACQUIRE, S_LS_N}, {PC_STORE_REQ_LEASE_RELEASE, S_LS_N},
 		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
+		{PC_STORE_REQ_RUN_ADOPT, S_AD_N},
 	};
 	for (size_t k = 0; k < sizeof(need) / sizeof(*need); k++)
 		if (need[k].kind == op->kind)
@@ -955,7 +1016,10 @@ static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 	int orc = shape_ok(op) ? dispatch(be, op) : PC_EINVAL;
 	if (orc == 0)
 		return exec_st(be->db, be->st[W_RELEASE]);
-	op->res = (pc_store_reply_t){.rc = orc};
+	/* a refusal may name why (a lease's holder); nothing else stands */
+	pc_store_reply_t failed = {.rc = orc};
+	memcpy(failed.id, op->res.id, sizeof(failed.id));
+	op->res = failed;
 	/* A failure that took the transaction with it fails the batch. */
 	if (batch_fatal(orc) || sqlite3_get_autocommit(be->db))
 		return orc;
@@ -1216,6 +1280,47 @@ static pc_msg_t *sessions(be_t *be, const pc__store_op_t *op)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
 }
 
+static int read_open_runs(reader_t *r, pc__store_runs_builder_t *b)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_OPEN];
+	bind_i(&berr, st, 1, PC_STORE_RUNS_OPEN_MAX);
+	int rc;
+	while ((rc = step_b(r->db, st, berr)) == 1) {
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, k);
+			len[k] = (size_t)sqlite3_column_bytes(st, k);
+		}
+		pc__store_run_ent_t e = {.accepted_ms = sqlite3_column_int64(st, 4),
+					 .started = sqlite3_column_int(st, 5) != 0};
+		rc = pc__store_runs_add(b, &e, str, len);
+		if (rc != 0) {
+			done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *open_runs(be_t *be)
+{
+	reader_t *r = NULL;
+	pc__store_runs_builder_t b = {0};
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		rc = read_open_runs(r, &b);
+		reader_put(be, r);
+	}
+	if (rc != 0) {
+		pc__store_runs_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, rc);
+	}
+	pc_msg_t *m = pc__store_runs_finish(&b);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
+}
+
 static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
 {
 	be_t *be = p;
@@ -1226,6 +1331,8 @@ static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
 	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
 	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
 		return sessions(be, op);
+	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
+		return open_runs(be);
 	return pc__store_error_reply(op->kind, PC_EINVAL);
 }
 

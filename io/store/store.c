@@ -85,6 +85,8 @@ static void config_resolve(pc_store_config_t *c)
 		c->audit_days = PC_STORE_DEFAULT_AUDIT_DAYS;
 	if (c->timeout_ms == 0)
 		c->timeout_ms = PC_STORE_DEFAULT_TIMEOUT_MS;
+	if (c->idem_ttl_ms <= 0)
+		c->idem_ttl_ms = PC_STORE_DEFAULT_IDEM_TTL_MS;
 }
 
 int pc_store_default_path(char *buf, size_t len)
@@ -295,18 +297,32 @@ out:
 	return rc;
 }
 
-int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, uint32_t flags,
-			   pc_msg_t **out)
+int pc_store_req_run_begin(const pc_store_run_new_t *r, pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if (run_id && strlen(run_id) > PC_STORE_ID_MAX)
+	if (!r || (r->run_id && strlen(r->run_id) > PC_STORE_ID_MAX) || !json_ok(r->prompt))
 		return PC_EINVAL;
-	const char *s[S_RB_N] = {key, run_id, idem_key};
-	int64_t i[I_RB_N] = {flags};
-	return req_build(PC_STORE_REQ_RUN_BEGIN, i, I_RB_N, s, S_RB_N, S_RB_N,
+	const char *s[S_RB_N] = {r->key, r->run_id, r->idem_key, r->fingerprint, r->owner, r->prompt};
+	int64_t i[I_RB_N] = {r->flags};
+	return req_build(PC_STORE_REQ_RUN_BEGIN, i, I_RB_N, s, S_RB_N, S_RB_PROMPT,
 			 1u << S_RB_KEY | 1u << S_RB_RUN, out);
+}
+
+int pc_store_req_run_adopt(const char *run_id, const char *from_owner, const char *to_owner, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[S_AD_N] = {run_id, from_owner, to_owner};
+	return req_build(PC_STORE_REQ_RUN_ADOPT, NULL, 0, s, S_AD_N, S_AD_N, 1u << S_AD_RUN | 1u << S_AD_TO, out);
+}
+
+int pc_store_req_runs_open(pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	return req_build(PC_STORE_REQ_RUNS_OPEN, NULL, 0, NULL, 0, 0, 0, out);
 }
 
 int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
@@ -368,14 +384,15 @@ int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out)
 			 1u << S_AU_KIND | 1u << S_AU_STATUS | 1u << S_AU_RUN, out);
 }
 
-int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, pc_msg_t **out)
+int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
+			       pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
 	if (ttl_ms <= 0)
 		return PC_EINVAL;
-	const char *s[S_LS_N] = {key, owner};
+	const char *s[S_LS_N] = {key, owner, steal_from};
 	int64_t i[I_LS_N] = {ttl_ms};
 	return req_build(PC_STORE_REQ_LEASE_ACQUIRE, i, I_LS_N, s, S_LS_N, S_LS_N,
 			 1u << S_LS_KEY | 1u << S_LS_OWNER, out);
@@ -474,21 +491,22 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
 	return m;
 }
 
-static pc_msg_t *list_error(int rc);
+static pc_msg_t *list_error(uint32_t type, int rc);
 
 pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 {
 	if (kind == PC_STORE_REQ_HISTORY)
 		return pc__store_hist_error(rc);
-	if (kind == PC_STORE_REQ_SESSIONS)
-		return list_error(rc);
+	if (kind == PC_STORE_REQ_SESSIONS || kind == PC_STORE_REQ_RUNS_OPEN)
+		return list_error(kind == PC_STORE_REQ_SESSIONS ? PC_STORE_MSG_SESSIONS : PC_STORE_MSG_RUNS, rc);
 	pc_store_reply_t r = {.rc = rc};
 	return pc__store_reply_msg(&r);
 }
 
 static bool is_read(uint32_t kind)
 {
-	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS;
+	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
+	       kind == PC_STORE_REQ_RUNS_OPEN;
 }
 
 /* Answers a decoded op (if it asked) with its result; frees the op. A
@@ -662,11 +680,11 @@ void pc__store_list_clear(pc__store_list_builder_t *b)
 	*b = (pc__store_list_builder_t){0};
 }
 
-static pc_msg_t *list_error(int rc)
+static pc_msg_t *list_error(uint32_t type, int rc)
 {
 	pc__store_list_t h = {.rc = rc};
 	pc__store_strs_t none = {0};
-	return payload_msg(PC_STORE_MSG_SESSIONS, &h, sizeof(h), NULL, 0, &none);
+	return payload_msg(type, &h, sizeof(h), NULL, 0, &none);
 }
 
 pc_msg_t *pc__store_hist_error(int rc)
@@ -782,31 +800,44 @@ struct pc_store_sessions {
 	pc_msg_t *msg; /* the payload the pointers point into */
 };
 
+/* A copy of listing reply `m` of `type` (entries of ent_size bytes): its
+ * header, entries and strings point into *copy, the caller's. Returns the
+ * reply's code when the read failed. */
+static int listing_copy(const pc_msg_t *m, uint32_t type, size_t ent_size, pc__store_list_t *head,
+			const void **ents, const char **bytes, pc_msg_t **copy)
+{
+	if (!m || m->type != type || m->size < sizeof(pc__store_list_t))
+		return PC_EINVAL;
+	memcpy(head, pc_msg_cdata(m), sizeof(*head));
+	if (head->rc != 0)
+		return head->rc;
+	if (head->count > (m->size - sizeof(*head)) / ent_size)
+		return PC_EINVAL;
+	if (!(*copy = pc_msg_new(m->type, m->size)))
+		return PC_ENOMEM;
+	memcpy(pc_msg_data(*copy), pc_msg_cdata(m), m->size);
+	const char *p = pc_msg_cdata(*copy);
+	*ents = p + sizeof(*head);
+	*bytes = p + sizeof(*head) + head->count * ent_size;
+	return 0;
+}
+
 int pc_store_sessions_take(const pc_msg_t *m, pc_store_sessions_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if (!m || m->type != PC_STORE_MSG_SESSIONS || m->size < sizeof(pc__store_list_t))
-		return PC_EINVAL;
-	pc__store_list_t h;
-	memcpy(&h, pc_msg_cdata(m), sizeof(h));
-	if (h.rc != 0)
-		return h.rc;
-	if (h.count > (m->size - sizeof(h)) / sizeof(pc__store_list_ent_t))
-		return PC_EINVAL;
 	pc_store_sessions_t *l = calloc(1, sizeof(*l));
-	pc_msg_t *copy = l ? pc_msg_new(m->type, m->size) : NULL;
-	if (!copy) {
-		free(l);
+	if (!l)
 		return PC_ENOMEM;
+	const void *ents = NULL;
+	int rc = listing_copy(m, PC_STORE_MSG_SESSIONS, sizeof(pc__store_list_ent_t), &l->head, &ents, &l->bytes,
+			      &l->msg);
+	if (rc != 0) {
+		free(l);
+		return rc;
 	}
-	memcpy(pc_msg_data(copy), pc_msg_cdata(m), m->size);
-	const char *p = pc_msg_cdata(copy);
-	l->msg = copy;
-	l->head = h;
-	l->ents = (const pc__store_list_ent_t *)(const void *)(p + sizeof(h));
-	l->bytes = p + sizeof(h) + h.count * sizeof(pc__store_list_ent_t);
+	l->ents = ents;
 	*out = l;
 	return 0;
 }
@@ -833,6 +864,91 @@ void pc_store_sessions_get(const pc_store_sessions_t *l, size_t i, pc_store_sess
 }
 
 void pc_store_sessions_free(pc_store_sessions_t *l)
+{
+	if (!l)
+		return;
+	pc_msg_free(l->msg);
+	free(l);
+}
+
+/* ---- open runs ---- */
+
+int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e, const char *str[4],
+		       const size_t len[4])
+{
+	pc__store_run_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
+	if (!v)
+		return PC_ENOMEM;
+	b->ents = v;
+	pc__store_run_ent_t *d = &v[b->n];
+	int rc = strs_put(&b->strs, str, len, 4, d->off);
+	if (rc != 0)
+		return rc;
+	d->accepted_ms = e->accepted_ms;
+	d->started = e->started;
+	b->n++;
+	return 0;
+}
+
+pc_msg_t *pc__store_runs_finish(pc__store_runs_builder_t *b)
+{
+	pc__store_list_t h = {.count = (uint32_t)b->n};
+	pc_msg_t *m = payload_msg(PC_STORE_MSG_RUNS, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
+	pc__store_runs_clear(b);
+	return m;
+}
+
+void pc__store_runs_clear(pc__store_runs_builder_t *b)
+{
+	free(b->ents);
+	free(b->strs.bytes);
+	*b = (pc__store_runs_builder_t){0};
+}
+
+struct pc_store_open_runs {
+	pc__store_list_t head;
+	const pc__store_run_ent_t *ents;
+	const char *bytes;
+	pc_msg_t *msg; /* the payload the pointers point into */
+};
+
+int pc_store_open_runs_take(const pc_msg_t *m, pc_store_open_runs_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_store_open_runs_t *l = calloc(1, sizeof(*l));
+	if (!l)
+		return PC_ENOMEM;
+	const void *ents = NULL;
+	int rc = listing_copy(m, PC_STORE_MSG_RUNS, sizeof(pc__store_run_ent_t), &l->head, &ents, &l->bytes,
+			      &l->msg);
+	if (rc != 0) {
+		free(l);
+		return rc;
+	}
+	l->ents = ents;
+	*out = l;
+	return 0;
+}
+
+size_t pc_store_open_runs_count(const pc_store_open_runs_t *l)
+{
+	return l ? l->head.count : 0;
+}
+
+void pc_store_open_runs_get(const pc_store_open_runs_t *l, size_t i, pc_store_open_run_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->head.count)
+		return;
+	const pc__store_run_ent_t *e = &l->ents[i];
+	const char *f[4];
+	strs_get(l->bytes, e->off, 4, f);
+	*out = (pc_store_open_run_t){f[0], f[1], f[2], f[3], e->accepted_ms, e->started != 0};
+}
+
+void pc_store_open_runs_free(pc_store_open_runs_t *l)
 {
 	if (!l)
 		return;
@@ -1183,7 +1299,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_SYNC)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_RUNS_OPEN)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -1398,12 +1514,34 @@ int pc_store_rewrite(pc_store_t *s, const char *key, int64_t epoch, int64_t expe
 	return rc;
 }
 
-int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const char *idem_key,
-		       pc_store_reply_t *out)
+int pc_store_run_begin(pc_store_t *s, const pc_store_run_new_t *r, pc_store_reply_t *out)
 {
 	pc_msg_t *m = NULL;
-	int rc = pc_store_req_run_begin(key, run_id, idem_key, 0, &m);
+	pc_store_run_new_t plain = r ? *r : (pc_store_run_new_t){0};
+	plain.flags &= ~PC_STORE_REQ_EARLY; /* one answer for a plain thread */
+	int rc = pc_store_req_run_begin(r ? &plain : NULL, &m);
 	return call(s, rc, m, out);
+}
+
+int pc_store_run_adopt(pc_store_t *s, const char *run_id, const char *from_owner, const char *to_owner)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_run_adopt(run_id, from_owner, to_owner, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_runs_open(pc_store_t *s, pc_store_open_runs_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_runs_open(&m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_open_runs_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
 }
 
 int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
@@ -1435,14 +1573,17 @@ int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a)
 	return call(s, rc, m, NULL);
 }
 
-int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, int64_t *epoch)
+int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
+			   int64_t *epoch, char *busy)
 {
 	pc_msg_t *m = NULL;
 	pc_store_reply_t r;
-	int rc = pc_store_req_lease_acquire(key, owner, ttl_ms, &m);
+	int rc = pc_store_req_lease_acquire(key, owner, ttl_ms, steal_from, &m);
 	rc = call(s, rc, m, &r);
 	if (epoch)
 		*epoch = rc == 0 ? r.epoch : 0;
+	if (busy)
+		snprintf(busy, PC_STORE_ID_MAX + 1, "%s", rc == PC_EBUSY ? r.id : "");
 	return rc;
 }
 

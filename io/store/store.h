@@ -70,6 +70,7 @@ const char *pc_store_strerror(int code);
 #define PC_STORE_DEFAULT_AUDIT_MAX 100000u
 #define PC_STORE_DEFAULT_AUDIT_DAYS 30u
 #define PC_STORE_DEFAULT_TIMEOUT_MS 30000
+#define PC_STORE_DEFAULT_IDEM_TTL_MS ((int64_t)24 * 3600 * 1000)
 /* Longest session key, session id, run id, owner, role, kind... (bytes). */
 #define PC_STORE_NAME_MAX 255u
 #define PC_STORE_ID_MAX 128u
@@ -96,6 +97,8 @@ typedef struct pc_store_config {
 	uint32_t audit_max;  /* audit ledger rows kept (oldest go first). 0 =
 			      * default 100 000. */
 	uint32_t audit_days; /* audit rows older than this go. 0 = default 30. */
+	int64_t idem_ttl_ms; /* how long an idempotency key is kept; 0 = default
+			      * PC_STORE_DEFAULT_IDEM_TTL_MS (24 h) */
 	int64_t timeout_ms;  /* how long the sync wrappers wait; 0 = default
 			      * 30 s, < 0 = for ever. PC_ETIMEDOUT means the
 			      * outcome is unknown, not that nothing happened. */
@@ -194,7 +197,8 @@ typedef struct pc_store_audit {
 /* Message types. Requests go to pc_store_actor(); every request asked
  * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
  * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
- * PC_STORE_MSG_REPLY for everything else. */
+ * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_REPLY for
+ * everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -210,9 +214,12 @@ enum {
 	PC_STORE_REQ_SESSION_SET,
 	PC_STORE_REQ_SESSIONS,
 	PC_STORE_REQ_SYNC,
+	PC_STORE_REQ_RUN_ADOPT,
+	PC_STORE_REQ_RUNS_OPEN,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
+	PC_STORE_MSG_RUNS,
 };
 
 /* The payload of a PC_STORE_MSG_REPLY. */
@@ -224,12 +231,14 @@ typedef struct pc_store_reply {
 	int32_t status;  /* RUN_BEGIN, RUN_GET: the run's status (pc_store_run_status_t) */
 	uint32_t pad;
 	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs) */
-	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id */
+	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id;
+				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder */
 	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
 } pc_store_reply_t;
 
 #define PC_STORE_CREATED 1u     /* SESSION / RUN_BEGIN: this request created the row */
 #define PC_STORE_PROVISIONAL 2u /* RUN_BEGIN with PC_STORE_REQ_EARLY: not yet durable */
+#define PC_STORE_MISMATCH 4u    /* RUN_BEGIN: a repeated key whose fingerprint differs */
 
 /* Each builder writes a new message (owned by the caller until sent) to
  * *out. Strings are copied. PC_EINVAL for a missing required field or a
@@ -254,17 +263,31 @@ int pc_store_req_append(const char *key, int64_t epoch, const pc_store_msg_t *m,
  * as for append. Reply: seq = the new last seq. */
 int pc_store_req_rewrite(const char *key, int64_t epoch, int64_t expected_last_seq, int64_t from_seq,
 			 const pc_store_msg_t *msgs, size_t n, pc_msg_t **out);
-/* Creates run `run_id` for session `key` unless `idem_key` (may be NULL)
- * was already used: then nothing is created and the reply names the first
- * run (id, status) without CREATED. With PC_STORE_REQ_EARLY in `flags` the
- * asker hears twice under the same corr: once the row's statement has run
- * in its batch, before the commit (PROVISIONAL set, rc 0: what the final
- * reply will say unless the commit fails), then as usual once it is durable
- * or failed. A caller that may act before durability (start the run) saves
- * a commit's wait without losing the duplicate check. */
+/* A run to create. Strings are copied; key and run_id are required. */
+typedef struct pc_store_run_new {
+	const char *key, *run_id;
+	/* The caller's idempotency key (NULL: none). Keys are scoped to the
+	 * session and kept for the store's idem_ttl_ms: a key seen within it
+	 * creates nothing and the reply names the first run (id, status)
+	 * without CREATED, with PC_STORE_MISMATCH when `fingerprint` differs
+	 * from the first request's. An older key is forgotten and a new run
+	 * is created. */
+	const char *idem_key;
+	const char *fingerprint; /* what the request asked, for that comparison; may be NULL */
+	const char *owner;       /* the process that accepted it (pc_store_req_runs_open); may be NULL */
+	const char *prompt;      /* JSON: what running it takes, kept until it ends, so a
+				  * restart can run it; may be NULL */
+	uint32_t flags;          /* PC_STORE_REQ_EARLY */
+} pc_store_run_new_t;
+/* With PC_STORE_REQ_EARLY the asker hears twice under the same corr: once
+ * the row's statement has run in its batch, before the commit (PROVISIONAL
+ * set, rc 0: what the final reply will say unless the commit fails), then
+ * as usual once it is durable or failed. A caller that may act before
+ * durability (start the run) saves a commit's wait without losing the
+ * duplicate check. PC_EINVAL for a missing key or run id, a name over
+ * PC_STORE_NAME_MAX, or a prompt that is not JSON. */
 #define PC_STORE_REQ_EARLY 1u
-int pc_store_req_run_begin(const char *key, const char *run_id, const char *idem_key, uint32_t flags,
-			   pc_msg_t **out);
+int pc_store_req_run_begin(const pc_store_run_new_t *r, pc_msg_t **out);
 /* Ends a run: status, a short error code (never a raw message; may be
  * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once, unless
  * `flags` has PC_STORE_REQ_JSON_CHECKED: the caller printed it with a JSON
@@ -287,12 +310,20 @@ void pc_store_req_lazy(pc_msg_t *req);
  * error) once they are durable. */
 int pc_store_req_sync(pc_msg_t **out);
 /* Takes (or renews, for the same owner) the lease on session `key` for
- * `ttl_ms`. Every take by a new owner raises the epoch. PC_EBUSY while
- * another owner holds an unexpired lease. Reply: epoch. Time is the
- * store's clock. */
-int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, pc_msg_t **out);
+ * `ttl_ms`. Every take by a new owner raises the epoch. PC_EBUSY, with the
+ * holder in the reply's id, while another owner holds an unexpired lease,
+ * unless that owner is `steal_from` (may be NULL): the caller knows it is
+ * gone (a dead process on this machine) and takes the lease now. Reply:
+ * epoch. Time is the store's clock. */
+int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
+			       pc_msg_t **out);
 /* Releases it if `owner` still holds it at `epoch` (else PC_STORE_EFENCED). */
 int pc_store_req_lease_release(const char *key, const char *owner, int64_t epoch, pc_msg_t **out);
+/* Makes `to_owner` the owner of accepted run `run_id` if `from_owner`
+ * (NULL: none) still is and the run has not ended: recovery takes over a
+ * gone process's runs so that only one process runs or ends each.
+ * PC_STORE_EFENCED when another process took it first or it ended. */
+int pc_store_req_run_adopt(const char *run_id, const char *from_owner, const char *to_owner, pc_msg_t **out);
 /* Reads run `run_id` (a read: answered from a reader connection).
  * PC_ENOTFOUND if there is none. Reply: id, status, started/ended, code. */
 int pc_store_req_run_get(const char *run_id, pc_msg_t **out);
@@ -383,6 +414,31 @@ bool pc_store_sessions_more(const pc_store_sessions_t *l);
 void pc_store_sessions_get(const pc_store_sessions_t *l, size_t i, pc_store_session_entry_t *out);
 void pc_store_sessions_free(pc_store_sessions_t *l);
 
+/* ---- open runs ---- */
+
+/* Runs accepted and not ended, oldest first: what a restart must run or
+ * end. At most PC_STORE_RUNS_OPEN_MAX are listed (the oldest). */
+#define PC_STORE_RUNS_OPEN_MAX 65536u
+int pc_store_req_runs_open(pc_msg_t **out);
+
+typedef struct pc_store_open_run {
+	const char *run_id, *key;
+	const char *owner;   /* may be NULL (a run from before owners were kept) */
+	const char *prompt;  /* may be NULL */
+	int64_t accepted_ms;
+	bool started;        /* the transcript holds a message of it: it began */
+} pc_store_open_run_t;
+
+typedef struct pc_store_open_runs pc_store_open_runs_t;
+
+/* Takes a copy of a PC_STORE_MSG_RUNS reply (borrowed); returns the
+ * reply's code when the read failed (then *out is NULL). */
+int pc_store_open_runs_take(const pc_msg_t *m, pc_store_open_runs_t **out);
+size_t pc_store_open_runs_count(const pc_store_open_runs_t *l);
+/* Entry i (< count); strings point into the listing. */
+void pc_store_open_runs_get(const pc_store_open_runs_t *l, size_t i, pc_store_open_run_t *out);
+void pc_store_open_runs_free(pc_store_open_runs_t *l);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -402,14 +458,17 @@ int pc_store_rewrite(pc_store_t *s, const char *key, int64_t epoch, int64_t expe
 int pc_store_rewrite_locked(pc_store_t *s, const char *lock_dir, const pc_session_lock_opts_t *opts,
 			    const char *key, int64_t epoch, int64_t expected_last_seq, int64_t from_seq,
 			    const pc_store_msg_t *msgs, size_t n, int64_t *last_seq, pc_session_lock_info_t *busy);
-int pc_store_run_begin(pc_store_t *s, const char *key, const char *run_id, const char *idem_key,
-		       pc_store_reply_t *out);
+int pc_store_run_begin(pc_store_t *s, const pc_store_run_new_t *r, pc_store_reply_t *out);
+int pc_store_run_adopt(pc_store_t *s, const char *run_id, const char *from_owner, const char *to_owner);
+int pc_store_runs_open(pc_store_t *s, pc_store_open_runs_t **out);
 int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
 		     const char *usage);
 int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
 int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
-int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, int64_t *epoch);
+/* busy (may be NULL): on PC_EBUSY, the holder (PC_STORE_ID_MAX + 1 bytes). */
+int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
+			   int64_t *epoch, char *busy);
 int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch);
 int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
 /* q NULL: the first page, default limit, most recently updated first. */

@@ -59,7 +59,7 @@ enum { I_APP_EPOCH = 0, I_APP_CREATED, I_APP_N };
  * i: epoch, expected, from, n, then created_ms per message. */
 enum { S_RW_KEY = 0, S_RW_FIRST = 1, S_RW_PER = 4 };
 enum { I_RW_EPOCH = 0, I_RW_EXPECTED, I_RW_FROM, I_RW_COUNT, I_RW_FIRST };
-enum { S_RB_KEY = 0, S_RB_RUN, S_RB_IDEM, S_RB_N };
+enum { S_RB_KEY = 0, S_RB_RUN, S_RB_IDEM, S_RB_FP, S_RB_OWNER, S_RB_PROMPT, S_RB_N };
 enum { I_RB_FLAGS = 0, I_RB_N };
 enum { S_RE_RUN = 0, S_RE_CODE, S_RE_USAGE, S_RE_N };
 enum { I_RE_STATUS = 0, I_RE_N };
@@ -67,7 +67,8 @@ enum { S_AT_RUN = 0, S_AT_PROVIDER, S_AT_MODEL, S_AT_PROFILE, S_AT_REASON, S_AT_
 enum { I_AT_INDEX = 0, I_AT_DURATION, I_AT_N };
 enum { S_AU_KIND = 0, S_AU_STATUS, S_AU_RUN, S_AU_SESSION, S_AU_TOOL, S_AU_CALL, S_AU_CODE, S_AU_N };
 enum { I_AU_TS = 0, I_AU_N };
-enum { S_LS_KEY = 0, S_LS_OWNER, S_LS_N };
+enum { S_LS_KEY = 0, S_LS_OWNER, S_LS_STEAL, S_LS_N };
+enum { S_AD_RUN = 0, S_AD_FROM, S_AD_TO, S_AD_N };
 enum { I_LS_VALUE = 0, I_LS_N }; /* acquire: ttl; release: epoch */
 enum { S_HI_KEY = 0, S_HI_N };
 enum { S_RG_RUN = 0, S_RG_N };
@@ -155,6 +156,28 @@ int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *
 pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more);
 void pc__store_list_clear(pc__store_list_builder_t *b);
 
+/* A PC_STORE_MSG_RUNS reply (PC_STORE_REQ_RUNS_OPEN): the pc__store_list_t
+ * header, `count` entries, then the string bytes. */
+typedef struct pc__store_run_ent {
+	int64_t accepted_ms;
+	uint32_t started;
+	uint32_t off[4]; /* run id, session key, owner, prompt */
+	uint32_t pad;
+} pc__store_run_ent_t;
+
+typedef struct pc__store_runs_builder {
+	pc__store_run_ent_t *ents;
+	size_t n, cap;
+	pc__store_strs_t strs;
+} pc__store_runs_builder_t;
+
+int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e, const char *str[4],
+		       const size_t len[4]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_runs_finish(pc__store_runs_builder_t *b);
+void pc__store_runs_clear(pc__store_runs_builder_t *b);
+
 /* The reply a request of `kind` gets when it failed with `rc`: a history,
  * a sessions list or a plain reply carrying only the code (NULL on
  * ENOMEM). */
@@ -187,6 +210,7 @@ typedef struct pc__store_backend {
 	void (*rollback)(void *be);
 	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
 	 * snapshot; PC_STORE_REQ_SESSIONS: a PC_STORE_MSG_SESSIONS page;
+	 * PC_STORE_REQ_RUNS_OPEN: a PC_STORE_MSG_RUNS listing;
 	 * PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only on ENOMEM. */
 	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
 } pc__store_backend_t;
