@@ -23,6 +23,7 @@
 #include "../io/utf8.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
+#include "session/lease.h"
 #include "tools/exec_tool.h"
 #include "tools/fs_tools.h"
 #include "session/diagnostics.h"
@@ -841,7 +842,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		memset(r, 0, sizeof(r));
 	for (int i = 0; i < 8; i++)
 		snprintf(a->id_prefix + 2 * i, 3, "%02x", r[i]);
-	int rc = 0;
+	int rc = pc__owner_make(a->owner, sizeof(a->owner), a->id_prefix);
 	if (o->lock_dir) {
 		a->lock_dir = strdup(o->lock_dir);
 	} else {

@@ -48,6 +48,7 @@ enum {
 	PC__MSG_SESSION_DRAIN,      /* its debounce timer */
 	PC__MSG_SESSION_INTERRUPT_WAIT, /* interrupt: the aborted run did not end in time */
 	PC__MSG_SESSION_DIAG,       /* its stalled-session watchdog tick (§9.2) */
+	PC__MSG_SESSION_LEASE,      /* its lease's timer (session/lease.h) */
 	/* run -> session */
 	PC__MSG_RUN_DONE,           /* pc__run_done_t */
 	PC__MSG_RUN_PHASE,          /* u64: pc_run_phase_t */
@@ -153,6 +154,7 @@ struct pc_agent {
 	pc__slab_t session_slab; /* session actors' state */
 	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
+	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */
 	struct {
@@ -297,6 +299,7 @@ typedef struct pc__run_params {
 	pc_think_level_t think;
 	uint64_t lane_ticket;         /* released when the run stops */
 	pc_event_bus_t *bus;          /* retained by the run */
+	int64_t epoch;                /* the session's lease: every transcript write carries it */
 } pc__run_params_t;
 
 /* Spawns a run actor for `p`; it reports to `session`. */
@@ -305,7 +308,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 /* Cuts oversized tool results in the session's transcript on the blocking
  * pool; `reply_to` gets PC__MSG_RUN_TRUNCATED with an int64 payload: how
  * many were cut, or a negative code. */
-int pc__truncate_start(pc_agent_t *a, const char *key, uint64_t context_tokens, pc_actor_t *reply_to);
+int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens, pc_actor_t *reply_to);
 
 /* ---- the attempt actor (attempt/attempt_actor.c) ---- */
 
@@ -328,6 +331,7 @@ typedef struct pc__attempt_params {
 	uint64_t timeout_ms;              /* the attempt's budget; 0: unlimited */
 	pc_event_bus_t *bus;
 	pc__loop_box_t *loop;             /* retained by the attempt; may be NULL */
+	int64_t epoch;                    /* the session's lease: every transcript write carries it */
 } pc__attempt_params_t;
 
 /* The attempt's flat report. Strings and JSON are in buf at the offsets

@@ -102,7 +102,7 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
 	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
 			    .json_checked = true /* printed by cJSON */};
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_append(t->key, 0, &m, &req);
+	int rc = pc_store_req_append(t->key, t->epoch, &m, &req);
 	if (rc == 0) {
 		pc_store_req_lazy(req);
 		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
@@ -511,6 +511,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		.store = t->agent->store,
 		.lock_dir = t->agent->lock_dir,
 		.session_key = t->key,
+		.epoch = t->epoch,
 		.run_id = t->run_id,
 		.trigger = "threshold",
 		.api = t->provider->api,
@@ -1076,6 +1077,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->agent = a;
 	t->run_id = strdup(p->run_id);
 	t->key = strdup(p->session_key);
+	t->epoch = p->epoch;
 	t->model = strdup(p->model);
 	t->prompt = dup_or_null(p->prompt);
 	t->continuation = dup_or_null(p->continuation);

@@ -59,6 +59,7 @@ typedef struct run {
 	pc_actor_t *session;
 	pc_event_bus_t *bus;
 	char *run_id, *key, *prompt, *extra, *model_buf;
+	int64_t epoch; /* the session's lease, carried by every transcript write */
 	uint64_t timeout_ms;
 	uint64_t lane_ticket;
 	candidate_t cand[PC_RUN_MAX_CANDIDATES];
@@ -591,6 +592,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		.timeout_ms = budget,
 		.bus = r->bus,
 		.loop = r->loop,
+		.epoch = r->epoch,
 	};
 	int rc = pc__attempt_spawn(r->agent, &p, pc_self(ctx), &r->attempt);
 	free(revised);
@@ -647,6 +649,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.store = r->agent->store,
 		.lock_dir = r->agent->lock_dir,
 		.session_key = r->key,
+		.epoch = r->epoch,
 		.run_id = r->run_id,
 		.trigger = kind == PC_COMPACTION_OVERFLOW ? "overflow" : "timeout_recovery",
 		.api = c->provider->api,
@@ -750,7 +753,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 		return;
 	case PC_RUN_TRUNCATE:
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
-		if (pc__truncate_start(r->agent, r->key, r->cand[r->rs.cand.index].context_tokens,
+		if (pc__truncate_start(r->agent, r->key, r->epoch, r->cand[r->rs.cand.index].context_tokens,
 				       pc_self(ctx)) != 0) {
 			r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
 			decide(ctx, r);
@@ -1065,6 +1068,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 	r->agent = a;
 	r->run_id = strdup(p->run_id);
 	r->key = strdup(p->session_key);
+	r->epoch = p->epoch;
 	r->prompt = strdup(p->prompt);
 	r->extra = p->extra_system_prompt ? strdup(p->extra_system_prompt) : NULL;
 	r->timeout_ms = p->timeout_ms ? p->timeout_ms : a->cfg->agent.run_timeout_ms;

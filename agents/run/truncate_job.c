@@ -19,6 +19,7 @@ typedef struct truncate_job {
 	pc_store_t *store;
 	char *lock_dir;
 	char *key;
+	int64_t epoch;
 	uint64_t context_tokens;
 } truncate_job_t;
 
@@ -77,7 +78,7 @@ static int truncate_transcript(truncate_job_t *j)
 		rows[i].json_checked = true; /* printed by cJSON; ids as stored */
 	}
 	int64_t last = 0;
-	rc = pc_store_rewrite_locked(j->store, j->lock_dir, NULL, j->key, 0, pc_store_history_last_seq(h),
+	rc = pc_store_rewrite_locked(j->store, j->lock_dir, NULL, j->key, j->epoch, pc_store_history_last_seq(h),
 				     rows[first].seq, rows + first, n - first, &last, NULL);
 out:
 	for (size_t i = 0; texts && first < n && i < n - first; i++)
@@ -101,13 +102,14 @@ static pc_msg_t *job_run(void *arg)
 	return m;
 }
 
-int pc__truncate_start(pc_agent_t *a, const char *key, uint64_t context_tokens, pc_actor_t *reply_to)
+int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens, pc_actor_t *reply_to)
 {
 	truncate_job_t *j = calloc(1, sizeof(*j));
 	if (!j)
 		return PC_ENOMEM;
 	j->store = a->store;
 	j->context_tokens = context_tokens;
+	j->epoch = epoch;
 	j->lock_dir = strdup(a->lock_dir);
 	j->key = strdup(key);
 	int rc = (!j->lock_dir || !j->key) ? PC_ENOMEM

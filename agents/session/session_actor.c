@@ -29,6 +29,7 @@
 #include "../agent_internal.h"
 #include "../attempt/payload.h"
 #include "diagnostics.h"
+#include "lease.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -82,6 +83,8 @@ typedef struct session {
 	size_t pn, pcap;
 
 	pc_timer_t drain_timer, interrupt_timer;
+
+	pc__lease_t lease; /* on the transcript, across processes (lease.h) */
 
 	/* the stalled-session watchdog (§9.2), armed while a run is active */
 	pc_timer_t diag_timer;
@@ -366,6 +369,27 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 
 /* ---- starting runs ---- */
 
+static pc__lease_ctx_t lease_ctx(pc_ctx_t *ctx, session_t *s)
+{
+	return (pc__lease_ctx_t){ctx, &s->lease, s->agent->owner, s->key, pc_store_actor(s->agent->store)};
+}
+
+/* The active item asks the global lane for its permit (the session's lease
+ * is held). */
+static void ask_lane(pc_ctx_t *ctx, session_t *s)
+{
+	const pc_config_t *c = s->agent->cfg;
+	uint64_t timeout = s->active->timeout_ms ? s->active->timeout_ms : c->agent.run_timeout_ms;
+	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
+	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
+	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
+	if (rc != 0)
+		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
+}
+
+/* The item becomes the active run: first the session's lease (nothing
+ * runs in a session another process writes), then a global lane permit,
+ * then the run actor (on_granted). */
 static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 {
 	/* a collected batch or a rejected steer has no one acceptance time */
@@ -382,13 +406,11 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	s->started = false;
 	s->phase = PC_RUN_STARTING;
 	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
-	const pc_config_t *c = s->agent->cfg;
-	uint64_t timeout = s->active->timeout_ms ? s->active->timeout_ms : c->agent.run_timeout_ms;
-	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
-	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
-	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
-	if (rc != 0)
-		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
+	pc__lease_ctx_t lc = lease_ctx(ctx, s);
+	if (pc__lease_want(&lc)) {
+		pc__lease_busy(&lc);
+		ask_lane(ctx, s);
+	}
 }
 
 static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
@@ -415,6 +437,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		.think = s->active->think,
 		.lane_ticket = s->ticket,
 		.bus = s->active->bus,
+		.epoch = pc__lease_epoch(&s->lease),
 	};
 	int rc = pc__run_spawn(s->agent, &p, pc_self(ctx), &s->run);
 	if (rc != 0) {
@@ -615,8 +638,11 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 		break;
 	}
 	default:
-		/* nothing left: the reaper retires the session if it stays so */
+		/* nothing left: the reaper retires the session if it stays so,
+		 * and the lease goes back soon, for another process's turn */
 		pc__session_set_idle(s->agent, s->key, true);
+		pc__lease_ctx_t lc = lease_ctx(ctx, s);
+		pc__lease_idle(&lc);
 		break;
 	}
 	free(items);
@@ -968,6 +994,45 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	return false;
 }
 
+/* ---- the lease ---- */
+
+static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
+{
+	pc__lease_ctx_t lc = lease_ctx(ctx, s);
+	pc__lease_event_t ev;
+	bool fresh;
+	if (!pc__lease_on_reply(&lc, msg, &ev, &fresh))
+		return;
+	bool waiting = s->active && !s->started && !s->run;
+	switch (ev) {
+	case PC__LEASE_EV_GRANTED:
+		/* another process wrote the transcript since: what this one
+		 * kept of it is stale */
+		if (fresh)
+			pc__transcript_drop(s->agent, s->key);
+		if (waiting)
+			ask_lane(ctx, s);
+		else if (!s->active && !s->interrupt && !s->qn && !s->pn)
+			pc__lease_idle(&lc);
+		break;
+	case PC__LEASE_EV_LOST:
+		/* another process owns the session now: its writes would be
+		 * refused anyway; the run stops at once */
+		if (s->run)
+			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
+		break;
+	case PC__LEASE_EV_FAILED:
+		if (waiting) {
+			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lease_unavailable");
+			s->phase = PC_RUN_IDLE;
+			drain(ctx, s);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
 /* ---- aborts and steering ---- */
 
 static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
@@ -1055,8 +1120,14 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		on_steer(s, msg);
 		return 0;
 	case PC_STORE_MSG_REPLY:
-		on_store_reply(ctx, s, msg);
+		if (!on_store_reply(ctx, s, msg))
+			on_lease_reply(ctx, s, msg);
 		return 0;
+	case PC__MSG_SESSION_LEASE: {
+		pc__lease_ctx_t lc = lease_ctx(ctx, s);
+		pc__lease_on_tick(&lc, s->active || s->interrupt || s->qn || s->pn);
+		return 0;
+	}
 	case PC_MSG_LANE_GRANTED:
 		on_granted(ctx, s, pc_msg_cdata(msg));
 		return 0;
@@ -1163,6 +1234,8 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 	}
 	clear_drops(s);
+	pc__lease_ctx_t lc = lease_ctx(ctx, s);
+	pc__lease_release(&lc);
 	/* exec's background processes live no longer than their session
 	 * (it does not retire while they run: this is shutdown or a failure) */
 	pc_process_table_end_session(s->agent->processes, s->key);

@@ -155,9 +155,7 @@ static int check_args(const char *dir, const char *key)
 	return 0;
 }
 
-/* Field 22 of /proc/<pid>/stat: the start time in clock ticks after boot.
- * PC_ENOTFOUND when there is no such process. */
-static int proc_starttime(pid_t pid, uint64_t *out)
+int pc_proc_starttime(pid_t pid, uint64_t *out)
 {
 	char path[48], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -200,7 +198,7 @@ static uint64_t self_starttime(void)
 	pthread_mutex_unlock(&reg_mu);
 	if (hit)
 		return st;
-	if (proc_starttime(me, &st) != 0)
+	if (pc_proc_starttime(me, &st) != 0)
 		return 0; /* no /proc: the record says "unknown" */
 	pthread_mutex_lock(&reg_mu);
 	cached_pid = me;
@@ -338,7 +336,7 @@ static int inspect(int dfd, const char *name, pc_session_lock_info_t *out)
 		if ((rc = record_read(fd, out)))
 			goto out;
 		uint64_t st = 0;
-		out->holder_alive = out->record_ok && proc_starttime(out->pid, &st) == 0 &&
+		out->holder_alive = out->record_ok && pc_proc_starttime(out->pid, &st) == 0 &&
 				    (out->starttime == 0 || st == out->starttime);
 		if (out->holder_alive)
 			break;

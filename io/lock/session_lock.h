@@ -41,6 +41,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../../runtime/error.h"
 
@@ -166,6 +167,11 @@ typedef int (*pc_session_lock_held_fn)(void *user, const pc_session_lock_held_t 
  * Any thread; never waits on a lock file.
  */
 int pc_session_lock_overdue(pc_session_lock_held_fn fn, void *user, size_t *count);
+
+/* Field 22 of /proc/<pid>/stat: the process's start time in clock ticks
+ * after boot, which tells it from a later process given the same pid.
+ * PC_ENOTFOUND when there is no such process, PC_ESYS otherwise. */
+int pc_proc_starttime(pid_t pid, uint64_t *out);
 
 #ifdef __cplusplus
 }
