@@ -904,28 +904,6 @@ static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, con
 	}
 }
 
-/* A run the registry no longer holds, as the store has it. */
-static void info_from_store(const pc_store_reply_t *r, pc_run_info_t *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->started_ms = r->started_ms;
-	info->ended_ms = r->ended_ms;
-	switch (r->status) {
-	case PC_STORE_RUN_OK: info->status = PC_RUN_STATUS_OK; break;
-	case PC_STORE_RUN_ABORTED: info->status = PC_RUN_STATUS_ABORTED; break;
-	case PC_STORE_RUN_TIMEOUT: info->status = PC_RUN_STATUS_TIMEOUT; break;
-	case PC_STORE_RUN_ERROR:
-		info->status = PC_RUN_STATUS_ERROR;
-		snprintf(info->error, sizeof(info->error), "%s", r->code[0] ? r->code : "the run failed");
-		break;
-	default:
-		/* accepted or running in a process that is gone */
-		info->status = PC_RUN_STATUS_ERROR;
-		snprintf(info->error, sizeof(info->error), "the run did not finish (process restarted)");
-		break;
-	}
-}
-
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pend_find(c, P_RUNGET, msg->corr);
@@ -938,7 +916,7 @@ void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc__gw_run_t *run = pd->run_tag ? run_by_tag(c, pd->run_tag) : NULL;
 	pc_run_info_t info;
 	if (rc == 0)
-		info_from_store(&r, &info);
+		pc_agent_run_info_from_store(&r, &info);
 	if (run) {
 		agent_final(c, run->req_id, run->run_id, NULL, rc == 0 ? pc_run_status_name(info.status) : "error",
 			    rc == 0 ? info.error : "the run's outcome is no longer known");
