@@ -804,8 +804,35 @@ void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, ui
 {
 	if (pc_run_status_terminal(status))
 		(void)pc_metric_inc(a->metrics.runs[status - PC_RUN_STATUS_OK]);
-	if (started)
+	if (started) {
 		pc__observe_ms(a->metrics.run_seconds, ms);
+		__atomic_add_fetch(&a->metrics.run_ms_sum, ms, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&a->metrics.run_ms_count, 1, __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key)
+{
+	if (!a)
+		return 1000;
+	uint64_t n = __atomic_load_n(&a->metrics.run_ms_count, __ATOMIC_RELAXED);
+	uint64_t typical = n ? __atomic_load_n(&a->metrics.run_ms_sum, __ATOMIC_RELAXED) / n : 0;
+	uint64_t wait = a->cfg->agent.queue.debounce_ms;
+	char run_id[PC_RUN_ID_MAX + 1];
+	pc_run_info_t info;
+	if (session_key && pc_run_registry_active(a->runs, session_key, run_id, NULL) == 0 &&
+	    pc_run_registry_get(a->runs, run_id, &info) == 0 && info.started_ms > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		uint64_t elapsed = now > info.started_ms ? (uint64_t)(now - info.started_ms) : 0;
+		/* a run already past the typical one is guessed to need half
+		 * as long again as it has taken */
+		wait += typical > elapsed ? typical - elapsed : elapsed / 2;
+	} else {
+		wait += typical;
+	}
+	return wait < 1000 ? 1000 : wait > 3600000 ? 3600000 : wait;
 }
 
 pc_metrics_t *pc_agent_metrics(pc_agent_t *a) { return a ? a->metrics.reg : NULL; }

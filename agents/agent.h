@@ -207,6 +207,13 @@ pc_store_t *pc_agent_store(pc_agent_t *a);
  * PC_ENOTFOUND. Any thread. */
 int pc_agent_run_info(pc_agent_t *a, const char *run_id, pc_run_info_t *out);
 
+/* How long a message refused by the session's queue (PC_AGENT_DROPPED)
+ * should wait before it is sent again: what the session's active run has
+ * left of the typical run's duration (the mean of the runs this process
+ * timed; a run already past it is given half its age again), plus the
+ * queue's debounce. Clamped to [1 s, 1 h]. Any thread. */
+uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key);
+
 /* The id of the session's active run into `run_id` (PC_RUN_ID_MAX + 1
  * bytes). PC_ENOTFOUND when it has none. Any thread. */
 int pc_agent_active_run(pc_agent_t *a, const char *session_key, char *run_id);

@@ -115,6 +115,10 @@ typedef struct pc__agent_metrics {
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
 	pc_metric_t *ttft_seconds; /* recorded by model calls (pc__ttft_sink_add) */
+	/* run_seconds' sum and count as integers (atomic), for the typical
+	 * run a refused client is told to wait for (the histogram is
+	 * write-only) */
+	uint64_t run_ms_sum, run_ms_count;
 } pc__agent_metrics_t;
 
 /* Records milliseconds in a histogram of seconds. A metric update can fail
