@@ -761,6 +761,10 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		memcpy(p.params, pc_msg_cdata(msg), msg->size);
 		pc__agent_run_id(s->agent, p.run_id);
 		idem = sub_str(p.params, p.params->idem);
+		/* the lease before the row: its commit is then the only one a
+		 * run admitted early waits for (they commit one after another) */
+		pc__lease_ctx_t lc = lease_ctx(ctx, s);
+		(void)pc__lease_want(&lc);
 		/* what running it takes, kept with the row until it ends, so a
 		 * crash does not lose it once it is acknowledged */
 		char *prompt = pc__submit_prompt_json(p.params);

@@ -880,6 +880,11 @@ static int op_audit(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
+/* The lease columns are the row's alone: the cache's pending changes (seq,
+ * counts) go to other columns, so a lease op writes around the cache and
+ * only brings a cached epoch up to date, rather than flushing and
+ * forgetting every cached session (which cost every busy session a read
+ * after each lease taken or given back). */
 static int lease_set(be_t *be, const pc__store_op_t *op, const char *owner, int64_t epoch, int64_t expires)
 {
 	int berr = 0;
@@ -888,7 +893,11 @@ static int lease_set(be_t *be, const pc__store_op_t *op, const char *owner, int6
 	bind_str(&berr, st, 2, owner);
 	bind_i(&berr, st, 3, epoch);
 	bind_i(&berr, st, 4, expires);
-	return exec_b(be->db, st, berr);
+	int rc = exec_b(be->db, st, berr);
+	pc__sc_entry_t *e = rc == 0 ? pc__sc_get(be->sessions, op->s[S_LS_KEY], op->len[S_LS_KEY]) : NULL;
+	if (e)
+		e->epoch = epoch;
+	return rc;
 }
 
 static int op_lease_acquire(be_t *be, pc__store_op_t *op)
@@ -956,8 +965,6 @@ static int dispatch(be_t *be, pc__store_op_t *op)
 	switch (op->kind) {
 	case PC_STORE_REQ_SESSION:
 	case PC_STORE_REQ_REWRITE:
-	case PC_STORE_REQ_LEASE_ACQUIRE:
-	case PC_STORE_REQ_LEASE_RELEASE:
 	case PC_STORE_REQ_SESSION_SET: {
 		int rc = sessions_settle(be);
 		if (rc != 0)
