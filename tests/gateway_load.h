@@ -52,6 +52,7 @@
 #define GL_MAX_MSGS 8192
 #define GL_MAX_RUNS 8192
 #define GL_MAX_SESSIONS 8
+#define GL_HOME_MAX 64
 
 /* An unsigned from the environment, or `def`. */
 static inline unsigned gl_env_uint(const char *name, unsigned def)
@@ -72,7 +73,7 @@ static inline unsigned gl_seed(const char *test)
 /* ---- the gateway children ---- */
 
 typedef struct gl_gw {
-	char home[64], cfg[128], out[128], err[128];
+	char home[GL_HOME_MAX], cfg[128], out[128], err[128];
 	char pincer[PATH_MAX];
 	pid_t pid;
 	uint16_t port;
@@ -94,7 +95,6 @@ static inline void gl_pincer_path(char *out, size_t n)
 /* A fresh state directory with the configuration every gateway of the
  * test reads: token auth, the embedded mock, the workspace in the
  * directory, queue mode followup (each message its own run). */
-#define GL_HOME_MAX 64
 static inline void gl_home_init(char home[GL_HOME_MAX], const char *prefix)
 {
 	snprintf(home, GL_HOME_MAX, "/tmp/%.32s-XXXXXX", prefix);
@@ -134,7 +134,9 @@ static inline long gl_readyz(uint16_t port)
 /* Starts the gateway and waits until /readyz says ready. */
 static inline void gl_gw_start(gl_gw_t *g)
 {
-	g->port = start_gateway_child(g->pincer, g->home, g->cfg, g->out, g->err, GL_START_MS, &g->pid);
+	char home[GL_HOME_MAX]; /* a bound GCC sees through the inlining */
+	snprintf(home, sizeof(home), "%.*s", GL_HOME_MAX - 1, g->home);
+	g->port = start_gateway_child(g->pincer, home, g->cfg, g->out, g->err, GL_START_MS, &g->pid);
 	uint64_t until = now_ms() + GL_START_MS;
 	long st = 0;
 	while ((st = gl_readyz(g->port)) != 200 && now_ms() < until)
@@ -166,6 +168,7 @@ typedef struct gl_msg {
 	char idem[48]; /* "" for an HTTP request without Idempotency-Key */
 	char text[360];
 	gl_via_t via;
+	int gw;        /* the gateway it was first sent to */
 	int run;       /* index of its run once acknowledged, else -1 */
 } gl_msg_t;
 
@@ -194,6 +197,7 @@ typedef struct gl_ledger {
 	char conflict[512];
 	uint64_t acks, dups;
 	bool http_idem; /* the gateway honours Idempotency-Key */
+	bool retry_same_gw; /* retries go to the gateway the first send went to */
 	const char *sessions[GL_MAX_SESSIONS];
 	int nsessions;
 } gl_ledger_t;
@@ -218,7 +222,7 @@ static inline void gl_ledger_free(gl_ledger_t *l)
 
 /* A new message (what each kind of turn asks of the mock): its index, or
  * -1 when the ledger is full. */
-static inline int gl_msg_new(gl_ledger_t *l, unsigned *rnd, gl_via_t via, bool keyed)
+static inline int gl_msg_new(gl_ledger_t *l, unsigned *rnd, gl_via_t via, bool keyed, int gw)
 {
 	static const char *const kinds[] = {
 		/* plain */
@@ -241,6 +245,7 @@ static inline int gl_msg_new(gl_ledger_t *l, unsigned *rnd, gl_via_t via, bool k
 	gl_msg_t *m = &l->msgs[i];
 	snprintf(m->session, sizeof(m->session), "%s", l->sessions[rand_r(rnd) % (unsigned)l->nsessions]);
 	m->via = via;
+	m->gw = gw;
 	m->run = -1;
 	if (keyed)
 		snprintf(m->idem, sizeof(m->idem), "idem-%06d-%u", i, rand_r(rnd) % 1000u);
@@ -295,7 +300,7 @@ static inline void gl_told(gl_ledger_t *l, const char *run_id, gl_told_t told, c
 
 /* A message sent before whose key may be retried by `via` (same method:
  * the key remembers what was asked); -1 if none. */
-static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via)
+static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via, int gw)
 {
 	if ((via == GL_HTTP || via == GL_HTTP_STREAM) && !l->http_idem)
 		return -1; /* the same text again would be a second run */
@@ -306,7 +311,7 @@ static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via)
 		gl_msg_t *m = &l->msgs[i];
 		bool same = m->via == via || (via == GL_HTTP_STREAM && m->via == GL_HTTP) ||
 			    (via == GL_HTTP && m->via == GL_HTTP_STREAM);
-		if (m->idem[0] && same && m->text[0])
+		if (m->idem[0] && same && m->text[0] && (!l->retry_same_gw || m->gw == gw))
 			pick = i;
 	}
 	pthread_mutex_unlock(&l->mu);
@@ -384,6 +389,7 @@ typedef struct gl_load {
 
 typedef struct gl_pend {
 	char id[16];
+	char run[PC_STORE_ID_MAX + 1]; /* chat.send: the run whose end is owed */
 	int msg;
 	gl_via_t via;
 	bool acked;
@@ -398,11 +404,14 @@ static inline void gl_ws_frame(gl_load_t *ld, gl_pend_t *pend, cJSON *f)
 		/* chat.send's end comes as a chat event */
 		if (strcmp(jstr(f, "event"), "chat") != 0)
 			return;
-		const char *state = jstr(p, "state");
-		if (!strcmp(state, "final"))
-			gl_told(ld->l, jstr(p, "runId"), GL_TOLD_OK, "chat final");
-		else if (!strcmp(state, "error") || !strcmp(state, "aborted"))
-			gl_told(ld->l, jstr(p, "runId"), GL_TOLD_ERROR, jstr(p, "errorMessage"));
+		const char *state = jstr(p, "state"), *run = jstr(p, "runId");
+		bool final = !strcmp(state, "final");
+		if (!final && strcmp(state, "error") != 0 && strcmp(state, "aborted") != 0)
+			return;
+		gl_told(ld->l, run, final ? GL_TOLD_OK : GL_TOLD_ERROR, final ? "chat final" : jstr(p, "errorMessage"));
+		for (int i = 0; i < GL_PEND; i++)
+			if (pend[i].used && pend[i].acked && !strcmp(pend[i].run, run))
+				pend[i].used = false;
 		return;
 	}
 	if (strcmp(type, "res") != 0)
@@ -422,8 +431,10 @@ static inline void gl_ws_frame(gl_load_t *ld, gl_pend_t *pend, cJSON *f)
 		}
 		gl_ack(ld->l, x->msg, run, ld->gw);
 		x->acked = true;
-		/* chat.send: the end comes as events; a repeat says how it is */
-		if (x->via == GL_CHAT) {
+		snprintf(x->run, sizeof(x->run), "%s", run);
+		/* chat.send: the end comes as a chat event, except for a repeat,
+		 * which says how the first run is and gets no events */
+		if (x->via == GL_CHAT && strcmp(status, "started") != 0) {
 			if (!strcmp(status, "ok"))
 				gl_told(ld->l, run, GL_TOLD_OK, "chat.send repeat: ok");
 			else if (!strcmp(status, "error"))
@@ -476,9 +487,9 @@ static inline void *gl_ws_thread(void *arg)
 				slot++;
 			bool chat = rand_r(&rnd) % 3 == 0;
 			gl_via_t via = chat ? GL_CHAT : GL_AGENT;
-			int msg = rand_r(&rnd) % 5 == 0 ? gl_pick_retry(ld->l, &rnd, via) : -1;
+			int msg = rand_r(&rnd) % 5 == 0 ? gl_pick_retry(ld->l, &rnd, via, ld->gw) : -1;
 			if (msg < 0)
-				msg = gl_msg_new(ld->l, &rnd, via, true);
+				msg = gl_msg_new(ld->l, &rnd, via, true, ld->gw);
 			if (msg < 0)
 				break;
 			const gl_msg_t *m = &ld->l->msgs[msg];
@@ -567,9 +578,9 @@ static inline void *gl_http_thread(void *arg)
 	while (!LOAD(*ld->stop) && !LOAD(*ld->quit)) {
 		bool stream = rand_r(&rnd) % 2;
 		gl_via_t via = stream ? GL_HTTP_STREAM : GL_HTTP;
-		int msg = rand_r(&rnd) % 4 == 0 ? gl_pick_retry(ld->l, &rnd, via) : -1;
+		int msg = rand_r(&rnd) % 4 == 0 ? gl_pick_retry(ld->l, &rnd, via, ld->gw) : -1;
 		if (msg < 0)
-			msg = gl_msg_new(ld->l, &rnd, via, rand_r(&rnd) % 2);
+			msg = gl_msg_new(ld->l, &rnd, via, rand_r(&rnd) % 2, ld->gw);
 		if (msg < 0)
 			break;
 		char run[PC_STORE_ID_MAX + 1];
