@@ -24,6 +24,7 @@
 #include "../runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/lease.h"
+#include "session/recovery.h"
 #include "tools/exec_tool.h"
 #include "tools/fs_tools.h"
 #include "session/diagnostics.h"
@@ -803,8 +804,35 @@ void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, ui
 {
 	if (pc_run_status_terminal(status))
 		(void)pc_metric_inc(a->metrics.runs[status - PC_RUN_STATUS_OK]);
-	if (started)
+	if (started) {
 		pc__observe_ms(a->metrics.run_seconds, ms);
+		__atomic_add_fetch(&a->metrics.run_ms_sum, ms, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&a->metrics.run_ms_count, 1, __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key)
+{
+	if (!a)
+		return 1000;
+	uint64_t n = __atomic_load_n(&a->metrics.run_ms_count, __ATOMIC_RELAXED);
+	uint64_t typical = n ? __atomic_load_n(&a->metrics.run_ms_sum, __ATOMIC_RELAXED) / n : 0;
+	uint64_t wait = a->cfg->agent.queue.debounce_ms;
+	char run_id[PC_RUN_ID_MAX + 1];
+	pc_run_info_t info;
+	if (session_key && pc_run_registry_active(a->runs, session_key, run_id, NULL) == 0 &&
+	    pc_run_registry_get(a->runs, run_id, &info) == 0 && info.started_ms > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		uint64_t elapsed = now > info.started_ms ? (uint64_t)(now - info.started_ms) : 0;
+		/* a run already past the typical one is guessed to need half
+		 * as long again as it has taken */
+		wait += typical > elapsed ? typical - elapsed : elapsed / 2;
+	} else {
+		wait += typical;
+	}
+	return wait < 1000 ? 1000 : wait > 3600000 ? 3600000 : wait;
 }
 
 pc_metrics_t *pc_agent_metrics(pc_agent_t *a) { return a ? a->metrics.reg : NULL; }
@@ -891,6 +919,9 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
 		if (a->cfg->providers[i].embedded && !a->mock)
 			rc = start_mock(a, o->mock_scenario);
+	/* last: what it recovers may start running at once */
+	if (rc == 0)
+		rc = pc__agent_recover(a, &a->recovered);
 	if (rc != 0) {
 		pc_agent_free(a, 0);
 		return rc;
@@ -1041,7 +1072,7 @@ static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 	pc_think_level_t think;
 	if (p->thinking && pc_think_level_parse(p->thinking, &think) != 0)
 		return PC_EINVAL;
-	return pc__submit_encode(p, key, out);
+	return pc__submit_encode(p, key, NULL, out);
 }
 
 int pc_agent_submit(pc_agent_t *a, const pc_agent_params_t *p, pc_agent_accepted_t *out)
@@ -1095,29 +1126,48 @@ int pc_agent_wait(pc_agent_t *a, const char *run_id, int64_t timeout_ms, pc_agen
 	}
 	if (rc != PC_ENOTFOUND)
 		return rc;
-	/* not in memory: an older run, from the store */
+	/* not in memory: an older run, or another process's, from the store */
 	pc_store_reply_t r;
 	rc = pc_store_run_get(a->store, run_id, &r);
 	if (rc != 0)
 		return rc;
+	pc_agent_run_info_from_store(&r, &out->run);
 	snprintf(out->run.run_id, sizeof(out->run.run_id), "%s", run_id);
-	out->run.started_ms = r.started_ms;
-	out->run.ended_ms = r.ended_ms;
-	snprintf(out->run.error_kind, sizeof(out->run.error_kind), "%.31s", r.code);
-	switch (r.status) {
-	case PC_STORE_RUN_OK: out->run.status = PC_RUN_STATUS_OK; break;
-	case PC_STORE_RUN_ABORTED: out->run.status = PC_RUN_STATUS_ABORTED; break;
-	case PC_STORE_RUN_TIMEOUT: out->run.status = PC_RUN_STATUS_TIMEOUT; break;
-	case PC_STORE_RUN_ERROR: out->run.status = PC_RUN_STATUS_ERROR; break;
-	default:
-		/* accepted or running in a process that is gone: it never ends here */
-		out->run.status = PC_RUN_STATUS_ERROR;
-		snprintf(out->run.error, sizeof(out->run.error), "the run did not finish (process restarted)");
-		break;
-	}
-	out->status = wait_status(out->run.status);
+	/* still running elsewhere: this wait cannot see it end */
+	out->status = pc_run_status_terminal(out->run.status) ? wait_status(out->run.status) : PC_AGENT_WAIT_TIMEOUT;
 	return 0;
 }
+
+void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->started_ms = r->started_ms;
+	out->ended_ms = r->ended_ms;
+	snprintf(out->error_kind, sizeof(out->error_kind), "%.31s", r->code);
+	switch (r->status) {
+	case PC_STORE_RUN_OK: out->status = PC_RUN_STATUS_OK; return;
+	case PC_STORE_RUN_ABORTED: out->status = PC_RUN_STATUS_ABORTED; return;
+	case PC_STORE_RUN_TIMEOUT: out->status = PC_RUN_STATUS_TIMEOUT; return;
+	case PC_STORE_RUN_ERROR: break;
+	default:
+		/* accepted by a process that is running it or has it queued (a
+		 * gone process's runs were recovered when this one started) */
+		out->status = PC_RUN_STATUS_RUNNING;
+		return;
+	}
+	out->status = PC_RUN_STATUS_ERROR;
+	snprintf(out->error, sizeof(out->error), "%s",
+		 !strcmp(r->code, "run_interrupted")
+			 ? "the run was interrupted: the process running it stopped (crash or kill) before it ended"
+		 : r->code[0] ? r->code
+			      : "the run failed");
+}
+
+void pc_agent_recovered(const pc_agent_t *a, pc_agent_recovery_t *out)
+{
+	*out = a ? a->recovered : (pc_agent_recovery_t){0};
+}
+
 
 int pc_agent_watch(pc_agent_t *a, const char *run_id, pc_actor_t *who, uint64_t corr)
 {

@@ -68,9 +68,25 @@ typedef struct pc_agent_options {
 void pc_agent_io_config(const pc_config_t *cfg, uint32_t threads, pc_io_config_t *out);
 
 /* Builds the agent layer: the lane, the run registry, the session
- * directory; starts the embedded mock when configured. The caller owns
+ * directory; starts the embedded mock when configured; recovers what
+ * gone processes left in the store (pc_agent_recovered). The caller owns
  * *out (pc_agent_free). Not on a worker. */
 int pc_agent_new(const pc_agent_options_t *opts, pc_agent_t **out);
+
+/* What pc_agent_new found left by processes that are gone (a crash, a
+ * kill): runs accepted that never began run again, in order, under their
+ * own run ids; runs that began end with the error code run_interrupted
+ * (docs/agent-loop.md, "Persistence"). */
+typedef struct pc_agent_recovery {
+	uint32_t rerun;       /* accepted, never begun: running again */
+	uint32_t interrupted; /* begun: ended as run_interrupted */
+} pc_agent_recovery_t;
+void pc_agent_recovered(const pc_agent_t *a, pc_agent_recovery_t *out);
+
+/* A run's outcome as the store has it (pc_store_run_get), for a run the
+ * registry no longer holds. Status PC_RUN_STATUS_RUNNING when it has not
+ * ended: another process on the state directory has it. */
+void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out);
 
 /* Aborts every run, waits (at most `grace_ms`; < 0 for ever) for the runs
  * to end, stops every session actor, frees. Before the I/O layer, store and
@@ -190,6 +206,13 @@ pc_store_t *pc_agent_store(pc_agent_t *a);
  * §9.1); older runs are in the store (pc_store_run_get). PC_EINVAL,
  * PC_ENOTFOUND. Any thread. */
 int pc_agent_run_info(pc_agent_t *a, const char *run_id, pc_run_info_t *out);
+
+/* How long a message refused by the session's queue (PC_AGENT_DROPPED)
+ * should wait before it is sent again: what the session's active run has
+ * left of the typical run's duration (the mean of the runs this process
+ * timed; a run already past it is given half its age again), plus the
+ * queue's debounce. Clamped to [1 s, 1 h]. Any thread. */
+uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key);
 
 /* The id of the session's active run into `run_id` (PC_RUN_ID_MAX + 1
  * bytes). PC_ENOTFOUND when it has none. Any thread. */

@@ -115,6 +115,10 @@ typedef struct pc__agent_metrics {
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
 	pc_metric_t *ttft_seconds; /* recorded by model calls (pc__ttft_sink_add) */
+	/* run_seconds' sum and count as integers (atomic), for the typical
+	 * run a refused client is told to wait for (the histogram is
+	 * write-only) */
+	uint64_t run_ms_sum, run_ms_count;
 } pc__agent_metrics_t;
 
 /* Records milliseconds in a histogram of seconds. A metric update can fail
@@ -155,6 +159,7 @@ struct pc_agent {
 	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
 	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
+	pc_agent_recovery_t recovered; /* what pc_agent_new recovered */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */
 	struct {
@@ -256,12 +261,15 @@ int64_t pc__wall_ms(void);
 /* The SUBMIT payload: the params flattened into buf (offsets 0 = absent). */
 typedef struct pc__submit {
 	uint32_t key, message, idem, model, trigger, queue_mode, extra;
+	uint32_t recover;     /* a run recovered after a crash (its row adopted): its id */
 	uint64_t timeout_ms;
 	bool has_think;       /* the run's own thinking level */
 	pc_think_level_t think;
 	char buf[];
 } pc__submit_t;
-int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out);
+/* recover_run: NULL, or the id of a run recovered after a crash (its row
+ * exists and is this process's; session/recovery.h). */
+int pc__submit_encode(const pc_agent_params_t *p, const char *key, const char *recover_run, pc_msg_t **out);
 
 int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out);
 /* sizeof the session actor's state, for its slab. */

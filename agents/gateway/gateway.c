@@ -154,6 +154,11 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 {
 	if (!g)
 		return PC_EINVAL;
+	uint64_t grace = deadline_ms < 0 ? g->gcfg->drain_ms : (uint64_t)deadline_ms;
+	uint64_t until = pc_runtime_now_ms() + grace;
+	/* set before the state, so whoever sees draining reads a deadline */
+	uint64_t none = 0;
+	__atomic_compare_exchange_n(&g->drain_until_ms, &none, until, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 	int expected = PC__GW_READY;
 	if (!__atomic_compare_exchange_n(&g->state, &expected, PC__GW_DRAINING, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
@@ -162,8 +167,6 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 		__atomic_store_n(&g->state, PC__GW_DRAINING, __ATOMIC_RELEASE);
 	}
 	pc__gw_ws_shutdown(g, "draining");
-	uint64_t grace = deadline_ms < 0 ? g->gcfg->drain_ms : (uint64_t)deadline_ms;
-	uint64_t until = pc_runtime_now_ms() + grace;
 	while (work_left(g) > 0 && pc_runtime_now_ms() < until)
 		pc__gw_nap_ms(5);
 	if (work_left(g) > 0)
@@ -174,6 +177,22 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms)
 	while (work_left(g) > 0 && pc_runtime_now_ms() < until)
 		pc__gw_nap_ms(5);
 	return work_left(g) == 0 ? 0 : PC_ETIMEDOUT;
+}
+
+uint64_t pc__gw_retry_after_ms(const pc_gateway_t *g)
+{
+	uint64_t now = pc_runtime_now_ms(), wait = 0;
+	if (pc__gw_state(g) == PC__GW_STARTING) {
+		/* start-up has no deadline: what it took so far is the guess
+		 * for what it still needs */
+		wait = now - g->started_mono_ms;
+	} else {
+		/* draining: the rest of the deadline, after which this process
+		 * is gone and a successor (if any) answers */
+		uint64_t until = __atomic_load_n(&g->drain_until_ms, __ATOMIC_ACQUIRE);
+		wait = until > now ? until - now : 0;
+	}
+	return wait < 1000 ? 1000 : wait;
 }
 
 void pc__gw_route_stop(pc_actor_t **route)

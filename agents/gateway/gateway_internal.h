@@ -63,6 +63,7 @@ struct pc_gateway {
 	int64_t started_wall_ms;  /* when pc_gateway_new ran */
 	uint64_t started_mono_ms;
 	uint64_t ready_mono_ms;   /* when start completed */
+	uint64_t drain_until_ms;  /* atomic: the drain's deadline (runtime clock); 0 before */
 	struct pc__gw_ws *ws;
 	struct pc__gw_openai *openai;
 	struct pc__gw_ops *ops;
@@ -101,6 +102,10 @@ static inline void pc__gw_nap_ms(long ms)
 	struct timespec ts = {0, ms * 1000000L};
 	nanosleep(&ts, NULL);
 }
+
+/* How long a client refused for the gateway's state (starting,
+ * draining) should wait before it tries again, in ms (at least 1 s). */
+uint64_t pc__gw_retry_after_ms(const pc_gateway_t *g);
 
 /* Stops a part's route actor, waits until it has stopped (its stop
  * handler has run) and releases it; *route becomes NULL. NULL is a no-op.

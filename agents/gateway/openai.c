@@ -50,6 +50,7 @@ enum {
 #define AGENT_ID_MAX 64u
 #define THE_AGENT "main"            /* the one agent this gateway serves */
 #define SESSION_KEY_MAX 255u        /* the store's and the agent's bound */
+#define IDEM_KEY_MAX PC_STORE_NAME_MAX /* the store's bound for a key */
 #define EVENT_BATCH 64u
 #define SUB_CAPACITY 1024u
 
@@ -69,8 +70,9 @@ typedef struct oa_err {
 	const char *param;  /* NULL: null */
 	const char *code;   /* NULL: null */
 	const char *allow;  /* 405: the Allow header's value */
-	uint64_t retry_after_ms; /* 429: the Retry-After header's value */
-	bool ran;           /* a run ended this way: the same call again would run again */
+	uint64_t retry_after_ms; /* 429, 503: the Retry-After header's value */
+	bool no_retry;      /* a run ended this way, or the key was reused: the
+			     * same call again would not fare better */
 	char message[320];
 	char code_buf[48];  /* a code made on the fly (`code` points here) */
 } oa_err_t;
@@ -85,7 +87,7 @@ static bool fail(oa_err_t *e, int status, const char *param, const char *code, c
 	e->code = code;
 	e->allow = NULL;
 	e->retry_after_ms = 0;
-	e->ran = false;
+	e->no_retry = false;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
@@ -136,9 +138,10 @@ static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const
 	else if (e->retry_after_ms)
 		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
 			 (unsigned long long)((e->retry_after_ms + 999) / 1000));
-	else if (e->ran)
+	else if (e->no_retry)
 		/* the OpenAI SDKs retry a 500 by themselves, and each retry
-		 * would be a new run; this header is theirs for "do not" */
+		 * would be a new run (or the same refusal); this header is
+		 * theirs for "do not" */
 		snprintf(extra, sizeof(extra), "x-should-retry: false\r\n");
 	cJSON *body = error_json(e);
 	answer_json(oa, route, id, e->status, extra, body);
@@ -480,6 +483,7 @@ typedef struct chat_req {
 	char *run_model;   /* "provider/model" for the run, or NULL */
 	char *session_key;
 	char *thinking;    /* reasoning_effort, as the run's thinking level; or NULL */
+	char *idem_key;    /* the Idempotency-Key header, or NULL */
 	bool stream, include_usage;
 } chat_req_t;
 
@@ -491,6 +495,7 @@ static void chat_req_free(chat_req_t *r)
 	free(r->run_model);
 	free(r->session_key);
 	free(r->thinking);
+	free(r->idem_key);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -676,6 +681,26 @@ static bool parse_effort(const cJSON *body, chat_req_t *r, oa_err_t *e)
 	return r->thinking ? true : fail(e, 500, NULL, NULL, "out of memory");
 }
 
+/* `Idempotency-Key`, as OpenAI-style APIs name it: a retry that carries
+ * the key of an earlier call gets that call's run, not a new one. The
+ * bound is the store's for a key; printable ASCII keeps it loggable. */
+static bool parse_idem(const pc_http_request_msg_t *q, chat_req_t *r, oa_err_t *e)
+{
+	const char *k = pc_http_request_header(q, "idempotency-key");
+	if (!k)
+		return true;
+	size_t n = strlen(k);
+	bool ok = n >= 1 && n <= IDEM_KEY_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = k[i] >= 0x20 && k[i] <= 0x7e;
+	if (!ok)
+		return fail(e, 400, NULL, "invalid_idempotency_key",
+			    "Invalid Idempotency-Key header: it must be 1 to %u bytes of printable ASCII.",
+			    IDEM_KEY_MAX);
+	r->idem_key = strdup(k);
+	return r->idem_key ? true : fail(e, 500, NULL, NULL, "out of memory");
+}
+
 /* The body as a JSON object, with nothing but blanks after it. Its text
  * is checked first: cJSON would pass bytes that are not UTF-8 on to the
  * transcript and the provider, and cut a string at "\u0000". */
@@ -710,14 +735,17 @@ static cJSON *parse_body(const pc_http_request_msg_t *q, oa_err_t *e)
 static bool parse_chat(const pc_gateway_t *g, const pc_http_request_msg_t *q, chat_req_t *r, oa_err_t *e)
 {
 	int state = pc__gw_state(g);
-	if (state != PC__GW_READY)
-		return fail(e, 503, NULL, "unavailable",
-			    state == PC__GW_STARTING ? "The gateway is starting." : "The gateway is shutting down.");
+	if (state != PC__GW_READY) {
+		fail(e, 503, NULL, "unavailable",
+		     state == PC__GW_STARTING ? "The gateway is starting." : "The gateway is shutting down.");
+		e->retry_after_ms = pc__gw_retry_after_ms(g);
+		return false;
+	}
 	if (q->body_len > MAX_BODY)
 		return fail(e, 413, NULL, "payload_too_large", "The request body is larger than %zu bytes.", MAX_BODY);
 	cJSON *body = parse_body(q, e);
 	char agent[AGENT_ID_MAX + 1];
-	bool ok = body && parse_stream(body, r, e) && parse_effort(body, r, e) && parse_target(g, q, body, r, agent, e) &&
+	bool ok = body && parse_idem(q, r, e) && parse_stream(body, r, e) && parse_effort(body, r, e) && parse_target(g, q, body, r, agent, e) &&
 		  parse_messages(body, r, e) && parse_session(q, body, agent, r, e);
 	cJSON_Delete(body);
 	return ok;
@@ -734,11 +762,16 @@ typedef struct completion {
 	pc_event_sub_t *sub;
 	int64_t created;    /* seconds, for every answer's `created` */
 	bool accepted;      /* run_id is known */
+	bool repeat;        /* the key named an earlier run: this answers for it */
+	bool replayed;      /* a repeat's stream has caught up with the run's text */
 	bool streaming;     /* the SSE head went out */
 	bool sent_text;     /* some content went out */
 	bool finished;
 	char run_id[PC_RUN_ID_MAX + 1];
 	char answer_id[PC_RUN_ID_MAX + 16];
+	uint64_t store_corr; /* a repeat of a run only the store still holds */
+	int store_status;    /* its pc_store_run_status_t, once read */
+	char store_code[PC_STORE_CODE_MAX + 1];
 } completion_t;
 
 /* The client is gone (a GONE, or a refused write): stop here; the run
@@ -878,7 +911,7 @@ static void run_error(const cJSON *d, oa_err_t *e)
 	snprintf(e->code_buf, sizeof(e->code_buf), "run_%s",
 		 kind && kind[0] ? kind : status && status[0] ? status : "error");
 	e->code = e->code_buf;
-	e->ran = true;
+	e->no_retry = true;
 }
 
 static void comp_answer(completion_t *c, const cJSON *d, bool ok)
@@ -941,19 +974,43 @@ static void comp_stream_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d, bool
 		pc_http_respond_end(c->g->srv, c->id);
 }
 
-/* The run's terminal event: the last answer. */
-static void comp_terminal(pc_ctx_t *ctx, completion_t *c, const pc_event_t *ev)
+#define SSE_HEADERS "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+
+/* The SSE head and the first chunk (the assistant role). */
+static bool stream_open(pc_ctx_t *ctx, completion_t *c)
 {
-	cJSON *d = cJSON_ParseWithLength(ev->data, ev->data_len);
+	count_answer(c->oa, PC__GW_OA_CHAT, 200);
+	if (pc_http_respond_start(c->g->srv, c->id, 200, SSE_HEADERS) != 0) {
+		comp_gone(ctx, c);
+		return false;
+	}
+	c->streaming = true;
+	return sse_delta(ctx, c, "assistant", "", NULL);
+}
+
+/* The last answer from `d`, a run's terminal data (phase, payloads,
+ * stopReason, usage, error, errorKind): a live run's own, or one made
+ * from the store for a repeat. */
+static void comp_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d)
+{
 	const char *phase = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "phase"));
 	bool ok = phase && !strcmp(phase, "end");
+	if (c->req.stream && !c->streaming && !stream_open(ctx, c))
+		return;
 	if (c->streaming)
 		comp_stream_end(ctx, c, d, ok);
 	else
 		comp_answer(c, d, ok);
-	cJSON_Delete(d);
 	c->finished = true;
 	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+/* The run's terminal event: the last answer. */
+static void comp_terminal(pc_ctx_t *ctx, completion_t *c, const pc_event_t *ev)
+{
+	cJSON *d = cJSON_ParseWithLength(ev->data, ev->data_len);
+	comp_end(ctx, c, d);
+	cJSON_Delete(d);
 }
 
 /* Sends the deltas gathered so far as one chunk. */
@@ -964,10 +1021,15 @@ static bool flush_text(pc_ctx_t *ctx, completion_t *c, pc__buf_t *text)
 	return ok;
 }
 
-static void add_delta(const pc_event_t *e, pc__buf_t *text)
+/* An assistant event's new text: its delta; or, for a repeat's first
+ * one, the model call's whole text so far (the event's `text`), which is
+ * what the run had sent before this repeat subscribed, plus the delta. */
+static void add_delta(completion_t *c, const pc_event_t *e, pc__buf_t *text)
 {
 	cJSON *d = cJSON_ParseWithLength(e->data, e->data_len);
-	const char *delta = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "delta"));
+	const char *field = c->repeat && !c->replayed ? "text" : "delta";
+	c->replayed = true;
+	const char *delta = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, field));
 	if (delta)
 		pc__buf_append(text, delta, strlen(delta));
 	cJSON_Delete(d);
@@ -986,7 +1048,7 @@ static void comp_pump(pc_ctx_t *ctx, completion_t *c)
 		if (c->finished || strcmp(e->run_id, c->run_id))
 			continue;
 		if (e->stream == PC_EVENT_ASSISTANT && c->streaming)
-			add_delta(e, &text);
+			add_delta(c, e, &text);
 		else if (e->terminal && flush_text(ctx, c, &text))
 			comp_terminal(ctx, c, e);
 	}
@@ -999,11 +1061,18 @@ static void comp_pump(pc_ctx_t *ctx, completion_t *c)
 		comp_gone(ctx, c); /* out of memory: cannot go on */
 }
 
-static void submit_error(int rc, oa_err_t *e)
+static void submit_error(const pc_gateway_t *g, int rc, oa_err_t *e)
 {
-	if (rc == PC_ESTOPPED)
+	if (rc == PC_ESTOPPED) {
 		fail(e, 503, NULL, "unavailable", "The agent is shutting down.");
-	else if (rc == PC_EINVAL)
+		e->retry_after_ms = pc__gw_retry_after_ms(g);
+	} else if (rc == PC_EEXIST) {
+		/* the store's verdict on a key it saw with another request */
+		fail(e, 422, NULL, "idempotency_key_reused",
+		     "This Idempotency-Key was already used with different parameters; use a new key for a "
+		     "new request.");
+		e->no_retry = true;
+	} else if (rc == PC_EINVAL)
 		fail(e, 400, NULL, "invalid_request", "The message was refused: %s.", pc_strerror(rc));
 	else if (rc >= PC_ERANGE_STORE_FIRST && rc <= PC_ERANGE_STORE_LAST)
 		fail(e, 500, NULL, "not_accepted", "The message could not be stored: %s.", pc_store_strerror(rc));
@@ -1011,35 +1080,196 @@ static void submit_error(int rc, oa_err_t *e)
 		fail(e, 500, NULL, "not_accepted", "The message was not accepted: %s.", pc_strerror(rc));
 }
 
-#define SSE_HEADERS "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
+/* ---- a repeat whose run only the store still holds ---- */
+
+static void store_failed(pc_ctx_t *ctx, completion_t *c, int rc)
+{
+	oa_err_t e;
+	fail(&e, 500, NULL, "not_accepted", "The first run of this Idempotency-Key cannot be read: %s.",
+	     rc >= PC_ERANGE_STORE_FIRST && rc <= PC_ERANGE_STORE_LAST ? pc_store_strerror(rc) : pc_strerror(rc));
+	comp_fail(ctx, c, &e);
+}
+
+/* Asks the store `req` (built with code `built`); the answer comes to
+ * comp_receive with store_corr. */
+static void ask_store(pc_ctx_t *ctx, completion_t *c, int built, pc_msg_t *req)
+{
+	int rc = built;
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(pc_agent_store(c->g->agent)), req, &c->store_corr);
+	else
+		pc_msg_free(req);
+	if (rc != 0)
+		store_failed(ctx, c, rc);
+}
+
+static void add_usage(cJSON *sum, const cJSON *u)
+{
+	static const char *const keys[] = {"input", "output", "cacheRead", "cacheWrite"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, keys[i]));
+		cJSON *have = cJSON_GetObjectItemCaseSensitive(sum, keys[i]);
+		if (v == v && have)
+			cJSON_SetNumberValue(have, have->valuedouble + v);
+		else if (v == v)
+			cJSON_AddNumberToObject(sum, keys[i], v);
+	}
+}
+
+/* The terminal data of an ended run, made from the transcript: the text
+ * of its last assistant message (the final payload), that message's stop
+ * reason, and the usage of all its assistant messages. */
+static cJSON *stored_end(const completion_t *c, const pc_store_history_t *h)
+{
+	cJSON *d = cJSON_CreateObject(), *usage = cJSON_CreateObject(), *last = NULL;
+	size_t n = pc_store_history_count(h);
+	for (size_t i = 0; d && usage && i < n; i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(h, i, &m);
+		if (!m.run_id || strcmp(m.run_id, c->run_id) || strcmp(m.role, "assistant"))
+			continue;
+		cJSON *msg = cJSON_Parse(m.content);
+		add_usage(usage, cJSON_GetObjectItemCaseSensitive(msg, "usage"));
+		cJSON_Delete(last);
+		last = msg;
+	}
+	pc__buf_t text = {0};
+	pc__buf_append(&text, "", 0);
+	content_text(cJSON_GetObjectItemCaseSensitive(last, "content"), &text);
+	cJSON *payloads = cJSON_AddArrayToObject(d, "payloads"), *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "text", text.p ? text.p : "");
+	cJSON_AddItemToArray(payloads, p);
+	cJSON_AddStringToObject(d, "phase", "end");
+	const char *stop = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last, "stopReason"));
+	cJSON_AddStringToObject(d, "stopReason", stop ? stop : "stop");
+	if (!cJSON_AddItemToObject(d, "usage", usage))
+		cJSON_Delete(usage);
+	bool ok = d && p && text.p && !text.err && cJSON_GetArraySize(payloads) == 1;
+	free(text.p);
+	cJSON_Delete(last);
+	if (!ok) {
+		cJSON_Delete(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* The terminal data of a run that did not end well, from its row: the
+ * code is the one the first answer had (run_<kind>); the run's own error
+ * text is not stored. A run the store still has as accepted or running
+ * belonged to a process that is gone: it never ends. */
+static cJSON *stored_error(const completion_t *c)
+{
+	static const char *const names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
+	bool gone = c->store_status < PC_STORE_RUN_OK;
+	const char *code = c->store_code;
+	size_t known = sizeof(names) / sizeof(names[0]);
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "phase", "error");
+	cJSON_AddStringToObject(d, "status", "error");
+	cJSON_AddStringToObject(d, "errorKind", !gone && !strncmp(code, "run_", 4) ? code + 4 : "error");
+	char msg[160];
+	if (gone)
+		snprintf(msg, sizeof(msg), "The run did not finish (process restarted).");
+	else
+		snprintf(msg, sizeof(msg), "The run ended with status %s%s%s.",
+			 (size_t)c->store_status < known ? names[c->store_status] : "error", code[0] ? ": " : "", code);
+	cJSON_AddStringToObject(d, "error", msg);
+	return d;
+}
+
+static void on_store_reply(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
+{
+	pc_store_reply_t r;
+	int rc = pc_store_reply_get(msg, &r);
+	if (rc == 0)
+		rc = r.rc;
+	if (rc != 0) {
+		store_failed(ctx, c, rc);
+		return;
+	}
+	c->store_status = r.status;
+	snprintf(c->store_code, sizeof(c->store_code), "%s", r.code);
+	if (c->created == 0)
+		c->created = r.started_ms > 0 ? r.started_ms / 1000 : wall_seconds();
+	if (r.status != PC_STORE_RUN_OK) {
+		cJSON *d = stored_error(c);
+		comp_end(ctx, c, d);
+		cJSON_Delete(d);
+		return;
+	}
+	pc_msg_t *req = NULL;
+	ask_store(ctx, c, pc_store_req_history(c->req.session_key, &req), req);
+}
+
+static void on_store_history(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
+{
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history_take(msg, &h);
+	cJSON *d = rc == 0 ? stored_end(c, h) : NULL;
+	pc_store_history_free(h);
+	if (!d) {
+		store_failed(ctx, c, rc ? rc : PC_ENOMEM);
+		return;
+	}
+	comp_end(ctx, c, d);
+	cJSON_Delete(d);
+}
+
+/* A repeat: the key's first run answers. Subscribed to that run (which
+ * hands over its terminal event at once if it has ended), the repeat
+ * then goes as the first request did; a run the registry no longer holds
+ * is read from the store. */
+static bool attach_first(pc_ctx_t *ctx, completion_t *c)
+{
+	c->repeat = true;
+	int rc = pc_agent_subscribe_run(c->g->agent, c->run_id, c->sub);
+	if (rc == PC_ENOTFOUND) {
+		pc_msg_t *req = NULL;
+		ask_store(ctx, c, pc_store_req_run_get(c->run_id, &req), req);
+		return false;
+	}
+	if (rc != 0) {
+		oa_err_t e;
+		fail(&e, 500, NULL, "not_accepted", "The first run of this Idempotency-Key cannot be followed: %s.",
+		     pc_strerror(rc));
+		comp_fail(ctx, c, &e);
+		return false;
+	}
+	return true;
+}
 
 static void comp_accepted(pc_ctx_t *ctx, completion_t *c, const pc_agent_submit_reply_t *r)
 {
 	oa_err_t e;
 	if (r->rc != 0) {
-		submit_error(r->rc, &e);
+		submit_error(c->g, r->rc, &e);
 		comp_fail(ctx, c, &e);
 		return;
 	}
 	if (r->accepted.disposition == PC_AGENT_DROPPED) {
 		fail(&e, 429, NULL, "rate_limit_exceeded", "The session's queue is full; try again later.");
+		e.retry_after_ms = pc_agent_retry_estimate_ms(c->g->agent, c->req.session_key);
 		comp_fail(ctx, c, &e);
 		return;
 	}
 	snprintf(c->run_id, sizeof(c->run_id), "%s", r->accepted.run_id);
 	snprintf(c->answer_id, sizeof(c->answer_id), "chatcmpl-%s", c->run_id);
 	c->accepted = true;
-	pc__gw_count(&c->oa->runs[c->req.stream ? 1 : 0]);
-	if (c->req.stream) {
-		count_answer(c->oa, PC__GW_OA_CHAT, 200);
-		if (pc_http_respond_start(c->g->srv, c->id, 200, SSE_HEADERS) != 0) {
-			comp_gone(ctx, c);
+	/* `created` is the run's acceptance, so a repeat's answer has the first one's */
+	pc_run_info_t info;
+	c->created = pc_agent_run_info(c->g->agent, c->run_id, &info) == 0 && info.accepted_ms > 0
+			     ? info.accepted_ms / 1000 : 0;
+	if (r->accepted.disposition == PC_AGENT_DUPLICATE) {
+		if (!attach_first(ctx, c))
 			return;
-		}
-		c->streaming = true;
-		if (!sse_delta(ctx, c, "assistant", "", NULL))
-			return;
+	} else {
+		pc__gw_count(&c->oa->runs[c->req.stream ? 1 : 0]);
 	}
+	if (c->created == 0)
+		c->created = wall_seconds();
+	if (c->req.stream && !stream_open(ctx, c))
+		return;
 	comp_pump(ctx, c);
 }
 
@@ -1061,12 +1291,13 @@ static void comp_start(pc_ctx_t *ctx, completion_t *c)
 		.queue_mode = "followup",
 		.extra_system_prompt = c->req.system,
 		.thinking = c->req.thinking,
+		.idempotency_key = c->req.idem_key,
 	};
 	if (rc == 0)
 		rc = pc_agent_submit_async(c->g->agent, &p, pc_self(ctx), 0);
 	if (rc != 0) {
 		oa_err_t e;
-		submit_error(rc, &e);
+		submit_error(c->g, rc, &e);
 		comp_fail(ctx, c, &e);
 	}
 }
@@ -1087,6 +1318,14 @@ static int comp_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case MSG_EVENTS:
 		if (c->accepted)
 			comp_pump(ctx, c);
+		break;
+	case PC_STORE_MSG_REPLY:
+		if (msg->corr == c->store_corr)
+			on_store_reply(ctx, c, msg);
+		break;
+	case PC_STORE_MSG_HISTORY:
+		if (msg->corr == c->store_corr)
+			on_store_history(ctx, c, msg);
 		break;
 	case MSG_GONE:
 		comp_gone(ctx, c);
@@ -1134,7 +1373,6 @@ static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t 
 	c->g = r->oa->g;
 	c->route = pc_actor_retain(pc_self(ctx));
 	c->id = id;
-	c->created = wall_seconds();
 	c->req = *cr;
 	__atomic_add_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
 	pc_actor_t *a = NULL;
@@ -1144,7 +1382,10 @@ static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t 
 		__atomic_sub_fetch(&r->oa->live, 1, __ATOMIC_ACQ_REL);
 		pc_actor_release(c->route);
 		free(c);
-		return fail(e, 503, NULL, "unavailable", "The request could not be started: %s.", pc_strerror(rc));
+		fail(e, 503, NULL, "unavailable", "The request could not be started: %s.", pc_strerror(rc));
+		/* the runtime is out of room for an actor: a moment frees some */
+		e->retry_after_ms = 1000;
+		return false;
 	}
 	memset(cr, 0, sizeof(*cr)); /* the completion's now */
 	/* Tracked before it starts: nobody but this route knows it yet. */

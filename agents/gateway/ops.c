@@ -448,7 +448,12 @@ static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id)
 		cJSON_AddNumberToObject(body, "uptimeMs", (double)(pc_runtime_now_ms() - since));
 		cJSON_AddStringToObject(body, "version", PC_VERSION_STRING);
 	}
-	answer_json(ops, route, id, state == PC__GW_READY ? 200 : 503, NULL, body);
+	/* a balancer or client that waits on readiness is told for how long */
+	char extra[48] = "";
+	if (state != PC__GW_READY)
+		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
+			 (unsigned long long)((pc__gw_retry_after_ms(g) + 999) / 1000));
+	answer_json(ops, route, id, state == PC__GW_READY ? 200 : 503, extra[0] ? extra : NULL, body);
 	cJSON_Delete(body);
 }
 

@@ -45,6 +45,12 @@ void pc__gw_reply_ok(pc__gw_conn_t *c, const char *id, cJSON *payload)
 void pc__gw_reply_error(pc__gw_conn_t *c, const char *id, const char *code, const char *message, cJSON *details,
 			cJSON *payload, bool retryable)
 {
+	pc__gw_reply_error_after(c, id, code, message, details, payload, retryable, 0);
+}
+
+void pc__gw_reply_error_after(pc__gw_conn_t *c, const char *id, const char *code, const char *message,
+			      cJSON *details, cJSON *payload, bool retryable, uint64_t retry_after_ms)
+{
 	cJSON *f = cJSON_CreateObject();
 	cJSON *e = cJSON_CreateObject();
 	if (f && e && cJSON_AddStringToObject(f, "type", "res") && cJSON_AddStringToObject(f, "id", id) &&
@@ -54,6 +60,8 @@ void pc__gw_reply_error(pc__gw_conn_t *c, const char *id, const char *code, cons
 			cJSON_AddItemToObject(e, "details", details);
 		if (retryable)
 			cJSON_AddTrueToObject(e, "retryable");
+		if (retry_after_ms)
+			cJSON_AddNumberToObject(e, "retryAfterMs", (double)retry_after_ms);
 		details = NULL;
 		if (payload)
 			cJSON_AddItemToObject(f, "payload", payload);

@@ -167,6 +167,10 @@ void pc__gw_send_shutdown(pc__gw_conn_t *c, const char *reason);
 void pc__gw_reply_ok(pc__gw_conn_t *c, const char *id, cJSON *payload);
 void pc__gw_reply_error(pc__gw_conn_t *c, const char *id, const char *code, const char *message, cJSON *details,
 			cJSON *payload, bool retryable);
+/* The same with the error's retryAfterMs (0: none): how long the client
+ * should wait before it sends the request again. */
+void pc__gw_reply_error_after(pc__gw_conn_t *c, const char *id, const char *code, const char *message,
+			      cJSON *details, cJSON *payload, bool retryable, uint64_t retry_after_ms);
 void pc__gw_event(pc__gw_conn_t *c, const char *name, cJSON *payload);
 /* An event whose payload is JSON text already. */
 void pc__gw_event_text(pc__gw_conn_t *c, const char *name, const char *payload, size_t len);

@@ -104,6 +104,12 @@ static void unavailable(pc__gw_conn_t *c, const char *id, const char *message, b
 	pc__gw_reply_error(c, id, "UNAVAILABLE", message, NULL, NULL, retryable);
 }
 
+/* UNAVAILABLE with the wait the gateway expects before a retry can work. */
+static void unavailable_for(pc__gw_conn_t *c, const char *id, const char *message, uint64_t retry_after_ms)
+{
+	pc__gw_reply_error_after(c, id, "UNAVAILABLE", message, NULL, NULL, true, retry_after_ms);
+}
+
 /* A text message of `type` carrying a u64, for timers. */
 static pc_msg_t *u64_msg(uint32_t type, uint64_t v)
 {
@@ -682,7 +688,9 @@ static void submit_refused(pc__gw_conn_t *c, const char *id, const char *method,
 	if (rc == PC_EINVAL) {
 		pc__gw_invalid(c, id, method, "sessionKey or idempotencyKey is not valid (at most 255 bytes, no control characters)");
 	} else if (rc == PC_ESTOPPED) {
-		unavailable(c, id, "the agent is shutting down", true);
+		unavailable_for(c, id, "the agent is shutting down", pc__gw_retry_after_ms(c->g));
+	} else if (rc == PC_EEXIST) {
+		pc__gw_invalid(c, id, method, "idempotencyKey: already used with different parameters");
 	} else {
 		snprintf(msg, sizeof(msg), "the message could not be accepted: %s", pc_store_strerror(rc));
 		unavailable(c, id, msg, true);
@@ -693,7 +701,7 @@ static void submit_refused(pc__gw_conn_t *c, const char *id, const char *method,
 static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kind, const pc_agent_params_t *p)
 {
 	if (draining(c)) {
-		unavailable(c, id, "the gateway is shutting down: no new runs", true);
+		unavailable_for(c, id, "the gateway is shutting down: no new runs", pc__gw_retry_after_ms(c->g));
 		return;
 	}
 	if (inflight_full(c, id))
@@ -784,7 +792,8 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 	if (rep->rc != 0) {
 		submit_refused(c, id, method, rep->rc);
 	} else if (a->disposition == PC_AGENT_DROPPED) {
-		unavailable(c, id, "the session's queue refused the message (queue full or busy)", true);
+		unavailable_for(c, id, "the session's queue refused the message (queue full or busy)",
+				pc_agent_retry_estimate_ms(c->g->agent, s->key));
 	} else if (a->disposition == PC_AGENT_DUPLICATE && kind == PC__GW_RUN_CHAT) {
 		pc__gw_reply_ok(c, id, accepted_payload(kind, a, chat_repeat_status(c, a->run_id)));
 	} else if (a->disposition == PC_AGENT_DUPLICATE) {
@@ -904,28 +913,6 @@ static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, con
 	}
 }
 
-/* A run the registry no longer holds, as the store has it. */
-static void info_from_store(const pc_store_reply_t *r, pc_run_info_t *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->started_ms = r->started_ms;
-	info->ended_ms = r->ended_ms;
-	switch (r->status) {
-	case PC_STORE_RUN_OK: info->status = PC_RUN_STATUS_OK; break;
-	case PC_STORE_RUN_ABORTED: info->status = PC_RUN_STATUS_ABORTED; break;
-	case PC_STORE_RUN_TIMEOUT: info->status = PC_RUN_STATUS_TIMEOUT; break;
-	case PC_STORE_RUN_ERROR:
-		info->status = PC_RUN_STATUS_ERROR;
-		snprintf(info->error, sizeof(info->error), "%s", r->code[0] ? r->code : "the run failed");
-		break;
-	default:
-		/* accepted or running in a process that is gone */
-		info->status = PC_RUN_STATUS_ERROR;
-		snprintf(info->error, sizeof(info->error), "the run did not finish (process restarted)");
-		break;
-	}
-}
-
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pend_find(c, P_RUNGET, msg->corr);
@@ -938,7 +925,7 @@ void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc__gw_run_t *run = pd->run_tag ? run_by_tag(c, pd->run_tag) : NULL;
 	pc_run_info_t info;
 	if (rc == 0)
-		info_from_store(&r, &info);
+		pc_agent_run_info_from_store(&r, &info);
 	if (run) {
 		agent_final(c, run->req_id, run->run_id, NULL, rc == 0 ? pc_run_status_name(info.status) : "error",
 			    rc == 0 ? info.error : "the run's outcome is no longer known");

@@ -30,6 +30,7 @@
 #include "../attempt/payload.h"
 #include "diagnostics.h"
 #include "lease.h"
+#include "recovery.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -142,8 +143,13 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 	snprintf(code, sizeof(code), "run_%s", why);
 	pc_store_run_status_t st = ok ? PC_STORE_RUN_OK
 		: status == PC_RUN_STATUS_ABORTED ? PC_STORE_RUN_ABORTED : PC_STORE_RUN_ERROR;
-	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, 0, &req) == 0)
+	/* committed at once: until it is, a crash would leave the run to
+	 * be run again on restart, though its message was steered, collected
+	 * or refused (recovery.h) */
+	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, 0, &req) == 0) {
+		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
+	}
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
 	item_free(it);
 }
@@ -723,6 +729,7 @@ static void pending_free(pending_t *p)
 
 static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p);
 static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id);
+static int on_recovered(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg);
 
 /*
  * A submit is answered exactly once (PC_MSG_AGENT_ACCEPTED to its asker):
@@ -735,6 +742,8 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id);
  */
 static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
+	if (msg->size >= sizeof(pc__submit_t) && ((const pc__submit_t *)pc_msg_cdata(msg))->recover)
+		return on_recovered(ctx, s, msg);
 	if (!msg->reply_to)
 		return 0;
 	pending_t p = {
@@ -752,10 +761,18 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		memcpy(p.params, pc_msg_cdata(msg), msg->size);
 		pc__agent_run_id(s->agent, p.run_id);
 		idem = sub_str(p.params, p.params->idem);
+		/* what running it takes, kept with the row until it ends, so a
+		 * crash does not lose it once it is acknowledged */
+		char *prompt = pc__submit_prompt_json(p.params);
+		char fp[17];
+		if (idem)
+			pc__submit_fingerprint(prompt, fp);
 		pc_msg_t *req = NULL;
 		pc_store_run_new_t rn = {.key = s->key, .run_id = p.run_id, .idem_key = idem,
+					 .fingerprint = idem ? fp : NULL, .owner = s->agent->owner, .prompt = prompt,
 					 .flags = idem ? PC_STORE_REQ_EARLY : 0};
-		rc = pc_store_req_run_begin(&rn, &req);
+		rc = prompt ? pc_store_req_run_begin(&rn, &req) : PC_ENOMEM;
+		cJSON_free(prompt);
 		if (rc == 0)
 			rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p.store_corr);
 	}
@@ -825,11 +842,34 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 		reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
 		return;
 	}
+	if (r->flags & PC_STORE_MISMATCH) {
+		/* the key was used for another request: neither is this one */
+		reply_accepted(p, PC_EEXIST, r->id, PC_AGENT_DUPLICATE);
+		return;
+	}
 	if (!(r->flags & PC_STORE_CREATED)) {
 		reply_accepted(p, 0, r->id, PC_AGENT_DUPLICATE);
 		return;
 	}
 	admit(ctx, s, p);
+}
+
+/* A run a gone process accepted and never began, adopted by this one
+ * (recovery.h): its row exists, nobody waits for an answer; it joins the
+ * session's queue in the order recovery sends them. */
+static int on_recovered(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
+{
+	pending_t p = {.params = malloc(msg->size), .params_size = msg->size};
+	if (!p.params)
+		return 0; /* its row stays accepted: the next start tries again */
+	memcpy(p.params, pc_msg_cdata(msg), msg->size);
+	snprintf(p.run_id, sizeof(p.run_id), "%s", sub_str(p.params, p.params->recover));
+	pc__session_set_idle(s->agent, s->key, false);
+	admit(ctx, s, &p);
+	pending_free(&p);
+	if (!s->active && !s->interrupt && s->qn == 0 && s->pn == 0)
+		pc__session_set_idle(s->agent, s->key, true);
+	return 0;
 }
 
 /* Registers the run, decides what the queue policy says, answers, acts. */
@@ -1270,12 +1310,13 @@ int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out)
 	return 0;
 }
 
-int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **out)
+int pc__submit_encode(const pc_agent_params_t *p, const char *key, const char *recover_run, pc_msg_t **out)
 {
-	const char *f[7] = {key, p->message, p->idempotency_key, p->model, p->trigger, p->queue_mode,
-			    p->extra_system_prompt};
+	enum { N = 8 };
+	const char *f[N] = {key, p->message, p->idempotency_key, p->model, p->trigger, p->queue_mode,
+			    p->extra_system_prompt, recover_run};
 	size_t need = sizeof(pc__submit_t) + 1;
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < N; i++)
 		need += f[i] ? strlen(f[i]) + 1 : 0;
 	pc_msg_t *m = pc_msg_new(PC__MSG_SESSION_SUBMIT, need);
 	if (!m)
@@ -1287,8 +1328,9 @@ int pc__submit_encode(const pc_agent_params_t *p, const char *key, pc_msg_t **ou
 	s->has_think = p->thinking && pc_think_level_parse(p->thinking, &s->think) == 0;
 	size_t off = 1;
 	s->buf[0] = '\0';
-	uint32_t *slot[7] = {&s->key, &s->message, &s->idem, &s->model, &s->trigger, &s->queue_mode, &s->extra};
-	for (int i = 0; i < 7; i++) {
+	uint32_t *slot[N] = {&s->key, &s->message, &s->idem, &s->model, &s->trigger, &s->queue_mode, &s->extra,
+			     &s->recover};
+	for (int i = 0; i < N; i++) {
 		if (!f[i])
 			continue;
 		size_t n = strlen(f[i]) + 1;

@@ -204,7 +204,7 @@ int pc__store_op_from_msg(const pc_msg_t *m, pc__store_op_t **out)
 	op->reply_to = pc_actor_retain(m->reply_to);
 	op->corr = m->corr;
 	/* nobody waits for a write sent without a reply address */
-	op->lazy = (h.flags & PC__STORE_LAZY) || !m->reply_to;
+	op->lazy = (h.flags & PC__STORE_LAZY) || (!m->reply_to && !(h.flags & PC__STORE_URGENT));
 	*out = op;
 	return 0;
 }
@@ -352,15 +352,26 @@ int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out)
 			 1u << S_AT_RUN | 1u << S_AT_STATUS, out);
 }
 
-void pc_store_req_lazy(pc_msg_t *req)
+/* Sets `flag` in a built request's header. */
+static void req_flag(pc_msg_t *req, uint32_t flag)
 {
 	pc__store_req_t h;
 	if (!req || req->size < sizeof(h))
 		return;
 	char *p = pc_msg_data(req);
 	memcpy(&h, p, sizeof(h));
-	h.flags |= PC__STORE_LAZY;
+	h.flags |= flag;
 	memcpy(p, &h, sizeof(h));
+}
+
+void pc_store_req_lazy(pc_msg_t *req)
+{
+	req_flag(req, PC__STORE_LAZY);
+}
+
+void pc_store_req_urgent(pc_msg_t *req)
+{
+	req_flag(req, PC__STORE_URGENT);
 }
 
 int pc_store_req_sync(pc_msg_t **out)

@@ -306,6 +306,10 @@ int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out);
  * durability matters only later, as a transcript's during a turn: one sync
  * at the end then costs one commit instead of one per write. */
 void pc_store_req_lazy(pc_msg_t *req);
+/* Marks a write request (built, not yet sent) that nobody waits for as one
+ * that commits at once all the same, as a waited-for write does: for a
+ * write whose durability bounds what a crash can undo. */
+void pc_store_req_urgent(pc_msg_t *req);
 /* Commits every write queued before it now. Reply (rc 0, or the commit's
  * error) once they are durable. */
 int pc_store_req_sync(pc_msg_t **out);

@@ -16,11 +16,12 @@
 typedef struct pc__store_req {
 	uint32_t nint;
 	uint32_t nstr;
-	uint32_t flags;    /* PC__STORE_LAZY */
+	uint32_t flags;    /* PC__STORE_LAZY, PC__STORE_URGENT */
 	uint32_t reserved; /* keeps the ints that follow 8-aligned */
 } pc__store_req_t;
 
-#define PC__STORE_LAZY 1u /* set by pc_store_req_lazy */
+#define PC__STORE_LAZY 1u   /* set by pc_store_req_lazy */
+#define PC__STORE_URGENT 2u /* set by pc_store_req_urgent */
 
 #define PC__STR_NULL UINT32_MAX
 

@@ -1,0 +1,104 @@
+/*
+ * Accepted messages that outlive a crash (recovery.h).
+ */
+#include "recovery.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lease.h"
+
+static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
+
+char *pc__submit_prompt_json(const pc__submit_t *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	const struct {
+		const char *name;
+		uint32_t off;
+	} f[] = {{"message", p->message}, {"model", p->model},     {"trigger", p->trigger},
+		 {"queueMode", p->queue_mode}, {"extra", p->extra}};
+	bool ok = o != NULL;
+	for (size_t i = 0; ok && i < sizeof(f) / sizeof(*f); i++)
+		if (f[i].off)
+			ok = cJSON_AddStringToObject(o, f[i].name, sub_str(p, f[i].off)) != NULL;
+	if (ok && p->has_think)
+		ok = cJSON_AddStringToObject(o, "thinking", pc_think_level_name(p->think)) != NULL;
+	if (ok && p->timeout_ms)
+		ok = pc__json_add_int(o, "timeoutMs", (int64_t)p->timeout_ms);
+	char *out = ok ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	return out;
+}
+
+void pc__submit_fingerprint(const char *prompt_json, char out[17])
+{
+	/* FNV-1a: tells a changed request from the same one, not an attack */
+	uint64_t h = 0xcbf29ce484222325u;
+	for (const unsigned char *c = (const unsigned char *)prompt_json; c && *c; c++)
+		h = (h ^ *c) * 0x100000001b3u;
+	snprintf(out, 17, "%016" PRIx64, h);
+}
+
+static const char *field(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Sends run `o` (adopted, never begun) to its session to run again. */
+static int rerun(pc_agent_t *a, const pc_store_open_run_t *o)
+{
+	cJSON *j = cJSON_Parse(o->prompt);
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeoutMs");
+	pc_agent_params_t p = {
+		.session_key = o->key,
+		.message = field(j, "message"),
+		.model = field(j, "model"),
+		.trigger = field(j, "trigger"),
+		/* each its own turn, in the order they were accepted: steering
+		 * or collecting them now would merge what was accepted apart */
+		.queue_mode = "followup",
+		.extra_system_prompt = field(j, "extra"),
+		.thinking = field(j, "thinking"),
+		.timeout_ms = cJSON_IsNumber(t) && t->valuedouble > 0 ? (uint64_t)t->valuedouble : 0,
+	};
+	pc_msg_t *m = NULL;
+	int rc = p.message ? pc__submit_encode(&p, o->key, o->run_id, &m) : PC_EINVAL;
+	cJSON_Delete(j);
+	if (rc == 0)
+		rc = pc__session_send(a, o->key, m, true, NULL, 0);
+	return rc;
+}
+
+int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
+{
+	pc_agent_recovery_t n = {0};
+	pc_store_open_runs_t *l = NULL;
+	int rc = pc_store_runs_open(a->store, &l);
+	for (size_t i = 0; rc == 0 && i < pc_store_open_runs_count(l); i++) {
+		pc_store_open_run_t o;
+		pc_store_open_runs_get(l, i, &o);
+		/* a row without an owner is from before owners were kept */
+		if (o.owner && !pc__owner_gone(o.owner))
+			continue;
+		int arc = pc_store_run_adopt(a->store, o.run_id, o.owner, a->owner);
+		if (arc == PC_STORE_EFENCED)
+			continue; /* another process took it first */
+		if (arc != 0) {
+			rc = arc;
+			break;
+		}
+		if (!o.started && o.prompt && rerun(a, &o) == 0) {
+			n.rerun++;
+			continue;
+		}
+		rc = pc_store_run_end(a->store, o.run_id, PC_STORE_RUN_ERROR, "run_interrupted", NULL);
+		n.interrupted += rc == 0;
+	}
+	pc_store_open_runs_free(l);
+	if (out)
+		*out = n;
+	return rc;
+}

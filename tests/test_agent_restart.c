@@ -1,0 +1,140 @@
+/*
+ * Accepted means it will run, across a crash. The store is left as a
+ * process that died would leave it (run rows accepted under an owner whose
+ * pid is gone, one of them begun); an agent started on it must run the
+ * ones that never began, in their session's order, under their own run
+ * ids, end the begun one as interrupted, and leave a live process's runs
+ * alone.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent_harness.h"
+#include "io/lock/session_lock.h"
+
+/* An owner name for process `pid` of this machine, started at `st`. */
+static void owner_of(char *out, size_t n, long pid, uint64_t st, const char *nonce)
+{
+	char host[65] = "";
+	cr_assert_eq(gethostname(host, sizeof(host) - 1), 0);
+	snprintf(out, n, "%ld.%" PRIu64 "@%s#%s", pid, st, host, nonce);
+}
+
+static void accepted_run(harness_t *h, const char *key, const char *run, const char *owner, const char *msg)
+{
+	char prompt[256];
+	snprintf(prompt, sizeof(prompt), "{\"message\":\"%s\",\"queueMode\":\"steer\"}", msg);
+	pc_store_run_new_t r = {.key = key, .run_id = run, .owner = owner, .prompt = prompt};
+	pc_store_reply_t rep;
+	cr_assert_eq(pc_store_run_begin(h->store, &r, &rep), 0);
+	cr_assert_eq(rep.flags, PC_STORE_CREATED);
+}
+
+static pc_store_run_status_t run_status(harness_t *h, const char *run)
+{
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(h->store, run, &r), 0);
+	return (pc_store_run_status_t)r.status;
+}
+
+Test(agent_restart, a_gone_process_s_accepted_runs_run_again_in_order_and_begun_ones_end_interrupted)
+{
+	harness_t h;
+	harness_start(&h, NULL);
+	uint64_t my_start = 0;
+	cr_assert_eq(pc_proc_starttime(getpid(), &my_start), 0);
+	char dead[160], live[160];
+	/* a pid that cannot exist (above pid_max's ceiling of 2^22) */
+	owner_of(dead, sizeof(dead), 99999999L, 12345, "gone");
+	owner_of(live, sizeof(live), (long)getpid(), my_start, "alive");
+
+	accepted_run(&h, "s1", "run-dead-1", dead, "first");
+	accepted_run(&h, "s1", "run-dead-2", dead, "second");
+	accepted_run(&h, "s2", "run-dead-begun", dead, "begun");
+	pc_store_msg_t user = {.role = "user", .content = "{\"role\":\"user\",\"content\":\"begun\"}",
+			       .run_id = "run-dead-begun"};
+	cr_assert_eq(pc_store_append(h.store, "s2", 0, &user, NULL), 0);
+	accepted_run(&h, "s3", "run-live", live, "not mine");
+
+	/* a second agent on the store: it starts as a restarted process would */
+	char locks[128];
+	snprintf(locks, sizeof(locks), "%s/locks", h.dir);
+	pc_agent_options_t o = {.rt = h.rt, .io = h.io, .store = h.store, .config = h.cfg, .lock_dir = locks};
+	pc_agent_t *b = NULL;
+	cr_assert_eq(pc_agent_new(&o, &b), 0);
+	pc_agent_recovery_t rec;
+	pc_agent_recovered(b, &rec);
+	cr_assert_eq(rec.rerun, 2);
+	cr_assert_eq(rec.interrupted, 1);
+
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(b, "run-dead-1", 20000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	cr_assert_eq(pc_agent_wait(b, "run-dead-2", 20000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_OK);
+	/* each its own turn, in the order accepted (not steered together):
+	 * every message of the first run, then every message of the second */
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(h.store, "s1", &hist), 0);
+	size_t n = pc_store_history_count(hist), users = 0;
+	bool second = false;
+	for (size_t i = 0; i < n; i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(hist, i, &m);
+		cr_assert_not_null(m.run_id);
+		if (!strcmp(m.run_id, "run-dead-2"))
+			second = true;
+		else
+			cr_assert(!second && !strcmp(m.run_id, "run-dead-1"), "message %zu of %s out of order", i, m.run_id);
+		if (!strcmp(m.role, "user")) {
+			cr_assert(strstr(m.content, users == 0 ? "first" : "second"), "%s", m.content);
+			users++;
+		}
+	}
+	cr_assert_eq(users, 2);
+	cr_assert(second);
+	pc_store_history_free(hist);
+
+	cr_assert_eq(pc_agent_wait(b, "run-dead-begun", 1000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert(strstr(w.run.error, "interrupted"), "%s", w.run.error);
+	cr_assert_eq(run_status(&h, "run-dead-begun"), PC_STORE_RUN_ERROR);
+
+	/* a live process's run is its own: untouched, and a wait here cannot see it end */
+	cr_assert_eq(run_status(&h, "run-live"), PC_STORE_RUN_ACCEPTED);
+	cr_assert_eq(pc_agent_wait(b, "run-live", 100, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_TIMEOUT);
+
+	/* nothing is left for a third start */
+	pc_store_open_runs_t *l = NULL;
+	cr_assert_eq(pc_store_runs_open(h.store, &l), 0);
+	cr_assert_eq(pc_store_open_runs_count(l), 1);
+	pc_store_open_runs_free(l);
+	pc_agent_free(b, 10000);
+	harness_stop(&h);
+}
+
+Test(agent_restart, a_repeated_key_with_other_parameters_is_refused)
+{
+	harness_t h;
+	harness_start(&h, NULL);
+	pc_agent_params_t p = {.session_key = "s", .message = "hello", .idempotency_key = "k-1"};
+	pc_agent_accepted_t a1, a2;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a1), 0);
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a2), 0, "the same request again");
+	cr_assert_eq(a2.disposition, PC_AGENT_DUPLICATE);
+	cr_assert_str_eq(a2.run_id, a1.run_id);
+	p.message = "something else";
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a2), PC_EEXIST);
+	p.session_key = "other";
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &a2), 0, "keys are the session's");
+	cr_assert_neq(a2.disposition, PC_AGENT_DUPLICATE);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, a1.run_id, 20000, &w), 0);
+	cr_assert_eq(pc_agent_wait(h.agent, a2.run_id, 20000, &w), 0);
+	harness_stop(&h);
+}
