@@ -183,7 +183,7 @@ typedef struct gl_run {
 	int round;       /* when acknowledged */
 	/* filled by the checks */
 	int wait_status; /* 0 unknown, else GL_TOLD_* or 3 = still not finished */
-	char wait_reason[128];
+	char wait_reason[160];
 } gl_run_t;
 
 typedef struct gl_ledger {
@@ -237,21 +237,25 @@ static inline int gl_msg_new(gl_ledger_t *l, unsigned *rnd, gl_via_t via, bool k
 		/* a slow tool call */
 		"[[mock:{\"kind\":\"tool_calls\",\"ttft_ms\":80,\"tool_calls\":[{\"name\":\"exec\",\"arguments\":{\"command\":\"sleep 0.1; echo %d\"}}]}]]",
 	};
+	const char *session = l->sessions[rand_r(rnd) % (unsigned)l->nsessions];
+	unsigned salt = rand_r(rnd) % 1000u;
+	const char *kind = kinds[rand_r(rnd) % (sizeof(kinds) / sizeof(kinds[0]))];
+	/* filled under the lock: other clients pick messages to retry */
 	pthread_mutex_lock(&l->mu);
 	int i = l->nmsgs < GL_MAX_MSGS ? l->nmsgs++ : -1;
+	if (i >= 0) {
+		gl_msg_t *m = &l->msgs[i];
+		snprintf(m->session, sizeof(m->session), "%s", session);
+		m->via = via;
+		m->gw = gw;
+		m->run = -1;
+		if (keyed)
+			snprintf(m->idem, sizeof(m->idem), "idem-%06d-%u", i, salt);
+		char how[320];
+		snprintf(how, sizeof(how), kind, i, i);
+		snprintf(m->text, sizeof(m->text), "message [t:%06d] %s", i, how);
+	}
 	pthread_mutex_unlock(&l->mu);
-	if (i < 0)
-		return -1;
-	gl_msg_t *m = &l->msgs[i];
-	snprintf(m->session, sizeof(m->session), "%s", l->sessions[rand_r(rnd) % (unsigned)l->nsessions]);
-	m->via = via;
-	m->gw = gw;
-	m->run = -1;
-	if (keyed)
-		snprintf(m->idem, sizeof(m->idem), "idem-%06d-%u", i, rand_r(rnd) % 1000u);
-	char how[320];
-	snprintf(how, sizeof(how), kinds[rand_r(rnd) % (sizeof(kinds) / sizeof(kinds[0]))], i, i);
-	snprintf(m->text, sizeof(m->text), "message [t:%06d] %s", i, how);
 	return i;
 }
 
@@ -298,8 +302,9 @@ static inline void gl_told(gl_ledger_t *l, const char *run_id, gl_told_t told, c
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* A message sent before whose key may be retried by `via` (same method:
- * the key remembers what was asked); -1 if none. */
+/* A message sent before whose key may be retried by `via` (the same
+ * request again: a key reused with other parameters is refused); -1 if
+ * none. */
 static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via, int gw)
 {
 	if ((via == GL_HTTP || via == GL_HTTP_STREAM) && !l->http_idem)
@@ -309,9 +314,7 @@ static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via, int
 	for (int tries = 0; n > 0 && tries < 16 && pick < 0; tries++) {
 		int i = (int)(rand_r(rnd) % (unsigned)n);
 		gl_msg_t *m = &l->msgs[i];
-		bool same = m->via == via || (via == GL_HTTP_STREAM && m->via == GL_HTTP) ||
-			    (via == GL_HTTP && m->via == GL_HTTP_STREAM);
-		if (m->idem[0] && same && m->text[0] && (!l->retry_same_gw || m->gw == gw))
+		if (m->idem[0] && m->via == via && m->text[0] && (!l->retry_same_gw || m->gw == gw))
 			pick = i;
 	}
 	pthread_mutex_unlock(&l->mu);

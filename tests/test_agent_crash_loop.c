@@ -79,7 +79,8 @@ Test(crash_loop, nothing_a_client_was_told_is_lost_or_contradicted, .timeout = 9
 		if (round == rounds)
 			break;
 		l->round = (int)round;
-		round_of_load(l, &g, rnd, 100 + rand_r(&rnd) % 701u);
+		unsigned load_seed = rand_r(&rnd), load_ms = 100 + rand_r(&rnd) % 701u;
+		round_of_load(l, &g, load_seed, load_ms);
 	}
 	cr_assert_eq(gl_gw_term(&g), 0, "the gateway did not stop on SIGTERM");
 	gl_check_store(l, home, "stopped", &rep);
