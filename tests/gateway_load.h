@@ -323,40 +323,7 @@ static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via, int
 
 /* ---- a WebSocket client that never asserts ---- */
 
-/* Connected and past the handshake, or NULL. */
-static inline pc_ws_client_t *gl_ws_connect(uint16_t port)
-{
-	pc_ws_client_options_t o = {.port = port, .timeout_ms = 5000};
-	pc_ws_client_t *ws = NULL;
-	if (pc_ws_client_connect(&o, &ws, NULL) != 0)
-		return NULL;
-	char *m = NULL;
-	size_t len = 0;
-	if (pc_ws_client_recv(ws, 5000, &m, &len) != 0) /* the challenge */
-		goto fail;
-	free(m);
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "type", "req");
-	cJSON_AddStringToObject(f, "id", "c0");
-	cJSON_AddStringToObject(f, "method", "connect");
-	cJSON_AddItemToObject(f, "params", connect_params(GW_TOKEN, NULL));
-	char *t = cJSON_PrintUnformatted(f);
-	cJSON_Delete(f);
-	int rc = pc_ws_client_send_text(ws, t, strlen(t));
-	cJSON_free(t);
-	if (rc != 0 || pc_ws_client_recv(ws, 10000, &m, &len) != 0)
-		goto fail;
-	f = cJSON_ParseWithLength(m, len);
-	free(m);
-	bool ok = f && jok(f);
-	cJSON_Delete(f);
-	if (ok)
-		return ws;
-fail:
-	pc_ws_client_free(ws);
-	return NULL;
-}
-
+/* Sends a request frame (takes `params`): 0 or the client's error. */
 static inline int gl_ws_req(pc_ws_client_t *ws, const char *id, const char *method, cJSON *params)
 {
 	cJSON *f = cJSON_CreateObject();
@@ -370,6 +337,33 @@ static inline int gl_ws_req(pc_ws_client_t *ws, const char *id, const char *meth
 	cJSON_free(t);
 	return rc;
 }
+
+/* Connected and past the handshake, or NULL. */
+static inline pc_ws_client_t *gl_ws_connect(uint16_t port)
+{
+	pc_ws_client_options_t o = {.port = port, .timeout_ms = 5000};
+	pc_ws_client_t *ws = NULL;
+	if (pc_ws_client_connect(&o, &ws, NULL) != 0)
+		return NULL;
+	char *m = NULL;
+	size_t len = 0;
+	if (pc_ws_client_recv(ws, 5000, &m, &len) != 0) /* the challenge */
+		goto fail;
+	free(m);
+	int rc = gl_ws_req(ws, "c0", "connect", connect_params(GW_TOKEN, NULL));
+	if (rc != 0 || pc_ws_client_recv(ws, 10000, &m, &len) != 0)
+		goto fail;
+	cJSON *f = cJSON_ParseWithLength(m, len);
+	free(m);
+	bool ok = f && jok(f);
+	cJSON_Delete(f);
+	if (ok)
+		return ws;
+fail:
+	pc_ws_client_free(ws);
+	return NULL;
+}
+
 
 /* ---- the load ---- */
 
@@ -879,12 +873,7 @@ static inline void gl_wait_runs(gl_ledger_t *l, uint16_t port, uint64_t deadline
 		cJSON_AddNumberToObject(p, "timeoutMs", (double)left_ms(deadline));
 		char id[32];
 		snprintf(id, sizeof(id), "w%d", i);
-		cJSON *f = cJSON_CreateObject();
-		cJSON_AddStringToObject(f, "type", "req");
-		cJSON_AddStringToObject(f, "id", id);
-		cJSON_AddStringToObject(f, "method", "agent.wait");
-		cJSON_AddItemToObject(f, "params", p);
-		cl_send(c, f);
+		cr_assert_eq(gl_ws_req(c->ws, id, "agent.wait", p), 0);
 		r->wait_status = 3;
 		sent++;
 	}
