@@ -13,8 +13,10 @@
  *
  * PINCER_TEST_SEED replays a seed, PINCER_TWO_GW_SECONDS sets the load's
  * length (30 s, 10 s under a sanitizer), PINCER_TEST_BIN runs another
- * pincer (a tree without session leases must fail here). Every wait is
- * bounded; only this test's children are signalled, by pid.
+ * pincer (a tree without session leases must fail here). Two small tests
+ * send an idempotent retry (WebSocket, HTTP) to the gateway that does not
+ * run the first run, while it runs. Every wait is bounded; only this
+ * test's children are signalled, by pid.
  */
 #include "gateway_load.h"
 
@@ -117,17 +119,25 @@ Test(two_gateways, one_writer_per_session_across_processes, .timeout = 900)
 /* An idempotent retry that reaches the other gateway while the first run
  * is still going there must not be told that run failed: it is answered
  * with the first run's id and, in the end, the first run's own outcome. */
-Test(two_gateways, a_retry_on_the_other_gateway_is_told_how_the_run_ended, .timeout = 300)
+/* Two gateways on a fresh state directory in `home`. */
+static void two_started(char home[GL_HOME_MAX], gl_gw_t g[2])
 {
-	char home[GL_HOME_MAX];
 	gl_home_init(home, "pincer-two-gw-retry");
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	gl_gw_t g[2];
 	for (int i = 0; i < 2; i++) {
 		gl_gw_init(&g[i], home, i);
 		gl_gw_start(&g[i]);
 	}
-	static const char msg[] = "slow [[mock:{\"text\":\"finally\",\"ttft_ms\":1500}]]";
+}
+
+#define SLOW_MSG "slow [[mock:{\"text\":\"finally\",\"ttft_ms\":1500}]]"
+
+Test(two_gateways, a_retry_on_the_other_gateway_is_told_how_the_run_ended, .timeout = 300)
+{
+	char home[GL_HOME_MAX];
+	gl_gw_t g[2];
+	two_started(home, g);
+	static const char msg[] = SLOW_MSG;
 	cl_t *a = cl_connect(g[0].port), *b = cl_connect(g[1].port);
 	char ida[32], idb[32];
 	cl_req(a, "agent", agent_params(msg, "retry-key-1", "retry-s"), ida);
@@ -173,5 +183,81 @@ Test(two_gateways, a_retry_on_the_other_gateway_is_told_how_the_run_ended, .time
 	cr_assert_str_eq(tb, ta, "run %s: its own gateway said '%s', the retry on the other was told '%s' (agent.wait there: '%s')",
 			 run, ta, tb, tw);
 	cr_assert_str_eq(tw, ta, "run %s: its own gateway said '%s', agent.wait on the other '%s'", run, ta, tw);
+	rm_tree(home);
+}
+
+typedef struct http_call {
+	uint16_t port;
+	const char *session;
+	resp_t r;
+	pthread_t th;
+} http_call_t;
+
+static void slow_http(http_call_t *c)
+{
+	char keyh[96];
+	snprintf(keyh, sizeof(keyh), "x-pincer-session-key: %s", c->session);
+	const char *hdrs[] = {"Authorization: Bearer " GW_TOKEN, keyh, "Idempotency-Key: http-retry-1", NULL};
+	cJSON *b = cJSON_CreateObject();
+	cJSON *u = cJSON_CreateObject();
+	cJSON_AddStringToObject(u, "role", "user");
+	cJSON_AddStringToObject(u, "content", SLOW_MSG);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(b, "messages"), u);
+	char *body = cJSON_PrintUnformatted(b);
+	cJSON_Delete(b);
+	curl_request(c->port, "POST", "/v1/chat/completions", hdrs, body, strlen(body), 30000, &c->r);
+	cJSON_free(body);
+}
+
+static void *slow_http_thread(void *arg)
+{
+	slow_http(arg);
+	return NULL;
+}
+
+/* The session's runs as sessions.list on `port` counts them. */
+static int session_runs(uint16_t port, const char *session)
+{
+	cl_t *c = cl_connect(port);
+	cJSON *r = cl_call(c, "sessions.list", NULL);
+	int n = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, jget(jget(r, "payload"), "sessions")) {
+		if (!strcmp(jstr(e, "key"), session))
+			n = (int)jnum(e, "runs");
+	}
+	cJSON_Delete(r);
+	cl_free(c);
+	return n;
+}
+
+/* The same over HTTP: an Idempotency-Key repeated on the other gateway
+ * while the first run is going gets the first run's answer. */
+Test(two_gateways, an_http_retry_on_the_other_gateway_gets_the_first_answer, .timeout = 300)
+{
+	char home[GL_HOME_MAX];
+	gl_gw_t g[2];
+	two_started(home, g);
+	http_call_t first = {.port = g[0].port, .session = "http-retry-s"};
+	cr_assert_eq(pthread_create(&first.th, NULL, slow_http_thread, &first), 0);
+	/* the first run is accepted once the store counts it */
+	AWAIT(session_runs(g[1].port, "http-retry-s") == 1, 20000);
+	http_call_t again = {.port = g[1].port, .session = "http-retry-s"};
+	slow_http(&again);
+	pthread_join(first.th, NULL);
+	fprintf(stderr, "first gateway: %ld %s\nthe retry on the other: %ld %s\n", first.r.status, first.r.body,
+		again.r.status, again.r.body);
+	char ida[PC_STORE_ID_MAX + 1], idb[PC_STORE_ID_MAX + 1];
+	gl_chatcmpl_run(first.r.body, ida, sizeof(ida));
+	gl_chatcmpl_run(again.r.body, idb, sizeof(idb));
+	long sa = first.r.status, sb = again.r.status;
+	resp_free(&first.r);
+	resp_free(&again.r);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(gl_gw_term(&g[i]), 0);
+	curl_global_cleanup();
+	cr_assert_eq(sa, 200);
+	cr_assert_eq(sb, 200, "the retry on the other gateway got %ld while the first run succeeded", sb);
+	cr_assert_str_eq(idb, ida, "the retry answered for another run");
 	rm_tree(home);
 }
