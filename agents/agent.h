@@ -154,6 +154,13 @@ typedef struct pc_agent_wait_result {
 int pc_agent_wait(pc_agent_t *a, const char *run_id, int64_t timeout_ms, pc_agent_wait_result_t *out);
 /* For actors: PC_MSG_AGENT_RUN_INFO (payload pc_run_info_t, corr) when the run ends. */
 int pc_agent_watch(pc_agent_t *a, const char *run_id, pc_actor_t *who, uint64_t corr);
+/* The same for a run this process does not hold (another process on the
+ * state directory runs it): the store is read until it has the run ended
+ * (every 25 ms at first, backing off to every second), then `who` gets
+ * PC_MSG_AGENT_RUN_INFO with `corr` (status error when the run cannot be
+ * read). After `max_ms` without an end it stops and sends nothing: the
+ * caller's own deadline answers. */
+int pc_agent_watch_stored(pc_agent_t *a, const char *run_id, pc_actor_t *who, uint64_t corr, uint64_t max_ms);
 
 /* The run's final result as JSON text (the terminal lifecycle event's
  * data: phase, payloads, usage, attempts, error), malloc'd. PC_ESTATE while

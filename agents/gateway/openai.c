@@ -53,6 +53,7 @@ enum {
 #define IDEM_KEY_MAX PC_STORE_NAME_MAX /* the store's bound for a key */
 #define EVENT_BATCH 64u
 #define SUB_CAPACITY 1024u
+#define STORED_RUN_FOLLOW_MS ((uint64_t)3600 * 1000) /* a repeat follows another process's run */
 
 struct pc__gw_openai {
 	pc_gateway_t *g;
@@ -1090,15 +1091,17 @@ static void store_failed(pc_ctx_t *ctx, completion_t *c, int rc)
 	comp_fail(ctx, c, &e);
 }
 
-/* Asks the store `req` (built with code `built`); the answer comes to
- * comp_receive with store_corr. */
-static void ask_store(pc_ctx_t *ctx, completion_t *c, int built, pc_msg_t *req)
+/* Asks the store the request `build` makes (*req: NULL until built); the
+ * answer comes to comp_receive with store_corr. The request is passed by
+ * address: an argument built in the same call would be read unset. */
+static void ask_store(pc_ctx_t *ctx, completion_t *c, int built, pc_msg_t **req)
 {
 	int rc = built;
 	if (rc == 0)
-		rc = pc_ask(ctx, pc_store_actor(pc_agent_store(c->g->agent)), req, &c->store_corr);
+		rc = pc_ask(ctx, pc_store_actor(pc_agent_store(c->g->agent)), *req, &c->store_corr);
 	else
-		pc_msg_free(req);
+		pc_msg_free(*req);
+	*req = NULL;
 	if (rc != 0)
 		store_failed(ctx, c, rc);
 }
@@ -1156,24 +1159,19 @@ static cJSON *stored_end(const completion_t *c, const pc_store_history_t *h)
 
 /* The terminal data of a run that did not end well, from its row: the
  * code is the one the first answer had (run_<kind>); the run's own error
- * text is not stored. A run the store still has as accepted or running
- * belonged to a process that is gone: it never ends. */
+ * text is not stored. */
 static cJSON *stored_error(const completion_t *c)
 {
 	static const char *const names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
-	bool gone = c->store_status < PC_STORE_RUN_OK;
 	const char *code = c->store_code;
 	size_t known = sizeof(names) / sizeof(names[0]);
 	cJSON *d = cJSON_CreateObject();
 	cJSON_AddStringToObject(d, "phase", "error");
 	cJSON_AddStringToObject(d, "status", "error");
-	cJSON_AddStringToObject(d, "errorKind", !gone && !strncmp(code, "run_", 4) ? code + 4 : "error");
+	cJSON_AddStringToObject(d, "errorKind", !strncmp(code, "run_", 4) ? code + 4 : "error");
 	char msg[160];
-	if (gone)
-		snprintf(msg, sizeof(msg), "The run did not finish (process restarted).");
-	else
-		snprintf(msg, sizeof(msg), "The run ended with status %s%s%s.",
-			 (size_t)c->store_status < known ? names[c->store_status] : "error", code[0] ? ": " : "", code);
+	snprintf(msg, sizeof(msg), "The run ended with status %s%s%s.",
+		 (size_t)c->store_status < known ? names[c->store_status] : "error", code[0] ? ": " : "", code);
 	cJSON_AddStringToObject(d, "error", msg);
 	return d;
 }
@@ -1192,6 +1190,14 @@ static void on_store_reply(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
 	snprintf(c->store_code, sizeof(c->store_code), "%s", r.code);
 	if (c->created == 0)
 		c->created = r.started_ms > 0 ? r.started_ms / 1000 : wall_seconds();
+	if (r.status < PC_STORE_RUN_OK) {
+		/* another process runs it: the store is read again once it says
+		 * the run ended (PC_MSG_AGENT_RUN_INFO) */
+		rc = pc_agent_watch_stored(c->g->agent, c->run_id, pc_self(ctx), 0, STORED_RUN_FOLLOW_MS);
+		if (rc != 0)
+			store_failed(ctx, c, rc);
+		return;
+	}
 	if (r.status != PC_STORE_RUN_OK) {
 		cJSON *d = stored_error(c);
 		comp_end(ctx, c, d);
@@ -1199,7 +1205,7 @@ static void on_store_reply(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
 		return;
 	}
 	pc_msg_t *req = NULL;
-	ask_store(ctx, c, pc_store_req_history(c->req.session_key, &req), req);
+	ask_store(ctx, c, pc_store_req_history(c->req.session_key, &req), &req);
 }
 
 static void on_store_history(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
@@ -1226,7 +1232,7 @@ static bool attach_first(pc_ctx_t *ctx, completion_t *c)
 	int rc = pc_agent_subscribe_run(c->g->agent, c->run_id, c->sub);
 	if (rc == PC_ENOTFOUND) {
 		pc_msg_t *req = NULL;
-		ask_store(ctx, c, pc_store_req_run_get(c->run_id, &req), req);
+		ask_store(ctx, c, pc_store_req_run_get(c->run_id, &req), &req);
 		return false;
 	}
 	if (rc != 0) {
@@ -1319,6 +1325,13 @@ static int comp_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (c->accepted)
 			comp_pump(ctx, c);
 		break;
+	case PC_MSG_AGENT_RUN_INFO: {
+		/* the run another process held has ended: read it again */
+		pc_msg_t *req = NULL;
+		if (c->repeat)
+			ask_store(ctx, c, pc_store_req_run_get(c->run_id, &req), &req);
+		break;
+	}
 	case PC_STORE_MSG_REPLY:
 		if (msg->corr == c->store_corr)
 			on_store_reply(ctx, c, msg);

@@ -64,6 +64,7 @@ struct pc__gw_pend {
 	char *key;          /* P_SUBMIT, P_HISTORY */
 	int limit;          /* P_HISTORY */
 	uint64_t run_tag;   /* P_RUNGET for a repeated agent: its run */
+	uint64_t wait_ms;   /* P_RUNGET for agent.wait: how long it waits */
 	char run_id[PC_RUN_ID_MAX + 1];
 	pc_timer_t timer;   /* P_WAIT */
 };
@@ -755,7 +756,8 @@ static const char *chat_repeat_status(pc__gw_conn_t *c, const char *run_id)
 	return info.status == PC_RUN_STATUS_OK ? "ok" : "error";
 }
 
-static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag);
+static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag,
+			uint64_t wait_ms);
 
 /* A repeat of an agent request: the first run's answers, final included. */
 static void agent_repeat(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const pc_agent_accepted_t *a)
@@ -770,7 +772,7 @@ static void agent_repeat(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, co
 	int rc = pc_agent_watch(c->g->agent, a->run_id, c->self, r->tag);
 	if (rc == PC_ENOTFOUND) {
 		/* Swept from memory: the store still knows how it ended. */
-		ask_run_get(ctx, c, NULL, a->run_id, r->tag);
+		ask_run_get(ctx, c, NULL, a->run_id, r->tag, 0);
 	} else if (rc != 0) {
 		agent_final(c, r->req_id, r->run_id, NULL, "error", "the run cannot be watched");
 		run_free(c, r);
@@ -890,13 +892,15 @@ static int ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int bui
 	return rc;
 }
 
-static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag)
+static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, const char *run_id, uint64_t run_tag,
+			uint64_t wait_ms)
 {
 	pc_msg_t *req = NULL;
 	pc__gw_pend_t *pd = pend_new(c, P_RUNGET, req_id);
 	int rc = PC_ENOMEM;
 	if (pd) {
 		pd->run_tag = run_tag;
+		pd->wait_ms = wait_ms;
 		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run_id);
 		rc = ask_store(ctx, c, pd, pc_store_req_run_get(run_id, &req), &req);
 	}
@@ -913,6 +917,38 @@ static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, con
 	}
 }
 
+/* How long a repeated agent follows a run another process holds. */
+#define STORED_RUN_FOLLOW_MS ((uint64_t)3600 * 1000)
+
+/* Run read pd names is another process's and has not ended: its repeated
+ * agent, or the agent.wait asking, waits for the store to say it ended.
+ * False when that cannot be set up (pd is then still to be answered). */
+static bool follow_stored(pc__gw_conn_t *c, pc__gw_pend_t *pd, pc__gw_run_t *run)
+{
+	pc_agent_t *a = c->g->agent;
+	if (run) {
+		if (pc_agent_watch_stored(a, run->run_id, c->self, run->tag, STORED_RUN_FOLLOW_MS) != 0)
+			return false;
+		pend_free(c, pd);
+		return true;
+	}
+	if (!pd->req_id)
+		return false;
+	/* it becomes a wait like one on a run of this process */
+	uint64_t tag = ++c->next_tag;
+	pc_msg_t *m = u64_msg(PC__GW_MSG_WAIT_TIMEOUT, tag);
+	if (!m || pc_timer_after(c->self, pd->wait_ms, m, &pd->timer) != 0)
+		return false;
+	pd->kind = P_WAIT;
+	pd->corr = tag;
+	if (pc_agent_watch_stored(a, pd->run_id, c->self, tag, pd->wait_ms) != 0) {
+		pc_timer_cancel(c->g->rt, pd->timer);
+		pd->timer = 0;
+		return false;
+	}
+	return true;
+}
+
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pend_find(c, P_RUNGET, msg->corr);
@@ -926,6 +962,9 @@ void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc_run_info_t info;
 	if (rc == 0)
 		pc_agent_run_info_from_store(&r, &info);
+	/* another process runs it: its end comes from the store */
+	if (rc == 0 && !pc_run_status_terminal(info.status) && follow_stored(c, pd, run))
+		return;
 	if (run) {
 		agent_final(c, run->req_id, run->run_id, NULL, rc == 0 ? pc_run_status_name(info.status) : "error",
 			    rc == 0 ? info.error : "the run's outcome is no longer known");
@@ -1163,7 +1202,7 @@ static void m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const 
 	if (rc == PC_ENOTFOUND) {
 		/* Not in memory: perhaps an older run the store knows. */
 		pend_free(c, pd);
-		ask_run_get(ctx, c, id, run_id, 0);
+		ask_run_get(ctx, c, id, run_id, 0, timeout);
 		return;
 	}
 	pc_msg_t *m = rc == 0 ? u64_msg(PC__GW_MSG_WAIT_TIMEOUT, pd->corr) : NULL;
