@@ -138,3 +138,47 @@ Test(agent_restart, a_repeated_key_with_other_parameters_is_refused)
 	cr_assert_eq(pc_agent_wait(h.agent, a2.run_id, 20000, &w), 0);
 	harness_stop(&h);
 }
+
+/* The number of messages in session `key`'s transcript. */
+static size_t transcript_len(harness_t *h, const char *key)
+{
+	pc_store_history_t *hist = NULL;
+	int rc = pc_store_history(h->store, key, &hist);
+	size_t n = rc == 0 ? pc_store_history_count(hist) : 0;
+	pc_store_history_free(hist);
+	return n;
+}
+
+/* One writer per session: when another owner takes the session's lease
+ * in the middle of a run, the run's next write is refused and the run
+ * stops there (no model answer or tool of it lands after the take); the
+ * session runs again only once it holds the lease again. */
+Test(agent_restart, a_run_whose_lease_another_owner_took_stops_and_writes_nothing_more)
+{
+	harness_t h;
+	harness_start(&h, NULL);
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "[[mock:{\"text\":\"too late\",\"ttft_ms\":600}]]", run), PC_AGENT_STARTED);
+	/* its user turn is written: the run holds the lease and is streaming */
+	for (int i = 0; i < 500 && transcript_len(&h, "s") < 1; i++)
+		usleep(10000);
+	cr_assert_eq(transcript_len(&h, "s"), 1);
+	int64_t epoch = 0;
+	cr_assert_eq(pc_store_lease_acquire(h.store, "s", "intruder", 60000, h.agent->owner, &epoch, NULL), 0);
+
+	pc_agent_wait_result_t w = wait_run(&h, run, 20000);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR, "the run went on without its lease");
+	cr_assert_eq(transcript_len(&h, "s"), 1, "a write landed after another owner took the session");
+
+	/* the next message waits for the lease, and runs once it is given back */
+	char next[80];
+	cr_assert_eq(submit(&h, "s", "again", next), PC_AGENT_STARTED);
+	pc_agent_wait_result_t pending;
+	cr_assert_eq(pc_agent_wait(h.agent, next, 300, &pending), 0);
+	cr_assert_eq(pending.status, PC_AGENT_WAIT_TIMEOUT, "it ran while another owner held the lease");
+	cr_assert_eq(transcript_len(&h, "s"), 1);
+	cr_assert_eq(pc_store_lease_release(h.store, "s", "intruder", epoch), 0);
+	cr_assert_eq(wait_run(&h, next, 20000).status, PC_AGENT_WAIT_OK);
+	cr_assert_gt(transcript_len(&h, "s"), 1);
+	harness_stop(&h);
+}

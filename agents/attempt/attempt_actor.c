@@ -927,6 +927,10 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		pc_store_reply_t r;
 		if (pc_store_reply_get(msg, &r) == 0 && r.rc != 0)
 			t->store_error = r.rc;
+		/* another process owns the session now: nothing more of this
+		 * attempt may happen (no model call, no tool) */
+		if (r.rc == PC_STORE_EFENCED)
+			abort_all(ctx, t);
 		if (t->appends_pending)
 			t->appends_pending--;
 		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && t->have_history &&

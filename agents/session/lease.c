@@ -154,6 +154,17 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 	return true;
 }
 
+static void renew(const pc__lease_ctx_t *c)
+{
+	pc__lease_t *l = c->lease;
+	l->renewing = true;
+	l->idle = false;
+	if (ask(c, NULL))
+		l->state = PC__LEASE_ASKING;
+	else
+		arm(c, PC__LEASE_RETRY_MIN_MS);
+}
+
 void pc__lease_on_tick(const pc__lease_ctx_t *c, bool busy)
 {
 	pc__lease_t *l = c->lease;
@@ -169,12 +180,13 @@ void pc__lease_on_tick(const pc__lease_ctx_t *c, bool busy)
 		pc__lease_release(c);
 		return;
 	}
-	l->renewing = true;
-	l->idle = false;
-	if (ask(c, NULL))
-		l->state = PC__LEASE_ASKING;
-	else
-		arm(c, PC__LEASE_RETRY_MIN_MS);
+	renew(c);
+}
+
+void pc__lease_check(const pc__lease_ctx_t *c)
+{
+	if (c->lease->state == PC__LEASE_HELD)
+		renew(c);
 }
 
 void pc__lease_idle(const pc__lease_ctx_t *c)

@@ -80,6 +80,10 @@ void pc__lease_on_tick(const pc__lease_ctx_t *c, bool busy);
 void pc__lease_idle(const pc__lease_ctx_t *c);
 void pc__lease_busy(const pc__lease_ctx_t *c);
 
+/* Renews a held lease now: a run that failed may have failed because the
+ * lease was lost (a fenced write), which the renewal's answer tells. */
+void pc__lease_check(const pc__lease_ctx_t *c);
+
 /* Gives the lease back now (stop, or idle long enough); fire and forget. */
 void pc__lease_release(const pc__lease_ctx_t *c);
 

@@ -695,6 +695,12 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 		hook_message_sent(s, d->run_id, data);
 	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__wall_ms(),
 			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
+	if (mine && d->status != PC_RUN_STATUS_OK) {
+		/* perhaps its writes were fenced: the lease's renewal tells, and
+		 * the next run waits for that answer */
+		pc__lease_ctx_t lc = lease_ctx(ctx, s);
+		pc__lease_check(&lc);
+	}
 	if (mine)
 		drain(ctx, s);
 }
@@ -1054,27 +1060,33 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		 * kept of it is stale */
 		if (fresh)
 			pc__transcript_drop(s->agent, s->key);
-		if (waiting)
-			ask_lane(ctx, s);
-		else if (!s->active && !s->interrupt && !s->qn && !s->pn)
-			pc__lease_idle(&lc);
 		break;
 	case PC__LEASE_EV_LOST:
 		/* another process owns the session now: its writes would be
-		 * refused anyway; the run stops at once */
+		 * refused anyway; the run stops at once, a waiting one asks again */
+		pc__transcript_drop(s->agent, s->key);
 		if (s->run)
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
-		break;
+		else if (waiting)
+			pc__lease_want(&lc);
+		return;
 	case PC__LEASE_EV_FAILED:
 		if (waiting) {
 			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lease_unavailable");
 			s->phase = PC_RUN_IDLE;
 			drain(ctx, s);
 		}
-		break;
+		return;
 	default:
 		break;
 	}
+	/* held (taken, or renewed while a run waited for the answer) */
+	if (s->lease.state != PC__LEASE_HELD)
+		return;
+	if (waiting)
+		ask_lane(ctx, s);
+	else if (!s->active && !s->interrupt && !s->qn && !s->pn)
+		pc__lease_idle(&lc);
 }
 
 /* ---- aborts and steering ---- */
