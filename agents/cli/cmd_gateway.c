@@ -4,7 +4,9 @@
  *
  * Once it accepts connections it prints one JSON line on stdout:
  *   {"event":"listening","service":"gateway","host":...,"port":...,
- *    "url":"ws://...","readyMs":N}
+ *    "url":"ws://...","readyMs":N,"recovered":{"rerun":N,"interrupted":N}}
+ * (recovered: what a crashed or killed process before it left accepted:
+ * docs/agent-loop.md, "Persistence").
  * On SIGTERM / SIGINT it drains: /readyz turns 503, clients get `shutdown`,
  * runs may finish for gateway.drainSeconds, the rest are aborted, every
  * result is stored; then it exits 0. Exit 1 when it cannot start, 2 for bad
@@ -86,13 +88,13 @@ static double ms_since(const struct timespec *t0)
 	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-static void print_listening(const char *host, uint16_t port, double ready_ms)
+static void print_listening(const char *host, uint16_t port, double ready_ms, const pc_agent_recovery_t *rec)
 {
 	char url[128];
 	snprintf(url, sizeof(url), strchr(host, ':') ? "ws://[%s]:%u" : "ws://%s:%u", host, (unsigned)port);
 	printf("{\"event\":\"listening\",\"service\":\"gateway\",\"host\":\"%s\",\"port\":%u,"
-	       "\"url\":\"%s\",\"readyMs\":%.1f}\n",
-	       host, (unsigned)port, url, ready_ms);
+	       "\"url\":\"%s\",\"readyMs\":%.1f,\"recovered\":{\"rerun\":%u,\"interrupted\":%u}}\n",
+	       host, (unsigned)port, url, ready_ms, rec->rerun, rec->interrupted);
 	fflush(stdout);
 }
 
@@ -134,7 +136,9 @@ int pc_cmd_gateway(int argc, char **argv)
 			o.bind ? o.bind : h.cfg->gateway.bind, o.port >= 0 ? o.port : h.cfg->gateway.port,
 			pc_strerror(rc));
 	} else {
-		print_listening(o.bind ? o.bind : h.cfg->gateway.bind, pc_gateway_port(g), ms_since(&t0));
+		pc_agent_recovery_t rec;
+		pc_agent_recovered(h.agent, &rec);
+		print_listening(o.bind ? o.bind : h.cfg->gateway.bind, pc_gateway_port(g), ms_since(&t0), &rec);
 		if (sigwait(&sigs, &sig) != 0) {
 			fprintf(stderr, "pincer gateway: sigwait failed\n");
 		} else {
