@@ -269,7 +269,8 @@ static const char full_file[] =
 	"                             \"overloadedBackoffMs\": 250 } },\n"
 	"  \"messages\": { \"queue\": { \"mode\": \"collect\", \"debounceMs\": 1000, \"cap\": 5, \"drop\": \"old\" } },\n"
 	"  \"diagnostics\": { \"enabled\": false, \"stuckSessionWarnMs\": 60000, \"stuckSessionAbortMs\": 90000 },\n"
-	"  \"store\": { \"path\": \"/var/lib/pincer/pincer.db\", \"windowMs\": 2, \"groupMax\": 64, \"lazyMs\": 50 }\n"
+	"  \"store\": { \"path\": \"/var/lib/pincer/pincer.db\", \"windowMs\": 2, \"groupMax\": 64, \"lazyMs\": 50,\n"
+	"             \"idempotencyHours\": 48 }\n"
 	"}\n";
 
 static void check_full(const pc_config_t *c, bool reparsed)
@@ -372,6 +373,7 @@ static void check_full(const pc_config_t *c, bool reparsed)
 	cr_assert_eq(c->store_window_ms, 2);
 	cr_assert_eq(c->store_group_max, 64);
 	cr_assert_eq(c->store_lazy_ms, 50);
+	cr_assert_eq(c->store_idem_hours, 48);
 }
 
 Test(config, a_full_file)
@@ -678,6 +680,7 @@ Test(config, invalid_files_name_the_offending_path)
 		{"{\"store\":{\"groupMax\":0,\"lazyMs\":0,\"windowMs\":1001}}",
 		 {"store.windowMs: must be at most 1000", "store.groupMax: must be at least 1",
 		  "store.lazyMs: must be at least 1"}},
+		{"{\"store\":{\"idempotencyHours\":1}}", {"store.idempotencyHours: must be at least 24"}},
 		{"[1,2]", {"test.json: must be a JSON object"}},
 		{"\"text\"", {"test.json: must be a JSON object"}},
 		{"{\"providers\":[]}", {"providers: must be an object"}},

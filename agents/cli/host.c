@@ -100,6 +100,7 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 	scfg.window_ms = h->cfg->store_window_ms;
 	scfg.group_max = h->cfg->store_group_max;
 	scfg.lazy_ms = h->cfg->store_lazy_ms;
+	scfg.idem_ttl_ms = (int64_t)h->cfg->store_idem_hours * 3600 * 1000;
 	const char *what = "hooks";
 	rc = load_plugins(h->cfg, &h->hooks);
 	if (rc == 0 && (what = "runtime", 1))

@@ -1321,7 +1321,7 @@ static void check_gateway(pctx_t *x)
 
 static void parse_store(pctx_t *x, const cJSON *root)
 {
-	static const char *const keys[] = {"path", "windowMs", "groupMax", "lazyMs", NULL};
+	static const char *const keys[] = {"path", "windowMs", "groupMax", "lazyMs", "idempotencyHours", NULL};
 	const cJSON *sj = cJSON_GetObjectItemCaseSensitive(root, "store");
 	if (!sj || !check_object(x, sj, "store", keys))
 		return;
@@ -1330,6 +1330,7 @@ static void parse_store(pctx_t *x, const cJSON *root)
 	get_u32(x, sj, "windowMs", "store", 0, 1000, &c->store_window_ms);
 	get_u32(x, sj, "groupMax", "store", 1, 65536, &c->store_group_max);
 	get_u32(x, sj, "lazyMs", "store", 1, 60000, &c->store_lazy_ms);
+	get_u32(x, sj, "idempotencyHours", "store", 24, 24 * 365, &c->store_idem_hours);
 }
 
 /* ---- defaults, environment, the whole parse ---- */
@@ -1893,7 +1894,7 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_bool(&ok, dg, "enabled", c->diagnostics.enabled);
 	j_num(&ok, dg, "stuckSessionWarnMs", (double)c->diagnostics.warn_ms);
 	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
-	if (c->store_path || c->store_window_ms || c->store_group_max || c->store_lazy_ms) {
+	if (c->store_path || c->store_window_ms || c->store_group_max || c->store_lazy_ms || c->store_idem_hours) {
 		cJSON *st = j_obj(&ok, root, "store");
 		if (c->store_path)
 			j_str(&ok, st, "path", c->store_path);
@@ -1903,6 +1904,8 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 			j_num(&ok, st, "groupMax", c->store_group_max);
 		if (c->store_lazy_ms)
 			j_num(&ok, st, "lazyMs", c->store_lazy_ms);
+		if (c->store_idem_hours)
+			j_num(&ok, st, "idempotencyHours", c->store_idem_hours);
 	}
 	cJSON *gw = j_obj(&ok, root, "gateway");
 	static const char *const auth_modes[] = {"none", "token", "password"};

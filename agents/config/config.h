@@ -254,6 +254,7 @@ typedef struct pc_config {
 	const char *store_path;  /* NULL: pc_store_default_path() */
 	/* the store's group commit (pc_store_config_t; 0: its default) */
 	uint32_t store_window_ms, store_group_max, store_lazy_ms;
+	uint32_t store_idem_hours; /* how long idempotency keys are kept; 0: the store's 24 h */
 	const char *source;      /* the file it came from, or NULL */
 } pc_config_t;
 
