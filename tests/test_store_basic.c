@@ -7,6 +7,9 @@
  */
 #include <criterion/criterion.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -1699,4 +1702,58 @@ Test(store, replies_round_trip_and_refuse_garbage)
 	bad = pc_msg_new(PC_STORE_MSG_HISTORY, 64);
 	cr_assert_eq(pc_store_reply_get(bad, &got), PC_EINVAL);
 	pc_msg_free(bad);
+}
+
+static int probe_store(fx_t *f)
+{
+	pc_msg_t *probe = NULL, *rep = NULL;
+	cr_assert_eq(pc_store_req_probe(&probe), 0);
+	cr_assert_eq(pc_ask_sync(pc_store_actor(f->s), probe, 10000, &rep), 0);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_reply_get(rep, &r), 0);
+	pc_msg_free(rep);
+	return r.rc;
+}
+
+/* Health: a write the file refuses (here a file size limit, as a full
+ * disk would) marks the store unhealthy with the cause; a probe that
+ * writes again once the limit is gone marks it healthy. */
+Test(store, health_follows_whether_writes_succeed)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_health_t h;
+	pc_store_health(f.s, &h);
+	cr_assert_eq(h.rc, 0);
+	pc_store_msg_t m = {.role = "user", .content = "{\"content\":\"before\"}"};
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, NULL), 0);
+
+	cr_assert_neq(signal(SIGXFSZ, SIG_IGN), SIG_ERR);
+	struct rlimit old, tiny = {.rlim_cur = 1, .rlim_max = RLIM_INFINITY};
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	tiny.rlim_max = old.rlim_max;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+	char big[8192];
+	memset(big, 'x', sizeof(big) - 32);
+	snprintf(big + sizeof(big) - 32, 32, "\"}");
+	memcpy(big, "{\"content\":\"", 12);
+	pc_store_msg_t m2 = {.role = "user", .content = big};
+	int rc = pc_store_append(f.s, "s", 0, &m2, NULL);
+	cr_assert_eq(rc, PC_STORE_EFULL, "%s", pc_store_strerror(rc));
+	pc_store_health(f.s, &h);
+	cr_assert_eq(h.rc, PC_STORE_EFULL);
+	cr_assert_gt(h.since_ms, 0);
+
+	/* the probe really writes: refused while the limit holds */
+	cr_assert_eq(probe_store(&f), PC_STORE_EFULL);
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	cr_assert_eq(probe_store(&f), 0);
+	pc_store_health(f.s, &h);
+	cr_assert_eq(h.rc, 0, "healthy again once a write succeeds");
+	/* nothing acknowledged was lost */
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(f.s, "s", &hist), 0);
+	cr_assert_eq(pc_store_history_count(hist), 1);
+	pc_store_history_free(hist);
+	fx_fini(&f);
 }

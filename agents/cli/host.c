@@ -6,6 +6,7 @@
  * and skipped. Hook reports (failures, timeouts, plugins' log lines above
  * debug level) go to stderr as JSON lines.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,11 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 		rcfg.workers = o->workers;
 	if (o->blocking_threads)
 		rcfg.blocking_threads = o->blocking_threads;
+	/* past a file size limit a write fails with EFBIG, which the store
+	 * reports (and /readyz with it); the default action of SIGXFSZ would
+	 * kill the process at its first such write, without a word */
+	if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+		return PC_ESYS;
 	pc_io_config_t icfg;
 	pc_agent_io_config(h->cfg, o->io_threads, &icfg);
 	pc_store_config_t scfg;

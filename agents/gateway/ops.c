@@ -437,7 +437,26 @@ static void serve_metrics(struct pc__gw_ops *ops, uint64_t id)
 	free(text);
 }
 
-/* Readiness: ready between start and drain. */
+/* The store's writes fail (a full disk, a file size limit...): not ready,
+ * and a probe write goes out so that readiness comes back by itself once
+ * writes succeed again, traffic or not. Adds the cause to `body`. */
+static bool store_failing(pc_gateway_t *g, cJSON *body)
+{
+	pc_store_t *st = pc_agent_store(g->agent);
+	pc_store_health_t h;
+	pc_store_health(st, &h);
+	if (h.rc == 0)
+		return false;
+	pc_msg_t *probe = NULL;
+	if (pc_store_req_probe(&probe) == 0)
+		(void)pc_send(pc_store_actor(st), probe);
+	cJSON_ReplaceItemInObject(body, "status", cJSON_CreateString("not_ready"));
+	cJSON_AddStringToObject(body, "reason", pc_store_strerror(h.rc));
+	cJSON_AddNumberToObject(body, "sinceMs", (double)h.since_ms);
+	return true;
+}
+
+/* Readiness: ready between start and drain, while the store can write. */
 static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id)
 {
 	pc_gateway_t *g = ops->g;
@@ -448,12 +467,14 @@ static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id)
 		cJSON_AddNumberToObject(body, "uptimeMs", (double)(pc_runtime_now_ms() - since));
 		cJSON_AddStringToObject(body, "version", PC_VERSION_STRING);
 	}
-	/* a balancer or client that waits on readiness is told for how long */
+	bool ready = state == PC__GW_READY && !(body && store_failing(g, body));
+	/* a balancer or client that waits on readiness is told for how long
+	 * (a failing store: about when the probe will have answered) */
 	char extra[48] = "";
-	if (state != PC__GW_READY)
+	if (!ready)
 		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
-			 (unsigned long long)((pc__gw_retry_after_ms(g) + 999) / 1000));
-	answer_json(ops, route, id, state == PC__GW_READY ? 200 : 503, extra[0] ? extra : NULL, body);
+			 state == PC__GW_READY ? 1ull : (unsigned long long)((pc__gw_retry_after_ms(g) + 999) / 1000));
+	answer_json(ops, route, id, ready ? 200 : 503, extra[0] ? extra : NULL, body);
 	cJSON_Delete(body);
 }
 

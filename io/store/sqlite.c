@@ -25,6 +25,8 @@
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
 #define SCHEMA_VERSION 6
+#define PC__XSTR(x) #x
+#define PC__STR(x) PC__XSTR(x)
 #define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
@@ -213,6 +215,7 @@ enum {
 	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
 	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
 	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION, W_RUN_FORGET_IDEM, W_RUN_ADOPT,
+	W_PROBE,
 	W_N
 };
 
@@ -264,6 +267,8 @@ static const char *const wsql[W_N] = {
 			 " updated_ms = CASE WHEN ?3 > 0 THEN ?3 ELSE updated_ms END,"
 			 " run_count = run_count + ?4, last_run_id = coalesce(?5, last_run_id) WHERE sid = ?1",
 	[W_DATA_VERSION] = "PRAGMA data_version",
+	/* writes the header page, changing nothing: a probe of the file */
+	[W_PROBE] = "PRAGMA user_version = " PC__STR(SCHEMA_VERSION),
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
@@ -985,6 +990,7 @@ static int dispatch(be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_LEASE_RELEASE: return op_lease_release(be, op);
 	case PC_STORE_REQ_SESSION_SET: return op_session_set(be, op);
 	case PC_STORE_REQ_RUN_ADOPT: return op_run_adopt(be, op);
+	case PC_STORE_REQ_PROBE: return exec_st(be->db, be->st[W_PROBE]);
 	default: return PC_EINVAL;
 	}
 }
@@ -1001,6 +1007,8 @@ static bool shape_ok(const pc__store_op_t *op)
 		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
 		{PC_STORE_REQ_RUN_ADOPT, S_AD_N},
 	};
+	if (op->kind == PC_STORE_REQ_PROBE)
+		return true;
 	for (size_t k = 0; k < sizeof(need) / sizeof(*need); k++)
 		if (need[k].kind == op->kind)
 			return op->nstr >= need[k].nstr && op->s[0] != NULL;

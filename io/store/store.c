@@ -45,6 +45,8 @@ struct pc_store {
 	pthread_cond_t cond;
 	uint32_t reads;        /* read jobs submitted and not finished */
 	pc_store_stats_t stats; /* __atomic counters */
+	int32_t health_rc;      /* __atomic: the latest write transaction's outcome */
+	int64_t health_since_ms;
 };
 
 /* ---- errors, config, small helpers ---- */
@@ -316,6 +318,25 @@ int pc_store_req_run_adopt(const char *run_id, const char *from_owner, const cha
 		return PC_EINVAL;
 	const char *s[S_AD_N] = {run_id, from_owner, to_owner};
 	return req_build(PC_STORE_REQ_RUN_ADOPT, NULL, 0, s, S_AD_N, S_AD_N, 1u << S_AD_RUN | 1u << S_AD_TO, out);
+}
+
+int pc_store_req_probe(pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	int rc = req_build(PC_STORE_REQ_PROBE, NULL, 0, NULL, 0, 0, 0, out);
+	if (rc == 0)
+		pc_store_req_urgent(*out);
+	return rc;
+}
+
+void pc_store_health(pc_store_t *s, pc_store_health_t *out)
+{
+	*out = (pc_store_health_t){0};
+	if (!s)
+		return;
+	out->rc = __atomic_load_n(&s->health_rc, __ATOMIC_ACQUIRE);
+	out->since_ms = __atomic_load_n(&s->health_since_ms, __ATOMIC_RELAXED);
 }
 
 int pc_store_req_runs_open(pc_msg_t **out)
@@ -1048,6 +1069,11 @@ static pc_msg_t *batch_run(void *arg)
 		batch_fail(b->ops, rc);
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
 	}
+	/* one writer thread at a time: the pair is written by it alone */
+	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
+		__atomic_store_n(&s->health_since_ms, pc__store_now_ms(), __ATOMIC_RELAXED);
+		__atomic_store_n(&s->health_rc, rc, __ATOMIC_RELEASE);
+	}
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&s->stats.writes, b->writes, __ATOMIC_RELAXED);
 	uint64_t cpu1 = thread_cpu_ns();
@@ -1310,7 +1336,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_RUNS_OPEN)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_PROBE)
 			return on_request(ctx, a, m);
 		return 0;
 	}

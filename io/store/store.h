@@ -140,6 +140,22 @@ typedef struct pc_store_stats {
 /* Counters since open (each read atomically). Any thread. */
 void pc_store_stats(pc_store_t *s, pc_store_stats_t *out);
 
+/* Whether writes succeed: the outcome of the latest write transaction (0,
+ * or the code it failed with: PC_STORE_EFULL for a full disk or a file
+ * size limit, _EREADONLY, _EIO, PC_EBUSY for a database another process
+ * kept locked...) and since when it has been so (wall ms; 0: since open).
+ * Any thread. */
+typedef struct pc_store_health {
+	int32_t rc;
+	int64_t since_ms;
+} pc_store_health_t;
+void pc_store_health(pc_store_t *s, pc_store_health_t *out);
+
+/* A write that only touches the file (the database header), so that a
+ * store whose writes failed learns whether they succeed again without
+ * waiting for traffic. Urgent even when sent without a reply address. */
+int pc_store_req_probe(pc_msg_t **out);
+
 /* ---- records ---- */
 
 /* A transcript message as written and as read back. Strings are UTF-8 and
@@ -216,6 +232,7 @@ enum {
 	PC_STORE_REQ_SYNC,
 	PC_STORE_REQ_RUN_ADOPT,
 	PC_STORE_REQ_RUNS_OPEN,
+	PC_STORE_REQ_PROBE,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,

@@ -1,0 +1,85 @@
+/*
+ * A gateway whose store cannot write (a file size limit on the running
+ * process, as `prlimit --fsize` sets it; a full disk fails the same way):
+ * it stays up (SIGXFSZ would otherwise kill it at the first write past the
+ * limit), refuses new messages with the store's cause, answers /readyz 503
+ * with that cause in the body, and is ready again by itself once writes
+ * succeed, without any traffic but the probe.
+ */
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include "gateway_load.h"
+
+TestSuite(gateway_disk_full, .timeout = 120);
+
+static long chat(uint16_t port, char **body_out)
+{
+	static const char body[] = "{\"model\":\"pincer\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
+	const char *hdrs[] = {"Authorization: Bearer " GW_TOKEN, NULL};
+	resp_t r = {0};
+	curl_request(port, "POST", "/v1/chat/completions", hdrs, body, sizeof(body) - 1, 30000, &r);
+	long st = r.code == CURLE_OK ? r.status : 0;
+	if (body_out)
+		*body_out = strdup(r.body);
+	resp_free(&r);
+	return st;
+}
+
+/* /readyz's status and body (the caller frees it). */
+static long readyz(uint16_t port, char **body)
+{
+	resp_t r = {0};
+	curl_request(port, "GET", "/readyz", NULL, NULL, 0, 2000, &r);
+	long st = r.code == CURLE_OK ? r.status : 0;
+	*body = strdup(r.body);
+	resp_free(&r);
+	return st;
+}
+
+static long await_readyz(uint16_t port, long want, char **body)
+{
+	uint64_t until = now_ms() + 20000;
+	long st;
+	while ((st = readyz(port, body)) != want && now_ms() < until) {
+		free(*body);
+		sleep_ms(50);
+	}
+	return st;
+}
+
+Test(gateway_disk_full, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
+{
+	char home[GL_HOME_MAX];
+	gl_home_init(home, "pincer-disk-full");
+	gl_gw_t g;
+	gl_gw_init(&g, home, 0);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	gl_gw_start(&g);
+	cr_assert_eq(chat(g.port, NULL), 200);
+
+	struct rlimit tiny = {.rlim_cur = 1, .rlim_max = RLIM_INFINITY}, back = {RLIM_INFINITY, RLIM_INFINITY};
+	cr_assert_eq(prlimit(g.pid, RLIMIT_FSIZE, &tiny, NULL), 0);
+	char *answer = NULL;
+	long st = chat(g.port, &answer);
+	cr_assert(st >= 500 && st < 600, "a message the store cannot keep was answered %ld: %s", st, answer);
+	cr_assert(strstr(answer, "disk full or file size limit"), "the cause is named: %s", answer);
+	free(answer);
+	cr_assert_eq(kill(g.pid, 0), 0, "the gateway died at a write past the file size limit");
+
+	char *body = NULL;
+	cr_assert_eq(await_readyz(g.port, 503, &body), 503);
+	cr_assert(strstr(body, "\"not_ready\"") && strstr(body, "disk full or file size limit"), "%s", body);
+	free(body);
+
+	/* writes succeed again: ready by itself (its probes write) */
+	cr_assert_eq(prlimit(g.pid, RLIMIT_FSIZE, &back, NULL), 0);
+	cr_assert_eq(await_readyz(g.port, 200, &body), 200, "still not ready: %s", body);
+	free(body);
+	cr_assert_eq(chat(g.port, NULL), 200);
+	cr_assert_eq(gl_gw_term(&g), 0);
+	curl_global_cleanup();
+	rm_tree(home);
+}
