@@ -756,10 +756,25 @@ static int counters(pc_metrics_t *reg, const char *name, const char *help, const
 	return rc;
 }
 
+/* The series of one pair; false when the families are full (or a name
+ * cannot be a label value). */
+static bool model_series(pc__agent_metrics_t *m, const char *provider, const char *model, pc__model_series_t *out)
+{
+	static const char *const kinds[PC__TOKEN_KINDS] = {"input", "output", "cache_read", "cache_write"};
+	const char *v[] = {provider, model, NULL, NULL};
+	if (pc_metric_series(m->ttft, v, &out->ttft) != 0)
+		return false;
+	for (size_t i = 0; i < PC__TOKEN_KINDS; i++) {
+		v[2] = kinds[i];
+		if (pc_metric_series(m->tokens, v, &out->tokens[i]) != 0)
+			return false;
+	}
+	return true;
+}
+
 static int metrics_new(pc_agent_t *a)
 {
 	static const char *const outcomes[PC__RUN_OUTCOMES] = {"ok", "error", "aborted", "timeout"};
-	static const char *const tokens[PC__TOKEN_KINDS] = {"input", "output", "cache_read", "cache_write"};
 	const char *reasons[PC_FAILOVER_REASON_COUNT];
 	for (int i = 0; i < PC_FAILOVER_REASON_COUNT; i++)
 		reasons[i] = pc_failover_reason_name((pc_failover_reason_t)i);
@@ -778,9 +793,12 @@ static int metrics_new(pc_agent_t *a)
 	if (rc == 0)
 		rc = counters(m->reg, "pincer_agent_attempt_errors_total", "Failed attempts, by failover reason.",
 			      "reason", reasons, PC_FAILOVER_REASON_COUNT, m->attempt_errors);
+	static const char *const tok_labels[] = {"provider", "model", "kind", NULL};
+	pc_metric_desc_t td = {.type = PC_METRIC_COUNTER, .name = "pincer_agent_tokens_total",
+			       .help = "Tokens the providers reported, by provider, model and kind.",
+			       .labels = tok_labels, .max_series = (PC__MODEL_SERIES_MAX + 1) * PC__TOKEN_KINDS};
 	if (rc == 0)
-		rc = counters(m->reg, "pincer_agent_tokens_total", "Tokens the providers reported, by kind.", "kind",
-			      tokens, PC__TOKEN_KINDS, m->tokens);
+		rc = pc_metrics_register(m->reg, &td, &m->tokens);
 	if (rc == 0)
 		rc = histogram(m->reg, "pincer_agent_session_queue_wait_seconds",
 			       "Messages' waits in their session's queue, from acceptance to the start of their run.",
@@ -789,15 +807,34 @@ static int metrics_new(pc_agent_t *a)
 		rc = histogram(m->reg, "pincer_agent_lane_wait_seconds",
 			       "Runs' waits for the global lane, from the request to the grant.", wait_buckets,
 			       sizeof(wait_buckets) / sizeof(wait_buckets[0]), &m->lane_wait_seconds);
+	static const char *const ttft_labels[] = {"provider", "model", NULL};
+	pc_metric_desc_t fd = {.type = PC_METRIC_HISTOGRAM, .name = "pincer_provider_ttft_seconds",
+			       .help = "Model calls from the request to the first streamed token, by provider and model.",
+			       .labels = ttft_labels, .buckets = ttft_buckets,
+			       .nbuckets = sizeof(ttft_buckets) / sizeof(ttft_buckets[0]),
+			       .max_series = PC__MODEL_SERIES_MAX + 1};
 	if (rc == 0)
-		rc = histogram(m->reg, "pincer_provider_ttft_seconds",
-			       "Model calls from the request to the first streamed token.", ttft_buckets,
-			       sizeof(ttft_buckets) / sizeof(ttft_buckets[0]), &m->ttft_seconds);
-	/* Without a slot (more I/O layers than the table holds) the family
-	 * stays empty: not a reason to refuse the agent. */
-	if (rc == 0)
-		(void)pc__ttft_sink_add(a->io, m->ttft_seconds);
+		rc = pc_metrics_register(m->reg, &fd, &m->ttft);
+	/* the overflow pair exists from the start: it has room whatever came
+	 * first; so do the configured models, so a scrape shows them at zero */
+	pc__model_series_t s;
+	if (rc == 0 && !model_series(m, "other", "other", &s))
+		rc = PC_ENOMEM;
+	const pc_agent_defaults_t *d = &a->cfg->agent;
+	for (size_t i = 0; rc == 0 && i <= d->fallback_count; i++) {
+		const pc_model_ref_t *r = i == 0 ? &d->model : &d->fallbacks[i - 1];
+		if (r->provider && r->model)
+			(void)model_series(m, r->provider, r->model, &s);
+	}
 	return rc;
+}
+
+void pc__metrics_model(pc_agent_t *a, const char *provider, const char *model, pc__model_series_t *out)
+{
+	pc__agent_metrics_t *m = &a->metrics;
+	if (!model_series(m, provider ? provider : "", model ? model : "", out) &&
+	    !model_series(m, "other", "other", out))
+		*out = (pc__model_series_t){0}; /* out of memory: updates of NULL series do nothing */
 }
 
 void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms)
@@ -1014,7 +1051,6 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	}
 	pc_mock_server_free(a->mock);
 	pc_lane_free(a->lane);
-	pc__ttft_sink_remove(a->io, a->metrics.ttft_seconds);
 	pc_metrics_free(a->metrics.reg);
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
 		for (size_t b = 0; b < a->shards[i].cap; b++) {

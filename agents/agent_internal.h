@@ -111,10 +111,9 @@ typedef struct pc__agent_metrics {
 	pc_metric_t *run_seconds;
 	pc_metric_t *attempt_seconds;
 	pc_metric_t *attempt_errors[PC_FAILOVER_REASON_COUNT];
-	pc_metric_t *tokens[PC__TOKEN_KINDS];
+	pc_metric_family_t *tokens, *ttft; /* by provider and model (pc__metrics_model) */
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
-	pc_metric_t *ttft_seconds; /* recorded by model calls (pc__ttft_sink_add) */
 	/* run_seconds' sum and count as integers (atomic), for the typical
 	 * run a refused client is told to wait for (the histogram is
 	 * write-only) */
@@ -129,12 +128,19 @@ static inline void pc__observe_ms(pc_metric_t *m, uint64_t ms) { (void)pc_metric
  * `ms` long (0 for a run quicker than the clock's tick). */
 void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms);
 
-/* Model calls made on `io` record their time to first token (seconds) in
- * histogram series `series` from now on. PC_ELIMIT when every slot is
- * taken (model_call.c). */
-int pc__ttft_sink_add(pc_io_t *io, pc_metric_t *series);
-/* Stops that: once it returns, no call records into `series`. */
-void pc__ttft_sink_remove(pc_io_t *io, pc_metric_t *series);
+/* One provider and model's series: time to first token, tokens by kind. */
+typedef struct pc__model_series {
+	pc_metric_t *ttft;
+	pc_metric_t *tokens[PC__TOKEN_KINDS];
+} pc__model_series_t;
+/* At most this many provider/model pairs get series of their own; later
+ * pairs count under provider="other", model="other", so names from the
+ * configuration (or a client's model override) cannot grow /metrics
+ * without bound. */
+#define PC__MODEL_SERIES_MAX 64u
+/* The series of `provider`/`model`, made on first use (takes the
+ * registry's lock: look up once per attempt, not per event). */
+void pc__metrics_model(pc_agent_t *a, const char *provider, const char *model, pc__model_series_t *out);
 
 struct pc_agent {
 	pc_runtime_t *rt;

@@ -663,8 +663,8 @@ Test(gateway_http, metrics_parse_and_move_with_requests)
 		     metric(before, "pincer_agent_runs_total{outcome=\"ok\"}") + 2);
 	cr_assert_eq(metric(after, "pincer_agent_run_duration_seconds_count"),
 		     metric(before, "pincer_agent_run_duration_seconds_count") + 2);
-	cr_assert_eq(metric(after, "pincer_provider_ttft_seconds_count"),
-		     metric(before, "pincer_provider_ttft_seconds_count") + 2);
+	cr_assert_eq(metric(after, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}"),
+		     metric(before, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}") + 2);
 	cr_assert_eq(metric(after, "pincer_gateway_ws_connections"), 0, "no WebSocket client");
 	cr_assert_geq(metric(after, "pincer_io_output_queued_bytes"), 0);
 	cr_assert_gt(metric(after, "pincer_io_connections_accepted_total"),

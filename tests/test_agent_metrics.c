@@ -72,7 +72,7 @@ Test(agent_metrics, runs_attempts_tokens_and_waits_are_counted)
 	cr_assert_eq(sample(text, "pincer_agent_runs_total{outcome=\"ok\"}"), 0, "%s", text);
 	cr_assert_eq(sample(text, "pincer_agent_runs_total{outcome=\"timeout\"}"), 0);
 	cr_assert_eq(sample(text, "pincer_agent_run_duration_seconds_count"), 0);
-	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count"), 0);
+	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}"), 0);
 	cr_assert_eq(sample(text, "pincer_agent_attempt_errors_total{reason=\"format\"}"), 0);
 	free(text);
 
@@ -101,9 +101,9 @@ Test(agent_metrics, runs_attempts_tokens_and_waits_are_counted)
 	cr_assert_geq(sample(text, "pincer_agent_attempt_errors_total{reason=\"format\"}"), 1);
 	/* time to first token: the two answers and the stream that was cut,
 	 * not the error, which streamed nothing */
-	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count"), 3);
-	cr_assert_gt(sample(text, "pincer_agent_tokens_total{kind=\"input\"}"), 0);
-	cr_assert_gt(sample(text, "pincer_agent_tokens_total{kind=\"output\"}"), 0);
+	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}"), 3);
+	cr_assert_gt(sample(text, "pincer_agent_tokens_total{provider=\"mock\",model=\"m1\",kind=\"input\"}"), 0);
+	cr_assert_gt(sample(text, "pincer_agent_tokens_total{provider=\"mock\",model=\"m1\",kind=\"output\"}"), 0);
 	free(text);
 	harness_stop_no_leaks(&h);
 }
@@ -152,7 +152,37 @@ Test(agent_metrics, concurrent_runs_add_up_exactly)
 	cr_assert_eq(sample(text, "pincer_agent_lane_wait_seconds_count"), THREADS * RUNS);
 	cr_assert_eq(sample(text, "pincer_agent_session_queue_wait_seconds_count"), THREADS * RUNS);
 	cr_assert_eq(sample(text, "pincer_agent_attempt_duration_seconds_count"), THREADS * RUNS);
-	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count"), THREADS * RUNS);
+	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}"), THREADS * RUNS);
+	free(text);
+	harness_stop_no_leaks(&h);
+}
+
+/* Time to first token and tokens carry the provider and model; names from
+ * outside (a run's model override) cannot grow the families without bound:
+ * past PC__MODEL_SERIES_MAX pairs they count as provider="other". */
+Test(agent_metrics, model_labels_are_bounded)
+{
+	harness_t h;
+	harness_start_with(&h, METRICS_CONFIG, "{}", NULL);
+	enum { MODELS = PC__MODEL_SERIES_MAX + 6 };
+	for (int i = 0; i < MODELS; i++) {
+		char model[32], run[80];
+		snprintf(model, sizeof(model), "mock/x%d", i);
+		pc_agent_params_t p = {.session_key = "labels", .message = "hi", .model = model};
+		pc_agent_accepted_t acc;
+		cr_assert_eq(pc_agent_submit(h.agent, &p, &acc), 0);
+		snprintf(run, sizeof(run), "%s", acc.run_id);
+		cr_assert_eq(wait_run(&h, run, 20000).run.status, PC_RUN_STATUS_OK);
+	}
+	char *text = render(&h);
+	cr_assert_eq(sample(text, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"x0\"}"), 1, "%s", text);
+	cr_assert_gt(sample(text, "pincer_provider_ttft_seconds_count{provider=\"other\",model=\"other\"}"), 0);
+	cr_assert_gt(sample(text, "pincer_agent_tokens_total{provider=\"other\",model=\"other\",kind=\"output\"}"), 0);
+	size_t series = 0;
+	for (const char *p = strstr(text, "pincer_provider_ttft_seconds_count{"); p;
+	     p = strstr(p + 1, "pincer_provider_ttft_seconds_count{"))
+		series++;
+	cr_assert_leq(series, PC__MODEL_SERIES_MAX + 1);
 	free(text);
 	harness_stop_no_leaks(&h);
 }

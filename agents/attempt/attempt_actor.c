@@ -589,6 +589,9 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		return;
 	pc_actor_release(t->call);
 	t->call = NULL;
+	/* calls that streamed nothing (errors) have no first token */
+	if (d->ttft_us)
+		(void)pc_metric_observe(t->series.ttft, (double)d->ttft_us / 1e6);
 	pc_usage_add(&t->usage, &d->usage);
 	if (pc_usage_is_nonzero(&d->usage))
 		t->last_usage = d->usage;
@@ -1082,6 +1085,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->run_id = strdup(p->run_id);
 	t->key = strdup(p->session_key);
 	t->epoch = p->epoch;
+	pc__metrics_model(a, p->provider->id, p->model, &t->series);
 	t->model = strdup(p->model);
 	t->prompt = dup_or_null(p->prompt);
 	t->continuation = dup_or_null(p->continuation);

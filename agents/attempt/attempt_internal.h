@@ -66,6 +66,7 @@ typedef struct attempt {
 	pc_event_bus_t *bus;
 	char *run_id, *key, *model, *url, *prompt, *continuation, *extra;
 	int64_t epoch; /* the session's lease, carried by every transcript write */
+	pc__model_series_t series; /* its provider and model's metrics */
 	const pc_provider_config_t *provider;
 	const char *const *additions;
 	size_t addition_count;

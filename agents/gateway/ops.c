@@ -25,6 +25,7 @@
 
 #include "../../runtime/version.h"
 #include "../obs/metrics.h"
+#include "../obs/process_stats.h"
 #include "http_util.h"
 
 enum { OPS_LIVEZ = 0, OPS_READYZ, OPS_HEALTHZ, OPS_HEALTH, OPS_METRICS, OPS_ROUTES };
@@ -48,6 +49,8 @@ typedef struct snap {
 	pc_io_stats_t io;
 	pc_store_stats_t store;
 	double store_write_cpu_s;
+	double store_writing;       /* 1 while the latest write transaction succeeded */
+	pc_process_stats_t proc;
 	uint64_t refused[PC__GW_REFUSALS];
 	pc__gw_limiter_stats_t auth;
 } snap_t;
@@ -171,6 +174,18 @@ static const scalar_t store_scalars[] = {
 	COUNTER("pincer_store_reads_total", U64, store.reads, "History snapshots served."),
 	COUNTER("pincer_store_write_cpu_seconds_total", F64, store_write_cpu_s,
 		"CPU time the store's writer spent in transactions, checkpoints included."),
+	GAUGE("pincer_store_writes_ok", F64, store_writing,
+	      "1 while the store's latest write transaction succeeded, 0 while writes fail (see /readyz)."),
+};
+
+/* The standard process series, under their usual names. */
+static const scalar_t process_scalars[] = {
+	COUNTER("process_cpu_seconds_total", F64, proc.cpu_seconds, "Total user and system CPU time spent in seconds."),
+	GAUGE("process_resident_memory_bytes", F64, proc.resident_bytes, "Resident memory size in bytes."),
+	GAUGE("process_open_fds", F64, proc.open_fds, "Number of open file descriptors."),
+	GAUGE("process_max_fds", F64, proc.max_fds, "Maximum number of open file descriptors."),
+	GAUGE("process_start_time_seconds", F64, proc.start_time_seconds,
+	      "Start time of the process since unix epoch in seconds."),
 };
 
 static int family(struct pc__gw_ops *ops, const char *name, pc_metric_type_t type, const char *help,
@@ -326,6 +341,8 @@ static int registry_new(struct pc__gw_ops *ops)
 		rc = scalars(ops, io_scalars, sizeof(io_scalars) / sizeof(io_scalars[0]));
 	if (rc == 0)
 		rc = scalars(ops, store_scalars, sizeof(store_scalars) / sizeof(store_scalars[0]));
+	if (rc == 0)
+		rc = scalars(ops, process_scalars, sizeof(process_scalars) / sizeof(process_scalars[0]));
 	return rc;
 }
 
@@ -353,6 +370,10 @@ static void snapshot(struct pc__gw_ops *ops)
 	s->io_threads = pc_io_threads(g->io);
 	pc_store_stats(pc_agent_store(g->agent), &s->store);
 	s->store_write_cpu_s = (double)s->store.write_cpu_ns / 1e9;
+	pc_store_health_t h;
+	pc_store_health(pc_agent_store(g->agent), &h);
+	s->store_writing = h.rc == 0;
+	(void)pc_process_stats(&s->proc); /* what it cannot read stays 0 */
 	for (int i = 0; i < PC__GW_REFUSALS; i++)
 		s->refused[i] = __atomic_load_n(&g->refused[i], __ATOMIC_RELAXED);
 	pc__gw_limiter_stats(g->limiter, pc_runtime_now_ms(), &s->auth);

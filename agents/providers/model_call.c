@@ -62,73 +62,15 @@ static int64_t wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- time to first token ---------------------------------------------------- */
-
-/*
- * Where the calls made on an I/O layer record their time to first token:
- * one histogram series per I/O layer, registered by the agent that owns
- * both. The agent can go while a call it started still runs (a call
- * outlives its attempt by a few messages), so the series is looked up and
- * observed under the lock, once per call, and a series removed from the
- * table is never touched again. A process with more I/O layers than slots
- * records no time to first token for the others; two agents sharing one
- * I/O layer both record each of its calls.
- */
-#define TTFT_SINKS 16
-
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		pc_io_t *io;
-		pc_metric_t *series;
-	} v[TTFT_SINKS];
-} ttft_sinks = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-int pc__ttft_sink_add(pc_io_t *io, pc_metric_t *series)
-{
-	if (!io || !series)
-		return PC_EINVAL;
-	int rc = PC_ELIMIT;
-	pthread_mutex_lock(&ttft_sinks.lock);
-	for (size_t i = 0; i < TTFT_SINKS && rc != 0; i++) {
-		if (!ttft_sinks.v[i].io) {
-			ttft_sinks.v[i].io = io;
-			ttft_sinks.v[i].series = series;
-			rc = 0;
-		}
-	}
-	pthread_mutex_unlock(&ttft_sinks.lock);
-	return rc;
-}
-
-void pc__ttft_sink_remove(pc_io_t *io, pc_metric_t *series)
-{
-	pthread_mutex_lock(&ttft_sinks.lock);
-	for (size_t i = 0; i < TTFT_SINKS; i++)
-		if (ttft_sinks.v[i].io == io && ttft_sinks.v[i].series == series)
-			ttft_sinks.v[i].io = NULL;
-	pthread_mutex_unlock(&ttft_sinks.lock);
-}
-
-static void ttft_record(pc_io_t *io, uint64_t us)
-{
-	pthread_mutex_lock(&ttft_sinks.lock);
-	for (size_t i = 0; i < TTFT_SINKS; i++)
-		if (ttft_sinks.v[i].io == io)
-			(void)pc_metric_observe(ttft_sinks.v[i].series, (double)us / 1e6);
-	pthread_mutex_unlock(&ttft_sinks.lock);
-}
-
 /* ---- deltas to the owner -------------------------------------------------- */
 
 static int on_stream_event(void *user, const pc_stream_event_t *ev)
 {
 	model_call_t *mc = user;
+	/* the owner records it, by provider and model (pc__metrics_model) */
 	if (!mc->ttft_us && (ev->kind == PC_STREAM_TEXT_DELTA || ev->kind == PC_STREAM_THINKING_DELTA ||
-			     ev->kind == PC_STREAM_TOOL_CALL_START)) {
+			     ev->kind == PC_STREAM_TOOL_CALL_START))
 		mc->ttft_us = (mono_ns() - mc->t0_ns) / 1000u;
-		ttft_record(mc->io, mc->ttft_us);
-	}
 	if (!mc->cfg.deltas)
 		return 0;
 	size_t tl = ev->text ? ev->text_len : 0;

@@ -770,17 +770,23 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	}
 }
 
-/* What an attempt adds to the agent's metrics: its time, its tokens and,
- * when it failed, the reason the classifier gave. */
-static void attempt_metrics(pc_agent_t *a, const pc_run_outcome_t *o)
+/* What an attempt adds to the agent's metrics: its time, its tokens (by
+ * provider and model) and, when it failed, the reason the classifier gave. */
+static void attempt_metrics(pc_agent_t *a, const candidate_t *c, const pc_run_outcome_t *o)
 {
 	const pc__agent_metrics_t *m = &a->metrics;
 	pc__observe_ms(m->attempt_seconds, o->duration_ms > 0 ? (uint64_t)o->duration_ms : 0);
 	const int64_t tokens[PC__TOKEN_KINDS] = {o->usage.input, o->usage.output, o->usage.cache_read,
 						 o->usage.cache_write};
+	pc__model_series_t s;
+	bool any = false;
 	for (size_t i = 0; i < PC__TOKEN_KINDS; i++)
+		any = any || tokens[i] > 0;
+	if (any)
+		pc__metrics_model(a, c->provider->id, c->model, &s);
+	for (size_t i = 0; any && i < PC__TOKEN_KINDS; i++)
 		if (tokens[i] > 0)
-			(void)pc_metric_add_u64(m->tokens[i], (uint64_t)tokens[i]);
+			(void)pc_metric_add_u64(s.tokens[i], (uint64_t)tokens[i]);
 	if (o->has_failure && (unsigned)o->failure.reason < PC_FAILOVER_REASON_COUNT)
 		(void)pc_metric_inc(m->attempt_errors[o->failure.reason]);
 }
@@ -833,7 +839,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	pc_msg_t *req = NULL;
 	if (pc_store_req_attempt(&row, &req) == 0)
 		pc_send(pc_store_actor(r->agent->store), req);
-	attempt_metrics(r->agent, &d->outcome);
+	attempt_metrics(r->agent, c, &d->outcome);
 	decide(ctx, r);
 }
 

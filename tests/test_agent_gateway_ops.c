@@ -1,5 +1,6 @@
 /*
- * A gateway whose store cannot write (a file size limit on the running
+ * Operating a real `pincer gateway`: what /metrics says of the process,
+ * and a gateway whose store cannot write (a file size limit on the running
  * process, as `prlimit --fsize` sets it; a full disk fails the same way):
  * it stays up (SIGXFSZ would otherwise kill it at the first write past the
  * limit), refuses new messages with the store's cause, answers /readyz 503
@@ -13,7 +14,7 @@
 
 #include "gateway_load.h"
 
-TestSuite(gateway_disk_full, .timeout = 120);
+TestSuite(gateway_ops, .timeout = 120);
 
 static long chat(uint16_t port, char **body_out)
 {
@@ -26,6 +27,26 @@ static long chat(uint16_t port, char **body_out)
 		*body_out = strdup(r.body);
 	resp_free(&r);
 	return st;
+}
+
+/* One sample of the exposition `text`; -1 when absent. */
+static double sample(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, series, n) && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static char *scrape(uint16_t port)
+{
+	resp_t r = {0};
+	curl_request(port, "GET", "/metrics", NULL, NULL, 0, 5000, &r);
+	cr_assert_eq(r.status, 200);
+	char *text = strdup(r.body);
+	resp_free(&r);
+	return text;
 }
 
 /* /readyz's status and body (the caller frees it). */
@@ -50,7 +71,7 @@ static long await_readyz(uint16_t port, long want, char **body)
 	return st;
 }
 
-Test(gateway_disk_full, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
+Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 {
 	char home[GL_HOME_MAX];
 	gl_home_init(home, "pincer-disk-full");
@@ -73,12 +94,46 @@ Test(gateway_disk_full, a_store_that_cannot_write_makes_it_not_ready_and_it_reco
 	cr_assert_eq(await_readyz(g.port, 503, &body), 503);
 	cr_assert(strstr(body, "\"not_ready\"") && strstr(body, "disk full or file size limit"), "%s", body);
 	free(body);
+	char *text = scrape(g.port);
+	cr_assert_eq(sample(text, "pincer_store_writes_ok"), 0, "%s", text);
+	free(text);
 
 	/* writes succeed again: ready by itself (its probes write) */
 	cr_assert_eq(prlimit(g.pid, RLIMIT_FSIZE, &back, NULL), 0);
 	cr_assert_eq(await_readyz(g.port, 200, &body), 200, "still not ready: %s", body);
 	free(body);
 	cr_assert_eq(chat(g.port, NULL), 200);
+	text = scrape(g.port);
+	cr_assert_eq(sample(text, "pincer_store_writes_ok"), 1);
+	free(text);
+	cr_assert_eq(gl_gw_term(&g), 0);
+	curl_global_cleanup();
+	rm_tree(home);
+}
+
+/* The standard process series, with the values the kernel has for the
+ * gateway's own pid. */
+Test(gateway_ops, metrics_carry_the_standard_process_series)
+{
+	char home[GL_HOME_MAX];
+	gl_home_init(home, "pincer-proc-metrics");
+	gl_gw_t g;
+	gl_gw_init(&g, home, 0);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	gl_gw_start(&g);
+	cr_assert_eq(chat(g.port, NULL), 200);
+	char *text = scrape(g.port);
+	cr_assert(strstr(text, "# TYPE process_cpu_seconds_total counter"), "%s", text);
+	cr_assert_gt(sample(text, "process_cpu_seconds_total"), 0);
+	cr_assert_gt(sample(text, "process_resident_memory_bytes"), 1 << 20);
+	double fds = sample(text, "process_open_fds");
+	cr_assert(fds >= 3 && fds < 10000, "%f open fds", fds);
+	struct rlimit nofile;
+	cr_assert_eq(prlimit(g.pid, RLIMIT_NOFILE, NULL, &nofile), 0);
+	cr_assert_eq(sample(text, "process_max_fds"), (double)nofile.rlim_cur);
+	double start = sample(text, "process_start_time_seconds"), now = (double)time(NULL);
+	cr_assert(start > now - 120 && start <= now + 1, "started at %f, now %f", start, now);
+	free(text);
 	cr_assert_eq(gl_gw_term(&g), 0);
 	curl_global_cleanup();
 	rm_tree(home);
