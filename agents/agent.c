@@ -907,6 +907,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		memset(r, 0, sizeof(r));
 	for (int i = 0; i < 8; i++)
 		snprintf(a->id_prefix + 2 * i, 3, "%02x", r[i]);
+	a->log = o->log;
+	a->log_content = o->log_content;
 	int rc = pc__owner_make(a->owner, sizeof(a->owner), a->id_prefix);
 	if (o->lock_dir) {
 		a->lock_dir = strdup(o->lock_dir);
@@ -959,6 +961,9 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	/* last: what it recovers may start running at once */
 	if (rc == 0)
 		rc = pc__agent_recover(a, &a->recovered);
+	if (rc == 0 && (a->recovered.rerun || a->recovered.interrupted))
+		(void)pc_log_kv(a->log, PC_LOG_WARN, "recovered the runs a stopped process left",
+				PC_LF_INT("rerun", a->recovered.rerun), PC_LF_INT("interrupted", a->recovered.interrupted));
 	if (rc != 0) {
 		pc_agent_free(a, 0);
 		return rc;

@@ -35,6 +35,7 @@
 #include "config/config.h"
 #include "events/event_bus.h"
 #include "hooks/hooks.h"
+#include "obs/log.h"
 #include "obs/metrics.h"
 #include "run/run_registry.h"
 #include "tools/tool.h"
@@ -56,6 +57,11 @@ typedef struct pc_agent_options {
 					   * NULL: none. Must outlive the agent */
 	const char *lock_dir;             /* session write locks; NULL: next to the store */
 	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
+	pc_log_t *log;                    /* where runs' starts and ends, recoveries and lost
+					   * leases are logged (borrowed; a drop-mode logger
+					   * keeps workers from waiting on it); NULL: nowhere */
+	bool log_content;                 /* lines may carry message text (the prompt);
+					   * off: never */
 } pc_agent_options_t;
 
 /* The I/O layer's configuration (pc_io_new) for an agent with `cfg`, on

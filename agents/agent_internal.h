@@ -165,6 +165,8 @@ struct pc_agent {
 	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
 	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
+	pc_log_t *log;       /* borrowed; NULL: no lines */
+	bool log_content;
 	pc_agent_recovery_t recovered; /* what pc_agent_new recovered */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */

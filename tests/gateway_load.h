@@ -75,6 +75,7 @@ static inline unsigned gl_seed(const char *test)
 typedef struct gl_gw {
 	char home[GL_HOME_MAX], cfg[128], out[128], err[128];
 	char pincer[PATH_MAX];
+	const char *const *args; /* more flags for `pincer gateway` (NULL-terminated); may be NULL */
 	pid_t pid;
 	uint16_t port;
 } gl_gw_t;
@@ -136,7 +137,7 @@ static inline void gl_gw_start(gl_gw_t *g)
 {
 	char home[GL_HOME_MAX]; /* a bound GCC sees through the inlining */
 	snprintf(home, sizeof(home), "%.*s", GL_HOME_MAX - 1, g->home);
-	g->port = start_gateway_child(g->pincer, home, g->cfg, g->out, g->err, GL_START_MS, &g->pid);
+	g->port = start_gateway_child_with(g->pincer, home, g->cfg, g->out, g->err, g->args, GL_START_MS, &g->pid);
 	uint64_t until = now_ms() + GL_START_MS;
 	long st = 0;
 	while ((st = gl_readyz(g->port)) != 200 && now_ms() < until)

@@ -84,18 +84,24 @@ static inline int child_wait(pid_t *pid, uint64_t timeout_ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Starts `pincer gateway --port 0 --config cfg` in `home` (its
- * PINCER_HOME and working directory; PATH the system's), output into the
- * files `out` and `err` (emptied first), and waits up to `timeout_ms` for
- * its "listening" line: the port it bound. *pid is the child's. */
-static inline uint16_t start_gateway_child(const char *pincer, const char *home, const char *cfg, const char *out,
-					   const char *err, uint64_t timeout_ms, pid_t *pid)
+/* Starts `pincer gateway --port 0 --config cfg` and the flags of `extra`
+ * (NULL-terminated; may be NULL) in `home` (its PINCER_HOME and working
+ * directory; PATH the system's), output into the files `out` and `err`
+ * (emptied first), and waits up to `timeout_ms` for its "listening" line:
+ * the port it bound. *pid is the child's. */
+static inline uint16_t start_gateway_child_with(const char *pincer, const char *home, const char *cfg,
+						const char *out, const char *err, const char *const *extra,
+						uint64_t timeout_ms, pid_t *pid)
 {
 	write_file(out, "");
 	write_file(err, "");
 	char env_home[PATH_MAX];
 	snprintf(env_home, sizeof(env_home), "PINCER_HOME=%s", home);
-	char *argv[] = {(char *)pincer, "gateway", "--port", "0", "--config", (char *)cfg, NULL};
+	char *argv[16] = {(char *)pincer, "gateway", "--port", "0", "--config", (char *)cfg};
+	for (size_t i = 0, n = 6; extra && extra[i]; i++) {
+		cr_assert_lt(n, sizeof(argv) / sizeof(argv[0]) - 1, "too many flags");
+		argv[n++] = (char *)extra[i];
+	}
 	char *envp[] = {env_home, "PATH=/usr/bin:/bin", NULL};
 	*pid = start_child(pincer, argv, envp, home, out, err);
 	uint64_t until = now_ms() + timeout_ms;
@@ -113,6 +119,12 @@ static inline uint16_t start_gateway_child(const char *pincer, const char *home,
 	cJSON_Delete(j);
 	cr_assert_gt(port, 0);
 	return port;
+}
+
+static inline uint16_t start_gateway_child(const char *pincer, const char *home, const char *cfg, const char *out,
+					   const char *err, uint64_t timeout_ms, pid_t *pid)
+{
+	return start_gateway_child_with(pincer, home, cfg, out, err, NULL, timeout_ms, pid);
 }
 
 #endif

@@ -138,3 +138,69 @@ Test(gateway_ops, metrics_carry_the_standard_process_series)
 	curl_global_cleanup();
 	rm_tree(home);
 }
+
+/* The lines of `path` that are JSON objects with "msg" `msg`, as an array
+ * (the caller frees). */
+static cJSON *log_lines(const char *path, const char *msg)
+{
+	char *text = read_file(path);
+	cJSON *all = cJSON_CreateArray();
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		cJSON *j = cJSON_Parse(line);
+		const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "msg"));
+		if (m && !strcmp(m, msg))
+			cJSON_AddItemToArray(all, j);
+		else
+			cJSON_Delete(j);
+	}
+	free(text);
+	return all;
+}
+
+/* A run's start and end are logged (JSON lines on stderr) with its id,
+ * session, outcome, attempts and duration; the message text and the
+ * gateway's token never are, unless --log-content asks for the text. */
+Test(gateway_ops, runs_are_logged_without_secrets_or_content)
+{
+	for (int content = 0; content <= 1; content++) {
+		char home[GL_HOME_MAX];
+		gl_home_init(home, "pincer-run-log");
+		gl_gw_t g;
+		gl_gw_init(&g, home, 0);
+		static const char *const plain[] = {"--log-format", "json", "--log-level", "info", NULL};
+		static const char *const with_content[] = {"--log-content", NULL};
+		g.args = content ? with_content : plain;
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		gl_gw_start(&g);
+		char *answer = NULL;
+		cr_assert_eq(chat(g.port, &answer), 200);
+		cJSON *a = cJSON_Parse(answer);
+		free(answer);
+		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "id"));
+		cr_assert(id && !strncmp(id, "chatcmpl-", 9));
+		cr_assert_eq(gl_gw_term(&g), 0);
+
+		cJSON *ends = log_lines(g.err, "run ended"), *starts = log_lines(g.err, "run started");
+		cr_assert_eq(cJSON_GetArraySize(starts), 1, "no run start in the log");
+		cr_assert_eq(cJSON_GetArraySize(ends), 1, "no run end in the log");
+		const cJSON *e = cJSON_GetArrayItem(ends, 0);
+		cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "runId")), id + 9);
+		cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "status")), "ok");
+		cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "level")), "info");
+		cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "attempts")), 1);
+		cr_assert_geq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "durationMs")), 0);
+		cr_assert(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sessionKey")));
+		char *log = read_file(g.err);
+		cr_assert_null(strstr(log, GW_TOKEN), "the token was logged");
+		if (content)
+			cr_assert(strstr(log, "\"prompt\":\"hello\""), "--log-content: the prompt is missing");
+		else
+			cr_assert_null(strstr(log, "hello"), "message text was logged without --log-content");
+		free(log);
+		cJSON_Delete(starts);
+		cJSON_Delete(ends);
+		cJSON_Delete(a);
+		curl_global_cleanup();
+		rm_tree(home);
+	}
+}

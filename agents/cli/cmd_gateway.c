@@ -37,12 +37,17 @@ static void usage(FILE *f)
 		   "                 the configuration must set gateway.auth\n"
 		   "  --port N       0..65535, 0 = any free port (env PINCER_GATEWAY_PORT)\n"
 		   "  --config FILE  pincer.json (env PINCER_CONFIG)\n"
-		   "  --json         accepted: the output is JSON lines already\n");
+		   "  --json         accepted: the output is JSON lines already\n"
+		   "  --log-format json|text   the log's lines on stderr (default json)\n"
+		   "  --log-level debug|info|warn|error   (default info)\n"
+		   "  --log-content  lines may carry message text (default: never)\n");
 }
 
 typedef struct opts {
 	const char *bind, *config;
 	int32_t port;
+	pc_log_config_t log;
+	bool log_content;
 } opts_t;
 
 static int parse(int argc, char **argv, opts_t *o)
@@ -50,9 +55,14 @@ static int parse(int argc, char **argv, opts_t *o)
 	static const struct option longs[] = {
 		{"bind", required_argument, NULL, 'b'}, {"port", required_argument, NULL, 'p'},
 		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"json", no_argument, NULL, 'j'},         {NULL, 0, NULL, 0},
+		{"json", no_argument, NULL, 'j'},         {"log-format", required_argument, NULL, 'F'},
+		{"log-level", required_argument, NULL, 'L'}, {"log-content", no_argument, NULL, 'C'},
+		{NULL, 0, NULL, 0},
 	};
 	o->port = -1;
+	pc_log_config_init(&o->log);
+	/* a full stderr drops lines (counted in /metrics) rather than stall a worker */
+	o->log.drop_when_full = true;
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -71,6 +81,19 @@ static int parse(int argc, char **argv, opts_t *o)
 		}
 		case 'h': usage(stdout); return 1;
 		case 'j': break; /* every line is JSON already */
+		case 'F':
+			if (pc_log_format_from_name(optarg, &o->log.format) != 0) {
+				fprintf(stderr, "pincer gateway: --log-format takes json or text\n");
+				return 2;
+			}
+			break;
+		case 'L':
+			if (pc_log_level_from_name(optarg, &o->log.level) != 0) {
+				fprintf(stderr, "pincer gateway: --log-level takes debug, info, warn or error\n");
+				return 2;
+			}
+			break;
+		case 'C': o->log_content = true; break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -114,14 +137,21 @@ int pc_cmd_gateway(int argc, char **argv)
 		fprintf(stderr, "pincer gateway: cannot set up signals\n");
 		return 1;
 	}
-	pc_cli_host_options_t ho = {.command = "pincer gateway", .config_path = o.config, .io_threads = 1,
-				    .blocking_threads = 4};
-	pc_cli_host_t h;
-	if (pc_cli_host_start(&ho, &h) != 0)
+	pc_log_t *log = NULL;
+	if (pc_log_new(&o.log, &log) != 0) {
+		fprintf(stderr, "pincer gateway: cannot set up the log\n");
 		return 1;
+	}
+	pc_cli_host_options_t ho = {.command = "pincer gateway", .config_path = o.config, .io_threads = 1,
+				    .blocking_threads = 4, .log = log, .log_content = o.log_content};
+	pc_cli_host_t h;
+	if (pc_cli_host_start(&ho, &h) != 0) {
+		pc_log_free(log);
+		return 1;
+	}
 	pc_gateway_t *g = NULL;
 	pc_gateway_options_t go = {.rt = h.rt, .io = h.io, .agent = h.agent, .config = h.cfg, .hooks = h.hooks,
-				   .bind = o.bind, .port = o.port};
+				   .bind = o.bind, .port = o.port, .log = log};
 	rc = pc_gateway_new(&go, &g);
 	if (rc == 0)
 		rc = pc_gateway_start(g);
@@ -152,5 +182,6 @@ int pc_cmd_gateway(int argc, char **argv)
 	}
 	pc_gateway_free(g);
 	pc_cli_host_stop(&h, 5000);
+	pc_log_free(log);
 	return status;
 }

@@ -117,7 +117,8 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 		rc = pc_io_new(h->rt, &icfg, &h->io);
 	if (rc == 0 && (what = "store", 1))
 		rc = pc_store_open(h->rt, &scfg, &h->store);
-	pc_agent_options_t ao = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg, .hooks = h->hooks};
+	pc_agent_options_t ao = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg, .hooks = h->hooks,
+				 .log = o->log, .log_content = o->log_content};
 	if (rc == 0 && (what = "agent", 1))
 		rc = pc_agent_new(&ao, &h->agent);
 	if (rc != 0) {

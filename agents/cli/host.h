@@ -25,6 +25,8 @@ typedef struct pc_cli_host_options {
 	uint32_t workers;        /* 0: the runtime's default (one per core) */
 	uint32_t io_threads;     /* 0: 1 */
 	uint32_t blocking_threads; /* 0: the runtime's default */
+	pc_log_t *log;           /* the agent's lines (borrowed); NULL: none */
+	bool log_content;        /* lines may carry message text */
 } pc_cli_host_options_t;
 
 /* Loads the configuration (pc_cli_host_config), then builds the rest.

@@ -62,6 +62,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->cfg = o->config;
 	g->gcfg = &o->config->gateway;
 	g->hooks = o->hooks;
+	g->log = o->log;
 	g->started_wall_ms = pc__gw_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
 	snprintf(g->host, sizeof(g->host), "%s", host);

@@ -49,6 +49,8 @@ typedef struct pc_gateway_options {
 	const char *bind;          /* overrides config->gateway.bind when set */
 	int32_t port;              /* >= 0 overrides config->gateway.port (0: any free
 				    * port); < 0 keeps the configuration's */
+	pc_log_t *log;             /* the gateway's lines, borrowed (its dropped lines
+				    * are counted in /metrics); NULL: none */
 } pc_gateway_options_t;
 
 /* Binds the port. The address (o->bind, else config->gateway.bind, else

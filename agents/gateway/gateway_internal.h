@@ -56,6 +56,7 @@ struct pc_gateway {
 	const pc_config_t *cfg;
 	const pc_gateway_config_t *gcfg; /* cfg->gateway */
 	const pc_hooks_t *hooks;
+	pc_log_t *log;             /* borrowed; NULL: none */
 	pc_http_server_t *srv;
 	char host[64];
 	uint16_t port;

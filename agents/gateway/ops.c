@@ -50,6 +50,7 @@ typedef struct snap {
 	pc_store_stats_t store;
 	double store_write_cpu_s;
 	double store_writing;       /* 1 while the latest write transaction succeeded */
+	uint64_t log_dropped;
 	pc_process_stats_t proc;
 	uint64_t refused[PC__GW_REFUSALS];
 	pc__gw_limiter_stats_t auth;
@@ -113,6 +114,8 @@ static const scalar_t gateway_scalars[] = {
 		"Wrong tokens, passwords and device tokens presented."),
 	COUNTER("pincer_gateway_auth_lockouts_total", U64, auth.lockouts,
 		"Client addresses locked out after too many wrong secrets."),
+	COUNTER("pincer_log_lines_dropped_total", U64, log_dropped,
+		"Log lines dropped because standard error (or the log's descriptor) was full, or failed."),
 	COUNTER("pincer_gateway_auth_locked_refused_total", U64, auth.refused,
 		"Attempts refused because their address was locked out."),
 	GAUGE("pincer_gateway_auth_locked_clients", U64, auth.locked_now, "Client addresses locked out now."),
@@ -374,6 +377,7 @@ static void snapshot(struct pc__gw_ops *ops)
 	pc_store_health(pc_agent_store(g->agent), &h);
 	s->store_writing = h.rc == 0;
 	(void)pc_process_stats(&s->proc); /* what it cannot read stays 0 */
+	s->log_dropped = g->log ? pc_log_dropped(g->log) : 0;
 	for (int i = 0; i < PC__GW_REFUSALS; i++)
 		s->refused[i] = __atomic_load_n(&g->refused[i], __ATOMIC_RELAXED);
 	pc__gw_limiter_stats(g->limiter, pc_runtime_now_ms(), &s->auth);

@@ -399,6 +399,32 @@ void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t 
  * event names the failure as storeError, because a restart will then find
  * the run unfinished.
  */
+/* The run's start and end lines (the agent's logger; nothing without). */
+static void log_start(const run_t *r)
+{
+	if (!pc_log_enabled(r->agent->log, PC_LOG_INFO))
+		return;
+	const candidate_t *c = &r->cand[0];
+	(void)pc_log_kv(r->agent->log, PC_LOG_INFO, "run started", PC_LF_STR("runId", r->run_id),
+			PC_LF_STR("sessionKey", r->key), PC_LF_STR("provider", c->provider->id),
+			PC_LF_STR("model", c->model),
+			PC_LF_STR("prompt", r->agent->log_content ? r->prompt : NULL));
+}
+
+static void log_end(const run_t *r, int store_rc)
+{
+	bool ok = r->end_status == PC_RUN_STATUS_OK || r->end_status == PC_RUN_STATUS_ABORTED;
+	pc_log_level_t level = ok && !store_rc ? PC_LOG_INFO : PC_LOG_WARN;
+	if (!pc_log_enabled(r->agent->log, level))
+		return;
+	(void)pc_log_kv(r->agent->log, level, "run ended", PC_LF_STR("runId", r->run_id),
+			PC_LF_STR("sessionKey", r->key), PC_LF_STR("status", pc_run_status_name(r->end_status)),
+			PC_LF_INT("attempts", r->attempts), PC_LF_INT("durationMs", (int64_t)run_ms(r)),
+			PC_LF_STR("errorKind", r->end_kind && r->end_kind[0] ? r->end_kind : NULL),
+			PC_LF_STR("error", r->end_status == PC_RUN_STATUS_OK ? NULL : r->end_message),
+			PC_LF_STR("storeError", store_rc ? pc_store_strerror(store_rc) : NULL));
+}
+
 static void tell_end(run_t *r, int store_rc)
 {
 	r->phase = RP_DONE;
@@ -410,6 +436,7 @@ static void tell_end(run_t *r, int store_rc)
 	pc__run_done_send(r->session, r->run_id, r->end_status, r->end_kind, r->end_message,
 			  data ? data : "{}");
 	cJSON_free(data);
+	log_end(r, store_rc);
 	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
 }
 
@@ -869,6 +896,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		r->started_wall = pc__wall_ms();
 		pc_run_registry_start(r->agent->runs, r->run_id, pc_self(ctx), r->started_wall);
 		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);
+		log_start(r);
 		if (!hook_model_resolve(ctx, r))
 			iterate(ctx, r);
 		return 0;
