@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -387,6 +388,8 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 	 * answer for the id is refused. */
 	if (id)
 		pc__srv_id_remove(sl, c);
+	if (c->state == PC__C_SERVICE || c->state == PC__C_STREAM)
+		pc__conn_access(c, false);
 	if (c->ws)
 		pc__ws_finish(c, id, reason);
 	else if (c->h2)
@@ -445,9 +448,85 @@ void pc__conn_closing(pc__http_conn_t *c)
 		pc__conn_rewatch(c);
 }
 
+/* ---- the access hook ---------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The answer's x-request-id among header lines `h` (CRLF-ended), into
+ * c->req_id. */
+static void note_request_id(pc__http_conn_t *c, const char *h, size_t hlen)
+{
+	static const char name[] = "x-request-id:";
+	const size_t nl = sizeof(name) - 1;
+	for (size_t i = 0; i + nl <= hlen; i++) {
+		if ((i == 0 || h[i - 1] == '\n') && strncasecmp(h + i, name, nl) == 0) {
+			size_t v = i + nl;
+			while (v < hlen && h[v] == ' ')
+				v++;
+			size_t e = v;
+			while (e < hlen && h[e] != '\r' && e - v < sizeof(c->req_id) - 1)
+				e++;
+			memcpy(c->req_id, h + v, e - v);
+			c->req_id[e - v] = '\0';
+			return;
+		}
+	}
+}
+
+void pc__conn_access(pc__http_conn_t *c, bool completed)
+{
+	if (!c->srv->on_access)
+		return;
+	char path[512] = "";
+	const char *method = "";
+	if (c->head.len) {
+		method = llhttp_method_name((llhttp_method_t)c->parser.method);
+		size_t n = strcspn(c->head.p, "?");
+		snprintf(path, sizeof(path), "%.*s", (int)(n < sizeof(path) ? n : sizeof(path) - 1), c->head.p);
+	}
+	uint64_t now = mono_ns();
+	pc_http_access_t a = {
+		.kind = PC_HTTP_ACCESS_REQUEST,
+		.method = method,
+		.path = path,
+		.peer = c->peer,
+		.request_id = c->req_id,
+		.status = c->resp_status,
+		.completed = completed,
+		.bytes = c->resp_bytes,
+		.duration_us = c->req_t0_ns && now > c->req_t0_ns ? (now - c->req_t0_ns) / 1000u : 0,
+	};
+	c->srv->on_access(c->srv->access_user, &a);
+}
+
+void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason)
+{
+	if (!c->srv->on_access)
+		return;
+	uint64_t now = mono_ns();
+	pc_http_access_t a = {
+		.kind = PC_HTTP_ACCESS_WS_CLOSE,
+		.method = "",
+		.path = "",
+		.peer = c->peer,
+		.request_id = "",
+		.status = code,
+		.reason = reason,
+		.completed = true,
+		.duration_us = c->req_t0_ns && now > c->req_t0_ns ? (now - c->req_t0_ns) / 1000u : 0,
+	};
+	c->srv->on_access(c->srv->access_user, &a);
+}
+
 /* A response the server makes itself, without a body. */
 static void conn_reply(pc__http_conn_t *c, int status, const char *extra)
 {
+	c->resp_status = status;
 	char head[256];
 	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%sContent-Length: 0\r\nConnection: %s\r\n\r\n",
 			 status, reason_phrase(status), extra ? extra : "", conn_token(c));
@@ -468,6 +547,7 @@ static void conn_fail(pc__http_conn_t *c, int status)
 	if (status == 408 || status == 413 || status == 431)
 		pc__conn_drop(c);
 	conn_reply(c, status, NULL);
+	pc__conn_access(c, true);
 	if (!c->closed)
 		pc__conn_closing(c);
 }
@@ -477,6 +557,7 @@ static void conn_drive(pc__http_conn_t *c);
 /* The answer to the request in service is fully queued. */
 static void conn_response_done(pc__http_conn_t *c)
 {
+	pc__conn_access(c, true);
 	if (c->id)
 		pc__srv_id_remove(c->sl, c);
 	c->handler = NULL;
@@ -746,6 +827,10 @@ static bool conn_upgrade_h2c(pc__http_conn_t *c, const char *method, const char 
 static void conn_dispatch(pc__http_conn_t *c)
 {
 	c->state = PC__C_SERVICE;
+	c->req_t0_ns = c->srv->on_access ? mono_ns() : 0;
+	c->resp_status = 0;
+	c->resp_bytes = 0;
+	c->req_id[0] = '\0';
 	if (!c->head.len) {
 		conn_fail(c, 400);
 		return;
@@ -1035,6 +1120,9 @@ void pc__conn_respond(pc__http_conn_t *c, int status, const char *hdrs, size_t h
 	if (c->state != PC__C_SERVICE)
 		return; /* answered already (or upgraded) */
 	bool bodiless = status == 204 || status == 304;
+	c->resp_status = status;
+	c->resp_bytes = bodiless || c->no_body ? 0 : len;
+	note_request_id(c, hdrs, hlen);
 	char line[80], tail[96];
 	int a = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
 	int b = bodiless ? snprintf(tail, sizeof(tail), "Connection: %s\r\n\r\n", conn_token(c))
@@ -1067,6 +1155,8 @@ void pc__conn_stream_start(pc__http_conn_t *c, int status, const char *hdrs, siz
 		c->keep_alive = false;
 	c->no_body = c->no_body || bodiless;
 	c->chunked = te && !c->no_body;
+	c->resp_status = status;
+	note_request_id(c, hdrs, hlen);
 	char line[80], tail[96];
 	int a = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
 	int b = snprintf(tail, sizeof(tail), "%sConnection: %s\r\n\r\n", te ? "Transfer-Encoding: chunked\r\n" : "",
@@ -1084,6 +1174,7 @@ void pc__conn_stream_write(pc__http_conn_t *c, const char *data, size_t len)
 {
 	if (c->state != PC__C_STREAM || !len || c->no_body)
 		return;
+	c->resp_bytes += len;
 	if (!c->chunked) {
 		struct iovec iov = {(void *)data, len};
 		pc__conn_send(c, &iov, 1);

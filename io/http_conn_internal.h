@@ -84,6 +84,8 @@ struct pc_http_server {
 	pc_http_server_limits_t lim; /* defaults filled in */
 	pc_ws_origin_fn origin_check;
 	void *origin_user;
+	pc_http_access_fn on_access;
+	void *access_user;
 	uint16_t port;
 	bool started; /* the controlling thread's view */
 	pc__http_route_t *routes;
@@ -170,7 +172,16 @@ struct pc__http_conn {
 	bool flush_due;  /* output held for the end of the loop's command batch */
 	char peer[48];
 	char ws_key[32];
+	/* the request in service, for the access hook */
+	uint64_t req_t0_ns, resp_bytes;
+	int resp_status;
+	char req_id[65];
 };
+
+/* Reports the request in service (or, for a WebSocket, its close) to the
+ * server's access hook, if any (http_conn.c). */
+void pc__conn_access(pc__http_conn_t *c, bool completed);
+void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason);
 
 /* ---- http_server.c (loop thread unless noted) ---- */
 

@@ -466,6 +466,8 @@ int pc_http_server_new(pc_io_t *io, const pc_http_server_config_t *cfg, pc_http_
 	};
 	srv->origin_check = cfg ? cfg->origin_check : NULL;
 	srv->origin_user = cfg ? cfg->origin_user : NULL;
+	srv->on_access = cfg ? cfg->on_access : NULL;
+	srv->access_user = cfg ? cfg->access_user : NULL;
 	for (uint32_t i = 0; i < n; i++)
 		srv->loops[i].fd = -1;
 	uint32_t nready = 0;

@@ -65,12 +65,39 @@ typedef struct pc_http_request_msg pc_http_request_msg_t;
  * fast and must not block. */
 typedef bool (*pc_ws_origin_fn)(void *user, const char *origin, const pc_http_request_msg_t *req);
 
+/* One HTTP/1.1 request served (its answer ended, or the connection closed
+ * first), or one WebSocket closed: what an access log writes. Strings are
+ * borrowed for the call. */
+typedef enum pc_http_access_kind {
+	PC_HTTP_ACCESS_REQUEST = 0,
+	PC_HTTP_ACCESS_WS_CLOSE,
+} pc_http_access_kind_t;
+
+typedef struct pc_http_access {
+	pc_http_access_kind_t kind;
+	const char *method;     /* REQUEST: "GET", ...; "" when the head never parsed */
+	const char *path;       /* REQUEST: the target without its query (which may hold secrets) */
+	const char *peer;       /* "addr:port" */
+	const char *request_id; /* REQUEST: the answer's x-request-id; "" none */
+	int status;             /* REQUEST: the answer's status, 0 if none began; WS_CLOSE: the close code */
+	int reason;             /* WS_CLOSE: the runtime code of why (0: the peer closed) */
+	bool completed;         /* REQUEST: the answer ended (false: the connection closed first) */
+	uint64_t bytes;         /* REQUEST: body bytes answered */
+	uint64_t duration_us;   /* REQUEST: from the request to the answer's end; WS_CLOSE: the connection's life */
+} pc_http_access_t;
+
+/* Called on the I/O thread that served it: must not block (a logger in
+ * drop mode is fine). HTTP/2 streams are not reported. */
+typedef void (*pc_http_access_fn)(void *user, const pc_http_access_t *a);
+
 typedef struct pc_http_server_config {
 	const char *host;  /* numeric address; NULL: "127.0.0.1" */
 	uint16_t port;     /* 0: an ephemeral port (see pc_http_server_port) */
 	pc_http_server_limits_t limits;
 	pc_ws_origin_fn origin_check; /* NULL: every origin passes */
 	void *origin_user;
+	pc_http_access_fn on_access;  /* NULL: none */
+	void *access_user;
 } pc_http_server_config_t;
 
 /* Binds and listens (one SO_REUSEPORT socket per I/O thread) but accepts

@@ -156,6 +156,7 @@ void pc__ws_finish(pc__http_conn_t *c, uint64_t id, int reason)
 		(void)wslay_event_send(ws->ctx);
 	}
 	pc__conn_notify(ws->owner, PC_MSG_WS_CLOSED, c->srv, id, reason ? reason : ws_reason(ws), ws_code(ws));
+	pc__conn_access_ws(c, ws_code(ws), reason ? reason : ws_reason(ws));
 	pc_actor_release(ws->owner);
 	ws->owner = NULL;
 }
@@ -424,6 +425,8 @@ void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol, u
 	c->ws = ws;
 	c->handler = NULL; /* from now on the owner hears about this id */
 	c->keep_alive = false;
+	c->resp_status = 101;
+	pc__conn_access(c, true); /* the upgrade; its close is reported apart */
 	c->state = PC__C_WS;
 	if (c->srv->lim.ws_idle_timeout_ms)
 		pc__conn_arm(c, c->srv->lim.ws_idle_timeout_ms);

@@ -178,6 +178,22 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		free(answer);
 		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "id"));
 		cr_assert(id && !strncmp(id, "chatcmpl-", 9));
+		/* a query may carry a secret: only the path is logged */
+		resp_t q = {0};
+		curl_request(g.port, "GET", "/v1/models?token=" GW_TOKEN, NULL, NULL, 0, 5000, &q);
+		resp_free(&q);
+		pc_ws_client_t *ws = gl_ws_connect(g.port);
+		cr_assert_not_null(ws);
+		pc_ws_client_free(ws);
+		/* its close reaches the gateway before it stops */
+		for (int i = 0; i < 200; i++) {
+			char *text = read_file(g.err);
+			bool seen = strstr(text, "websocket closed") != NULL;
+			free(text);
+			if (seen)
+				break;
+			sleep_ms(10);
+		}
 		cr_assert_eq(gl_gw_term(&g), 0);
 
 		cJSON *ends = log_lines(g.err, "run ended"), *starts = log_lines(g.err, "run started");
@@ -190,6 +206,22 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "attempts")), 1);
 		cr_assert_geq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "durationMs")), 0);
 		cr_assert(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sessionKey")));
+		/* access lines: the completion, the upgrade (101) and the close */
+		cJSON *http = log_lines(g.err, "http request"), *closed = log_lines(g.err, "websocket closed");
+		bool chat_seen = false, upgrade_seen = false;
+		const cJSON *l;
+		cJSON_ArrayForEach(l, http) {
+			const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "path"));
+			double st = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(l, "status"));
+			chat_seen = chat_seen || (!strcmp(path, "/v1/chat/completions") && st == 200);
+			upgrade_seen = upgrade_seen || st == 101;
+			cr_assert(cJSON_GetObjectItemCaseSensitive(l, "durationMs") &&
+				  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "peer")));
+		}
+		cr_assert(chat_seen && upgrade_seen, "access lines missing");
+		cr_assert_eq(cJSON_GetArraySize(closed), 1);
+		cJSON_Delete(http);
+		cJSON_Delete(closed);
 		char *log = read_file(g.err);
 		cr_assert_null(strstr(log, GW_TOKEN), "the token was logged");
 		if (content)

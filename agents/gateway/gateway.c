@@ -77,6 +77,8 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 			.max_output_bytes = cap32(g->gcfg->max_buffered),
 			.max_body_bytes = cap32(g->gcfg->max_payload),
 		},
+		.on_access = g->log ? pc__gw_access : NULL,
+		.access_user = g,
 	};
 	rc = pc__gw_guard_new(g);
 	if (rc == 0)

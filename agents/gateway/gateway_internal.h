@@ -190,4 +190,8 @@ void pc__gw_openai_free(pc_gateway_t *g);
 int pc__gw_ops_new(pc_gateway_t *g);
 void pc__gw_ops_free(pc_gateway_t *g);
 
+/* The HTTP server's access hook: a line per request and per WebSocket
+ * closed, in the gateway's log (access_log.c). */
+void pc__gw_access(void *user, const pc_http_access_t *a);
+
 #endif
