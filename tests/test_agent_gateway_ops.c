@@ -29,6 +29,26 @@ static long chat(uint16_t port, char **body_out)
 	return st;
 }
 
+/* A gateway on a fresh state directory in `home`, with the flags `args`
+ * (may be NULL), that has answered one completion. */
+static void start_one(gl_gw_t *g, char home[GL_HOME_MAX], const char *prefix, const char *const *args,
+		      char **answer)
+{
+	gl_home_init(home, prefix);
+	gl_gw_init(g, home, 0);
+	g->args = args;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	gl_gw_start(g);
+	cr_assert_eq(chat(g->port, answer), 200);
+}
+
+static void stop_one(gl_gw_t *g, const char *home)
+{
+	cr_assert_eq(gl_gw_term(g), 0);
+	curl_global_cleanup();
+	rm_tree(home);
+}
+
 /* One sample of the exposition `text`; -1 when absent. */
 static double sample(const char *text, const char *series)
 {
@@ -74,12 +94,8 @@ static long await_readyz(uint16_t port, long want, char **body)
 Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 {
 	char home[GL_HOME_MAX];
-	gl_home_init(home, "pincer-disk-full");
 	gl_gw_t g;
-	gl_gw_init(&g, home, 0);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	gl_gw_start(&g);
-	cr_assert_eq(chat(g.port, NULL), 200);
+	start_one(&g, home, "pincer-disk-full", NULL, NULL);
 
 	struct rlimit tiny = {.rlim_cur = 1, .rlim_max = RLIM_INFINITY}, back = {RLIM_INFINITY, RLIM_INFINITY};
 	cr_assert_eq(prlimit(g.pid, RLIMIT_FSIZE, &tiny, NULL), 0);
@@ -106,9 +122,7 @@ Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 	text = scrape(g.port);
 	cr_assert_eq(sample(text, "pincer_store_writes_ok"), 1);
 	free(text);
-	cr_assert_eq(gl_gw_term(&g), 0);
-	curl_global_cleanup();
-	rm_tree(home);
+	stop_one(&g, home);
 }
 
 /* The standard process series, with the values the kernel has for the
@@ -116,12 +130,8 @@ Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 Test(gateway_ops, metrics_carry_the_standard_process_series)
 {
 	char home[GL_HOME_MAX];
-	gl_home_init(home, "pincer-proc-metrics");
 	gl_gw_t g;
-	gl_gw_init(&g, home, 0);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	gl_gw_start(&g);
-	cr_assert_eq(chat(g.port, NULL), 200);
+	start_one(&g, home, "pincer-proc-metrics", NULL, NULL);
 	char *text = scrape(g.port);
 	cr_assert(strstr(text, "# TYPE process_cpu_seconds_total counter"), "%s", text);
 	cr_assert_gt(sample(text, "process_cpu_seconds_total"), 0);
@@ -134,9 +144,7 @@ Test(gateway_ops, metrics_carry_the_standard_process_series)
 	double start = sample(text, "process_start_time_seconds"), now = (double)time(NULL);
 	cr_assert(start > now - 120 && start <= now + 1, "started at %f, now %f", start, now);
 	free(text);
-	cr_assert_eq(gl_gw_term(&g), 0);
-	curl_global_cleanup();
-	rm_tree(home);
+	stop_one(&g, home);
 }
 
 /* The lines of `path` that are JSON objects with "msg" `msg`, as an array
@@ -164,16 +172,11 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 {
 	for (int content = 0; content <= 1; content++) {
 		char home[GL_HOME_MAX];
-		gl_home_init(home, "pincer-run-log");
 		gl_gw_t g;
-		gl_gw_init(&g, home, 0);
 		static const char *const plain[] = {"--log-format", "json", "--log-level", "info", NULL};
 		static const char *const with_content[] = {"--log-content", NULL};
-		g.args = content ? with_content : plain;
-		curl_global_init(CURL_GLOBAL_DEFAULT);
-		gl_gw_start(&g);
 		char *answer = NULL;
-		cr_assert_eq(chat(g.port, &answer), 200);
+		start_one(&g, home, "pincer-run-log", content ? with_content : plain, &answer);
 		cJSON *a = cJSON_Parse(answer);
 		free(answer);
 		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "id"));

@@ -825,82 +825,89 @@ void pc_store_history_free(pc_store_history_t *h)
 	free(h);
 }
 
-struct pc_store_sessions {
+/* A listing reply taken by the caller: its header, entries and strings
+ * point into msg. The public listings are this, typed. */
+typedef struct listing {
 	pc__store_list_t head;
-	const pc__store_list_ent_t *ents;
+	const void *ents;
 	const char *bytes;
 	pc_msg_t *msg; /* the payload the pointers point into */
+} listing_t;
+
+struct pc_store_sessions {
+	listing_t l;
 };
 
-/* A copy of listing reply `m` of `type` (entries of ent_size bytes): its
- * header, entries and strings point into *copy, the caller's. Returns the
- * reply's code when the read failed. */
-static int listing_copy(const pc_msg_t *m, uint32_t type, size_t ent_size, pc__store_list_t *head,
-			const void **ents, const char **bytes, pc_msg_t **copy)
-{
-	if (!m || m->type != type || m->size < sizeof(pc__store_list_t))
-		return PC_EINVAL;
-	memcpy(head, pc_msg_cdata(m), sizeof(*head));
-	if (head->rc != 0)
-		return head->rc;
-	if (head->count > (m->size - sizeof(*head)) / ent_size)
-		return PC_EINVAL;
-	if (!(*copy = pc_msg_new(m->type, m->size)))
-		return PC_ENOMEM;
-	memcpy(pc_msg_data(*copy), pc_msg_cdata(m), m->size);
-	const char *p = pc_msg_cdata(*copy);
-	*ents = p + sizeof(*head);
-	*bytes = p + sizeof(*head) + head->count * ent_size;
-	return 0;
-}
+struct pc_store_open_runs {
+	listing_t l;
+};
 
-int pc_store_sessions_take(const pc_msg_t *m, pc_store_sessions_t **out)
+/* A copy of listing reply `m` of `type` (entries of ent_size bytes) as a
+ * new listing (*out, the caller's: listing_free). Returns the reply's code
+ * when the read failed. */
+static int listing_take(const pc_msg_t *m, uint32_t type, size_t ent_size, listing_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	pc_store_sessions_t *l = calloc(1, sizeof(*l));
-	if (!l)
-		return PC_ENOMEM;
-	const void *ents = NULL;
-	int rc = listing_copy(m, PC_STORE_MSG_SESSIONS, sizeof(pc__store_list_ent_t), &l->head, &ents, &l->bytes,
-			      &l->msg);
-	if (rc != 0) {
+	if (!m || m->type != type || m->size < sizeof(pc__store_list_t))
+		return PC_EINVAL;
+	pc__store_list_t head;
+	memcpy(&head, pc_msg_cdata(m), sizeof(head));
+	if (head.rc != 0)
+		return head.rc;
+	if (head.count > (m->size - sizeof(head)) / ent_size)
+		return PC_EINVAL;
+	listing_t *l = calloc(1, sizeof(*l));
+	pc_msg_t *copy = l ? pc_msg_new(m->type, m->size) : NULL;
+	if (!copy) {
 		free(l);
-		return rc;
+		return PC_ENOMEM;
 	}
-	l->ents = ents;
+	memcpy(pc_msg_data(copy), pc_msg_cdata(m), m->size);
+	const char *p = pc_msg_cdata(copy);
+	*l = (listing_t){head, p + sizeof(head), p + sizeof(head) + head.count * ent_size, copy};
 	*out = l;
 	return 0;
 }
 
-size_t pc_store_sessions_count(const pc_store_sessions_t *l)
-{
-	return l ? l->head.count : 0;
-}
-
-bool pc_store_sessions_more(const pc_store_sessions_t *l)
-{
-	return l && l->head.more;
-}
-
-void pc_store_sessions_get(const pc_store_sessions_t *l, size_t i, pc_store_session_entry_t *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!l || i >= l->head.count)
-		return;
-	const pc__store_list_ent_t *e = &l->ents[i];
-	const char *f[4];
-	strs_get(l->bytes, e->off, 4, f);
-	*out = (pc_store_session_entry_t){f[0], f[1], f[2], e->created_ms, e->updated_ms, e->last_seq, e->runs, f[3]};
-}
-
-void pc_store_sessions_free(pc_store_sessions_t *l)
+static void listing_free(listing_t *l)
 {
 	if (!l)
 		return;
 	pc_msg_free(l->msg);
 	free(l);
+}
+
+int pc_store_sessions_take(const pc_msg_t *m, pc_store_sessions_t **out)
+{
+	return listing_take(m, PC_STORE_MSG_SESSIONS, sizeof(pc__store_list_ent_t), (listing_t **)out);
+}
+
+size_t pc_store_sessions_count(const pc_store_sessions_t *s)
+{
+	return s ? s->l.head.count : 0;
+}
+
+bool pc_store_sessions_more(const pc_store_sessions_t *s)
+{
+	return s && s->l.head.more;
+}
+
+void pc_store_sessions_get(const pc_store_sessions_t *s, size_t i, pc_store_session_entry_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s || i >= s->l.head.count)
+		return;
+	const pc__store_list_ent_t *e = (const pc__store_list_ent_t *)s->l.ents + i;
+	const char *f[4];
+	strs_get(s->l.bytes, e->off, 4, f);
+	*out = (pc_store_session_entry_t){f[0], f[1], f[2], e->created_ms, e->updated_ms, e->last_seq, e->runs, f[3]};
+}
+
+void pc_store_sessions_free(pc_store_sessions_t *s)
+{
+	listing_free((listing_t *)s);
 }
 
 /* ---- open runs ---- */
@@ -937,55 +944,30 @@ void pc__store_runs_clear(pc__store_runs_builder_t *b)
 	*b = (pc__store_runs_builder_t){0};
 }
 
-struct pc_store_open_runs {
-	pc__store_list_t head;
-	const pc__store_run_ent_t *ents;
-	const char *bytes;
-	pc_msg_t *msg; /* the payload the pointers point into */
-};
-
 int pc_store_open_runs_take(const pc_msg_t *m, pc_store_open_runs_t **out)
 {
-	if (!out)
-		return PC_EINVAL;
-	*out = NULL;
-	pc_store_open_runs_t *l = calloc(1, sizeof(*l));
-	if (!l)
-		return PC_ENOMEM;
-	const void *ents = NULL;
-	int rc = listing_copy(m, PC_STORE_MSG_RUNS, sizeof(pc__store_run_ent_t), &l->head, &ents, &l->bytes,
-			      &l->msg);
-	if (rc != 0) {
-		free(l);
-		return rc;
-	}
-	l->ents = ents;
-	*out = l;
-	return 0;
+	return listing_take(m, PC_STORE_MSG_RUNS, sizeof(pc__store_run_ent_t), (listing_t **)out);
 }
 
-size_t pc_store_open_runs_count(const pc_store_open_runs_t *l)
+size_t pc_store_open_runs_count(const pc_store_open_runs_t *r)
 {
-	return l ? l->head.count : 0;
+	return r ? r->l.head.count : 0;
 }
 
-void pc_store_open_runs_get(const pc_store_open_runs_t *l, size_t i, pc_store_open_run_t *out)
+void pc_store_open_runs_get(const pc_store_open_runs_t *r, size_t i, pc_store_open_run_t *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!l || i >= l->head.count)
+	if (!r || i >= r->l.head.count)
 		return;
-	const pc__store_run_ent_t *e = &l->ents[i];
+	const pc__store_run_ent_t *e = (const pc__store_run_ent_t *)r->l.ents + i;
 	const char *f[4];
-	strs_get(l->bytes, e->off, 4, f);
+	strs_get(r->l.bytes, e->off, 4, f);
 	*out = (pc_store_open_run_t){f[0], f[1], f[2], f[3], e->accepted_ms, e->started != 0};
 }
 
-void pc_store_open_runs_free(pc_store_open_runs_t *l)
+void pc_store_open_runs_free(pc_store_open_runs_t *r)
 {
-	if (!l)
-		return;
-	pc_msg_free(l->msg);
-	free(l);
+	listing_free((listing_t *)r);
 }
 
 /* ---- blocking jobs ---- */
