@@ -239,3 +239,35 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		rm_tree(home);
 	}
 }
+
+/* A log nobody reads (stderr a pipe that fills) never stalls the gateway:
+ * its lines are dropped and counted in /metrics while it goes on
+ * answering. */
+Test(gateway_ops, a_full_stderr_drops_log_lines_and_serving_goes_on)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0); /* inherited by the child: its stderr */
+	char home[GL_HOME_MAX];
+	gl_home_init(home, "pincer-full-log");
+	gl_gw_t g;
+	gl_gw_init(&g, home, 0);
+	snprintf(g.err, sizeof(g.err), "/proc/self/fd/%d", p[1]);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	gl_gw_start(&g);
+	/* each request is an access line: far more than the pipe holds */
+	uint64_t t0 = now_ms();
+	for (int i = 0; i < 1500; i++) {
+		resp_t r = {0};
+		curl_request(g.port, "GET", "/v1/models", (const char *[]){"Authorization: Bearer " GW_TOKEN, NULL}, NULL,
+			     0, 5000, &r);
+		cr_assert_eq(r.status, 200, "request %d was not answered", i);
+		resp_free(&r);
+	}
+	cr_assert_lt(now_ms() - t0, 60000);
+	char *text = scrape(g.port);
+	cr_assert_gt(sample(text, "pincer_log_lines_dropped_total"), 0, "%s", text);
+	free(text);
+	close(p[0]); /* its next line fails (SIGPIPE is ignored): counted too */
+	stop_one(&g, home);
+	close(p[1]);
+}
