@@ -104,6 +104,11 @@ struct pc__h2_stream {
 	bool out_end;         /* the body is complete once `out` drains */
 	bool deferred;        /* the body's reader waits for `out` */
 	bool end_sent;        /* our END_STREAM went out */
+	/* for the access hook (only when the server has one) */
+	uint64_t t0_ns, bytes;
+	int status;
+	char req_id[65];
+	char *access_line; /* "METHOD\0target": the fields go at dispatch */
 };
 
 struct pc__h2 {
@@ -325,6 +330,7 @@ static void body_drop(pc__h2_stream_t *s)
 
 static void stream_free(pc__h2_stream_t *s)
 {
+	free(s->access_line);
 	pc__buf_free(&s->fields);
 	body_drop(s);
 	pc__buf_free(&s->out);
@@ -451,6 +457,14 @@ static void stream_dispatch(pc__h2_stream_t *s)
 		stream_refuse(s, 503);
 		return;
 	}
+	if (c->srv->on_access) {
+		size_t ml = strlen(method), tl = strlen(target);
+		s->access_line = malloc(ml + tl + 2);
+		if (s->access_line) {
+			memcpy(s->access_line, method, ml + 1);
+			memcpy(s->access_line + ml + 1, target, tl + 1);
+		}
+	}
 	request_drop(s); /* the message has its own copy */
 	pc_http_request_msg_t *req = pc_msg_data(m);
 	req->id = pc__srv_new_id(c->sl);
@@ -458,6 +472,7 @@ static void stream_dispatch(pc__h2_stream_t *s)
 	pc__srv_ent_add(c->sl, &s->ent, req->id);
 	s->handler = r->handler;
 	s->state = S_SERVICE;
+	s->t0_ns = s->c->srv->on_access ? pc__mono_ns() : 0;
 	c->served = true;
 	if (pc_send(r->handler, m) != 0) {
 		s->handler = NULL;
@@ -695,6 +710,9 @@ static int on_stream_close(nghttp2_session *ss, int32_t sid, uint32_t error_code
 	 * the stream (or we did, and the actor was told already). */
 	if (s->end_sent)
 		s->handler = NULL;
+	if (s->access_line)
+		pc__access_request(s->c->srv, s->access_line, s->access_line + strlen(s->access_line) + 1, s->c->peer,
+				   s->req_id, s->status, s->end_sent, s->bytes, s->t0_ns);
 	stream_forget(s, 0);
 	/* Cannot fail for a stream that exists. */
 	(void)nghttp2_session_set_stream_user_data(ss, sid, NULL);
@@ -1015,6 +1033,9 @@ void pc__h2_respond(pc__h2_stream_t *s, int status, const char *hdrs, size_t hle
 		return;
 	}
 	s->out_end = true;
+	s->status = status;
+	s->bytes = with_body ? len : 0;
+	pc__note_request_id(s->req_id, sizeof(s->req_id), hdrs, hlen);
 	if ((with_body && out_add(s, body, len) != 0) ||
 	    submit_head(s, status, hdrs, hlen, bodiless ? -1 : (long long)len, with_body) != 0)
 		stream_fail(s, PC_ENOMEM);
@@ -1030,6 +1051,8 @@ void pc__h2_stream_start(pc__h2_stream_t *s, int status, const char *hdrs, size_
 	pc__http_conn_t *c = s->c;
 	s->no_body = s->no_body || status == 204 || status == 304;
 	s->state = S_STREAM;
+	s->status = status;
+	pc__note_request_id(s->req_id, sizeof(s->req_id), hdrs, hlen);
 	if (submit_head(s, status, hdrs, hlen, -1, !s->no_body) != 0)
 		stream_fail(s, PC_ENOMEM);
 	h2_pump(c);
@@ -1046,6 +1069,7 @@ void pc__h2_stream_write(pc__h2_stream_t *s, const char *data, size_t len)
 		pc__conn_close(c, PC_ELIMIT);
 		return;
 	}
+	s->bytes += len;
 	if (out_add(s, data, len) != 0)
 		stream_fail(s, PC_ENOMEM);
 	else

@@ -450,65 +450,73 @@ void pc__conn_closing(pc__http_conn_t *c)
 
 /* ---- the access hook ---------------------------------------------------------- */
 
-static uint64_t mono_ns(void)
+uint64_t pc__mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The answer's x-request-id among header lines `h` (CRLF-ended), into
- * c->req_id. */
-static void note_request_id(pc__http_conn_t *c, const char *h, size_t hlen)
+void pc__note_request_id(char *dst, size_t cap, const char *h, size_t hlen)
 {
 	static const char name[] = "x-request-id:";
 	const size_t nl = sizeof(name) - 1;
-	for (size_t i = 0; i + nl <= hlen; i++) {
+	dst[0] = '\0';
+	for (size_t i = 0; h && i + nl <= hlen; i++) {
 		if ((i == 0 || h[i - 1] == '\n') && strncasecmp(h + i, name, nl) == 0) {
 			size_t v = i + nl;
 			while (v < hlen && h[v] == ' ')
 				v++;
 			size_t e = v;
-			while (e < hlen && h[e] != '\r' && e - v < sizeof(c->req_id) - 1)
+			while (e < hlen && h[e] != '\r' && e - v < cap - 1)
 				e++;
-			memcpy(c->req_id, h + v, e - v);
-			c->req_id[e - v] = '\0';
+			memcpy(dst, h + v, e - v);
+			dst[e - v] = '\0';
 			return;
 		}
 	}
+}
+
+void pc__access_request(pc_http_server_t *srv, const char *method, const char *target, const char *peer,
+			const char *request_id, int status, bool completed, uint64_t bytes, uint64_t t0_ns)
+{
+	if (!srv->on_access)
+		return;
+	char path[512] = "";
+	if (target) {
+		size_t n = strcspn(target, "?");
+		snprintf(path, sizeof(path), "%.*s", (int)(n < sizeof(path) ? n : sizeof(path) - 1), target);
+	}
+	uint64_t now = pc__mono_ns();
+	pc_http_access_t a = {
+		.kind = PC_HTTP_ACCESS_REQUEST,
+		.method = method ? method : "",
+		.path = path,
+		.peer = peer,
+		.request_id = request_id ? request_id : "",
+		.status = status,
+		.completed = completed,
+		.bytes = bytes,
+		.duration_us = t0_ns && now > t0_ns ? (now - t0_ns) / 1000u : 0,
+	};
+	srv->on_access(srv->access_user, &a);
 }
 
 void pc__conn_access(pc__http_conn_t *c, bool completed)
 {
 	if (!c->srv->on_access)
 		return;
-	char path[512] = "";
-	const char *method = "";
-	if (c->head.len) {
-		method = llhttp_method_name((llhttp_method_t)c->parser.method);
-		size_t n = strcspn(c->head.p, "?");
-		snprintf(path, sizeof(path), "%.*s", (int)(n < sizeof(path) ? n : sizeof(path) - 1), c->head.p);
-	}
-	uint64_t now = mono_ns();
-	pc_http_access_t a = {
-		.kind = PC_HTTP_ACCESS_REQUEST,
-		.method = method,
-		.path = path,
-		.peer = c->peer,
-		.request_id = c->req_id,
-		.status = c->resp_status,
-		.completed = completed,
-		.bytes = c->resp_bytes,
-		.duration_us = c->req_t0_ns && now > c->req_t0_ns ? (now - c->req_t0_ns) / 1000u : 0,
-	};
-	c->srv->on_access(c->srv->access_user, &a);
+	bool parsed = c->head.len > 0;
+	pc__access_request(c->srv, parsed ? llhttp_method_name((llhttp_method_t)c->parser.method) : "",
+			   parsed ? c->head.p : "", c->peer, c->req_id, c->resp_status, completed, c->resp_bytes,
+			   c->req_t0_ns);
 }
 
 void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason)
 {
 	if (!c->srv->on_access)
 		return;
-	uint64_t now = mono_ns();
+	uint64_t now = pc__mono_ns();
 	pc_http_access_t a = {
 		.kind = PC_HTTP_ACCESS_WS_CLOSE,
 		.method = "",
@@ -827,7 +835,7 @@ static bool conn_upgrade_h2c(pc__http_conn_t *c, const char *method, const char 
 static void conn_dispatch(pc__http_conn_t *c)
 {
 	c->state = PC__C_SERVICE;
-	c->req_t0_ns = c->srv->on_access ? mono_ns() : 0;
+	c->req_t0_ns = c->srv->on_access ? pc__mono_ns() : 0;
 	c->resp_status = 0;
 	c->resp_bytes = 0;
 	c->req_id[0] = '\0';
@@ -1122,7 +1130,7 @@ void pc__conn_respond(pc__http_conn_t *c, int status, const char *hdrs, size_t h
 	bool bodiless = status == 204 || status == 304;
 	c->resp_status = status;
 	c->resp_bytes = bodiless || c->no_body ? 0 : len;
-	note_request_id(c, hdrs, hlen);
+	pc__note_request_id(c->req_id, sizeof(c->req_id), hdrs, hlen);
 	char line[80], tail[96];
 	int a = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
 	int b = bodiless ? snprintf(tail, sizeof(tail), "Connection: %s\r\n\r\n", conn_token(c))
@@ -1156,7 +1164,7 @@ void pc__conn_stream_start(pc__http_conn_t *c, int status, const char *hdrs, siz
 	c->no_body = c->no_body || bodiless;
 	c->chunked = te && !c->no_body;
 	c->resp_status = status;
-	note_request_id(c, hdrs, hlen);
+	pc__note_request_id(c->req_id, sizeof(c->req_id), hdrs, hlen);
 	char line[80], tail[96];
 	int a = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
 	int b = snprintf(tail, sizeof(tail), "%sConnection: %s\r\n\r\n", te ? "Transfer-Encoding: chunked\r\n" : "",

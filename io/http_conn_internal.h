@@ -182,6 +182,14 @@ struct pc__http_conn {
  * server's access hook, if any (http_conn.c). */
 void pc__conn_access(pc__http_conn_t *c, bool completed);
 void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason);
+/* The same for any request: `target` may carry a query (it is cut off);
+ * t0_ns is the request's dispatch (CLOCK_MONOTONIC), 0 unknown. */
+void pc__access_request(pc_http_server_t *srv, const char *method, const char *target, const char *peer,
+			const char *request_id, int status, bool completed, uint64_t bytes, uint64_t t0_ns);
+/* The answer's x-request-id among header lines `h` (CRLF-ended), into
+ * `dst` (cap bytes; "" when none). */
+void pc__note_request_id(char *dst, size_t cap, const char *h, size_t hlen);
+uint64_t pc__mono_ns(void);
 
 /* ---- http_server.c (loop thread unless noted) ---- */
 

@@ -65,7 +65,7 @@ typedef struct pc_http_request_msg pc_http_request_msg_t;
  * fast and must not block. */
 typedef bool (*pc_ws_origin_fn)(void *user, const char *origin, const pc_http_request_msg_t *req);
 
-/* One HTTP/1.1 request served (its answer ended, or the connection closed
+/* One HTTP request served (its answer ended, or the connection closed
  * first), or one WebSocket closed: what an access log writes. Strings are
  * borrowed for the call. */
 typedef enum pc_http_access_kind {
@@ -87,7 +87,7 @@ typedef struct pc_http_access {
 } pc_http_access_t;
 
 /* Called on the I/O thread that served it: must not block (a logger in
- * drop mode is fine). HTTP/2 streams are not reported. */
+ * drop mode is fine). An HTTP/2 stream is reported when it closes. */
 typedef void (*pc_http_access_fn)(void *user, const pc_http_access_t *a);
 
 typedef struct pc_http_server_config {

@@ -185,6 +185,11 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		resp_t q = {0};
 		curl_request(g.port, "GET", "/v1/models?token=" GW_TOKEN, NULL, NULL, 0, 5000, &q);
 		resp_free(&q);
+		/* and over h2c, a line as well */
+		resp_t q2 = {.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE};
+		curl_request(g.port, "GET", "/v1/models", NULL, NULL, 0, 5000, &q2);
+		cr_assert_eq(q2.status, 401, "h2c: %ld", q2.status);
+		resp_free(&q2);
 		pc_ws_client_t *ws = gl_ws_connect(g.port);
 		cr_assert_not_null(ws);
 		pc_ws_client_free(ws);
@@ -212,16 +217,19 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		/* access lines: the completion, the upgrade (101) and the close */
 		cJSON *http = log_lines(g.err, "http request"), *closed = log_lines(g.err, "websocket closed");
 		bool chat_seen = false, upgrade_seen = false;
+		int models = 0;
 		const cJSON *l;
 		cJSON_ArrayForEach(l, http) {
 			const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "path"));
 			double st = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(l, "status"));
 			chat_seen = chat_seen || (!strcmp(path, "/v1/chat/completions") && st == 200);
 			upgrade_seen = upgrade_seen || st == 101;
+			models += !strcmp(path, "/v1/models") && st == 401;
 			cr_assert(cJSON_GetObjectItemCaseSensitive(l, "durationMs") &&
 				  cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "peer")));
 		}
 		cr_assert(chat_seen && upgrade_seen, "access lines missing");
+		cr_assert_eq(models, 2, "the HTTP/1.1 and the h2c request to /v1/models");
 		cr_assert_eq(cJSON_GetArraySize(closed), 1);
 		cJSON_Delete(http);
 		cJSON_Delete(closed);
