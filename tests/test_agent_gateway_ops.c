@@ -108,10 +108,13 @@ Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 
 	char *body = NULL;
 	cr_assert_eq(await_readyz(g.port, 503, &body), 503);
+	/* (its log is a file too, which the limit stops as well: the failure's
+	 * line is dropped, and counted) */
 	cr_assert(strstr(body, "\"not_ready\"") && strstr(body, "disk full or file size limit"), "%s", body);
 	free(body);
 	char *text = scrape(g.port);
 	cr_assert_eq(sample(text, "pincer_store_writes_ok"), 0, "%s", text);
+	cr_assert_gt(sample(text, "pincer_log_lines_dropped_total"), 0);
 	free(text);
 
 	/* writes succeed again: ready by itself (its probes write) */
@@ -122,6 +125,9 @@ Test(gateway_ops, a_store_that_cannot_write_makes_it_not_ready_and_it_recovers)
 	text = scrape(g.port);
 	cr_assert_eq(sample(text, "pincer_store_writes_ok"), 1);
 	free(text);
+	char *log = read_file(g.err);
+	cr_assert(strstr(log, "store writes succeed again"), "%s", log);
+	free(log);
 	stop_one(&g, home);
 }
 

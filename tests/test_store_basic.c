@@ -1718,10 +1718,25 @@ static int probe_store(fx_t *f)
 /* Health: a write the file refuses (here a file size limit, as a full
  * disk would) marks the store unhealthy with the cause; a probe that
  * writes again once the limit is gone marks it healthy. */
+/* What the health callback heard, in order. */
+static int health_seen[8], health_n;
+
+static void on_health(void *user, int rc)
+{
+	(void)user;
+	if (health_n < 8)
+		health_seen[health_n++] = rc;
+}
+
 Test(store, health_follows_whether_writes_succeed)
 {
 	fx_t f;
 	fx_init(&f);
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.on_health = on_health;
+	fx_open_cfg(&f, &cfg);
 	pc_store_health_t h;
 	pc_store_health(f.s, &h);
 	cr_assert_eq(h.rc, 0);
@@ -1750,6 +1765,10 @@ Test(store, health_follows_whether_writes_succeed)
 	cr_assert_eq(probe_store(&f), 0);
 	pc_store_health(f.s, &h);
 	cr_assert_eq(h.rc, 0, "healthy again once a write succeeds");
+	/* told once when writes started failing, once when they came back */
+	cr_assert_eq(health_n, 2);
+	cr_assert_eq(health_seen[0], PC_STORE_EFULL);
+	cr_assert_eq(health_seen[1], 0);
 	/* nothing acknowledged was lost */
 	pc_store_history_t *hist = NULL;
 	cr_assert_eq(pc_store_history(f.s, "s", &hist), 0);

@@ -82,6 +82,15 @@ int pc_cli_host_config(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 	return rc;
 }
 
+/* The store's writes start failing or succeed again: a line in the log. */
+static void store_health(void *user, int rc)
+{
+	if (rc)
+		(void)pc_log_kv(user, PC_LOG_ERROR, "store writes failing", PC_LF_STR("cause", pc_store_strerror(rc)));
+	else
+		(void)pc_log_kv(user, PC_LOG_WARN, "store writes succeed again");
+}
+
 int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 {
 	int rc = pc_cli_host_config(o, h);
@@ -107,6 +116,8 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 	scfg.group_max = h->cfg->store_group_max;
 	scfg.lazy_ms = h->cfg->store_lazy_ms;
 	scfg.idem_ttl_ms = (int64_t)h->cfg->store_idem_hours * 3600 * 1000;
+	scfg.on_health = store_health;
+	scfg.health_user = o->log;
 	const char *what = "hooks";
 	rc = load_plugins(h->cfg, &h->hooks);
 	if (rc == 0 && (what = "runtime", 1))

@@ -1065,6 +1065,8 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		/* another process owns the session now: its writes would be
 		 * refused anyway; the run stops at once, a waiting one asks again */
 		pc__transcript_drop(s->agent, s->key);
+		(void)pc_log_kv(s->agent->log, PC_LOG_WARN, "session lease lost to another process",
+				PC_LF_STR("sessionKey", s->key), PC_LF_STR("run", s->active ? s->active->run_id : NULL));
 		if (s->run)
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
 		else if (waiting)

@@ -1055,6 +1055,8 @@ static pc_msg_t *batch_run(void *arg)
 	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
 		__atomic_store_n(&s->health_since_ms, pc__store_now_ms(), __ATOMIC_RELAXED);
 		__atomic_store_n(&s->health_rc, rc, __ATOMIC_RELEASE);
+		if (s->cfg.on_health)
+			s->cfg.on_health(s->cfg.health_user, rc);
 	}
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&s->stats.writes, b->writes, __ATOMIC_RELAXED);

@@ -97,6 +97,10 @@ typedef struct pc_store_config {
 	uint32_t audit_max;  /* audit ledger rows kept (oldest go first). 0 =
 			      * default 100 000. */
 	uint32_t audit_days; /* audit rows older than this go. 0 = default 30. */
+	/* Called when writes start failing (rc: the code) or succeed again
+	 * (rc 0), on the store's writer thread: must not block. NULL: none. */
+	void (*on_health)(void *user, int rc);
+	void *health_user;
 	int64_t idem_ttl_ms; /* how long an idempotency key is kept; 0 = default
 			      * PC_STORE_DEFAULT_IDEM_TTL_MS (24 h) */
 	int64_t timeout_ms;  /* how long the sync wrappers wait; 0 = default
