@@ -500,8 +500,10 @@ int pc_http_server_new(pc_io_t *io, const pc_http_server_config_t *cfg, pc_http_
 	registry_add(srv);
 	*out = srv;
 	return 0;
-fail:
+fail:;
+	int e = errno; /* PC_ESYS: errno tells the caller which (error.h) */
 	srv_destroy(srv, nready, sync_ok);
+	errno = e;
 	return rc;
 }
 

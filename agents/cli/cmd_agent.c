@@ -111,6 +111,8 @@ static int parse_flags(int argc, char **argv, opts_t *o)
 		case 'h': usage(stdout); return -1;
 		default:
 			if (!pc_cli_gw_flag(&o->gw, c, optarg)) {
+				if (c == '?')
+					pc_cli_suggest_option(argc, argv, longs);
 				usage(stderr);
 				return PC_CLI_USAGE;
 			}

@@ -4,9 +4,11 @@
  *
  * Once it accepts connections it prints one JSON line on stdout:
  *   {"event":"listening","service":"gateway","host":...,"port":...,
- *    "url":"ws://...","readyMs":N,"recovered":{"rerun":N,"interrupted":N}}
+ *    "url":"ws://...","readyMs":N,"recovered":{"rerun":N,"interrupted":N},
+ *    "openaiUrl":"http://.../v1","auth":"none|token|password",
+ *    "config":PATH|null}
  * (recovered: what a crashed or killed process before it left accepted:
- * docs/agent-loop.md, "Persistence").
+ * docs/agent-loop.md, "Persistence"), and the same for a person on stderr.
  * On SIGTERM / SIGINT it drains: /readyz turns 503, clients get `shutdown`,
  * runs may finish for gateway.drainSeconds, the rest are aborted, every
  * result is stored; then it exits 0. Exit 1 when it cannot start, 2 for bad
@@ -16,6 +18,7 @@
  * Signals are blocked before any thread starts, so every thread inherits
  * the mask and only the main thread's sigwait sees them.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "../gateway/gateway.h"
 #include "commands.h"
@@ -33,8 +38,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: pincer gateway [--bind ADDR] [--port N] [--config FILE] [--json]\n\n"
 		   "Serves the WebSocket RPC, the OpenAI-compatible API, probes and metrics on one\n"
 		   "port (default 127.0.0.1:18789) until SIGTERM or SIGINT, then drains.\n\n"
-		   "  --bind ADDR    numeric address (env PINCER_GATEWAY_BIND); beyond loopback\n"
-		   "                 the configuration must set gateway.auth\n"
+		   "  --bind ADDR    numeric address or localhost (env PINCER_GATEWAY_BIND);\n"
+		   "                 beyond loopback the configuration must set gateway.auth\n"
 		   "  --port N       0..65535, 0 = any free port (env PINCER_GATEWAY_PORT)\n"
 		   "  --config FILE  pincer.json (env PINCER_CONFIG)\n"
 		   "  --json         accepted: the output is JSON lines already\n"
@@ -94,7 +99,10 @@ static int parse(int argc, char **argv, opts_t *o)
 			}
 			break;
 		case 'C': o->log_content = true; break;
-		default: usage(stderr); return 2;
+		default:
+			pc_cli_suggest_option(argc, argv, longs);
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (optind < argc) {
@@ -111,14 +119,51 @@ static double ms_since(const struct timespec *t0)
 	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-static void print_listening(const char *host, uint16_t port, double ready_ms, const pc_agent_recovery_t *rec)
+static const char *auth_name(pc_gateway_auth_mode_t m)
 {
-	char url[128];
-	snprintf(url, sizeof(url), strchr(host, ':') ? "ws://[%s]:%u" : "ws://%s:%u", host, (unsigned)port);
-	printf("{\"event\":\"listening\",\"service\":\"gateway\",\"host\":\"%s\",\"port\":%u,"
-	       "\"url\":\"%s\",\"readyMs\":%.1f,\"recovered\":{\"rerun\":%u,\"interrupted\":%u}}\n",
-	       host, (unsigned)port, url, ready_ms, rec->rerun, rec->interrupted);
-	fflush(stdout);
+	switch (m) {
+	case PC_GATEWAY_AUTH_NONE: return "none";
+	case PC_GATEWAY_AUTH_TOKEN: return "token";
+	case PC_GATEWAY_AUTH_PASSWORD: return "password";
+	}
+	return "unknown";
+}
+
+/* The listening line on stdout (JSON, for programs) and on stderr (for a
+ * person): where to connect, how to authenticate (never the secret) and
+ * which configuration is in force. */
+static int print_listening(const char *host, uint16_t port, double ready_ms, const pc_agent_recovery_t *rec,
+			   const pc_config_t *cfg, pc_log_t *log)
+{
+	bool v6 = strchr(host, ':') != NULL;
+	char url[128], openai[128];
+	snprintf(url, sizeof(url), v6 ? "ws://[%s]:%u" : "ws://%s:%u", host, (unsigned)port);
+	snprintf(openai, sizeof(openai), v6 ? "http://[%s]:%u/v1" : "http://%s:%u/v1", host, (unsigned)port);
+	const char *auth = auth_name(cfg->gateway.auth);
+	cJSON *o = cJSON_CreateObject(), *r = cJSON_CreateObject();
+	bool ok = o && r && cJSON_AddStringToObject(o, "event", "listening") &&
+		  cJSON_AddStringToObject(o, "service", "gateway") && cJSON_AddStringToObject(o, "host", host) &&
+		  cJSON_AddNumberToObject(o, "port", port) && cJSON_AddStringToObject(o, "url", url) &&
+		  cJSON_AddNumberToObject(o, "readyMs", (double)(int64_t)(ready_ms * 10) / 10) &&
+		  cJSON_AddNumberToObject(r, "rerun", rec->rerun) &&
+		  cJSON_AddNumberToObject(r, "interrupted", rec->interrupted);
+	if (ok && cJSON_AddItemToObject(o, "recovered", r))
+		r = NULL; /* o owns it now */
+	else
+		ok = false;
+	ok = ok && cJSON_AddStringToObject(o, "openaiUrl", openai) && cJSON_AddStringToObject(o, "auth", auth) &&
+	     (cfg->source ? cJSON_AddStringToObject(o, "config", cfg->source) : cJSON_AddNullToObject(o, "config"));
+	char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(r);
+	cJSON_Delete(o);
+	if (!line)
+		return PC_ENOMEM;
+	int rc = printf("%s\n", line) < 0 || fflush(stdout) ? PC_ESYS : 0;
+	cJSON_free(line);
+	/* the same for a reader of the log, in its format */
+	(void)pc_log_kv(log, PC_LOG_INFO, "listening", PC_LF_STR("url", url), PC_LF_STR("openaiUrl", openai),
+			PC_LF_STR("auth", auth), PC_LF_STR("config", cfg->source ? cfg->source : "built-in defaults"));
+	return rc;
 }
 
 int pc_cmd_gateway(int argc, char **argv)
@@ -149,30 +194,44 @@ int pc_cmd_gateway(int argc, char **argv)
 		pc_log_free(log);
 		return 1;
 	}
+	/* The address as the gateway will bind it: a loopback name becomes
+	 * its address, anything else must be numeric (no resolver). */
+	const char *host = pc_cli_loopback_alias(o.bind ? o.bind : h.cfg->gateway.bind ? h.cfg->gateway.bind
+											  : "127.0.0.1");
+	unsigned port = o.port >= 0 ? (unsigned)o.port : h.cfg->gateway.port;
+	if (!pc_cli_numeric_host(host)) {
+		fprintf(stderr, "pincer gateway: cannot listen on '%s': numeric address only (127.0.0.1, ::1) or "
+				"localhost\n", host);
+		pc_cli_host_stop(&h, 0);
+		pc_log_free(log);
+		return 2;
+	}
 	pc_gateway_t *g = NULL;
 	pc_gateway_options_t go = {.rt = h.rt, .io = h.io, .agent = h.agent, .config = h.cfg, .hooks = h.hooks,
-				   .bind = o.bind, .port = o.port, .log = log};
+				   .bind = host, .port = o.port, .log = log};
+	errno = 0;
 	rc = pc_gateway_new(&go, &g);
 	if (rc == 0)
 		rc = pc_gateway_start(g);
+	int err = errno; /* PC_ESYS: the system's reason */
 	int status = 1, sig = 0;
 	if (rc == PC_EPERM) {
 		fprintf(stderr,
 			"pincer gateway: refusing to serve %s without auth: binding beyond loopback requires "
 			"gateway.auth (a token or a password)\n",
-			o.bind ? o.bind : h.cfg->gateway.bind);
+			host);
 	} else if (rc != 0) {
-		fprintf(stderr, "pincer gateway: cannot listen on %s:%d: %s\n",
-			o.bind ? o.bind : h.cfg->gateway.bind, o.port >= 0 ? o.port : h.cfg->gateway.port,
-			pc_strerror(rc));
+		pc_cli_listen_error("pincer gateway", host, port, rc, err);
 	} else {
 		pc_agent_recovery_t rec;
 		pc_agent_recovered(h.agent, &rec);
-		print_listening(o.bind ? o.bind : h.cfg->gateway.bind, pc_gateway_port(g), ms_since(&t0), &rec);
+		if (print_listening(host, pc_gateway_port(g), ms_since(&t0), &rec, h.cfg, log) != 0)
+			fprintf(stderr, "pincer gateway: cannot print the listening line\n");
 		if (sigwait(&sigs, &sig) != 0) {
 			fprintf(stderr, "pincer gateway: sigwait failed\n");
 		} else {
-			fprintf(stderr, "pincer gateway: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			(void)pc_log_kv(log, PC_LOG_INFO, "draining",
+					PC_LF_STR("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"));
 			rc = pc_gateway_drain(g, -1);
 			status = rc == 0 ? 0 : 1;
 			if (rc != 0)

@@ -43,6 +43,8 @@ static int parse(int argc, char **argv, pc_cli_gw_flags_t *gw, bool *json)
 			usage(stdout);
 			return -1;
 		} else if (!pc_cli_gw_flag(gw, c, optarg)) {
+			if (c == '?')
+				pc_cli_suggest_option(argc, argv, longs);
 			usage(stderr);
 			return PC_CLI_USAGE;
 		}

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		   "                       [--threads N] [--io-threads N] [--max-streams N] [--json]\n\n"
 		   "Serves a scripted OpenAI- and Anthropic-compatible API until SIGINT or SIGTERM.\n"
 		   "Prints one JSON line with the bound address once it listens.\n\n"
-		   "  --host ADDR        numeric address to bind (default 127.0.0.1)\n"
+		   "  --host ADDR        numeric address or localhost (default 127.0.0.1)\n"
 		   "  --port N           port, 0 for any free one (default 18790)\n"
 		   "  --scenario FILE    scenario JSON (default: echo every request)\n"
 		   "  --threads N        runtime worker threads (default: one per core)\n"
@@ -189,6 +189,8 @@ static int parse_opts(int argc, char **argv, mock_opts_t *o)
 		else if (c == 's')
 			o->scenario_path = optarg;
 		else if (c == '?' || !set_num(o, c, optarg, false)) {
+			if (c == '?')
+				pc_cli_suggest_option(argc, argv, opts);
 			usage(stderr);
 			return 2;
 		}
@@ -207,7 +209,13 @@ int pc_cmd_mock_llm(int argc, char **argv)
 	int parsed = parse_opts(argc, argv, &o);
 	if (parsed)
 		return parsed < 0 ? 0 : parsed;
-	const char *host = o.host, *scenario_path = o.scenario_path;
+	/* a loopback name becomes its address; no resolver is asked */
+	const char *host = pc_cli_loopback_alias(o.host), *scenario_path = o.scenario_path;
+	if (!pc_cli_numeric_host(host)) {
+		fprintf(stderr, "pincer mock-llm: cannot listen on '%s': numeric address only (127.0.0.1, ::1) or "
+				"localhost\n", host);
+		return 2;
+	}
 	int status = 1, rc, sig = 0;
 	char *scenario = NULL;
 	size_t scenario_len = 0;
@@ -244,8 +252,12 @@ int pc_cmd_mock_llm(int argc, char **argv)
 		.scenario_len = scenario_len,
 		.max_streams = (uint32_t)o.max_streams,
 	};
+	errno = 0;
 	if ((rc = pc_mock_server_start(io, &mcfg, &mock, err, sizeof(err)))) {
-		fprintf(stderr, "pincer mock-llm: %s\n", rc == PC_EINVAL && err[0] ? err : pc_strerror(rc));
+		if (rc == PC_EINVAL && err[0])
+			fprintf(stderr, "pincer mock-llm: %s\n", err);
+		else
+			pc_cli_listen_error("pincer mock-llm", host, (unsigned)o.port, rc, errno);
 		goto out;
 	}
 	if (print_listening(host, pc_mock_server_port(mock), scenario_path))

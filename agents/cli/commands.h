@@ -1,6 +1,6 @@
 /*
  * The `pincer` command's subcommands, one per cli/cmd_*.c. Each runs with
- * its own argv (argv[0] is the subcommand's name) and returns the process
+ * its own argv (argv[0] is "pincer <subcommand>") and returns the process
  * exit status: 0 success, 1 failure, 2 bad usage (SIGINT / SIGTERM during
  * `pincer agent`: 130 / 143). docs/cli.md describes them all.
  *
@@ -22,6 +22,26 @@ int pc_cmd_gateway(int argc, char **argv);
 int pc_cmd_health(int argc, char **argv);
 int pc_cmd_sessions(int argc, char **argv);
 int pc_cmd_version(int argc, char **argv);
+
+struct option;
+
+/* After getopt_long returned '?': when the word it refused is an unknown
+ * `--name`, prints "<argv[0]>: did you mean '--x'?" for a close option of
+ * `longs` (nothing when none is close). */
+void pc_cli_suggest_option(int argc, char **argv, const struct option *longs);
+
+/* The loopback names a user may type where a numeric address is wanted:
+ * "localhost" is 127.0.0.1, "ip6-localhost" / "ip6-loopback" ::1; any
+ * other text comes back as it is. No resolver is asked. */
+const char *pc_cli_loopback_alias(const char *host);
+
+/* True when `host` is a numeric IPv4 or IPv6 address. */
+bool pc_cli_numeric_host(const char *host);
+
+/* "<cmd>: cannot listen on HOST:PORT: <cause>" on stderr; the cause is
+ * strerror(err) when rc is PC_ESYS (err: errno right after the failure),
+ * else pc_strerror(rc). */
+void pc_cli_listen_error(const char *cmd, const char *host, unsigned port, int rc, int err);
 
 /* $name when set and non-empty, else NULL. */
 const char *pc_cli_env(const char *name);

@@ -1,16 +1,23 @@
 /*
  * The `pincer` command: `pincer <command> [options]`. Each command is one
- * entry in the table below, run with its own argv (argv[0] is the
- * command's name) and returning the process exit status: 0 success,
+ * entry in the table below, run with its own argv (argv[0] is
+ * "pincer <command>", the prefix of its messages and getopt's) and
+ * returning the process exit status: 0 success,
  * 1 failure, 2 bad usage. Also here: the option helpers the commands
  * share (commands.h).
  */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <strings.h>
 
+#include "../../runtime/error.h"
 #include "commands.h"
 
 typedef struct command {
@@ -49,6 +56,75 @@ static const command_t *find(const char *name)
 	return NULL;
 }
 
+/* Edit distance between a and b counting insertions, deletions,
+ * substitutions and swaps of neighbours (the usual typos) as one edit
+ * each; both at most 63 bytes, longer ones count as far apart. */
+static size_t distance(const char *a, size_t na, const char *b, size_t nb)
+{
+	unsigned char d[64][64];
+	if (na >= 64 || nb >= 64)
+		return SIZE_MAX;
+	for (size_t i = 0; i <= na; i++)
+		d[i][0] = (unsigned char)i;
+	for (size_t j = 0; j <= nb; j++)
+		d[0][j] = (unsigned char)j;
+	for (size_t i = 1; i <= na; i++) {
+		for (size_t j = 1; j <= nb; j++) {
+			unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1u < best)
+				best = d[i - 1][j] + 1u;
+			if (d[i][j - 1] + 1u < best)
+				best = d[i][j - 1] + 1u;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1u < best)
+				best = d[i - 2][j - 2] + 1u;
+			d[i][j] = (unsigned char)best;
+		}
+	}
+	return d[na][nb];
+}
+
+/* Typos worth a guess: at most 2 edits, and fewer than half the word. */
+static bool close_enough(size_t d, size_t len)
+{
+	return d <= 2 && d * 2 < len;
+}
+
+/* The command nearest to a mistyped `name`, or NULL. */
+static const command_t *nearest(const char *name)
+{
+	const command_t *best = NULL;
+	size_t best_d = SIZE_MAX, n = strlen(name);
+	for (size_t i = 0; i < COMMAND_COUNT; i++) {
+		size_t d = distance(name, n, commands[i].name, strlen(commands[i].name));
+		if (d < best_d) {
+			best_d = d;
+			best = &commands[i];
+		}
+	}
+	return best && close_enough(best_d, n) ? best : NULL;
+}
+
+/* Runs command `c` with argv[0] replaced by "pincer <name>", so getopt's
+ * own complaints carry the same prefix as the command's. */
+static int run(const command_t *c, int argc, char **argv)
+{
+	char prog[32];
+	snprintf(prog, sizeof(prog), "pincer %s", c->name);
+	argv[0] = prog;
+	return c->run(argc, argv);
+}
+
+static int unknown_command(const char *who, const char *name)
+{
+	const command_t *guess = nearest(name);
+	fprintf(stderr, "%s: unknown command '%s'", who, name);
+	if (guess)
+		fprintf(stderr, "; did you mean '%s'?", guess->name);
+	fprintf(stderr, "\n\n");
+	usage(stderr);
+	return PC_CLI_USAGE;
+}
+
 /* `pincer help [command]`: the command's own --help. */
 static int help(int argc, char **argv)
 {
@@ -57,14 +133,15 @@ static int help(int argc, char **argv)
 		return PC_CLI_OK;
 	}
 	const command_t *c = find(argv[2]);
-	if (!c || argc > 3) {
-		fprintf(stderr, "pincer help: %s '%s'\n\n", c ? "unexpected argument" : "unknown command",
-			argv[c ? 3 : 2]);
+	if (!c)
+		return unknown_command("pincer help", argv[2]);
+	if (argc > 3) {
+		fprintf(stderr, "pincer help: unexpected argument '%s'\n\n", argv[3]);
 		usage(stderr);
 		return PC_CLI_USAGE;
 	}
 	char *args[] = {argv[2], "--help", NULL};
-	return c->run(2, args);
+	return run(c, 2, args);
 }
 
 int main(int argc, char **argv)
@@ -84,10 +161,8 @@ int main(int argc, char **argv)
 		return pc_cmd_version(argc - 1, argv + 1);
 	const command_t *c = find(cmd);
 	if (c)
-		return c->run(argc - 1, argv + 1);
-	fprintf(stderr, "pincer: unknown command '%s'\n\n", cmd);
-	usage(stderr);
-	return PC_CLI_USAGE;
+		return run(c, argc - 1, argv + 1);
+	return unknown_command("pincer", cmd);
 }
 
 /* ---- what the commands share ---- */
@@ -126,4 +201,55 @@ int pc_cli_uint(const char *cmd, const char *what, const char *text, uint64_t mi
 	}
 	*out = v;
 	return 0;
+}
+
+void pc_cli_suggest_option(int argc, char **argv, const struct option *longs)
+{
+	/* getopt_long has just stepped past the word it refused */
+	if (optind < 1 || optind > argc || strncmp(argv[optind - 1], "--", 2) != 0)
+		return;
+	const char *word = argv[optind - 1] + 2;
+	size_t n = strcspn(word, "="), best_d = SIZE_MAX;
+	const char *best = NULL;
+	for (const struct option *o = longs; o->name; o++) {
+		size_t d = distance(word, n, o->name, strlen(o->name));
+		if (d == 0)
+			return; /* a known option that lacked its value */
+		if (d < best_d) {
+			best_d = d;
+			best = o->name;
+		}
+	}
+	if (best && close_enough(best_d, n))
+		fprintf(stderr, "%s: did you mean '--%s'?\n", argv[0], best);
+}
+
+const char *pc_cli_loopback_alias(const char *host)
+{
+	if (!strcmp(host, "localhost"))
+		return "127.0.0.1";
+	if (!strcmp(host, "ip6-localhost") || !strcmp(host, "ip6-loopback"))
+		return "::1";
+	return host;
+}
+
+bool pc_cli_numeric_host(const char *host)
+{
+	struct in6_addr a;
+	return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
+}
+
+void pc_cli_listen_error(const char *cmd, const char *host, unsigned port, int rc, int err)
+{
+	const char *fmt = strchr(host, ':') ? "%s: cannot listen on [%s]:%u: " : "%s: cannot listen on %s:%u: ";
+	fprintf(stderr, fmt, cmd, host, port);
+	if (rc != PC_ESYS || !err) {
+		fprintf(stderr, "%s\n", pc_strerror(rc));
+		return;
+	}
+	/* strerror capitalises; the rest of the line is lower case */
+	char why[128];
+	snprintf(why, sizeof(why), "%s", strerror(err));
+	why[0] = (char)tolower((unsigned char)why[0]);
+	fprintf(stderr, "%s\n", why);
 }

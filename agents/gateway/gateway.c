@@ -2,6 +2,7 @@
  * The gateway's life cycle (gateway.h): the HTTP server and its routes,
  * ready, drain, free. The routes' work is in ws.c, openai.c and ops.c.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	if (rc == 0)
 		rc = add_routes(g);
 	if (rc != 0) {
+		int e = errno; /* PC_ESYS: the caller reads why (a taken port) */
 		g->state = PC__GW_STOPPED;
 		pc_http_server_free(g->srv);
 		pc__gw_ops_free(g);
@@ -102,6 +104,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 		pc__gw_limiter_free(g->limiter);
 		pc__gw_guard_free(g);
 		free(g);
+		errno = e;
 		return rc;
 	}
 	g->port = pc_http_server_port(g->srv);

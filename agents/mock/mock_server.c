@@ -19,6 +19,7 @@
 #include "io/json_print.h"
 #include "mock_server.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -689,7 +690,9 @@ int pc_mock_server_start(pc_io_t *io, const pc_mock_server_config_t *cfg, pc_moc
 	if (!rc)
 		rc = pc_http_server_start(m->http);
 	if (rc) {
+		int e = errno; /* PC_ESYS: the caller reads why (a taken port) */
 		pc_mock_server_free(m);
+		errno = e;
 		return rc;
 	}
 	*out = m;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pincer.h"
+#include <pincer/pincer.h>
 
 enum {
 	GREET = 1, /* payload: a NUL-terminated name */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pincer.h"
+#include <pincer/pincer.h>
 
 enum {
 	INCR = 1, /* add one */

@@ -6,12 +6,16 @@
  * by every bit of activity). The main thread is the client: a little
  * activity, then silence.
  */
+/* nanosleep is POSIX, not C17: ask for it before any header. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "pincer.h"
+#include <pincer/pincer.h>
 
 enum {
 	START = 1,  /* set up the timers (needs the actor's context) */
@@ -94,7 +98,9 @@ static const pc_behavior_t session = {"session", session_receive, session_stop};
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
+	/* a signal cuts it short: sleep the rest */
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }
 
 int main(void)
