@@ -1009,3 +1009,146 @@ Test(gateway_http, refusals_while_draining_say_when_to_retry)
 	resp_free(&a.r);
 	gw_stop(&e);
 }
+
+/* ---- one text plain or streamed, keep-alives, request ids ---- */
+
+/* A model call that says something and calls a tool, then the echo of
+ * the user's text: "Let me look." and "the final words", two calls. */
+#define PREAMBLE_TEXT                                                                                         \
+	"the final words [[mock:{\"kind\":\"tool_calls\",\"text\":\"Let me look.\",\"delay_ms\":20,"          \
+	"\"tool_calls\":[{\"name\":\"clock\",\"arguments\":{}}]}]]"
+
+Test(gateway_http, plain_and_streamed_answers_are_the_same_text)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	cJSON *j = chat(&e, NULL, "pincer", "", PREAMBLE_TEXT, 200);
+	cr_assert_str_eq(content_of(j), "Let me look.\n\nthe final words", "%s", content_of(j));
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true", PREAMBLE_TEXT);
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200);
+	char text[512], id[128], finish[32];
+	cr_assert(stream_text(r.body, text, sizeof(text), id, sizeof(id), finish, sizeof(finish)), "%s", r.body);
+	cr_assert_str_eq(text, content_of(j), "streamed %s", r.body);
+	cr_assert_str_eq(finish, "stop");
+	resp_free(&r);
+	cJSON_Delete(j);
+	/* one call only: the text is the call's, as before */
+	j = chat(&e, NULL, "pincer", "", "just one call", 200);
+	cr_assert_str_eq(content_of(j), "just one call");
+	cJSON_Delete(j);
+	gw_stop(&e);
+}
+
+/* How many times `needle` occurs in `hay` before `end` (NULL: the end). */
+static int count_before(const char *hay, const char *needle, const char *end)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL && (!end || p < end); p += strlen(needle))
+		n++;
+	return n;
+}
+
+Test(gateway_http, a_silent_stream_sends_keep_alive_comments_until_its_first_token)
+{
+	gw_t e;
+	gw_start(&e, "{\"http\":{\"sseKeepAliveMs\":100}}");
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true",
+		  "[[mock:{\"text\":\"late words\",\"ttft_ms\":600}]]");
+	resp_t r;
+	post(&e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200);
+	const char *first = strstr(r.body, "\"content\":\"late");
+	cr_assert_not_null(first, "%s", r.body);
+	int before = count_before(r.body, "\n: keep-alive\n\n", first);
+	cr_assert_geq(before, 3, "%d keep-alives before the first token: %s", before, r.body);
+	/* none after the end; and the SSE parser still finds the whole text */
+	size_t n = strlen(r.body);
+	cr_assert(n > 14 && !strcmp(r.body + n - 14, "data: [DONE]\n\n"), "%s", r.body);
+	char text[512], id[128], finish[32];
+	cr_assert(stream_text(r.body, text, sizeof(text), id, sizeof(id), finish, sizeof(finish)), "%s", r.body);
+	cr_assert_str_eq(text, "late words");
+	resp_free(&r);
+	/* a plain answer is one JSON object: no comments */
+	cJSON *j = chat(&e, NULL, "pincer", "", "[[mock:{\"text\":\"slow plain\",\"ttft_ms\":300}]]", 200);
+	cr_assert_str_eq(content_of(j), "slow plain");
+	cJSON_Delete(j);
+	gw_stop(&e);
+}
+
+/* The value of header `name` in a response head ("" when absent). */
+static void header_of(const char *head, const char *name, char *out, size_t cap)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "\r\n%s: ", name);
+	const char *p = strcasestr(head, key);
+	out[0] = '\0';
+	if (!p)
+		return;
+	p += strlen(key);
+	size_t n = strcspn(p, "\r\n");
+	snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+/* A generated id: req_ and 24 hex digits. */
+static void expect_generated_id(const resp_t *r)
+{
+	char v[200];
+	header_of(r->head, "x-request-id", v, sizeof(v));
+	cr_assert_eq(strlen(v), 28, "%s", r->head);
+	cr_assert_eq(strncmp(v, "req_", 4), 0, "%s", v);
+	cr_assert_eq(strspn(v + 4, "0123456789abcdef"), 24, "%s", v);
+}
+
+Test(gateway_http, every_answer_names_its_request)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	static const char *const paths[] = {"/v1/models", "/v1/nowhere", "/readyz", "/healthz", "/livez", "/metrics"};
+	char v[200], other[200];
+	resp_t r;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const char *hdrs[] = {"x-request-id: client-id-42", NULL};
+		get(&e, paths[i], hdrs, &r);
+		header_of(r.head, "x-request-id", v, sizeof(v));
+		cr_assert_str_eq(v, "client-id-42", "%s: %s", paths[i], r.head);
+		resp_free(&r);
+		get(&e, paths[i], NULL, &r);
+		expect_generated_id(&r);
+		resp_free(&r);
+	}
+	/* chat: an answer, an error, a stream, each its own id */
+	const char *mine[] = {"x-request-id: chat-1", NULL};
+	post(&e, "/v1/chat/completions", mine, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+	cr_assert_eq(r.status, 200);
+	header_of(r.head, "x-request-id", v, sizeof(v));
+	cr_assert_str_eq(v, "chat-1");
+	resp_free(&r);
+	post(&e, "/v1/chat/completions", NULL, "{\"messages\":[]}", &r);
+	cr_assert_eq(r.status, 400);
+	expect_generated_id(&r);
+	header_of(r.head, "x-request-id", other, sizeof(other));
+	resp_free(&r);
+	post(&e, "/v1/chat/completions", NULL, "{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+	     &r);
+	cr_assert_eq(r.status, 200);
+	expect_generated_id(&r);
+	header_of(r.head, "x-request-id", v, sizeof(v));
+	cr_assert_str_neq(v, other, "ids differ per request");
+	resp_free(&r);
+	/* an id that is too long or not printable ASCII is replaced */
+	char long_id[200] = "x-request-id: ";
+	memset(long_id + 14, 'i', 129);
+	long_id[14 + 129] = '\0';
+	const char *bad[][2] = {{long_id, NULL}, {"x-request-id: caf\xc3\xa9", NULL}};
+	for (size_t i = 0; i < 2; i++) {
+		get(&e, "/v1/models", bad[i], &r);
+		cr_assert_eq(r.status, 200);
+		expect_generated_id(&r);
+		resp_free(&r);
+	}
+	gw_stop(&e);
+}
