@@ -430,8 +430,8 @@ Test(gateway_http, errors_come_in_openai_shape)
 	gw_stop(&e);
 }
 
-/* The OpenAI SDKs retry a 500 by themselves, and each retry would run the
- * prompt again: a run that failed says not to. */
+/* The OpenAI SDKs retry a 429 and a 5xx by themselves, and each retry
+ * would run the prompt again: a run that failed says not to. */
 Test(gateway_http, a_failed_run_tells_sdks_not_to_retry)
 {
 	gw_t e;
@@ -441,10 +441,10 @@ Test(gateway_http, a_failed_run_tells_sdks_not_to_retry)
 		  "x [[mock:{\"kind\":\"error\",\"status\":402,\"message\":\"Insufficient credits\"}]]");
 	resp_t r;
 	post(&e, "/v1/chat/completions", NULL, body, &r);
-	cr_assert_eq(r.status, 500, "%s", r.body);
+	cr_assert_eq(r.status, 402, "the provider's status: %s", r.body);
 	cJSON *j = cJSON_Parse(r.body);
 	cr_assert_not_null(j, "%s", r.body);
-	cr_assert_eq(strncmp(jstr(error_of(j, "server_error"), "code"), "run_", 4), 0, "%s", r.body);
+	cr_assert_eq(strncmp(jstr(error_of(j, "invalid_request_error"), "code"), "run_", 4), 0, "%s", r.body);
 	cJSON_Delete(j);
 	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
 	resp_free(&r);
@@ -883,9 +883,9 @@ Test(gateway_http, a_repeat_of_a_failed_run_gets_the_same_error)
 	const char *text = "x [[mock:{\"kind\":\"error\",\"status\":402,\"message\":\"Insufficient credits\"}]]";
 	keyed_t a = {&e, "failed-1", "", text, {0}}, b = a;
 	keyed_post(&a);
-	cr_assert_eq(a.r.status, 500, "%s", a.r.body);
+	cr_assert_eq(a.r.status, 402, "%s", a.r.body);
 	keyed_post(&b);
-	cr_assert_eq(b.r.status, 500, "%s", b.r.body);
+	cr_assert_eq(b.r.status, 402, "%s", b.r.body);
 	cr_assert_str_eq(b.r.body, a.r.body);
 	cr_assert(strcasestr(b.r.head, "\r\nx-should-retry: false\r\n"), "%s", b.r.head);
 	cr_assert_eq(runs_started(&e), 1);
@@ -1150,5 +1150,66 @@ Test(gateway_http, every_answer_names_its_request)
 		expect_generated_id(&r);
 		resp_free(&r);
 	}
+	gw_stop(&e);
+}
+
+/* ---- provider errors ---- */
+
+/* A run the provider refuses with `status`: the answer's status, type
+ * and message, plain and streamed. */
+static void provider_refuses(gw_t *e, int status, long want, const char *type)
+{
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "x [[mock:{\"kind\":\"error\",\"status\":%d,\"message\":\"Provider says no (key sk-live-0123456789abcdef, "
+		 "Authorization: Bearer tok-123)\"}]]",
+		 status);
+	static const char *const want_msg = "Provider says no (key sk-***, Authorization: ***)";
+	char body[1024];
+	chat_body(body, sizeof(body), "pincer", "", text);
+	resp_t r;
+	post(e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, want, "provider %d: %ld %s", status, r.status, r.body);
+	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
+	cJSON *j = cJSON_Parse(r.body);
+	const cJSON *err = error_of(j, type);
+	cr_assert_str_eq(jstr(err, "message"), want_msg, "%s", r.body);
+	cr_assert_eq(strncmp(jstr(err, "code"), "run_", 4), 0, "%s", r.body);
+	cJSON_Delete(j);
+	resp_free(&r);
+	/* streamed: the same error as an event, then [DONE] */
+	chat_body(body, sizeof(body), "pincer", "\"stream\":true", text);
+	post(e, "/v1/chat/completions", NULL, body, &r);
+	cr_assert_eq(r.status, 200);
+	char **ev = NULL;
+	size_t n = sse_events(r.body, &ev);
+	cr_assert_geq(n, 3, "%s", r.body);
+	cr_assert_str_eq(ev[n - 1], "[DONE]");
+	char run[80];
+	cJSON *c = cJSON_Parse(ev[0]);
+	run_of(jstr(c, "id"), run, sizeof(run));
+	cJSON_Delete(c);
+	j = cJSON_Parse(ev[n - 2]);
+	cr_assert_str_eq(jstr(error_of(j, type), "message"), want_msg, "%s", r.body);
+	cJSON_Delete(j);
+	sse_free(ev, n);
+	resp_free(&r);
+	/* the run's terminal data has the status and the masked message */
+	cJSON *d = finish_of(&e->h, run, 10000);
+	const cJSON *pe = cJSON_GetObjectItemCaseSensitive(d, "providerError");
+	cr_assert_eq(num(pe, "status"), status);
+	cr_assert_str_eq(jstr(pe, "message"), want_msg);
+	cJSON_Delete(d);
+}
+
+Test(gateway_http, a_provider_error_keeps_its_status_class_and_message)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	provider_refuses(&e, 400, 400, "invalid_request_error");
+	provider_refuses(&e, 429, 429, "rate_limit_error");
+	provider_refuses(&e, 500, 502, "upstream_error");
+	/* the gateway's own provider key, not the client's: an upstream error */
+	provider_refuses(&e, 401, 502, "upstream_error");
 	gw_stop(&e);
 }

@@ -35,6 +35,7 @@
 #include "../../actors/timer.h"
 #include "../../io/buf_internal.h"
 #include "../../io/store/store.h"
+#include "../obs/redact.h"
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "http_util.h"
@@ -72,10 +73,11 @@ typedef struct oa_err {
 	const char *param;  /* NULL: null */
 	const char *code;   /* NULL: null */
 	const char *allow;  /* 405: the Allow header's value */
+	const char *type;   /* NULL: by the status (invalid_request_error, server_error) */
 	uint64_t retry_after_ms; /* 429, 503: the Retry-After header's value */
 	bool no_retry;      /* a run ended this way, or the key was reused: the
 			     * same call again would not fare better */
-	char message[320];
+	char message[640];  /* room for a provider's message (512 bytes at most) */
 	char code_buf[48];  /* a code made on the fly (`code` points here) */
 } oa_err_t;
 
@@ -88,12 +90,20 @@ static bool fail(oa_err_t *e, int status, const char *param, const char *code, c
 	e->param = param;
 	e->code = code;
 	e->allow = NULL;
+	e->type = NULL;
 	e->retry_after_ms = 0;
 	e->no_retry = false;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	int n = vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
+	/* a message cut short ends on a whole character: it goes out as JSON */
+	if (n >= (int)sizeof(e->message)) {
+		size_t len = sizeof(e->message) - 1;
+		while (len > 0 && ((unsigned char)e->message[len] & 0xC0) == 0x80)
+			len--;
+		e->message[len] = '\0';
+	}
 	return false;
 }
 
@@ -121,7 +131,8 @@ static cJSON *error_json(const oa_err_t *e)
 		return NULL;
 	}
 	cJSON_AddStringToObject(err, "message", e->message);
-	cJSON_AddStringToObject(err, "type", e->status >= 500 ? "server_error" : "invalid_request_error");
+	cJSON_AddStringToObject(err, "type",
+				e->type ? e->type : e->status >= 500 ? "server_error" : "invalid_request_error");
 	if (e->param)
 		cJSON_AddStringToObject(err, "param", e->param);
 	else
@@ -945,13 +956,49 @@ static const char *finish_reason(const cJSON *d)
 	return s && !strcmp(s, "length") ? "length" : "stop";
 }
 
-/* A run that did not end well, as an error: code run_<kind>. */
+/*
+ * The answer for a provider's error status: the client's request was
+ * wrong for the provider (4xx: the same status) or rate limited (429),
+ * else the upstream failed (5xx: 502). A 401 or 403 is about the
+ * gateway's own provider credential, not the client's: 502 too, so an
+ * SDK does not take it for a bad key of its own.
+ */
+static int provider_answer(int status, const char **type)
+{
+	if (status == 429) {
+		*type = "rate_limit_error";
+		return 429;
+	}
+	if (status >= 400 && status < 500 && status != 401 && status != 403 && status != 407) {
+		*type = "invalid_request_error";
+		return status;
+	}
+	*type = "upstream_error";
+	return 502;
+}
+
+/* A run that did not end well, as an error: code run_<kind>; the
+ * provider's status class and message when the provider refused it. */
 static void run_error(const cJSON *d, oa_err_t *e)
 {
 	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
 	const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "errorKind"));
 	const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
-	fail(e, 500, NULL, NULL, "%s", msg && msg[0] ? msg : "The run failed.");
+	const cJSON *pe = cJSON_GetObjectItemCaseSensitive(d, "providerError");
+	double ps = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(pe, "status"));
+	const char *pmsg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pe, "message"));
+	int http = 500;
+	const char *type = NULL;
+	if (ps >= 400 && ps < 600) {
+		http = provider_answer((int)ps, &type);
+		if (pmsg && pmsg[0])
+			msg = pmsg;
+	}
+	/* the run's text can quote a provider or a tool: no secret leaves */
+	char *clean = pc_redact(msg && msg[0] ? msg : "The run failed.");
+	fail(e, http, NULL, NULL, "%s", clean ? clean : "The run failed.");
+	free(clean);
+	e->type = type;
 	snprintf(e->code_buf, sizeof(e->code_buf), "run_%s",
 		 kind && kind[0] ? kind : status && status[0] ? status : "error");
 	e->code = e->code_buf;
