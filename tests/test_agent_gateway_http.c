@@ -1012,6 +1012,15 @@ Test(gateway_http, refusals_while_draining_say_when_to_retry)
 
 /* ---- one text plain or streamed, keep-alives, request ids ---- */
 
+/* POSTs a chat completion of model "pincer" (chat_body's `extra` and
+ * `text`); the answer, whatever its status, in *r. */
+static void post_chat(gw_t *e, const char *extra, const char *text, resp_t *r)
+{
+	char body[4096];
+	chat_body(body, sizeof(body), "pincer", extra, text);
+	post(e, "/v1/chat/completions", NULL, body, r);
+}
+
 /* A model call that says something and calls a tool, then the echo of
  * the user's text: "Let me look." and "the final words", two calls. */
 #define PREAMBLE_TEXT                                                                                         \
@@ -1024,10 +1033,8 @@ Test(gateway_http, plain_and_streamed_answers_are_the_same_text)
 	gw_start(&e, NULL);
 	cJSON *j = chat(&e, NULL, "pincer", "", PREAMBLE_TEXT, 200);
 	cr_assert_str_eq(content_of(j), "Let me look.\n\nthe final words", "%s", content_of(j));
-	char body[1024];
-	chat_body(body, sizeof(body), "pincer", "\"stream\":true", PREAMBLE_TEXT);
 	resp_t r;
-	post(&e, "/v1/chat/completions", NULL, body, &r);
+	post_chat(&e, "\"stream\":true", PREAMBLE_TEXT, &r);
 	cr_assert_eq(r.status, 200);
 	char text[512], id[128], finish[32];
 	cr_assert(stream_text(r.body, text, sizeof(text), id, sizeof(id), finish, sizeof(finish)), "%s", r.body);
@@ -1055,11 +1062,8 @@ Test(gateway_http, a_silent_stream_sends_keep_alive_comments_until_its_first_tok
 {
 	gw_t e;
 	gw_start(&e, "{\"http\":{\"sseKeepAliveMs\":100}}");
-	char body[1024];
-	chat_body(body, sizeof(body), "pincer", "\"stream\":true",
-		  "[[mock:{\"text\":\"late words\",\"ttft_ms\":600}]]");
 	resp_t r;
-	post(&e, "/v1/chat/completions", NULL, body, &r);
+	post_chat(&e, "\"stream\":true", "[[mock:{\"text\":\"late words\",\"ttft_ms\":600}]]", &r);
 	cr_assert_eq(r.status, 200);
 	const char *first = strstr(r.body, "\"content\":\"late");
 	cr_assert_not_null(first, "%s", r.body);
@@ -1165,10 +1169,8 @@ static void provider_refuses(gw_t *e, int status, long want, const char *type)
 		 "Authorization: Bearer tok-123)\"}]]",
 		 status);
 	static const char *const want_msg = "Provider says no (key sk-***, Authorization: ***)";
-	char body[1024];
-	chat_body(body, sizeof(body), "pincer", "", text);
 	resp_t r;
-	post(e, "/v1/chat/completions", NULL, body, &r);
+	post_chat(e, "", text, &r);
 	cr_assert_eq(r.status, want, "provider %d: %ld %s", status, r.status, r.body);
 	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
 	cJSON *j = cJSON_Parse(r.body);
@@ -1178,8 +1180,7 @@ static void provider_refuses(gw_t *e, int status, long want, const char *type)
 	cJSON_Delete(j);
 	resp_free(&r);
 	/* streamed: the same error as an event, then [DONE] */
-	chat_body(body, sizeof(body), "pincer", "\"stream\":true", text);
-	post(e, "/v1/chat/completions", NULL, body, &r);
+	post_chat(e, "\"stream\":true", text, &r);
 	cr_assert_eq(r.status, 200);
 	char **ev = NULL;
 	size_t n = sse_events(r.body, &ev);

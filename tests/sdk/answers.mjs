@@ -10,7 +10,7 @@
 // Exits 0 when every check holds, 1 otherwise.
 import path from 'node:path';
 import OpenAI from 'openai';
-import { checker, startGateway, stopGateway } from './gateway.mjs';
+import { checker, withGateway } from './gateway.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
 if (!pincer) {
@@ -36,9 +36,7 @@ async function errorOf(promise) {
   }
 }
 
-let gw;
-try {
-  gw = await startGateway(pincer, { gateway: { http: { sseKeepAliveMs: 100 } } });
+await withGateway(pincer, { gateway: { http: { sseKeepAliveMs: 100 } } }, failures, async (gw) => {
   const base = `http://127.0.0.1:${gw.port}/v1`;
   const client = new OpenAI({ apiKey: 'unused', baseURL: base, timeout: 20000 });
 
@@ -95,10 +93,4 @@ try {
       check(stream || /^req_[0-9a-f]{24}$/.test(e.request_id ?? ''), `${how}: request id ${e.request_id}`);
     }
   }
-} catch (e) {
-  failures.push(String(e && e.stack ? e.stack : e));
-  console.error(e);
-} finally {
-  await stopGateway(gw);
-}
-process.exit(failures.length ? 1 : 0);
+});

@@ -53,3 +53,20 @@ export async function stopGateway(gw) {
   await gone;
   rmSync(gw.home, { recursive: true, force: true });
 }
+
+// Runs `body(gw)` against a gateway started with `config` (null: none),
+// then stops it; an exception is a failure. Exits 0 when every check
+// held, 1 otherwise.
+export async function withGateway(pincer, config, failures, body) {
+  let gw;
+  try {
+    gw = await startGateway(pincer, config);
+    await body(gw);
+  } catch (e) {
+    failures.push(String(e && e.stack ? e.stack : e));
+    console.error(e);
+  } finally {
+    await stopGateway(gw);
+  }
+  process.exit(failures.length ? 1 : 0);
+}

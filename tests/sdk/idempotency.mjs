@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { checker, startGateway, stopGateway } from './gateway.mjs';
+import { checker, withGateway } from './gateway.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
 if (!pincer) {
@@ -73,9 +73,7 @@ async function call(proxyPort, key, text, stream) {
   return { id, text: out };
 }
 
-let gw;
-try {
-  gw = await startGateway(pincer);
+await withGateway(pincer, null, failures, async (gw) => {
   for (const stream of [false, true]) {
     const how = stream ? 'streamed' : 'plain';
     // (a) the first connection is cut while the run goes
@@ -98,10 +96,4 @@ try {
     check(status !== 0, `${how}: a failed run is an error to the SDK (status ${status})`);
     check(runsOf(gw, fkey) === 1, `${how}: a failed run made exactly one run`);
   }
-} catch (e) {
-  failures.push(String(e && e.stack ? e.stack : e));
-  console.error(e);
-} finally {
-  await stopGateway(gw);
-}
-process.exit(failures.length ? 1 : 0);
+});
