@@ -359,6 +359,8 @@ typedef struct pc__attempt_done {
 	uint32_t payloads;          /* JSON array of final payload objects {text, isError?} */
 	uint32_t stop_reason;       /* the final stop reason name */
 	uint32_t revision;          /* before_agent_finalize's revision request, or 0 */
+	int32_t provider_status;    /* the provider's error status that ended it, or 0 */
+	uint32_t provider_message;  /* and its message, or 0 */
 	bool user_persisted;        /* the user's prompt is in the transcript now */
 	uint32_t tool_calls;        /* tool calls run in the attempt */
 	char buf[];

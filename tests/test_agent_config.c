@@ -1183,8 +1183,22 @@ Test(config, gateway_defaults_file_and_environment)
 	cr_assert_eq(c->gateway.tick_ms, 30000);
 	cr_assert_eq(c->gateway.max_payload, (uint64_t)25 << 20);
 	cr_assert_eq(c->gateway.max_buffered, (uint64_t)50 << 20);
+	cr_assert_eq(c->gateway.sse_keepalive_ms, 15000);
 	pc_config_free(c);
 	pc_config_errors_free(&e);
+	/* SSE keep-alives: any period from 10 ms, or 0 for none */
+	cr_assert_eq(parse("{\"gateway\":{\"http\":{\"sseKeepAliveMs\":100}}}", &c, &e), 0);
+	cr_assert_eq(c->gateway.sse_keepalive_ms, 100);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	cr_assert_eq(parse("{\"gateway\":{\"http\":{\"sseKeepAliveMs\":0}}}", &c, &e), 0);
+	cr_assert_eq(c->gateway.sse_keepalive_ms, 0);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	const char *short_period[] = {"gateway.http.sseKeepAliveMs: must be 0 (off) or at least 10"};
+	expect_errors("{\"gateway\":{\"http\":{\"sseKeepAliveMs\":5}}}", short_period, 1);
+	const char *unknown[] = {"gateway.http.keepAlive: unknown key"};
+	expect_errors("{\"gateway\":{\"http\":{\"keepAlive\":5}}}", unknown, 1);
 	/* a token makes token auth, and then any address may be bound */
 	cr_assert_eq(parse("{\"gateway\":{\"bind\":\"0.0.0.0\",\"port\":0,\"auth\":{\"token\":\"t0k\"}}}", &c, &e), 0);
 	cr_assert_eq(c->gateway.auth, PC_GATEWAY_AUTH_TOKEN);

@@ -430,8 +430,8 @@ Test(gateway_http, errors_come_in_openai_shape)
 	gw_stop(&e);
 }
 
-/* The OpenAI SDKs retry a 500 by themselves, and each retry would run the
- * prompt again: a run that failed says not to. */
+/* The OpenAI SDKs retry a 429 and a 5xx by themselves, and each retry
+ * would run the prompt again: a run that failed says not to. */
 Test(gateway_http, a_failed_run_tells_sdks_not_to_retry)
 {
 	gw_t e;
@@ -441,10 +441,10 @@ Test(gateway_http, a_failed_run_tells_sdks_not_to_retry)
 		  "x [[mock:{\"kind\":\"error\",\"status\":402,\"message\":\"Insufficient credits\"}]]");
 	resp_t r;
 	post(&e, "/v1/chat/completions", NULL, body, &r);
-	cr_assert_eq(r.status, 500, "%s", r.body);
+	cr_assert_eq(r.status, 402, "the provider's status: %s", r.body);
 	cJSON *j = cJSON_Parse(r.body);
 	cr_assert_not_null(j, "%s", r.body);
-	cr_assert_eq(strncmp(jstr(error_of(j, "server_error"), "code"), "run_", 4), 0, "%s", r.body);
+	cr_assert_eq(strncmp(jstr(error_of(j, "invalid_request_error"), "code"), "run_", 4), 0, "%s", r.body);
 	cJSON_Delete(j);
 	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
 	resp_free(&r);
@@ -883,9 +883,9 @@ Test(gateway_http, a_repeat_of_a_failed_run_gets_the_same_error)
 	const char *text = "x [[mock:{\"kind\":\"error\",\"status\":402,\"message\":\"Insufficient credits\"}]]";
 	keyed_t a = {&e, "failed-1", "", text, {0}}, b = a;
 	keyed_post(&a);
-	cr_assert_eq(a.r.status, 500, "%s", a.r.body);
+	cr_assert_eq(a.r.status, 402, "%s", a.r.body);
 	keyed_post(&b);
-	cr_assert_eq(b.r.status, 500, "%s", b.r.body);
+	cr_assert_eq(b.r.status, 402, "%s", b.r.body);
 	cr_assert_str_eq(b.r.body, a.r.body);
 	cr_assert(strcasestr(b.r.head, "\r\nx-should-retry: false\r\n"), "%s", b.r.head);
 	cr_assert_eq(runs_started(&e), 1);
@@ -1007,5 +1007,210 @@ Test(gateway_http, refusals_while_draining_say_when_to_retry)
 	cr_assert_eq(pthread_join(d, NULL), 0);
 	cr_assert_eq(a.r.status, 200);
 	resp_free(&a.r);
+	gw_stop(&e);
+}
+
+/* ---- one text plain or streamed, keep-alives, request ids ---- */
+
+/* POSTs a chat completion of model "pincer" (chat_body's `extra` and
+ * `text`); the answer, whatever its status, in *r. */
+static void post_chat(gw_t *e, const char *extra, const char *text, resp_t *r)
+{
+	char body[4096];
+	chat_body(body, sizeof(body), "pincer", extra, text);
+	post(e, "/v1/chat/completions", NULL, body, r);
+}
+
+/* A model call that says something and calls a tool, then the echo of
+ * the user's text: "Let me look." and "the final words", two calls. */
+#define PREAMBLE_TEXT                                                                                         \
+	"the final words [[mock:{\"kind\":\"tool_calls\",\"text\":\"Let me look.\",\"delay_ms\":20,"          \
+	"\"tool_calls\":[{\"name\":\"clock\",\"arguments\":{}}]}]]"
+
+Test(gateway_http, plain_and_streamed_answers_are_the_same_text)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	cJSON *j = chat(&e, NULL, "pincer", "", PREAMBLE_TEXT, 200);
+	cr_assert_str_eq(content_of(j), "Let me look.\n\nthe final words", "%s", content_of(j));
+	resp_t r;
+	post_chat(&e, "\"stream\":true", PREAMBLE_TEXT, &r);
+	cr_assert_eq(r.status, 200);
+	char text[512], id[128], finish[32];
+	cr_assert(stream_text(r.body, text, sizeof(text), id, sizeof(id), finish, sizeof(finish)), "%s", r.body);
+	cr_assert_str_eq(text, content_of(j), "streamed %s", r.body);
+	cr_assert_str_eq(finish, "stop");
+	resp_free(&r);
+	cJSON_Delete(j);
+	/* one call only: the text is the call's, as before */
+	j = chat(&e, NULL, "pincer", "", "just one call", 200);
+	cr_assert_str_eq(content_of(j), "just one call");
+	cJSON_Delete(j);
+	gw_stop(&e);
+}
+
+/* How many times `needle` occurs in `hay` before `end` (NULL: the end). */
+static int count_before(const char *hay, const char *needle, const char *end)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL && (!end || p < end); p += strlen(needle))
+		n++;
+	return n;
+}
+
+Test(gateway_http, a_silent_stream_sends_keep_alive_comments_until_its_first_token)
+{
+	gw_t e;
+	gw_start(&e, "{\"http\":{\"sseKeepAliveMs\":100}}");
+	resp_t r;
+	post_chat(&e, "\"stream\":true", "[[mock:{\"text\":\"late words\",\"ttft_ms\":600}]]", &r);
+	cr_assert_eq(r.status, 200);
+	const char *first = strstr(r.body, "\"content\":\"late");
+	cr_assert_not_null(first, "%s", r.body);
+	int before = count_before(r.body, "\n: keep-alive\n\n", first);
+	cr_assert_geq(before, 3, "%d keep-alives before the first token: %s", before, r.body);
+	/* none after the end; and the SSE parser still finds the whole text */
+	size_t n = strlen(r.body);
+	cr_assert(n > 14 && !strcmp(r.body + n - 14, "data: [DONE]\n\n"), "%s", r.body);
+	char text[512], id[128], finish[32];
+	cr_assert(stream_text(r.body, text, sizeof(text), id, sizeof(id), finish, sizeof(finish)), "%s", r.body);
+	cr_assert_str_eq(text, "late words");
+	resp_free(&r);
+	/* a plain answer is one JSON object: no comments */
+	cJSON *j = chat(&e, NULL, "pincer", "", "[[mock:{\"text\":\"slow plain\",\"ttft_ms\":300}]]", 200);
+	cr_assert_str_eq(content_of(j), "slow plain");
+	cJSON_Delete(j);
+	gw_stop(&e);
+}
+
+/* The value of header `name` in a response head ("" when absent). */
+static void header_of(const char *head, const char *name, char *out, size_t cap)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "\r\n%s: ", name);
+	const char *p = strcasestr(head, key);
+	out[0] = '\0';
+	if (!p)
+		return;
+	p += strlen(key);
+	size_t n = strcspn(p, "\r\n");
+	snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+/* A generated id: req_ and 24 hex digits. */
+static void expect_generated_id(const resp_t *r)
+{
+	char v[200];
+	header_of(r->head, "x-request-id", v, sizeof(v));
+	cr_assert_eq(strlen(v), 28, "%s", r->head);
+	cr_assert_eq(strncmp(v, "req_", 4), 0, "%s", v);
+	cr_assert_eq(strspn(v + 4, "0123456789abcdef"), 24, "%s", v);
+}
+
+Test(gateway_http, every_answer_names_its_request)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	static const char *const paths[] = {"/v1/models", "/v1/nowhere", "/readyz", "/healthz", "/livez", "/metrics"};
+	char v[200], other[200];
+	resp_t r;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const char *hdrs[] = {"x-request-id: client-id-42", NULL};
+		get(&e, paths[i], hdrs, &r);
+		header_of(r.head, "x-request-id", v, sizeof(v));
+		cr_assert_str_eq(v, "client-id-42", "%s: %s", paths[i], r.head);
+		resp_free(&r);
+		get(&e, paths[i], NULL, &r);
+		expect_generated_id(&r);
+		resp_free(&r);
+	}
+	/* chat: an answer, an error, a stream, each its own id */
+	const char *mine[] = {"x-request-id: chat-1", NULL};
+	post(&e, "/v1/chat/completions", mine, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+	cr_assert_eq(r.status, 200);
+	header_of(r.head, "x-request-id", v, sizeof(v));
+	cr_assert_str_eq(v, "chat-1");
+	resp_free(&r);
+	post(&e, "/v1/chat/completions", NULL, "{\"messages\":[]}", &r);
+	cr_assert_eq(r.status, 400);
+	expect_generated_id(&r);
+	header_of(r.head, "x-request-id", other, sizeof(other));
+	resp_free(&r);
+	post(&e, "/v1/chat/completions", NULL, "{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+	     &r);
+	cr_assert_eq(r.status, 200);
+	expect_generated_id(&r);
+	header_of(r.head, "x-request-id", v, sizeof(v));
+	cr_assert_str_neq(v, other, "ids differ per request");
+	resp_free(&r);
+	/* an id that is too long or not printable ASCII is replaced */
+	char long_id[200] = "x-request-id: ";
+	memset(long_id + 14, 'i', 129);
+	long_id[14 + 129] = '\0';
+	const char *bad[][2] = {{long_id, NULL}, {"x-request-id: caf\xc3\xa9", NULL}};
+	for (size_t i = 0; i < 2; i++) {
+		get(&e, "/v1/models", bad[i], &r);
+		cr_assert_eq(r.status, 200);
+		expect_generated_id(&r);
+		resp_free(&r);
+	}
+	gw_stop(&e);
+}
+
+/* ---- provider errors ---- */
+
+/* A run the provider refuses with `status`: the answer's status, type
+ * and message, plain and streamed. */
+static void provider_refuses(gw_t *e, int status, long want, const char *type)
+{
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "x [[mock:{\"kind\":\"error\",\"status\":%d,\"message\":\"Provider says no (key sk-live-0123456789abcdef, "
+		 "Authorization: Bearer tok-123)\"}]]",
+		 status);
+	static const char *const want_msg = "Provider says no (key sk-***, Authorization: ***)";
+	resp_t r;
+	post_chat(e, "", text, &r);
+	cr_assert_eq(r.status, want, "provider %d: %ld %s", status, r.status, r.body);
+	cr_assert(strcasestr(r.head, "\r\nx-should-retry: false\r\n"), "%s", r.head);
+	cJSON *j = cJSON_Parse(r.body);
+	const cJSON *err = error_of(j, type);
+	cr_assert_str_eq(jstr(err, "message"), want_msg, "%s", r.body);
+	cr_assert_eq(strncmp(jstr(err, "code"), "run_", 4), 0, "%s", r.body);
+	cJSON_Delete(j);
+	resp_free(&r);
+	/* streamed: the same error as an event, then [DONE] */
+	post_chat(e, "\"stream\":true", text, &r);
+	cr_assert_eq(r.status, 200);
+	char **ev = NULL;
+	size_t n = sse_events(r.body, &ev);
+	cr_assert_geq(n, 3, "%s", r.body);
+	cr_assert_str_eq(ev[n - 1], "[DONE]");
+	char run[80];
+	cJSON *c = cJSON_Parse(ev[0]);
+	run_of(jstr(c, "id"), run, sizeof(run));
+	cJSON_Delete(c);
+	j = cJSON_Parse(ev[n - 2]);
+	cr_assert_str_eq(jstr(error_of(j, type), "message"), want_msg, "%s", r.body);
+	cJSON_Delete(j);
+	sse_free(ev, n);
+	resp_free(&r);
+	/* the run's terminal data has the status and the masked message */
+	cJSON *d = finish_of(&e->h, run, 10000);
+	const cJSON *pe = cJSON_GetObjectItemCaseSensitive(d, "providerError");
+	cr_assert_eq(num(pe, "status"), status);
+	cr_assert_str_eq(jstr(pe, "message"), want_msg);
+	cJSON_Delete(d);
+}
+
+Test(gateway_http, a_provider_error_keeps_its_status_class_and_message)
+{
+	gw_t e;
+	gw_start(&e, NULL);
+	provider_refuses(&e, 400, 400, "invalid_request_error");
+	provider_refuses(&e, 429, 429, "rate_limit_error");
+	provider_refuses(&e, 500, 502, "upstream_error");
+	/* the gateway's own provider key, not the client's: an upstream error */
+	provider_refuses(&e, 401, 502, "upstream_error");
 	gw_stop(&e);
 }

@@ -254,7 +254,8 @@ static void report(attempt_t *t)
 	cJSON_Delete(payloads);
 	size_t need = sizeof(pc__attempt_done_t) + 4 + (t->error_text ? strlen(t->error_text) + 1 : 0) +
 		      (pay ? strlen(pay) + 1 : 0) + (t->stop_reason ? strlen(t->stop_reason) + 1 : 0) +
-		      (t->finalize_reason ? strlen(t->finalize_reason) + 1 : 0);
+		      (t->finalize_reason ? strlen(t->finalize_reason) + 1 : 0) +
+		      (t->provider_message ? strlen(t->provider_message) + 1 : 0);
 	pc_msg_t *m = pc_msg_new(PC__MSG_ATTEMPT_DONE, need);
 	if (m) {
 		pc__attempt_done_t *d = pc_msg_data(m);
@@ -266,6 +267,8 @@ static void report(attempt_t *t)
 		d->payloads = put(d, &off, pay);
 		d->stop_reason = put(d, &off, t->stop_reason);
 		d->revision = put(d, &off, t->finalize_reason);
+		d->provider_status = t->provider_status;
+		d->provider_message = put(d, &off, t->provider_message);
 		d->user_persisted = t->user_persisted;
 		d->tool_calls = t->tool_calls_run;
 		pc_send(t->run, m);
@@ -612,6 +615,10 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		t->failure = d->failure;
 		t->idle_timed_out = d->transport == PC_TRANSPORT_IDLE_TIMEOUT;
 		pc__att_set_error(t, d->error);
+		if (d->http_status >= 400 && !t->provider_status) {
+			t->provider_status = d->http_status;
+			t->provider_message = d->provider_message ? strdup(d->provider_message) : NULL;
+		}
 		cJSON_Delete(t->final_message);
 		t->final_message = msg;
 		pc__att_finish(ctx, t);
@@ -1055,6 +1062,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(t->system_prompt);
 	free(t->error_text);
 	free(t->stop_reason);
+	free(t->provider_message);
 	free(t->tool_error_name);
 	free(t->tool_error_text);
 	free(t->run_id);

@@ -127,6 +127,10 @@ typedef struct attempt {
 	pc_run_prompt_error_t prompt_error;
 	char *error_text;
 	char *stop_reason;
+	/* a model call the provider refused with an error status: the status
+	 * and the provider's message (or NULL), for the run's end */
+	int provider_status;
+	char *provider_message;
 	cJSON *final_message;  /* the last assistant message */
 	char *tool_error_name, *tool_error_text;
 	bool tool_error_mutating;

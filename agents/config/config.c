@@ -1262,7 +1262,8 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	static const char *const keys[] = {"bind",	     "port",	       "auth",
 					   "tickIntervalMs", "maxPayloadBytes", "maxBufferedBytes",
 					   "handshakeTimeoutMs", "drainSeconds", "allowedOrigins",
-					   "trustedProxies", NULL};
+					   "trustedProxies", "http", NULL};
+	static const char *const http_keys[] = {"sseKeepAliveMs", NULL};
 	static const char *const auth_keys[] = {"mode", "token", "password", "rateLimit", NULL};
 	pc_gateway_config_t *g = &x->cfg->pub.gateway;
 	const char *path = "gateway", *s = NULL;
@@ -1281,6 +1282,16 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	get_u64(x, gj, "handshakeTimeoutMs", path, 100, 600000, &g->handshake_ms);
 	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
 	parse_gateway_lists(x, gj, g);
+	const cJSON *hj = cJSON_GetObjectItemCaseSensitive(gj, "http");
+	/* 0 turns it off; below 10 ms a stream would be mostly comments */
+	uint64_t ms = 0;
+	if (hj && check_object(x, hj, sub(q, path, "http"), http_keys) &&
+	    get_u64(x, hj, "sseKeepAliveMs", q, 0, 3600000, &ms)) {
+		if (ms > 0 && ms < 10)
+			err(x, "gateway.http.sseKeepAliveMs", "must be 0 (off) or at least 10");
+		else
+			g->sse_keepalive_ms = ms;
+	}
 	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(gj, "auth");
 	if (aj && check_object(x, aj, sub(q, path, "auth"), auth_keys)) {
 		parse_auth_limit(x, aj, q, &g->auth_limit);
@@ -1373,6 +1384,7 @@ static void set_defaults(pc_config_t *c)
 	c->gateway.max_buffered = PC_GATEWAY_DEFAULT_MAX_BUFFERED;
 	c->gateway.handshake_ms = PC_GATEWAY_DEFAULT_HANDSHAKE_MS;
 	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
+	c->gateway.sse_keepalive_ms = PC_GATEWAY_DEFAULT_SSE_KEEPALIVE_MS;
 	c->gateway.auth_limit = (pc_gateway_auth_limit_t){
 		.max_attempts = PC_GATEWAY_DEFAULT_AUTH_ATTEMPTS,
 		.window_ms = PC_GATEWAY_DEFAULT_AUTH_WINDOW_MS,
@@ -1922,6 +1934,7 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
 	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
 	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
+	j_num(&ok, j_obj(&ok, gw, "http"), "sseKeepAliveMs", (double)c->gateway.sse_keepalive_ms);
 	const pc_gateway_auth_limit_t *al = &c->gateway.auth_limit;
 	cJSON *rl = j_obj(&ok, ga, "rateLimit");
 	j_num(&ok, rl, "maxAttempts", al->max_attempts);

@@ -204,6 +204,8 @@ typedef enum pc_gateway_auth_mode {
 #define PC_GATEWAY_PREAUTH_MAX_PAYLOAD ((uint64_t)64 << 10)   /* frames before connect */
 #define PC_GATEWAY_DEFAULT_HANDSHAKE_MS ((uint64_t)10000)     /* DEFAULT_PREAUTH_HANDSHAKE_TIMEOUT_MS */
 #define PC_GATEWAY_DEFAULT_DRAIN_MS ((uint64_t)30000)
+/* gateway.http.sseKeepAliveMs: silence before an SSE comment line goes out */
+#define PC_GATEWAY_DEFAULT_SSE_KEEPALIVE_MS ((uint64_t)15000)
 
 /* gateway.auth.rateLimit: failed secret and device-token attempts per
  * client address (docs/gateway.md, "Guessing secrets"). */
@@ -232,6 +234,7 @@ typedef struct pc_gateway_config {
 	uint64_t max_buffered;       /* bytes queued for one client before it is cut off */
 	uint64_t handshake_ms;       /* connect must complete within */
 	uint64_t drain_ms;           /* SIGTERM: how long runs may finish */
+	uint64_t sse_keepalive_ms;   /* gateway.http.sseKeepAliveMs; 0: none */
 	pc_gateway_auth_limit_t auth_limit;
 	/* gateway.allowedOrigins: browser origins besides the gateway's own
 	 * ("https://ui.example.com"), each valid for pc_origin_parse */

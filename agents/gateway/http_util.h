@@ -10,9 +10,12 @@
 #ifndef PINCER_AGENTS_GATEWAY_HTTP_UTIL_H
 #define PINCER_AGENTS_GATEWAY_HTTP_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -56,6 +59,48 @@ typedef struct pc__gw_openai_stats {
  * gateway lives. */
 void pc__gw_openai_stats(pc_gateway_t *g, pc__gw_openai_stats_t *out);
 
+/* `n` (<= 16) random bytes. When the kernel has no randomness to give,
+ * the clock and a counter still make them unique in this process, which
+ * is what ids and throw-away keys need. */
+static inline void pc__gw_random(uint8_t *b, size_t n)
+{
+	static uint64_t counter;
+	if (n <= 16 && getrandom(b, n, GRND_NONBLOCK) == (ssize_t)n)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t w[2] = {(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+			 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)};
+	memcpy(b, w, n < sizeof(w) ? n : sizeof(w));
+}
+
+/* An answer's x-request-id: at most this many bytes, plus the NUL. */
+#define PC__GW_REQUEST_ID_MAX 128u
+
+/*
+ * The id every plain-HTTP answer carries as x-request-id, for the client,
+ * proxies and logs to name the request by: the client's own x-request-id
+ * when it is 1 to 128 bytes of printable ASCII (so it cannot break the
+ * header it is echoed in), else "req_" and 24 random hex digits.
+ */
+static inline void pc__gw_request_id(const pc_http_request_msg_t *q, char out[PC__GW_REQUEST_ID_MAX + 1])
+{
+	const char *h = pc_http_request_header(q, "x-request-id");
+	size_t n = h ? strlen(h) : 0;
+	bool ok = n >= 1 && n <= PC__GW_REQUEST_ID_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = h[i] >= 0x20 && h[i] <= 0x7e;
+	if (ok) {
+		memcpy(out, h, n + 1);
+		return;
+	}
+	uint8_t b[12];
+	pc__gw_random(b, sizeof(b));
+	memcpy(out, "req_", 4);
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(out + 4 + 2 * i, 3, "%02x", b[i]);
+}
+
 /* Answers `id` with `body` as JSON (NULL: {}).
  * `extra` is further header lines ("Name: value\r\n") or NULL. Returns the
  * server's code (PC_ENOTFOUND when the client has gone). */
@@ -63,7 +108,7 @@ static inline int pc__gw_respond_json(pc_http_server_t *srv, uint64_t id, int st
 				      const cJSON *body)
 {
 	char *text = body ? cJSON_PrintUnformatted(body) : NULL;
-	char headers[512];
+	char headers[768];
 	snprintf(headers, sizeof(headers), "Content-Type: application/json; charset=utf-8\r\n%s", extra ? extra : "");
 	/* out of memory printing: still answer, with the status alone */
 	int rc = pc_http_respond(srv, id, status, headers, text ? text : "{}", text ? strlen(text) : 2);

@@ -30,11 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "../../actors/timer.h"
 #include "../../io/buf_internal.h"
 #include "../../io/store/store.h"
+#include "../obs/redact.h"
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "http_util.h"
@@ -44,6 +45,7 @@ enum {
 	MSG_EVENTS,                              /* its subscription has events */
 	MSG_GONE,                                /* u64 request id: the client left */
 	MSG_DONE,                                /* u64 request id: a completion ended */
+	MSG_KEEPALIVE,                           /* a stream's keep-alive timer */
 };
 
 #define MAX_BODY ((size_t)20 << 20) /* OpenClaw's DEFAULT_OPENAI_CHAT_COMPLETIONS_BODY_BYTES */
@@ -71,10 +73,11 @@ typedef struct oa_err {
 	const char *param;  /* NULL: null */
 	const char *code;   /* NULL: null */
 	const char *allow;  /* 405: the Allow header's value */
+	const char *type;   /* NULL: by the status (invalid_request_error, server_error) */
 	uint64_t retry_after_ms; /* 429, 503: the Retry-After header's value */
 	bool no_retry;      /* a run ended this way, or the key was reused: the
 			     * same call again would not fare better */
-	char message[320];
+	char message[640];  /* room for a provider's message (512 bytes at most) */
 	char code_buf[48];  /* a code made on the fly (`code` points here) */
 } oa_err_t;
 
@@ -87,12 +90,20 @@ static bool fail(oa_err_t *e, int status, const char *param, const char *code, c
 	e->param = param;
 	e->code = code;
 	e->allow = NULL;
+	e->type = NULL;
 	e->retry_after_ms = 0;
 	e->no_retry = false;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	int n = vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
+	/* a message cut short ends on a whole character: it goes out as JSON */
+	if (n >= (int)sizeof(e->message)) {
+		size_t len = sizeof(e->message) - 1;
+		while (len > 0 && ((unsigned char)e->message[len] & 0xC0) == 0x80)
+			len--;
+		e->message[len] = '\0';
+	}
 	return false;
 }
 
@@ -101,11 +112,14 @@ static void count_answer(struct pc__gw_openai *oa, int route, int status)
 	pc__gw_count(&oa->http[route][pc__gw_code_index(status)]);
 }
 
-static int answer_json(struct pc__gw_openai *oa, int route, uint64_t id, int status, const char *extra,
-		       const cJSON *body)
+/* Every answer names its request (`rid`, x-request-id) before `extra`. */
+static int answer_json(struct pc__gw_openai *oa, int route, uint64_t id, const char *rid, int status,
+		       const char *extra, const cJSON *body)
 {
+	char head[PC__GW_REQUEST_ID_MAX + 192];
+	snprintf(head, sizeof(head), "x-request-id: %s\r\n%s", rid, extra ? extra : "");
 	count_answer(oa, route, status);
-	return pc__gw_respond_json(oa->g->srv, id, status, extra, body);
+	return pc__gw_respond_json(oa->g->srv, id, status, head, body);
 }
 
 static cJSON *error_json(const oa_err_t *e)
@@ -117,7 +131,8 @@ static cJSON *error_json(const oa_err_t *e)
 		return NULL;
 	}
 	cJSON_AddStringToObject(err, "message", e->message);
-	cJSON_AddStringToObject(err, "type", e->status >= 500 ? "server_error" : "invalid_request_error");
+	cJSON_AddStringToObject(err, "type",
+				e->type ? e->type : e->status >= 500 ? "server_error" : "invalid_request_error");
 	if (e->param)
 		cJSON_AddStringToObject(err, "param", e->param);
 	else
@@ -129,7 +144,7 @@ static cJSON *error_json(const oa_err_t *e)
 	return o;
 }
 
-static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const oa_err_t *e)
+static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const char *rid, const oa_err_t *e)
 {
 	char extra[128] = "";
 	if (e->allow)
@@ -145,7 +160,7 @@ static void answer_error(struct pc__gw_openai *oa, int route, uint64_t id, const
 		 * theirs for "do not" */
 		snprintf(extra, sizeof(extra), "x-should-retry: false\r\n");
 	cJSON *body = error_json(e);
-	answer_json(oa, route, id, e->status, extra, body);
+	answer_json(oa, route, id, rid, e->status, extra, body);
 	cJSON_Delete(body);
 }
 
@@ -178,21 +193,11 @@ static int64_t wall_seconds(void)
 	return (int64_t)ts.tv_sec;
 }
 
-/* A random UUID (v4) for a stateless session. When the kernel has no
- * randomness to give, the clock and a counter still make it unique in
- * this process, which is what a throw-away session key needs. */
+/* A random UUID (v4) for a stateless session. */
 static void new_uuid(char out[37])
 {
-	static uint64_t counter;
 	uint8_t b[16];
-	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t hi = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-		uint64_t lo = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-		memcpy(b, &hi, 8);
-		memcpy(b + 8, &lo, 8);
-	}
+	pc__gw_random(b, sizeof(b));
 	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
 	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
 	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
@@ -456,7 +461,7 @@ static cJSON *model_one(const pc_gateway_t *g, const cJSON *ids, const char *wan
 	return body;
 }
 
-static void serve_models(struct pc__gw_openai *oa, const pc_http_request_msg_t *q)
+static void serve_models(struct pc__gw_openai *oa, const pc_http_request_msg_t *q, const char *rid)
 {
 	oa_err_t e = {0};
 	cJSON *ids = model_ids(oa->g->cfg), *body = NULL;
@@ -468,9 +473,9 @@ static void serve_models(struct pc__gw_openai *oa, const pc_http_request_msg_t *
 	else if (rest[0])
 		body = model_one(oa->g, ids, rest + 1, &e);
 	if (body)
-		answer_json(oa, PC__GW_OA_MODELS, q->id, 200, NULL, body);
+		answer_json(oa, PC__GW_OA_MODELS, q->id, rid, 200, NULL, body);
 	else
-		answer_error(oa, PC__GW_OA_MODELS, q->id, &e);
+		answer_error(oa, PC__GW_OA_MODELS, q->id, rid, &e);
 	cJSON_Delete(body);
 	cJSON_Delete(ids);
 }
@@ -486,6 +491,9 @@ typedef struct chat_req {
 	char *thinking;    /* reasoning_effort, as the run's thinking level; or NULL */
 	char *idem_key;    /* the Idempotency-Key header, or NULL */
 	bool stream, include_usage;
+	/* x-request-id of every answer (the client's, or made here): for the
+	 * logs to name the request by too */
+	char request_id[PC__GW_REQUEST_ID_MAX + 1];
 } chat_req_t;
 
 static void chat_req_free(chat_req_t *r)
@@ -764,10 +772,16 @@ typedef struct completion {
 	int64_t created;    /* seconds, for every answer's `created` */
 	bool accepted;      /* run_id is known */
 	bool repeat;        /* the key named an earlier run: this answers for it */
-	bool replayed;      /* a repeat's stream has caught up with the run's text */
 	bool streaming;     /* the SSE head went out */
 	bool sent_text;     /* some content went out */
 	bool finished;
+	/* The answer's text as the run's events carry it, the same for a plain
+	 * and a streamed answer: `call` is the current model call's text (an
+	 * event's cumulative `text`), `before` the texts of the earlier calls
+	 * (those a tool call followed), joined by blank lines. */
+	pc__buf_t call, before;
+	pc_timer_t keepalive;   /* a stream's keep-alive timer, 0: none */
+	uint64_t last_write_ms; /* when the stream last wrote (pc_runtime_now_ms) */
 	char run_id[PC_RUN_ID_MAX + 1];
 	char answer_id[PC_RUN_ID_MAX + 16];
 	uint64_t store_corr; /* a repeat of a run only the store still holds */
@@ -775,29 +789,69 @@ typedef struct completion {
 	char store_code[PC_STORE_CODE_MAX + 1];
 } completion_t;
 
+/* Every end of a completion: nothing more is written, and a stream's
+ * keep-alive stops with it. */
+static void comp_close(pc_ctx_t *ctx, completion_t *c)
+{
+	c->finished = true;
+	if (c->keepalive)
+		(void)pc_timer_cancel(pc_ctx_runtime(ctx), c->keepalive);
+	c->keepalive = 0;
+	pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
 /* The client is gone (a GONE, or a refused write): stop here; the run
  * goes on. */
 static void comp_gone(pc_ctx_t *ctx, completion_t *c)
 {
 	if (!c->finished)
 		pc__gw_count(&c->oa->gone);
-	c->finished = true;
-	pc_exit(ctx, PC_EXIT_NORMAL);
+	comp_close(ctx, c);
 }
 
 static void comp_fail(pc_ctx_t *ctx, completion_t *c, const oa_err_t *e)
 {
-	answer_error(c->oa, PC__GW_OA_CHAT, c->id, e);
-	c->finished = true;
-	pc_exit(ctx, PC_EXIT_NORMAL);
+	answer_error(c->oa, PC__GW_OA_CHAT, c->id, c->req.request_id, e);
+	comp_close(ctx, c);
 }
 
 static bool sse_write(pc_ctx_t *ctx, completion_t *c, const char *text, size_t len)
 {
-	if (pc_http_respond_write(c->g->srv, c->id, text, len) == 0)
+	if (pc_http_respond_write(c->g->srv, c->id, text, len) == 0) {
+		c->last_write_ms = pc_runtime_now_ms();
 		return true;
+	}
 	comp_gone(ctx, c);
 	return false;
+}
+
+/* Arms the keep-alive to fire `ms` from now. Without a timer (the runtime
+ * stopping, no memory) the stream goes on without keep-alives. */
+static void keepalive_arm(pc_ctx_t *ctx, completion_t *c, uint64_t ms)
+{
+	pc_msg_t *m = pc_msg_new(MSG_KEEPALIVE, 0);
+	if (!m || pc_timer_after(pc_self(ctx), ms, m, &c->keepalive) != 0)
+		c->keepalive = 0;
+}
+
+/* A proxy cuts a connection that stays silent too long (a tool call, a
+ * queued run, a slow first token): after gateway.http.sseKeepAliveMs
+ * without a write, an SSE comment, which clients skip. The timer is not
+ * moved at each write; it fires and looks at the last write instead. */
+static void on_keepalive(pc_ctx_t *ctx, completion_t *c)
+{
+	static const char comment[] = ": keep-alive\n\n";
+	uint64_t every = c->g->gcfg->sse_keepalive_ms;
+	c->keepalive = 0;
+	if (!c->streaming || every == 0)
+		return;
+	uint64_t idle = pc_runtime_now_ms() - c->last_write_ms;
+	if (idle >= every) {
+		if (!sse_write(ctx, c, comment, sizeof(comment) - 1))
+			return;
+		idle = 0;
+	}
+	keepalive_arm(ctx, c, every - idle);
 }
 
 /* One `data: <json>` event. */
@@ -902,29 +956,87 @@ static const char *finish_reason(const cJSON *d)
 	return s && !strcmp(s, "length") ? "length" : "stop";
 }
 
-/* A run that did not end well, as an error: code run_<kind>. */
+/*
+ * The answer for a provider's error status: the client's request was
+ * wrong for the provider (4xx: the same status) or rate limited (429),
+ * else the upstream failed (5xx: 502). A 401 or 403 is about the
+ * gateway's own provider credential, not the client's: 502 too, so an
+ * SDK does not take it for a bad key of its own.
+ */
+static int provider_answer(int status, const char **type)
+{
+	if (status == 429) {
+		*type = "rate_limit_error";
+		return 429;
+	}
+	if (status >= 400 && status < 500 && status != 401 && status != 403 && status != 407) {
+		*type = "invalid_request_error";
+		return status;
+	}
+	*type = "upstream_error";
+	return 502;
+}
+
+/* A run that did not end well, as an error: code run_<kind>; the
+ * provider's status class and message when the provider refused it. */
 static void run_error(const cJSON *d, oa_err_t *e)
 {
 	const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error"));
 	const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "errorKind"));
 	const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
-	fail(e, 500, NULL, NULL, "%s", msg && msg[0] ? msg : "The run failed.");
+	const cJSON *pe = cJSON_GetObjectItemCaseSensitive(d, "providerError");
+	double ps = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(pe, "status"));
+	const char *pmsg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pe, "message"));
+	int http = 500;
+	const char *type = NULL;
+	if (ps >= 400 && ps < 600) {
+		http = provider_answer((int)ps, &type);
+		if (pmsg && pmsg[0])
+			msg = pmsg;
+	}
+	/* the run's text can quote a provider or a tool: no secret leaves */
+	char *clean = pc_redact(msg && msg[0] ? msg : "The run failed.");
+	fail(e, http, NULL, NULL, "%s", clean ? clean : "The run failed.");
+	free(clean);
+	e->type = type;
 	snprintf(e->code_buf, sizeof(e->code_buf), "run_%s",
 		 kind && kind[0] ? kind : status && status[0] ? status : "error");
 	e->code = e->code_buf;
 	e->no_retry = true;
 }
 
+/* `a` and `b` joined by a blank line, either left out when empty:
+ * malloc'd, NULL on out of memory. */
+static char *joined(const char *a, size_t an, const char *b)
+{
+	pc__buf_t o = {0};
+	pc__buf_append(&o, a, an);
+	if (an && b[0])
+		pc__buf_append(&o, "\n\n", 2);
+	pc__buf_append_str(&o, b);
+	return pc__buf_take(&o);
+}
+
+/* The answer's text: the texts of the run's model calls that a tool call
+ * followed (as a stream sent them), then the final payloads' text. */
+static char *answer_text(const completion_t *c, const cJSON *d)
+{
+	char *final = payload_text(d);
+	char *text = final ? joined(c->before.p ? c->before.p : "", c->before.len, final) : NULL;
+	free(final);
+	return text;
+}
+
 static void comp_answer(completion_t *c, const cJSON *d, bool ok)
 {
 	oa_err_t e;
-	char *text = ok ? payload_text(d) : NULL;
+	char *text = ok ? answer_text(c, d) : NULL;
 	if (!ok)
 		run_error(d, &e);
 	else if (!text)
 		fail(&e, 500, NULL, NULL, "out of memory");
 	if (!text) {
-		answer_error(c->oa, PC__GW_OA_CHAT, c->id, &e);
+		answer_error(c->oa, PC__GW_OA_CHAT, c->id, c->req.request_id, &e);
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -940,7 +1052,7 @@ static void comp_answer(completion_t *c, const cJSON *d, bool ok)
 	cJSON_AddStringToObject(choice, "finish_reason", finish_reason(d));
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), choice);
 	cJSON_AddItemToObject(o, "usage", usage_json(cJSON_GetObjectItemCaseSensitive(d, "usage")));
-	answer_json(c->oa, PC__GW_OA_CHAT, c->id, 200, NULL, o);
+	answer_json(c->oa, PC__GW_OA_CHAT, c->id, c->req.request_id, 200, NULL, o);
 	cJSON_Delete(o);
 	free(text);
 }
@@ -958,10 +1070,21 @@ static void comp_stream_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d, bool
 		written = sse_json(ctx, c, err);
 		cJSON_Delete(err);
 	} else {
-		char *text = c->sent_text ? NULL : payload_text(d);
-		if (text && text[0])
-			written = sse_delta(ctx, c, NULL, text, NULL);
-		free(text);
+		/* the final call's text, when no event carried it (held back as
+		 * a possible NO_REPLY, or a repeat of an ended run), after the
+		 * earlier calls' as a plain answer has it */
+		char *final = c->call.len ? NULL : payload_text(d);
+		if (final && final[0]) {
+			pc__buf_t t = {0};
+			if (c->sent_text)
+				pc__buf_append(&t, "\n\n", 2);
+			pc__buf_append_str(&t, final);
+			if (t.err)
+				comp_gone(ctx, c); /* out of memory: nothing sensible can follow */
+			written = !t.err && sse_delta(ctx, c, NULL, t.p, NULL);
+			pc__buf_free(&t);
+		}
+		free(final);
 		written = written && sse_delta(ctx, c, NULL, NULL, finish_reason(d));
 		if (written && c->req.include_usage) {
 			cJSON *o = chunk_new(c, NULL, NULL);
@@ -981,12 +1104,18 @@ static void comp_stream_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d, bool
 static bool stream_open(pc_ctx_t *ctx, completion_t *c)
 {
 	count_answer(c->oa, PC__GW_OA_CHAT, 200);
-	if (pc_http_respond_start(c->g->srv, c->id, 200, SSE_HEADERS) != 0) {
+	char head[sizeof(SSE_HEADERS) + PC__GW_REQUEST_ID_MAX + 20];
+	snprintf(head, sizeof(head), SSE_HEADERS "x-request-id: %s\r\n", c->req.request_id);
+	if (pc_http_respond_start(c->g->srv, c->id, 200, head) != 0) {
 		comp_gone(ctx, c);
 		return false;
 	}
 	c->streaming = true;
-	return sse_delta(ctx, c, "assistant", "", NULL);
+	if (!sse_delta(ctx, c, "assistant", "", NULL))
+		return false;
+	if (c->g->gcfg->sse_keepalive_ms > 0)
+		keepalive_arm(ctx, c, c->g->gcfg->sse_keepalive_ms);
+	return true;
 }
 
 /* The last answer from `d`, a run's terminal data (phase, payloads,
@@ -1002,8 +1131,7 @@ static void comp_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d)
 		comp_stream_end(ctx, c, d, ok);
 	else
 		comp_answer(c, d, ok);
-	c->finished = true;
-	pc_exit(ctx, PC_EXIT_NORMAL);
+	comp_close(ctx, c);
 }
 
 /* The run's terminal event: the last answer. */
@@ -1014,26 +1142,50 @@ static void comp_terminal(pc_ctx_t *ctx, completion_t *c, const pc_event_t *ev)
 	cJSON_Delete(d);
 }
 
-/* Sends the deltas gathered so far as one chunk. */
+/* Sends the text gathered so far as one chunk (a plain answer sends its
+ * text at the end). */
 static bool flush_text(pc_ctx_t *ctx, completion_t *c, pc__buf_t *text)
 {
-	bool ok = !text->len || sse_delta(ctx, c, NULL, text->p, NULL);
+	bool ok = !text->len || !c->streaming || sse_delta(ctx, c, NULL, text->p, NULL);
 	text->len = 0;
 	return ok;
 }
 
-/* An assistant event's new text: its delta; or, for a repeat's first
- * one, the model call's whole text so far (the event's `text`), which is
- * what the run had sent before this repeat subscribed, plus the delta. */
-static void add_delta(completion_t *c, const pc_event_t *e, pc__buf_t *text)
+/*
+ * An assistant event's new text, added to `text` (what goes out next):
+ * what its cumulative `text` holds past the call's text seen so far. So a
+ * delta the bus dropped for a slow reader, a draft held back as a possible
+ * NO_REPLY, and what a repeat's run said before the repeat subscribed all
+ * arrive. The first text of a call after an earlier call's is set apart
+ * by a blank line, as the plain answer joins them. A call's text that
+ * starts over (a retried model call) is sent again whole.
+ */
+static void add_text(completion_t *c, const pc_event_t *e, pc__buf_t *text)
 {
 	cJSON *d = cJSON_ParseWithLength(e->data, e->data_len);
-	const char *field = c->repeat && !c->replayed ? "text" : "delta";
-	c->replayed = true;
-	const char *delta = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, field));
-	if (delta)
-		pc__buf_append(text, delta, strlen(delta));
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "text"));
+	size_t n = t ? strlen(t) : 0;
+	size_t from = n >= c->call.len && c->call.len && !memcmp(t, c->call.p, c->call.len) ? c->call.len : 0;
+	if (from < n) {
+		if (from == 0 && (c->sent_text || text->len || c->before.len))
+			pc__buf_append(text, "\n\n", 2);
+		pc__buf_append(text, t + from, n - from);
+		c->call.len = 0;
+		pc__buf_append(&c->call, t, n);
+	}
 	cJSON_Delete(d);
+}
+
+/* A tool call ended the current model call: its text is an earlier
+ * call's now. */
+static void end_call(completion_t *c)
+{
+	if (!c->call.len)
+		return;
+	if (c->before.len)
+		pc__buf_append(&c->before, "\n\n", 2);
+	pc__buf_append(&c->before, c->call.p, c->call.len);
+	c->call.len = 0;
 }
 
 /* Takes a batch of events; this run's deltas go out as one chunk. A full
@@ -1048,8 +1200,10 @@ static void comp_pump(pc_ctx_t *ctx, completion_t *c)
 		const pc_event_t *e = ev[i];
 		if (c->finished || strcmp(e->run_id, c->run_id))
 			continue;
-		if (e->stream == PC_EVENT_ASSISTANT && c->streaming)
-			add_delta(c, e, &text);
+		if (e->stream == PC_EVENT_ASSISTANT)
+			add_text(c, e, &text);
+		else if (e->stream == PC_EVENT_TOOL)
+			end_call(c);
 		else if (e->terminal && flush_text(ctx, c, &text))
 			comp_terminal(ctx, c, e);
 	}
@@ -1343,6 +1497,9 @@ static int comp_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case MSG_GONE:
 		comp_gone(ctx, c);
 		break;
+	case MSG_KEEPALIVE:
+		on_keepalive(ctx, c);
+		break;
 	default:
 		break;
 	}
@@ -1351,10 +1508,12 @@ static int comp_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 static void comp_stop(pc_ctx_t *ctx, void *state, int reason)
 {
-	(void)ctx;
 	(void)reason;
 	completion_t *c = state;
 	struct pc__gw_openai *oa = c->oa;
+	/* stopped by the route (shutdown) without an end of its own */
+	if (c->keepalive)
+		(void)pc_timer_cancel(pc_ctx_runtime(ctx), c->keepalive);
 	if (c->sub) {
 		pc_agent_unsubscribe_session(c->g->agent, c->req.session_key, c->sub);
 		pc_event_sub_release(c->sub);
@@ -1363,6 +1522,8 @@ static void comp_stop(pc_ctx_t *ctx, void *state, int reason)
 	(void)pc_send_u64(c->route, MSG_DONE, c->id);
 	pc_actor_release(c->route);
 	chat_req_free(&c->req);
+	pc__buf_free(&c->call);
+	pc__buf_free(&c->before);
 	free(c);
 	/* the last touch of this part's memory: pc__gw_openai_free waits for it */
 	__atomic_sub_fetch(&oa->live, 1, __ATOMIC_ACQ_REL);
@@ -1411,14 +1572,15 @@ static bool start_completion(pc_ctx_t *ctx, route_t *r, uint64_t id, chat_req_t 
 	return rc == 0 || fail(e, 500, NULL, NULL, "The request could not be started: %s.", pc_strerror(rc));
 }
 
-static void chat(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q)
+static void chat(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q, const char *rid)
 {
 	chat_req_t cr = {0};
 	oa_err_t e;
+	snprintf(cr.request_id, sizeof(cr.request_id), "%s", rid);
 	if (parse_chat(r->oa->g, q, &cr, &e) && start_completion(ctx, r, q->id, &cr, &e))
 		return;
 	chat_req_free(&cr);
-	answer_error(r->oa, PC__GW_OA_CHAT, q->id, &e);
+	answer_error(r->oa, PC__GW_OA_CHAT, q->id, rid, &e);
 }
 
 static int route_of(const char *path)
@@ -1435,6 +1597,8 @@ static void on_request(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q
 	struct pc__gw_openai *oa = r->oa;
 	int route = route_of(q->path);
 	const char *allow = route == PC__GW_OA_CHAT ? "POST" : "GET";
+	char rid[PC__GW_REQUEST_ID_MAX + 1];
+	pc__gw_request_id(q, rid);
 	oa_err_t e;
 	if (!admitted(oa, q, &e)) {
 		/* answered below, before anything about the route is told */
@@ -1448,13 +1612,13 @@ static void on_request(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q
 		 * it must preflight application/json */
 		fail(&e, 415, NULL, "unsupported_media_type", "Send the request body as Content-Type: application/json.");
 	} else if (route == PC__GW_OA_MODELS) {
-		serve_models(oa, q);
+		serve_models(oa, q, rid);
 		return;
 	} else {
-		chat(ctx, r, q);
+		chat(ctx, r, q, rid);
 		return;
 	}
-	answer_error(oa, route, q->id, &e);
+	answer_error(oa, route, q->id, rid, &e);
 }
 
 static int route_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)

@@ -439,25 +439,30 @@ static void count(struct pc__gw_ops *ops, int route, int status)
 	pc__gw_count(&ops->http[route][pc__gw_code_index(status)]);
 }
 
-static void answer_json(struct pc__gw_ops *ops, int route, uint64_t id, int status, const char *extra,
-			const cJSON *body)
+/* Every answer names its request (`rid`, x-request-id) before `extra`. */
+static void answer_json(struct pc__gw_ops *ops, int route, uint64_t id, const char *rid, int status,
+			const char *extra, const cJSON *body)
 {
+	char head[PC__GW_REQUEST_ID_MAX + 96];
+	snprintf(head, sizeof(head), "x-request-id: %s\r\n%s", rid, extra ? extra : "");
 	count(ops, route, status);
-	pc__gw_respond_json(ops->g->srv, id, status, extra, body);
+	pc__gw_respond_json(ops->g->srv, id, status, head, body);
 }
 
-static void serve_metrics(struct pc__gw_ops *ops, uint64_t id)
+static void serve_metrics(struct pc__gw_ops *ops, uint64_t id, const char *rid)
 {
 	size_t len = 0;
 	char *text = render(ops, &len);
 	if (!text) {
 		cJSON *body = status_body("out of memory");
-		answer_json(ops, OPS_METRICS, id, 500, NULL, body);
+		answer_json(ops, OPS_METRICS, id, rid, 500, NULL, body);
 		cJSON_Delete(body);
 	} else {
+		char head[PC__GW_REQUEST_ID_MAX + 96];
+		snprintf(head, sizeof(head), "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nx-request-id: %s\r\n",
+			 rid);
 		count(ops, OPS_METRICS, 200);
-		pc_http_respond(ops->g->srv, id, 200, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n", text,
-				len);
+		pc_http_respond(ops->g->srv, id, 200, head, text, len);
 	}
 	free(text);
 }
@@ -482,7 +487,7 @@ static bool store_failing(pc_gateway_t *g, cJSON *body)
 }
 
 /* Readiness: ready between start and drain, while the store can write. */
-static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id)
+static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id, const char *rid)
 {
 	pc_gateway_t *g = ops->g;
 	int state = pc__gw_state(g);
@@ -499,7 +504,7 @@ static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id)
 	if (!ready)
 		snprintf(extra, sizeof(extra), "Retry-After: %llu\r\n",
 			 state == PC__GW_READY ? 1ull : (unsigned long long)((pc__gw_retry_after_ms(g) + 999) / 1000));
-	answer_json(ops, route, id, ready ? 200 : 503, extra[0] ? extra : NULL, body);
+	answer_json(ops, route, id, rid, ready ? 200 : 503, extra[0] ? extra : NULL, body);
 	cJSON_Delete(body);
 }
 
@@ -518,6 +523,8 @@ static void on_request(struct pc__gw_ops *ops, const pc_http_request_msg_t *q)
 		pc_http_respond(ops->g->srv, q->id, 404, NULL, NULL, 0);
 		return;
 	}
+	char rid[PC__GW_REQUEST_ID_MAX + 1];
+	pc__gw_request_id(q, rid);
 	pc__gw_client_t who;
 	const char *why = NULL;
 	/* the probes answer whoever asks (a load balancer's health check
@@ -527,20 +534,20 @@ static void on_request(struct pc__gw_ops *ops, const pc_http_request_msg_t *q)
 		cJSON *body = status_body("refused");
 		if (body)
 			cJSON_AddStringToObject(body, "error", why);
-		answer_json(ops, route, q->id, refused, NULL, body);
+		answer_json(ops, route, q->id, rid, refused, NULL, body);
 		cJSON_Delete(body);
 	} else if (strcmp(q->method, "GET")) {
 		cJSON *body = status_body("method not allowed");
-		answer_json(ops, route, q->id, 405, "Allow: GET\r\n", body);
+		answer_json(ops, route, q->id, rid, 405, "Allow: GET\r\n", body);
 		cJSON_Delete(body);
 	} else if (route == OPS_LIVEZ) {
 		cJSON *body = status_body("ok");
-		answer_json(ops, route, q->id, 200, NULL, body);
+		answer_json(ops, route, q->id, rid, 200, NULL, body);
 		cJSON_Delete(body);
 	} else if (route == OPS_METRICS) {
-		serve_metrics(ops, q->id);
+		serve_metrics(ops, q->id, rid);
 	} else {
-		serve_ready(ops, route, q->id);
+		serve_ready(ops, route, q->id, rid);
 	}
 }
 

@@ -15,6 +15,7 @@
 #include "../../io/http_client.h"
 #include "../agent_internal.h"
 #include "io/json_print.h"
+#include "io/utf8.h"
 #include "model_call.h"
 
 #define ERROR_BODY_CAP (64u * 1024u)
@@ -238,12 +239,55 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 	o->error = "";
 }
 
+#define PROVIDER_MESSAGE_MAX 512u
+
+/*
+ * The message of a provider's error answer, for the client of the run:
+ * error.message, a string error, message or detail of a JSON body (the
+ * OpenAI and Anthropic shapes and most others), else the body's first
+ * line; at most PROVIDER_MESSAGE_MAX bytes, cut at a character boundary.
+ * Empty when there is none.
+ */
+static void provider_message(const char *body, size_t len, char out[PROVIDER_MESSAGE_MAX + 1])
+{
+	out[0] = '\0';
+	if (!body || !len)
+		return;
+	cJSON *j = cJSON_ParseWithLength(body, len);
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const char *m = cJSON_GetStringValue(err);
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "message"));
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "message"));
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "detail"));
+	size_t n = m ? strlen(m) : j ? 0 : strcspn(body, "\r\n");
+	const char *from = m ? m : body;
+	if (n > PROVIDER_MESSAGE_MAX) {
+		n = PROVIDER_MESSAGE_MAX;
+		while (n > 0 && ((unsigned char)from[n] & 0xC0) == 0x80)
+			n--;
+	}
+	/* text that is not UTF-8 would not survive the JSON it goes into */
+	if (pc_utf8_valid(from, n)) {
+		memcpy(out, from, n);
+		out[n] = '\0';
+	}
+	cJSON_Delete(j);
+}
+
 static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 {
 	outcome_t o = {0};
 	decide(mc, end, &o);
 	size_t el = strlen(o.error);
-	pc_msg_t *m = pc_msg_new(PC_MSG_MODEL_DONE, sizeof(pc_model_done_msg_t) + o.json_len + el + 2);
+	/* an error status: what the provider said, for the run's end */
+	char pm[PROVIDER_MESSAGE_MAX + 1] = "";
+	if (mc->status >= 400 && o.result != 0)
+		provider_message(mc->err_body, mc->err_len, pm);
+	size_t pl = strlen(pm);
+	pc_msg_t *m = pc_msg_new(PC_MSG_MODEL_DONE, sizeof(pc_model_done_msg_t) + o.json_len + el + pl + 3);
 	if (m) {
 		pc_model_done_msg_t *d = pc_msg_data(m);
 		memset(d, 0, sizeof(*d));
@@ -268,6 +312,11 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 		}
 		memcpy(p, o.error, el + 1);
 		d->error = p;
+		p += el + 1;
+		if (pl) {
+			memcpy(p, pm, pl + 1);
+			d->provider_message = p;
+		}
 		pc_send(mc->owner, m);
 	}
 	cJSON_free(o.json);

@@ -85,6 +85,8 @@ typedef struct pc_model_done_msg {
 	const char *message;          /* JSON text or NULL */
 	size_t message_len;
 	const char *error;            /* "" when result == 0 */
+	const char *provider_message; /* an error status: the provider's own
+				       * message (not redacted), else NULL */
 	char buf[];
 } pc_model_done_msg_t;
 

@@ -31,6 +31,7 @@
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
 #include "../compaction/compaction.h"
+#include "../obs/redact.h"
 #include "../providers/request.h"
 #include "io/json_print.h"
 #include "run_decide.h"
@@ -87,6 +88,8 @@ typedef struct run {
 	/* the last attempt */
 	pc_run_outcome_t outcome;
 	char *error_text, *payloads, *stop_reason;
+	int provider_status;      /* the provider's error status that ended it, or 0 */
+	char *provider_message;   /* and its message (NULL: none) */
 	char *guard_text;         /* the loop guard's message, once it tripped */
 
 	/* the end, kept while its row commits (RP_ENDING) */
@@ -316,6 +319,24 @@ static void hook_agent_end(const run_t *r, pc_run_status_t status, const char *e
 
 /* ---- finishing ---- */
 
+/* A run whose last attempt the provider refused with an error status:
+ * that status and the provider's message (secrets masked: the event goes
+ * to clients), so that an entry can answer with the provider's kind of
+ * error rather than a generic one. */
+static void add_provider_error(const run_t *r, cJSON *d)
+{
+	if (r->provider_status < 400)
+		return;
+	cJSON *pe = cJSON_AddObjectToObject(d, "providerError");
+	char *msg = r->provider_message ? pc_redact(r->provider_message) : NULL;
+	if (pe) {
+		cJSON_AddNumberToObject(pe, "status", r->provider_status);
+		if (msg && msg[0])
+			cJSON_AddStringToObject(pe, "message", msg);
+	}
+	free(msg);
+}
+
 static const char *status_error_kind(const pc_run_action_t *a)
 {
 	return a && a->error != PC_RUN_ERR_NONE ? pc_run_error_kind_name(a->error) : NULL;
@@ -492,6 +513,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddStringToObject(d, "error", message && message[0] ? message : "run failed");
 		if (kind)
 			cJSON_AddStringToObject(d, "errorKind", kind);
+		if (!ok)
+			add_provider_error(r, d);
 		if (r->stop_reason && ok)
 			cJSON_AddStringToObject(d, "stopReason", r->stop_reason);
 		cJSON_AddStringToObject(d, "livenessState",
@@ -828,6 +851,9 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	free(r->error_text);
 	free(r->payloads);
 	free(r->stop_reason);
+	free(r->provider_message);
+	r->provider_status = d->provider_status;
+	r->provider_message = d->provider_message ? strdup(d->buf + d->provider_message) : NULL;
 	r->error_text = d->error_text ? strdup(d->buf + d->error_text) : NULL;
 	r->payloads = d->payloads ? strdup(d->buf + d->payloads) : NULL;
 	r->stop_reason = d->stop_reason ? strdup(d->buf + d->stop_reason) : NULL;
@@ -1044,6 +1070,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->error_text);
 	free(r->payloads);
 	free(r->stop_reason);
+	free(r->provider_message);
 	free(r->guard_text);
 	free(r->run_id);
 	free(r->key);

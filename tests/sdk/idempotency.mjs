@@ -7,46 +7,18 @@
 //   node idempotency.mjs PINCER_BINARY
 //
 // Exits 0 when every check holds, 1 otherwise.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
+import { checker, withGateway } from './gateway.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
 if (!pincer) {
   console.error('usage: node idempotency.mjs PINCER_BINARY');
   process.exit(2);
 }
-const home = mkdtempSync(path.join(os.tmpdir(), 'pincer-sdk-'));
-const failures = [];
-const check = (ok, what) => {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures.push(what);
-};
-
-// The gateway, on an ephemeral port: its "listening" line names it.
-function startGateway() {
-  const child = spawn(pincer, ['gateway', '--port', '0'], {
-    cwd: home,
-    env: { PINCER_HOME: home, PATH: process.env.PATH },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the gateway did not start')), 15000);
-    child.on('exit', (code) => reject(new Error(`the gateway exited: ${code}`)));
-    child.stdout.on('data', (d) => {
-      out += d;
-      const line = out.split('\n').find((l) => l.includes('"listening"'));
-      if (line) {
-        clearTimeout(timer);
-        resolve({ child, port: JSON.parse(line).port });
-      }
-    });
-  });
-}
+const { failures, check } = checker();
 
 // A TCP proxy that holds back the gateway's answer on the first
 // connection and cuts it `cutMs` after the request went through: the
@@ -71,9 +43,9 @@ function startProxy(port, cutMs) {
 }
 
 // Runs of session `key` as the gateway's sessions.list tells them.
-function runsOf(port, key) {
-  const out = execFileSync(pincer, ['sessions', 'list', '--json', '--url', `ws://127.0.0.1:${port}`],
-    { env: { PINCER_HOME: home, PATH: process.env.PATH }, timeout: 15000 }).toString();
+function runsOf(gw, key) {
+  const out = execFileSync(pincer, ['sessions', 'list', '--json', '--url', `ws://127.0.0.1:${gw.port}`],
+    { env: { PINCER_HOME: gw.home, PATH: process.env.PATH }, timeout: 15000 }).toString();
   const s = JSON.parse(out).sessions.find((x) => x.key === key);
   return s ? s.runs : 0;
 }
@@ -101,9 +73,7 @@ async function call(proxyPort, key, text, stream) {
   return { id, text: out };
 }
 
-let gw;
-try {
-  gw = await startGateway();
+await withGateway(pincer, null, failures, async (gw) => {
   for (const stream of [false, true]) {
     const how = stream ? 'streamed' : 'plain';
     // (a) the first connection is cut while the run goes
@@ -112,7 +82,7 @@ try {
     const r = await call(proxy.address().port, key, slow, stream);
     proxy.close();
     check(r.text === REPLY, `${how}: a dropped connection still gets the answer (${JSON.stringify(r.text)})`);
-    check(runsOf(gw.port, key) === 1, `${how}: a dropped connection made exactly one run`);
+    check(runsOf(gw, key) === 1, `${how}: a dropped connection made exactly one run`);
     // (b) the run fails, and the first connection is cut before it does
     proxy = await startProxy(gw.port, 150);
     const fkey = `fail-${how}`;
@@ -124,17 +94,6 @@ try {
     }
     proxy.close();
     check(status !== 0, `${how}: a failed run is an error to the SDK (status ${status})`);
-    check(runsOf(gw.port, fkey) === 1, `${how}: a failed run made exactly one run`);
+    check(runsOf(gw, fkey) === 1, `${how}: a failed run made exactly one run`);
   }
-} catch (e) {
-  failures.push(String(e && e.stack ? e.stack : e));
-  console.error(e);
-} finally {
-  if (gw) {
-    const gone = new Promise((resolve) => gw.child.on('exit', resolve));
-    gw.child.kill('SIGTERM');
-    await gone;
-  }
-  rmSync(home, { recursive: true, force: true });
-}
-process.exit(failures.length ? 1 : 0);
+});
