@@ -228,7 +228,10 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		cJSON_ArrayForEach(l, http) {
 			const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "path"));
 			double st = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(l, "status"));
-			chat_seen = chat_seen || (!strcmp(path, "/v1/chat/completions") && st == 200);
+			const char *rid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "requestId"));
+			/* the answer's x-request-id, logged with it */
+			chat_seen = chat_seen ||
+				    (!strcmp(path, "/v1/chat/completions") && st == 200 && rid && !strncmp(rid, "req_", 4));
 			upgrade_seen = upgrade_seen || st == 101;
 			models += !strcmp(path, "/v1/models") && st == 401;
 			cr_assert(cJSON_GetObjectItemCaseSensitive(l, "durationMs") &&
