@@ -1262,7 +1262,7 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	static const char *const keys[] = {"bind",	     "port",	       "auth",
 					   "tickIntervalMs", "maxPayloadBytes", "maxBufferedBytes",
 					   "handshakeTimeoutMs", "drainSeconds", "allowedOrigins",
-					   "trustedProxies", NULL};
+					   "trustedProxies", "deltaIntervalMs", NULL};
 	static const char *const auth_keys[] = {"mode", "token", "password", "rateLimit", NULL};
 	pc_gateway_config_t *g = &x->cfg->pub.gateway;
 	const char *path = "gateway", *s = NULL;
@@ -1279,6 +1279,7 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	get_u64(x, gj, "maxPayloadBytes", path, 1024, (int64_t)1 << 30, &g->max_payload);
 	get_u64(x, gj, "maxBufferedBytes", path, 65536, (int64_t)4 << 30, &g->max_buffered);
 	get_u64(x, gj, "handshakeTimeoutMs", path, 100, 600000, &g->handshake_ms);
+	get_u64(x, gj, "deltaIntervalMs", path, 0, 10000, &g->delta_interval_ms);
 	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
 	parse_gateway_lists(x, gj, g);
 	const cJSON *aj = cJSON_GetObjectItemCaseSensitive(gj, "auth");
@@ -1372,6 +1373,7 @@ static void set_defaults(pc_config_t *c)
 	c->gateway.max_payload = PC_GATEWAY_DEFAULT_MAX_PAYLOAD;
 	c->gateway.max_buffered = PC_GATEWAY_DEFAULT_MAX_BUFFERED;
 	c->gateway.handshake_ms = PC_GATEWAY_DEFAULT_HANDSHAKE_MS;
+	c->gateway.delta_interval_ms = PC_GATEWAY_DEFAULT_DELTA_INTERVAL_MS;
 	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
 	c->gateway.auth_limit = (pc_gateway_auth_limit_t){
 		.max_attempts = PC_GATEWAY_DEFAULT_AUTH_ATTEMPTS,
@@ -1921,6 +1923,7 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, gw, "maxPayloadBytes", (double)c->gateway.max_payload);
 	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
 	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
+	j_num(&ok, gw, "deltaIntervalMs", (double)c->gateway.delta_interval_ms);
 	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
 	const pc_gateway_auth_limit_t *al = &c->gateway.auth_limit;
 	cJSON *rl = j_obj(&ok, ga, "rateLimit");

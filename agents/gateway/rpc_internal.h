@@ -31,6 +31,12 @@
 #define PC__GW_PROTOCOL_MAX 4
 /* chat deltas go out at most this often per run (§5.10) */
 #define PC__GW_CHAT_THROTTLE_MS 150u
+/* The budget of an agent delta frame (rpc_methods.c, merge_due): a frame
+ * goes while the text already resent to the client in this message is at
+ * most SLACK + the message's length / RATIO, so a long reply's text is
+ * resent about once over, not once per frame. */
+#define PC__GW_RESEND_SLACK ((size_t)48 << 10)
+#define PC__GW_RESEND_RATIO ((size_t)32)
 /* A device signature's signedAt may differ from now by this much when it
  * is not the challenge's ts (OpenClaw's skew). */
 #define PC__GW_SIGNATURE_SKEW_MS ((int64_t)120000)
@@ -75,6 +81,7 @@ enum {
 	PC__GW_MSG_EVENTS,       /* a session subscription has events (tag) */
 	PC__GW_MSG_WAIT_TIMEOUT, /* u64: an agent.wait's tag */
 	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
+	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
 };
 
 enum { PC__GW_C_HANDSHAKE = 0, PC__GW_C_OPEN, PC__GW_C_CLOSING };
@@ -219,6 +226,7 @@ void pc__gw_on_run_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);

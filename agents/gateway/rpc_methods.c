@@ -14,6 +14,19 @@
  * assistant deltas (never the terminal event) and the client is told of
  * the gap. A client that goes away only unsubscribes: its runs finish and
  * are stored as any other.
+ *
+ * Agent deltas are merged. The bus's assistant and thinking events carry
+ * only their delta and a view of the run's text, shared by every reader.
+ * A client gets at most one frame per run and stream every
+ * gateway.deltaIntervalMs, holding the deltas merged since its last frame
+ * and the message's text read from the shared view as the frame is
+ * written; a frame also waits while the text already resent in this
+ * message is over its budget (PC__GW_RESEND_*). Whatever else the run
+ * sends (tool, lifecycle, its end) first sends the merged deltas waiting,
+ * so the last frame of a message has its whole text and the deltas a
+ * client gets add up to it exactly. A client the actor cannot keep up with
+ * has its deltas merged the same way: what the subscription buffered, or
+ * dropped, is one frame.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +57,17 @@ struct pc__gw_run {
 	char *req_id;      /* agent: the request answered again at the end */
 	pc__gw_ssub_t *ssub; /* NULL for a repeat */
 	uint64_t last_seq;
+	/* agent deltas waiting for their frame: assistant, thinking */
+	struct merge {
+		pc_event_t *pending; /* the latest delta not sent (a reference), or NULL */
+		uint32_t message;    /* the message `sent` and `resent` count in */
+		size_t sent;         /* bytes of it the client has as deltas */
+		size_t resent;       /* text bytes of it sent in frames (the budget) */
+		uint64_t last_ms;    /* runtime clock of the last frame; 0: none */
+	} merge[2];
+	pc_timer_t merge_timer;
 	/* the chat projection (§5.10) */
-	char *text;        /* the assistant text so far */
+	pc_event_t *chat_ev; /* the latest assistant delta: its view is the text so far */
 	uint64_t chat_seq;
 	uint64_t last_delta_ms; /* runtime clock */
 	bool delta_pending;
@@ -285,10 +307,13 @@ static void run_free(pc__gw_conn_t *c, pc__gw_run_t *r)
 	list_remove(&c->runs, &r->node);
 	pc__gw_owe(c->g, -1);
 	pc_timer_cancel(c->g->rt, r->flush_timer);
+	pc_timer_cancel(c->g->rt, r->merge_timer);
 	if (r->ssub)
 		ssub_put(c, r->ssub);
 	free(r->req_id);
-	free(r->text);
+	pc_event_release(r->merge[0].pending);
+	pc_event_release(r->merge[1].pending);
+	pc_event_release(r->chat_ev);
 	free(r);
 }
 
@@ -446,27 +471,31 @@ static cJSON *chat_payload(pc__gw_run_t *r, const char *state)
 	return p;
 }
 
+/* The assistant text so far as a C string (malloc'd), or NULL. */
+static char *chat_text(const pc__gw_run_t *r)
+{
+	return r->chat_ev ? strndup(r->chat_ev->text, r->chat_ev->text_len) : NULL;
+}
+
 static void chat_delta_now(pc__gw_conn_t *c, pc__gw_run_t *r)
 {
 	r->delta_pending = false;
 	r->last_delta_ms = pc_runtime_now_ms();
-	if (!r->text || silent(r->text, true))
-		return;
-	cJSON *p = chat_payload(r, "delta");
-	cJSON_AddItemToObject(p, "message", assistant_message(r->text));
-	pc__gw_event(c, "chat", p);
+	char *text = chat_text(r);
+	if (text && !silent(text, true)) {
+		cJSON *p = chat_payload(r, "delta");
+		cJSON_AddItemToObject(p, "message", assistant_message(text));
+		pc__gw_event(c, "chat", p);
+	}
+	free(text);
 }
 
-static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, const char *data)
+/* Keeps the latest delta (its view is the text so far, read only when a
+ * chat delta goes). */
+static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 {
-	cJSON *d = cJSON_Parse(data);
-	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "text"));
-	char *copy = text ? strdup(text) : NULL;
-	cJSON_Delete(d);
-	if (!copy)
-		return;
-	free(r->text);
-	r->text = copy;
+	pc_event_release(r->chat_ev);
+	r->chat_ev = pc_event_retain(e);
 	r->delta_pending = true;
 	uint64_t now = pc_runtime_now_ms();
 	if (!r->last_delta_ms || now - r->last_delta_ms >= PC__GW_CHAT_THROTTLE_MS) {
@@ -536,7 +565,9 @@ static void chat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const cJSON *d)
 	cJSON *p;
 	if (!strcmp(status, "ok")) {
 		p = chat_payload(r, "final");
-		char *text = final_text(d, r->text);
+		char *streamed = chat_text(r);
+		char *text = final_text(d, streamed);
+		free(streamed);
 		if (text && !silent(text, false))
 			cJSON_AddItemToObject(p, "message", assistant_message(text));
 		free(text);
@@ -601,21 +632,109 @@ static void seq_gap(pc__gw_conn_t *c, const pc__gw_run_t *r, const pc_event_t *e
 	pc__gw_event(c, "agent", p);
 }
 
+/* ---- merged agent deltas ---- */
+
+/* Sends m's waiting delta now: the deltas since the client's last frame
+ * and the message's text, as they are in the shared view. */
+static void merge_flush(pc__gw_conn_t *c, struct merge *m)
+{
+	pc_event_t *e = m->pending;
+	if (!e)
+		return;
+	if (e->message != m->message) {
+		m->message = e->message;
+		m->sent = m->resent = 0;
+	}
+	char *p = NULL;
+	size_t len = 0;
+	if (e->text_len > m->sent && pc_event_delta_to_json(e, m->sent, &p, &len) == 0) {
+		pc__gw_event_text(c, "agent", p, len);
+		m->resent += e->text_len;
+	}
+	free(p);
+	/* Counted as sent even if it could not be built: a later frame never
+	 * repeats a delta, it may only lack one when memory ran out. */
+	m->sent = e->text_len;
+	m->last_ms = pc_runtime_now_ms();
+	pc_event_release(e);
+	m->pending = NULL;
+}
+
+/* Sends both streams' waiting deltas, the older first, before anything
+ * else of the run goes. */
+static void merge_flush_all(pc__gw_conn_t *c, pc__gw_run_t *r)
+{
+	struct merge *a = &r->merge[0], *t = &r->merge[1];
+	bool thinking_first = t->pending && (!a->pending || t->pending->seq < a->pending->seq);
+	merge_flush(c, thinking_first ? t : a);
+	merge_flush(c, thinking_first ? a : t);
+}
+
+/* Sends m's waiting delta if its time and budget have come; otherwise
+ * arms the run's timer for the time (the budget waits for more text, which
+ * comes with a later delta, or for the run's next event). */
+static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m)
+{
+	const pc_event_t *e = m->pending;
+	if (!e)
+		return;
+	size_t resent = e->message == m->message ? m->resent : 0;
+	if (resent > PC__GW_RESEND_SLACK + e->text_len / PC__GW_RESEND_RATIO)
+		return;
+	uint64_t now = pc_runtime_now_ms(), every = c->g->gcfg->delta_interval_ms;
+	if (!m->last_ms || now - m->last_ms >= every) {
+		merge_flush(c, m);
+		return;
+	}
+	if (r->merge_timer)
+		return;
+	pc_msg_t *msg = u64_msg(PC__GW_MSG_DELTA_FLUSH, r->tag);
+	if (!msg || pc_timer_after(c->self, every - (now - m->last_ms), msg, &r->merge_timer) != 0)
+		merge_flush(c, m); /* no timer: send now rather than never */
+}
+
+/* A delta of run r: it replaces the one waiting (whose text it holds) or,
+ * when it starts a new message, first sends the old message's last frame. */
+static void merge_add(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
+{
+	struct merge *m = &r->merge[e->stream == PC_EVENT_THINKING];
+	if (m->pending && m->pending->message != e->message)
+		merge_flush(c, m);
+	pc_event_release(m->pending);
+	m->pending = pc_event_retain(e);
+	merge_due(c, r, m);
+}
+
+void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag)
+{
+	pc__gw_run_t *r = run_by_tag(c, tag);
+	if (!r)
+		return;
+	r->merge_timer = 0;
+	merge_due(c, r, &r->merge[0]);
+	merge_due(c, r, &r->merge[1]);
+}
+
 /* Sends one event of run r; true when it was the run's last (r is gone). */
-static bool forward(pc__gw_conn_t *c, pc__gw_run_t *r, const pc_event_t *e)
+static bool forward(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 {
 	if (e->seq <= r->last_seq)
 		return false; /* seen already */
 	if (e->seq != r->last_seq + 1)
 		seq_gap(c, r, e);
 	r->last_seq = e->seq;
+	if (e->text) {
+		merge_add(c, r, e);
+		if (r->kind == PC__GW_RUN_CHAT && e->stream == PC_EVENT_ASSISTANT)
+			chat_delta(c, r, e);
+		return false;
+	}
+	merge_flush_all(c, r);
 	size_t len = 0;
 	char *p = agent_payload(c, e, &len);
 	if (p)
 		pc__gw_event_text(c, "agent", p, len);
 	free(p);
-	if (r->kind == PC__GW_RUN_CHAT && e->stream == PC_EVENT_ASSISTANT)
-		chat_delta(c, r, e->data);
 	if (!e->terminal)
 		return false;
 	cJSON *d = cJSON_Parse(e->data);
