@@ -31,12 +31,12 @@
 #define PC__GW_PROTOCOL_MAX 4
 /* chat deltas go out at most this often per run (§5.10) */
 #define PC__GW_CHAT_THROTTLE_MS 150u
-/* The budget of an agent delta frame (rpc_methods.c, merge_due): a frame
- * goes while the text already resent to the client in this message is at
- * most SLACK + the message's length / RATIO, so a long reply's text is
- * resent about once over, not once per frame. */
-#define PC__GW_RESEND_SLACK ((size_t)48 << 10)
-#define PC__GW_RESEND_RATIO ((size_t)32)
+/* The text a client is sent again in the merged agent delta frames of
+ * one message before its last frame (rpc_methods.c, merge_due): a frame
+ * goes only while it keeps the message's resent text within this. With
+ * the deltas (the reply once), the last frame's text and the final answer,
+ * a reply of n bytes costs a client at most 3n + this. */
+#define PC__GW_RESEND_BUDGET ((size_t)64 << 10)
 /* A device signature's signedAt may differ from now by this much when it
  * is not the challenge's ts (OpenClaw's skew). */
 #define PC__GW_SIGNATURE_SKEW_MS ((int64_t)120000)

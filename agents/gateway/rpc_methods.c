@@ -20,8 +20,9 @@
  * A client gets at most one frame per run and stream every
  * gateway.deltaIntervalMs, holding the deltas merged since its last frame
  * and the message's text read from the shared view as the frame is
- * written; a frame also waits while the text already resent in this
- * message is over its budget (PC__GW_RESEND_*). Whatever else the run
+ * written. A frame that would take the text resent in this message past
+ * PC__GW_RESEND_BUDGET waits for the message's last frame, so a long reply
+ * costs a client about three times its size, not its square. Whatever else the run
  * sends (tool, lifecycle, its end) first sends the merged deltas waiting,
  * so the last frame of a message has its whole text and the deltas a
  * client gets add up to it exactly. A client the actor cannot keep up with
@@ -591,16 +592,24 @@ static void chat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const cJSON *d)
 /* ---- agent events on the wire (§8.6) ---- */
 
 /* The event's payload; tool events lose result/partialResult unless the
- * client asked for them (cap "tool-events"). malloc'd. */
+ * client asked for them (cap "tool-events"); the terminal event loses the
+ * run's payloads, which the final answer (or chat final) carries: §5.2's
+ * lifecycle end has none, and a long reply would otherwise reach the
+ * client once more. malloc'd. */
 static char *agent_payload(const pc__gw_conn_t *c, const pc_event_t *e, size_t *len)
 {
 	char *out = NULL;
-	if (e->stream != PC_EVENT_TOOL || c->tool_events) {
+	bool lean_tool = e->stream == PC_EVENT_TOOL && !c->tool_events;
+	if (!lean_tool && !e->terminal) {
 		return pc_event_to_json(e, &out, len) == 0 ? out : NULL;
 	}
 	cJSON *d = cJSON_Parse(e->data);
-	cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
-	cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
+	if (lean_tool) {
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
+	}
+	if (e->terminal)
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "payloads");
 	char *data = d ? pc_json_print(d) : NULL;
 	cJSON_Delete(d);
 	if (!data)
@@ -670,16 +679,16 @@ static void merge_flush_all(pc__gw_conn_t *c, pc__gw_run_t *r)
 	merge_flush(c, thinking_first ? a : t);
 }
 
-/* Sends m's waiting delta if its time and budget have come; otherwise
- * arms the run's timer for the time (the budget waits for more text, which
- * comes with a later delta, or for the run's next event). */
+/* Sends m's waiting delta if its time has come and it fits the budget;
+ * otherwise arms the run's timer for the time. Past the budget it waits
+ * for the run's next other event or message, which sends it. */
 static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m)
 {
 	const pc_event_t *e = m->pending;
 	if (!e)
 		return;
 	size_t resent = e->message == m->message ? m->resent : 0;
-	if (resent > PC__GW_RESEND_SLACK + e->text_len / PC__GW_RESEND_RATIO)
+	if (resent + e->text_len > PC__GW_RESEND_BUDGET)
 		return;
 	uint64_t now = pc_runtime_now_ms(), every = c->g->gcfg->delta_interval_ms;
 	if (!m->last_ms || now - m->last_ms >= every) {
