@@ -9,7 +9,10 @@
  */
 #include <criterion/criterion.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include "gateway_harness.h"
 #include "io/buf_internal.h"
@@ -160,3 +163,95 @@ Test(agent_gateway_stream, one_mb_to_one_client) { stream_to(1000000, 1); }
 /* Ten runs of 1 MB each are 10 MB of SSE parsing per second for the
  * sanitizers: two clients there (the bound is the same per client). */
 Test(agent_gateway_stream, one_mb_to_ten_clients) { stream_to(1000000, SANITIZED ? 2 : 10); }
+
+/* ---- a client whose socket is full ---- */
+
+#define SLOW_RUNS 10
+#define SLOW_SIZE 2000u
+
+static uint16_t port_of(int fd, bool peer)
+{
+	struct sockaddr_in a;
+	socklen_t n = sizeof(a);
+	int rc = peer ? getpeername(fd, (struct sockaddr *)&a, &n) : getsockname(fd, (struct sockaddr *)&a, &n);
+	return rc == 0 && a.sin_family == AF_INET ? ntohs(a.sin_port) : 0;
+}
+
+/* The gateway runs in this process: finds the server's end of client c's
+ * connection and gives it a small send buffer, as a slow network would
+ * (loopback's buffers grow to megabytes and would hide the backpressure). */
+static void shrink_server_sndbuf(cl_t *c, uint16_t server_port)
+{
+	uint16_t client_port = port_of(pc_ws_client_fd(c->ws), false);
+	cr_assert_neq(client_port, 0);
+	for (int fd = 3; fd < 4096; fd++) {
+		if (port_of(fd, false) != server_port || port_of(fd, true) != client_port)
+			continue;
+		int size = 4096;
+		cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), 0);
+		return;
+	}
+	cr_assert_fail("the server's end of the connection was not found");
+}
+
+/* One client, ten runs of a 2 KB reply each (40 bursts over 2 s: about 40
+ * frames a run when read at once). It reads nothing for 1.5 s through
+ * 4 KiB socket buffers, so the server's socket fills: the deltas of that
+ * time are merged into a frame per run, not queued one by one. */
+Test(agent_gateway_stream, a_full_socket_gets_merged_frames)
+{
+	char *reply = reply_text(SLOW_SIZE);
+	char *scenario = scenario_for(reply, SLOW_SIZE);
+	gw_t f;
+	gw_start_scenario(&f, GW_CONFIG(""), scenario, NULL);
+	free(scenario);
+	pc_ws_client_options_t o = {.port = f.port, .rcvbuf = 4096};
+	cl_t *c = cl_open_with(&o);
+	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
+	cr_assert(jok(r));
+	cJSON_Delete(r);
+	shrink_server_sndbuf(c, f.port);
+	for (int i = 0; i < SLOW_RUNS; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "slow-%d", i);
+		cl_req(c, "agent", agent_params("go", key, key), NULL);
+	}
+	sleep_ms(1500);
+	char runs[SLOW_RUNS][80] = {{0}};
+	pc__buf_t joined[SLOW_RUNS] = {{0}};
+	size_t frames = 0, finals = 0;
+	uint64_t until = now_ms() + 60000;
+	while (finals < SLOW_RUNS && now_ms() < until) {
+		cJSON *fr = cl_frame(c, left_ms(until));
+		if (!fr)
+			break;
+		const cJSON *p = jget(fr, "payload");
+		if (!strcmp(jstr(fr, "event"), "agent") && !strcmp(jstr(p, "stream"), "assistant")) {
+			int k = 0;
+			while (k < SLOW_RUNS && runs[k][0] && strcmp(runs[k], jstr(p, "runId")))
+				k++;
+			cr_assert_lt(k, SLOW_RUNS, "more runs than were started");
+			snprintf(runs[k], sizeof(runs[k]), "%s", jstr(p, "runId"));
+			const char *d = jstr(jget(p, "data"), "delta");
+			pc__buf_append(&joined[k], d, strlen(d));
+			frames++;
+		} else if (!strcmp(jstr(fr, "type"), "res") && strcmp(jstr(p, "status"), "accepted") != 0) {
+			cr_assert_str_eq(jstr(p, "status"), "ok");
+			finals++;
+		}
+		cJSON_Delete(fr);
+	}
+	cr_assert_eq(finals, SLOW_RUNS, "%zu of %d runs ended", finals, SLOW_RUNS);
+	for (int k = 0; k < SLOW_RUNS; k++) {
+		cr_assert_eq(joined[k].len, SLOW_SIZE, "run %d: %zu bytes of deltas", k, joined[k].len);
+		cr_assert(!memcmp(joined[k].p, reply, SLOW_SIZE), "run %d: the deltas differ from the text", k);
+		pc__buf_free(&joined[k]);
+	}
+	/* read at once, about 40 frames a run; 1.5 s of them behind a full
+	 * socket are one frame a run */
+	cr_log_info("%zu assistant frames for %d runs after a pause", frames, SLOW_RUNS);
+	cr_assert_leq(frames, (size_t)SLOW_RUNS * 25, "%zu frames: the pause's deltas were queued one by one", frames);
+	cl_free(c);
+	free(reply);
+	gw_stop(&f);
+}

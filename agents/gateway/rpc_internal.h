@@ -140,6 +140,7 @@ typedef struct pc__gw_conn {
 	pc__gw_client_t client;  /* who it is, for the backoff of failed secrets */
 	bool tool_events;        /* the client advertised cap "tool-events" */
 	bool shutdown_sent;
+	bool drain_wait;         /* an agent delta frame is not all written yet */
 	uint8_t protocol;
 	uint32_t scopes;
 	uint64_t seq;            /* the last event frame's seq */
@@ -227,6 +228,8 @@ void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag);
+/* The socket took everything sent: merged deltas held for it may go. */
+void pc__gw_on_drained(pc__gw_conn_t *c);
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);

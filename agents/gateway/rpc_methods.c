@@ -25,9 +25,11 @@
  * costs a client about three times its size, not its square. Whatever else the run
  * sends (tool, lifecycle, its end) first sends the merged deltas waiting,
  * so the last frame of a message has its whole text and the deltas a
- * client gets add up to it exactly. A client the actor cannot keep up with
- * has its deltas merged the same way: what the subscription buffered, or
- * dropped, is one frame.
+ * client gets add up to it exactly. A client that reads slowly has its
+ * deltas merged the same way: after a frame, the next waits until the
+ * socket took it all (pc_ws_notify_drained), so what came meanwhile is one
+ * frame, not a queue of them; and what the connection actor's
+ * subscription buffered, or dropped, is one frame too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -667,6 +669,9 @@ static void merge_flush(pc__gw_conn_t *c, struct merge *m)
 	m->last_ms = pc_runtime_now_ms();
 	pc_event_release(e);
 	m->pending = NULL;
+	/* The next frame waits until the socket took this one. */
+	if (!c->drain_wait && pc_ws_notify_drained(c->srv, c->id) == 0)
+		c->drain_wait = true;
 }
 
 /* Sends both streams' waiting deltas, the older first, before anything
@@ -679,16 +684,17 @@ static void merge_flush_all(pc__gw_conn_t *c, pc__gw_run_t *r)
 	merge_flush(c, thinking_first ? a : t);
 }
 
-/* Sends m's waiting delta if its time has come and it fits the budget;
- * otherwise arms the run's timer for the time. Past the budget it waits
- * for the run's next other event or message, which sends it. */
-static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m)
+/* Sends m's waiting delta if its time has come, it fits the budget and
+ * the socket took the last frame; otherwise arms the run's timer for the
+ * time. Past the budget it waits for the run's next other event or
+ * message, which sends it; behind a full socket for pc__gw_on_drained. */
+static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m, bool socket_free)
 {
 	const pc_event_t *e = m->pending;
 	if (!e)
 		return;
 	size_t resent = e->message == m->message ? m->resent : 0;
-	if (resent + e->text_len > PC__GW_RESEND_BUDGET)
+	if (resent + e->text_len > PC__GW_RESEND_BUDGET || !socket_free)
 		return;
 	uint64_t now = pc_runtime_now_ms(), every = c->g->gcfg->delta_interval_ms;
 	if (!m->last_ms || now - m->last_ms >= every) {
@@ -711,7 +717,19 @@ static void merge_add(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 		merge_flush(c, m);
 	pc_event_release(m->pending);
 	m->pending = pc_event_retain(e);
-	merge_due(c, r, m);
+	merge_due(c, r, m, !c->drain_wait);
+}
+
+void pc__gw_on_drained(pc__gw_conn_t *c)
+{
+	/* Every run's due frame goes in this round (one drain request for
+	 * them all), so no run waits behind another. */
+	c->drain_wait = false;
+	for (pc__gw_node_t *n = c->runs.head; n; n = n->next) {
+		pc__gw_run_t *r = (pc__gw_run_t *)n;
+		merge_due(c, r, &r->merge[0], true);
+		merge_due(c, r, &r->merge[1], true);
+	}
 }
 
 void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag)
@@ -720,8 +738,8 @@ void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag)
 	if (!r)
 		return;
 	r->merge_timer = 0;
-	merge_due(c, r, &r->merge[0]);
-	merge_due(c, r, &r->merge[1]);
+	merge_due(c, r, &r->merge[0], !c->drain_wait);
+	merge_due(c, r, &r->merge[1], !c->drain_wait);
 }
 
 /* Sends one event of run r; true when it was the run's last (r is gone). */
