@@ -474,6 +474,22 @@ static cJSON *chat_payload(pc__gw_run_t *r, const char *state)
 	return p;
 }
 
+/* Whether a throttled send of run r must wait: true when less than
+ * `every` ms passed since `last_ms` (0: never sent), and then a timer
+ * sends `type` with r's tag when the time comes (armed once). False when
+ * it may go now, also when no timer could be armed: now rather than never. */
+static bool too_soon(pc__gw_conn_t *c, const pc__gw_run_t *r, uint64_t last_ms, uint64_t every, uint32_t type,
+		     pc_timer_t *timer)
+{
+	uint64_t now = pc_runtime_now_ms();
+	if (!last_ms || now - last_ms >= every)
+		return false;
+	if (*timer)
+		return true;
+	pc_msg_t *m = u64_msg(type, r->tag);
+	return m && pc_timer_after(c->self, every - (now - last_ms), m, timer) == 0;
+}
+
 /* The assistant text so far as a C string (malloc'd), or NULL. */
 static char *chat_text(const pc__gw_run_t *r)
 {
@@ -500,16 +516,8 @@ static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 	pc_event_release(r->chat_ev);
 	r->chat_ev = pc_event_retain(e);
 	r->delta_pending = true;
-	uint64_t now = pc_runtime_now_ms();
-	if (!r->last_delta_ms || now - r->last_delta_ms >= PC__GW_CHAT_THROTTLE_MS) {
+	if (!too_soon(c, r, r->last_delta_ms, PC__GW_CHAT_THROTTLE_MS, PC__GW_MSG_CHAT_FLUSH, &r->flush_timer))
 		chat_delta_now(c, r);
-		return;
-	}
-	if (r->flush_timer)
-		return;
-	pc_msg_t *m = u64_msg(PC__GW_MSG_CHAT_FLUSH, r->tag);
-	if (!m || pc_timer_after(c->self, PC__GW_CHAT_THROTTLE_MS - (now - r->last_delta_ms), m, &r->flush_timer) != 0)
-		chat_delta_now(c, r); /* no timer: send now rather than never */
 }
 
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag)
@@ -696,16 +704,8 @@ static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m, bool s
 	size_t resent = e->message == m->message ? m->resent : 0;
 	if (resent + e->text_len > PC__GW_RESEND_BUDGET || !socket_free)
 		return;
-	uint64_t now = pc_runtime_now_ms(), every = c->g->gcfg->delta_interval_ms;
-	if (!m->last_ms || now - m->last_ms >= every) {
+	if (!too_soon(c, r, m->last_ms, c->g->gcfg->delta_interval_ms, PC__GW_MSG_DELTA_FLUSH, &r->merge_timer))
 		merge_flush(c, m);
-		return;
-	}
-	if (r->merge_timer)
-		return;
-	pc_msg_t *msg = u64_msg(PC__GW_MSG_DELTA_FLUSH, r->tag);
-	if (!msg || pc_timer_after(c->self, every - (now - m->last_ms), msg, &r->merge_timer) != 0)
-		merge_flush(c, m); /* no timer: send now rather than never */
 }
 
 /* A delta of run r: it replaces the one waiting (whose text it holds) or,
