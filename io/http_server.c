@@ -52,6 +52,7 @@ enum {
 	A_WS_SEND,
 	A_WS_CLOSE,
 	A_WS_CAP,
+	A_WS_DRAIN,
 };
 
 /* An answer as a command payload: a NUL-terminated first string (headers,
@@ -662,6 +663,9 @@ static void answer_cmd(pc_ioloop_t *loop, pc_msg_t *msg)
 	case A_WS_CAP:
 		pc__ws_set_cap(c, a->cap);
 		break;
+	case A_WS_DRAIN:
+		pc__ws_want_drained(c);
+		break;
 	}
 }
 
@@ -806,6 +810,14 @@ int pc_ws_send(pc_http_server_t *srv, uint64_t id, int opcode, const void *data,
 		return PC_EINVAL;
 	answer_t t = {.srv = srv, .id = id, .kind = A_WS_SEND, .opcode = opcode};
 	return post_answer(srv, &t, NULL, 0, data, len);
+}
+
+int pc_ws_notify_drained(pc_http_server_t *srv, uint64_t id)
+{
+	if (!srv)
+		return PC_EINVAL;
+	answer_t t = {.srv = srv, .id = id, .kind = A_WS_DRAIN};
+	return post_answer(srv, &t, NULL, 0, NULL, 0);
 }
 
 int pc_ws_close(pc_http_server_t *srv, uint64_t id, uint16_t code, const char *reason)

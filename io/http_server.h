@@ -214,6 +214,14 @@ int pc_ws_accept_capped(pc_http_server_t *srv, uint64_t id, pc_actor_t *owner, c
  * cap. */
 int pc_ws_set_max_message(pc_http_server_t *srv, uint64_t id, uint32_t max_message_bytes);
 int pc_ws_send(pc_http_server_t *srv, uint64_t id, int opcode, const void *data, size_t len);
+/* Asks for PC_MSG_WS_DRAINED (payload pc_http_gone_msg_t, reason 0) to go
+ * to the connection's owner once nothing it sent before is left to write
+ * to the socket: at once when nothing is. An owner that holds its further
+ * output while a request is out sends no faster than its peer reads, and
+ * can merge what it holds. One message per request; asking again while
+ * one is out makes no second message. PC_ENOTFOUND when the connection is
+ * gone (its CLOSED comes). */
+int pc_ws_notify_drained(pc_http_server_t *srv, uint64_t id);
 /* Sends a close frame with `code` and `reason` and closes after the peer
  * answers (or a short grace period). */
 int pc_ws_close(pc_http_server_t *srv, uint64_t id, uint16_t code, const char *reason);

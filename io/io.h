@@ -43,6 +43,7 @@ enum {
 	PC_MSG_HTTP_GONE,
 	PC_MSG_WS_MESSAGE,
 	PC_MSG_WS_CLOSED,
+	PC_MSG_WS_DRAINED,
 };
 
 /* Starts the I/O threads for runtime `rt` (which must be started and must

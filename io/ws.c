@@ -40,6 +40,7 @@ struct pc__ws {
 	bool gather;          /* ws_send queues frames for one sendmsg (ws_pump) */
 	bool local_close;     /* the close was ours */
 	bool notified;        /* CLOSED sent */
+	bool drain_wanted;    /* the owner waits for PC_MSG_WS_DRAINED */
 	uint16_t local_code;
 	uint32_t cap;         /* this connection's message cap; 0: the server's */
 	uint32_t msg_cap;     /* the cap of the message being joined */
@@ -317,6 +318,17 @@ static bool ws_gather(pc__http_conn_t *c)
 	return true;
 }
 
+/* Tells the owner, if it asked, that nothing is left to write: no bytes
+ * queued or held for the socket, no frame in wslay. */
+static void ws_drained(pc__http_conn_t *c)
+{
+	struct pc__ws *ws = c->ws;
+	if (!ws->drain_wanted || !ws->owner || c->out_head || c->flush_due || wslay_event_want_write(ws->ctx))
+		return;
+	ws->drain_wanted = false;
+	pc__conn_notify(ws->owner, PC_MSG_WS_DRAINED, c->srv, c->id, 0, 0);
+}
+
 /* Sends what wslay has queued, its frames gathered into one sendmsg at a
  * time; ends the connection once both directions are done, and sets the
  * epoll mask. */
@@ -348,6 +360,7 @@ static void ws_pump(pc__http_conn_t *c)
 		}
 		return;
 	}
+	ws_drained(c);
 	pc__conn_rewatch(c);
 }
 
@@ -471,6 +484,14 @@ void pc__ws_send(pc__http_conn_t *c, int opcode, const char *data, size_t len)
 		(void)ws_gather(c);
 	else
 		ws_pump(c);
+}
+
+void pc__ws_want_drained(pc__http_conn_t *c)
+{
+	if (c->state != PC__C_WS)
+		return;
+	c->ws->drain_wanted = true;
+	ws_drained(c);
 }
 
 void pc__ws_set_cap(pc__http_conn_t *c, uint32_t cap)

@@ -24,6 +24,8 @@ int pc__ws_check(pc__http_conn_t *c, const pc_http_request_msg_t *req);
 void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol, uint32_t cap);
 /* Sets the connection's own message cap (0: the server's). */
 void pc__ws_set_cap(pc__http_conn_t *c, uint32_t cap);
+/* The owner wants PC_MSG_WS_DRAINED once the output is written. */
+void pc__ws_want_drained(pc__http_conn_t *c);
 
 /* An epoll event on an upgraded connection. */
 void pc__ws_on_event(pc__http_conn_t *c, uint32_t events);

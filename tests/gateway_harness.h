@@ -27,11 +27,13 @@ typedef struct gw {
 	uint16_t port;
 } gw_t;
 
-/* Parses `config`; `tune` (may be NULL) adjusts the configuration before
- * the gateway starts (short ticks, small caps). */
-static inline void gw_start(gw_t *f, const char *config, void (*tune)(pc_config_t *))
+/* Parses `config`; the embedded mock plays `scenario`; `tune` (may be
+ * NULL) adjusts the configuration before the gateway starts (short ticks,
+ * small caps). */
+static inline void gw_start_scenario(gw_t *f, const char *config, const char *scenario,
+				     void (*tune)(pc_config_t *))
 {
-	harness_start_with(&f->h, config, "{}", NULL);
+	harness_start_with(&f->h, config, scenario, NULL);
 	if (tune)
 		tune(f->h.cfg);
 	pc_gateway_options_t o = {.rt = f->h.rt, .io = f->h.io, .agent = f->h.agent, .config = f->h.cfg, .port = 0};
@@ -39,6 +41,11 @@ static inline void gw_start(gw_t *f, const char *config, void (*tune)(pc_config_
 	cr_assert_eq(pc_gateway_start(f->g), 0);
 	f->port = pc_gateway_port(f->g);
 	cr_assert_neq(f->port, 0);
+}
+
+static inline void gw_start(gw_t *f, const char *config, void (*tune)(pc_config_t *))
+{
+	gw_start_scenario(f, config, "{}", tune);
 }
 
 /* Frees the gateway and the agent layer; no actor may be left behind, and

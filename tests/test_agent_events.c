@@ -801,3 +801,75 @@ Test(events_stress, producers_hubs_readers, .timeout = 120)
 	pc_event_hub_release(h);
 	ASSERT_NO_LEAKS();
 }
+
+/* ---- streamed text ---- */
+
+/* A delta event's data is its delta alone; its view is the message so far,
+ * shared and unchanged while the text grows past its block; a new message
+ * starts over. */
+Test(events, deltas_share_the_run_text)
+{
+	pc_event_hub_t *h = NULL;
+	cr_assert_eq(pc_event_hub_new("s", &h), 0);
+	pc_event_sub_t *s = new_sub(4096);
+	cr_assert_eq(pc_event_hub_attach(h, s), 0);
+	pc_event_bus_t *b = new_bus("r1", "s", h);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, "he\"llo", 0, NULL), 0);
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, " more text", 0, NULL), 0);
+	pc_event_bus_text_reset(b, PC_EVENT_ASSISTANT);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, "next", 0, NULL), 0);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, "", 0, NULL), PC_EINVAL);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_TOOL, "x", 0, NULL), PC_EINVAL);
+	pc_event_t *ev[256];
+	size_t n = take_all(s, ev, 256);
+	cr_assert_eq(n, 202);
+	cr_assert_str_eq(ev[0]->data, "{\"delta\":\"he\\\"llo\"}");
+	cr_assert_eq(ev[0]->text_len, 6);
+	cr_assert(!memcmp(ev[0]->text, "he\"llo", 6), "the first view changed as the text grew");
+	cr_assert_str_eq(ev[200]->data, "{\"delta\":\" more text\"}");
+	cr_assert_eq(ev[200]->text_len, 6 + 200 * 10);
+	cr_assert_eq(ev[200]->delta_len, 10);
+	cr_assert_eq(ev[200]->message, 0);
+	cr_assert_eq(ev[201]->message, 1);
+	cr_assert_eq(ev[201]->text_len, 4);
+	cr_assert(!memcmp(ev[201]->text, "next", 4));
+	/* the wire form, deltas merged from an offset */
+	char *j = NULL;
+	cr_assert_eq(pc_event_delta_to_json(ev[200], 6, &j, NULL), 0);
+	cJSON *o = cJSON_Parse(j);
+	const cJSON *d = cJSON_GetObjectItem(o, "data");
+	cr_assert_eq(strlen(cJSON_GetObjectItem(d, "text")->valuestring), 2006);
+	cr_assert_eq(strlen(cJSON_GetObjectItem(d, "delta")->valuestring), 2000);
+	cr_assert_str_eq(cJSON_GetObjectItem(o, "stream")->valuestring, "assistant");
+	cr_assert_eq(cJSON_GetObjectItem(o, "seq")->valuedouble, 201);
+	cJSON_Delete(o);
+	free(j);
+	cr_assert_eq(pc_event_delta_to_json(ev[201], 5, &j, NULL), PC_EINVAL);
+	release_all(ev, n);
+	pc_event_bus_release(b);
+	pc_event_sub_release(s);
+	pc_event_hub_release(h);
+}
+
+/* A subscriber attached to the bus of a running run gets the text so far
+ * in the data of its first delta; later ones carry the delta alone. The
+ * text is kept with nobody listening. */
+Test(events, a_late_bus_subscriber_catches_up)
+{
+	pc_event_bus_t *b = new_bus("r1", NULL, NULL);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, "Hello", 0, NULL), 0);
+	pc_event_sub_t *s = new_sub(16);
+	cr_assert_eq(pc_event_bus_attach(b, s, true), 0);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, " world", 0, NULL), 0);
+	cr_assert_eq(pc_event_bus_emit_delta(b, PC_EVENT_ASSISTANT, "!", 0, NULL), 0);
+	pc_event_t *ev[4];
+	cr_assert_eq(take_all(s, ev, 4), 2);
+	cr_assert_str_eq(ev[0]->data, "{\"text\":\"Hello world\",\"delta\":\" world\"}");
+	cr_assert_eq(ev[0]->seq, 2);
+	cr_assert_eq(ev[0]->text_len, 11);
+	cr_assert_str_eq(ev[1]->data, "{\"delta\":\"!\"}");
+	release_all(ev, 2);
+	pc_event_bus_release(b);
+	pc_event_sub_release(s);
+}

@@ -449,8 +449,14 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 	t->phase = PH_MODEL;
 	t->text.len = 0;
 	t->thinking.len = 0;
+	t->text_sent = t->thinking_sent = 0;
+	/* §5.3: a new assistant message; its text on the bus starts empty */
+	pc_event_bus_text_reset(t->bus, PC_EVENT_ASSISTANT);
+	pc_event_bus_text_reset(t->bus, PC_EVENT_THINKING);
 	return 0;
 }
+
+#define SILENT_CHECK_MAX 4096u
 
 static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 {
@@ -462,19 +468,24 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 	pc__buf_t *buf = thinking ? &t->thinking : &t->text;
 	if (pc__buf_append(buf, e->text, e->text_len) != 0 || !buf->p)
 		return;
-	/* §5.5: a draft that may still become NO_REPLY is held back. */
-	if (!thinking && (pc_payload_is_silent_prefix(buf->p) || pc_payload_is_silent(buf->p)))
+	/* §5.5: a draft that may still become NO_REPLY is held back. Both
+	 * checks read the whole text: past a few KiB (which only whitespace
+	 * around the token could fill) they are skipped, or a long answer
+	 * would cost the square of its length. */
+	if (!thinking && buf->len <= SILENT_CHECK_MAX &&
+	    (pc_payload_is_silent_prefix(buf->p) || pc_payload_is_silent(buf->p)))
 		return;
-	if (!pc_event_bus_listened(t->bus))
+	/* Only the new bytes go (with any held back before them): the bus
+	 * keeps the message's text once for every reader. Sent even with
+	 * nobody listening, so a reader that comes later reads it whole. */
+	size_t *sent = thinking ? &t->thinking_sent : &t->text_sent;
+	if (buf->len == *sent)
 		return;
-	cJSON *d = cJSON_CreateObject();
-	if (!d)
-		return;
-	char *delta = strndup(e->text, e->text_len);
-	cJSON_AddStringToObject(d, "text", buf->p);
-	cJSON_AddStringToObject(d, "delta", delta ? delta : "");
-	free(delta);
-	pc__att_emit(t, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, d, true);
+	/* Counted as sent whatever the outcome: short of memory the bytes are
+	 * lost to delta readers, but never published twice. */
+	(void)pc_event_bus_emit_delta(t->bus, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, buf->p + *sent,
+				      buf->len - *sent, NULL);
+	*sent = buf->len;
 }
 
 /* §7.1 item 1: between two model calls, when the context has grown past

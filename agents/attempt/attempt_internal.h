@@ -88,6 +88,7 @@ typedef struct attempt {
 	uint64_t call_seq;
 	pc__buf_t text;       /* cumulative assistant text of the current message */
 	pc__buf_t thinking;
+	size_t text_sent, thinking_sent; /* bytes of each already on the bus */
 
 	pc__loop_box_t *loop; /* the run's tool-loop history (§4.2), or NULL */
 	/* what the run-shaping hooks decided (attempt_hooks.c) */

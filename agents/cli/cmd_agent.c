@@ -400,7 +400,10 @@ static bool local_event(view_t *v, const char *run_id, const pc_event_t *e, int 
 	size_t n = 0;
 	if (strcmp(e->run_id, run_id) != 0)
 		return false;
-	cJSON *j = pc_event_to_json(e, &text, &n) == 0 ? cJSON_Parse(text) : NULL;
+	/* A delta shows OpenClaw's {text, delta}: the text from the run's view. */
+	int rc = e->text ? pc_event_delta_to_json(e, e->text_len - e->delta_len, &text, &n)
+			 : pc_event_to_json(e, &text, &n);
+	cJSON *j = rc == 0 ? cJSON_Parse(text) : NULL;
 	if (!j) {
 		fprintf(stderr, CMD ": an event was lost (out of memory)\n");
 	} else {

@@ -1262,7 +1262,7 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	static const char *const keys[] = {"bind",	     "port",	       "auth",
 					   "tickIntervalMs", "maxPayloadBytes", "maxBufferedBytes",
 					   "handshakeTimeoutMs", "drainSeconds", "allowedOrigins",
-					   "trustedProxies", "http", NULL};
+					   "trustedProxies", "http", "deltaIntervalMs", NULL};
 	static const char *const http_keys[] = {"sseKeepAliveMs", NULL};
 	static const char *const auth_keys[] = {"mode", "token", "password", "rateLimit", NULL};
 	pc_gateway_config_t *g = &x->cfg->pub.gateway;
@@ -1280,6 +1280,7 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	get_u64(x, gj, "maxPayloadBytes", path, 1024, (int64_t)1 << 30, &g->max_payload);
 	get_u64(x, gj, "maxBufferedBytes", path, 65536, (int64_t)4 << 30, &g->max_buffered);
 	get_u64(x, gj, "handshakeTimeoutMs", path, 100, 600000, &g->handshake_ms);
+	get_u64(x, gj, "deltaIntervalMs", path, 0, 10000, &g->delta_interval_ms);
 	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
 	parse_gateway_lists(x, gj, g);
 	const cJSON *hj = cJSON_GetObjectItemCaseSensitive(gj, "http");
@@ -1383,6 +1384,7 @@ static void set_defaults(pc_config_t *c)
 	c->gateway.max_payload = PC_GATEWAY_DEFAULT_MAX_PAYLOAD;
 	c->gateway.max_buffered = PC_GATEWAY_DEFAULT_MAX_BUFFERED;
 	c->gateway.handshake_ms = PC_GATEWAY_DEFAULT_HANDSHAKE_MS;
+	c->gateway.delta_interval_ms = PC_GATEWAY_DEFAULT_DELTA_INTERVAL_MS;
 	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
 	c->gateway.sse_keepalive_ms = PC_GATEWAY_DEFAULT_SSE_KEEPALIVE_MS;
 	c->gateway.auth_limit = (pc_gateway_auth_limit_t){
@@ -1933,6 +1935,7 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_num(&ok, gw, "maxPayloadBytes", (double)c->gateway.max_payload);
 	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
 	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
+	j_num(&ok, gw, "deltaIntervalMs", (double)c->gateway.delta_interval_ms);
 	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
 	j_num(&ok, j_obj(&ok, gw, "http"), "sseKeepAliveMs", (double)c->gateway.sse_keepalive_ms);
 	const pc_gateway_auth_limit_t *al = &c->gateway.auth_limit;

@@ -201,6 +201,9 @@ typedef enum pc_gateway_auth_mode {
 #define PC_GATEWAY_DEFAULT_TICK_MS ((uint64_t)30000)          /* TICK_INTERVAL_MS */
 #define PC_GATEWAY_DEFAULT_MAX_PAYLOAD ((uint64_t)25 << 20)   /* MAX_PAYLOAD_BYTES */
 #define PC_GATEWAY_DEFAULT_MAX_BUFFERED ((uint64_t)50 << 20)  /* MAX_BUFFERED_BYTES */
+/* assistant and thinking agent events go to a client at most this often
+ * per run, each with the deltas merged since the last */
+#define PC_GATEWAY_DEFAULT_DELTA_INTERVAL_MS ((uint64_t)50)
 #define PC_GATEWAY_PREAUTH_MAX_PAYLOAD ((uint64_t)64 << 10)   /* frames before connect */
 #define PC_GATEWAY_DEFAULT_HANDSHAKE_MS ((uint64_t)10000)     /* DEFAULT_PREAUTH_HANDSHAKE_TIMEOUT_MS */
 #define PC_GATEWAY_DEFAULT_DRAIN_MS ((uint64_t)30000)
@@ -232,6 +235,7 @@ typedef struct pc_gateway_config {
 	uint64_t tick_ms;
 	uint64_t max_payload;        /* bytes of one frame after connect */
 	uint64_t max_buffered;       /* bytes queued for one client before it is cut off */
+	uint64_t delta_interval_ms;  /* gateway.deltaIntervalMs: agent deltas per run per client */
 	uint64_t handshake_ms;       /* connect must complete within */
 	uint64_t drain_ms;           /* SIGTERM: how long runs may finish */
 	uint64_t sse_keepalive_ms;   /* gateway.http.sseKeepAliveMs; 0: none */

@@ -16,6 +16,14 @@
  * and data, each NUL-terminated. An emit with nobody to receive it (no
  * subscription on the bus or its hub) allocates nothing, unless it is the
  * terminal event, which the bus keeps for late subscribers.
+ *
+ * Streamed text. Each bus keeps its assistant and thinking text in a
+ * block that only grows at its end: bytes an event can see are never
+ * written again, so readers need no lock, only the block's reference the
+ * event holds. A block too small is replaced by one twice the current
+ * message's size holding that message (the old one lives on while events
+ * point into it), so appending costs O(1) amortised and the live blocks
+ * of a run hold a few times its longest message at most.
  */
 #include "event_bus.h"
 
@@ -29,13 +37,96 @@
 
 #include "../../mailbox/atomics_internal.h"
 #include "../../runtime/sync_internal.h"
+#include "io/buf_internal.h"
 #include "io/json_print.h"
+
+/* ---- shared text ---- */
+
+typedef struct text_block {
+	uint32_t refs;
+	size_t cap;
+	char p[];
+} text_block_t;
+
+static text_block_t *block_retain(text_block_t *t)
+{
+	if (t)
+		pc_atomic_faa_u32(&t->refs, 1);
+	return t;
+}
+
+static void block_release(text_block_t *t)
+{
+	if (t && pc_atomic_faa_u32(&t->refs, (uint32_t)-1) == 1)
+		free(t);
+}
+
+/* One stream's text of a run; under its bus's lock. */
+typedef struct bus_text {
+	text_block_t *blk;
+	size_t start, len; /* the current message is blk->p[start..len) */
+	uint32_t message;
+} bus_text_t;
+
+/* Appends n bytes to the current message, moving it to a larger block
+ * when it does not fit. PC_ENOMEM leaves the text as it was. */
+static int text_append(bus_text_t *t, const char *p, size_t n)
+{
+	size_t msg = t->len - t->start;
+	if (!t->blk || t->blk->cap - t->len < n) {
+		if (n > SIZE_MAX / 4 - msg)
+			return PC_ENOMEM;
+		size_t cap = (msg + n) * 2 < 256 ? 256 : (msg + n) * 2;
+		text_block_t *nb = malloc(sizeof(*nb) + cap);
+		if (!nb)
+			return PC_ENOMEM;
+		nb->refs = 1;
+		nb->cap = cap;
+		if (msg)
+			memcpy(nb->p, t->blk->p + t->start, msg);
+		block_release(t->blk);
+		t->blk = nb;
+		t->start = 0;
+		t->len = msg;
+	}
+	memcpy(t->blk->p + t->len, p, n);
+	t->len += n;
+	return 0;
+}
+
+/* Appends s[0..n) to b as a JSON string, quotes included, escaped as cJSON
+ * escapes (", \ and control characters; UTF-8 passes as it is). */
+static void json_str(pc__buf_t *b, const char *s, size_t n)
+{
+	pc__buf_append_char(b, '"');
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch >= 0x20 && ch != '"' && ch != '\\')
+			continue;
+		pc__buf_append(b, s + run, i - run);
+		run = i + 1;
+		switch (ch) {
+		case '"': pc__buf_append_str(b, "\\\""); break;
+		case '\\': pc__buf_append_str(b, "\\\\"); break;
+		case '\b': pc__buf_append_str(b, "\\b"); break;
+		case '\f': pc__buf_append_str(b, "\\f"); break;
+		case '\n': pc__buf_append_str(b, "\\n"); break;
+		case '\r': pc__buf_append_str(b, "\\r"); break;
+		case '\t': pc__buf_append_str(b, "\\t"); break;
+		default: pc__buf_printf(b, "\\u%04x", ch); break;
+		}
+	}
+	pc__buf_append(b, s + run, n - run);
+	pc__buf_append_char(b, '"');
+}
 
 /* ---- events ---- */
 
 typedef struct event_box {
 	pc_event_t ev; /* first: a pc_event_t * is an event_box_t * */
 	uint32_t refs;
+	text_block_t *blk; /* what ev.text points into, or NULL */
 	char text[];   /* run_id NUL session_key NUL data NUL */
 } event_box_t;
 
@@ -64,8 +155,10 @@ pc_event_t *pc_event_retain(pc_event_t *e)
 
 void pc_event_release(pc_event_t *e)
 {
-	if (e && pc_atomic_faa_u32(&((event_box_t *)e)->refs, (uint32_t)-1) == 1)
+	if (e && pc_atomic_faa_u32(&((event_box_t *)e)->refs, (uint32_t)-1) == 1) {
+		block_release(((event_box_t *)e)->blk);
 		free(e);
+	}
 }
 
 static int64_t wall_ms(void)
@@ -104,8 +197,59 @@ static pc_event_t *event_new(const char *run_id, size_t run_len, const char *ses
 	b->ev.stream = stream;
 	b->ev.droppable = droppable;
 	b->ev.terminal = terminal;
+	b->ev.text = NULL;
+	b->ev.text_len = b->ev.delta_len = 0;
+	b->ev.message = 0;
+	b->blk = NULL;
 	b->refs = 1;
 	return &b->ev;
+}
+
+/* Gives e the view of t's current message, whose last delta_len bytes
+ * are e's delta. */
+static void event_view(pc_event_t *e, const bus_text_t *t, size_t delta_len)
+{
+	event_box_t *b = (event_box_t *)e;
+	b->blk = block_retain(t->blk);
+	e->text = t->blk->p + t->start;
+	e->text_len = t->len - t->start;
+	e->delta_len = delta_len;
+	e->message = t->message;
+}
+
+/* {"text":...,"delta":...} of a view whose delta starts at `from`. */
+static void delta_data(pc__buf_t *b, const char *text, size_t text_len, size_t from)
+{
+	pc__buf_append_str(b, "{\"text\":");
+	json_str(b, text, text_len);
+	pc__buf_append_str(b, ",\"delta\":");
+	json_str(b, text + from, text_len - from);
+	pc__buf_append_char(b, '}');
+}
+
+int pc_event_delta_to_json(const pc_event_t *e, size_t from, char **out, size_t *len)
+{
+	if (!e || !out || !e->text || from > e->text_len)
+		return PC_EINVAL;
+	pc__buf_t b = {0};
+	pc__buf_append_str(&b, "{\"runId\":");
+	json_str(&b, e->run_id, strlen(e->run_id));
+	pc__buf_printf(&b, ",\"seq\":%" PRIu64 ",\"stream\":\"%s\",\"ts\":%" PRId64 ",\"data\":", e->seq,
+		       pc_event_stream_name(e->stream), e->ts_ms);
+	delta_data(&b, e->text, e->text_len, from);
+	if (e->session_key && *e->session_key) {
+		pc__buf_append_str(&b, ",\"sessionKey\":");
+		json_str(&b, e->session_key, strlen(e->session_key));
+	}
+	pc__buf_append_char(&b, '}');
+	size_t n = b.len;
+	char *text = pc__buf_take(&b);
+	if (!text)
+		return PC_ENOMEM;
+	*out = text;
+	if (len)
+		*len = n;
+	return 0;
 }
 
 int pc_event_to_json(const pc_event_t *e, char **out, size_t *len)
@@ -453,6 +597,9 @@ static void notify_flush(notify_list_t *l)
 typedef struct sub_ref {
 	pc_event_sub_t *s;
 	bool close_on_terminal;
+	/* Bit 1 << stream: it had a delta of that stream (which carried the
+	 * text so far, for a subscriber that joined a running run). */
+	uint8_t caught_up;
 } sub_ref_t;
 
 typedef struct sub_array {
@@ -485,7 +632,7 @@ static int subs_add(sub_array_t *a, pc_event_sub_t *s, bool close_on_terminal)
 		a->v = v;
 		a->cap = cap;
 	}
-	a->v[a->n++] = (sub_ref_t){pc_event_sub_retain(s), close_on_terminal};
+	a->v[a->n++] = (sub_ref_t){pc_event_sub_retain(s), close_on_terminal, 0};
 	return 0;
 }
 
@@ -595,6 +742,7 @@ struct pc_event_bus {
 	uint64_t seq;
 	bool ended;
 	pc_event_t *terminal; /* kept for late subscribers */
+	bus_text_t texts[2];  /* assistant, thinking */
 	pc_event_hub_t *hub;
 	size_t run_len, session_len;
 	const char *session_key; /* points into text */
@@ -642,6 +790,8 @@ void pc_event_bus_release(pc_event_bus_t *b)
 		return;
 	subs_clear(&b->subs);
 	pc_event_release(b->terminal);
+	block_release(b->texts[0].blk);
+	block_release(b->texts[1].blk);
 	pc_event_hub_release(b->hub);
 	pthread_mutex_destroy(&b->lock);
 	free(b);
@@ -681,26 +831,42 @@ void pc_event_bus_detach(pc_event_bus_t *b, pc_event_sub_t *s)
 	pc_event_sub_release(found);
 }
 
-int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *data, size_t len,
-		      bool droppable, bool terminal, uint64_t *seq)
-{
-	if (!b || (unsigned)stream >= PC_EVENT_STREAM_COUNT)
-		return PC_EINVAL;
-	if (!data) {
-		data = "{}";
-		len = 2;
-	} else if (len == 0) {
-		len = strlen(data);
-	}
-	/* The data is handed out as a C string: an embedded NUL would cut it. */
-	if (len == 0 || memchr(data, '\0', len))
-		return PC_EINVAL;
-	/* The terminal event is never a delta: it must not be dropped. */
-	if (terminal)
-		droppable = false;
+/* New text for a delta event: the bytes and the stream's text they join. */
+typedef struct delta_in {
+	const char *p;
+	size_t len;
+	bus_text_t *text; /* set under the bus's lock */
+} delta_in_t;
 
+/* Under the bus's lock: the event a bus subscriber gets for delta event e.
+ * Its first delta of a stream carries the text so far in its data (a new
+ * event, seq and view shared), later ones e itself; e when memory is short. */
+static pc_event_t *event_for(pc_event_bus_t *b, sub_ref_t *r, pc_event_t *e, const delta_in_t *d)
+{
+	if (!d || (r->caught_up & (1u << e->stream)))
+		return pc_event_retain(e);
+	r->caught_up |= (uint8_t)(1u << e->stream);
+	pc__buf_t data = {0};
+	delta_data(&data, e->text, e->text_len, e->text_len - e->delta_len);
+	pc_event_t *c = data.err ? NULL
+				 : event_new(b->text, b->run_len, b->session_key, b->session_len, e->stream, data.p,
+					     data.len, true, false, e->seq);
+	pc__buf_free(&data);
+	if (!c)
+		return pc_event_retain(e);
+	c->ts_ms = e->ts_ms;
+	event_view(c, d->text, e->delta_len);
+	return c;
+}
+
+/* pc_event_bus_emit, and for a delta (d not NULL) the append to the run's
+ * text, under the same lock: the text and the seq grow in one order. */
+static int bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *data, size_t len, bool droppable,
+		    bool terminal, delta_in_t *d, uint64_t *seq)
+{
 	int rc = 0;
 	pc_event_t *e = NULL;
+	pc__buf_t dd = {0};
 	sub_array_t ended_subs = {0};
 	notify_list_t nl;
 	notify_init(&nl);
@@ -714,6 +880,24 @@ int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *d
 		pthread_mutex_lock(&b->hub->lock);
 	uint64_t n = b->seq + 1;
 	bool receivers = b->subs.n > 0 || (b->hub && b->hub->subs.n > 0);
+	if (d) {
+		/* Kept even with nobody listening: a later reader reads it whole. */
+		d->text = &b->texts[stream == PC_EVENT_THINKING];
+		if ((rc = text_append(d->text, d->p, d->len)) != 0)
+			goto unlock_hub;
+		if (receivers) {
+			/* Only the delta is escaped: cheap, so done under the lock. */
+			pc__buf_append_str(&dd, "{\"delta\":");
+			json_str(&dd, d->p, d->len);
+			pc__buf_append_char(&dd, '}');
+			data = dd.p;
+			len = dd.len;
+			if (dd.err) {
+				rc = PC_ENOMEM; /* the text keeps the delta; only its event is lost */
+				goto unlock_hub;
+			}
+		}
+	}
 	if (receivers || terminal) {
 		e = event_new(b->text, b->run_len, b->session_key, b->session_len, stream, data, len, droppable,
 			      terminal, n);
@@ -722,15 +906,20 @@ int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *d
 			rc = PC_ENOMEM;
 			goto unlock_hub;
 		}
+		if (d)
+			event_view(e, d->text, d->len);
 	}
 	b->seq = n;
 	if (seq)
 		*seq = n;
 	if (!e)
 		goto unlock_hub;
-	for (size_t i = 0; i < b->subs.n; i++)
-		if (sub_push(b->subs.v[i].s, e, terminal && b->subs.v[i].close_on_terminal))
+	for (size_t i = 0; i < b->subs.n; i++) {
+		pc_event_t *mine = event_for(b, &b->subs.v[i], e, d);
+		if (sub_push(b->subs.v[i].s, mine, terminal && b->subs.v[i].close_on_terminal))
 			notify_add(&nl, b->subs.v[i].s);
+		pc_event_release(mine);
+	}
 	if (b->hub) {
 		sub_array_t *hs = &b->hub->subs;
 		for (size_t i = 0; i < hs->n; i++) {
@@ -755,7 +944,54 @@ unlock_bus:
 	notify_flush(&nl);
 	subs_clear(&ended_subs);
 	pc_event_release(e);
+	pc__buf_free(&dd);
 	return rc;
+}
+
+int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *data, size_t len,
+		      bool droppable, bool terminal, uint64_t *seq)
+{
+	if (!b || (unsigned)stream >= PC_EVENT_STREAM_COUNT)
+		return PC_EINVAL;
+	if (!data) {
+		data = "{}";
+		len = 2;
+	} else if (len == 0) {
+		len = strlen(data);
+	}
+	/* The data is handed out as a C string: an embedded NUL would cut it. */
+	if (len == 0 || memchr(data, '\0', len))
+		return PC_EINVAL;
+	/* The terminal event is never a delta: it must not be dropped. */
+	if (terminal)
+		droppable = false;
+	return bus_emit(b, stream, data, len, droppable, terminal, NULL, seq);
+}
+
+int pc_event_bus_emit_delta(pc_event_bus_t *b, pc_event_stream_t stream, const char *delta, size_t len,
+			    uint64_t *seq)
+{
+	if (!b || !delta || (stream != PC_EVENT_ASSISTANT && stream != PC_EVENT_THINKING))
+		return PC_EINVAL;
+	if (len == 0)
+		len = strlen(delta);
+	if (len == 0 || memchr(delta, '\0', len))
+		return PC_EINVAL;
+	delta_in_t d = {delta, len, NULL};
+	return bus_emit(b, stream, "{}", 2, true, false, &d, seq);
+}
+
+void pc_event_bus_text_reset(pc_event_bus_t *b, pc_event_stream_t stream)
+{
+	if (!b || (stream != PC_EVENT_ASSISTANT && stream != PC_EVENT_THINKING))
+		return;
+	pthread_mutex_lock(&b->lock);
+	bus_text_t *t = &b->texts[stream == PC_EVENT_THINKING];
+	if (t->len > t->start) {
+		t->start = t->len;
+		t->message++;
+	}
+	pthread_mutex_unlock(&b->lock);
 }
 
 bool pc_event_bus_listened(const pc_event_bus_t *b)

@@ -7,6 +7,16 @@
  * fans out to any number of subscribers without copies. Its data is a JSON
  * object as text (the spec's payload for that stream).
  *
+ * Streamed text. The spec's assistant and thinking payloads carry both the
+ * delta and the message's text so far; rebuilding that text for every
+ * delta costs the square of a long reply. So the bus keeps each stream's
+ * text once per run, append-only, and a delta event (pc_event_bus_emit_delta)
+ * carries only {"delta"} as data plus a view of the shared text: `text`
+ * (the message so far) of which the last `delta_len` bytes are its delta.
+ * A reader that wants deltas takes them from the view without parsing; one
+ * that wants the cumulative text (the gateway's agent events) reads it from
+ * the view when it writes, as often as it chooses.
+ *
  * Buses. One per run, made when the run is accepted (so a client can
  * subscribe before the run starts: nothing is missed, §2.4). Seq starts at
  * 1 and grows by one per event. Exactly one terminal event per run (the
@@ -65,6 +75,16 @@ typedef struct pc_event {
 	size_t data_len;
 	bool droppable;          /* a delta: may be dropped for a slow reader */
 	bool terminal;           /* the run's last event */
+	/* Events of pc_event_bus_emit_delta (NULL and 0 on the others): the
+	 * message so far, text[0..text_len), not NUL-terminated, shared with
+	 * the run's other events and never changed while this one lives. Its
+	 * last delta_len bytes are this event's delta. `message` counts the
+	 * stream's messages in the run (pc_event_bus_text_reset): a text
+	 * continues the one of an earlier event only with the same number. */
+	const char *text;
+	size_t text_len;
+	size_t delta_len;
+	uint32_t message;
 } pc_event_t;
 
 /* An event holds its strings; retain/release count references. The bus
@@ -76,6 +96,13 @@ void pc_event_release(pc_event_t *e);
  * "sessionKey"?} (sessionKey left out when empty). malloc'd, the caller
  * frees. PC_EINVAL, PC_ENOMEM. */
 int pc_event_to_json(const pc_event_t *e, char **out, size_t *len);
+
+/* For a delta event, the wire form of §5.1 whose data is the message so
+ * far and, as its delta, text[from..text_len): a reader that merged several
+ * deltas passes where its last frame ended (0: the whole message). Built
+ * from the shared text at the call, escaped once. malloc'd, the caller
+ * frees. PC_EINVAL (not a delta event, from > text_len), PC_ENOMEM. */
+int pc_event_delta_to_json(const pc_event_t *e, size_t from, char **out, size_t *len);
 
 /* ---- subscriptions ---- */
 
@@ -162,6 +189,26 @@ void pc_event_bus_detach(pc_event_bus_t *b, pc_event_sub_t *s);
  */
 int pc_event_bus_emit(pc_event_bus_t *b, pc_event_stream_t stream, const char *data, size_t len,
 		      bool droppable, bool terminal, uint64_t *seq);
+
+/*
+ * Publishes `len` bytes of new text (NUL-free; `len` 0: up to the NUL) of
+ * the run's assistant or thinking stream: appended to the run's text for
+ * that stream, then published as a droppable event whose data is
+ * {"delta":...} and whose view (text, text_len, delta_len, message) is the
+ * message so far. The text is kept even when nobody listens, so a later
+ * subscriber reads it whole; only the event is skipped then. A
+ * subscription attached to the bus itself gets, as its first event of the
+ * stream, one whose data also has "text" (the message so far), so a reader
+ * that joins a running run can catch up from the data alone. PC_EINVAL
+ * (another stream, an empty or NUL-holding delta), PC_ESTATE (ended),
+ * PC_ENOMEM.
+ */
+int pc_event_bus_emit_delta(pc_event_bus_t *b, pc_event_stream_t stream, const char *delta, size_t len,
+			    uint64_t *seq);
+
+/* The stream's next delta starts a new message (a new model call: §5.3's
+ * reset point); its text starts empty. A no-op on an empty message. */
+void pc_event_bus_text_reset(pc_event_bus_t *b, pc_event_stream_t stream);
 
 /* Whether anyone is subscribed to the run, directly or through its hub:
  * a publisher skips building a delta nobody would receive. A subscriber

@@ -776,10 +776,13 @@ typedef struct completion {
 	bool sent_text;     /* some content went out */
 	bool finished;
 	/* The answer's text as the run's events carry it, the same for a plain
-	 * and a streamed answer: `call` is the current model call's text (an
-	 * event's cumulative `text`), `before` the texts of the earlier calls
-	 * (those a tool call followed), joined by blank lines. */
-	pc__buf_t call, before;
+	 * and a streamed answer: the current model call's text is the run's
+	 * shared text, as the latest of its events (`call`, retained) shows it,
+	 * of which call_sent bytes went out; `before` holds the texts of the
+	 * earlier calls (those a tool call followed), joined by blank lines. */
+	pc_event_t *call;
+	size_t call_sent;
+	pc__buf_t before;
 	pc_timer_t keepalive;   /* a stream's keep-alive timer, 0: none */
 	uint64_t last_write_ms; /* when the stream last wrote (pc_runtime_now_ms) */
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -1073,7 +1076,7 @@ static void comp_stream_end(pc_ctx_t *ctx, completion_t *c, const cJSON *d, bool
 		/* the final call's text, when no event carried it (held back as
 		 * a possible NO_REPLY, or a repeat of an ended run), after the
 		 * earlier calls' as a plain answer has it */
-		char *final = c->call.len ? NULL : payload_text(d);
+		char *final = c->call_sent ? NULL : payload_text(d);
 		if (final && final[0]) {
 			pc__buf_t t = {0};
 			if (c->sent_text)
@@ -1151,41 +1154,43 @@ static bool flush_text(pc_ctx_t *ctx, completion_t *c, pc__buf_t *text)
 	return ok;
 }
 
-/*
- * An assistant event's new text, added to `text` (what goes out next):
- * what its cumulative `text` holds past the call's text seen so far. So a
- * delta the bus dropped for a slow reader, a draft held back as a possible
- * NO_REPLY, and what a repeat's run said before the repeat subscribed all
- * arrive. The first text of a call after an earlier call's is set apart
- * by a blank line, as the plain answer joins them. A call's text that
- * starts over (a retried model call) is sent again whole.
- */
-static void add_text(completion_t *c, const pc_event_t *e, pc__buf_t *text)
-{
-	cJSON *d = cJSON_ParseWithLength(e->data, e->data_len);
-	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "text"));
-	size_t n = t ? strlen(t) : 0;
-	size_t from = n >= c->call.len && c->call.len && !memcmp(t, c->call.p, c->call.len) ? c->call.len : 0;
-	if (from < n) {
-		if (from == 0 && (c->sent_text || text->len || c->before.len))
-			pc__buf_append(text, "\n\n", 2);
-		pc__buf_append(text, t + from, n - from);
-		c->call.len = 0;
-		pc__buf_append(&c->call, t, n);
-	}
-	cJSON_Delete(d);
-}
-
 /* A tool call ended the current model call: its text is an earlier
  * call's now. */
 static void end_call(completion_t *c)
 {
-	if (!c->call.len)
+	if (c->call && c->call->text_len) {
+		if (c->before.len)
+			pc__buf_append(&c->before, "\n\n", 2);
+		pc__buf_append(&c->before, c->call->text, c->call->text_len);
+	}
+	pc_event_release(c->call);
+	c->call = NULL;
+	c->call_sent = 0;
+}
+
+/*
+ * An assistant event's new text, added to `text` (what goes out next): the
+ * bytes of the call's shared text past those sent, read in place (the
+ * cumulative text is never rebuilt). So a delta the bus dropped for a slow
+ * reader, a draft held back as a possible NO_REPLY, and what a repeat's
+ * run said before the repeat subscribed all arrive. The first text of a
+ * call after an earlier call's is set apart by a blank line, as the plain
+ * answer joins them; a new message (model call) starts a new text.
+ */
+static void add_text(completion_t *c, pc_event_t *e, pc__buf_t *text)
+{
+	if (!e->text)
 		return;
-	if (c->before.len)
-		pc__buf_append(&c->before, "\n\n", 2);
-	pc__buf_append(&c->before, c->call.p, c->call.len);
-	c->call.len = 0;
+	if (c->call && e->message != c->call->message)
+		end_call(c);
+	if (e->text_len > c->call_sent) {
+		if (!c->call_sent && (c->sent_text || text->len || c->before.len))
+			pc__buf_append(text, "\n\n", 2);
+		pc__buf_append(text, e->text + c->call_sent, e->text_len - c->call_sent);
+		c->call_sent = e->text_len;
+	}
+	pc_event_release(c->call);
+	c->call = pc_event_retain(e);
 }
 
 /* Takes a batch of events; this run's deltas go out as one chunk. A full
@@ -1197,7 +1202,7 @@ static void comp_pump(pc_ctx_t *ctx, completion_t *c)
 	size_t n = pc_event_sub_take(c->sub, ev, EVENT_BATCH);
 	pc__buf_t text = {0};
 	for (size_t i = 0; i < n; i++) {
-		const pc_event_t *e = ev[i];
+		pc_event_t *e = ev[i];
 		if (c->finished || strcmp(e->run_id, c->run_id))
 			continue;
 		if (e->stream == PC_EVENT_ASSISTANT)
@@ -1522,7 +1527,7 @@ static void comp_stop(pc_ctx_t *ctx, void *state, int reason)
 	(void)pc_send_u64(c->route, MSG_DONE, c->id);
 	pc_actor_release(c->route);
 	chat_req_free(&c->req);
-	pc__buf_free(&c->call);
+	pc_event_release(c->call);
 	pc__buf_free(&c->before);
 	free(c);
 	/* the last touch of this part's memory: pc__gw_openai_free waits for it */

@@ -31,6 +31,12 @@
 #define PC__GW_PROTOCOL_MAX 4
 /* chat deltas go out at most this often per run (§5.10) */
 #define PC__GW_CHAT_THROTTLE_MS 150u
+/* The text a client is sent again in the merged agent delta frames of
+ * one message before its last frame (rpc_methods.c, merge_due): a frame
+ * goes only while it keeps the message's resent text within this. With
+ * the deltas (the reply once), the last frame's text and the final answer,
+ * a reply of n bytes costs a client at most 3n + this. */
+#define PC__GW_RESEND_BUDGET ((size_t)64 << 10)
 /* A device signature's signedAt may differ from now by this much when it
  * is not the challenge's ts (OpenClaw's skew). */
 #define PC__GW_SIGNATURE_SKEW_MS ((int64_t)120000)
@@ -75,6 +81,7 @@ enum {
 	PC__GW_MSG_EVENTS,       /* a session subscription has events (tag) */
 	PC__GW_MSG_WAIT_TIMEOUT, /* u64: an agent.wait's tag */
 	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
+	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
 };
 
 enum { PC__GW_C_HANDSHAKE = 0, PC__GW_C_OPEN, PC__GW_C_CLOSING };
@@ -133,6 +140,7 @@ typedef struct pc__gw_conn {
 	pc__gw_client_t client;  /* who it is, for the backoff of failed secrets */
 	bool tool_events;        /* the client advertised cap "tool-events" */
 	bool shutdown_sent;
+	bool drain_wait;         /* an agent delta frame is not all written yet */
 	uint8_t protocol;
 	uint32_t scopes;
 	uint64_t seq;            /* the last event frame's seq */
@@ -219,6 +227,9 @@ void pc__gw_on_run_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_wait_timeout(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag);
+/* The socket took everything sent: merged deltas held for it may go. */
+void pc__gw_on_drained(pc__gw_conn_t *c);
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);

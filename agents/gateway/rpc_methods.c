@@ -14,6 +14,22 @@
  * assistant deltas (never the terminal event) and the client is told of
  * the gap. A client that goes away only unsubscribes: its runs finish and
  * are stored as any other.
+ *
+ * Agent deltas are merged. The bus's assistant and thinking events carry
+ * only their delta and a view of the run's text, shared by every reader.
+ * A client gets at most one frame per run and stream every
+ * gateway.deltaIntervalMs, holding the deltas merged since its last frame
+ * and the message's text read from the shared view as the frame is
+ * written. A frame that would take the text resent in this message past
+ * PC__GW_RESEND_BUDGET waits for the message's last frame, so a long reply
+ * costs a client about three times its size, not its square. Whatever else the run
+ * sends (tool, lifecycle, its end) first sends the merged deltas waiting,
+ * so the last frame of a message has its whole text and the deltas a
+ * client gets add up to it exactly. A client that reads slowly has its
+ * deltas merged the same way: after a frame, the next waits until the
+ * socket took it all (pc_ws_notify_drained), so what came meanwhile is one
+ * frame, not a queue of them; and what the connection actor's
+ * subscription buffered, or dropped, is one frame too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +60,17 @@ struct pc__gw_run {
 	char *req_id;      /* agent: the request answered again at the end */
 	pc__gw_ssub_t *ssub; /* NULL for a repeat */
 	uint64_t last_seq;
+	/* agent deltas waiting for their frame: assistant, thinking */
+	struct merge {
+		pc_event_t *pending; /* the latest delta not sent (a reference), or NULL */
+		uint32_t message;    /* the message `sent` and `resent` count in */
+		size_t sent;         /* bytes of it the client has as deltas */
+		size_t resent;       /* text bytes of it sent in frames (the budget) */
+		uint64_t last_ms;    /* runtime clock of the last frame; 0: none */
+	} merge[2];
+	pc_timer_t merge_timer;
 	/* the chat projection (§5.10) */
-	char *text;        /* the assistant text so far */
+	pc_event_t *chat_ev; /* the latest assistant delta: its view is the text so far */
 	uint64_t chat_seq;
 	uint64_t last_delta_ms; /* runtime clock */
 	bool delta_pending;
@@ -285,10 +310,13 @@ static void run_free(pc__gw_conn_t *c, pc__gw_run_t *r)
 	list_remove(&c->runs, &r->node);
 	pc__gw_owe(c->g, -1);
 	pc_timer_cancel(c->g->rt, r->flush_timer);
+	pc_timer_cancel(c->g->rt, r->merge_timer);
 	if (r->ssub)
 		ssub_put(c, r->ssub);
 	free(r->req_id);
-	free(r->text);
+	pc_event_release(r->merge[0].pending);
+	pc_event_release(r->merge[1].pending);
+	pc_event_release(r->chat_ev);
 	free(r);
 }
 
@@ -446,38 +474,50 @@ static cJSON *chat_payload(pc__gw_run_t *r, const char *state)
 	return p;
 }
 
+/* Whether a throttled send of run r must wait: true when less than
+ * `every` ms passed since `last_ms` (0: never sent), and then a timer
+ * sends `type` with r's tag when the time comes (armed once). False when
+ * it may go now, also when no timer could be armed: now rather than never. */
+static bool too_soon(pc__gw_conn_t *c, const pc__gw_run_t *r, uint64_t last_ms, uint64_t every, uint32_t type,
+		     pc_timer_t *timer)
+{
+	uint64_t now = pc_runtime_now_ms();
+	if (!last_ms || now - last_ms >= every)
+		return false;
+	if (*timer)
+		return true;
+	pc_msg_t *m = u64_msg(type, r->tag);
+	return m && pc_timer_after(c->self, every - (now - last_ms), m, timer) == 0;
+}
+
+/* The assistant text so far as a C string (malloc'd), or NULL. */
+static char *chat_text(const pc__gw_run_t *r)
+{
+	return r->chat_ev ? strndup(r->chat_ev->text, r->chat_ev->text_len) : NULL;
+}
+
 static void chat_delta_now(pc__gw_conn_t *c, pc__gw_run_t *r)
 {
 	r->delta_pending = false;
 	r->last_delta_ms = pc_runtime_now_ms();
-	if (!r->text || silent(r->text, true))
-		return;
-	cJSON *p = chat_payload(r, "delta");
-	cJSON_AddItemToObject(p, "message", assistant_message(r->text));
-	pc__gw_event(c, "chat", p);
+	char *text = chat_text(r);
+	if (text && !silent(text, true)) {
+		cJSON *p = chat_payload(r, "delta");
+		cJSON_AddItemToObject(p, "message", assistant_message(text));
+		pc__gw_event(c, "chat", p);
+	}
+	free(text);
 }
 
-static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, const char *data)
+/* Keeps the latest delta (its view is the text so far, read only when a
+ * chat delta goes). */
+static void chat_delta(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 {
-	cJSON *d = cJSON_Parse(data);
-	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "text"));
-	char *copy = text ? strdup(text) : NULL;
-	cJSON_Delete(d);
-	if (!copy)
-		return;
-	free(r->text);
-	r->text = copy;
+	pc_event_release(r->chat_ev);
+	r->chat_ev = pc_event_retain(e);
 	r->delta_pending = true;
-	uint64_t now = pc_runtime_now_ms();
-	if (!r->last_delta_ms || now - r->last_delta_ms >= PC__GW_CHAT_THROTTLE_MS) {
+	if (!too_soon(c, r, r->last_delta_ms, PC__GW_CHAT_THROTTLE_MS, PC__GW_MSG_CHAT_FLUSH, &r->flush_timer))
 		chat_delta_now(c, r);
-		return;
-	}
-	if (r->flush_timer)
-		return;
-	pc_msg_t *m = u64_msg(PC__GW_MSG_CHAT_FLUSH, r->tag);
-	if (!m || pc_timer_after(c->self, PC__GW_CHAT_THROTTLE_MS - (now - r->last_delta_ms), m, &r->flush_timer) != 0)
-		chat_delta_now(c, r); /* no timer: send now rather than never */
 }
 
 void pc__gw_on_chat_flush(pc__gw_conn_t *c, uint64_t tag)
@@ -536,7 +576,9 @@ static void chat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const cJSON *d)
 	cJSON *p;
 	if (!strcmp(status, "ok")) {
 		p = chat_payload(r, "final");
-		char *text = final_text(d, r->text);
+		char *streamed = chat_text(r);
+		char *text = final_text(d, streamed);
+		free(streamed);
 		if (text && !silent(text, false))
 			cJSON_AddItemToObject(p, "message", assistant_message(text));
 		free(text);
@@ -560,16 +602,24 @@ static void chat_final(pc__gw_conn_t *c, pc__gw_run_t *r, const cJSON *d)
 /* ---- agent events on the wire (§8.6) ---- */
 
 /* The event's payload; tool events lose result/partialResult unless the
- * client asked for them (cap "tool-events"). malloc'd. */
+ * client asked for them (cap "tool-events"); the terminal event loses the
+ * run's payloads, which the final answer (or chat final) carries: §5.2's
+ * lifecycle end has none, and a long reply would otherwise reach the
+ * client once more. malloc'd. */
 static char *agent_payload(const pc__gw_conn_t *c, const pc_event_t *e, size_t *len)
 {
 	char *out = NULL;
-	if (e->stream != PC_EVENT_TOOL || c->tool_events) {
+	bool lean_tool = e->stream == PC_EVENT_TOOL && !c->tool_events;
+	if (!lean_tool && !e->terminal) {
 		return pc_event_to_json(e, &out, len) == 0 ? out : NULL;
 	}
 	cJSON *d = cJSON_Parse(e->data);
-	cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
-	cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
+	if (lean_tool) {
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "result");
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "partialResult");
+	}
+	if (e->terminal)
+		cJSON_DeleteItemFromObjectCaseSensitive(d, "payloads");
 	char *data = d ? pc_json_print(d) : NULL;
 	cJSON_Delete(d);
 	if (!data)
@@ -601,21 +651,117 @@ static void seq_gap(pc__gw_conn_t *c, const pc__gw_run_t *r, const pc_event_t *e
 	pc__gw_event(c, "agent", p);
 }
 
+/* ---- merged agent deltas ---- */
+
+/* Sends m's waiting delta now: the deltas since the client's last frame
+ * and the message's text, as they are in the shared view. */
+static void merge_flush(pc__gw_conn_t *c, struct merge *m)
+{
+	pc_event_t *e = m->pending;
+	if (!e)
+		return;
+	if (e->message != m->message) {
+		m->message = e->message;
+		m->sent = m->resent = 0;
+	}
+	char *p = NULL;
+	size_t len = 0;
+	if (e->text_len > m->sent && pc_event_delta_to_json(e, m->sent, &p, &len) == 0) {
+		pc__gw_event_text(c, "agent", p, len);
+		m->resent += e->text_len;
+	}
+	free(p);
+	/* Counted as sent even if it could not be built: a later frame never
+	 * repeats a delta, it may only lack one when memory ran out. */
+	m->sent = e->text_len;
+	m->last_ms = pc_runtime_now_ms();
+	pc_event_release(e);
+	m->pending = NULL;
+	/* The next frame waits until the socket took this one. */
+	if (!c->drain_wait && pc_ws_notify_drained(c->srv, c->id) == 0)
+		c->drain_wait = true;
+}
+
+/* Sends both streams' waiting deltas, the older first, before anything
+ * else of the run goes. */
+static void merge_flush_all(pc__gw_conn_t *c, pc__gw_run_t *r)
+{
+	struct merge *a = &r->merge[0], *t = &r->merge[1];
+	bool thinking_first = t->pending && (!a->pending || t->pending->seq < a->pending->seq);
+	merge_flush(c, thinking_first ? t : a);
+	merge_flush(c, thinking_first ? a : t);
+}
+
+/* Sends m's waiting delta if its time has come, it fits the budget and
+ * the socket took the last frame; otherwise arms the run's timer for the
+ * time. Past the budget it waits for the run's next other event or
+ * message, which sends it; behind a full socket for pc__gw_on_drained. */
+static void merge_due(pc__gw_conn_t *c, pc__gw_run_t *r, struct merge *m, bool socket_free)
+{
+	const pc_event_t *e = m->pending;
+	if (!e)
+		return;
+	size_t resent = e->message == m->message ? m->resent : 0;
+	if (resent + e->text_len > PC__GW_RESEND_BUDGET || !socket_free)
+		return;
+	if (!too_soon(c, r, m->last_ms, c->g->gcfg->delta_interval_ms, PC__GW_MSG_DELTA_FLUSH, &r->merge_timer))
+		merge_flush(c, m);
+}
+
+/* A delta of run r: it replaces the one waiting (whose text it holds) or,
+ * when it starts a new message, first sends the old message's last frame. */
+static void merge_add(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
+{
+	struct merge *m = &r->merge[e->stream == PC_EVENT_THINKING];
+	if (m->pending && m->pending->message != e->message)
+		merge_flush(c, m);
+	pc_event_release(m->pending);
+	m->pending = pc_event_retain(e);
+	merge_due(c, r, m, !c->drain_wait);
+}
+
+void pc__gw_on_drained(pc__gw_conn_t *c)
+{
+	/* Every run's due frame goes in this round (one drain request for
+	 * them all), so no run waits behind another. */
+	c->drain_wait = false;
+	for (pc__gw_node_t *n = c->runs.head; n; n = n->next) {
+		pc__gw_run_t *r = (pc__gw_run_t *)n;
+		merge_due(c, r, &r->merge[0], true);
+		merge_due(c, r, &r->merge[1], true);
+	}
+}
+
+void pc__gw_on_delta_flush(pc__gw_conn_t *c, uint64_t tag)
+{
+	pc__gw_run_t *r = run_by_tag(c, tag);
+	if (!r)
+		return;
+	r->merge_timer = 0;
+	merge_due(c, r, &r->merge[0], !c->drain_wait);
+	merge_due(c, r, &r->merge[1], !c->drain_wait);
+}
+
 /* Sends one event of run r; true when it was the run's last (r is gone). */
-static bool forward(pc__gw_conn_t *c, pc__gw_run_t *r, const pc_event_t *e)
+static bool forward(pc__gw_conn_t *c, pc__gw_run_t *r, pc_event_t *e)
 {
 	if (e->seq <= r->last_seq)
 		return false; /* seen already */
 	if (e->seq != r->last_seq + 1)
 		seq_gap(c, r, e);
 	r->last_seq = e->seq;
+	if (e->text) {
+		merge_add(c, r, e);
+		if (r->kind == PC__GW_RUN_CHAT && e->stream == PC_EVENT_ASSISTANT)
+			chat_delta(c, r, e);
+		return false;
+	}
+	merge_flush_all(c, r);
 	size_t len = 0;
 	char *p = agent_payload(c, e, &len);
 	if (p)
 		pc__gw_event_text(c, "agent", p, len);
 	free(p);
-	if (r->kind == PC__GW_RUN_CHAT && e->stream == PC_EVENT_ASSISTANT)
-		chat_delta(c, r, e->data);
 	if (!e->terminal)
 		return false;
 	cJSON *d = cJSON_Parse(e->data);

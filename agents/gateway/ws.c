@@ -117,6 +117,9 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		pc__gw_on_frame(ctx, c, m->data, m->len);
 		break;
 	}
+	case PC_MSG_WS_DRAINED:
+		pc__gw_on_drained(c);
+		break;
 	case PC_MSG_WS_CLOSED:
 		c->phase = PC__GW_C_CLOSING;
 		pc__gw_release_work(c);
@@ -141,6 +144,9 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		break;
 	case PC__GW_MSG_CHAT_FLUSH:
 		pc__gw_on_chat_flush(c, pc_msg_u64(msg));
+		break;
+	case PC__GW_MSG_DELTA_FLUSH:
+		pc__gw_on_delta_flush(c, pc_msg_u64(msg));
 		break;
 	case PC_MSG_AGENT_ACCEPTED:
 		pc__gw_on_accepted(ctx, c, msg);

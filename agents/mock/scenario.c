@@ -217,6 +217,7 @@ struct pc_mock_step {
 	uint32_t arg_chunks; /* pieces per tool's arguments */
 	uint32_t ttft_ms;
 	uint32_t delay_ms;
+	uint32_t burst;      /* pieces per delay_ms; 0: one */
 	int64_t usage[U_COUNT];
 	const char *finish; /* "stop", "length", "tool_calls", "content_filter"; NULL: by content */
 	/* error / context_overflow */
@@ -267,6 +268,7 @@ static const struct {
 	{"chunks", ANSWER},
 	{"ttft_ms", ANSWER | BIT(K_ERROR) | BIT(K_OVERFLOW)},
 	{"delay_ms", ANSWER},
+	{"burst", ANSWER},
 	{"usage", ANSWER},
 	{"finish_reason", ANSWER},
 	{"disconnect_after", ANSWER},
@@ -535,6 +537,8 @@ static int parse_fields(const cJSON *j, const where_t *w, pc_mock_step_t *s)
 		rc = get_u32(j, "ttft_ms", w, MAX_MS, &s->ttft_ms);
 	if (!rc)
 		rc = get_u32(j, "delay_ms", w, MAX_MS, &s->delay_ms);
+	if (!rc)
+		rc = get_u32(j, "burst", w, MAX_CHUNKS, &s->burst);
 	if (!rc)
 		rc = get_u32(j, "ms", w, MAX_MS, &s->ms);
 	if (rc)
@@ -1191,6 +1195,7 @@ typedef struct answer {
 	group_t *groups;
 	size_t group_count;
 	size_t group_cap;
+	uint32_t since_wait;   /* pieces since the last delay_ms */
 	int err;
 } answer_t;
 
@@ -1209,8 +1214,10 @@ static uint32_t next_wait(answer_t *a)
 	}
 	if (!a->err)
 		a->groups[a->group_count++] = (group_t){.start = a->ev_count, .piece = a->ev_count};
+	/* `burst` pieces go together, then the stream waits delay_ms: a long
+	 * answer in small pieces can stream faster than a millisecond each. */
 	if (a->started)
-		return a->st->delay_ms;
+		return ++a->since_wait % (a->st->burst ? a->st->burst : 1) ? 0 : a->st->delay_ms;
 	a->started = true;
 	return a->st->ttft_ms;
 }
@@ -1948,7 +1955,7 @@ static int plan_oneshot(pc_mock_plan_t *pl, answer_t *a)
 	uint64_t timed = piece_count(a->reasoning, st->chunks) + piece_count(a->text, st->chunks);
 	for (size_t i = 0; i < st->tool_count; i++)
 		timed += 1 + piece_count(st->tools[i].args, st->arg_chunks);
-	uint64_t total = st->ttft_ms + (timed > 1 ? (timed - 1) * st->delay_ms : 0);
+	uint64_t total = st->ttft_ms + (timed > 1 ? (timed - 1) / (st->burst ? st->burst : 1) * st->delay_ms : 0);
 	cJSON *obj = a->api == PC_MOCK_OPENAI ? openai_message(a) : anthropic_message(a);
 	int rc = plan_json(pl, obj, 200, a->api, a->seq, st);
 	if (rc)
