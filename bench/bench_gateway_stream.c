@@ -12,11 +12,12 @@
  * client received (the most of any) and as a multiple of the reply, the
  * assistant frames one client got, and the wall time. Then per client
  * count a line with the ratio of CPU per KB at 1 MB to that at 10 KB: the
- * gateway's cost per byte should not grow with the reply.
+ * gateway's cost per byte should not grow with the reply. The same for one
+ * OpenAI client streaming the reply as SSE chunks (`"sse": true`).
  *
  *   bench_gateway_stream [--workers W] [--listeners N] [--repeat R]
  *
- * --listeners runs one client count only; --repeat runs each case R times
+ * --listeners runs one client count only (0: the SSE client only); --repeat runs each case R times
  * (default 3) and reports the median CPU; --max-bytes skips the reply
  * sizes above it. Every client checks that its deltas add up to the reply
  * ("intact": false when one did not). Loopback only; the temporary store
@@ -43,6 +44,7 @@ static const size_t sizes[CASES] = {10000, 100000, 1000000};
 
 typedef struct client {
 	pc_ws_client_t *ws;
+	uint16_t port;  /* an SSE client's gateway (it has no ws) */
 	const char *reply;
 	size_t size;
 	/* filled by the thread */
@@ -169,15 +171,91 @@ static void *client_read(void *arg)
 	return NULL;
 }
 
+/* The SSE client's answer as it arrives. */
+typedef struct sse_body {
+	char *p;
+	size_t len, cap;
+} sse_body_t;
+
+static size_t sse_collect(char *data, size_t size, size_t n, void *arg)
+{
+	sse_body_t *b = arg;
+	size_t len = size * n;
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = (b->len + len + 1) * 2;
+		char *g = realloc(b->p, cap);
+		if (!g)
+			return 0;
+		b->p = g;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+	return len;
+}
+
+/* One streamed chat completion: its bytes, and whether its chunks' content
+ * adds up to the reply. */
+static void *sse_read(void *arg)
+{
+	client_t *c = arg;
+	double cpu0 = bench_thread_cpu_s();
+	char url[96];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/chat/completions", (unsigned)c->port);
+	static const char body[] = "{\"model\":\"pincer\",\"stream\":true,"
+				   "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}";
+	struct curl_slist *h = curl_slist_append(NULL, "Authorization: Bearer " TOKEN);
+	h = curl_slist_append(h, "Content-Type: application/json");
+	sse_body_t b = {0};
+	CURL *e = curl_easy_init();
+	if (!e || !h)
+		bench_fail("curl");
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sse_collect);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 120000L);
+	c->done = curl_easy_perform(e) == CURLE_OK && b.p && strstr(b.p, "data: [DONE]");
+	curl_easy_cleanup(e);
+	curl_slist_free_all(h);
+	c->bytes = b.len;
+	c->intact = true;
+	for (char *line = b.p ? strtok(b.p, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+		if (strncmp(line, "data: {", 7) != 0)
+			continue;
+		cJSON *j = cJSON_Parse(line + 6);
+		const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+		const char *d = str_of(cJSON_GetObjectItemCaseSensitive(ch, "delta"), "content");
+		size_t n = strlen(d);
+		if (n) {
+			if (c->joined + n > c->size || memcmp(c->reply + c->joined, d, n) != 0)
+				c->intact = false;
+			c->joined += n;
+			c->frames++;
+		}
+		cJSON_Delete(j);
+	}
+	free(b.p);
+	c->cpu_s = bench_thread_cpu_s() - cpu0;
+	return NULL;
+}
+
 typedef struct case_result {
 	double server_cpu_s, wall_s;
 	size_t bytes, frames;
 	bool intact;
 } case_t;
 
-/* One reply size to `n` clients at once. */
+/* One reply size to `n` WebSocket clients at once, or (n 0) to one SSE
+ * client. */
 static case_t run_case(uint32_t workers, size_t size, uint32_t n)
 {
+	bool sse = n == 0;
+	if (sse)
+		n = 1;
 	char *reply = reply_text(size);
 	size_t chunks = size / DELTA_BYTES;
 	char *scenario = malloc(size + 256);
@@ -206,10 +284,13 @@ static case_t run_case(uint32_t workers, size_t size, uint32_t n)
 	if (!cs || !th)
 		bench_fail("out of memory");
 	for (uint32_t i = 0; i < n; i++) {
-		cs[i] = (client_t){.ws = client_connect(pc_gateway_port(g)), .reply = reply, .size = size};
+		cs[i] = (client_t){.ws = sse ? NULL : client_connect(pc_gateway_port(g)), .port = pc_gateway_port(g),
+				   .reply = reply, .size = size};
 	}
 	double t0 = bench_now_s(), cpu0 = bench_cpu_s();
-	for (uint32_t i = 0; i < n; i++) {
+	if (sse && pthread_create(&th[0], NULL, sse_read, &cs[0]) != 0)
+		bench_fail("pthread_create");
+	for (uint32_t i = 0; !sse && i < n; i++) {
 		char key[32];
 		snprintf(key, sizeof(key), "stream-%u", i);
 		cJSON *p = cJSON_CreateObject();
@@ -252,7 +333,7 @@ static int by_cpu(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	uint32_t workers = 2, only = 0, repeat = 3;
+	uint32_t workers = 2, only = UINT32_MAX, repeat = 3;
 	size_t max_bytes = SIZE_MAX;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--workers") && i + 1 < argc)
@@ -270,11 +351,13 @@ int main(int argc, char **argv)
 		bench_fail("--workers and --repeat (1-%u) must be positive", REPEAT_MAX);
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		bench_fail("signal");
-	const uint32_t counts[] = {1, 10};
-	for (size_t k = 0; k < 2; k++) {
+	/* 0: one SSE client */
+	const uint32_t counts[] = {1, 10, 0};
+	for (size_t k = 0; k < 3; k++) {
 		uint32_t n = counts[k];
-		if (only && n != only)
+		if (only != UINT32_MAX && n != only)
 			continue;
+		uint32_t clients = n ? n : 1;
 		double per_kb[CASES] = {0};
 		for (size_t s = 0; s < CASES && sizes[s] <= max_bytes; s++) {
 			case_t rs[REPEAT_MAX];
@@ -282,19 +365,19 @@ int main(int argc, char **argv)
 				rs[i] = run_case(workers, sizes[s], n);
 			qsort(rs, repeat, sizeof(rs[0]), by_cpu);
 			case_t r = rs[repeat / 2];
-			per_kb[s] = r.server_cpu_s * 1e6 / ((double)sizes[s] / 1000.0 * n);
-			printf("{\"bench\":\"gateway_stream\",\"reply_bytes\":%zu,\"listeners\":%u,\"workers\":%u,"
+			per_kb[s] = r.server_cpu_s * 1e6 / ((double)sizes[s] / 1000.0 * clients);
+			printf("{\"bench\":\"gateway_stream\",\"sse\":%s,\"reply_bytes\":%zu,\"listeners\":%u,\"workers\":%u,"
 			       "\"server_cpu_ms\":%.1f,\"cpu_us_per_kb\":%.1f,\"bytes_per_client\":%zu,"
 			       "\"bytes_per_reply_byte\":%.2f,\"assistant_frames\":%zu,\"intact\":%s,\"wall_s\":%.2f}\n",
-			       sizes[s], n, workers, r.server_cpu_s * 1e3, per_kb[s], r.bytes,
+			       n ? "false" : "true", sizes[s], clients, workers, r.server_cpu_s * 1e3, per_kb[s], r.bytes,
 			       (double)r.bytes / (double)sizes[s], r.frames, r.intact ? "true" : "false", r.wall_s);
 			fflush(stdout);
 		}
 		if (!per_kb[2])
 			continue;
-		printf("{\"bench\":\"gateway_stream_ratio\",\"listeners\":%u,\"cpu_per_kb_1mb_over_10kb\":%.2f,"
+		printf("{\"bench\":\"gateway_stream_ratio\",\"sse\":%s,\"listeners\":%u,\"cpu_per_kb_1mb_over_10kb\":%.2f,"
 		       "\"cpu_per_kb_100kb_over_10kb\":%.2f}\n",
-		       n, per_kb[2] / per_kb[0], per_kb[1] / per_kb[0]);
+		       n ? "false" : "true", clients, per_kb[2] / per_kb[0], per_kb[1] / per_kb[0]);
 		fflush(stdout);
 	}
 	return 0;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+#include "curl_client.h"
 #include "gateway_harness.h"
 #include "io/buf_internal.h"
 
@@ -153,6 +154,50 @@ static void stream_to(size_t size, size_t listeners)
 	free(reply);
 	gw_stop(&f);
 }
+
+/* The same reply to one OpenAI SSE client: its chunks carry deltas only,
+ * so what it receives is the reply and each batch's chunk framing. */
+static void stream_sse(size_t size)
+{
+	char *reply = reply_text(size);
+	char *scenario = scenario_for(reply, size);
+	gw_t f;
+	gw_start_scenario(&f, GW_CONFIG(""), scenario, NULL);
+	free(scenario);
+	static const char body[] = "{\"model\":\"pincer\",\"stream\":true,"
+				   "\"messages\":[{\"role\":\"user\",\"content\":\"go\"}]}";
+	const char *hdrs[] = {"Authorization: Bearer " GW_TOKEN, NULL};
+	resp_t r = {0};
+	curl_request(f.port, "POST", "/v1/chat/completions", hdrs, body, sizeof(body) - 1, 120000, &r);
+	cr_assert_eq(r.status, 200);
+	/* the content of every chunk, joined */
+	pc__buf_t text = {0};
+	size_t chunks = 0;
+	for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+		if (strncmp(line, "data: {", 7) != 0)
+			continue;
+		cJSON *j = cJSON_Parse(line + 6);
+		const char *c = jstr(jget(cJSON_GetArrayItem(jget(j, "choices"), 0), "delta"), "content");
+		if (c && *c) {
+			pc__buf_append(&text, c, strlen(c));
+			chunks++;
+		}
+		cJSON_Delete(j);
+	}
+	size_t bound = 3 * size + 100 * 1024;
+	cr_assert_eq(text.len, size, "the chunks add up to %zu bytes, not %zu", text.len, size);
+	cr_assert(!memcmp(text.p, reply, size), "the chunks differ from the reply");
+	cr_assert_leq(r.len, bound, "%zu bytes for a %zu-byte reply", r.len, size);
+	cr_log_info("%zu bytes over SSE: %zu bytes received (bound %zu), %zu chunks", size, r.len, bound, chunks);
+	pc__buf_free(&text);
+	resp_free(&r);
+	free(reply);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_stream, ten_kb_to_an_sse_client) { stream_sse(10000); }
+Test(agent_gateway_stream, hundred_kb_to_an_sse_client) { stream_sse(100000); }
+Test(agent_gateway_stream, one_mb_to_an_sse_client) { stream_sse(1000000); }
 
 Test(agent_gateway_stream, ten_kb_to_one_client) { stream_to(10000, 1); }
 Test(agent_gateway_stream, ten_kb_to_ten_clients) { stream_to(10000, 10); }
