@@ -406,7 +406,9 @@ static void stream_refuse(pc__h2_stream_t *s, int status)
 	request_drop(s);
 	s->state = S_DONE;
 	s->c->served = true;
-	if (submit_head(s, status, "", 0, 0, false) != 0)
+	char rid[64];
+	pc__server_request_id(rid, NULL);
+	if (submit_head(s, status, rid, strlen(rid), 0, false) != 0)
 		stream_fail(s, 0);
 }
 

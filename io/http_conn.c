@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -531,13 +532,29 @@ void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason)
 	c->srv->on_access(c->srv->access_user, &a);
 }
 
-/* A response the server makes itself, without a body. */
+void pc__server_request_id(char line[64], char *id)
+{
+	uint8_t r[12];
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		memset(r, 0, sizeof(r)); /* no entropy yet: an id that is still well-formed */
+	char hex[25];
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	snprintf(line, 64, "x-request-id: req_%s\r\n", hex);
+	if (id)
+		snprintf(id, 29, "req_%s", hex);
+}
+
+/* A response the server makes itself, without a body: every answer names
+ * its request, these too. */
 static void conn_reply(pc__http_conn_t *c, int status, const char *extra)
 {
 	c->resp_status = status;
-	char head[256];
-	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%sContent-Length: 0\r\nConnection: %s\r\n\r\n",
-			 status, reason_phrase(status), extra ? extra : "", conn_token(c));
+	char rid[64];
+	pc__server_request_id(rid, c->req_id);
+	char head[320];
+	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n%s%sContent-Length: 0\r\nConnection: %s\r\n\r\n",
+			 status, reason_phrase(status), rid, extra ? extra : "", conn_token(c));
 	if (n < 0 || (size_t)n >= sizeof(head)) {
 		pc__conn_close(c, PC_ESYS);
 		return;

@@ -191,6 +191,12 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		resp_t q = {0};
 		curl_request(g.port, "GET", "/v1/models?token=" GW_TOKEN, NULL, NULL, 0, 5000, &q);
 		resp_free(&q);
+		/* an answer the server makes itself names its request too */
+		resp_t nf = {0};
+		curl_request(g.port, "GET", "/no/such/route", NULL, NULL, 0, 5000, &nf);
+		cr_assert_eq(nf.status, 404);
+		cr_assert(strcasestr(nf.head, "x-request-id: req_"), "%s", nf.head);
+		resp_free(&nf);
 		/* and over h2c, a line as well */
 		resp_t q2 = {.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE};
 		curl_request(g.port, "GET", "/v1/models", NULL, NULL, 0, 5000, &q2);
@@ -200,7 +206,7 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		cr_assert_not_null(ws);
 		pc_ws_client_free(ws);
 		/* its close reaches the gateway before it stops */
-		for (int i = 0; i < 200; i++) {
+		for (int i = 0; i < 1000; i++) {
 			char *text = read_file(g.err);
 			bool seen = strstr(text, "websocket closed") != NULL;
 			free(text);
