@@ -1093,6 +1093,17 @@ static const char *session_key_of(const pc_agent_params_t *p)
 	return p->session_key && p->session_key[0] ? p->session_key : "main";
 }
 
+bool pc_agent_run_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (!n || n > PC_RUN_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)id[i] <= ' ' || (unsigned char)id[i] >= 0x7f)
+			return false;
+	return true;
+}
+
 static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 {
 	if (!a || !p || !p->message || !out)
@@ -1112,6 +1123,8 @@ static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 			return PC_EINVAL;
 	pc_think_level_t think;
 	if (p->thinking && pc_think_level_parse(p->thinking, &think) != 0)
+		return PC_EINVAL;
+	if (p->run_id && !pc_agent_run_id_ok(p->run_id))
 		return PC_EINVAL;
 	return pc__submit_encode(p, key, NULL, out);
 }

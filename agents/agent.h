@@ -110,7 +110,17 @@ typedef struct pc_agent_params {
 	const char *thinking;        /* this run's thinking level ("off", "low", ...,
 				      * pc_think_level_parse); NULL: configured */
 	uint64_t timeout_ms;         /* run timeout; 0: configured */
+	const char *run_id;          /* the run's id, when the caller names it (the `agent` RPC
+				      * uses its idempotency key, as OpenClaw does, §8.3): at
+				      * most PC_RUN_ID_MAX bytes of printable ASCII, unique in
+				      * the store (a run id another session holds: PC_EEXIST);
+				      * NULL: a generated one */
 } pc_agent_params_t;
+
+/* Whether `id` can be a caller's run id (pc_agent_params_t.run_id): 1 to
+ * PC_RUN_ID_MAX bytes of printable ASCII without spaces (it goes into
+ * URLs, logs and the store as it is). */
+bool pc_agent_run_id_ok(const char *id);
 
 /* What happened to a submitted message. */
 typedef enum pc_agent_disposition {

@@ -270,6 +270,7 @@ int64_t pc__wall_ms(void);
 typedef struct pc__submit {
 	uint32_t key, message, idem, model, trigger, queue_mode, extra;
 	uint32_t recover;     /* a run recovered after a crash (its row adopted): its id */
+	uint32_t run_id;      /* the caller's run id (pc_agent_params_t.run_id) */
 	uint64_t timeout_ms;
 	bool has_think;       /* the run's own thinking level */
 	pc_think_level_t think;

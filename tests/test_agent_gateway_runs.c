@@ -110,6 +110,45 @@ Test(agent_gateway_runs, agent_answers_accepted_then_the_result_with_events_in_o
 	gw_stop(&f);
 }
 
+/* §8.3: an `agent` run is named by its idempotency key. A key another
+ * session's run already names (keys are the session's, run ids are not),
+ * or one that cannot be a run id, gets a generated id; every run ends. */
+Test(agent_gateway_runs, an_agent_run_is_named_by_its_idempotency_key)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	char id1[32], id2[32], id3[32];
+	cJSON *a = agent_start(c, agent_params("first", "order-4711", "named-a"), id1);
+	cr_assert(jok(a), "%s", cJSON_PrintUnformatted(a));
+	cr_assert_str_eq(run_of(a), "order-4711");
+	cJSON *b = agent_start(c, agent_params("second", "order-4711", "named-b"), id2);
+	cr_assert(jok(b), "%s", cJSON_PrintUnformatted(b));
+	cr_assert_str_neq(run_of(b), "order-4711", "another session's run holds that id");
+	cJSON *d = agent_start(c, agent_params("third", "with a space", "named-a"), id3);
+	cr_assert(jok(d), "%s", cJSON_PrintUnformatted(d));
+	cr_assert_str_neq(run_of(d), "with a space");
+	const char *ids[] = {id1, id2, id3};
+	for (int i = 0; i < 3; i++) {
+		cJSON *fin = cl_await_res(c, ids[i], 30000);
+		cr_assert(fin && jok(fin), "run %d did not end well", i);
+		cJSON_Delete(fin);
+	}
+	/* agent.wait finds it by the key */
+	char wid[32];
+	cJSON *wp = cJSON_CreateObject();
+	cJSON_AddStringToObject(wp, "runId", "order-4711");
+	cl_req(c, "agent.wait", wp, wid);
+	cJSON *w = cl_await_res(c, wid, 30000);
+	cr_assert_str_eq(jstr(jget(w, "payload"), "status"), "ok");
+	cJSON_Delete(w);
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	cJSON_Delete(d);
+	cl_free(c);
+	gw_stop(&f);
+}
+
 Test(agent_gateway_runs, the_same_idempotency_key_twice_is_one_run_answered_twice)
 {
 	gw_t f;

@@ -1270,10 +1270,14 @@ static void m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON
 	const char *kind = pc__gw_str(params, "bootstrapContextRunKind");
 	double timeout_s = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeout"));
 	const char *extra = pc__gw_str(params, "extraSystemPrompt");
+	const char *idem = pc__gw_str(params, "idempotencyKey");
 	pc_agent_params_t p = {
 		.session_key = pc__gw_str(params, "sessionKey"),
 		.message = pc__gw_str(params, "message"),
-		.idempotency_key = pc__gw_str(params, "idempotencyKey"),
+		.idempotency_key = idem,
+		/* §8.3: the run is named by its key (a key that cannot be a run
+		 * id, too long or with spaces, gets a generated one) */
+		.run_id = idem && pc_agent_run_id_ok(idem) ? idem : NULL,
 		.model = model[0] ? model : NULL,
 		.trigger = kind && strcmp(kind, "default") ? kind : NULL,
 		.extra_system_prompt = extra && *extra ? extra : NULL,

@@ -746,6 +746,27 @@ static int on_recovered(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg);
  * what is left. A submit without an asker (never made by the agent API)
  * has nobody to answer.
  */
+/* Asks the store for pending p's run row (its corr in p->store_corr). */
+static int begin_row(pc_ctx_t *ctx, session_t *s, pending_t *p)
+{
+	const char *idem = sub_str(p->params, p->params->idem);
+	/* what running it takes, kept with the row until it ends, so a crash
+	 * does not lose it once it is acknowledged */
+	char *prompt = pc__submit_prompt_json(p->params);
+	char fp[17];
+	if (idem)
+		pc__submit_fingerprint(prompt, fp);
+	pc_msg_t *req = NULL;
+	pc_store_run_new_t rn = {.key = s->key, .run_id = p->run_id, .idem_key = idem,
+				 .fingerprint = idem ? fp : NULL, .owner = s->agent->owner, .prompt = prompt,
+				 .flags = idem ? PC_STORE_REQ_EARLY : 0};
+	int rc = prompt ? pc_store_req_run_begin(&rn, &req) : PC_ENOMEM;
+	cJSON_free(prompt);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p->store_corr);
+	return rc;
+}
+
 static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
 	if (msg->size >= sizeof(pc__submit_t) && ((const pc__submit_t *)pc_msg_cdata(msg))->recover)
@@ -765,26 +786,18 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	if (rc == 0) {
 		s->pend = pend;
 		memcpy(p.params, pc_msg_cdata(msg), msg->size);
-		pc__agent_run_id(s->agent, p.run_id);
 		idem = sub_str(p.params, p.params->idem);
+		/* a caller's run id goes with its idempotency key (a repeat must
+		 * find the first run by it); without one, an id of our own */
+		if (p.params->run_id && idem)
+			snprintf(p.run_id, sizeof(p.run_id), "%s", sub_str(p.params, p.params->run_id));
+		else
+			pc__agent_run_id(s->agent, p.run_id);
 		/* the lease before the row: its commit is then the only one a
 		 * run admitted early waits for (they commit one after another) */
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);
 		(void)pc__lease_want(&lc);
-		/* what running it takes, kept with the row until it ends, so a
-		 * crash does not lose it once it is acknowledged */
-		char *prompt = pc__submit_prompt_json(p.params);
-		char fp[17];
-		if (idem)
-			pc__submit_fingerprint(prompt, fp);
-		pc_msg_t *req = NULL;
-		pc_store_run_new_t rn = {.key = s->key, .run_id = p.run_id, .idem_key = idem,
-					 .fingerprint = idem ? fp : NULL, .owner = s->agent->owner, .prompt = prompt,
-					 .flags = idem ? PC_STORE_REQ_EARLY : 0};
-		rc = prompt ? pc_store_req_run_begin(&rn, &req) : PC_ENOMEM;
-		cJSON_free(prompt);
-		if (rc == 0)
-			rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &p.store_corr);
+		rc = begin_row(ctx, s, &p);
 	}
 	if (rc != 0) {
 		reply_accepted(&p, rc, NULL, PC_AGENT_DROPPED);
@@ -1026,6 +1039,17 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		if (r.flags & PC_STORE_PROVISIONAL) {
 			on_provisional(ctx, s, &s->pend[i], &r);
 			return true;
+		}
+		/* the caller's run id names a run of another session (keys are
+		 * the session's, run ids the store's): the run gets an id of
+		 * its own instead */
+		pending_t *q = &s->pend[i];
+		if (r.rc == PC_EEXIST && q->params->run_id && !q->early) {
+			q->params->run_id = 0;
+			pc__agent_run_id(s->agent, q->run_id);
+			if (begin_row(ctx, s, q) == 0)
+				return true;
+			r.rc = PC_ENOMEM;
 		}
 		pending_t p = s->pend[i];
 		memmove(&s->pend[i], &s->pend[i + 1], (s->pn - i - 1) * sizeof(pending_t));
@@ -1330,9 +1354,9 @@ int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out)
 
 int pc__submit_encode(const pc_agent_params_t *p, const char *key, const char *recover_run, pc_msg_t **out)
 {
-	enum { N = 8 };
+	enum { N = 9 };
 	const char *f[N] = {key, p->message, p->idempotency_key, p->model, p->trigger, p->queue_mode,
-			    p->extra_system_prompt, recover_run};
+			    p->extra_system_prompt, recover_run, p->run_id};
 	size_t need = sizeof(pc__submit_t) + 1;
 	for (int i = 0; i < N; i++)
 		need += f[i] ? strlen(f[i]) + 1 : 0;
@@ -1347,7 +1371,7 @@ int pc__submit_encode(const pc_agent_params_t *p, const char *key, const char *r
 	size_t off = 1;
 	s->buf[0] = '\0';
 	uint32_t *slot[N] = {&s->key, &s->message, &s->idem, &s->model, &s->trigger, &s->queue_mode, &s->extra,
-			     &s->recover};
+			     &s->recover, &s->run_id};
 	for (int i = 0; i < N; i++) {
 		if (!f[i])
 			continue;
