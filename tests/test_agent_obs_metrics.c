@@ -291,7 +291,9 @@ static void *hist_reader(void *p)
 		a->failures++;
 		return NULL;
 	}
-	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+	/* at least one read, even when the recorders finish before this
+	 * thread first runs (a loaded machine) */
+	do {
 		uint64_t v = 0;
 		pc_hist_stats_t st;
 		/* max only grows here, so a percentile read first never exceeds it */
@@ -300,7 +302,7 @@ static void *hist_reader(void *p)
 			a->failures++;
 		pc_hist_reset(sink);
 		a->reads++;
-	}
+	} while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE));
 	pc_hist_free(sink);
 	return NULL;
 }
