@@ -182,3 +182,51 @@ Test(agent_provider_errors, unsupported_reasoning_effort_falls_back_to_a_listed_
 	cr_assert_str_eq(effort, "low");
 	harness_stop(&h);
 }
+
+/* §1.8 on an error inside a started stream: Anthropic's `error` event
+ * (overloaded_error "Overloaded") after some text is `overloaded`, and
+ * when it is all the provider says the run ends with its words. */
+Test(agent_provider_errors, in_stream_overload_is_classified_from_its_text)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"steps\":[{\"text\":\"Let me think about this\",\"error_after\":2},{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cJSON_Delete(d);
+	harness_stop(&h);
+
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"then\":\"loop\",\"steps\":[{\"text\":\"Let me think\",\"error_after\":1}]}", NULL);
+	d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	cJSON_Delete(d);
+	harness_stop(&h);
+}
+
+/* OpenAI's per-minute token limit arriving as an in-stream error: a rate
+ * limit of the short window, so the same model again after 10 s. */
+Test(agent_provider_errors, in_stream_per_minute_limit_retries_the_same_model)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
+			   "{\"steps\":[{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\","
+			   "\"message\":\"Rate limit reached for gpt-4o in organization org-abc123 on tokens "
+			   "per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in "
+			   "1.4s. Visit https://platform.openai.com/account/rate-limits to learn more.\"},"
+			   "{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	cJSON_Delete(d);
+	int64_t gap = gap_ms(&h, 0);
+	cr_assert(gap >= 10000 && gap < 14000, "waited %" PRId64 " ms", gap);
+	harness_stop(&h);
+}
