@@ -684,6 +684,8 @@ static int start_mock(pc_agent_t *a, const char *scenario)
 	int rc = pc_mock_server_start(a->io, &mc, &a->mock, err, sizeof(err));
 	if (rc != 0)
 		return rc;
+	snprintf(a->mock_root_url, sizeof(a->mock_root_url), "http://127.0.0.1:%u",
+		 (unsigned)pc_mock_server_port(a->mock));
 	snprintf(a->mock_base_url, sizeof(a->mock_base_url), "http://127.0.0.1:%u/v1",
 		 (unsigned)pc_mock_server_port(a->mock));
 	return 0;

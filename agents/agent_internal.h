@@ -157,6 +157,7 @@ struct pc_agent {
 	char *lock_dir;
 	pc_mock_server_t *mock;
 	char mock_base_url[64];
+	char mock_root_url[64]; /* the same without /v1: Anthropic's paths carry it */
 	pc_lane_t *lane;
 	pc_run_registry_t *runs;
 	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */

@@ -1070,3 +1070,38 @@ Test(mock_plan, malformed_streams)
 	pc_mock_plan_free(&pl);
 	ASSERT_NO_LEAKS();
 }
+
+/* error_after: K pieces, then the provider's in-stream error in place of
+ * the rest (OpenAI a data line, Anthropic an `error` event), no terminator. */
+Test(mock_plan, in_stream_errors)
+{
+	for (int api = 0; api < 2; api++) {
+		bool oai = api == PC_MOCK_OPENAI;
+		pc_mock_plan_t pl;
+		build("{\"text\":\"a b c\",\"error_after\":2}", (pc_mock_api_t)api, oai ? OA_REQ : AN_REQ, &pl);
+		size_t n;
+		const char *w = wire(&pl, &n);
+		cr_assert_eq(text_deltas(&pl), 2);
+		cr_assert_eq(pl.finish, PC_MOCK_END);
+		cr_assert_null(strstr(w, oai ? "[DONE]" : "message_stop"), "%s", w);
+		const char *want = oai ? "data: {\"error\":{\"message\":\"The server had an error while processing "
+					 "your request. Sorry about that!\",\"type\":\"server_error\""
+				       : "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+					 "\"overloaded_error\",\"message\":\"Overloaded\"}";
+		cr_assert_not_null(strstr(w, want), "%s", w);
+		cr_assert_eq(w[n - 1], '\n');
+		pc_mock_plan_free(&pl);
+		/* the step's message and type; past the last piece, before the finish */
+		build("{\"text\":\"a b c\",\"error_after\":9,\"message\":\"Internal error\",\"type\":\"api_error\"}",
+		      (pc_mock_api_t)api, oai ? OA_REQ : AN_REQ, &pl);
+		w = wire(&pl, &n);
+		cr_assert_eq(text_deltas(&pl), 3);
+		cr_assert_not_null(strstr(w, "\"type\":\"api_error\""), "%s", w);
+		cr_assert_not_null(strstr(w, "\"message\":\"Internal error\""), "%s", w);
+		cr_assert_null(strstr(w, oai ? "\"finish_reason\":\"stop\"" : "message_delta"), "%s", w);
+		pc_mock_plan_free(&pl);
+	}
+	step_error("{\"text\":\"a\",\"message\":\"x\"}", "needs error_after");
+	step_error("{\"text\":\"a\",\"error_after\":1,\"malformed\":\"truncated\"}", "only one of");
+	ASSERT_NO_LEAKS();
+}

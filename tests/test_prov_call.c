@@ -413,3 +413,23 @@ Test(model_call, a_thousand_concurrent_streams_complete)
 	cr_assert(st.transfers_started >= N);
 	end_call(s, owner);
 }
+
+/* An error status's text is the provider's own (status, message, then the
+ * error's type and code), with a quoted key masked: the run's rules and
+ * its error message read it. */
+Test(model_call, http_error_text_is_the_providers_own_words)
+{
+	pc_actor_t *owner;
+	seen_t *s = run(PC_API_OPENAI_COMPLETIONS,
+			"{\"kind\":\"error\",\"status\":401,\"message\":\"Incorrect API key provided: "
+			"sk-proj-abcdefgh12345678. You can find your API key at "
+			"https://platform.openai.com/account/api-keys.\"}",
+			NULL, &owner);
+	cr_assert_str_eq(s->error, "401 Incorrect API key provided: sk-***. You can find your API key at "
+				   "https://platform.openai.com/account/api-keys. "
+				   "(invalid_request_error, invalid_api_key)");
+	end_call(s, owner);
+	s = run(PC_API_ANTHROPIC_MESSAGES, "{\"kind\":\"error\",\"status\":529}", NULL, &owner);
+	cr_assert_str_eq(s->error, "529 Overloaded (overloaded_error)");
+	end_call(s, owner);
+}

@@ -193,7 +193,7 @@ static const char *const kind_names[K_COUNT] = {
 	"text", "tool_calls", "reasoning", "empty", "error", "context_overflow", "stall",
 };
 
-enum { F_NONE, F_DISCONNECT, F_STALL, F_BAD_JSON, F_TRUNCATED };
+enum { F_NONE, F_DISCONNECT, F_STALL, F_BAD_JSON, F_TRUNCATED, F_STREAM_ERROR };
 
 /* Usage fields; -1 in a step means "computed". */
 enum { U_INPUT, U_OUTPUT, U_CACHE_READ, U_CACHE_WRITE, U_REASONING, U_COUNT };
@@ -276,9 +276,10 @@ static const struct {
 	{"stall_ms", ANSWER},
 	{"malformed", ANSWER},
 	{"malformed_at", ANSWER},
+	{"error_after", ANSWER},
 	{"status", BIT(K_ERROR)},
-	{"message", BIT(K_ERROR)},
-	{"type", BIT(K_ERROR)},
+	{"message", BIT(K_ERROR) | ANSWER}, /* answers: of the in-stream error */
+	{"type", BIT(K_ERROR) | ANSWER},
 	{"code", BIT(K_ERROR)},
 	{"retry_after", BIT(K_ERROR)},
 	{"max_tokens", BIT(K_OVERFLOW)},
@@ -448,12 +449,20 @@ static int parse_tools(const cJSON *v, const where_t *w, pc_mock_step_t *s)
 
 static int parse_fault(const cJSON *j, const where_t *w, pc_mock_step_t *s)
 {
-	static const char *const keys[] = {"disconnect_after", "stall_after", "malformed"};
+	static const char *const keys[] = {"disconnect_after", "stall_after", "malformed", "error_after"};
 	int given = 0;
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < 4; i++)
 		given += cJSON_GetObjectItemCaseSensitive(j, keys[i]) != NULL;
 	if (given > 1)
-		return bad(w, "disconnect_after", "only one of disconnect_after, stall_after, malformed");
+		return bad(w, "disconnect_after",
+			   "only one of disconnect_after, stall_after, malformed, error_after");
+	bool in_stream = cJSON_GetObjectItemCaseSensitive(j, "error_after") != NULL;
+	if (s->kind != K_ERROR && !in_stream) {
+		if (cJSON_GetObjectItemCaseSensitive(j, "message"))
+			return bad(w, "message", "needs error_after");
+		if (cJSON_GetObjectItemCaseSensitive(j, "type"))
+			return bad(w, "type", "needs error_after");
+	}
 	if (cJSON_GetObjectItemCaseSensitive(j, "stall_ms") &&
 	    !cJSON_GetObjectItemCaseSensitive(j, "stall_after"))
 		return bad(w, "stall_ms", "needs stall_after");
@@ -465,6 +474,12 @@ static int parse_fault(const cJSON *j, const where_t *w, pc_mock_step_t *s)
 	int rc = get_uint(j, "disconnect_after", w, MAX_CHUNKS, &k, &present);
 	if (!rc && present) {
 		s->fault = F_DISCONNECT;
+		s->fault_at = (uint32_t)k;
+	}
+	if (!rc)
+		rc = get_uint(j, "error_after", w, MAX_CHUNKS, &k, &present);
+	if (!rc && present) {
+		s->fault = F_STREAM_ERROR;
 		s->fault_at = (uint32_t)k;
 	}
 	if (!rc)
@@ -1893,6 +1908,26 @@ static void cut_event_json(answer_t *a, size_t i)
 		a->ev[k].off -= drop;
 }
 
+/*
+ * Replaces the events from `at` on with the provider's in-stream error, as
+ * each sends it: OpenAI a data line with its error JSON (a 500's, "server
+ * error"), Anthropic an `error` event (a 529's, "Overloaded", its usual
+ * one). The step's message and type replace the defaults.
+ */
+static void stream_error(answer_t *a, size_t at)
+{
+	const pc_mock_step_t *st = a->st;
+	bool oai = a->api == PC_MOCK_OPENAI;
+	cJSON *b = error_body(a->api, oai ? 500 : 529, st->etype, NULL, st->message, NULL, a->model,
+			      a->req_id);
+	if (at < a->ev_count) {
+		a->out.len = a->ev[at].off;
+		a->out.p[a->out.len] = '\0';
+		a->ev_count = at;
+	}
+	ev_json(a, 0, oai ? NULL : "error", b);
+}
+
 /* Applies the step's fault to the events and cuts them into writes.
  * Counts are pieces: K pieces go out whole, with what goes with them. */
 static int plan_stream(pc_mock_plan_t *pl, answer_t *a)
@@ -1923,6 +1958,14 @@ static int plan_stream(pc_mock_plan_t *pl, answer_t *a)
 			kept = a->groups[k].start;
 			partial = a->ev[kept].len / 2;
 		}
+		break;
+	case F_STREAM_ERROR:
+		/* K pieces, then the error event in place of the rest */
+		kept = k < pieces ? a->groups[k].start : a->finish_ev;
+		stream_error(a, kept);
+		if (a->err)
+			return a->err;
+		kept = a->ev_count;
 		break;
 	}
 	pl->writes = calloc(kept + 1, sizeof(*pl->writes));

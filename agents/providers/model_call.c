@@ -14,6 +14,7 @@
 
 #include "../../io/http_client.h"
 #include "../agent_internal.h"
+#include "../obs/redact.h"
 #include "io/json_print.h"
 #include "io/utf8.h"
 #include "model_call.h"
@@ -151,6 +152,7 @@ typedef struct outcome {
 	int result;
 	pc_transport_error_t transport;
 	const char *error;
+	char *owned_error; /* when `error` was built for this call */
 	char *json;
 	size_t json_len;
 	pc_stop_reason_t stop_reason;
@@ -172,6 +174,80 @@ static void classify(model_call_t *mc, outcome_t *o, const char *body, size_t bo
 	};
 	if (pc_failover_classify(&in, &o->failure) != 0)
 		o->failure = (pc_failover_result_t){.detail = "classifier failed"};
+}
+
+#define PROVIDER_MESSAGE_MAX 512u
+
+/* At most PROVIDER_MESSAGE_MAX bytes of `from`, cut at a character
+ * boundary; empty unless UTF-8 (it goes into JSON). */
+static void copy_bounded(const char *from, size_t n, char out[PROVIDER_MESSAGE_MAX + 1])
+{
+	out[0] = '\0';
+	if (n > PROVIDER_MESSAGE_MAX) {
+		n = PROVIDER_MESSAGE_MAX;
+		while (n > 0 && ((unsigned char)from[n] & 0xC0) == 0x80)
+			n--;
+	}
+	if (pc_utf8_valid(from, n)) {
+		memcpy(out, from, n);
+		out[n] = '\0';
+	}
+}
+
+/*
+ * What a provider's error answer says: error.message, a string error,
+ * message or detail of a JSON body (the OpenAI and Anthropic shapes and
+ * most others), else the body's first line; and error.type / error.code
+ * (a string or a number). Each bounded by copy_bounded, empty when absent.
+ */
+static void provider_error_parts(const char *body, size_t len, char msg[PROVIDER_MESSAGE_MAX + 1],
+				 char type[PROVIDER_MESSAGE_MAX + 1], char code[PROVIDER_MESSAGE_MAX + 1])
+{
+	msg[0] = type[0] = code[0] = '\0';
+	if (!body || !len)
+		return;
+	cJSON *j = cJSON_ParseWithLength(body, len);
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	const char *m = cJSON_GetStringValue(err);
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "message"));
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "message"));
+	if (!m)
+		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "detail"));
+	size_t n = m ? strlen(m) : j ? 0 : strcspn(body, "\r\n");
+	copy_bounded(m ? m : body, n, msg);
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "type"));
+	if (t)
+		copy_bounded(t, strlen(t), type);
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(err, "code");
+	if (cJSON_IsString(c))
+		copy_bounded(c->valuestring, strlen(c->valuestring), code);
+	else if (cJSON_IsNumber(c))
+		snprintf(code, PROVIDER_MESSAGE_MAX + 1, "%.0f", c->valuedouble);
+	cJSON_Delete(j);
+}
+
+/*
+ * The error text of an error status, as the providers' SDKs put it (the
+ * status, then the provider's message; "status code (no body)" without
+ * one), with the error's type and code after it when the message does not
+ * already carry them: the run's rules read this text (short-window rate
+ * limits, thinking fallback, role ordering) and it becomes the run's error
+ * message, so secrets are masked. NULL when out of memory.
+ */
+static char *status_error_text(int status, const char *body, size_t len)
+{
+	char m[PROVIDER_MESSAGE_MAX + 1], t[PROVIDER_MESSAGE_MAX + 1], c[PROVIDER_MESSAGE_MAX + 1];
+	provider_error_parts(body, len, m, t, c);
+	if (t[0] && strstr(m, t))
+		t[0] = '\0';
+	if (c[0] && (strstr(m, c) || !strcmp(c, t)))
+		c[0] = '\0';
+	char text[4 * PROVIDER_MESSAGE_MAX];
+	snprintf(text, sizeof(text), "%d %s%s%s%s%s%s", status, m[0] ? m : "status code (no body)",
+		 t[0] || c[0] ? " (" : "", t, t[0] && c[0] ? ", " : "", c, t[0] || c[0] ? ")" : "");
+	return pc_redact(text);
 }
 
 static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
@@ -209,7 +285,8 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 	}
 	if (mc->status < 200 || mc->status >= 300) {
 		o->result = PC_ESYS;
-		o->error = "the provider answered with an error status";
+		o->owned_error = status_error_text(mc->status, mc->err_body, mc->err_len);
+		o->error = o->owned_error ? o->owned_error : "the provider answered with an error status";
 		classify(mc, o, mc->err_body, mc->err_len);
 		return;
 	}
@@ -228,7 +305,9 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 	}
 	if (r.error_message || r.stop_reason == PC_STOP_ERROR) {
 		o->result = PC_ESYS;
-		o->error = r.error_message ? r.error_message : "the provider reported an error";
+		/* the provider's words, secrets masked: they become the run's error */
+		o->owned_error = r.error_message ? pc_redact(r.error_message) : NULL;
+		o->error = o->owned_error ? o->owned_error : "the provider reported an error";
 		if (!r.complete)
 			o->transport = PC_TRANSPORT_MALFORMED; /* cut short: no terminator */
 		const char *b = r.error_body ? r.error_body : o->error;
@@ -239,53 +318,15 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 	o->error = "";
 }
 
-#define PROVIDER_MESSAGE_MAX 512u
-
-/*
- * The message of a provider's error answer, for the client of the run:
- * error.message, a string error, message or detail of a JSON body (the
- * OpenAI and Anthropic shapes and most others), else the body's first
- * line; at most PROVIDER_MESSAGE_MAX bytes, cut at a character boundary.
- * Empty when there is none.
- */
-static void provider_message(const char *body, size_t len, char out[PROVIDER_MESSAGE_MAX + 1])
-{
-	out[0] = '\0';
-	if (!body || !len)
-		return;
-	cJSON *j = cJSON_ParseWithLength(body, len);
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-	const char *m = cJSON_GetStringValue(err);
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "message"));
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "message"));
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "detail"));
-	size_t n = m ? strlen(m) : j ? 0 : strcspn(body, "\r\n");
-	const char *from = m ? m : body;
-	if (n > PROVIDER_MESSAGE_MAX) {
-		n = PROVIDER_MESSAGE_MAX;
-		while (n > 0 && ((unsigned char)from[n] & 0xC0) == 0x80)
-			n--;
-	}
-	/* text that is not UTF-8 would not survive the JSON it goes into */
-	if (pc_utf8_valid(from, n)) {
-		memcpy(out, from, n);
-		out[n] = '\0';
-	}
-	cJSON_Delete(j);
-}
-
 static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 {
 	outcome_t o = {0};
 	decide(mc, end, &o);
 	size_t el = strlen(o.error);
 	/* an error status: what the provider said, for the run's end */
-	char pm[PROVIDER_MESSAGE_MAX + 1] = "";
+	char pm[PROVIDER_MESSAGE_MAX + 1] = "", pt[PROVIDER_MESSAGE_MAX + 1], pcode[PROVIDER_MESSAGE_MAX + 1];
 	if (mc->status >= 400 && o.result != 0)
-		provider_message(mc->err_body, mc->err_len, pm);
+		provider_error_parts(mc->err_body, mc->err_len, pm, pt, pcode);
 	size_t pl = strlen(pm);
 	pc_msg_t *m = pc_msg_new(PC_MSG_MODEL_DONE, sizeof(pc_model_done_msg_t) + o.json_len + el + pl + 3);
 	if (m) {
@@ -320,6 +361,7 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 		pc_send(mc->owner, m);
 	}
 	cJSON_free(o.json);
+	free(o.owned_error);
 }
 
 /* ---- the actor ------------------------------------------------------------------- */

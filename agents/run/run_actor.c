@@ -104,7 +104,10 @@ static void decide(pc_ctx_t *ctx, run_t *r);
 
 static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 {
-	return p->embedded ? r->agent->mock_base_url : p->base_url;
+	if (!p->embedded)
+		return p->base_url;
+	/* as the real services: OpenAI's base ends in /v1, Anthropic's does not */
+	return p->api == PC_API_ANTHROPIC_MESSAGES ? r->agent->mock_root_url : r->agent->mock_base_url;
 }
 
 /* The run's time so far (runtime clock); 0 before it started. */

@@ -1,0 +1,232 @@
+/*
+ * A provider's error answer through the whole loop against the embedded
+ * mock LLM (spec §1.8-§1.10, §11.2): its status, wording and retry-after
+ * headers reach the run's rules, and its own words end the run. The
+ * messages are the providers' wording (OpenAI's and Anthropic's rate-limit,
+ * overload and unsupported-value errors); which rule they meet is the
+ * classifier's decision, not the fixture's.
+ */
+#include <criterion/criterion.h>
+
+#include "agent_harness.h"
+
+TestSuite(agent_provider_errors, .timeout = 90);
+
+/* One provider with two profiles and no fallback, with `api`. */
+#define ONE_PROVIDER(api, defaults)                                                                \
+	"{\"providers\":{\"mock\":{\"api\":\"" api "\",\"embedded\":true,"                          \
+	"\"profiles\":[{\"id\":\"a\",\"apiKey\":\"key-a\"},{\"id\":\"b\",\"apiKey\":\"key-b\"}]}},"  \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"maxConcurrent\":16,"                     \
+	"\"sessionIdleSeconds\":1" defaults "}}}"
+
+/* OpenAI's per-minute limit, as its API words it. */
+#define RPM_MESSAGE                                                                                \
+	"Rate limit reached for gpt-4o in organization org-abc123 on requests per min (RPM): "     \
+	"Limit 500, Used 500, Requested 1. Please try again in 120ms. Visit "                      \
+	"https://platform.openai.com/account/rate-limits to learn more."
+
+/* The time between the mock's requests i and i + 1, in ms. */
+static int64_t gap_ms(harness_t *h, int i)
+{
+	cJSON *reqs = mock_requests(h);
+	const cJSON *a = cJSON_GetArrayItem(reqs, i), *b = cJSON_GetArrayItem(reqs, i + 1);
+	cr_assert(a && b, "fewer than %d requests", i + 2);
+	double ta = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a, "time_ms"));
+	double tb = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(b, "time_ms"));
+	cJSON_Delete(reqs);
+	return (int64_t)(tb - ta);
+}
+
+/* The `reasoning_effort` of request i's body, into out. */
+static void request_effort(harness_t *h, int i, char *out, size_t cap)
+{
+	cJSON *reqs = mock_requests(h);
+	cJSON *owned = NULL;
+	const cJSON *b = request_body(reqs, i, &owned);
+	snprintf(out, cap, "%s", jstr(b, "reasoning_effort"));
+	cJSON_Delete(owned);
+	cJSON_Delete(reqs);
+}
+
+static cJSON *run_once(harness_t *h, const char *key, char trace[], size_t cap)
+{
+	char run[80];
+	submit(h, key, "hello", run);
+	cJSON *d = finish_of(h, run, 80000);
+	trace_text(d, trace, cap);
+	return d;
+}
+
+/* §1.10: a 429 whose wording names a per-minute window is retried on the
+ * same model and profile after 10 s (the first step of 10/20/30 s). */
+Test(agent_provider_errors, per_minute_rate_limit_retries_the_same_model_after_the_step_delay)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
+			   "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":\"" RPM_MESSAGE "\"},"
+			   "{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "attempts"), 0);
+	const cJSON *a1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "attempts"), 1);
+	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a0, "profile")),
+		     cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a1, "profile")), "same profile");
+	cJSON_Delete(d);
+	int64_t gap = gap_ms(&h, 0);
+	cr_assert(gap >= 10000 && gap < 14000, "waited %" PRId64 " ms", gap);
+	harness_stop(&h);
+}
+
+/* §1.10: a retry-after-ms header (12 s, within the 60 s short window) wins
+ * over the 10 s step; Anthropic's own per-minute wording. */
+Test(agent_provider_errors, per_minute_rate_limit_honours_retry_after_ms)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"headers\":{\"retry-after-ms\":\"12000\"},"
+			   "\"message\":\"This request would exceed the rate limit for your organization "
+			   "(4b1f3c2e-0000-4000-8000-000000000000) of 50,000 input tokens per minute. For "
+			   "details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the "
+			   "response headers for current usage. Please reduce the prompt length or the "
+			   "maximum tokens requested, or try again later.\"},"
+			   "{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	cJSON_Delete(d);
+	int64_t gap = gap_ms(&h, 0);
+	cr_assert(gap >= 12000 && gap < 16000, "waited %" PRId64 " ms", gap);
+	harness_stop(&h);
+}
+
+/* §1.10: a daily limit is no short window: the next profile at once, and
+ * when none is left the run ends with the provider's words. */
+Test(agent_provider_errors, daily_rate_limit_rotates_at_once_and_ends_with_the_providers_words)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
+			   "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":"
+			   "\"Rate limit reached for gpt-4o-mini in organization org-abc123 on requests per "
+			   "day (RPD): Limit 10000, Used 10000, Requested 1. Please try again in 8.64s. Visit "
+			   "https://platform.openai.com/account/rate-limits to learn more. Key: "
+			   "sk-proj-abcdefgh12345678\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert(!strncmp(trace, "rotate_profile:rate_limit,", 26), "trace %s", trace);
+	cr_assert_null(strstr(trace, "same_model_rate_limit"), "trace %s", trace);
+	const char *err = jstr(d, "error");
+	cr_assert_not_null(strstr(err, "requests per day (RPD)"), "error: %s", err);
+	cr_assert_null(strstr(err, "abcdefgh12345678"), "a key in the error: %s", err);
+	cJSON_Delete(d);
+	cr_assert_lt(gap_ms(&h, 0), 5000, "no wait before the rotation");
+	harness_stop(&h);
+}
+
+/* §1.8: Anthropic's 529 overloaded_error is `overloaded`. */
+Test(agent_provider_errors, anthropic_529_is_overloaded)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"steps\":[{\"kind\":\"error\",\"status\":529},{\"text\":\"fine\"}]}", NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cJSON_Delete(d);
+	harness_stop(&h);
+}
+
+/* Overloaded on every profile and no fallback: the run ends with what the
+ * provider said. */
+Test(agent_provider_errors, overloaded_everywhere_ends_with_the_providers_words)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":529}]}", NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	cJSON_Delete(d);
+	harness_stop(&h);
+}
+
+/* §1.7 step 11, §11.2: OpenAI refusing a reasoning effort, with the values it
+ * takes, makes the run retry at the first one it lists. */
+Test(agent_provider_errors, unsupported_reasoning_effort_falls_back_to_a_listed_level)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ",\"thinking\":\"minimal\""),
+			   "{\"steps\":[{\"kind\":\"error\",\"status\":400,\"message\":\"Unsupported value: "
+			   "'reasoning_effort' does not support 'minimal' with this model. Supported values "
+			   "are: 'low', 'medium', and 'high'.\",\"type\":\"invalid_request_error\","
+			   "\"code\":\"unsupported_value\"},{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(payload_text(d), "fine");
+	cJSON_Delete(d);
+	char effort[32];
+	request_effort(&h, 0, effort, sizeof(effort));
+	cr_assert_str_eq(effort, "minimal");
+	request_effort(&h, 1, effort, sizeof(effort));
+	cr_assert_str_eq(effort, "low");
+	harness_stop(&h);
+}
+
+/* §1.8 on an error inside a started stream: Anthropic's `error` event
+ * (overloaded_error "Overloaded") after some text is `overloaded`, and
+ * when it is all the provider says the run ends with its words. */
+Test(agent_provider_errors, in_stream_overload_is_classified_from_its_text)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"steps\":[{\"text\":\"Let me think about this\",\"error_after\":2},{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cJSON_Delete(d);
+	harness_stop(&h);
+
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"then\":\"loop\",\"steps\":[{\"text\":\"Let me think\",\"error_after\":1}]}", NULL);
+	d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	cJSON_Delete(d);
+	harness_stop(&h);
+}
+
+/* OpenAI's per-minute token limit arriving as an in-stream error: a rate
+ * limit of the short window, so the same model again after 10 s. */
+Test(agent_provider_errors, in_stream_per_minute_limit_retries_the_same_model)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
+			   "{\"steps\":[{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\","
+			   "\"message\":\"Rate limit reached for gpt-4o in organization org-abc123 on tokens "
+			   "per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in "
+			   "1.4s. Visit https://platform.openai.com/account/rate-limits to learn more.\"},"
+			   "{\"text\":\"fine\"}]}",
+			   NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	cJSON_Delete(d);
+	int64_t gap = gap_ms(&h, 0);
+	cr_assert(gap >= 10000 && gap < 14000, "waited %" PRId64 " ms", gap);
+	harness_stop(&h);
+}
