@@ -293,6 +293,74 @@ Test(agent_recovery, idle_breaker_does_not_trip_when_output_arrived_in_between)
 	harness_stop_no_leaks(&h);
 }
 
+/* §1.15 step 2 and §1.13: the trip ends the run through
+ * handleRetryLimitExhaustion, whose payload is the generic retry text and
+ * whose error message is the breaker's own, with the count and the cap. */
+Test(agent_recovery, idle_breaker_trip_reports_its_own_message_with_the_cap)
+{
+	harness_t h;
+	harness_start_with(&h, SINGLE_CONFIG("", SIX_PROFILES, ""), "{\"default\":" STALL "}", NULL);
+	set_idle_timeout(&h, 200);
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "errorKind"), "retry_limit", "kind %s: %s", jstr(d, "errorKind"), jstr(d, "error"));
+	cr_assert_str_eq(payload_text(d), "Request failed after repeated internal retries. Please try "
+					  "again, or use /new to start a fresh session.");
+	cr_assert_str_eq(jstr(d, "errorDetail"),
+			 "Idle-timeout cost-runaway breaker tripped: 5 consecutive idle timeouts without "
+			 "completed model progress (cap=5). Halting further attempts to bound paid model "
+			 "calls. See issue #76293.");
+	cJSON_Delete(d);
+	harness_stop_no_leaks(&h);
+}
+
+/* §1.15 hasCompletedModelProgressForIdleBreaker: any non-blank assistant
+ * text is progress, so an answer that streamed words to the client and
+ * then went silent heals the breaker like a finished call does. */
+Test(agent_recovery, idle_breaker_counts_streamed_text_as_progress)
+{
+	harness_t h;
+	harness_start_with(&h, SINGLE_CONFIG("", TEN_PROFILES, ""),
+			   "{\"steps\":[" STALL "," STALL "," STALL "," STALL ","
+			   "{\"text\":\"partial answer words\",\"stall_after\":2}," STALL ","
+			   STALL "," STALL "," STALL ",{\"text\":\"done\"}]}",
+			   NULL);
+	set_idle_timeout(&h, 200);
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_neq(strcmp(jstr(d, "errorKind"), "retry_limit"), 0, "breaker tripped: %s", jstr(d, "errorDetail"));
+	cJSON_Delete(d);
+	/* the partial words did reach the client */
+	char log[8192] = "";
+	cr_assert_gt(drain_events(sub, PC_EVENT_ASSISTANT, log, sizeof(log)), 0);
+	session_unsub(&h, "s", sub);
+	cr_assert_not_null(strstr(log, "partial"), "events: %s", log);
+	cr_assert_geq(request_count(&h), 6);
+	harness_stop_no_leaks(&h);
+}
+
+/* Blank streamed text is not progress: five silent attempts, one of which
+ * streamed only whitespace before going quiet, still trip the breaker. */
+Test(agent_recovery, idle_breaker_ignores_blank_streamed_text)
+{
+	harness_t h;
+	harness_start_with(&h, SINGLE_CONFIG("", TEN_PROFILES, ""),
+			   "{\"steps\":[" STALL "," STALL ",{\"text\":\"   \\n  \",\"stall_after\":2},"
+			   STALL "," STALL ",{\"text\":\"never\"}]}",
+			   NULL);
+	set_idle_timeout(&h, 200);
+	char run[80];
+	submit(&h, "s", "hi", run);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "errorKind"), "retry_limit", "kind %s: %s", jstr(d, "errorKind"), jstr(d, "error"));
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), (int)PC_IDLE_BREAKER_DEFAULT_CAP);
+	harness_stop_no_leaks(&h);
+}
+
 /* A tool turn whose usage says the prompt filled `input` of the 100 000
  * window (under the threshold compaction's window - reserve), then a stall
  * (the idle watchdog fires), then what a compaction and a retry get. */

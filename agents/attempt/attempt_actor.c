@@ -19,6 +19,7 @@
  * they have answered. Its cleanup runs exactly once in the stop handler,
  * which also reports to the run when the attempt stopped any other way.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +204,7 @@ static void report(attempt_t *t)
 	o.cancelled = t->cancelled;
 	o.usage = t->usage;
 	o.idle_timed_out = t->idle_timed_out;
-	o.completed_progress = t->completed_call;
+	o.completed_progress = t->completed_call || t->streamed_text;
 	o.timed_out = t->timed_out || t->idle_timed_out;
 	o.timed_out_by_run_budget = t->timed_out;
 	o.timed_out_during_compaction = t->timed_out_in_compaction;
@@ -458,6 +459,15 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 
 #define SILENT_CHECK_MAX 4096u
 
+/* Whether `n` bytes of text hold anything but whitespace. */
+static bool has_visible_char(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isspace((unsigned char)p[i]))
+			return true;
+	return false;
+}
+
 static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 {
 	if (e->tag != t->call_seq)
@@ -485,6 +495,8 @@ static void on_model_event(attempt_t *t, const pc_model_event_msg_t *e)
 	 * lost to delta readers, but never published twice. */
 	(void)pc_event_bus_emit_delta(t->bus, thinking ? PC_EVENT_THINKING : PC_EVENT_ASSISTANT, buf->p + *sent,
 				      buf->len - *sent, NULL);
+	if (!thinking && !t->streamed_text)
+		t->streamed_text = has_visible_char(buf->p + *sent, buf->len - *sent);
 	*sent = buf->len;
 }
 

@@ -124,6 +124,9 @@ typedef struct attempt {
 	/* the outcome so far */
 	pc_usage_t usage, last_usage;
 	bool completed_call, has_assistant, assistant_error, has_failure;
+	/* non-blank assistant text reached the client: progress for the idle
+	 * breaker (§1.15) even if the call then went silent */
+	bool streamed_text;
 	pc_failover_result_t failure;
 	pc_run_prompt_error_t prompt_error;
 	char *error_text;

@@ -340,6 +340,19 @@ static void add_provider_error(const run_t *r, cJSON *d)
 	free(msg);
 }
 
+/* meta.error.message (§1.13): what actually failed, e.g. the idle breaker's
+ * count and cap, when the payload carries a generic text. Redacted: it can
+ * quote a provider's error. */
+static void add_error_detail(cJSON *d, const char *message, const pc_run_action_t *a)
+{
+	if (!a || !a->detail[0] || (message && !strcmp(message, a->detail)))
+		return;
+	char *detail = pc_redact(a->detail);
+	if (detail && detail[0])
+		cJSON_AddStringToObject(d, "errorDetail", detail);
+	free(detail);
+}
+
 static const char *status_error_kind(const pc_run_action_t *a)
 {
 	return a && a->error != PC_RUN_ERR_NONE ? pc_run_error_kind_name(a->error) : NULL;
@@ -516,8 +529,10 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddStringToObject(d, "error", message && message[0] ? message : "run failed");
 		if (kind)
 			cJSON_AddStringToObject(d, "errorKind", kind);
-		if (!ok)
+		if (!ok) {
 			add_provider_error(r, d);
+			add_error_detail(d, message, act);
+		}
 		if (r->stop_reason && ok)
 			cJSON_AddStringToObject(d, "stopReason", r->stop_reason);
 		cJSON_AddStringToObject(d, "livenessState",
