@@ -1055,6 +1055,8 @@ Test(payload, build_table)
 						    .error = "path is required"};
 	static const pc_tool_error_t exec = {.tool_name = "exec", .meta = "ls", .error = "exit 1",
 					     .exec_like = true};
+	static const pc_tool_error_t mutating_exec = {.tool_name = "exec", .meta = "ls", .error = "exit 1",
+						      .exec_like = true, .mutating = true};
 	static const pc_tool_error_t send = {.tool_name = "sessions_send", .error = "x"};
 	static const struct {
 		const char *name;
@@ -1101,7 +1103,11 @@ Test(payload, build_table)
 		{"mutating, warnings suppressed", "[\"Hello\"]", NULL, NULL, NULL, &mutating, false, false, true, false,
 		 false, "Hello"},
 		{"mutating, suppressToolErrors", "[\"Hello\"]", NULL, NULL, NULL, &mutating, false, false, false, true,
-		 false, "Hello"},
+		 false, "Hello|!" WARN},
+		{"mutating exec without details", "[\"Hello\"]", NULL, NULL, NULL, &mutating_exec, false, false, false,
+		 false, false, "Hello"},
+		{"mutating exec with details", "[\"Hello\"]", NULL, NULL, NULL, &mutating_exec, false, false, false,
+		 false, true, "Hello|!\u26a0\ufe0f exec (ls) failed: exit 1"},
 		{"recoverable", NULL, NULL, NULL, NULL, &recoverable, false, false, false, false, false, ""},
 		{"suppressToolErrors", NULL, NULL, NULL, NULL, &plain, false, false, false, true, false, ""},
 		{"messaging tool replied", NULL, NULL, NULL, NULL, &plain, false, true, false, false, false, ""},

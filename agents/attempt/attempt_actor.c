@@ -228,7 +228,8 @@ static void report(attempt_t *t)
 	if (t->final_message && !t->assistant_error) {
 		cJSON *texts = assistant_texts(t->final_message);
 		pc_tool_error_t te = {.tool_name = t->tool_error_name, .error = t->tool_error_text,
-				      .mutating = t->tool_error_mutating};
+				      .mutating = t->tool_error_mutating,
+				      .exec_like = pc_payload_tool_is_exec_like(t->tool_error_name)};
 		pc_payload_input_t in = {.assistant_texts = texts,
 					 .last_tool_error = t->tool_error_name ? &te : NULL};
 		if (pc_payload_build(&in, &payloads) != 0)

@@ -3,12 +3,13 @@
  *
  * The tool-error warning (§5.7), decided in this order:
  *   1. no last tool error, or suppressToolErrorWarnings: none;
- *   2. sessions_send: none (a relay timeout may still have delivered);
- *   3. messages.suppressToolErrors: none;
+ *   2. exec-like tools without details: none (their output already says
+ *      it), even though exec is mutating;
+ *   3. sessions_send: none (a relay timeout may still have delivered);
  *   4. mutating tools: shown even when the model answered — the user must
  *      not believe a change happened — unless a model error is already
- *      reported;
- *   5. exec-like tools without details: none (their output already says it);
+ *      reported; messages.suppressToolErrors does not hide them;
+ *   5. messages.suppressToolErrors: none;
  *   6. otherwise shown only when no assistant reply remains, the error is
  *      not recoverable and no messaging tool already replied: the reply of
  *      last resort;
@@ -334,16 +335,23 @@ static bool has_text(const cJSON *arr, const char *norm)
 	return false;
 }
 
+bool pc_payload_tool_is_exec_like(const char *name)
+{
+	return name && (!strcmp(name, "exec") || !strcmp(name, "bash"));
+}
+
 static bool show_tool_error(const pc_payload_input_t *in, bool replied, bool model_error)
 {
 	const pc_tool_error_t *e = in->last_tool_error;
 	if (!e || !e->tool_name || in->suppress_tool_error_warnings)
 		return false;
-	if (strcmp(e->tool_name, "sessions_send") == 0 || in->suppress_tool_errors)
+	if (e->exec_like && !in->tool_error_details)
+		return false;
+	if (strcmp(e->tool_name, "sessions_send") == 0)
 		return false;
 	if (e->mutating)
 		return !model_error;
-	if (e->exec_like && !in->tool_error_details)
+	if (in->suppress_tool_errors)
 		return false;
 	return !replied && !pc_payload_tool_error_recoverable(e->error) && !in->did_send_via_messaging_tool;
 }

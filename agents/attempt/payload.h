@@ -120,6 +120,10 @@ typedef struct pc_payload_input {
  */
 int pc_payload_build(const pc_payload_input_t *in, cJSON **out);
 
+/* Whether a tool is exec-like for §5.7 (exec, and bash, its other name):
+ * its failure shows in its own output, so the warning needs details. */
+bool pc_payload_tool_is_exec_like(const char *name);
+
 /* The warning's text: "⚠️ <tool>[ (<meta>)] failed[: <error>]", the error
  * only with include_details. malloc'd. PC_EINVAL, PC_ENOMEM. */
 int pc_payload_tool_error_text(const pc_tool_error_t *e, bool include_details, char **out);
