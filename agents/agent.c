@@ -179,6 +179,7 @@ typedef struct pc__cooldown {
 	uint32_t profile;
 	uint32_t errors;
 	uint64_t until_ms, last_failure_ms;
+	pc_failover_reason_t reason; /* of the latest failure */
 } pc__cooldown_t;
 
 /* The entry of provider/profile (locked), created when `create`. */
@@ -198,12 +199,12 @@ static pc__cooldown_t *cooldown_find(pc_agent_t *a, const pc_provider_config_t *
 		a->cooldowns.cap = c;
 	}
 	pc__cooldown_t *e = &a->cooldowns.v[a->cooldowns.n++];
-	*e = (pc__cooldown_t){.provider = p, .profile = profile};
+	*e = (pc__cooldown_t){.provider = p, .profile = profile, .reason = PC_RUN_REASON_NONE};
 	return e;
 }
 
 void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			 uint64_t cooldown_ms, uint64_t now_ms)
+			 pc_failover_reason_t reason, uint64_t cooldown_ms, uint64_t now_ms)
 {
 	pthread_mutex_lock(&a->cooldowns.lock);
 	pc__cooldown_t *e = cooldown_find(a, provider, profile, true);
@@ -213,6 +214,7 @@ void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, ui
 		e->errors++;
 		e->last_failure_ms = now_ms;
 		e->until_ms = now_ms + cooldown_ms;
+		e->reason = reason;
 	}
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
@@ -222,18 +224,19 @@ void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider,
 	pthread_mutex_lock(&a->cooldowns.lock);
 	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
 	if (e)
-		*e = (pc__cooldown_t){.provider = provider, .profile = profile};
+		*e = (pc__cooldown_t){.provider = provider, .profile = profile, .reason = PC_RUN_REASON_NONE};
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 
 void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, uint64_t *until_ms,
-		      uint64_t *last_failure_ms, uint32_t *errors)
+		      uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason)
 {
 	pthread_mutex_lock(&a->cooldowns.lock);
 	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
 	*until_ms = e ? e->until_ms : 0;
 	*last_failure_ms = e ? e->last_failure_ms : 0;
 	*errors = e ? e->errors : 0;
+	*reason = e ? e->reason : PC_RUN_REASON_NONE;
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 

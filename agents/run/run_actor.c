@@ -368,15 +368,22 @@ static cJSON *usage_json(const pc_usage_t *u)
 	return o;
 }
 
-static cJSON *trace_json(const pc_run_state_t *s)
+static cJSON *trace_json(const run_t *r)
 {
+	const pc_run_state_t *s = &r->rs;
 	cJSON *arr = cJSON_CreateArray();
 	for (uint32_t i = 0; arr && i < s->trace_count; i++) {
 		const pc_run_trace_entry_t *e = &s->trace[i];
 		cJSON *o = cJSON_CreateObject();
 		if (!o)
 			break;
+		if (e->candidate < r->n_cand) {
+			cJSON_AddStringToObject(o, "provider", r->cand[e->candidate].provider->id);
+			cJSON_AddStringToObject(o, "model", r->cand[e->candidate].model);
+		}
 		cJSON_AddStringToObject(o, "result", pc_run_trace_result_name(e->result));
+		if (e->skipped)
+			cJSON_AddBoolToObject(o, "skipped", true);
 		if (e->reason != PC_RUN_REASON_NONE)
 			cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(e->reason));
 		if (e->status)
@@ -526,7 +533,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddBoolToObject(d, "replayInvalid", true);
 		if (usage)
 			cJSON_AddRawToObject(d, "usage", usage);
-		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
+		cJSON_AddItemToObject(d, "attempts", trace_json(r));
 	}
 	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
@@ -580,27 +587,31 @@ static void book_profiles(run_t *r, const pc_run_action_t *act)
 {
 	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
 		pc__cooldown_failed(r->agent, r->cand[act->failed_candidate].provider, act->failed_profile,
-				    act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
+				    act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
 	if (act->mark_profile_success)
 		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile);
 }
 
-/* A candidate's profiles start from the process's cooldowns (§1.11). */
-static void seed_profiles(run_t *r)
+/* A candidate's profiles start from the process's cooldowns (§1.11): true
+ * when the candidate is new, with its start decided in `act`. */
+static bool seed_profiles(run_t *r, pc_run_action_t *act)
 {
 	uint32_t idx = r->rs.cand.index;
 	if (r->seeded == idx + 1)
-		return;
+		return false;
 	r->seeded = idx + 1;
 	for (uint32_t p = 0; p < r->rs.cand.profile_count; p++) {
 		uint64_t until, last;
 		uint32_t errors;
-		pc__cooldown_get(r->agent, r->cand[idx].provider, p, &until, &last, &errors);
-		if (errors)
+		pc_failover_reason_t reason;
+		pc__cooldown_get(r->agent, r->cand[idx].provider, p, &until, &last, &errors, &reason);
+		if (errors) {
 			pc_run_profile_seed(&r->rs, p, until, last, errors);
+			pc_run_profile_seed_reason(&r->rs, p, reason);
+		}
 	}
-	if (!r->rs.cfg.profile_locked)
-		pc_run_start_profile(&r->rs, (uint64_t)pc__wall_ms());
+	pc_run_start_candidate(&r->rs, (uint64_t)pc__wall_ms(), act);
+	return true;
 }
 
 static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
@@ -670,8 +681,13 @@ static void iterate(pc_ctx_t *ctx, run_t *r)
 			finish_action(ctx, r, &a);
 			return;
 		}
-		seed_profiles(r);
 		pc_run_action_t act;
+		if (seed_profiles(r, &act) && act.next != PC_RUN_DISPATCH) {
+			if (act.next == PC_RUN_FALLBACK)
+				continue;
+			finish_action(ctx, r, &act);
+			return;
+		}
 		pc_run_begin_iteration(&r->rs, &act);
 		book_profiles(r, &act);
 		if (act.next == PC_RUN_DISPATCH) {
