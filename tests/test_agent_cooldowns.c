@@ -99,3 +99,72 @@ Test(agent_cooldowns, a_model_whose_profiles_all_cool_down_for_a_rate_limit_is_p
 	cr_assert_str_eq(auth, "Bearer key-a");
 	harness_stop(&h);
 }
+
+/* ---- §1.12 the fallback chain ---- */
+
+/* Runs "hello" on session "s" with the per-run model `model` (NULL: the
+ * configured one) and returns its terminal data. */
+static cJSON *submit_model(harness_t *h, const char *model, char trace[], size_t cap)
+{
+	pc_agent_params_t p = {.session_key = "s", .message = "hello", .model = model};
+	pc_agent_accepted_t acc;
+	cr_assert_eq(pc_agent_submit(h->agent, &p, &acc), 0);
+	cJSON *d = finish_of(h, acc.run_id, 30000);
+	trace_text(d, trace, cap);
+	return d;
+}
+
+/* A per-run model is first in its chain; the configured fallbacks follow
+ * (once each) and the configured primary ends it. */
+Test(agent_cooldowns, a_per_run_model_falls_back_to_the_configured_primary_last)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[" NO_CREDITS ",{\"text\":\"from the primary\"}]}");
+	char trace[256];
+	cJSON *d = submit_model(&h, "fb/m2", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s [%s]", jstr(d, "error"), trace);
+	cr_assert_str_eq(payload_text(d), "from the primary");
+	cr_assert_str_eq(trace, "fallback_model:billing,success", "%s", trace);
+	cr_assert_str_eq(jstr(attempt(d, 0), "model"), "m2");
+	cr_assert_str_eq(jstr(attempt(d, 1), "model"), "m1");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2, "fb/m2 is not asked twice");
+	char m[32];
+	request_model(reqs, 1, m, sizeof(m));
+	cr_assert_str_eq(m, "m1");
+	cJSON_Delete(reqs);
+	harness_stop(&h);
+}
+
+/* When every candidate fails, the run's error lists each of them with its
+ * error and reason (FallbackSummaryError's attempt list). */
+Test(agent_cooldowns, when_every_candidate_fails_the_error_lists_each_with_its_reason)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[" DAILY_LIMIT "," DAILY_LIMIT "," NO_CREDITS "]}");
+	char trace[256];
+	cJSON *d = submit_model(&h, NULL, trace, sizeof(trace));
+	cr_assert_str_neq(jstr(d, "phase"), "end", "[%s]", trace);
+	const char *err = jstr(d, "error");
+	cr_assert_not_null(strstr(err, "mock/m1: "), "%s", err);
+	cr_assert_not_null(strstr(err, "Daily request limit reached"), "%s", err);
+	cr_assert_not_null(strstr(err, "(rate_limit)"), "%s", err);
+	cr_assert_not_null(strstr(err, "fb/m2: "), "%s", err);
+	cr_assert_not_null(strstr(err, "Insufficient credits"), "%s", err);
+	cr_assert_not_null(strstr(err, "(billing)"), "%s", err);
+	cr_assert(strstr(err, "mock/m1") < strstr(err, "fb/m2"), "in chain order: %s", err);
+	cr_assert_str_eq(payload_text(d), err);
+	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(d, "fallbackAttempts");
+	cr_assert_eq(cJSON_GetArraySize(fa), 2);
+	const cJSON *a0 = cJSON_GetArrayItem(fa, 0), *a1 = cJSON_GetArrayItem(fa, 1);
+	cr_assert_str_eq(jstr(a0, "provider"), "mock");
+	cr_assert_str_eq(jstr(a0, "model"), "m1");
+	cr_assert_str_eq(jstr(a0, "reason"), "rate_limit");
+	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a0, "status")), 429);
+	cr_assert_str_eq(jstr(a1, "provider"), "fb");
+	cr_assert_str_eq(jstr(a1, "reason"), "billing");
+	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a1, "status")), 402);
+	cJSON_Delete(d);
+	harness_stop(&h);
+}
