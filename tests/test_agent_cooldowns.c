@@ -168,3 +168,33 @@ Test(agent_cooldowns, when_every_candidate_fails_the_error_lists_each_with_its_r
 	cJSON_Delete(d);
 	harness_stop(&h);
 }
+
+/* §1.8: a rate limit cools the profile down for its model only; the same
+ * profile stays usable for another model of the provider, while a later
+ * run on the limited model still passes it over. */
+Test(agent_cooldowns, a_rate_limit_cools_the_profile_down_for_its_model_only)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[" DAILY_LIMIT ",{\"text\":\"one\"}]}");
+	char trace[256], auth[64];
+	cJSON *d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,success", "first run %s", trace);
+	cJSON_Delete(d);
+
+	pc_agent_params_t p = {.session_key = "s", .message = ANSWER("other"), .model = "mock/m3"};
+	pc_agent_accepted_t acc;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &acc), 0);
+	d = finish_of(&h, acc.run_id, 30000);
+	trace_text(d, trace, sizeof(trace));
+	cr_assert_str_eq(trace, "success", "another model: %s", trace);
+	cJSON_Delete(d);
+	request_header(&h, 2, "authorization", auth, sizeof(auth));
+	cr_assert_str_eq(auth, "Bearer key-a", "the profile is free for m3");
+
+	d = run_once(&h, ANSWER("three"), trace, sizeof(trace));
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,success", "the limited model: %s", trace);
+	cJSON_Delete(d);
+	request_header(&h, 3, "authorization", auth, sizeof(auth));
+	cr_assert_str_eq(auth, "Bearer key-b");
+	harness_stop(&h);
+}

@@ -675,9 +675,10 @@ static void book_profiles(run_t *r, const pc_run_action_t *act)
 {
 	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
 		pc__cooldown_failed(r->agent, r->cand[act->failed_candidate].provider, act->failed_profile,
-				    act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
+				    r->cand[act->failed_candidate].model, act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
 	if (act->mark_profile_success)
-		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile);
+		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile,
+				       r->cand[r->rs.cand.index].model);
 }
 
 /* A candidate's profiles start from the process's cooldowns (§1.11): true
@@ -692,7 +693,8 @@ static bool seed_profiles(run_t *r, pc_run_action_t *act)
 		uint64_t until, last;
 		uint32_t errors;
 		pc_failover_reason_t reason;
-		pc__cooldown_get(r->agent, r->cand[idx].provider, p, &until, &last, &errors, &reason);
+		pc__cooldown_get(r->agent, r->cand[idx].provider, p, r->cand[idx].model, &until, &last, &errors,
+				 &reason);
 		if (errors) {
 			pc_run_profile_seed(&r->rs, p, until, last, errors);
 			pc_run_profile_seed_reason(&r->rs, p, reason);
