@@ -179,6 +179,8 @@ typedef struct pc__cooldown {
 	uint32_t profile;
 	uint32_t errors;
 	uint64_t until_ms, last_failure_ms;
+	pc_failover_reason_t reason; /* of the latest failure */
+	char *model; /* a rate limit's model (§1.8 cooldownModel), NULL: the whole profile */
 } pc__cooldown_t;
 
 /* The entry of provider/profile (locked), created when `create`. */
@@ -198,42 +200,57 @@ static pc__cooldown_t *cooldown_find(pc_agent_t *a, const pc_provider_config_t *
 		a->cooldowns.cap = c;
 	}
 	pc__cooldown_t *e = &a->cooldowns.v[a->cooldowns.n++];
-	*e = (pc__cooldown_t){.provider = p, .profile = profile};
+	*e = (pc__cooldown_t){.provider = p, .profile = profile, .reason = PC_RUN_REASON_NONE};
 	return e;
 }
 
 void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			 uint64_t cooldown_ms, uint64_t now_ms)
+			 const char *model, pc_failover_reason_t reason, uint64_t cooldown_ms, uint64_t now_ms)
 {
+	/* a rate limit is the model's; anything else blocks the profile */
+	char *scope = reason == PC_FAILOVER_RATE_LIMIT && model ? strdup(model) : NULL;
 	pthread_mutex_lock(&a->cooldowns.lock);
 	pc__cooldown_t *e = cooldown_find(a, provider, profile, true);
 	if (e) {
+		free(e->model);
+		e->model = scope; /* out of memory: the whole profile, the safer side */
+		scope = NULL;
 		if (e->last_failure_ms && now_ms - e->last_failure_ms >= PC_AUTH_FAILURE_WINDOW_MS)
 			e->errors = 0;
 		e->errors++;
 		e->last_failure_ms = now_ms;
 		e->until_ms = now_ms + cooldown_ms;
+		e->reason = reason;
+	}
+	pthread_mutex_unlock(&a->cooldowns.lock);
+	free(scope);
+}
+
+void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
+			    const char *model)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
+	/* a success on another model says nothing of a model's rate limit */
+	if (e && !(e->model && (!model || strcmp(e->model, model) != 0))) {
+		free(e->model);
+		*e = (pc__cooldown_t){.provider = provider, .profile = profile, .reason = PC_RUN_REASON_NONE};
 	}
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 
-void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile)
+void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
+		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason)
 {
 	pthread_mutex_lock(&a->cooldowns.lock);
 	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
-	if (e)
-		*e = (pc__cooldown_t){.provider = provider, .profile = profile};
-	pthread_mutex_unlock(&a->cooldowns.lock);
-}
-
-void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, uint64_t *until_ms,
-		      uint64_t *last_failure_ms, uint32_t *errors)
-{
-	pthread_mutex_lock(&a->cooldowns.lock);
-	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
-	*until_ms = e ? e->until_ms : 0;
+	/* another model's rate limit leaves this model free; the error count
+	 * stays the profile's */
+	bool other_model = e && e->model && (!model || strcmp(e->model, model) != 0);
+	*until_ms = e && !other_model ? e->until_ms : 0;
 	*last_failure_ms = e ? e->last_failure_ms : 0;
 	*errors = e ? e->errors : 0;
+	*reason = e && !other_model ? e->reason : PC_RUN_REASON_NONE;
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 
@@ -1082,6 +1099,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc_process_table_free(a->processes);
 	free(a->context.text);
 	pthread_mutex_destroy(&a->context.lock);
+	for (size_t i = 0; i < a->cooldowns.n; i++)
+		free(a->cooldowns.v[i].model);
 	free(a->cooldowns.v);
 	pthread_mutex_destroy(&a->cooldowns.lock);
 	free(a->lock_dir);

@@ -239,14 +239,19 @@ pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);
 /* The session's hub if it has one (a new reference), else NULL. */
 pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key);
 
-/* Auth-profile cooldowns: a failure of `profile` of `provider` (cooldown
- * from the decision), a success (the error count starts over), and the
- * state to seed a run with (zeros when it never failed). */
+/* Auth-profile cooldowns: a failure of `profile` of `provider` on `model`
+ * (cooldown and reason from the decision; a rate limit cools only that
+ * model, §1.8), a success on `model` (the error count starts over; another
+ * model's rate limit stays), and the state to seed a run on `model` with
+ * (no cooldown and PC_RUN_REASON_NONE when it never failed or only another
+ * model is rate-limited). The reason is kept so a later run's skip can
+ * name it. One entry per profile: its latest failure sets its scope. */
 void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			 uint64_t cooldown_ms, uint64_t now_ms);
-void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile);
-void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, uint64_t *until_ms,
-		      uint64_t *last_failure_ms, uint32_t *errors);
+			 const char *model, pc_failover_reason_t reason, uint64_t cooldown_ms, uint64_t now_ms);
+void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
+			    const char *model);
+void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
+		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);

@@ -452,7 +452,13 @@ Test(agent_loop, profile_cooldown_is_shared_by_later_runs)
 	d = finish_of(&h, run, 10000);
 	cr_assert_str_eq(payload_text(d), "ok");
 	trace_text(d, trace, sizeof(trace));
-	cr_assert_str_eq(trace, "success", "the second run went straight to the good profile");
+	/* it went straight to the good profile; the one passed over is in its
+	 * trace with the reason of its cooldown, marked as not asked (§1.11) */
+	cr_assert_str_eq(trace, "rotate_profile:rate_limit,success", "%s", trace);
+	const cJSON *skip = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "attempts"), 0);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(skip, "skipped")));
+	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(skip, "profile")), 0);
+	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(skip, "status")), 429);
 	cJSON_Delete(d);
 	cJSON *reqs = mock_requests(&h);
 	int n = cJSON_GetArraySize(reqs);

@@ -1211,3 +1211,53 @@ Test(run_decide, start_profile_skips_cooldowns)
 	cr_assert_eq(pc_run_start_profile(NULL, 0), 0u);
 	freestate(s);
 }
+
+/* §1.11/§1.12 at a candidate's start: profiles passed over are traced as
+ * skipped with their reasons; a candidate whose profiles all cool down
+ * for auth/billing is skipped, one with a transient reason is probed on
+ * the profile whose cooldown ends first. */
+Test(run_decide, start_candidate_traces_skips_and_skips_disabled_models)
+{
+	pc_run_state_t *s = mkstate(2, 2);
+	pc_run_action_t a;
+	cr_assert_eq(pc_run_start_candidate(NULL, 0, &a), PC_EINVAL);
+	pc_run_profile_seed(s, 0, 5000, 1000, 1);
+	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert_eq(s->cand.profile, 1u);
+	cr_assert_eq(s->trace_count, 1u);
+	cr_assert(s->trace[0].skipped);
+	cr_assert_eq(s->trace[0].result, PC_TRACE_ROTATE_PROFILE);
+	cr_assert_eq(s->trace[0].reason, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(s->trace[0].status, 429);
+	cr_assert_eq(s->trace[0].profile, 0u);
+
+	/* both cool down, one for a rate limit: probe the sooner one */
+	pc_run_profile_seed(s, 1, 4000, 1000, 1);
+	pc_run_profile_seed_reason(s, 1, PC_FAILOVER_BILLING);
+	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert_eq(s->cand.profile, 1u);
+
+	/* both for billing/auth: the model is skipped for the next one */
+	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH);
+	uint32_t before = s->trace_count;
+	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK);
+	cr_assert_eq(a.reason, PC_FAILOVER_BILLING, "the reason of the profile probed last");
+	cr_assert_eq(s->cand.index, 1u);
+	cr_assert_eq(s->trace_count, before + 1);
+	cr_assert_eq(s->trace[before].result, PC_TRACE_FALLBACK_MODEL);
+	cr_assert(s->trace[before].skipped);
+
+	/* on the last candidate the run fails with the failover */
+	pc_run_profile_seed(s, 0, 5000, 1000, 1);
+	pc_run_profile_seed(s, 1, 5000, 1000, 1);
+	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH_PERMANENT);
+	pc_run_profile_seed_reason(s, 1, PC_FAILOVER_AUTH_PERMANENT);
+	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
+	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
+	freestate(s);
+}

@@ -92,6 +92,17 @@ typedef struct run {
 	char *provider_message;   /* and its message (NULL: none) */
 	char *guard_text;         /* the loop guard's message, once it tripped */
 
+	/* The candidates the run left with a failover error, in order (§1.12
+	 * runWithModelFallback's attempts): what the run's error lists when
+	 * every candidate failed. */
+	struct {
+		uint32_t candidate;
+		pc_failover_reason_t reason;
+		int status;
+		char *error;
+	} failed[PC_RUN_MAX_CANDIDATES];
+	uint32_t n_failed;
+
 	/* the end, kept while its row commits (RP_ENDING) */
 	pc_run_status_t end_status;
 	const char *end_kind;     /* static */
@@ -353,6 +364,77 @@ static void add_error_detail(cJSON *d, const char *message, const pc_run_action_
 	free(detail);
 }
 
+/* The candidates that failed, as runWithModelFallback records them
+ * ({provider, model, error, reason, status}), when the chain had more than
+ * one. */
+static void add_fallback_attempts(const run_t *r, cJSON *d)
+{
+	if (r->n_failed < 2)
+		return;
+	cJSON *arr = cJSON_AddArrayToObject(d, "fallbackAttempts");
+	for (uint32_t i = 0; arr && i < r->n_failed; i++) {
+		const candidate_t *c = &r->cand[r->failed[i].candidate];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return;
+		}
+		char *msg = r->failed[i].error ? pc_redact(r->failed[i].error) : NULL;
+		cJSON_AddStringToObject(o, "provider", c->provider->id);
+		cJSON_AddStringToObject(o, "model", c->model);
+		cJSON_AddStringToObject(o, "error", msg ? msg : "");
+		cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(r->failed[i].reason));
+		if (r->failed[i].status)
+			cJSON_AddNumberToObject(o, "status", r->failed[i].status);
+		free(msg);
+	}
+}
+
+/* FallbackSummaryError's message: every failed candidate with its error
+ * and reason (malloc'd), or NULL when the chain had one candidate. */
+static char *fallback_summary(const run_t *r)
+{
+	if (r->n_failed < 2)
+		return NULL;
+	size_t n = 64;
+	for (uint32_t i = 0; i < r->n_failed; i++) {
+		const candidate_t *c = &r->cand[r->failed[i].candidate];
+		n += strlen(c->provider->id) + strlen(c->model) + 48 +
+		     (r->failed[i].error ? strlen(r->failed[i].error) : 0);
+	}
+	char *out = malloc(n);
+	if (!out)
+		return NULL;
+	size_t off = (size_t)snprintf(out, n, "All models failed (%u): ", (unsigned)r->n_failed);
+	for (uint32_t i = 0; i < r->n_failed && off < n; i++) {
+		const candidate_t *c = &r->cand[r->failed[i].candidate];
+		off += (size_t)snprintf(out + off, n - off, "%s%s/%s: %s (%s)", i ? " | " : "",
+					c->provider->id, c->model,
+					r->failed[i].error ? r->failed[i].error : "failed",
+					pc_failover_reason_name(r->failed[i].reason));
+	}
+	return out;
+}
+
+/* Notes the candidate an action leaves with a failover error: a fallback
+ * (the state is already on the next one) or the run's failover failure.
+ * `error` is what failed (the provider's words after an attempt; the
+ * action's own text when no attempt was made), NULL: the action's text. */
+static void note_candidate_failed(run_t *r, const pc_run_action_t *act, const char *error)
+{
+	bool fell = act->next == PC_RUN_FALLBACK;
+	if ((!fell && !(act->next == PC_RUN_FAIL && act->error == PC_RUN_ERR_FAILOVER)) ||
+	    r->n_failed >= PC_RUN_MAX_CANDIDATES)
+		return;
+	uint32_t idx = fell ? r->rs.cand.index - 1 : r->rs.cand.index;
+	const char *text = error ? error : act->message[0] ? act->message : pc_failover_reason_name(act->reason);
+	r->failed[r->n_failed].candidate = idx;
+	r->failed[r->n_failed].reason = act->reason == PC_RUN_REASON_NONE ? PC_FAILOVER_UNKNOWN : act->reason;
+	r->failed[r->n_failed].status = act->status;
+	r->failed[r->n_failed].error = strdup(text); /* NULL: listed as "failed" */
+	r->n_failed++;
+}
+
 static const char *status_error_kind(const pc_run_action_t *a)
 {
 	return a && a->error != PC_RUN_ERR_NONE ? pc_run_error_kind_name(a->error) : NULL;
@@ -381,15 +463,22 @@ static cJSON *usage_json(const pc_usage_t *u)
 	return o;
 }
 
-static cJSON *trace_json(const pc_run_state_t *s)
+static cJSON *trace_json(const run_t *r)
 {
+	const pc_run_state_t *s = &r->rs;
 	cJSON *arr = cJSON_CreateArray();
 	for (uint32_t i = 0; arr && i < s->trace_count; i++) {
 		const pc_run_trace_entry_t *e = &s->trace[i];
 		cJSON *o = cJSON_CreateObject();
 		if (!o)
 			break;
+		if (e->candidate < r->n_cand) {
+			cJSON_AddStringToObject(o, "provider", r->cand[e->candidate].provider->id);
+			cJSON_AddStringToObject(o, "model", r->cand[e->candidate].model);
+		}
 		cJSON_AddStringToObject(o, "result", pc_run_trace_result_name(e->result));
+		if (e->skipped)
+			cJSON_AddBoolToObject(o, "skipped", true);
 		if (e->reason != PC_RUN_REASON_NONE)
 			cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(e->reason));
 		if (e->status)
@@ -532,6 +621,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		if (!ok) {
 			add_provider_error(r, d);
 			add_error_detail(d, message, act);
+			add_fallback_attempts(r, d);
 		}
 		if (r->stop_reason && ok)
 			cJSON_AddStringToObject(d, "stopReason", r->stop_reason);
@@ -541,7 +631,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 			cJSON_AddBoolToObject(d, "replayInvalid", true);
 		if (usage)
 			cJSON_AddRawToObject(d, "usage", usage);
-		cJSON_AddItemToObject(d, "attempts", trace_json(&r->rs));
+		cJSON_AddItemToObject(d, "attempts", trace_json(r));
 	}
 	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
@@ -576,12 +666,16 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		       act->message, act);
 		return;
 	default: {
-		/* FAIL: the error itself is the message */
+		/* FAIL: the error itself is the message; when every candidate of a
+		 * chain failed, all of them are (§1.12 FallbackSummaryError) */
 		bool aborted = act->error == PC_RUN_ERR_ABORTED;
-		const char *msg = act->message[0] ? act->message
+		char *summary = act->error == PC_RUN_ERR_FAILOVER ? fallback_summary(r) : NULL;
+		const char *msg = summary ? summary
+			: act->message[0] ? act->message
 			: act->error == PC_RUN_ERR_LOOP_PERSISTED && r->guard_text ? r->guard_text
 			: (r->error_text ? r->error_text : pc_run_error_kind_name(act->error));
 		finish(ctx, r, aborted ? PC_RUN_STATUS_ABORTED : PC_RUN_STATUS_ERROR, msg, act);
+		free(summary);
 		return;
 	}
 	}
@@ -595,27 +689,33 @@ static void book_profiles(run_t *r, const pc_run_action_t *act)
 {
 	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
 		pc__cooldown_failed(r->agent, r->cand[act->failed_candidate].provider, act->failed_profile,
-				    act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
+				    r->cand[act->failed_candidate].model, act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
 	if (act->mark_profile_success)
-		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile);
+		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile,
+				       r->cand[r->rs.cand.index].model);
 }
 
-/* A candidate's profiles start from the process's cooldowns (§1.11). */
-static void seed_profiles(run_t *r)
+/* A candidate's profiles start from the process's cooldowns (§1.11): true
+ * when the candidate is new, with its start decided in `act`. */
+static bool seed_profiles(run_t *r, pc_run_action_t *act)
 {
 	uint32_t idx = r->rs.cand.index;
 	if (r->seeded == idx + 1)
-		return;
+		return false;
 	r->seeded = idx + 1;
 	for (uint32_t p = 0; p < r->rs.cand.profile_count; p++) {
 		uint64_t until, last;
 		uint32_t errors;
-		pc__cooldown_get(r->agent, r->cand[idx].provider, p, &until, &last, &errors);
-		if (errors)
+		pc_failover_reason_t reason;
+		pc__cooldown_get(r->agent, r->cand[idx].provider, p, r->cand[idx].model, &until, &last, &errors,
+				 &reason);
+		if (errors) {
 			pc_run_profile_seed(&r->rs, p, until, last, errors);
+			pc_run_profile_seed_reason(&r->rs, p, reason);
+		}
 	}
-	if (!r->rs.cfg.profile_locked)
-		pc_run_start_profile(&r->rs, (uint64_t)pc__wall_ms());
+	pc_run_start_candidate(&r->rs, (uint64_t)pc__wall_ms(), act);
+	return true;
 }
 
 static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
@@ -685,10 +785,17 @@ static void iterate(pc_ctx_t *ctx, run_t *r)
 			finish_action(ctx, r, &a);
 			return;
 		}
-		seed_profiles(r);
 		pc_run_action_t act;
+		if (seed_profiles(r, &act) && act.next != PC_RUN_DISPATCH) {
+			note_candidate_failed(r, &act, NULL);
+			if (act.next == PC_RUN_FALLBACK)
+				continue;
+			finish_action(ctx, r, &act);
+			return;
+		}
 		pc_run_begin_iteration(&r->rs, &act);
 		book_profiles(r, &act);
+		note_candidate_failed(r, &act, NULL);
 		if (act.next == PC_RUN_DISPATCH) {
 			dispatch(ctx, r, &act);
 			return;
@@ -800,6 +907,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	pc_run_action_t act;
 	pc_run_decide(&r->rs, &r->outcome, &act);
 	book_profiles(r, &act);
+	note_candidate_failed(r, &act, r->error_text);
 	switch (act.next) {
 	case PC_RUN_RETRY:
 		if (act.delay_ms > 0) {
@@ -1090,6 +1198,8 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->stop_reason);
 	free(r->provider_message);
 	free(r->guard_text);
+	for (uint32_t i = 0; i < r->n_failed; i++)
+		free(r->failed[i].error);
 	free(r->run_id);
 	free(r->key);
 	free(r->prompt);
@@ -1102,8 +1212,19 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 
 static const pc_behavior_t run_behavior = {"run", run_receive, run_stop};
 
-/* The fallback chain: the run's model (or the configured one), then the
- * configured fallbacks. */
+/* Adds `ref` to the chain unless it is already there or the chain is full. */
+static void chain_add(pc_model_ref_t *refs, uint32_t *n, const pc_model_ref_t *ref)
+{
+	for (uint32_t i = 0; i < *n; i++)
+		if (strcmp(refs[i].provider, ref->provider) == 0 && strcmp(refs[i].model, ref->model) == 0)
+			return;
+	if (*n < PC_RUN_MAX_CANDIDATES)
+		refs[(*n)++] = *ref;
+}
+
+/* The fallback chain (§1.12): the run's model (or the configured primary),
+ * the configured fallbacks, then the configured primary, each once, so a
+ * per-run model override still ends on the primary. */
 static int resolve_chain(run_t *r, const char *model)
 {
 	const pc_config_t *c = r->agent->cfg;
@@ -1114,12 +1235,13 @@ static int resolve_chain(run_t *r, const char *model)
 		int rc = pc_config_model_ref_parse(model, &ref, &r->model_buf);
 		if (rc != 0)
 			return rc;
-		refs[n++] = ref;
+		chain_add(refs, &n, &ref);
 	} else {
-		refs[n++] = c->agent.model;
+		chain_add(refs, &n, &c->agent.model);
 	}
-	for (size_t i = 0; i < c->agent.fallback_count && n < PC_RUN_MAX_CANDIDATES; i++)
-		refs[n++] = c->agent.fallbacks[i];
+	for (size_t i = 0; i < c->agent.fallback_count; i++)
+		chain_add(refs, &n, &c->agent.fallbacks[i]);
+	chain_add(refs, &n, &c->agent.model);
 	for (uint32_t i = 0; i < n; i++) {
 		const pc_provider_config_t *p = pc_config_provider(c, refs[i].provider);
 		if (!p)

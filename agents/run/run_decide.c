@@ -327,6 +327,7 @@ static void mark_failed(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 	c->last_failure_ms[p] = o->now_ms;
 	uint64_t cd = pc_auth_cooldown_ms(r, c->error_count[p], s->cfg.billing_backoff_ms);
 	c->cooldown_until_ms[p] = o->now_ms + cd;
+	c->cooldown_reason[p] = r;
 	a->mark_profile_failed = true;
 	a->failed_candidate = c->index;
 	a->failed_profile = p;
@@ -626,6 +627,59 @@ int pc_run_begin_iteration(pc_run_state_t *s, pc_run_action_t *a)
 	c->prompt_override = PC_RUN_PROMPT_USER; /* the override is for one attempt */
 	c->suppress_user_persist = false;
 	return 0;
+}
+
+/* A trace entry for a profile passed over without a request. */
+static void trace_skip(pc_run_state_t *s, pc_run_trace_result_t result, uint32_t profile)
+{
+	pc_failover_reason_t r = s->cand.cooldown_reason[profile];
+	if (r == PC_RUN_REASON_NONE)
+		r = PC_FAILOVER_UNKNOWN;
+	uint32_t before = s->trace_count;
+	pc_run_trace_add(s, result, PC_STAGE_PROMPT, r, reason_status(r), NULL, 0);
+	if (s->trace_count > before) {
+		s->trace[before].profile = profile;
+		s->trace[before].skipped = true;
+	}
+}
+
+/* §1.12: a candidate whose profiles are all cooling down for a failure
+ * that waiting out a short window does not cure is skipped, not probed. */
+static bool persistent_cooldown(pc_failover_reason_t r)
+{
+	return r == PC_FAILOVER_AUTH || r == PC_FAILOVER_AUTH_PERMANENT || r == PC_FAILOVER_BILLING;
+}
+
+int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a)
+{
+	if (!s || !a)
+		return PC_EINVAL;
+	action_reset(a);
+	a->next = PC_RUN_DISPATCH;
+	if (s->cfg.profile_locked)
+		return 0;
+	pc_run_candidate_state_t *c = &s->cand;
+	uint32_t first = pc_run_start_profile(s, now_ms);
+	if (c->cooldown_until_ms[first] <= now_ms) {
+		for (uint32_t i = 0; i < first; i++)
+			trace_skip(s, PC_TRACE_ROTATE_PROFILE, i);
+		return 0;
+	}
+	/* every profile cools down: the soonest to expire is the one to probe */
+	uint32_t soonest = 0;
+	bool skip = true;
+	for (uint32_t i = 0; i < c->profile_count; i++) {
+		if (c->cooldown_until_ms[i] < c->cooldown_until_ms[soonest])
+			soonest = i;
+		skip = skip && persistent_cooldown(c->cooldown_reason[i]);
+	}
+	c->profile = soonest;
+	if (!skip)
+		return 0;
+	pc_failover_reason_t r = c->cooldown_reason[soonest];
+	trace_skip(s, PC_TRACE_FALLBACK_MODEL, soonest);
+	set_text(a->message, "All auth profiles are in cooldown (%s).", pc_failover_reason_name(r));
+	return throw_failover(s, a, r, reason_status(r), 0);
 }
 
 /* ---- §1.10 handleAssistantFailover ---- */

@@ -354,6 +354,18 @@ typedef struct pc_run_action {
 int pc_run_begin_iteration(pc_run_state_t *s, pc_run_action_t *a);
 
 /*
+ * A candidate's start (§1.11, §1.12), once its cooldowns are seeded: it
+ * begins with its first profile out of cooldown, the profiles passed over
+ * traced as skipped rotate_profile entries with their cooldown reasons ->
+ * PC_RUN_DISPATCH. When all are in cooldown: probe the soonest to expire
+ * (-> PC_RUN_DISPATCH) unless every reason is auth, auth_permanent or
+ * billing; then the candidate is skipped (a skipped fallback_model entry)
+ * -> PC_RUN_FALLBACK, or PC_RUN_FAIL when no candidate is left. A locked
+ * profile is never passed over. PC_EINVAL for NULL.
+ */
+int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a);
+
+/*
  * EVAL (§1.7): the ordered post-attempt pipeline, first match wins. Applies
  * its state changes to `s` and describes the next step in `a`.
  * PC_EINVAL for NULL arguments.

@@ -117,6 +117,8 @@ int pc_run_enter_candidate(pc_run_state_t *s, uint32_t index)
 	c->budget = pc_run_budget(c->profile_count, &s->cfg.retries);
 	c->think = s->cfg.think_level;
 	c->last_retry_reason = PC_RUN_REASON_NONE;
+	for (uint32_t i = 0; i < PC_RUN_MAX_PROFILES; i++)
+		c->cooldown_reason[i] = PC_RUN_REASON_NONE;
 	return 0;
 }
 
@@ -145,6 +147,14 @@ int pc_run_profile_seed(pc_run_state_t *s, uint32_t profile, uint64_t cooldown_u
 	s->cand.cooldown_until_ms[profile] = cooldown_until_ms;
 	s->cand.last_failure_ms[profile] = last_failure_ms;
 	s->cand.error_count[profile] = error_count;
+	return 0;
+}
+
+int pc_run_profile_seed_reason(pc_run_state_t *s, uint32_t profile, pc_failover_reason_t reason)
+{
+	if (!s || profile >= s->cand.profile_count)
+		return PC_EINVAL;
+	s->cand.cooldown_reason[profile] = reason;
 	return 0;
 }
 

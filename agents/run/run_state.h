@@ -139,6 +139,7 @@ typedef struct pc_run_trace_entry {
 	uint32_t candidate;          /* index of the provider/model in the chain */
 	uint32_t profile;            /* index of the auth profile of that candidate */
 	int64_t duration_ms;         /* of the attempt */
+	bool skipped;                /* no request: the profile or model was in cooldown */
 } pc_run_trace_entry_t;
 
 /* ---- configuration ---- */
@@ -215,6 +216,7 @@ typedef struct pc_run_candidate_state {
 	uint64_t cooldown_until_ms[PC_RUN_MAX_PROFILES];
 	uint64_t last_failure_ms[PC_RUN_MAX_PROFILES];
 	uint32_t error_count[PC_RUN_MAX_PROFILES];
+	pc_failover_reason_t cooldown_reason[PC_RUN_MAX_PROFILES]; /* NONE: unknown */
 } pc_run_candidate_state_t;
 
 typedef struct pc_run_state {
@@ -252,6 +254,11 @@ void pc_run_state_fini(pc_run_state_t *s);
  * auth-profile store. PC_EINVAL for NULL or an index out of range. */
 int pc_run_profile_seed(pc_run_state_t *s, uint32_t profile, uint64_t cooldown_until_ms,
 			uint64_t last_failure_ms, uint32_t error_count);
+
+/* The failure that put profile `profile` of the current candidate in its
+ * cooldown, so a later skip can say why. PC_EINVAL for NULL or an index
+ * out of range. */
+int pc_run_profile_seed_reason(pc_run_state_t *s, uint32_t profile, pc_failover_reason_t reason);
 
 /* resolveAuthProfileOrder's start: after seeding, the candidate begins with
  * its first profile not in cooldown at `now_ms` (the first one when all

@@ -52,7 +52,10 @@ function runsOf(gw, key) {
 
 const REPLY = 'one two three four five six seven eight';
 const slow = `[[mock:{"text":"${REPLY}","delay_ms":60}]]`;
-const failing = 'x [[mock:{"kind":"error","status":402,"message":"Insufficient credits","ttft_ms":400}]]';
+// a provider failure the SDK would retry (the gateway answers 502) and that
+// puts nothing in cooldown (a billing or auth one would make the process
+// skip the profile in the streamed half, §1.11)
+const failing = 'x [[mock:{"kind":"error","status":500,"message":"The server had an error","ttft_ms":400}]]';
 
 async function call(proxyPort, key, text, stream) {
   const client = new OpenAI({
