@@ -48,13 +48,40 @@ static void request_effort(harness_t *h, int i, char *out, size_t cap)
 	cJSON_Delete(reqs);
 }
 
-static cJSON *run_once(harness_t *h, const char *key, char trace[], size_t cap)
+#define TRACE_CAP 256u
+
+/* Starts the harness with `config` and the mock's `scenario`, runs one
+ * message to its end: its terminal data, and its attempt trace in trace. */
+static cJSON *run_scenario(harness_t *h, const char *config, const char *scenario, char trace[TRACE_CAP])
 {
+	harness_start_with(h, config, scenario, NULL);
 	char run[80];
-	submit(h, key, "hello", run);
+	submit(h, "s", "hello", run);
 	cJSON *d = finish_of(h, run, 80000);
-	trace_text(d, trace, cap);
+	trace_text(d, trace, TRACE_CAP);
 	return d;
+}
+
+/* The run ended well after one same-model rate-limit retry, which waited
+ * lo_ms to hi_ms. Frees d. */
+static void expect_same_model_retry(harness_t *h, cJSON *d, const char *trace, int64_t lo_ms, int64_t hi_ms)
+{
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	cJSON_Delete(d);
+	int64_t gap = gap_ms(h, 0);
+	cr_assert(gap >= lo_ms && gap < hi_ms, "waited %" PRId64 " ms", gap);
+}
+
+/* The run was classified overloaded first; ended well, or (`failed`) with
+ * the provider's "Overloaded". Frees d. */
+static void expect_overloaded(cJSON *d, const char *trace, bool failed)
+{
+	cr_assert_str_eq(jstr(d, "phase"), failed ? "error" : "end", "%s", jstr(d, "error"));
+	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
+	if (failed)
+		cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	cJSON_Delete(d);
 }
 
 /* §1.10: a 429 whose wording names a per-minute window is retried on the
@@ -62,21 +89,15 @@ static cJSON *run_once(harness_t *h, const char *key, char trace[], size_t cap)
 Test(agent_provider_errors, per_minute_rate_limit_retries_the_same_model_after_the_step_delay)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
-			   "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":\"" RPM_MESSAGE "\"},"
-			   "{\"text\":\"fine\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
-	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("openai-completions", ""),
+				 "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":\"" RPM_MESSAGE "\"},"
+			   "{\"text\":\"fine\"}]}", trace);
 	const cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "attempts"), 0);
 	const cJSON *a1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "attempts"), 1);
 	cr_assert_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a0, "profile")),
 		     cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(a1, "profile")), "same profile");
-	cJSON_Delete(d);
-	int64_t gap = gap_ms(&h, 0);
-	cr_assert(gap >= 10000 && gap < 14000, "waited %" PRId64 " ms", gap);
+	expect_same_model_retry(&h, d, trace, 10000, 14000);
 	harness_stop(&h);
 }
 
@@ -85,22 +106,16 @@ Test(agent_provider_errors, per_minute_rate_limit_retries_the_same_model_after_t
 Test(agent_provider_errors, per_minute_rate_limit_honours_retry_after_ms)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
-			   "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"headers\":{\"retry-after-ms\":\"12000\"},"
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
+				 "{\"steps\":[{\"kind\":\"error\",\"status\":429,\"headers\":{\"retry-after-ms\":\"12000\"},"
 			   "\"message\":\"This request would exceed the rate limit for your organization "
 			   "(4b1f3c2e-0000-4000-8000-000000000000) of 50,000 input tokens per minute. For "
 			   "details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the "
 			   "response headers for current usage. Please reduce the prompt length or the "
 			   "maximum tokens requested, or try again later.\"},"
-			   "{\"text\":\"fine\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
-	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
-	cJSON_Delete(d);
-	int64_t gap = gap_ms(&h, 0);
-	cr_assert(gap >= 12000 && gap < 16000, "waited %" PRId64 " ms", gap);
+			   "{\"text\":\"fine\"}]}", trace);
+	expect_same_model_retry(&h, d, trace, 12000, 16000);
 	harness_stop(&h);
 }
 
@@ -109,15 +124,13 @@ Test(agent_provider_errors, per_minute_rate_limit_honours_retry_after_ms)
 Test(agent_provider_errors, daily_rate_limit_rotates_at_once_and_ends_with_the_providers_words)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
-			   "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":"
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("openai-completions", ""),
+				 "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":429,\"message\":"
 			   "\"Rate limit reached for gpt-4o-mini in organization org-abc123 on requests per "
 			   "day (RPD): Limit 10000, Used 10000, Requested 1. Please try again in 8.64s. Visit "
 			   "https://platform.openai.com/account/rate-limits to learn more. Key: "
-			   "sk-proj-abcdefgh12345678\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+			   "sk-proj-abcdefgh12345678\"}]}", trace);
 	cr_assert_str_eq(jstr(d, "phase"), "error");
 	cr_assert(!strncmp(trace, "rotate_profile:rate_limit,", 26), "trace %s", trace);
 	cr_assert_null(strstr(trace, "same_model_rate_limit"), "trace %s", trace);
@@ -133,13 +146,10 @@ Test(agent_provider_errors, daily_rate_limit_rotates_at_once_and_ends_with_the_p
 Test(agent_provider_errors, anthropic_529_is_overloaded)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
-			   "{\"steps\":[{\"kind\":\"error\",\"status\":529},{\"text\":\"fine\"}]}", NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
-	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
-	cJSON_Delete(d);
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
+				 "{\"steps\":[{\"kind\":\"error\",\"status\":529},{\"text\":\"fine\"}]}", trace);
+	expect_overloaded(d, trace, false);
 	harness_stop(&h);
 }
 
@@ -148,14 +158,10 @@ Test(agent_provider_errors, anthropic_529_is_overloaded)
 Test(agent_provider_errors, overloaded_everywhere_ends_with_the_providers_words)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
-			   "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":529}]}", NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "error");
-	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
-	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
-	cJSON_Delete(d);
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
+				 "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":529}]}", trace);
+	expect_overloaded(d, trace, true);
 	harness_stop(&h);
 }
 
@@ -164,14 +170,12 @@ Test(agent_provider_errors, overloaded_everywhere_ends_with_the_providers_words)
 Test(agent_provider_errors, unsupported_reasoning_effort_falls_back_to_a_listed_level)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("openai-completions", ",\"thinking\":\"minimal\""),
-			   "{\"steps\":[{\"kind\":\"error\",\"status\":400,\"message\":\"Unsupported value: "
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("openai-completions", ",\"thinking\":\"minimal\""),
+				 "{\"steps\":[{\"kind\":\"error\",\"status\":400,\"message\":\"Unsupported value: "
 			   "'reasoning_effort' does not support 'minimal' with this model. Supported values "
 			   "are: 'low', 'medium', and 'high'.\",\"type\":\"invalid_request_error\","
-			   "\"code\":\"unsupported_value\"},{\"text\":\"fine\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
+			   "\"code\":\"unsupported_value\"},{\"text\":\"fine\"}]}", trace);
 	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
 	cr_assert_str_eq(payload_text(d), "fine");
 	cJSON_Delete(d);
@@ -189,23 +193,15 @@ Test(agent_provider_errors, unsupported_reasoning_effort_falls_back_to_a_listed_
 Test(agent_provider_errors, in_stream_overload_is_classified_from_its_text)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
-			   "{\"steps\":[{\"text\":\"Let me think about this\",\"error_after\":2},{\"text\":\"fine\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
-	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
-	cJSON_Delete(d);
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
+				 "{\"steps\":[{\"text\":\"Let me think about this\",\"error_after\":2},{\"text\":\"fine\"}]}", trace);
+	expect_overloaded(d, trace, false);
 	harness_stop(&h);
 
-	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
-			   "{\"then\":\"loop\",\"steps\":[{\"text\":\"Let me think\",\"error_after\":1}]}", NULL);
-	d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "error");
-	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
-	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
-	cJSON_Delete(d);
+	d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
+			 "{\"then\":\"loop\",\"steps\":[{\"text\":\"Let me think\",\"error_after\":1}]}", trace);
+	expect_overloaded(d, trace, true);
 	harness_stop(&h);
 }
 
@@ -214,19 +210,13 @@ Test(agent_provider_errors, in_stream_overload_is_classified_from_its_text)
 Test(agent_provider_errors, in_stream_per_minute_limit_retries_the_same_model)
 {
 	harness_t h;
-	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""),
+	char trace[TRACE_CAP];
+	cJSON *d = run_scenario(&h, ONE_PROVIDER("openai-completions", ""),
 			   "{\"steps\":[{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\","
 			   "\"message\":\"Rate limit reached for gpt-4o in organization org-abc123 on tokens "
 			   "per min (TPM): Limit 30000, Used 29500, Requested 1200. Please try again in "
 			   "1.4s. Visit https://platform.openai.com/account/rate-limits to learn more.\"},"
-			   "{\"text\":\"fine\"}]}",
-			   NULL);
-	char trace[256];
-	cJSON *d = run_once(&h, "s", trace, sizeof(trace));
-	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
-	cr_assert_str_eq(trace, "same_model_rate_limit:rate_limit,success", "trace %s", trace);
-	cJSON_Delete(d);
-	int64_t gap = gap_ms(&h, 0);
-	cr_assert(gap >= 10000 && gap < 14000, "waited %" PRId64 " ms", gap);
+			   "{\"text\":\"fine\"}]}", trace);
+	expect_same_model_retry(&h, d, trace, 10000, 14000);
 	harness_stop(&h);
 }
