@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { SLOT = 24 }; /* "-9007199254740992" and a NUL, rounded up */
 
@@ -126,4 +127,37 @@ cJSON *pc_json_raw_take(char *json)
 	r->type = cJSON_Raw;
 	r->valuestring = json;
 	return r;
+}
+
+void pc_json_escape(const char *s, size_t n, pc_json_put_fn put, void *arg)
+{
+	static const char hex[] = "0123456789abcdef";
+	put(arg, "\"", 1);
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		put(arg, s + run, i - run);
+		run = i + 1;
+		char esc[6] = {'\\', 0};
+		size_t el = 2;
+		switch (c) {
+		case '"': esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			el = 6;
+		}
+		put(arg, esc, el);
+	}
+	put(arg, s + run, n - run);
+	put(arg, "\"", 1);
 }

@@ -10,6 +10,8 @@
 #ifndef PINCER_IO_JSON_PRINT_H
 #define PINCER_IO_JSON_PRINT_H
 
+#include <stddef.h>
+
 #include <cjson/cJSON.h>
 
 #ifdef __cplusplus
@@ -31,6 +33,12 @@ cJSON *pc_json_raw_ref(const char *json);
 /* The same, owning `json`: text from cJSON_malloc, freed with the item.
  * NULL when out of memory (json is then freed). */
 cJSON *pc_json_raw_take(char *json);
+
+/* Writes s[0..n) as a JSON string, quotes included, escaped as cJSON
+ * escapes it (", \ and control characters; UTF-8 passes as it is), in
+ * pieces through `put` (for a writer that builds JSON text by hand). */
+typedef void (*pc_json_put_fn)(void *arg, const char *p, size_t n);
+void pc_json_escape(const char *s, size_t n, pc_json_put_fn put, void *arg);
 
 #ifdef __cplusplus
 }

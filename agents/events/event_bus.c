@@ -94,31 +94,15 @@ static int text_append(bus_text_t *t, const char *p, size_t n)
 	return 0;
 }
 
-/* Appends s[0..n) to b as a JSON string, quotes included, escaped as cJSON
- * escapes (", \ and control characters; UTF-8 passes as it is). */
+static void buf_put(void *b, const char *p, size_t n)
+{
+	pc__buf_append(b, p, n);
+}
+
+/* Appends s[0..n) to b as a JSON string. */
 static void json_str(pc__buf_t *b, const char *s, size_t n)
 {
-	pc__buf_append_char(b, '"');
-	size_t run = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (ch >= 0x20 && ch != '"' && ch != '\\')
-			continue;
-		pc__buf_append(b, s + run, i - run);
-		run = i + 1;
-		switch (ch) {
-		case '"': pc__buf_append_str(b, "\\\""); break;
-		case '\\': pc__buf_append_str(b, "\\\\"); break;
-		case '\b': pc__buf_append_str(b, "\\b"); break;
-		case '\f': pc__buf_append_str(b, "\\f"); break;
-		case '\n': pc__buf_append_str(b, "\\n"); break;
-		case '\r': pc__buf_append_str(b, "\\r"); break;
-		case '\t': pc__buf_append_str(b, "\\t"); break;
-		default: pc__buf_printf(b, "\\u%04x", ch); break;
-		}
-	}
-	pc__buf_append(b, s + run, n - run);
-	pc__buf_append_char(b, '"');
+	pc_json_escape(s, n, buf_put, b);
 }
 
 /* ---- events ---- */

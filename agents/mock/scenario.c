@@ -113,38 +113,15 @@ static void buf_printf(buf_t *b, const char *fmt, ...)
 	buf_put(b, tmp, (size_t)n);
 }
 
+static void put_piece(void *b, const char *p, size_t n)
+{
+	buf_put(b, p, n);
+}
+
 /* A JSON string literal, escaped the way cJSON prints it. */
 static void buf_json_str(buf_t *b, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
-	buf_put(b, "\"", 1);
-	size_t run = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		buf_put(b, s + run, i - run);
-		run = i + 1;
-		char esc[6] = {'\\', 0};
-		size_t el = 2;
-		switch (c) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			memcpy(esc + 1, "u00", 3);
-			esc[4] = hex[c >> 4];
-			esc[5] = hex[c & 15];
-			el = 6;
-		}
-		buf_put(b, esc, el);
-	}
-	buf_put(b, s + run, n - run);
-	buf_put(b, "\"", 1);
+	pc_json_escape(s, n, put_piece, b);
 }
 
 /* splitmix64's finaliser: a bijection, so distinct inputs give distinct
