@@ -220,7 +220,13 @@ static void report(attempt_t *t)
 	o.assistant_stop_error = t->assistant_error;
 	o.tool_metas = t->tool_calls_run;
 	o.tool_error = t->tool_error_name != NULL;
-	o.replay_unsafe = t->tool_error_mutating;
+	o.replay_unsafe = t->side_effects;
+	o.had_side_effects = t->side_effects;
+	o.pending_work = o.tool_error || t->side_effects;
+	o.compaction_failure_text = t->compaction_failed;
+	/* sessionLikelyHasOversizedToolResults: what §1.7 step 7c could cut */
+	o.oversized_tool_results =
+		t->messages && pc_ctx_reducible_chars(t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)) > 0;
 	o.finalize_revision_requested = t->finalize_revise;
 	o.loop_guard_abort = t->loop_stopped;
 
@@ -243,7 +249,11 @@ static void report(attempt_t *t)
 		o.empty_response = !pc__att_has_block(t->final_message, "text") &&
 				   !pc__att_has_block(t->final_message, "thinking") &&
 				   !pc__att_has_block(t->final_message, "toolCall");
-		o.nonvisible_retry_eligible = t->tool_calls_run == 0;
+		o.nonvisible_retry_eligible = !o.pending_work;
+		/* resolveIncompleteTurnPayloadText (§1.14): a finished turn that
+		 * left the user nothing to read */
+		o.incomplete_turn = !o.visible_text && (o.empty_response || o.reasoning_only) &&
+				    !t->cancelled && !o.timed_out && !o.tool_error;
 	}
 	o.output_tokens = t->usage.output;
 	o.payload_count = payloads ? (uint32_t)cJSON_GetArraySize(payloads) : 0;
@@ -581,6 +591,8 @@ static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_
 	pc_actor_release(t->compaction);
 	t->compaction = NULL;
 	bool done = d->rc == 0 && d->compacted;
+	if (d->rc != 0)
+		t->compaction_failed = true;
 	cJSON *e = pc__att_obj_phase("end");
 	if (e) {
 		cJSON_AddBoolToObject(e, "willRetry", done && !t->aborting);

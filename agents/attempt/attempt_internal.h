@@ -138,6 +138,12 @@ typedef struct attempt {
 	cJSON *final_message;  /* the last assistant message */
 	char *tool_error_name, *tool_error_text;
 	bool tool_error_mutating;
+	/* a mutating tool's body ran (success or not): replaying the turn could
+	 * repeat what it did (§1.14 replay metadata) */
+	bool side_effects;
+	/* the attempt's own compaction failed; an overflow after it is a
+	 * compaction failure (§1.7 step 7, isCompactionFailureError) */
+	bool compaction_failed;
 } attempt_t;
 
 /* attempt_actor.c */

@@ -549,6 +549,9 @@ void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t 
 	t->slots[i].actor = NULL;
 	if (d->status == PC_TOOL_TIMEOUT)
 		t->timed_out_in_tool = true;
+	/* refused before its body (unknown tool, bad arguments): nothing done */
+	if (d->mutating && d->status != PC_TOOL_INVALID)
+		t->side_effects = true;
 	if (t->loop) {
 		cJSON *obj = args_object(call_args(t, i));
 		pc_loop_record_outcome(t->loop->h, d->name, obj, d->tool_call_id, d->text, d->is_error);

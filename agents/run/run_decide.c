@@ -30,6 +30,9 @@
 /* §1.7 steps 26-27. */
 #define MSG_INCOMPLETE "⚠️ Agent couldn't generate a response. Please try again."
 #define MSG_INCOMPLETE_DETAIL "Agent couldn't generate a response."
+#define MSG_INCOMPLETE_SIDE_EFFECTS                                                                \
+	"⚠️ Agent couldn't generate a response. Note: some tool actions may have already been "      \
+	"executed — please verify before retrying."
 /* §1.7 step 18. */
 #define MSG_IDLE_TIMEOUT                                                                           \
 	"The model did not produce a response before the model idle timeout. Please try again, "  \
@@ -565,6 +568,9 @@ static int fail(pc_run_action_t *a, pc_run_error_kind_t kind)
 {
 	a->next = PC_RUN_FAIL;
 	a->error = kind;
+	/* the subscription's derivation at the error end: an error is never
+	 * "working" (§1.14) */
+	a->liveness = PC_LIVENESS_BLOCKED;
 	return 0;
 }
 
@@ -1221,7 +1227,7 @@ int pc_run_decide(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t 
 	if ((nonvisible && o->reasoning_only) || o->incomplete_turn) {
 		if (!o->incomplete_turn)
 			mark_failed(s, o, a, PC_FAILOVER_EMPTY_RESPONSE);
-		set_text(a->message, "%s", MSG_INCOMPLETE);
+		set_text(a->message, "%s", s->had_side_effects ? MSG_INCOMPLETE_SIDE_EFFECTS : MSG_INCOMPLETE);
 		set_text(a->detail, "%s", MSG_INCOMPLETE_DETAIL);
 		s->liveness = PC_LIVENESS_ABANDONED;
 		return finish_error(s, a, PC_RUN_ERR_INCOMPLETE_TURN, PC_LIVENESS_ABANDONED);

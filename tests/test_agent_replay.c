@@ -1,0 +1,147 @@
+/*
+ * Replay safety and incomplete turns through the whole loop (spec §1.14,
+ * §1.7 steps 21-27): a mutating tool whose body ran makes the run
+ * `replayInvalid`, keeps the non-visible retries from repeating the turn,
+ * and turns an empty ending into the side-effect warning; a read-only
+ * tool does none of that.
+ */
+#include <criterion/criterion.h>
+
+#include "agent_harness.h"
+
+TestSuite(agent_replay, .timeout = 60);
+
+/* One provider, no fallback, so a failure ends the run. */
+#define SOLO_CONFIG                                                                                \
+	"{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,"               \
+	"\"apiKey\":\"key-a\"}},"                                                                     \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"maxConcurrent\":4,"                      \
+	"\"sessionIdleSeconds\":1}}}"
+
+static int ok_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)
+{
+	(void)user, (void)args, (void)env;
+	out->text = strdup("done");
+	return out->text ? 0 : PC_ENOMEM;
+}
+
+/* Runs one message: the model calls the tool `touch` (mutating or not),
+ * then answers with `then` (scenario steps, JSON, after the tool call).
+ * Returns the run's terminal data; *requests gets the mock's count. */
+static cJSON *run_with_tool(bool mutating, const char *schema, const char *args, const char *then, int *requests)
+{
+	pc_tool_registry_t *tools = NULL;
+	cr_assert_eq(pc_tool_registry_new(&tools), 0);
+	pc_tool_def_t def = {.name = "touch", .description = "touches a thing", .call = ok_call,
+			     .mutating = mutating, .parameters = schema};
+	cr_assert_eq(pc_tool_register(tools, &def), 0);
+	char scenario[1024];
+	snprintf(scenario, sizeof(scenario),
+		 "{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"touch\",\"arguments\":%s}]},%s}",
+		 args, then);
+	harness_t h;
+	harness_start_with(&h, SOLO_CONFIG, scenario, tools);
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "go", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 30000);
+	*requests = request_count(&h);
+	harness_stop_no_leaks(&h);
+	pc_tool_registry_free(tools);
+	return d;
+}
+
+static bool replay_invalid(const cJSON *d)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "replayInvalid"));
+}
+
+/* §1.14: the provider fails after a mutating tool ran: the run is not safe
+ * to replay, and says so. */
+Test(agent_replay, a_failure_after_a_mutating_tool_is_replay_invalid)
+{
+	int n;
+	cJSON *d = run_with_tool(true, NULL, "\"{}\"",
+				 "{\"kind\":\"error\",\"status\":400,\"type\":\"invalid_request_error\","
+				 "\"message\":\"Invalid 'messages[2].content': string too long.\"}]", &n);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert(replay_invalid(d), "replayInvalid missing: %s", jstr(d, "error"));
+	cr_assert_str_eq(jstr(d, "livenessState"), "blocked");
+	cJSON_Delete(d);
+}
+
+/* The same failure after a read-only tool: replaying is safe. */
+Test(agent_replay, a_failure_after_a_read_only_tool_is_replayable)
+{
+	int n;
+	cJSON *d = run_with_tool(false, NULL, "\"{}\"",
+				 "{\"kind\":\"error\",\"status\":400,\"type\":\"invalid_request_error\","
+				 "\"message\":\"Invalid 'messages[2].content': string too long.\"}]", &n);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_not(replay_invalid(d));
+	cJSON_Delete(d);
+}
+
+/* §1.7 steps 23 and 27, §1.14: an empty answer after a mutating tool is not
+ * retried (the retry could act twice); the user is told actions may have run. */
+Test(agent_replay, an_empty_answer_after_a_mutating_tool_warns_instead_of_retrying)
+{
+	int n;
+	cJSON *d = run_with_tool(true, NULL, "\"{}\"", "{\"kind\":\"empty\"},{\"text\":\"never\"}]", &n);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_str_eq(jstr(d, "errorKind"), "incomplete_turn");
+	cr_assert_str_eq(payload_text(d), "⚠️ Agent couldn't generate a response. Note: some tool actions "
+					  "may have already been executed — please verify before retrying.");
+	cr_assert(replay_invalid(d));
+	cr_assert_str_eq(jstr(d, "livenessState"), "abandoned");
+	cr_assert_eq(n, 2, "the turn was replayed: %d requests", n);
+	cJSON_Delete(d);
+}
+
+/* After a read-only tool the empty answer is retried once, with the
+ * instruction, and the retry's answer ends the run well. */
+Test(agent_replay, an_empty_answer_after_a_read_only_tool_is_retried)
+{
+	int n;
+	cJSON *d = run_with_tool(false, NULL, "\"{}\"", "{\"kind\":\"empty\"},{\"text\":\"here it is\"}]", &n);
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s: %s", jstr(d, "errorKind"), jstr(d, "error"));
+	cr_assert_str_eq(payload_text(d), "here it is");
+	cr_assert_not(replay_invalid(d));
+	cr_assert_eq(n, 3);
+	cJSON_Delete(d);
+}
+
+/* A mutating tool refused before its body ran (bad arguments) did
+ * nothing: the turn stays replayable. The refusal is a tool error, so the
+ * empty answer is not retried (§1.7: no non-visible retry after a tool
+ * error) and the warning is what the user reads (§5.7). */
+Test(agent_replay, a_mutating_tool_refused_before_running_has_no_side_effects)
+{
+	int n;
+	cJSON *d = run_with_tool(true,
+				 "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}},"
+				 "\"required\":[\"path\"]}",
+				 "\"{}\"", "{\"kind\":\"empty\"},{\"text\":\"never\"}]", &n);
+	cr_assert_not(replay_invalid(d));
+	cr_assert_str_eq(payload_text(d), "\u26a0\ufe0f touch failed", "%s: %s", jstr(d, "errorKind"), jstr(d, "error"));
+	cr_assert_eq(n, 2);
+	cJSON_Delete(d);
+}
+
+/* Without any tool, an empty answer that stays empty after its one retry
+ * is an incomplete turn with the plain text (§1.14), abandoned. */
+Test(agent_replay, an_answer_that_stays_empty_is_an_incomplete_turn)
+{
+	harness_t h;
+	harness_start_with(&h, SOLO_CONFIG, "{\"then\":\"loop\",\"steps\":[{\"kind\":\"empty\"}]}", NULL);
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "go", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_str_eq(jstr(d, "errorKind"), "incomplete_turn");
+	cr_assert_str_eq(payload_text(d), "⚠️ Agent couldn't generate a response. Please try again.");
+	cr_assert_str_eq(jstr(d, "livenessState"), "abandoned");
+	cr_assert_not(replay_invalid(d));
+	cr_assert_eq(request_count(&h), 2);
+	cJSON_Delete(d);
+	harness_stop_no_leaks(&h);
+}
