@@ -224,9 +224,7 @@ static void report(attempt_t *t)
 	o.had_side_effects = t->side_effects;
 	o.pending_work = o.tool_error || t->side_effects;
 	o.compaction_failure_text = t->compaction_failed;
-	/* sessionLikelyHasOversizedToolResults: what §1.7 step 7c could cut */
-	o.oversized_tool_results =
-		t->messages && pc_ctx_reducible_chars(t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)) > 0;
+	o.oversized_tool_results = t->oversized_results;
 	o.finalize_revision_requested = t->finalize_revise;
 	o.loop_guard_abort = t->loop_stopped;
 
@@ -302,6 +300,9 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
 		pc__att_set_error(t, pc_store_strerror(t->store_error));
 	}
+	/* sessionLikelyHasOversizedToolResults: what §1.7 step 7c could cut */
+	t->oversized_results = t->messages &&
+			       pc_ctx_reducible_chars(t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)) > 0;
 	/* every message of the context was acknowledged: it is the stored
 	 * transcript, and the session's next attempt can start from it */
 	if (!t->store_error && t->prompt_error != PC_PROMPT_ERR_SETUP && t->have_history && t->messages) {

@@ -144,6 +144,8 @@ typedef struct attempt {
 	/* the attempt's own compaction failed; an overflow after it is a
 	 * compaction failure (§1.7 step 7, isCompactionFailureError) */
 	bool compaction_failed;
+	/* the context holds tool results session truncation could cut (§1.7 7c) */
+	bool oversized_results;
 } attempt_t;
 
 /* attempt_actor.c */
