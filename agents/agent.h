@@ -94,6 +94,21 @@ void pc_agent_recovered(const pc_agent_t *a, pc_agent_recovery_t *out);
  * ended: another process on the state directory has it. */
 void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out);
 
+/*
+ * A finished run as OpenClaw's `agent` method answers it (§1.19, §8.3):
+ * {payloads, meta: {durationMs, status, aborted?, stopReason, errorKind,
+ * livenessState, replayInvalid, usage, attempts, error?}}, from the run's
+ * terminal lifecycle data `d` and its status ("ok", "error", "aborted",
+ * "timeout"). NULL when out of memory; the caller owns it.
+ */
+struct cJSON *pc_agent_run_result(const struct cJSON *d, const char *status);
+/* meta.error of a run that did not end well: {kind, message, reason?,
+ * providerStatus?, fallbackAttempts?}, message being the most specific
+ * words there are (the loop's detail, the provider's own message, the
+ * user-facing text; secrets already masked). NULL when the run ended
+ * well (or out of memory); the caller owns it. */
+struct cJSON *pc_agent_error_meta(const struct cJSON *d);
+
 /* Aborts every run, waits (at most `grace_ms`; < 0 for ever) for the runs
  * to end, stops every session actor, frees. Before the I/O layer, store and
  * runtime go. NULL is a no-op. Not on a worker. */

@@ -244,6 +244,36 @@ Test(agent_cli, agent_answers_through_the_gateway)
 	down(&t);
 }
 
+/* A run the provider refused: exit 1, the user-facing text (for billing,
+ * the spec's generic one), and on the next line the provider's own words
+ * (meta.error.message); --json gives them in result.meta.error. */
+Test(agent_cli, a_failed_run_says_what_the_provider_said)
+{
+	ctx_t t;
+	up(&t);
+#define BILLING "bad [[mock:{\"kind\":\"error\",\"status\":400,\"type\":\"invalid_request_error\"," \
+	"\"message\":\"Your credit balance is too low to access the Anthropic API.\"}]]"
+	/* this one first: the billing refusal below puts the profile in cooldown */
+	result_t r = run(&t, ARGS("agent", "-m", "bad [[mock:{\"kind\":\"error\",\"status\":400,\"message\":"
+			 "\"Invalid value for 'temperature': must be at most 2.\"}]]",
+			 "--url", t.url, "--token", TOKEN, "--json", "--session", "fmt"));
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	const cJSON *err = jget(jget(jget(last(lines), "result"), "meta"), "error");
+	cr_assert_str_eq(jstr(err, "reason"), "format", "%s", r.out);
+	cr_assert_not_null(strstr(jstr(err, "message"), "Invalid value for 'temperature'"), "%s", r.out);
+	cr_assert_eq(cJSON_GetNumberValue(jget(err, "providerStatus")), 400);
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("agent", "-m", BILLING, "--url", t.url, "--token", TOKEN, "--session", "bill"));
+	cr_assert_eq(r.status, 1, "exit %d, stderr:\n%s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "Your credit balance is too low"), "%s", r.err);
+	result_free(&r);
+
+#undef BILLING
+	down(&t);
+}
+
 Test(agent_cli, health_and_sessions_ask_the_gateway)
 {
 	ctx_t t;

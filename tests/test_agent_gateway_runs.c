@@ -223,7 +223,8 @@ Test(agent_gateway_runs, agent_wait_reports_ok_error_and_timeout)
 	cJSON_Delete(r);
 
 	/* error: the provider refuses; the agent's final answer says so too */
-	r = agent_start(c, agent_params("bad [[mock:{\"kind\":\"error\",\"status\":400}]]", "w-err", "w2"), id);
+	r = agent_start(c, agent_params("bad [[mock:{\"kind\":\"error\",\"status\":400,\"message\":"
+					"\"Invalid value for 'temperature': must be at most 2.\"}]]", "w-err", "w2"), id);
 	snprintf(run, sizeof(run), "%s", run_of(r));
 	cJSON_Delete(r);
 	r = cl_await_res(c, id, 30000);
@@ -232,6 +233,11 @@ Test(agent_gateway_runs, agent_wait_reports_ok_error_and_timeout)
 	cr_assert_str_eq(jerr(r), "UNAVAILABLE");
 	cr_assert_str_eq(jstr(jget(r, "payload"), "status"), "error");
 	cr_assert_str_eq(jstr(jget(r, "payload"), "runId"), run);
+	/* meta.error: the kind and the provider's own words (§1.19) */
+	const cJSON *me = jget(jget(jget(jget(r, "payload"), "result"), "meta"), "error");
+	cr_assert_str_eq(jstr(me, "reason"), "format", "%s", cJSON_PrintUnformatted(r));
+	cr_assert_not_null(strstr(jstr(me, "message"), "Invalid value for 'temperature'"), "%s", jstr(me, "message"));
+	cr_assert_eq(jnum(me, "providerStatus"), 400);
 	cJSON_Delete(r);
 	r = cl_call(c, "agent.wait", wait_params(run, 5000));
 	cr_assert_str_eq(jstr(jget(r, "payload"), "status"), "error");

@@ -342,19 +342,19 @@ static int show_result(view_t *v, const cJSON *payload, const cJSON *error)
 		print_answer(jget(jget(payload, "result"), "payloads"));
 	else if (aborted)
 		fprintf(stderr, CMD ": the run was aborted\n");
-	else if (!completed)
+	else if (!completed) {
 		fprintf(stderr, CMD ": %s\n", why[0] ? why : "the run failed");
+		/* what actually failed, in the provider's words, when the text
+		 * above is the generic one users are shown */
+		const cJSON *e = jget(jget(jget(payload, "result"), "meta"), "error");
+		if (jstr(e, "message")[0] && strcmp(jstr(e, "message"), why) != 0)
+			fprintf(stderr, CMD ": %s%s%s\n", jstr(e, "reason")[0] ? jstr(e, "reason") : "",
+				jstr(e, "reason")[0] ? ": " : "", jstr(e, "message"));
+	}
 	return completed ? PC_CLI_OK : PC_CLI_FAIL;
 }
 
 /* ---- --local ---- */
-
-static void copy_item(cJSON *to, const cJSON *from, const char *k)
-{
-	const cJSON *it = jget(from, k);
-	if (it)
-		cJSON_AddItemToObject(to, k, cJSON_Duplicate(it, true));
-}
 
 /* The gateway's final answer for a run that ended here, from its terminal
  * lifecycle data `d`; *error is NULL when it went well. The caller deletes
@@ -369,23 +369,14 @@ static cJSON *local_result(const char *run_id, const cJSON *d, cJSON **error)
 	if (ok || aborted) {
 		cJSON_AddStringToObject(p, "status", "ok");
 		cJSON_AddStringToObject(p, "summary", ok ? "completed" : "aborted");
-		cJSON *res = cJSON_AddObjectToObject(p, "result");
-		copy_item(res, d, "payloads");
-		cJSON *meta = cJSON_AddObjectToObject(res, "meta");
-		double started = cJSON_GetNumberValue(jget(d, "startedAt")), ended = cJSON_GetNumberValue(jget(d, "endedAt"));
-		if (started > 0 && ended >= started)
-			cJSON_AddNumberToObject(meta, "durationMs", ended - started);
-		cJSON_AddStringToObject(meta, "status", st);
-		if (aborted)
-			cJSON_AddTrueToObject(meta, "aborted");
-		static const char *const keys[] = {"stopReason", "errorKind", "livenessState", "usage", "attempts"};
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			copy_item(meta, d, keys[i]);
+		cJSON_AddItemToObject(p, "result", pc_agent_run_result(d, st));
 		return p;
 	}
 	const char *why = jstr(d, "error")[0] ? jstr(d, "error") : timeout ? "the run timed out" : "the run failed";
 	cJSON_AddStringToObject(p, "status", timeout ? "timeout" : "error");
 	cJSON_AddStringToObject(p, "summary", why);
+	if (jget(d, "payloads"))
+		cJSON_AddItemToObject(p, "result", pc_agent_run_result(d, st));
 	*error = cJSON_CreateObject();
 	cJSON_AddStringToObject(*error, "code", timeout ? "AGENT_TIMEOUT" : "UNAVAILABLE");
 	cJSON_AddStringToObject(*error, "message", why);

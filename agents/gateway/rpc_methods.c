@@ -375,35 +375,11 @@ void pc__gw_release_work(pc__gw_conn_t *c)
 
 /* ---- the JSON of run ends ---- */
 
-static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
-
 static void copy_item(cJSON *to, const cJSON *from, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, k);
 	if (v)
 		cJSON_AddItemToObject(to, k, cJSON_Duplicate(v, true));
-}
-
-/* The result of a finished run: {payloads, meta}. `d` is the terminal
- * lifecycle data (may be NULL). */
-static cJSON *run_result(const cJSON *d, const char *status)
-{
-	cJSON *res = cJSON_CreateObject();
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(d, "payloads");
-	cJSON_AddItemToObject(res, "payloads", cJSON_IsArray(p) ? cJSON_Duplicate(p, true) : cJSON_CreateArray());
-	cJSON *meta = cJSON_AddObjectToObject(res, "meta");
-	double started = num(d, "startedAt"), ended = num(d, "endedAt");
-	if (started > 0 && ended >= started)
-		cJSON_AddNumberToObject(meta, "durationMs", ended - started);
-	cJSON_AddStringToObject(meta, "status", status);
-	if (!strcmp(status, "aborted"))
-		cJSON_AddTrueToObject(meta, "aborted");
-	copy_item(meta, d, "stopReason");
-	copy_item(meta, d, "errorKind");
-	copy_item(meta, d, "livenessState");
-	copy_item(meta, d, "usage");
-	copy_item(meta, d, "attempts");
-	return res;
 }
 
 /* The second answer to an `agent` request (§8.3 step 7). */
@@ -423,7 +399,7 @@ static void agent_final(pc__gw_conn_t *c, const char *req_id, const char *run_id
 		/* An abort is the user's: the run ended as asked, not failed. */
 		cJSON_AddStringToObject(p, "status", "ok");
 		cJSON_AddStringToObject(p, "summary", strcmp(status, "ok") ? "aborted" : "completed");
-		cJSON_AddItemToObject(p, "result", run_result(d, status));
+		cJSON_AddItemToObject(p, "result", pc_agent_run_result(d, status));
 		pc__gw_reply_ok(c, req_id, p);
 		return;
 	}
@@ -431,6 +407,10 @@ static void agent_final(pc__gw_conn_t *c, const char *req_id, const char *run_id
 	const char *why = error && *error ? error : timeout ? "the run timed out" : "the run failed";
 	cJSON_AddStringToObject(p, "status", timeout ? "timeout" : "error");
 	cJSON_AddStringToObject(p, "summary", why);
+	/* a run that ran: its payloads (the spec's user-facing text) and
+	 * meta.error with the provider's own words */
+	if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(d, "payloads")))
+		cJSON_AddItemToObject(p, "result", pc_agent_run_result(d, status));
 	pc__gw_reply_error(c, req_id, timeout ? "AGENT_TIMEOUT" : "UNAVAILABLE", why, NULL, p, false);
 }
 
