@@ -58,6 +58,7 @@ enum {
 	PC__MSG_RUN_ABORT,
 	PC__MSG_RUN_STEER,          /* text */
 	PC__MSG_RUN_DELAY,          /* its backoff timer */
+	PC__MSG_RUN_NOTICE,         /* its overload-retry notice timer (§1.12) */
 	PC__MSG_RUN_TRUNCATED,      /* the truncation job's result: int64 count or code */
 	/* to an attempt actor */
 	PC__MSG_ATTEMPT_START,
@@ -332,6 +333,12 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
  * pool; `reply_to` gets PC__MSG_RUN_TRUNCATED with an int64 payload: how
  * many were cut, or a negative code. */
 int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens, pc_actor_t *reply_to);
+
+/* Tests only, never a setting: every wait a run decides (backoffs, the
+ * overload notice) is divided by d (0 or 1: as decided); the delays it
+ * records stay the decided ones. Process-wide. */
+void pc__agent_test_delay_divisor(uint32_t d);
+uint64_t pc__agent_test_delay(uint64_t ms);
 
 /* ---- the attempt actor (attempt/attempt_actor.c) ---- */
 

@@ -153,15 +153,34 @@ Test(agent_provider_errors, anthropic_529_is_overloaded)
 	harness_stop(&h);
 }
 
-/* Overloaded on every profile and no fallback: the run ends with what the
- * provider said. */
-Test(agent_provider_errors, overloaded_everywhere_ends_with_the_providers_words)
+#define REPEAT11(x) x x x x x x x x x x x
+
+/* Overloaded on every profile and no fallback: the reply runner replays
+ * the chain 10 times (§1.12, 2.5 s doubling to 30 s; waited here a
+ * thousand times faster), tells the user once that it is still retrying,
+ * then the run ends with what the provider said. */
+Test(agent_provider_errors, overloaded_everywhere_is_replayed_then_ends_with_the_providers_words)
 {
 	harness_t h;
 	char trace[TRACE_CAP];
-	cJSON *d = run_scenario(&h, ONE_PROVIDER("anthropic-messages", ""),
-				 "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":529}]}", trace);
-	expect_overloaded(d, trace, true);
+	pc__agent_test_delay_divisor(1000);
+	harness_start_with(&h, ONE_PROVIDER("anthropic-messages", ""),
+			   "{\"then\":\"loop\",\"steps\":[{\"kind\":\"error\",\"status\":529}]}", NULL);
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char run[80];
+	submit(&h, "s", "hello", run);
+	cJSON *d = finish_of(&h, run, 80000);
+	trace_text(d, trace, TRACE_CAP);
+	cr_assert(await_event(sub, PC_EVENT_LIFECYCLE, "still retrying", 5000, NULL, 0), "no retry notice");
+	session_unsub(&h, "s", sub);
+	pc__agent_test_delay_divisor(1);
+	/* the first pass rotates a -> b; each replay probes the cooled-down
+	 * primary once */
+	cr_assert_str_eq(trace, "rotate_profile:overloaded" REPEAT11(",error:overloaded"), "trace %s", trace);
+	cr_assert_eq(request_count(&h), 12);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	cJSON_Delete(d);
 	harness_stop(&h);
 }
 

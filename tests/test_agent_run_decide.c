@@ -754,12 +754,91 @@ Test(run_decide, rotation_then_fallback)
 	cr_assert_eq(s->trace_count, 2u);
 	cr_assert_eq(s->trace[1].result, PC_TRACE_FALLBACK_MODEL);
 	cr_assert_eq(s->trace[1].candidate, 0u);
-	/* last candidate: the same failures end the run with a failover error */
+	/* last candidate: the same failures end the pass over the chain; every
+	 * failure was an overload, so the reply runner replays it (§1.12) */
 	a = decide(s, &o);
 	cr_assert_eq(a.retry, PC_RETRY_ROTATE_PROFILE);
 	a = decide(s, &o);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK);
+	cr_assert(a.chain_replay);
+	cr_assert_eq(a.overload_retry, 1u);
+	cr_assert_eq(s->cand.index, 0u);
+	freestate(s);
+}
+
+/* Fails every candidate of `s` with `o` until the run leaves the chain:
+ * the action that left it. */
+static pc_run_action_t fail_chain(pc_run_state_t *s, const pc_run_outcome_t *o)
+{
+	for (int i = 0; i < 64; i++) {
+		pc_run_action_t a = decide(s, o);
+		if (a.next != PC_RUN_RETRY && !(a.next == PC_RUN_FALLBACK && !a.chain_replay))
+			return a;
+	}
+	cr_assert_fail("the chain never ended");
+	return (pc_run_action_t){0};
+}
+
+/* §1.12 / §1.18: a chain that failed only with overloads is replayed 10
+ * times, 2.5 s doubling to 30 s, then the run fails with it. */
+Test(run_decide, an_all_overloaded_chain_is_replayed_ten_times_with_backoff)
+{
+	pc_run_state_t *s = mkstate(2, 1);
+	begin(s);
+	pc_run_outcome_t o = assistant_error(PC_FAILOVER_OVERLOADED, "overloaded_error");
+	static const uint64_t delays[] = {2500, 5000, 10000, 20000, 30000, 30000, 30000, 30000, 30000, 30000};
+	for (uint32_t i = 0; i < 10; i++) {
+		pc_run_action_t a = fail_chain(s, &o);
+		cr_assert(a.chain_replay, "replay %u", i + 1);
+		cr_assert_eq(a.overload_retry, i + 1);
+		cr_assert_eq(a.delay_ms, delays[i], "replay %u waits %llu", i + 1, (unsigned long long)a.delay_ms);
+	}
+	pc_run_action_t a = fail_chain(s, &o);
 	cr_assert_eq(a.next, PC_RUN_FAIL);
 	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
+	freestate(s);
+}
+
+/* A transient failure (server error, timeout) replays the chain once,
+ * after 2.5 s; a chain with another kind of failure among its overloads
+ * is no pure overload. */
+Test(run_decide, a_transient_failure_replays_the_chain_once)
+{
+	pc_run_state_t *s = mkstate(1, 1);
+	begin(s);
+	pc_run_outcome_t o = assistant_error(PC_FAILOVER_SERVER_ERROR, "Internal server error");
+	pc_run_action_t a = fail_chain(s, &o);
+	cr_assert(a.chain_replay);
+	cr_assert_eq(a.overload_retry, 0u);
+	cr_assert_eq(a.delay_ms, (uint64_t)PC_RUN_TRANSIENT_HTTP_RETRY_MS);
+	a = fail_chain(s, &o);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
+	freestate(s);
+
+	s = mkstate(2, 1);
+	begin(s);
+	pc_run_outcome_t over = assistant_error(PC_FAILOVER_OVERLOADED, "overloaded_error");
+	pc_run_outcome_t billing = assistant_error(PC_FAILOVER_BILLING, "insufficient credits");
+	a = decide(s, &over);
+	while (a.next == PC_RUN_RETRY)
+		a = decide(s, &over);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK);
+	cr_assert_not(a.chain_replay);
+	a = fail_chain(s, &billing);
+	cr_assert_eq(a.next, PC_RUN_FAIL, "billing among the failures: no replay");
+	freestate(s);
+}
+
+/* Once text was streamed or a tool started, replaying the turn could
+ * repeat it: the chain fails as it is. */
+Test(run_decide, no_replay_after_output_started)
+{
+	pc_run_state_t *s = mkstate(1, 1);
+	begin(s);
+	pc_run_outcome_t o = assistant_error(PC_FAILOVER_OVERLOADED, "overloaded_error");
+	o.output_started = true;
+	pc_run_action_t a = fail_chain(s, &o);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
 	freestate(s);
 }
 

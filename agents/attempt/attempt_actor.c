@@ -205,6 +205,7 @@ static void report(attempt_t *t)
 	o.usage = t->usage;
 	o.idle_timed_out = t->idle_timed_out;
 	o.completed_progress = t->completed_call || t->streamed_text;
+	o.output_started = t->streamed_text || t->tool_calls_run > 0;
 	o.timed_out = t->timed_out || t->idle_timed_out;
 	o.timed_out_by_run_budget = t->timed_out;
 	o.timed_out_during_compaction = t->timed_out_in_compaction;

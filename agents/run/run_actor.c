@@ -78,6 +78,8 @@ typedef struct run {
 	pc_actor_t *compaction;
 	pc_run_compaction_t compaction_kind;
 	pc_timer_t delay;
+	pc_timer_t notice;        /* the overload-retry notice, once armed */
+	bool notice_armed;
 	uint32_t attempts;
 	uint32_t seeded;          /* 1 + the candidate whose cooldowns were seeded */
 	bool user_persisted, cancelled, streaming;
@@ -422,6 +424,13 @@ static char *fallback_summary(const run_t *r)
  * action's own text when no attempt was made), NULL: the action's text. */
 static void note_candidate_failed(run_t *r, const pc_run_action_t *act, const char *error)
 {
+	if (act->chain_replay) {
+		/* a new pass over the chain: its failures are the ones an end lists */
+		for (uint32_t i = 0; i < r->n_failed; i++)
+			free(r->failed[i].error);
+		r->n_failed = 0;
+		return;
+	}
 	bool fell = act->next == PC_RUN_FALLBACK;
 	if ((!fell && !(act->next == PC_RUN_FAIL && act->error == PC_RUN_ERR_FAILOVER)) ||
 	    r->n_failed >= PC_RUN_MAX_CANDIDATES)
@@ -901,6 +910,71 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 	decide(ctx, r);
 }
 
+/* The overload retries' one status notice (§1.12): 30 s after the run
+ * began, if it is still retrying by then. Not assistant text: a lifecycle
+ * event {phase: "notice"} the gateway passes on. */
+#define NOTICE_AFTER_MS 30000u
+#define NOTICE_TEXT "The AI service is temporarily overloaded. I’m still retrying; this may take a few minutes."
+
+/* Tests shorten the waits (never what is decided or recorded). */
+static uint32_t test_delay_divisor = 1;
+
+void pc__agent_test_delay_divisor(uint32_t d)
+{
+	__atomic_store_n(&test_delay_divisor, d ? d : 1, __ATOMIC_RELAXED);
+}
+
+uint64_t pc__agent_test_delay(uint64_t ms)
+{
+	return ms / __atomic_load_n(&test_delay_divisor, __ATOMIC_RELAXED);
+}
+
+static void arm_notice(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	(void)pc_log_kv(r->agent->log, PC_LOG_WARN, "retrying the model chain", PC_LF_STR("runId", r->run_id),
+			PC_LF_STR("reason", pc_failover_reason_name(act->reason)),
+			PC_LF_INT("overloadRetry", act->overload_retry), PC_LF_INT("delayMs", (int64_t)act->delay_ms));
+	if (!act->overload_retry || r->notice_armed)
+		return;
+	uint64_t ran = run_ms(r);
+	uint64_t wait = ran < NOTICE_AFTER_MS ? NOTICE_AFTER_MS - ran : 0;
+	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_NOTICE, 0);
+	if (m && pc_timer_after(pc_self(ctx), pc__agent_test_delay(wait), m, &r->notice) == 0)
+		r->notice_armed = true;
+}
+
+static void send_notice(run_t *r)
+{
+	r->notice = 0;
+	if (r->phase >= RP_ENDING || r->cancelled || r->rs.output_started)
+		return;
+	cJSON *d = cJSON_CreateObject();
+	if (d && cJSON_AddStringToObject(d, "phase", "notice") &&
+	    cJSON_AddStringToObject(d, "kind", "overload_retry") && cJSON_AddStringToObject(d, "text", NOTICE_TEXT) &&
+	    cJSON_AddNumberToObject(d, "retryCount", r->rs.overload_replays)) {
+		char *s = pc_json_print(d);
+		if (s)
+			pc_event_bus_emit(r->bus, PC_EVENT_LIFECYCLE, s, strlen(s), false, false, NULL);
+		cJSON_free(s);
+	}
+	cJSON_Delete(d);
+	(void)pc_log_kv(r->agent->log, PC_LOG_WARN, "overload notice sent", PC_LF_STR("runId", r->run_id),
+			PC_LF_INT("retryCount", r->rs.overload_replays));
+}
+
+/* The next iteration, after an abort-aware sleep of delay_ms. */
+static void iterate_after(pc_ctx_t *ctx, run_t *r, uint64_t delay_ms)
+{
+	if (delay_ms > 0) {
+		pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
+		if (m && pc_timer_after(pc_self(ctx), pc__agent_test_delay(delay_ms), m, &r->delay) == 0) {
+			r->phase = RP_DELAY;
+			return;
+		}
+	}
+	iterate(ctx, r);
+}
+
 static void decide(pc_ctx_t *ctx, run_t *r)
 {
 	r->outcome.error_text = r->error_text;
@@ -909,20 +983,15 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	book_profiles(r, &act);
 	note_candidate_failed(r, &act, r->error_text);
 	switch (act.next) {
-	case PC_RUN_RETRY:
-		if (act.delay_ms > 0) {
-			pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
-			if (!m || pc_timer_after(pc_self(ctx), act.delay_ms, m, &r->delay) != 0) {
-				iterate(ctx, r);
-				return;
-			}
-			r->phase = RP_DELAY;
-			return;
-		}
-		iterate(ctx, r);
-		return;
 	case PC_RUN_FALLBACK:
-		iterate(ctx, r);
+		if (act.chain_replay) {
+			r->seeded = 0; /* the first candidate's cooldowns are read again */
+			arm_notice(ctx, r, &act);
+		}
+		iterate_after(ctx, r, act.delay_ms);
+		return;
+	case PC_RUN_RETRY:
+		iterate_after(ctx, r, act.delay_ms);
 		return;
 	case PC_RUN_COMPACT:
 		start_compaction(ctx, r, act.compaction);
@@ -1092,6 +1161,9 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			r->outcome.cancelled = true;
 		decide(ctx, r);
 		return 0;
+	case PC__MSG_RUN_NOTICE:
+		send_notice(r);
+		return 0;
 	case PC__MSG_RUN_DELAY:
 		r->delay = 0;
 		if (r->phase == RP_DELAY) {
@@ -1175,6 +1247,8 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	}
 	if (r->delay)
 		pc_timer_cancel(pc_ctx_runtime(ctx), r->delay);
+	if (r->notice)
+		pc_timer_cancel(pc_ctx_runtime(ctx), r->notice);
 	if (r->attempt) {
 		pc_actor_stop(r->attempt, PC_EXIT_SHUTDOWN);
 		pc_actor_release(r->attempt);

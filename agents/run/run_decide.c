@@ -577,17 +577,51 @@ static int fail(pc_run_action_t *a, pc_run_error_kind_t kind)
 /* A FailoverError leaves this candidate (§1.12): the next model when there
  * is one (the state moves there), else the run fails with it; a session
  * suspension is only asked for once no candidate is left. */
+/* The reply runner's answer to a chain that failed as a whole (§1.12,
+ * agent-runner-error-handler): a chain whose every failure was an overload
+ * is replayed up to 10 times, 2.5 s doubling to 30 s; another transient
+ * failure (timeout, server error) once after 2.5 s; never once visible
+ * text or a tool has started. True when it replays. */
+static bool replay_chain(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reason_t r)
+{
+	if (s->output_started)
+		return false;
+	bool overloaded = s->chain_failures > 0 && s->chain_overloads == s->chain_failures;
+	uint64_t delay;
+	if (overloaded && s->overload_replays < PC_RUN_MAX_OVERLOAD_RETRIES) {
+		a->overload_retry = ++s->overload_replays;
+		delay = pc_run_overload_retry_delay_ms(s->overload_replays);
+	} else if (!overloaded && (r == PC_FAILOVER_TIMEOUT || r == PC_FAILOVER_SERVER_ERROR) &&
+		   !s->transient_replay_used) {
+		s->transient_replay_used = true;
+		delay = PC_RUN_TRANSIENT_HTTP_RETRY_MS;
+	} else {
+		return false;
+	}
+	s->chain_failures = s->chain_overloads = 0;
+	pc_run_enter_candidate(s, 0);
+	a->next = PC_RUN_FALLBACK;
+	a->chain_replay = true;
+	a->delay_ms = delay;
+	return true;
+}
+
 static int throw_failover(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reason_t r,
 			  int status, uint64_t delay_ms)
 {
 	a->reason = r;
 	a->status = status;
+	s->chain_failures++;
+	if (r == PC_FAILOVER_OVERLOADED)
+		s->chain_overloads++;
 	if (fallback_available(s)) {
 		pc_run_enter_candidate(s, s->cand.index + 1);
 		a->next = PC_RUN_FALLBACK;
 		a->delay_ms = delay_ms;
 		return 0;
 	}
+	if (replay_chain(s, a, r))
+		return 0;
 	a->suspend_session = s->cfg.has_session_key &&
 			     (r == PC_FAILOVER_RATE_LIMIT || r == PC_FAILOVER_BILLING);
 	return fail(a, PC_RUN_ERR_FAILOVER);
@@ -869,6 +903,8 @@ static void bookkeeping(pc_run_state_t *s, const pc_run_outcome_t *o)
 		s->replay_invalid = true;
 	if (o->had_side_effects)
 		s->had_side_effects = true;
+	if (o->output_started)
+		s->output_started = true;
 	/* one runtime-auth refresh per auth error: an attempt without one re-arms it */
 	if (!(o->has_failure && o->failure.reason == PC_FAILOVER_AUTH))
 		s->cand.auth_refresh_pending = false;

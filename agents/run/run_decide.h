@@ -185,6 +185,8 @@ typedef struct pc_run_outcome {
 	/* step 2 breaker */
 	bool idle_timed_out;
 	bool completed_progress; /* hasCompletedModelProgressForIdleBreaker */
+	bool output_started;     /* visible text streamed or a tool started: a
+				  * replay of the turn is no longer safe (§1.12) */
 
 	/* timeouts (steps 6, 16, 18) */
 	bool timed_out;
@@ -326,6 +328,11 @@ typedef struct pc_run_action {
 	bool suspend_session;        /* rate_limit / billing failover with a session key */
 	bool silent;                 /* FINISH_OK: reply NO_REPLY */
 	bool idle_timeout;           /* PC_RUN_ERR_TIMEOUT: the idle watchdog, not the run timer */
+	/* FALLBACK: the reply runner's replay of the whole chain from its first
+	 * candidate (§1.12), after delay_ms; the candidates' profiles start
+	 * from the process's cooldowns again */
+	bool chain_replay;
+	uint32_t overload_retry;     /* chain_replay: the overload retry number, 0 transient */
 
 	/* Profile bookkeeping for the auth-profile store. */
 	bool mark_profile_failed;

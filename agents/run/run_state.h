@@ -232,6 +232,14 @@ typedef struct pc_run_state {
 	bool replay_invalid;
 	bool had_side_effects;
 
+	/* The reply runner around the chain (§1.12): the failures of the
+	 * current pass over the chain, how many were overloads, the replays
+	 * so far, and whether observable work began (no replay after it). */
+	uint32_t chain_failures, chain_overloads;
+	uint32_t overload_replays;
+	bool transient_replay_used;
+	bool output_started;
+
 	/* trace_count entries, grown on the heap as attempts end (most runs
 	 * have one): pc_run_state_fini frees them */
 	pc_run_trace_entry_t *trace;
