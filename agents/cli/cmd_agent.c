@@ -378,7 +378,8 @@ static cJSON *local_result(const char *run_id, const cJSON *d, cJSON **error)
 		cJSON_AddStringToObject(meta, "status", st);
 		if (aborted)
 			cJSON_AddTrueToObject(meta, "aborted");
-		static const char *const keys[] = {"stopReason", "errorKind", "livenessState", "usage", "attempts"};
+		static const char *const keys[] = {"stopReason", "errorKind", "livenessState", "usage",
+						   "lastCallUsage", "promptTokens", "attempts"};
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			copy_item(meta, d, keys[i]);
 		return p;

@@ -402,6 +402,8 @@ static cJSON *run_result(const cJSON *d, const char *status)
 	copy_item(meta, d, "errorKind");
 	copy_item(meta, d, "livenessState");
 	copy_item(meta, d, "usage");
+	copy_item(meta, d, "lastCallUsage");
+	copy_item(meta, d, "promptTokens");
 	copy_item(meta, d, "attempts");
 	return res;
 }
