@@ -1023,23 +1023,25 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			loaded(ctx, t);
 		return 0;
 	case PC_STORE_MSG_REPLY: {
-		pc_store_reply_t r;
+		pc_store_reply_t r = {0};
 		int grc = pc_store_reply_get(msg, &r);
 		if (usage_answered(t, msg->corr)) {
+			/* bookkeeping: counted, never the attempt's failure */
 			if (grc != 0 || r.rc != 0)
 				usage_write_failed(t, grc != 0 ? grc : r.rc);
-			maybe_finish(ctx, t);
-			return 0;
+		} else {
+			if (grc == 0 && r.rc != 0)
+				t->store_error = r.rc;
+			/* another process owns the session now: nothing more of
+			 * this attempt may happen (no model call, no tool) */
+			if (r.rc == PC_STORE_EFENCED)
+				abort_all(ctx, t);
+			if (t->appends_pending)
+				t->appends_pending--;
 		}
-		if (grc == 0 && r.rc != 0)
-			t->store_error = r.rc;
-		/* another process owns the session now: nothing more of this
-		 * attempt may happen (no model call, no tool) */
-		if (r.rc == PC_STORE_EFENCED)
-			abort_all(ctx, t);
-		if (t->appends_pending)
-			t->appends_pending--;
-		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && t->have_history &&
+		/* compaction waits for every write, usage records included
+		 * (start_compaction): the last answer starts it */
+		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && !t->usage_n && t->have_history &&
 		    !t->aborting && !start_compaction(ctx, t)) {
 			pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 			t->phase = PH_TOOLS;
