@@ -163,3 +163,36 @@ Test(agent_usage, a_run_without_usage_reports_none)
 	pc_store_usage_list_free(l);
 	harness_stop(&h);
 }
+
+/* A usage record the store refuses (here: a model name over the store's
+ * 255-byte limit for names) does not fail the run: it is counted. */
+Test(agent_usage, a_refused_usage_record_is_counted_and_the_run_goes_on)
+{
+	char model[301];
+	memset(model, 'x', 300);
+	model[300] = '\0';
+	char config[1024];
+	snprintf(config, sizeof(config),
+		 "{\"providers\":{\"mock\":{\"api\":\"anthropic-messages\",\"embedded\":true,"
+		 "\"apiKey\":\"k\"}},\"agents\":{\"defaults\":{\"model\":\"mock/%s\"}}}",
+		 model);
+	harness_t h;
+	harness_start_with(&h, config, "{\"steps\":[{\"text\":\"fine\",\"usage\":{\"input_tokens\":5,"
+				      "\"output_tokens\":1}}]}",
+			   NULL);
+	char run[80];
+	submit(&h, "s", "hello", run);
+	cJSON *d = finish_of(&h, run, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cr_assert_str_eq(payload_text(d), "fine");
+	expect_usage(cJSON_GetObjectItemCaseSensitive(d, "usage"), "usage", 5, 1, 0, 0, 6);
+	cJSON_Delete(d);
+	pc_agent_stats_t st;
+	pc_agent_stats(h.agent, &st);
+	cr_assert_eq(st.usage_write_errors, 1);
+	pc_store_usage_list_t *l = NULL;
+	cr_assert_eq(pc_agent_usage(h.agent, run, NULL, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 0);
+	pc_store_usage_list_free(l);
+	harness_stop(&h);
+}
