@@ -1387,6 +1387,7 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->stalled = __atomic_load_n(&a->stats.diag[PC_DIAG_STALLED], __ATOMIC_RELAXED);
 	out->stuck = __atomic_load_n(&a->stats.diag[PC_DIAG_STUCK], __ATOMIC_RELAXED);
 	out->recoveries = __atomic_load_n(&a->stats.diag_recoveries, __ATOMIC_RELAXED);
+	out->usage_write_errors = __atomic_load_n(&a->stats.usage_write_errors, __ATOMIC_RELAXED);
 	pc_lane_stats_t ls;
 	pc_lane_stats(a->lane, &ls);
 	out->lane_active = ls.active;
@@ -1398,6 +1399,15 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->mock ? pc_mock_server_port(a->mock) : 0; }
 
 pc_store_t *pc_agent_store(pc_agent_t *a) { return a ? a->store : NULL; }
+
+int pc_agent_usage(pc_agent_t *a, const char *run_id, const char *session_key, pc_store_usage_list_t **out)
+{
+	if (out)
+		*out = NULL;
+	if (!a || !out)
+		return PC_EINVAL;
+	return pc_store_usage_list(a->store, run_id, session_key, out);
+}
 
 int pc_agent_run_info(pc_agent_t *a, const char *run_id, pc_run_info_t *out)
 {

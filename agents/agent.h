@@ -230,6 +230,8 @@ typedef struct pc_agent_stats {
 	uint64_t stalled;        /* session.stalled */
 	uint64_t stuck;          /* session.stuck */
 	uint64_t recoveries;     /* runs aborted or lanes released by the watchdog */
+	uint64_t usage_write_errors; /* model-call usage records that could not be
+				      * stored (the runs went on; each is logged) */
 } pc_agent_stats_t;
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 
@@ -238,6 +240,14 @@ uint16_t pc_agent_mock_port(const pc_agent_t *a);
 
 /* The store the agent was made with (borrowed: the caller's). */
 pc_store_t *pc_agent_store(pc_agent_t *a);
+
+/* Every model call's usage as the store keeps it (pc_store_usage_list):
+ * the records of run `run_id`, or with run_id NULL of session
+ * `session_key`, with their exact sums (pc_store_usage_list_totals). A
+ * run's records are durable once its end is; those of a run in progress
+ * may lag its calls by the store's lazy wait. The caller frees *out
+ * (pc_store_usage_list_free). From a plain thread, not a worker. */
+int pc_agent_usage(pc_agent_t *a, const char *run_id, const char *session_key, pc_store_usage_list_t **out);
 
 /* A copy of what the agent knows of run `run_id`: runs it accepted, for
  * as long as they are in memory (running, then the terminal cache time,

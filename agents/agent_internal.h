@@ -199,6 +199,7 @@ struct pc_agent {
 		uint64_t runs_live, attempts_live, jobs_live;
 		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
 		uint64_t diag_recoveries;
+		uint64_t usage_write_errors; /* model-call usage records the store refused */
 	} stats; /* atomics */
 	pc__agent_metrics_t metrics;
 };

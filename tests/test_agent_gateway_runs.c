@@ -402,6 +402,31 @@ Test(agent_gateway_runs, chat_send_streams_chat_events_and_history_and_sessions_
 	cr_assert_eq(jnum(s, "runs"), 1);
 	cJSON_Delete(r);
 
+	/* usage.run: the run's one model call, as stored, and its sums */
+	cJSON *up = cJSON_CreateObject();
+	cJSON_AddStringToObject(up, "runId", run);
+	r = cl_call(c, "usage.run", up);
+	cr_assert(jok(r));
+	const cJSON *upay = jget(r, "payload");
+	cr_assert_str_eq(jstr(upay, "runId"), run);
+	cr_assert_eq(jnum(upay, "count"), 1);
+	const cJSON *call0 = cJSON_GetArrayItem(jget(upay, "calls"), 0);
+	cr_assert_str_eq(jstr(call0, "provider"), "mock");
+	cr_assert_eq(jnum(call0, "attempt"), 0);
+	cr_assert_eq(jnum(call0, "call"), 0);
+	cr_assert_gt(jnum(call0, "output"), 0);
+	cr_assert_eq(jnum(jget(upay, "totals"), "total"), jnum(call0, "total"));
+	cJSON_Delete(r);
+	up = cJSON_CreateObject();
+	cJSON_AddStringToObject(up, "runId", "no-such-run");
+	r = cl_call(c, "usage.run", up);
+	cr_assert(jok(r));
+	cr_assert_eq(jnum(jget(r, "payload"), "count"), 0);
+	cJSON_Delete(r);
+	r = cl_call(c, "usage.run", NULL);
+	cr_assert_not(jok(r), "usage.run needs a runId");
+	cJSON_Delete(r);
+
 	/* models.list and status */
 	r = cl_call(c, "models.list", NULL);
 	const cJSON *m = cJSON_GetArrayItem(jget(jget(r, "payload"), "models"), 0);

@@ -445,6 +445,25 @@ Test(run_decide, success_bookkeeping_and_trace)
 	freestate(s);
 }
 
+/* The run's latest call is the attempt's latest call, not its sum; an
+ * attempt without usage leaves it as it was. */
+Test(run_decide, last_call_usage_is_the_latest_call)
+{
+	pc_run_state_t *s = mkstate(1, 1);
+	pc_run_outcome_t o = good();
+	o.usage = (pc_usage_t){.input = 30, .output = 8, .total = 38};
+	o.last_call = (pc_usage_t){.input = 20, .output = 3, .total = 23};
+	decide(s, &o);
+	cr_assert_eq(s->usage.total, 38);
+	cr_assert_eq(s->last_call_usage.input, 20);
+	cr_assert_eq(s->last_call_usage.total, 23);
+	o.usage = (pc_usage_t){0};
+	o.last_call = (pc_usage_t){0};
+	decide(s, &o);
+	cr_assert_eq(s->last_call_usage.total, 23);
+	freestate(s);
+}
+
 Test(run_decide, cancelled_attempt_usage_still_counted)
 {
 	pc_run_state_t *s = mkstate(1, 1);

@@ -188,6 +188,32 @@ Test(usage, prompt_tokens)
 	cr_assert_eq(pc_usage_prompt_tokens(NULL), 0);
 }
 
+/* §11.3: a run reports its latest call's prompt side and API total with
+ * the output of every call (not the sum of every call's prompt). */
+Test(usage, report_takes_the_latest_prompt_and_the_accumulated_output)
+{
+	pc_usage_t first = {.input = 1000, .output = 20, .cache_read = 300, .cache_write = 50, .total = 1370};
+	pc_usage_t last = {.input = 1500, .output = 7, .cache_read = 600, .total = 2107};
+	pc_usage_t acc = {0}, rep;
+	pc_usage_add(&acc, &first);
+	pc_usage_add(&acc, &last);
+	pc_usage_report(&acc, &last, &rep);
+	EXPECT_USAGE(rep, 1500, 27, 600, 0, 2107);
+	/* a latest call without a total: its prompt plus the run's output */
+	last.total = 0;
+	pc_usage_report(&acc, &last, &rep);
+	EXPECT_USAGE(rep, 1500, 27, 600, 0, 2127);
+	/* no latest call known: the accumulated usage stands for it */
+	pc_usage_report(&acc, NULL, &rep);
+	EXPECT_USAGE(rep, 2500, 27, 900, 50, 3477);
+	pc_usage_t zero = {0};
+	pc_usage_report(&zero, &zero, &rep);
+	EXPECT_USAGE(rep, 0, 0, 0, 0, 0);
+	pc_usage_report(NULL, NULL, &rep);
+	EXPECT_USAGE(rep, 0, 0, 0, 0, 0);
+	pc_usage_report(&acc, &last, NULL); /* ignored */
+}
+
 Test(usage, json_round_trip)
 {
 	pc_usage_t u = {.input = 1, .output = 2, .cache_read = 3, .cache_write = 4, .total = 11};

@@ -1556,7 +1556,7 @@ Test(store, version_1_database_is_migrated)
 	sqlite3 *db = NULL;
 	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
 	static const char v1[] =
-		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions; DROP TABLE attempts;"
+		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions; DROP TABLE attempts; DROP TABLE usage;"
 		"CREATE TABLE attempts(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
 		" provider TEXT, model TEXT, profile TEXT, reason TEXT, status TEXT NOT NULL, code TEXT,"
 		" duration_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (run_id, idx));"
@@ -1621,7 +1621,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 6);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 7);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -1652,6 +1652,134 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'runs_session'"), 0);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%json_valid(content)%'"),
 		     0);
+	fx_fini(&f);
+}
+
+/* ---- usage records ---- */
+
+static pc_store_usage_t usage_rec(const char *run, const char *key, uint32_t attempt, uint32_t call, int64_t in,
+				  int64_t out, int64_t cr, int64_t cw)
+{
+	return (pc_store_usage_t){.run_id = run, .session_key = key, .attempt = attempt, .call = call,
+				  .provider = "p", .model = "m", .input = in, .output = out, .cache_read = cr,
+				  .cache_write = cw, .total = in + out + cr + cw};
+}
+
+/* Every model call's usage is a record: listed by run (by attempt, then
+ * call) or by session, with exact sums; a call written again keeps its
+ * last record; a write with a stale lease epoch is fenced. */
+Test(store, usage_records_list_by_run_and_session_with_exact_sums)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_usage_t u = usage_rec("r1", "s", 1, 0, 7, 2, 1, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	u = usage_rec("r1", "s", 0, 1, 30, 4, 20, 5);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	u = usage_rec("r1", "s", 0, 0, 10, 3, 0, 2);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	u = usage_rec("r2", "s", 0, 0, 100, 50, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	u = usage_rec("r3", "other", 0, 0, 1000, 1, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	/* the same call again: replaced, not counted twice */
+	u = usage_rec("r2", "s", 0, 0, 101, 50, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+
+	pc_store_usage_list_t *l = NULL;
+	cr_assert_eq(pc_store_usage_list(f.s, "r1", NULL, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 3);
+	static const uint32_t order[3][2] = {{0, 0}, {0, 1}, {1, 0}};
+	for (size_t i = 0; i < 3; i++) {
+		pc_store_usage_list_get(l, i, &u);
+		cr_assert_eq(u.attempt, order[i][0], "record %zu", i);
+		cr_assert_eq(u.call, order[i][1], "record %zu", i);
+		cr_assert_str_eq(u.run_id, "r1");
+		cr_assert_str_eq(u.session_key, "s");
+		cr_assert_str_eq(u.provider, "p");
+		cr_assert_str_eq(u.model, "m");
+		cr_assert_gt(u.created_ms, 0);
+	}
+	pc_store_usage_list_get(l, 1, &u);
+	cr_assert(u.input == 30 && u.output == 4 && u.cache_read == 20 && u.cache_write == 5 && u.total == 59);
+	uint64_t n = 0;
+	pc_store_usage_list_totals(l, &u, &n);
+	cr_assert_eq(n, 3);
+	cr_assert(u.input == 47 && u.output == 9 && u.cache_read == 21 && u.cache_write == 7 && u.total == 84,
+		  "%lld %lld %lld %lld %lld", (long long)u.input, (long long)u.output, (long long)u.cache_read,
+		  (long long)u.cache_write, (long long)u.total);
+	pc_store_usage_list_free(l);
+
+	cr_assert_eq(pc_store_usage_list(f.s, NULL, "s", &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 4);
+	pc_store_usage_list_totals(l, &u, &n);
+	cr_assert_eq(n, 4);
+	cr_assert_eq(u.input, 148);
+	cr_assert_eq(u.output, 59);
+	pc_store_usage_list_free(l);
+
+	/* nothing recorded: an empty listing, zero sums */
+	cr_assert_eq(pc_store_usage_list(f.s, "nope", NULL, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 0);
+	pc_store_usage_list_totals(l, &u, &n);
+	cr_assert(n == 0 && u.total == 0);
+	pc_store_usage_list_free(l);
+
+	/* fencing: only the lease's current epoch writes */
+	int64_t epoch = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "owner-a", 60000, NULL, &epoch, NULL), 0);
+	u = usage_rec("r4", "s", 0, 0, 1, 1, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, epoch + 1), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, epoch), 0);
+	u.session_key = "no-such-session";
+	cr_assert_eq(pc_store_usage_add(f.s, &u, epoch), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_usage_list(f.s, "r4", NULL, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 1);
+	pc_store_usage_list_free(l);
+
+	/* refused up front */
+	u = usage_rec("r5", "s", 0, 0, -1, 0, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), PC_EINVAL);
+	u = usage_rec(NULL, "s", 0, 0, 1, 0, 0, 0);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), PC_EINVAL);
+	cr_assert_eq(pc_store_usage_list(f.s, NULL, NULL, &l), PC_EINVAL);
+	cr_assert_null(l);
+	assert_no_failed_batch(f.s);
+	fx_fini(&f);
+}
+
+/* A state.db written at schema version 6 (no usage table) opens: it is
+ * migrated to 7, its runs kept, and usage records can be written. */
+Test(store, version_6_database_gains_the_usage_table)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "old"}, &r), 0);
+	cr_assert_eq(pc_store_run_end(f.s, "old", PC_STORE_RUN_OK, NULL, "{\"input\":3}"), 0);
+	pc_store_close(f.s);
+	f.s = NULL;
+	/* what version 6 was: this schema without version 7's table */
+	exec_at(f.path, "DROP TABLE usage; PRAGMA user_version = 6;");
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	cr_assert_eq(pc_store_run_get(f.s, "old", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_OK);
+	pc_store_usage_t u = usage_rec("old", "s", 0, 0, 5, 6, 7, 8);
+	cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	pc_store_usage_list_t *l = NULL;
+	cr_assert_eq(pc_store_usage_list(f.s, NULL, "s", &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 1);
+	pc_store_usage_list_free(l);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 7);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
+					" AND sql LIKE '%WITHOUT ROWID%'"),
+		     1);
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'usage_session'"), 1);
 	fx_fini(&f);
 }
 

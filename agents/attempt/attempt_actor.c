@@ -84,6 +84,17 @@ cJSON *pc__att_obj_phase(const char *phase)
 
 /* ---- persistence ---- */
 
+/* A usage record the store did not take: counted and logged. */
+static void usage_write_failed(attempt_t *t, int rc)
+{
+	__atomic_add_fetch(&t->agent->stats.usage_write_errors, 1, __ATOMIC_RELAXED);
+	if (pc_log_enabled(t->agent->log, PC_LOG_WARN))
+		(void)pc_log_kv(t->agent->log, PC_LOG_WARN, "usage record not stored", PC_LF_STR("runId", t->run_id),
+				PC_LF_STR("sessionKey", t->key), PC_LF_INT("attempt", t->index),
+				PC_LF_INT("call", (int64_t)(t->call_seq ? t->call_seq - 1 : 0)),
+				PC_LF_STR("error", pc_store_strerror(rc)));
+}
+
 /* Appends `msg` (borrowed) to the transcript; the reply is counted. The
  * write is lazy: a turn's messages need to be durable only when the attempt
  * ends or compaction reads them (appends_durable), so they share one commit
@@ -115,12 +126,63 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
 	return rc;
 }
 
-/* Whether every transcript write is acknowledged. If not, the lazy ones
- * sent since the last sync are asked to commit now rather than after the
- * store's lazy wait (which still commits them should the sync fail to go). */
+/*
+ * Records the usage `u` of the model call just answered (spec §11.3: every
+ * call's usage, so a run's tokens are exact sums later), fenced by the
+ * session's lease like the transcript. A lazy write: it commits with the
+ * turn's messages. Its answer is awaited like theirs, but a refusal only
+ * counts and logs: a run is not failed for its bookkeeping.
+ */
+static void record_usage(pc_ctx_t *ctx, attempt_t *t, const pc_usage_t *u)
+{
+	if (t->usage_n == t->usage_cap) {
+		size_t cap = t->usage_cap ? t->usage_cap * 2 : 4;
+		uint64_t *p = realloc(t->usage_corrs, cap * sizeof(*p));
+		if (!p) {
+			usage_write_failed(t, PC_ENOMEM);
+			return;
+		}
+		t->usage_corrs = p;
+		t->usage_cap = cap;
+	}
+	pc_store_usage_t rec = {.run_id = t->run_id, .session_key = t->key, .attempt = t->index,
+				.call = (uint32_t)(t->call_seq - 1), .provider = t->provider->id,
+				.model = t->model, .input = u->input, .output = u->output,
+				.cache_read = u->cache_read, .cache_write = u->cache_write, .total = u->total};
+	pc_msg_t *req = NULL;
+	uint64_t corr = 0;
+	int rc = pc_store_req_usage_add(&rec, t->epoch, &req);
+	if (rc == 0) {
+		pc_store_req_lazy(req);
+		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, &corr);
+	}
+	if (rc != 0) {
+		usage_write_failed(t, rc);
+		return;
+	}
+	t->usage_corrs[t->usage_n++] = corr;
+	t->lazy_unsynced++;
+}
+
+/* True (and the record forgotten) when `corr` answers a usage record. */
+static bool usage_answered(attempt_t *t, uint64_t corr)
+{
+	for (size_t i = 0; i < t->usage_n; i++) {
+		if (t->usage_corrs[i] == corr) {
+			t->usage_corrs[i] = t->usage_corrs[--t->usage_n];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether every transcript write and usage record is acknowledged. If not,
+ * the lazy ones sent since the last sync are asked to commit now rather
+ * than after the store's lazy wait (which still commits them should the
+ * sync fail to go). */
 static bool appends_durable(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (!t->appends_pending)
+	if (!t->appends_pending && !t->usage_n)
 		return true;
 	pc_msg_t *req = NULL;
 	if (t->lazy_unsynced && pc_store_req_sync(&req) == 0 &&
@@ -203,6 +265,7 @@ static void report(attempt_t *t)
 	o.duration_ms = (int64_t)(pc_runtime_now_ms() - (uint64_t)t->started_ms);
 	o.cancelled = t->cancelled;
 	o.usage = t->usage;
+	o.last_call = t->last_usage;
 	o.idle_timed_out = t->idle_timed_out;
 	o.completed_progress = t->completed_call || t->streamed_text;
 	o.output_started = t->streamed_text || t->tool_calls_run > 0;
@@ -634,8 +697,10 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	if (d->ttft_us)
 		(void)pc_metric_observe(t->series.ttft, (double)d->ttft_us / 1e6);
 	pc_usage_add(&t->usage, &d->usage);
-	if (pc_usage_is_nonzero(&d->usage))
+	if (pc_usage_is_nonzero(&d->usage)) {
 		t->last_usage = d->usage;
+		record_usage(ctx, t, &d->usage);
+	}
 	cJSON *msg = d->message ? cJSON_ParseWithLength(d->message, d->message_len) : NULL;
 	if (d->aborted || (t->aborting && d->result != 0)) {
 		cJSON_Delete(msg);
@@ -972,16 +1037,25 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			loaded(ctx, t);
 		return 0;
 	case PC_STORE_MSG_REPLY: {
-		pc_store_reply_t r;
-		if (pc_store_reply_get(msg, &r) == 0 && r.rc != 0)
-			t->store_error = r.rc;
-		/* another process owns the session now: nothing more of this
-		 * attempt may happen (no model call, no tool) */
-		if (r.rc == PC_STORE_EFENCED)
-			abort_all(ctx, t);
-		if (t->appends_pending)
-			t->appends_pending--;
-		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && t->have_history &&
+		pc_store_reply_t r = {0};
+		int grc = pc_store_reply_get(msg, &r);
+		if (usage_answered(t, msg->corr)) {
+			/* bookkeeping: counted, never the attempt's failure */
+			if (grc != 0 || r.rc != 0)
+				usage_write_failed(t, grc != 0 ? grc : r.rc);
+		} else {
+			if (grc == 0 && r.rc != 0)
+				t->store_error = r.rc;
+			/* another process owns the session now: nothing more of
+			 * this attempt may happen (no model call, no tool) */
+			if (r.rc == PC_STORE_EFENCED)
+				abort_all(ctx, t);
+			if (t->appends_pending)
+				t->appends_pending--;
+		}
+		/* compaction waits for every write, usage records included
+		 * (start_compaction): the last answer starts it */
+		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && !t->usage_n && t->have_history &&
 		    !t->aborting && !start_compaction(ctx, t)) {
 			pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 			t->phase = PH_TOOLS;
@@ -1091,6 +1165,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	for (size_t i = 0; i < t->steer_n; i++)
 		free(t->steer[i]);
 	free(t->steer);
+	free(t->usage_corrs);
 	for (size_t i = 0; t->slots && i < t->n_calls; i++)
 		free(t->slots[i].text);
 	free(t->slots);

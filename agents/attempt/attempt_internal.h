@@ -108,6 +108,11 @@ typedef struct attempt {
 	size_t steer_n, steer_cap;
 
 	uint32_t appends_pending; /* transcript writes (and syncs) not yet answered */
+	/* usage records (one per model call that reported usage) not yet
+	 * answered, by the corr of their ask: their failures are counted and
+	 * logged, never the attempt's */
+	uint64_t *usage_corrs;
+	size_t usage_n, usage_cap;
 	uint32_t lazy_unsynced;   /* lazy writes sent since the last sync */
 	int store_error;
 

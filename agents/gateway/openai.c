@@ -36,6 +36,7 @@
 #include "../../io/buf_internal.h"
 #include "../../io/store/store.h"
 #include "../obs/redact.h"
+#include "../providers/usage.h"
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "http_util.h"
@@ -1265,35 +1266,38 @@ static void ask_store(pc_ctx_t *ctx, completion_t *c, int built, pc_msg_t **req)
 		store_failed(ctx, c, rc);
 }
 
-static void add_usage(cJSON *sum, const cJSON *u)
-{
-	static const char *const keys[] = {"input", "output", "cacheRead", "cacheWrite"};
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(u, keys[i]));
-		cJSON *have = cJSON_GetObjectItemCaseSensitive(sum, keys[i]);
-		if (v == v && have)
-			cJSON_SetNumberValue(have, have->valuedouble + v);
-		else if (v == v)
-			cJSON_AddNumberToObject(sum, keys[i], v);
-	}
-}
-
 /* The terminal data of an ended run, made from the transcript: the text
  * of its last assistant message (the final payload), that message's stop
- * reason, and the usage of all its assistant messages. */
+ * reason, and the usage its assistant messages make as the run reported
+ * it (spec §11.3: the latest call's prompt, every call's output). */
 static cJSON *stored_end(const completion_t *c, const pc_store_history_t *h)
 {
-	cJSON *d = cJSON_CreateObject(), *usage = cJSON_CreateObject(), *last = NULL;
+	cJSON *d = cJSON_CreateObject(), *last = NULL;
+	pc_usage_t acc = {0}, last_call = {0}, one;
 	size_t n = pc_store_history_count(h);
-	for (size_t i = 0; d && usage && i < n; i++) {
+	for (size_t i = 0; d && i < n; i++) {
 		pc_store_msg_t m;
 		pc_store_history_get(h, i, &m);
 		if (!m.run_id || strcmp(m.run_id, c->run_id) || strcmp(m.role, "assistant"))
 			continue;
 		cJSON *msg = cJSON_Parse(m.content);
-		add_usage(usage, cJSON_GetObjectItemCaseSensitive(msg, "usage"));
+		if (pc_usage_from_json(cJSON_GetObjectItemCaseSensitive(msg, "usage"), &one) == 0 &&
+		    pc_usage_is_nonzero(&one)) {
+			pc_usage_add(&acc, &one);
+			last_call = one;
+		}
 		cJSON_Delete(last);
 		last = msg;
+	}
+	pc_usage_t rep;
+	pc_usage_report(&acc, &last_call, &rep);
+	cJSON *usage = cJSON_CreateObject();
+	if (usage) {
+		cJSON_AddNumberToObject(usage, "input", (double)rep.input);
+		cJSON_AddNumberToObject(usage, "output", (double)rep.output);
+		cJSON_AddNumberToObject(usage, "cacheRead", (double)rep.cache_read);
+		cJSON_AddNumberToObject(usage, "cacheWrite", (double)rep.cache_write);
+		cJSON_AddNumberToObject(usage, "total", (double)rep.total);
 	}
 	pc__buf_t text = {0};
 	pc__buf_append(&text, "", 0);
@@ -1304,7 +1308,7 @@ static cJSON *stored_end(const completion_t *c, const pc_store_history_t *h)
 	cJSON_AddStringToObject(d, "phase", "end");
 	const char *stop = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last, "stopReason"));
 	cJSON_AddStringToObject(d, "stopReason", stop ? stop : "stop");
-	if (!cJSON_AddItemToObject(d, "usage", usage))
+	if (!usage || !cJSON_AddItemToObject(d, "usage", usage))
 		cJSON_Delete(usage);
 	bool ok = d && p && text.p && !text.err && cJSON_GetArraySize(payloads) == 1;
 	free(text.p);

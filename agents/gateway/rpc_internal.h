@@ -233,6 +233,7 @@ void pc__gw_on_drained(pc__gw_conn_t *c);
 void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);
+void pc__gw_on_usage(pc__gw_conn_t *c, const pc_msg_t *msg);
 /* The connection ends: subscriptions go, timers are cancelled, nothing
  * more is answered; runs go on. Idempotent. */
 void pc__gw_release_work(pc__gw_conn_t *c);

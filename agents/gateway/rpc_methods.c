@@ -77,7 +77,7 @@ struct pc__gw_run {
 	pc_timer_t flush_timer;
 };
 
-enum { P_SUBMIT = 0, P_WAIT, P_HISTORY, P_RUNGET, P_SESSIONS };
+enum { P_SUBMIT = 0, P_WAIT, P_HISTORY, P_RUNGET, P_SESSIONS, P_USAGE };
 
 struct pc__gw_pend {
 	pc__gw_node_t node;
@@ -90,7 +90,7 @@ struct pc__gw_pend {
 	int limit;          /* P_HISTORY */
 	uint64_t run_tag;   /* P_RUNGET for a repeated agent: its run */
 	uint64_t wait_ms;   /* P_RUNGET for agent.wait: how long it waits */
-	char run_id[PC_RUN_ID_MAX + 1];
+	char run_id[PC_RUN_ID_MAX + 1]; /* also P_USAGE */
 	pc_timer_t timer;   /* P_WAIT */
 };
 
@@ -1552,6 +1552,86 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pend_free(c, pd);
 }
 
+/* ---- usage.run ---- */
+
+static const pc__gw_param_t usage_run_spec[] = {
+	{"runId", PC__GW_T_NESTR, true},
+};
+
+/* A run's usage records as the store keeps them (one per model call that
+ * reported usage) and their exact sums. */
+static void m_usage_run(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	if (inflight_full(c, id))
+		return;
+	const char *run = pc__gw_str(params, "runId");
+	if (strlen(run) > PC_RUN_ID_MAX) {
+		pc__gw_invalid(c, id, "usage.run", "runId: is too long");
+		return;
+	}
+	pc_msg_t *req = NULL;
+	pc__gw_pend_t *pd = pend_new(c, P_USAGE, id);
+	int rc = PC_ENOMEM;
+	if (pd) {
+		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run);
+		rc = ask_store(ctx, c, pd, pc_store_req_usage_list(run, NULL, &req), &req);
+	}
+	if (rc != 0)
+		read_refused(c, id, "usage.run", rc, "runId: is too long");
+}
+
+static cJSON *usage_counts(const pc_store_usage_t *u)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "input", (double)u->input);
+	cJSON_AddNumberToObject(o, "output", (double)u->output);
+	cJSON_AddNumberToObject(o, "cacheRead", (double)u->cache_read);
+	cJSON_AddNumberToObject(o, "cacheWrite", (double)u->cache_write);
+	cJSON_AddNumberToObject(o, "total", (double)u->total);
+	return o;
+}
+
+void pc__gw_on_usage(pc__gw_conn_t *c, const pc_msg_t *msg)
+{
+	pc__gw_pend_t *pd = pend_find(c, P_USAGE, msg->corr);
+	if (!pd)
+		return;
+	pc_store_usage_list_t *l = NULL;
+	int rc = pc_store_usage_list_take(msg, &l);
+	if (rc != 0) {
+		char why[160];
+		snprintf(why, sizeof(why), "the usage cannot be read: %s", pc_store_strerror(rc));
+		unavailable(c, pd->req_id, why, true);
+		pend_free(c, pd);
+		return;
+	}
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "runId", pd->run_id);
+	cJSON *calls = cJSON_AddArrayToObject(p, "calls");
+	size_t n = pc_store_usage_list_count(l);
+	for (size_t i = 0; i < n; i++) {
+		pc_store_usage_t u;
+		pc_store_usage_list_get(l, i, &u);
+		cJSON *o = usage_counts(&u);
+		cJSON_AddNumberToObject(o, "attempt", u.attempt);
+		cJSON_AddNumberToObject(o, "call", u.call);
+		if (u.provider)
+			cJSON_AddStringToObject(o, "provider", u.provider);
+		if (u.model)
+			cJSON_AddStringToObject(o, "model", u.model);
+		cJSON_AddNumberToObject(o, "at", (double)u.created_ms);
+		cJSON_AddItemToArray(calls, o);
+	}
+	pc_store_usage_t sum;
+	uint64_t records = 0;
+	pc_store_usage_list_totals(l, &sum, &records);
+	cJSON_AddItemToObject(p, "totals", usage_counts(&sum));
+	cJSON_AddNumberToObject(p, "count", (double)records);
+	pc__gw_reply_ok(c, pd->req_id, p);
+	pc_store_usage_list_free(l);
+	pend_free(c, pd);
+}
+
 static const char *state_name(int s)
 {
 	return s == PC__GW_READY ? "ready" : s == PC__GW_DRAINING ? "draining" : s == PC__GW_STARTING ? "starting"
@@ -1689,6 +1769,7 @@ static const pc__gw_method_t methods[] = {
 	{"health", PC__GW_SCOPE_READ, NULL, 0, false, m_health},
 	{"status", PC__GW_SCOPE_READ, NULL, 0, false, m_status},
 	{"models.list", PC__GW_SCOPE_READ, NULL, 0, false, m_models_list},
+	{"usage.run", PC__GW_SCOPE_READ, SPEC(usage_run_spec), true, m_usage_run},
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 

@@ -163,6 +163,9 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC_STORE_MSG_SESSIONS:
 		pc__gw_on_sessions(c, msg);
 		break;
+	case PC_STORE_MSG_USAGE:
+		pc__gw_on_usage(c, msg);
+		break;
 	default:
 		break;
 	}

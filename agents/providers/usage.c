@@ -163,6 +163,27 @@ int64_t pc_usage_prompt_tokens(const pc_usage_t *u)
 	return sat_add(u->input, sat_add(u->cache_read, u->cache_write));
 }
 
+void pc_usage_report(const pc_usage_t *acc, const pc_usage_t *last, pc_usage_t *out)
+{
+	if (!out)
+		return;
+	const pc_usage_t zero = {0};
+	if (!acc)
+		acc = &zero;
+	if (!pc_usage_is_nonzero(last))
+		last = acc;
+	int64_t prompt = pc_usage_prompt_tokens(last);
+	/* the run's output is at least the latest call's */
+	int64_t output = acc->output > last->output ? acc->output : last->output;
+	*out = (pc_usage_t){
+		.input = last->input,
+		.output = output,
+		.cache_read = last->cache_read,
+		.cache_write = last->cache_write,
+		.total = last->total > 0 ? last->total : sat_add(prompt, output),
+	};
+}
+
 cJSON *pc_usage_to_json(const pc_usage_t *u)
 {
 	if (!u)

@@ -72,6 +72,19 @@ void pc_usage_add(pc_usage_t *acc, const pc_usage_t *u);
 /* input + cache_read + cache_write: the prompt side of one call. 0 for NULL. */
 int64_t pc_usage_prompt_tokens(const pc_usage_t *u);
 
+/*
+ * What a run reports as its usage (spec §11.3, toNormalizedUsage with the
+ * latest call's API total; §1.19 agentMeta.usage), from the run's
+ * accumulated usage `acc` and its latest call that reported any, `last`:
+ * input, cache_read and cache_write of the latest call (its prompt, for
+ * the context display, not the sum over a tool loop's calls), output
+ * accumulated over every call, and total the latest call's total (else
+ * its prompt plus the accumulated output). A zero `last` reads as `acc`.
+ * *out is zero when `acc` and `last` are. NULL arguments read as zero;
+ * a NULL `out` is ignored.
+ */
+void pc_usage_report(const pc_usage_t *acc, const pc_usage_t *last, pc_usage_t *out);
+
 /* A new object {input, output, cacheRead, cacheWrite, totalTokens} (the
  * unified message model's names; pc_usage_from_json reads it back), or
  * NULL when out of memory or `u` is NULL. The caller owns it (cJSON_Delete). */

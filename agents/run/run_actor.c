@@ -459,6 +459,8 @@ static pc_store_run_status_t store_status(pc_run_status_t s)
 	}
 }
 
+/* Usage as §1.19's agentMeta names it: {input, output, cacheRead,
+ * cacheWrite, total}. */
 static cJSON *usage_json(const pc_usage_t *u)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -468,8 +470,25 @@ static cJSON *usage_json(const pc_usage_t *u)
 	cJSON_AddNumberToObject(o, "output", (double)u->output);
 	cJSON_AddNumberToObject(o, "cacheRead", (double)u->cache_read);
 	cJSON_AddNumberToObject(o, "cacheWrite", (double)u->cache_write);
-	cJSON_AddNumberToObject(o, "totalTokens", (double)u->total);
+	cJSON_AddNumberToObject(o, "total", (double)u->total);
 	return o;
+}
+
+/* The run's usage (§11.3), printed, or NULL when no call reported any:
+ * `usage` holds the latest call's prompt side and total with the output
+ * of every call; lastCallUsage that call alone; promptTokens its prompt. */
+static char *usage_text(const run_t *r, pc_usage_t *last)
+{
+	const pc_run_state_t *s = &r->rs;
+	*last = pc_usage_is_nonzero(&s->last_call_usage) ? s->last_call_usage : s->usage;
+	if (!pc_usage_is_nonzero(&s->usage) && !pc_usage_is_nonzero(last))
+		return NULL;
+	pc_usage_t rep;
+	pc_usage_report(&s->usage, last, &rep);
+	cJSON *u = usage_json(&rep);
+	char *text = u ? pc_json_print(u) : NULL;
+	cJSON_Delete(u);
+	return text;
 }
 
 static cJSON *trace_json(const run_t *r)
@@ -593,12 +612,8 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
 	/* printed once: for the terminal event and for the store */
-	char *usage = NULL;
-	cJSON *u = usage_json(&r->rs.usage);
-	if (u) {
-		usage = pc_json_print(u);
-		cJSON_Delete(u);
-	}
+	pc_usage_t last;
+	char *usage = usage_text(r, &last);
 	cJSON *d = cJSON_CreateObject();
 	if (d) {
 		cJSON_AddStringToObject(d, "phase", ok ? "end" : "error");
@@ -638,8 +653,11 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 					pc_run_liveness_name(act ? act->liveness : r->rs.liveness));
 		if (r->rs.replay_invalid)
 			cJSON_AddBoolToObject(d, "replayInvalid", true);
-		if (usage)
+		if (usage) {
 			cJSON_AddRawToObject(d, "usage", usage);
+			cJSON_AddItemToObject(d, "lastCallUsage", usage_json(&last));
+			pc__json_add_int(d, "promptTokens", pc_usage_prompt_tokens(&last));
+		}
 		cJSON_AddItemToObject(d, "attempts", trace_json(r));
 	}
 	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),

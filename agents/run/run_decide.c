@@ -893,7 +893,9 @@ static bool is_detail_free_reason(pc_failover_reason_t r)
 static void bookkeeping(pc_run_state_t *s, const pc_run_outcome_t *o)
 {
 	pc_usage_add(&s->usage, &o->usage);
-	if (pc_usage_is_nonzero(&o->usage))
+	if (pc_usage_is_nonzero(&o->last_call))
+		s->last_call_usage = o->last_call;
+	else if (pc_usage_is_nonzero(&o->usage))
 		s->last_call_usage = o->usage;
 	pc_idle_breaker_input_t bin = {o->idle_timed_out, o->completed_progress};
 	pc_idle_breaker_step(&s->breaker, &bin);

@@ -177,7 +177,9 @@ typedef struct pc_run_outcome {
 	bool aborted;          /* any other external abort of the attempt */
 
 	/* step 1 and 3 bookkeeping */
-	pc_usage_t usage;      /* this attempt's usage; zero when none */
+	pc_usage_t usage;      /* this attempt's usage, summed over its calls; zero when none */
+	pc_usage_t last_call;  /* its latest call that reported usage; zero: none (then
+				* `usage` stands for it) */
 	uint32_t compaction_count; /* compactions inside the attempt */
 	bool replay_unsafe;    /* replay metadata: a mutating tool ran */
 	bool had_side_effects;

@@ -71,7 +71,7 @@ cJSON *pc_agent_error_meta(const cJSON *d)
 cJSON *pc_agent_run_result(const cJSON *d, const char *status)
 {
 	static const char *const keys[] = {"stopReason", "errorKind", "livenessState", "replayInvalid", "usage",
-					   "attempts"};
+					   "lastCallUsage", "promptTokens", "attempts"};
 	cJSON *res = cJSON_CreateObject();
 	const cJSON *p = item(d, "payloads");
 	cJSON *meta = cJSON_CreateObject();

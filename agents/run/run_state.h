@@ -226,7 +226,7 @@ typedef struct pc_run_state {
 	pc_idle_breaker_t breaker; /* survives rotation and fallback */
 	pc_loop_guard_t guard;
 	pc_usage_t usage;          /* accumulated over every attempt */
-	pc_usage_t last_call_usage; /* latest non-zero call usage */
+	pc_usage_t last_call_usage; /* the latest call that reported usage (spec §11.3) */
 	uint32_t auto_compactions;
 	pc_run_liveness_t liveness;
 	bool replay_invalid;

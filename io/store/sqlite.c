@@ -24,7 +24,7 @@
 #include "wal_vfs.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 #define BUSY_TIMEOUT_MS 5000
@@ -208,6 +208,21 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"DROP INDEX runs_idem;"
 	"CREATE UNIQUE INDEX runs_idem ON runs(session_key, idem_key) WHERE idem_key IS NOT NULL;"
 	"CREATE INDEX runs_open ON runs(status) WHERE status = 'accepted';",
+	/* 7: every model call's usage is a row of its own, so a run's or a
+	 * session's tokens (and their cost) are exact sums of what the
+	 * providers reported, whatever the run's own summary shows. */
+	"CREATE TABLE usage("
+	" run_id TEXT NOT NULL,"
+	" attempt_idx INTEGER NOT NULL,"
+	" call_idx INTEGER NOT NULL,"
+	" session_key TEXT NOT NULL,"
+	" provider TEXT, model TEXT,"
+	" input INTEGER NOT NULL, output INTEGER NOT NULL,"
+	" cache_read INTEGER NOT NULL, cache_write INTEGER NOT NULL,"
+	" total INTEGER NOT NULL,"
+	" created_ms INTEGER NOT NULL,"
+	" PRIMARY KEY (run_id, attempt_idx, call_idx)) WITHOUT ROWID;"
+	"CREATE INDEX usage_session ON usage(session_key, created_ms);",
 };
 
 enum {
@@ -215,7 +230,7 @@ enum {
 	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
 	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
 	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION, W_RUN_FORGET_IDEM, W_RUN_ADOPT,
-	W_PROBE,
+	W_PROBE, W_USAGE,
 	W_N
 };
 
@@ -269,13 +284,24 @@ static const char *const wsql[W_N] = {
 	[W_DATA_VERSION] = "PRAGMA data_version",
 	/* writes the header page, changing nothing: a probe of the file */
 	[W_PROBE] = "PRAGMA user_version = " PC__STR(SCHEMA_VERSION),
+	[W_USAGE] = "INSERT OR REPLACE INTO usage(run_id, attempt_idx, call_idx, session_key, provider, model, input,"
+		    " output, cache_read, cache_write, total, created_ms)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
 #define SESSION_CACHE_CAP 4096u
 
 enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_OPEN,
-       R_N };
+       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_N };
+
+/* A usage record's columns. */
+#define USAGE_COLUMNS                                                                                       \
+	"SELECT attempt_idx, call_idx, input, output, cache_read, cache_write, total, created_ms, run_id,"   \
+	" session_key, provider, model FROM usage "
+#define USAGE_SUMS                                                                                          \
+	"SELECT count(*), coalesce(sum(input), 0), coalesce(sum(output), 0), coalesce(sum(cache_read), 0),"  \
+	" coalesce(sum(cache_write), 0), coalesce(sum(total), 0), coalesce(max(created_ms), 0) FROM usage "
 
 /* A listed session's columns. ?1 the cursor key (NULL: the first page),
  * ?2 the cursor time, ?3 the page size plus one (to tell whether more
@@ -303,6 +329,12 @@ static const char *const rsql[R_N] = {
 	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
 				       " ORDER BY s.created_ms DESC, s.key LIMIT ?3",
 	[R_LIST_KEY] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.key > ?1 ORDER BY s.key LIMIT ?3",
+	/* ?2: the listing's size plus one (to tell whether more follow) */
+	[R_USAGE_RUN] = USAGE_COLUMNS "WHERE run_id = ?1 ORDER BY attempt_idx, call_idx LIMIT ?2",
+	[R_USAGE_KEY] = USAGE_COLUMNS "WHERE session_key = ?1 ORDER BY created_ms, run_id, attempt_idx, call_idx"
+				      " LIMIT ?2",
+	[R_USAGE_SUM_RUN] = USAGE_SUMS "WHERE run_id = ?1",
+	[R_USAGE_SUM_KEY] = USAGE_SUMS "WHERE session_key = ?1",
 };
 
 static const char *const run_status_names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
@@ -865,6 +897,34 @@ static int op_attempt(be_t *be, pc__store_op_t *op)
 	return exec_b(be->db, st, berr);
 }
 
+static int op_usage_add(be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_UA_N || op->nstr < S_UA_N || !op->s[S_UA_KEY])
+		return PC_EINVAL;
+	int64_t epoch = op->i[I_UA_EPOCH];
+	if (epoch != 0) {
+		/* fenced like a transcript write: only the lease's holder writes */
+		session_row_t row;
+		int rc = session_row(be, op, S_UA_KEY, &row);
+		if (rc == PC_ENOTFOUND || (rc == 0 && row.epoch != epoch))
+			return PC_STORE_EFENCED;
+		if (rc != 0)
+			return rc;
+	}
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_USAGE];
+	bind_s(&berr, st, 1, op, S_UA_RUN);
+	bind_i(&berr, st, 2, op->i[I_UA_ATTEMPT]);
+	bind_i(&berr, st, 3, op->i[I_UA_CALL]);
+	bind_s(&berr, st, 4, op, S_UA_KEY);
+	bind_s(&berr, st, 5, op, S_UA_PROVIDER);
+	bind_s(&berr, st, 6, op, S_UA_MODEL);
+	for (int k = 0; k < 5; k++)
+		bind_i(&berr, st, 7 + k, op->i[I_UA_INPUT + k]);
+	bind_i(&berr, st, 12, op->i[I_UA_CREATED] > 0 ? op->i[I_UA_CREATED] : pc__store_now_ms());
+	return exec_b(be->db, st, berr);
+}
+
 static int op_audit(be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
@@ -991,6 +1051,7 @@ static int dispatch(be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_SESSION_SET: return op_session_set(be, op);
 	case PC_STORE_REQ_RUN_ADOPT: return op_run_adopt(be, op);
 	case PC_STORE_REQ_PROBE: return exec_st(be->db, be->st[W_PROBE]);
+	case PC_STORE_REQ_USAGE_ADD: return op_usage_add(be, op);
 	default: return PC_EINVAL;
 	}
 }
@@ -1005,7 +1066,7 @@ static bool shape_ok(const pc__store_op_t *op)
 		{PC_STORE_REQ_RUN_END, S_RE_N}, {PC_STORE_REQ_ATTEMPT, S_AT_N}, {PC_STORE_REQ_AUDIT, S_AU_N},
 		{PC_STORE_REQ_LEASE_ACQUIRE, S_LS_N}, {PC_STORE_REQ_LEASE_RELEASE, S_LS_N},
 		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
-		{PC_STORE_REQ_RUN_ADOPT, S_AD_N},
+		{PC_STORE_REQ_RUN_ADOPT, S_AD_N}, {PC_STORE_REQ_USAGE_ADD, S_UA_N},
 	};
 	if (op->kind == PC_STORE_REQ_PROBE)
 		return true;
@@ -1336,9 +1397,80 @@ static pc_msg_t *open_runs(be_t *be)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
 }
 
+/* The listing's records and the sums over all of them, in one read
+ * transaction so that both are one snapshot. */
+static int read_usage(reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b, bool *more)
+{
+	bool by_run = op->s[S_UL_RUN] != NULL;
+	uint32_t key = by_run ? S_UL_RUN : S_UL_KEY;
+	int berr = 0;
+	sqlite3_stmt *st = r->st[by_run ? R_USAGE_SUM_RUN : R_USAGE_SUM_KEY];
+	bind_s(&berr, st, 1, op, key);
+	int rc = step_b(r->db, st, berr);
+	if (rc != 1)
+		return rc < 0 ? rc : PC_STORE_EIO; /* an aggregate always has its row */
+	b->head.records = sqlite3_column_int64(st, 0);
+	for (int k = 0; k < 5; k++)
+		b->head.sum[k] = sqlite3_column_int64(st, 1 + k);
+	b->head.latest_ms = sqlite3_column_int64(st, 6);
+	done(st);
+	st = r->st[by_run ? R_USAGE_RUN : R_USAGE_KEY];
+	bind_s(&berr, st, 1, op, key);
+	bind_i(&berr, st, 2, (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
+	while ((rc = step_b(r->db, st, berr)) == 1) {
+		if (b->n == PC_STORE_USAGE_LIST_MAX) {
+			*more = true;
+			done(st);
+			return 0;
+		}
+		pc__store_usage_ent_t e = {.created_ms = sqlite3_column_int64(st, 7)};
+		for (int k = 0; k < 7; k++)
+			e.n[k] = sqlite3_column_int64(st, k);
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, 8 + k);
+			len[k] = (size_t)sqlite3_column_bytes(st, 8 + k);
+		}
+		rc = pc__store_usage_add(b, &e, str, len);
+		if (rc != 0) {
+			done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *usage_list(be_t *be, const pc__store_op_t *op)
+{
+	reader_t *r = NULL;
+	pc__store_usage_builder_t b = {0};
+	bool more = false;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+	rc = exec_st(r->db, r->st[R_BEGIN]);
+	if (rc == 0) {
+		rc = read_usage(r, op, &b, &more);
+		if (rc == 0)
+			rc = exec_st(r->db, r->st[R_COMMIT]);
+		if (rc != 0 && !sqlite3_get_autocommit(r->db))
+			exec_st(r->db, r->st[R_ROLLBACK]);
+	}
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_usage_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+	}
+	pc_msg_t *m = pc__store_usage_finish(&b, more);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, PC_ENOMEM);
+}
+
 static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
 {
 	be_t *be = p;
+	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
+		return usage_list(be, op);
 	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
 		return run_get(be, op);
 	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])

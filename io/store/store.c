@@ -373,6 +373,31 @@ int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out)
 			 1u << S_AT_RUN | 1u << S_AT_STATUS, out);
 }
 
+int pc_store_req_usage_add(const pc_store_usage_t *u, int64_t epoch, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!u || u->input < 0 || u->output < 0 || u->cache_read < 0 || u->cache_write < 0 || u->total < 0)
+		return PC_EINVAL;
+	const char *s[S_UA_N] = {u->run_id, u->session_key, u->provider, u->model};
+	int64_t i[I_UA_N] = {epoch, u->attempt, u->call, u->input, u->output, u->cache_read, u->cache_write,
+			     u->total, u->created_ms};
+	return req_build(PC_STORE_REQ_USAGE_ADD, i, I_UA_N, s, S_UA_N, S_UA_N, 1u << S_UA_RUN | 1u << S_UA_KEY, out);
+}
+
+int pc_store_req_usage_list(const char *run_id, const char *session_key, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!run_id && !session_key)
+		return PC_EINVAL;
+	/* a run is asked by its id alone */
+	const char *s[S_UL_N] = {run_id, run_id ? NULL : session_key};
+	return req_build(PC_STORE_REQ_USAGE_LIST, NULL, 0, s, S_UL_N, S_UL_N, 0, out);
+}
+
 /* Sets `flag` in a built request's header. */
 static void req_flag(pc_msg_t *req, uint32_t flag)
 {
@@ -524,11 +549,14 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
 }
 
 static pc_msg_t *list_error(uint32_t type, int rc);
+static pc_msg_t *usage_error(int rc);
 
 pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 {
 	if (kind == PC_STORE_REQ_HISTORY)
 		return pc__store_hist_error(rc);
+	if (kind == PC_STORE_REQ_USAGE_LIST)
+		return usage_error(rc);
 	if (kind == PC_STORE_REQ_SESSIONS || kind == PC_STORE_REQ_RUNS_OPEN)
 		return list_error(kind == PC_STORE_REQ_SESSIONS ? PC_STORE_MSG_SESSIONS : PC_STORE_MSG_RUNS, rc);
 	pc_store_reply_t r = {.rc = rc};
@@ -538,7 +566,7 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 static bool is_read(uint32_t kind)
 {
 	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
-	       kind == PC_STORE_REQ_RUNS_OPEN;
+	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST;
 }
 
 /* Answers a decoded op (if it asked) with its result; frees the op. A
@@ -970,6 +998,129 @@ void pc_store_open_runs_free(pc_store_open_runs_t *r)
 	listing_free((listing_t *)r);
 }
 
+/* ---- usage records ---- */
+
+int pc__store_usage_add(pc__store_usage_builder_t *b, const pc__store_usage_ent_t *e, const char *str[4],
+			const size_t len[4])
+{
+	pc__store_usage_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
+	if (!v)
+		return PC_ENOMEM;
+	b->ents = v;
+	pc__store_usage_ent_t *d = &v[b->n];
+	int rc = strs_put(&b->strs, str, len, 4, d->off);
+	if (rc != 0)
+		return rc;
+	memcpy(d->n, e->n, sizeof(d->n));
+	d->created_ms = e->created_ms;
+	b->n++;
+	return 0;
+}
+
+pc_msg_t *pc__store_usage_finish(pc__store_usage_builder_t *b, bool more)
+{
+	pc__store_usage_head_t h = b->head;
+	h.rc = 0;
+	h.count = (uint32_t)b->n;
+	h.more = more;
+	pc_msg_t *m = payload_msg(PC_STORE_MSG_USAGE, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
+	pc__store_usage_clear(b);
+	return m;
+}
+
+void pc__store_usage_clear(pc__store_usage_builder_t *b)
+{
+	free(b->ents);
+	free(b->strs.bytes);
+	*b = (pc__store_usage_builder_t){0};
+}
+
+static pc_msg_t *usage_error(int rc)
+{
+	pc__store_usage_head_t h = {.rc = rc};
+	pc__store_strs_t none = {0};
+	return payload_msg(PC_STORE_MSG_USAGE, &h, sizeof(h), NULL, 0, &none);
+}
+
+struct pc_store_usage_list {
+	pc__store_usage_head_t head;
+	const pc__store_usage_ent_t *ents;
+	const char *bytes;
+	pc_msg_t *msg; /* the payload the pointers point into */
+};
+
+int pc_store_usage_list_take(const pc_msg_t *m, pc_store_usage_list_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!m || m->type != PC_STORE_MSG_USAGE || m->size < sizeof(int32_t))
+		return PC_EINVAL;
+	int32_t rc;
+	memcpy(&rc, pc_msg_cdata(m), sizeof(rc));
+	if (rc != 0)
+		return rc;
+	pc__store_usage_head_t head;
+	if (m->size < sizeof(head))
+		return PC_EINVAL;
+	memcpy(&head, pc_msg_cdata(m), sizeof(head));
+	if (head.count > (m->size - sizeof(head)) / sizeof(pc__store_usage_ent_t))
+		return PC_EINVAL;
+	pc_store_usage_list_t *l = calloc(1, sizeof(*l));
+	pc_msg_t *copy = l ? pc_msg_new(m->type, m->size) : NULL;
+	if (!copy) {
+		free(l);
+		return PC_ENOMEM;
+	}
+	memcpy(pc_msg_data(copy), pc_msg_cdata(m), m->size);
+	const char *p = pc_msg_cdata(copy);
+	l->head = head;
+	l->ents = (const pc__store_usage_ent_t *)(const void *)(p + sizeof(head));
+	l->bytes = p + sizeof(head) + head.count * sizeof(pc__store_usage_ent_t);
+	l->msg = copy;
+	*out = l;
+	return 0;
+}
+
+size_t pc_store_usage_list_count(const pc_store_usage_list_t *l)
+{
+	return l ? l->head.count : 0;
+}
+
+void pc_store_usage_list_get(const pc_store_usage_list_t *l, size_t i, pc_store_usage_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->head.count)
+		return;
+	const pc__store_usage_ent_t *e = &l->ents[i];
+	const char *f[4];
+	strs_get(l->bytes, e->off, 4, f);
+	*out = (pc_store_usage_t){.run_id = f[0], .session_key = f[1], .attempt = (uint32_t)e->n[0],
+				  .call = (uint32_t)e->n[1], .provider = f[2], .model = f[3], .input = e->n[2],
+				  .output = e->n[3], .cache_read = e->n[4], .cache_write = e->n[5], .total = e->n[6],
+				  .created_ms = e->created_ms};
+}
+
+void pc_store_usage_list_totals(const pc_store_usage_list_t *l, pc_store_usage_t *out, uint64_t *records)
+{
+	memset(out, 0, sizeof(*out));
+	if (records)
+		*records = l ? (uint64_t)l->head.records : 0;
+	if (!l)
+		return;
+	const int64_t *s = l->head.sum;
+	*out = (pc_store_usage_t){.input = s[0], .output = s[1], .cache_read = s[2], .cache_write = s[3],
+				  .total = s[4], .created_ms = l->head.latest_ms};
+}
+
+void pc_store_usage_list_free(pc_store_usage_list_t *l)
+{
+	if (!l)
+		return;
+	pc_msg_free(l->msg);
+	free(l);
+}
+
 /* ---- blocking jobs ---- */
 
 typedef struct batch {
@@ -1320,7 +1471,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_PROBE)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_LIST)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -1585,6 +1736,27 @@ int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a)
 	pc_msg_t *m = NULL;
 	int rc = pc_store_req_attempt(a, &m);
 	return call(s, rc, m, NULL);
+}
+
+int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_usage_add(u, epoch, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_key, pc_store_usage_list_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_usage_list(run_id, session_key, &m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_usage_list_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
 }
 
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a)

@@ -1,6 +1,6 @@
 /*
- * The store: sessions, transcripts, runs, attempts, leases and the audit
- * ledger, behind one interface whose backend today is SQLite (WAL mode).
+ * The store: sessions, transcripts, runs, attempts, model-call usage,
+ * leases and the audit ledger, behind one interface whose backend today is SQLite (WAL mode).
  * Schema, durability promise and limits: docs/store.md.
  *
  * Shape. A pc_store_t owns a backend and a store actor. Every write is a
@@ -212,13 +212,27 @@ typedef struct pc_store_audit {
 	int64_t ts_ms;           /* 0 = now */
 } pc_store_audit_t;
 
+/* One model call's token usage (spec §11.3, normalized: `input` never
+ * includes cached tokens), as written and as read back. A run's calls are
+ * numbered by attempt and, within it, by call (both from 0); a call
+ * written twice keeps its last record. */
+typedef struct pc_store_usage {
+	const char *run_id;      /* required */
+	const char *session_key; /* required */
+	uint32_t attempt;        /* the attempt's index in the run */
+	uint32_t call;           /* the model call's index in the attempt */
+	const char *provider, *model; /* may be NULL */
+	int64_t input, output, cache_read, cache_write, total; /* each >= 0 */
+	int64_t created_ms;      /* wall clock ms; 0 on write = now */
+} pc_store_usage_t;
+
 /* ---- requests (for actors) ---- */
 
 /* Message types. Requests go to pc_store_actor(); every request asked
  * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
  * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
- * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_REPLY for
- * everything else. */
+ * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_USAGE for
+ * PC_STORE_REQ_USAGE_LIST, PC_STORE_MSG_REPLY for everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -237,10 +251,13 @@ enum {
 	PC_STORE_REQ_RUN_ADOPT,
 	PC_STORE_REQ_RUNS_OPEN,
 	PC_STORE_REQ_PROBE,
+	PC_STORE_REQ_USAGE_ADD,
+	PC_STORE_REQ_USAGE_LIST,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
 	PC_STORE_MSG_RUNS,
+	PC_STORE_MSG_USAGE,
 };
 
 /* The payload of a PC_STORE_MSG_REPLY. */
@@ -318,6 +335,11 @@ int pc_store_req_run_begin(const pc_store_run_new_t *r, pc_msg_t **out);
 int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
 			 const char *usage, uint32_t flags, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
+/* Records one model call's usage. `epoch` > 0: refused with
+ * PC_STORE_EFENCED unless it is the session's current lease epoch (as for
+ * append; a session without a row is fenced too). PC_EINVAL for a missing
+ * run id or session key, or a negative count. */
+int pc_store_req_usage_add(const pc_store_usage_t *u, int64_t epoch, pc_msg_t **out);
 int pc_store_req_audit(const pc_store_audit_t *a, pc_msg_t **out);
 /* Marks a write request (built above, not yet sent) as one that need not
  * start a transaction of its own: it waits in the queue for the next write
@@ -464,6 +486,35 @@ size_t pc_store_open_runs_count(const pc_store_open_runs_t *l);
 void pc_store_open_runs_get(const pc_store_open_runs_t *l, size_t i, pc_store_open_run_t *out);
 void pc_store_open_runs_free(pc_store_open_runs_t *l);
 
+/* ---- usage records ---- */
+
+/*
+ * The usage records of run `run_id` (by attempt, then call), or, with
+ * run_id NULL, of session `session_key` (oldest first). A listing holds at
+ * most PC_STORE_USAGE_LIST_MAX records; its totals cover every matching
+ * record, listed or not, and are exact sums. A read: answered from a
+ * reader connection. PC_EINVAL when neither is given or a name is over
+ * PC_STORE_NAME_MAX. Reply: PC_STORE_MSG_USAGE.
+ */
+#define PC_STORE_USAGE_LIST_MAX 10000u
+int pc_store_req_usage_list(const char *run_id, const char *session_key, pc_msg_t **out);
+
+typedef struct pc_store_usage_list pc_store_usage_list_t;
+
+/* Takes a copy of a PC_STORE_MSG_USAGE reply (borrowed) as a listing the
+ * caller owns (pc_store_usage_list_free). Returns the reply's code when the
+ * read failed (then *out is NULL). */
+int pc_store_usage_list_take(const pc_msg_t *m, pc_store_usage_list_t **out);
+/* Records listed. */
+size_t pc_store_usage_list_count(const pc_store_usage_list_t *l);
+/* Record i (< count); strings point into the listing. */
+void pc_store_usage_list_get(const pc_store_usage_list_t *l, size_t i, pc_store_usage_t *out);
+/* The sums of every matching record's counts (strings NULL, attempt 0,
+ * created_ms the latest record's), and in *records (may be NULL) how many
+ * records there are. */
+void pc_store_usage_list_totals(const pc_store_usage_list_t *l, pc_store_usage_t *out, uint64_t *records);
+void pc_store_usage_list_free(pc_store_usage_list_t *l);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -490,6 +541,8 @@ int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t st
 		     const char *usage);
 int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
 int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
+int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch);
+int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_key, pc_store_usage_list_t **out);
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
 /* busy (may be NULL): on PC_EBUSY, the holder (PC_STORE_ID_MAX + 1 bytes). */
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,

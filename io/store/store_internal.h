@@ -77,6 +77,10 @@ enum { S_SS_KEY = 0, S_SS_META, S_SS_N };
 enum { I_SS_EPOCH = 0, I_SS_N };
 enum { S_SL_AFTER = 0, S_SL_N };
 enum { I_SL_LIMIT = 0, I_SL_ORDER, I_SL_AFTER_MS, I_SL_N };
+enum { S_UA_RUN = 0, S_UA_KEY, S_UA_PROVIDER, S_UA_MODEL, S_UA_N };
+enum { I_UA_EPOCH = 0, I_UA_ATTEMPT, I_UA_CALL, I_UA_INPUT, I_UA_OUTPUT, I_UA_CACHE_READ, I_UA_CACHE_WRITE,
+       I_UA_TOTAL, I_UA_CREATED, I_UA_N };
+enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
  * found by their offsets from its start (PC__STR_NULL = absent). */
@@ -179,6 +183,41 @@ int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e
 pc_msg_t *pc__store_runs_finish(pc__store_runs_builder_t *b);
 void pc__store_runs_clear(pc__store_runs_builder_t *b);
 
+/*
+ * A PC_STORE_MSG_USAGE reply (PC_STORE_REQ_USAGE_LIST): this header,
+ * `count` entries, then the string bytes. The header starts as a
+ * pc__store_list_t does (rc first), so an error reply is read the same.
+ */
+typedef struct pc__store_usage_head {
+	int32_t rc;
+	uint32_t count;
+	uint32_t more; /* 1: records beyond those listed */
+	uint32_t pad;
+	int64_t records;    /* every matching record */
+	int64_t sum[5];     /* input, output, cache_read, cache_write, total */
+	int64_t latest_ms;  /* the latest record's created_ms */
+} pc__store_usage_head_t;
+
+typedef struct pc__store_usage_ent {
+	int64_t n[7];    /* attempt, call, input, output, cache_read, cache_write, total */
+	int64_t created_ms;
+	uint32_t off[4]; /* run id, session key, provider, model */
+} pc__store_usage_ent_t;
+
+typedef struct pc__store_usage_builder {
+	pc__store_usage_ent_t *ents;
+	size_t n, cap;
+	pc__store_strs_t strs;
+	pc__store_usage_head_t head; /* records, sum and latest_ms set by the backend */
+} pc__store_usage_builder_t;
+
+int pc__store_usage_add(pc__store_usage_builder_t *b, const pc__store_usage_ent_t *e, const char *str[4],
+			const size_t len[4]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_usage_finish(pc__store_usage_builder_t *b, bool more);
+void pc__store_usage_clear(pc__store_usage_builder_t *b);
+
 /* The reply a request of `kind` gets when it failed with `rc`: a history,
  * a sessions list or a plain reply carrying only the code (NULL on
  * ENOMEM). */
@@ -212,6 +251,7 @@ typedef struct pc__store_backend {
 	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
 	 * snapshot; PC_STORE_REQ_SESSIONS: a PC_STORE_MSG_SESSIONS page;
 	 * PC_STORE_REQ_RUNS_OPEN: a PC_STORE_MSG_RUNS listing;
+	 * PC_STORE_REQ_USAGE_LIST: a PC_STORE_MSG_USAGE listing;
 	 * PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only on ENOMEM. */
 	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
 } pc__store_backend_t;
