@@ -254,6 +254,42 @@ void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint3
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 
+struct pc__probe {
+	const pc_provider_config_t *provider;
+	uint64_t at_ms;
+};
+
+uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider)
+{
+	uint64_t at = 0;
+	pthread_mutex_lock(&a->cooldowns.lock);
+	for (size_t i = 0; i < a->cooldowns.nprobes; i++)
+		if (a->cooldowns.probes[i].provider == provider)
+			at = a->cooldowns.probes[i].at_ms;
+	pthread_mutex_unlock(&a->cooldowns.lock);
+	return at;
+}
+
+void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	size_t i = 0;
+	while (i < a->cooldowns.nprobes && a->cooldowns.probes[i].provider != provider)
+		i++;
+	if (i == a->cooldowns.nprobes) {
+		/* one entry per configured provider: a few at most */
+		struct pc__probe *v = realloc(a->cooldowns.probes, (i + 1) * sizeof(*v));
+		if (v) {
+			a->cooldowns.probes = v;
+			v[a->cooldowns.nprobes++] = (struct pc__probe){.provider = provider};
+		}
+	}
+	/* out of memory: unthrottled, the side that keeps probing */
+	if (i < a->cooldowns.nprobes)
+		a->cooldowns.probes[i].at_ms = now_ms;
+	pthread_mutex_unlock(&a->cooldowns.lock);
+}
+
 /* ---- the directory ---- */
 
 static uint64_t hash_key(const char *s)
@@ -1102,6 +1138,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	for (size_t i = 0; i < a->cooldowns.n; i++)
 		free(a->cooldowns.v[i].model);
 	free(a->cooldowns.v);
+	free(a->cooldowns.probes);
 	pthread_mutex_destroy(&a->cooldowns.lock);
 	free(a->lock_dir);
 	free(a);

@@ -182,6 +182,10 @@ struct pc_agent {
 		pthread_mutex_t lock;
 		struct pc__cooldown *v;
 		size_t n, cap;
+		/* when each provider's cooled-down primary was last probed
+		 * (§1.12 MIN_PROBE_INTERVAL_MS), one entry per provider */
+		struct pc__probe *probes;
+		size_t nprobes;
 	} cooldowns;
 	/* The workspace context files (AGENTS.md, ...), read on the blocking
 	 * pool and reused for PC__CONTEXT_TTL_MS. */
@@ -252,6 +256,11 @@ void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider,
 			    const char *model);
 void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
 		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason);
+
+/* §1.12 probe throttle: when the process last probed `provider` while all
+ * its profiles cooled down (wall ms, 0: never), and a probe now. */
+uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider);
+void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);

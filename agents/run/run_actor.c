@@ -479,6 +479,8 @@ static cJSON *trace_json(const run_t *r)
 		cJSON_AddStringToObject(o, "result", pc_run_trace_result_name(e->result));
 		if (e->skipped)
 			cJSON_AddBoolToObject(o, "skipped", true);
+		if (e->probe)
+			cJSON_AddBoolToObject(o, "probe", true);
 		if (e->reason != PC_RUN_REASON_NONE)
 			cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(e->reason));
 		if (e->status)
@@ -714,7 +716,11 @@ static bool seed_profiles(run_t *r, pc_run_action_t *act)
 			pc_run_profile_seed_reason(&r->rs, p, reason);
 		}
 	}
-	pc_run_start_candidate(&r->rs, (uint64_t)pc__wall_ms(), act);
+	r->rs.cand.last_probe_ms = pc__probe_last(r->agent, r->cand[idx].provider);
+	uint64_t now = (uint64_t)pc__wall_ms();
+	pc_run_start_candidate(&r->rs, now, act);
+	if (act->mark_probe)
+		pc__probe_mark(r->agent, r->cand[idx].provider, now);
 	return true;
 }
 
@@ -1284,8 +1290,14 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		pc_run_config_t rc_cfg;
 		pc_run_config_defaults(&rc_cfg);
 		rc_cfg.candidate_count = r->n_cand;
-		for (uint32_t i = 0; i < r->n_cand; i++)
+		for (uint32_t i = 0; i < r->n_cand; i++) {
 			rc_cfg.profile_counts[i] = (uint32_t)r->cand[i].provider->profile_count;
+			/* §1.12: one transient probe per provider per run */
+			uint32_t j = 0;
+			while (r->cand[j].provider != r->cand[i].provider)
+				j++;
+			rc_cfg.provider_id[i] = (uint8_t)j;
+		}
 		rc_cfg.retries = d->retries;
 		rc_cfg.rate_limit_rotations = d->rate_limit_rotations;
 		rc_cfg.overload_rotations = d->overload_rotations;
