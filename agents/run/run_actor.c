@@ -30,6 +30,7 @@
 
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
+#include "../attempt/attempt_timeout.h"
 #include "../compaction/compaction.h"
 #include "../obs/redact.h"
 #include "../providers/request.h"
@@ -683,6 +684,14 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 	}
 }
 
+/* The max hold of the session write lock for this run's rewrites (§6.4:
+ * max(5 min, run timeout + compaction timeout + 2 min grace)). */
+static uint64_t lock_max_hold(const run_t *r)
+{
+	uint64_t comp = r->agent->cfg->agent.compaction.timeout_ms;
+	return pc_attempt_lock_max_hold_ms(r->timeout_ms, comp ? comp : PC_ATTEMPT_COMPACTION_TIMEOUT_MS);
+}
+
 /* ---- attempts ---- */
 
 /* The profile bookkeeping an action asks for goes to the process-wide
@@ -767,6 +776,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		.bus = r->bus,
 		.loop = r->loop,
 		.epoch = r->epoch,
+		.lock_max_hold_ms = lock_max_hold(r),
 	};
 	int rc = pc__attempt_spawn(r->agent, &p, pc_self(ctx), &r->attempt);
 	free(revised);
@@ -846,6 +856,9 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.hooks = r->agent->hooks,
 		.tag = r->attempts,
 	};
+	pc_session_lock_opts_t lo;
+	pc__run_lock_opts(lock_max_hold(r), &lo);
+	req.lock_opts = &lo;
 	if (rc == 0) {
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		rc = pc_compaction_start(r->agent->rt, &req, pc_self(ctx), &r->compaction);
@@ -936,7 +949,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	case PC_RUN_TRUNCATE:
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		if (pc__truncate_start(r->agent, r->key, r->epoch, r->cand[r->rs.cand.index].context_tokens,
-				       pc_self(ctx)) != 0) {
+				       lock_max_hold(r), pc_self(ctx)) != 0) {
 			r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
 			decide(ctx, r);
 			return;
