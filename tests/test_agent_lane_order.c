@@ -106,3 +106,37 @@ Test(agent_lane_order, a_run_aborted_while_its_store_answer_is_late_frees_its_pl
 	expect_lane_idle(&h);
 	harness_stop(&h);
 }
+
+/* Another process holding a session's lease is a wait of unknown length,
+ * not a round trip: the session's run gives its lane permit back meanwhile
+ * (B runs), and asks again once the lease is its own (A runs after). */
+Test(agent_lane_order, a_run_waiting_for_a_lease_another_process_holds_gives_its_permit_back)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_AT_A_TIME_CONFIG, "{\"steps\":[]}", NULL);
+	/* an owner of another machine: never taken over as a dead process */
+	static const char other[] = "4242.1@elsewhere#x";
+	int64_t epoch = 0;
+	char busy[256] = "";
+	cr_assert_eq(pc_store_lease_acquire(h.store, "A", other, 30000, NULL, &epoch, busy), 0);
+	char a[80], b[80];
+	submit(&h, "A", "from a", a);
+	submit(&h, "B", "from b", b);
+	cJSON *d = finish_of(&h, b, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end", "B ran while A waited: %s", jstr(d, "error"));
+	cJSON_Delete(d);
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(h.agent, a, 200, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_TIMEOUT, "A waits for its lease");
+	cr_assert_eq(pc_store_lease_release(h.store, "A", other, epoch), 0);
+	d = finish_of(&h, a, 10000);
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s", jstr(d, "error"));
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2);
+	cr_assert_str_eq(request_session(reqs, 0), b);
+	cr_assert_str_eq(request_session(reqs, 1), a);
+	cJSON_Delete(reqs);
+	expect_lane_idle(&h);
+	harness_stop(&h);
+}
