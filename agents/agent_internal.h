@@ -355,7 +355,12 @@ int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t c
  * timeout, and the run's max hold, max(5 min, run timeout + compaction
  * timeout + 2 min) (pc_attempt_lock_max_hold_ms); `max_hold_ms` 0: the
  * default. */
-void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_t *out);
+static inline void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_t *out)
+{
+	pc_session_lock_opts_init(out);
+	if (max_hold_ms)
+		out->max_hold_ms = max_hold_ms > INT64_MAX ? INT64_MAX : (int64_t)max_hold_ms;
+}
 
 /* ---- the attempt actor (attempt/attempt_actor.c) ---- */
 

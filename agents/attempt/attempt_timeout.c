@@ -6,8 +6,6 @@
  */
 #include "attempt_timeout.h"
 
-#include "../../io/lock/session_lock.h"
-
 #include <stddef.h>
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -48,17 +46,6 @@ uint64_t pc_attempt_lock_max_hold_ms(uint64_t run_timeout_ms, uint64_t compactio
 	if (hold < PC_ATTEMPT_LOCK_HOLD_MIN_MS)
 		hold = PC_ATTEMPT_LOCK_HOLD_MIN_MS;
 	return hold > PC_ATTEMPT_LOCK_HOLD_MAX_MS ? PC_ATTEMPT_LOCK_HOLD_MAX_MS : hold;
-}
-
-/* Declared in agent_internal.h (the agent's internals, not this pure
- * module's interface). */
-void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_t *out);
-
-void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_t *out)
-{
-	pc_session_lock_opts_init(out);
-	if (max_hold_ms)
-		out->max_hold_ms = max_hold_ms > INT64_MAX ? INT64_MAX : (int64_t)max_hold_ms;
 }
 
 int pc_attempt_timeout_init(pc_attempt_timeout_t *t, uint64_t run_timeout_ms, uint64_t compaction_timeout_ms,
