@@ -395,11 +395,12 @@ static void ask_lane(pc_ctx_t *ctx, session_t *s)
 		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
 }
 
-/* Whether the session's writes would be taken now: the lease is held (a
- * renewal in flight keeps its epoch). */
+/* Whether a run may start on the lease now: it is held, and no renewal is
+ * in flight (after a failed run the renewal tells whether its writes were
+ * fenced, and the next run waits for that answer). */
 static bool lease_usable(const session_t *s)
 {
-	return s->lease.state == PC__LEASE_HELD || (s->lease.state == PC__LEASE_ASKING && s->lease.renewing);
+	return s->lease.state == PC__LEASE_HELD;
 }
 
 /* Another process holds the session's lease, for as long as it likes: the
@@ -469,6 +470,7 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 		return;
 	}
 	s->started = true;
+	s->granted = false; /* the run holds the permit now */
 	diag_arm(ctx, s);
 }
 
