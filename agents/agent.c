@@ -53,7 +53,7 @@ typedef struct pc_session_slot {
 	char *key; /* owned; exact size (keys are short, the limit is not) */
 } pc_session_slot_t;
 
-enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600 };
+enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600, LOCK_TICK };
 
 int64_t pc__wall_ms(void)
 {
@@ -251,6 +251,42 @@ void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint3
 	*last_failure_ms = e ? e->last_failure_ms : 0;
 	*errors = e ? e->errors : 0;
 	*reason = e && !other_model ? e->reason : PC_RUN_REASON_NONE;
+	pthread_mutex_unlock(&a->cooldowns.lock);
+}
+
+struct pc__probe {
+	const pc_provider_config_t *provider;
+	uint64_t at_ms;
+};
+
+uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider)
+{
+	uint64_t at = 0;
+	pthread_mutex_lock(&a->cooldowns.lock);
+	for (size_t i = 0; i < a->cooldowns.nprobes; i++)
+		if (a->cooldowns.probes[i].provider == provider)
+			at = a->cooldowns.probes[i].at_ms;
+	pthread_mutex_unlock(&a->cooldowns.lock);
+	return at;
+}
+
+void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms)
+{
+	pthread_mutex_lock(&a->cooldowns.lock);
+	size_t i = 0;
+	while (i < a->cooldowns.nprobes && a->cooldowns.probes[i].provider != provider)
+		i++;
+	if (i == a->cooldowns.nprobes) {
+		/* one entry per configured provider: a few at most */
+		struct pc__probe *v = realloc(a->cooldowns.probes, (i + 1) * sizeof(*v));
+		if (v) {
+			a->cooldowns.probes = v;
+			v[a->cooldowns.nprobes++] = (struct pc__probe){.provider = provider};
+		}
+	}
+	/* out of memory: unthrottled, the side that keeps probing */
+	if (i < a->cooldowns.nprobes)
+		a->cooldowns.probes[i].at_ms = now_ms;
 	pthread_mutex_unlock(&a->cooldowns.lock);
 }
 
@@ -481,6 +517,10 @@ static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	(void)ctx;
 	pc_agent_t *a = state;
+	if (msg->type == LOCK_TICK) {
+		(void)pc__lock_watchdog(a);
+		return 0;
+	}
 	if (msg->type != REAPER_TICK)
 		return 0;
 	int64_t now = (int64_t)pc_runtime_now_ms();
@@ -530,7 +570,32 @@ static int start_reaper(pc_agent_t *a)
 		return rc;
 	}
 	pc_msg_t *tick = pc_msg_new(REAPER_TICK, 0);
-	return tick ? pc_timer_every(a->reaper, period, tick, &a->reaper_tick) : PC_ENOMEM;
+	rc = tick ? pc_timer_every(a->reaper, period, tick, &a->reaper_tick) : PC_ENOMEM;
+	pc_msg_t *lock_tick = rc == 0 ? pc_msg_new(LOCK_TICK, 0) : NULL;
+	if (rc == 0)
+		rc = lock_tick ? pc_timer_every(a->reaper, PC__LOCK_WATCHDOG_MS, lock_tick, &a->lock_tick) : PC_ENOMEM;
+	return rc;
+}
+
+/* ---- the session write lock watchdog (§6.4) ---- */
+
+static int report_overdue(void *user, const pc_session_lock_held_t *h)
+{
+	pc_agent_t *a = user;
+	/* the spec's watchdog force-releases here; Pincer reports (see
+	 * docs/session-lock.md: the lease, not the lock, keeps writers apart) */
+	(void)pc_log_kv(a->log, PC_LOG_WARN, "session write lock held past its max hold",
+			PC_LF_STR("sessionKey", h->session_key), PC_LF_INT("heldMs", h->held_ms),
+			PC_LF_INT("maxHoldMs", h->max_hold_ms), PC_LF_STR("path", h->path));
+	(void)pc_metric_inc(a->metrics.lock_overdue);
+	return 0;
+}
+
+size_t pc__lock_watchdog(pc_agent_t *a)
+{
+	size_t n = 0;
+	(void)pc_session_lock_overdue(report_overdue, a, &n);
+	return n;
 }
 
 pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
@@ -826,6 +891,16 @@ static int metrics_new(pc_agent_t *a)
 		rc = histogram(m->reg, "pincer_agent_lane_wait_seconds",
 			       "Runs' waits for the global lane, from the request to the grant.", wait_buckets,
 			       sizeof(wait_buckets) / sizeof(wait_buckets[0]), &m->lane_wait_seconds);
+	if (rc == 0) {
+		pc_metric_desc_t ld = {.type = PC_METRIC_COUNTER, .name = "pincer_session_lock_overdue_total",
+				       .help = "Session write lock holds reported past their max hold (every 60 s "
+					       "while they last; not released).",
+				       .max_series = 1};
+		pc_metric_family_t *f = NULL;
+		rc = pc_metrics_register(m->reg, &ld, &f);
+		if (rc == 0)
+			rc = pc_metric_series(f, NULL, &m->lock_overdue);
+	}
 	static const char *const ttft_labels[] = {"provider", "model", NULL};
 	pc_metric_desc_t fd = {.type = PC_METRIC_HISTOGRAM, .name = "pincer_provider_ttft_seconds",
 			       .help = "Model calls from the request to the first streamed token, by provider and model.",
@@ -1048,6 +1123,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	if (a->reaper) {
 		/* the periodic timer holds a reference to the reaper */
 		pc_timer_cancel(a->rt, a->reaper_tick);
+		pc_timer_cancel(a->rt, a->lock_tick);
 		pc_actor_stop(a->reaper, PC_EXIT_SHUTDOWN);
 		pc_actor_release(a->reaper);
 		a->reaper = NULL;
@@ -1102,6 +1178,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	for (size_t i = 0; i < a->cooldowns.n; i++)
 		free(a->cooldowns.v[i].model);
 	free(a->cooldowns.v);
+	free(a->cooldowns.probes);
 	pthread_mutex_destroy(&a->cooldowns.lock);
 	free(a->lock_dir);
 	free(a);

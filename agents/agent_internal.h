@@ -115,6 +115,7 @@ typedef struct pc__agent_metrics {
 	pc_metric_family_t *tokens, *ttft; /* by provider and model (pc__metrics_model) */
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
+	pc_metric_t *lock_overdue; /* write lock holds reported past their max hold */
 	/* run_seconds' sum and count as integers (atomic), for the typical
 	 * run a refused client is told to wait for (the histogram is
 	 * write-only) */
@@ -163,6 +164,7 @@ struct pc_agent {
 	pc_run_registry_t *runs;
 	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */
 	pc_timer_t reaper_tick;
+	pc_timer_t lock_tick; /* the write lock watchdog's, on the reaper (§6.4) */
 	pc__slab_t session_slab; /* session actors' state */
 	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
@@ -183,6 +185,10 @@ struct pc_agent {
 		pthread_mutex_t lock;
 		struct pc__cooldown *v;
 		size_t n, cap;
+		/* when each provider's cooled-down primary was last probed
+		 * (§1.12 MIN_PROBE_INTERVAL_MS), one entry per provider */
+		struct pc__probe *probes;
+		size_t nprobes;
 	} cooldowns;
 	/* The workspace context files (AGENTS.md, ...), read on the blocking
 	 * pool and reused for PC__CONTEXT_TTL_MS. */
@@ -254,6 +260,17 @@ void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider,
 			    const char *model);
 void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
 		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason);
+
+/* §1.12 probe throttle: when the process last probed `provider` while all
+ * its profiles cooled down (wall ms, 0: never), and a probe now. */
+uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider);
+void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms);
+
+/* §6.4 watchdog, every PC__LOCK_WATCHDOG_MS: reports (log line, metric)
+ * each session write lock this process has held past its max hold, and
+ * returns how many. It releases nothing (docs/session-lock.md). */
+#define PC__LOCK_WATCHDOG_MS 60000u
+size_t pc__lock_watchdog(pc_agent_t *a);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
@@ -333,7 +350,19 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 /* Cuts oversized tool results in the session's transcript on the blocking
  * pool; `reply_to` gets PC__MSG_RUN_TRUNCATED with an int64 payload: how
  * many were cut, or a negative code. */
-int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens, pc_actor_t *reply_to);
+int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens,
+		       uint64_t lock_max_hold_ms, pc_actor_t *reply_to);
+
+/* The session write lock options of a run's rewrites (§6.4): the default
+ * timeout, and the run's max hold, max(5 min, run timeout + compaction
+ * timeout + 2 min) (pc_attempt_lock_max_hold_ms); `max_hold_ms` 0: the
+ * default. */
+static inline void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_t *out)
+{
+	pc_session_lock_opts_init(out);
+	if (max_hold_ms)
+		out->max_hold_ms = max_hold_ms > INT64_MAX ? INT64_MAX : (int64_t)max_hold_ms;
+}
 
 /* Tests only, never a setting: every wait a run decides (backoffs, the
  * overload notice) is divided by d (0 or 1: as decided); the delays it
@@ -363,6 +392,7 @@ typedef struct pc__attempt_params {
 	pc_event_bus_t *bus;
 	pc__loop_box_t *loop;             /* retained by the attempt; may be NULL */
 	int64_t epoch;                    /* the session's lease: every transcript write carries it */
+	uint64_t lock_max_hold_ms;        /* the run's write lock max hold (§6.4); 0: the default */
 } pc__attempt_params_t;
 
 /* The attempt's flat report. Strings and JSON are in buf at the offsets

@@ -29,6 +29,10 @@ typedef struct harness {
 
 /* The store's lazy_ms for the next harness_start (0: the default). */
 static uint32_t harness_store_lazy_ms;
+/* The next harness_start's store answers the lease acquires of session
+ * `harness_lease_delay_key` this much late (io/store test hook). */
+static const char *harness_lease_delay_key;
+static uint32_t harness_lease_delay_ms;
 /* The next harness_start sizes the I/O layer as `pincer` does
  * (pc_agent_io_config) instead of 4096 connections per host. */
 static bool harness_io_as_configured;
@@ -67,6 +71,8 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	pc_store_config_init(&scfg);
 	scfg.path = path;
 	scfg.lazy_ms = harness_store_lazy_ms;
+	scfg.test_lease_delay_key = harness_lease_delay_key;
+	scfg.test_lease_delay_ms = harness_lease_delay_ms;
 	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
 	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
 				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario};

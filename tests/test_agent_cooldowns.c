@@ -198,3 +198,184 @@ Test(agent_cooldowns, a_rate_limit_cools_the_profile_down_for_its_model_only)
 	cr_assert_str_eq(auth, "Bearer key-b");
 	harness_stop(&h);
 }
+
+/* ---- §1.12 probing a cooled-down candidate ---- */
+
+#define OVERLOADED "{\"kind\":\"error\",\"status\":529}"
+
+/* mock (one profile) is the primary; fb the fallback. */
+#define ONE_PROFILE_CONFIG(fallbacks)                                                          \
+	"{\"providers\":{"                                                                      \
+	"\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,"                           \
+	"\"profiles\":[{\"id\":\"a\",\"apiKey\":\"key-a\"}]},"                                  \
+	"\"fb\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"key-fb\"}},"     \
+	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"fallbacks\":[" fallbacks "],"        \
+	"\"maxConcurrent\":16,\"sessionIdleSeconds\":1}}}"
+
+static void set_scenario(harness_t *h, const char *json)
+{
+	char err[256] = "";
+	cr_assert_eq(pc_mock_server_set_scenario(h->agent->mock, json, strlen(json), err, sizeof(err)), 0, "%s",
+		     err);
+}
+
+static bool flag(const cJSON *e, const char *k)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, k));
+}
+
+/* The models the mock was asked for, from request `from` on, comma-separated. */
+static void asked_models(harness_t *h, int from, char *out, size_t cap)
+{
+	cJSON *reqs = mock_requests(h);
+	out[0] = '\0';
+	for (int i = from; i < cJSON_GetArraySize(reqs); i++) {
+		char m[32];
+		request_model(reqs, i, m, sizeof(m));
+		size_t n = strlen(out);
+		snprintf(out + n, cap - n, "%s%s", n ? "," : "", m);
+	}
+	cJSON_Delete(reqs);
+}
+
+/* A primary cooling down for a rate limit (left by the previous run) is
+ * probed by the next run, because its cooldown ends within the 2 min
+ * margin; a third run less than 30 s later finds the probe throttled and
+ * skips the primary without a request. */
+Test(agent_cooldowns, a_primary_probe_is_throttled_to_one_per_30_seconds)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROFILE_CONFIG("\"fb/m2\""), "{\"steps\":[" DAILY_LIMIT ",{\"text\":\"fb\"}]}",
+			   NULL);
+	char trace[256], models[128];
+	cJSON *d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(trace, "fallback_model:rate_limit,success", "first run %s", trace);
+	cr_assert_not(flag(attempt(d, 0), "probe"), "no cooldown yet: a plain attempt");
+	cJSON_Delete(d);
+
+	/* the probe: asked although its one profile cools down, and failing
+	 * again, the run goes on to the fallback */
+	d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s [%s]", jstr(d, "error"), trace);
+	cr_assert_str_eq(trace, "fallback_model:rate_limit,success", "second run %s", trace);
+	cr_assert(flag(attempt(d, 0), "probe"));
+	cr_assert_not(flag(attempt(d, 0), "skipped"));
+	cr_assert_str_eq(jstr(attempt(d, 0), "model"), "m1");
+	cJSON_Delete(d);
+	asked_models(&h, 2, models, sizeof(models));
+	cr_assert_str_eq(models, "m1,m2");
+
+	/* within 30 s of that probe: skipped, no request */
+	d = run_once(&h, ANSWER("fb three"), trace, sizeof(trace));
+	cr_assert_str_eq(payload_text(d), "fb three");
+	cr_assert_str_eq(trace, "fallback_model:rate_limit,success", "third run %s", trace);
+	cr_assert(flag(attempt(d, 0), "skipped"));
+	cr_assert_not(flag(attempt(d, 0), "probe"));
+	cr_assert_str_eq(jstr(attempt(d, 0), "model"), "m1");
+	cJSON_Delete(d);
+	asked_models(&h, 4, models, sizeof(models));
+	cr_assert_str_eq(models, "m2", "the primary was not asked");
+	harness_stop(&h);
+}
+
+/* A primary whose cooldown ends more than 2 min from now (a third failure
+ * cools a profile for 5 min) is not probed: the run goes to the fallback
+ * without asking it. */
+Test(agent_cooldowns, a_primary_cooling_down_beyond_the_margin_is_not_probed)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROFILE_CONFIG("\"fb/m2\""), "{\"steps\":[]}", NULL);
+	/* what three failed runs leave: the third failure's 5 min */
+	const pc_provider_config_t *mock = pc_config_provider(h.cfg, "mock");
+	uint64_t now = (uint64_t)pc__wall_ms();
+	for (uint32_t i = 1; i <= 3; i++)
+		pc__cooldown_failed(h.agent, mock, 0, "m1", PC_FAILOVER_RATE_LIMIT,
+				    pc_auth_cooldown_ms(PC_FAILOVER_RATE_LIMIT, i, 0), now);
+	char trace[256], models[128];
+	cJSON *d = run_once(&h, ANSWER("fb"), trace, sizeof(trace));
+	cr_assert_str_eq(payload_text(d), "fb");
+	cr_assert_str_eq(trace, "fallback_model:rate_limit,success", "%s", trace);
+	cr_assert(flag(attempt(d, 0), "skipped"));
+	cJSON_Delete(d);
+	asked_models(&h, 0, models, sizeof(models));
+	cr_assert_str_eq(models, "m2");
+	harness_stop(&h);
+}
+
+/* With no fallback, a primary disabled by billing is probed on the 30 s
+ * throttle alone (however far its 5 h cooldown), so a single-provider
+ * setup recovers without a restart; a run within 30 s of the probe fails
+ * without a request. */
+Test(agent_cooldowns, a_single_provider_billing_primary_is_probed_on_the_throttle)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROFILE_CONFIG(""), "{\"steps\":[" NO_CREDITS "]}", NULL);
+	char trace[256];
+	cJSON *d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error", "[%s]", trace);
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), 1);
+
+	/* probed: asked again, and it answers now */
+	d = run_once(&h, ANSWER("credits back"), trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s [%s]", jstr(d, "error"), trace);
+	cr_assert_str_eq(payload_text(d), "credits back");
+	cr_assert(flag(attempt(d, 0), "probe"), "[%s]", trace);
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), 2);
+	harness_stop(&h);
+
+	/* a probe that fails again closes the throttle: the next run fails
+	 * without a request */
+	harness_start_with(&h, ONE_PROFILE_CONFIG(""), "{\"steps\":[" NO_CREDITS "]}", NULL);
+	d = run_once(&h, "hello", trace, sizeof(trace));
+	cJSON_Delete(d);
+	d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error", "[%s]", trace);
+	cr_assert(flag(attempt(d, 0), "probe"), "[%s]", trace);
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), 2);
+	d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "error", "[%s]", trace);
+	cr_assert_str_eq(trace, "fallback_model:billing", "%s", trace);
+	cr_assert(flag(attempt(d, 0), "skipped"));
+	cr_assert_not_null(strstr(jstr(d, "error"), "billing"), "%s", jstr(d, "error"));
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), 2, "throttled: not asked");
+	harness_stop(&h);
+}
+
+/* A provider cooling down for a transient reason is probed at most once
+ * per run: after the primary's probe failed, a fallback model of the same
+ * provider is skipped ("probe already attempted"), one of another
+ * provider is asked. */
+Test(agent_cooldowns, a_provider_is_probed_at_most_once_per_run)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROFILE_CONFIG("\"mock/m3\",\"fb/m2\""),
+			   "{\"steps\":[" OVERLOADED "," OVERLOADED ",{\"text\":\"fb\"}]}", NULL);
+	char trace[256], models[128];
+	/* overloaded cools the whole profile: m1 fails, m3 is probed (a
+	 * fallback in cooldown for a transient reason) and fails too */
+	cJSON *d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(jstr(d, "phase"), "end", "%s [%s]", jstr(d, "error"), trace);
+	cr_assert_str_eq(trace, "fallback_model:overloaded,fallback_model:overloaded,success", "first run %s",
+			 trace);
+	cr_assert_not(flag(attempt(d, 0), "probe"));
+	cr_assert(flag(attempt(d, 1), "probe"));
+	cr_assert_str_eq(jstr(attempt(d, 1), "model"), "m3");
+	cJSON_Delete(d);
+
+	set_scenario(&h, "{\"steps\":[" OVERLOADED ",{\"text\":\"fb two\"}]}");
+	d = run_once(&h, "hello", trace, sizeof(trace));
+	cr_assert_str_eq(payload_text(d), "fb two", "%s [%s]", jstr(d, "error"), trace);
+	cr_assert_str_eq(trace, "fallback_model:overloaded,fallback_model:overloaded,success", "second run %s",
+			 trace);
+	cr_assert(flag(attempt(d, 0), "probe"), "the primary is probed");
+	cr_assert_str_eq(jstr(attempt(d, 1), "model"), "m3");
+	cr_assert(flag(attempt(d, 1), "skipped"), "m3: mock's probe is spent");
+	cJSON_Delete(d);
+	asked_models(&h, 3, models, sizeof(models));
+	cr_assert_str_eq(models, "m1,m2");
+	harness_stop(&h);
+}

@@ -1311,9 +1311,9 @@ Test(run_decide, start_profile_skips_cooldowns)
 }
 
 /* §1.11/§1.12 at a candidate's start: profiles passed over are traced as
- * skipped with their reasons; a candidate whose profiles all cool down
- * for auth/billing is skipped, one with a transient reason is probed on
- * the profile whose cooldown ends first. */
+ * skipped with their reasons; a primary whose profiles all cool down is
+ * probed on the profile whose cooldown ends first when a probe is due,
+ * skipped otherwise; auth skips it whatever the timing. */
 Test(run_decide, start_candidate_traces_skips_and_skips_disabled_models)
 {
 	pc_run_state_t *s = mkstate(2, 2);
@@ -1323,6 +1323,7 @@ Test(run_decide, start_candidate_traces_skips_and_skips_disabled_models)
 	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_RATE_LIMIT);
 	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
 	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert_not(a.mark_probe, "a profile is free: no probe");
 	cr_assert_eq(s->cand.profile, 1u);
 	cr_assert_eq(s->trace_count, 1u);
 	cr_assert(s->trace[0].skipped);
@@ -1331,19 +1332,23 @@ Test(run_decide, start_candidate_traces_skips_and_skips_disabled_models)
 	cr_assert_eq(s->trace[0].status, 429);
 	cr_assert_eq(s->trace[0].profile, 0u);
 
-	/* both cool down, one for a rate limit: probe the sooner one */
+	/* both cool down, one for billing (the reason that counts), ending
+	 * within the margin: the primary is probed on the sooner one */
 	pc_run_profile_seed(s, 1, 4000, 1000, 1);
 	pc_run_profile_seed_reason(s, 1, PC_FAILOVER_BILLING);
 	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
 	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert(a.mark_probe);
+	cr_assert(s->cand.probing);
+	cr_assert_not(s->cand.transient_probe, "billing takes no transient slot");
 	cr_assert_eq(s->cand.profile, 1u);
 
-	/* both for billing/auth: the model is skipped for the next one */
-	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH);
+	/* auth on one of them: the model is skipped for the next one */
+	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH_PERMANENT);
 	uint32_t before = s->trace_count;
 	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
 	cr_assert_eq(a.next, PC_RUN_FALLBACK);
-	cr_assert_eq(a.reason, PC_FAILOVER_BILLING, "the reason of the profile probed last");
+	cr_assert_eq(a.reason, PC_FAILOVER_AUTH_PERMANENT);
 	cr_assert_eq(s->cand.index, 1u);
 	cr_assert_eq(s->trace_count, before + 1);
 	cr_assert_eq(s->trace[before].result, PC_TRACE_FALLBACK_MODEL);
@@ -1352,10 +1357,153 @@ Test(run_decide, start_candidate_traces_skips_and_skips_disabled_models)
 	/* on the last candidate the run fails with the failover */
 	pc_run_profile_seed(s, 0, 5000, 1000, 1);
 	pc_run_profile_seed(s, 1, 5000, 1000, 1);
-	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH_PERMANENT);
-	pc_run_profile_seed_reason(s, 1, PC_FAILOVER_AUTH_PERMANENT);
+	pc_run_profile_seed_reason(s, 0, PC_FAILOVER_AUTH);
+	pc_run_profile_seed_reason(s, 1, PC_FAILOVER_AUTH);
 	cr_assert_eq(pc_run_start_candidate(s, 2000, &a), 0);
 	cr_assert_eq(a.next, PC_RUN_FAIL);
 	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
+	freestate(s);
+}
+
+/* Seeds every profile of the current candidate with a cooldown until
+ * `until` for `r`. */
+static void cool_all(pc_run_state_t *s, uint64_t until, pc_failover_reason_t r)
+{
+	for (uint32_t p = 0; p < s->cand.profile_count; p++) {
+		pc_run_profile_seed(s, p, until, 1000, 1);
+		pc_run_profile_seed_reason(s, p, r);
+	}
+}
+
+/* §1.12 the primary probe: only with fallbacks, at most once per
+ * MIN_PROBE_INTERVAL_MS per provider, and only within PROBE_MARGIN_MS of
+ * the soonest expiry; otherwise the primary is skipped without a request. */
+Test(run_decide, primary_probe_is_throttled_and_kept_to_the_margin)
+{
+	const uint64_t now = 10000000;
+	pc_run_action_t a;
+	pc_run_state_t *s = mkstate(2, 2);
+	cool_all(s, now + PC_RUN_PROBE_MARGIN_MS, PC_FAILOVER_RATE_LIMIT);
+	s->cand.last_probe_ms = now - PC_RUN_PROBE_INTERVAL_MS;
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH, "due: at the margin, throttle open");
+	cr_assert(a.mark_probe);
+	cr_assert(s->cand.transient_probe);
+	freestate(s);
+
+	s = mkstate(2, 2);
+	cool_all(s, now + PC_RUN_PROBE_MARGIN_MS + 1, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK, "beyond the margin: skipped");
+	cr_assert_not(a.mark_probe);
+	cr_assert_eq(a.reason, PC_FAILOVER_RATE_LIMIT);
+	cr_assert(s->trace[0].skipped);
+	cr_assert_eq(s->trace[0].result, PC_TRACE_FALLBACK_MODEL);
+	freestate(s);
+
+	s = mkstate(2, 2);
+	cool_all(s, now + 1000, PC_FAILOVER_RATE_LIMIT);
+	s->cand.last_probe_ms = now - PC_RUN_PROBE_INTERVAL_MS + 1;
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK, "probed under 30 s ago: skipped");
+	freestate(s);
+
+	/* no fallback: the primary is probed on every open throttle slot,
+	 * however far its expiry (OpenClaw #90702), billing too */
+	s = mkstate(1, 2);
+	cool_all(s, now + 5 * 3600 * 1000ull, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert(a.mark_probe);
+	freestate(s);
+	s = mkstate(1, 2);
+	cool_all(s, now + 1000, PC_FAILOVER_RATE_LIMIT);
+	s->cand.last_probe_ms = now - 1000;
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FAIL, "throttled");
+	freestate(s);
+	s = mkstate(1, 2);
+	cool_all(s, now + 5 * 3600 * 1000ull, PC_FAILOVER_BILLING);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert(a.mark_probe);
+	s->cand.last_probe_ms = now - 1000;
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FAIL, "throttled");
+	freestate(s);
+
+	/* with fallbacks, billing far from expiry: skipped */
+	s = mkstate(2, 2);
+	cool_all(s, now + 5 * 3600 * 1000ull, PC_FAILOVER_BILLING);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK);
+	cr_assert_eq(a.reason, PC_FAILOVER_BILLING);
+	freestate(s);
+}
+
+/* §1.12 fallback candidates: probed for a transient cooldown (whatever the
+ * throttle), at most once per provider per run; billing skips them; a
+ * probe that failed for a reason unrelated to the cooldown gives the
+ * provider's probe back. */
+Test(run_decide, fallback_probe_is_once_per_provider_per_run)
+{
+	const uint64_t now = 10000000;
+	pc_run_config_t cfg;
+	pc_run_config_defaults(&cfg);
+	cfg.candidate_count = 4;
+	for (uint32_t i = 0; i < 4; i++)
+		cfg.profile_counts[i] = 1;
+	cfg.provider_id[0] = cfg.provider_id[1] = cfg.provider_id[2] = 0; /* mock, mock, mock, fb */
+	cfg.provider_id[3] = 3;
+	pc_run_state_t *s = mkstate_cfg(&cfg);
+	pc_run_action_t a;
+	pc_run_enter_candidate(s, 1);
+	cool_all(s, now + 1000, PC_FAILOVER_RATE_LIMIT);
+	s->cand.last_probe_ms = now - 1; /* the throttle is the primary's */
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH);
+	cr_assert_not(a.mark_probe, "not the primary: no throttle mark");
+	cr_assert(s->cand.transient_probe);
+
+	/* it fails again (a rate limit): the next candidate of the provider is
+	 * skipped, the other provider's is probed */
+	cr_assert_eq(pc_run_enter_candidate(s, 2), 0);
+	cool_all(s, now + 1000, PC_FAILOVER_OVERLOADED);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK, "mock's probe is spent");
+	cr_assert_eq(a.reason, PC_FAILOVER_OVERLOADED);
+	cr_assert_eq(s->cand.index, 3u);
+	cr_assert_not_null(strstr(a.message, "probe already attempted"), "%s", a.message);
+	cool_all(s, now + 1000, PC_FAILOVER_TIMEOUT);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH, "fb has a probe of its own");
+	freestate(s);
+
+	/* a probe that failed with model_not_found keeps the provider's slot */
+	s = mkstate_cfg(&cfg);
+	pc_run_enter_candidate(s, 1);
+	cool_all(s, now + 1000, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert(s->cand.transient_probe);
+	pc_run_outcome_t o = good();
+	o.now_ms = now;
+	o.has_assistant = false;
+	o.prompt_error = PC_PROMPT_ERR_PROVIDER;
+	o.has_failure = true;
+	o.failure.reason = PC_FAILOVER_MODEL_NOT_FOUND;
+	o.failure.failover = true;
+	o.error_text = "model not found";
+	cr_assert_eq(pc_run_decide(s, &o, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FALLBACK, "%d", a.next);
+	cr_assert_eq(s->cand.index, 2u);
+	cool_all(s, now + 1000, PC_FAILOVER_RATE_LIMIT);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_DISPATCH, "the slot was given back");
+
+	/* billing on a fallback: skipped */
+	pc_run_enter_candidate(s, 3);
+	cool_all(s, now + 1000, PC_FAILOVER_BILLING);
+	cr_assert_eq(pc_run_start_candidate(s, now, &a), 0);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
 	freestate(s);
 }

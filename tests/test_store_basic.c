@@ -469,6 +469,31 @@ Test(store, a_lease_names_its_holder_and_can_be_taken_from_a_gone_one)
 
 /* ---- leases and fencing ---- */
 
+/* The test hook: one session's lease answers go late, nobody else's. */
+Test(store, the_test_hook_delays_one_sessions_lease_answers)
+{
+	fx_t f;
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "/tmp/pc-store-XXXXXX");
+	cr_assert_not_null(mkdtemp(f.dir));
+	snprintf(f.path, sizeof(f.path), "%s/state.db", f.dir);
+	f.rt = start_rt(2);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.test_lease_delay_key = "slow";
+	cfg.test_lease_delay_ms = 300;
+	fx_open_cfg(&f, &cfg);
+	int64_t e = 0;
+	uint64_t t0 = now_ms();
+	cr_assert_eq(pc_store_lease_acquire(f.s, "fast", "me", 60000, NULL, &e, NULL), 0);
+	cr_assert_lt(now_ms() - t0, 250u);
+	t0 = now_ms();
+	cr_assert_eq(pc_store_lease_acquire(f.s, "slow", "me", 60000, NULL, &e, NULL), 0);
+	cr_assert_geq(now_ms() - t0, 300u);
+	cr_assert_eq(e, 1, "late, not lost");
+	fx_fini(&f);
+}
+
 Test(store, lease_epochs_fence_stale_writers)
 {
 	fx_t f;

@@ -628,6 +628,10 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		.http2_prior_knowledge = t->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.hooks = t->agent->hooks,
 	};
+	/* the rewrite holds the write lock with the run's max hold (§6.4) */
+	pc_session_lock_opts_t lo;
+	pc__run_lock_opts(t->lock_max_hold_ms, &lo);
+	req.lock_opts = &lo;
 	if (rc == 0)
 		rc = pc_compaction_start(t->agent->rt, &req, pc_self(ctx), &t->compaction);
 	pc_request_headers_free(headers);
@@ -1220,6 +1224,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->context_tokens = p->context_tokens;
 	t->max_tokens = p->max_tokens;
 	t->timeout_ms = p->timeout_ms;
+	t->lock_max_hold_ms = p->lock_max_hold_ms;
 	t->messages = cJSON_CreateArray();
 	t->tools = a->tool_schemas;
 	t->loop = pc__loop_box_retain(p->loop);

@@ -76,6 +76,7 @@ typedef struct attempt {
 	uint64_t context_tokens;
 	int64_t max_tokens;
 	uint64_t timeout_ms;
+	uint64_t lock_max_hold_ms; /* the run's write lock max hold (§6.4); 0: the default */
 
 	phase_t phase;
 	bool have_history, have_context;

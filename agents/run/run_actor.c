@@ -30,6 +30,7 @@
 
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
+#include "../attempt/attempt_timeout.h"
 #include "../compaction/compaction.h"
 #include "../obs/redact.h"
 #include "../providers/request.h"
@@ -114,6 +115,7 @@ typedef struct run {
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
 static void decide(pc_ctx_t *ctx, run_t *r);
+static void fall_back(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act);
 
 static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 {
@@ -507,6 +509,8 @@ static cJSON *trace_json(const run_t *r)
 		cJSON_AddStringToObject(o, "result", pc_run_trace_result_name(e->result));
 		if (e->skipped)
 			cJSON_AddBoolToObject(o, "skipped", true);
+		if (e->probe)
+			cJSON_AddBoolToObject(o, "probe", true);
 		if (e->reason != PC_RUN_REASON_NONE)
 			cJSON_AddStringToObject(o, "reason", pc_failover_reason_name(e->reason));
 		if (e->status)
@@ -708,6 +712,14 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 	}
 }
 
+/* The max hold of the session write lock for this run's rewrites (§6.4:
+ * max(5 min, run timeout + compaction timeout + 2 min grace)). */
+static uint64_t lock_max_hold(const run_t *r)
+{
+	uint64_t comp = r->agent->cfg->agent.compaction.timeout_ms;
+	return pc_attempt_lock_max_hold_ms(r->timeout_ms, comp ? comp : PC_ATTEMPT_COMPACTION_TIMEOUT_MS);
+}
+
 /* ---- attempts ---- */
 
 /* The profile bookkeeping an action asks for goes to the process-wide
@@ -741,7 +753,11 @@ static bool seed_profiles(run_t *r, pc_run_action_t *act)
 			pc_run_profile_seed_reason(&r->rs, p, reason);
 		}
 	}
-	pc_run_start_candidate(&r->rs, (uint64_t)pc__wall_ms(), act);
+	r->rs.cand.last_probe_ms = pc__probe_last(r->agent, r->cand[idx].provider);
+	uint64_t now = (uint64_t)pc__wall_ms();
+	pc_run_start_candidate(&r->rs, now, act);
+	if (act->mark_probe)
+		pc__probe_mark(r->agent, r->cand[idx].provider, now);
 	return true;
 }
 
@@ -788,6 +804,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		.bus = r->bus,
 		.loop = r->loop,
 		.epoch = r->epoch,
+		.lock_max_hold_ms = lock_max_hold(r),
 	};
 	int rc = pc__attempt_spawn(r->agent, &p, pc_self(ctx), &r->attempt);
 	free(revised);
@@ -815,10 +832,15 @@ static void iterate(pc_ctx_t *ctx, run_t *r)
 		pc_run_action_t act;
 		if (seed_profiles(r, &act) && act.next != PC_RUN_DISPATCH) {
 			note_candidate_failed(r, &act, NULL);
-			if (act.next == PC_RUN_FALLBACK)
-				continue;
-			finish_action(ctx, r, &act);
-			return;
+			if (act.next != PC_RUN_FALLBACK) {
+				finish_action(ctx, r, &act);
+				return;
+			}
+			if (act.chain_replay || act.delay_ms) {
+				fall_back(ctx, r, &act);
+				return;
+			}
+			continue;
 		}
 		pc_run_begin_iteration(&r->rs, &act);
 		book_profiles(r, &act);
@@ -829,6 +851,10 @@ static void iterate(pc_ctx_t *ctx, run_t *r)
 		}
 		if (act.next != PC_RUN_FALLBACK) {
 			finish_action(ctx, r, &act);
+			return;
+		}
+		if (act.chain_replay || act.delay_ms) {
+			fall_back(ctx, r, &act);
 			return;
 		}
 	}
@@ -867,6 +893,9 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		.hooks = r->agent->hooks,
 		.tag = r->attempts,
 	};
+	pc_session_lock_opts_t lo;
+	pc__run_lock_opts(lock_max_hold(r), &lo);
+	req.lock_opts = &lo;
 	if (rc == 0) {
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		rc = pc_compaction_start(r->agent->rt, &req, pc_self(ctx), &r->compaction);
@@ -993,6 +1022,17 @@ static void iterate_after(pc_ctx_t *ctx, run_t *r, uint64_t delay_ms)
 	iterate(ctx, r);
 }
 
+/* The next candidate, or (chain_replay) the chain again from its first,
+ * after the action's delay. */
+static void fall_back(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	if (act->chain_replay) {
+		r->seeded = 0; /* the first candidate's cooldowns are read again */
+		arm_notice(ctx, r, act);
+	}
+	iterate_after(ctx, r, act->delay_ms);
+}
+
 static void decide(pc_ctx_t *ctx, run_t *r)
 {
 	r->outcome.error_text = r->error_text;
@@ -1002,11 +1042,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	note_candidate_failed(r, &act, r->error_text);
 	switch (act.next) {
 	case PC_RUN_FALLBACK:
-		if (act.chain_replay) {
-			r->seeded = 0; /* the first candidate's cooldowns are read again */
-			arm_notice(ctx, r, &act);
-		}
-		iterate_after(ctx, r, act.delay_ms);
+		fall_back(ctx, r, &act);
 		return;
 	case PC_RUN_RETRY:
 		iterate_after(ctx, r, act.delay_ms);
@@ -1017,7 +1053,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	case PC_RUN_TRUNCATE:
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
 		if (pc__truncate_start(r->agent, r->key, r->epoch, r->cand[r->rs.cand.index].context_tokens,
-				       pc_self(ctx)) != 0) {
+				       lock_max_hold(r), pc_self(ctx)) != 0) {
 			r->outcome.recovery.truncation = PC_RECOVERY_NOTHING;
 			decide(ctx, r);
 			return;
@@ -1376,8 +1412,14 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		pc_run_config_t rc_cfg;
 		pc_run_config_defaults(&rc_cfg);
 		rc_cfg.candidate_count = r->n_cand;
-		for (uint32_t i = 0; i < r->n_cand; i++)
+		for (uint32_t i = 0; i < r->n_cand; i++) {
 			rc_cfg.profile_counts[i] = (uint32_t)r->cand[i].provider->profile_count;
+			/* §1.12: one transient probe per provider per run */
+			uint32_t j = 0;
+			while (r->cand[j].provider != r->cand[i].provider)
+				j++;
+			rc_cfg.provider_id[i] = (uint8_t)j;
+		}
 		rc_cfg.retries = d->retries;
 		rc_cfg.rate_limit_rotations = d->rate_limit_rotations;
 		rc_cfg.overload_rotations = d->overload_rotations;

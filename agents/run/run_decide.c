@@ -574,9 +574,8 @@ static int fail(pc_run_action_t *a, pc_run_error_kind_t kind)
 	return 0;
 }
 
-/* A FailoverError leaves this candidate (§1.12): the next model when there
- * is one (the state moves there), else the run fails with it; a session
- * suspension is only asked for once no candidate is left. */
+static bool preserves_probe(pc_failover_reason_t r);
+
 /* The reply runner's answer to a chain that failed as a whole (§1.12,
  * agent-runner-error-handler): a chain whose every failure was an overload
  * is replayed up to 10 times, 2.5 s doubling to 30 s; another transient
@@ -598,7 +597,9 @@ static bool replay_chain(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reas
 	} else {
 		return false;
 	}
+	/* a new pass is a new fallback run: its own transient probes */
 	s->chain_failures = s->chain_overloads = 0;
+	s->probe_used = 0;
 	pc_run_enter_candidate(s, 0);
 	a->next = PC_RUN_FALLBACK;
 	a->chain_replay = true;
@@ -606,6 +607,10 @@ static bool replay_chain(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reas
 	return true;
 }
 
+/* A FailoverError leaves this candidate (§1.12): the next model when there
+ * is one (the state moves there), else the reply runner's replay or the
+ * run fails with it; a session suspension is only asked for once no
+ * candidate is left. */
 static int throw_failover(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reason_t r,
 			  int status, uint64_t delay_ms)
 {
@@ -614,6 +619,9 @@ static int throw_failover(pc_run_state_t *s, pc_run_action_t *a, pc_failover_rea
 	s->chain_failures++;
 	if (r == PC_FAILOVER_OVERLOADED)
 		s->chain_overloads++;
+	pc_run_candidate_state_t *c = &s->cand;
+	if (c->transient_probe && preserves_probe(r))
+		s->probe_used &= ~(1u << (s->cfg.provider_id[c->index] % PC_RUN_MAX_CANDIDATES));
 	if (fallback_available(s)) {
 		pc_run_enter_candidate(s, s->cand.index + 1);
 		a->next = PC_RUN_FALLBACK;
@@ -683,11 +691,63 @@ static void trace_skip(pc_run_state_t *s, pc_run_trace_result_t result, uint32_t
 	}
 }
 
-/* §1.12: a candidate whose profiles are all cooling down for a failure
- * that waiting out a short window does not cure is skipped, not probed. */
-static bool persistent_cooldown(pc_failover_reason_t r)
+/* §1.12 shouldUseTransientCooldownProbeSlot: a cooldown that waiting out
+ * may cure; a candidate cooling down for it may be probed, once per
+ * provider per run. (server_error is Pincer's: it cools a profile down.) */
+static bool transient_cooldown(pc_failover_reason_t r)
 {
-	return r == PC_FAILOVER_AUTH || r == PC_FAILOVER_AUTH_PERMANENT || r == PC_FAILOVER_BILLING;
+	switch (r) {
+	case PC_FAILOVER_RATE_LIMIT:
+	case PC_FAILOVER_OVERLOADED:
+	case PC_FAILOVER_TIMEOUT:
+	case PC_FAILOVER_SERVER_ERROR:
+	case PC_FAILOVER_EMPTY_RESPONSE:
+	case PC_FAILOVER_NO_ERROR_DETAILS:
+	case PC_FAILOVER_UNCLASSIFIED:
+	case PC_FAILOVER_UNKNOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* shouldPreserveTransientCooldownProbeSlot: a probe that failed for this
+ * says nothing of the cooldown, so the provider keeps its probe. */
+static bool preserves_probe(pc_failover_reason_t r)
+{
+	return r == PC_FAILOVER_MODEL_NOT_FOUND || r == PC_FAILOVER_FORMAT || r == PC_FAILOVER_AUTH ||
+	       r == PC_FAILOVER_AUTH_PERMANENT || r == PC_FAILOVER_SESSION_EXPIRED ||
+	       r == PC_FAILOVER_TLS_CERTIFICATE;
+}
+
+/* resolveProfilesUnavailableReason, simplified: a disabling reason
+ * (auth_permanent, then billing) outweighs a cooldown, auth outweighs a
+ * transient one; else the reason of the profile whose cooldown ends
+ * first. */
+static pc_failover_reason_t unavailable_reason(const pc_run_candidate_state_t *c, uint32_t soonest)
+{
+	static const pc_failover_reason_t severe[] = {PC_FAILOVER_AUTH_PERMANENT, PC_FAILOVER_BILLING,
+						       PC_FAILOVER_AUTH};
+	for (size_t k = 0; k < sizeof(severe) / sizeof(severe[0]); k++)
+		for (uint32_t i = 0; i < c->profile_count; i++)
+			if (c->cooldown_reason[i] == severe[k])
+				return severe[k];
+	pc_failover_reason_t r = c->cooldown_reason[soonest];
+	return r == PC_RUN_REASON_NONE ? PC_FAILOVER_UNKNOWN : r;
+}
+
+/* A candidate whose profiles all cool down, skipped: its trace entry, then
+ * the next candidate (or the run's failure). */
+static int skip_candidate(pc_run_state_t *s, pc_run_action_t *a, pc_failover_reason_t r, const char *why)
+{
+	uint32_t before = s->trace_count;
+	pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_PROMPT, r, reason_status(r), NULL, 0);
+	if (s->trace_count > before) {
+		s->trace[before].profile = s->cand.profile;
+		s->trace[before].skipped = true;
+	}
+	set_text(a->message, "%s (%s).", why, pc_failover_reason_name(r));
+	return throw_failover(s, a, r, reason_status(r), 0);
 }
 
 int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a)
@@ -705,21 +765,43 @@ int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *
 			trace_skip(s, PC_TRACE_ROTATE_PROFILE, i);
 		return 0;
 	}
-	/* every profile cools down: the soonest to expire is the one to probe */
+	/* every profile cools down: resolveCooldownDecision. A probe asks the
+	 * profile whose cooldown ends first. */
 	uint32_t soonest = 0;
-	bool skip = true;
-	for (uint32_t i = 0; i < c->profile_count; i++) {
+	for (uint32_t i = 0; i < c->profile_count; i++)
 		if (c->cooldown_until_ms[i] < c->cooldown_until_ms[soonest])
 			soonest = i;
-		skip = skip && persistent_cooldown(c->cooldown_reason[i]);
-	}
 	c->profile = soonest;
-	if (!skip)
-		return 0;
-	pc_failover_reason_t r = c->cooldown_reason[soonest];
-	trace_skip(s, PC_TRACE_FALLBACK_MODEL, soonest);
-	set_text(a->message, "All auth profiles are in cooldown (%s).", pc_failover_reason_name(r));
-	return throw_failover(s, a, r, reason_status(r), 0);
+	pc_failover_reason_t r = unavailable_reason(c, soonest);
+	bool primary = c->index == 0;
+	bool has_fallback = s->cfg.candidate_count > 1;
+	bool throttle_open = c->last_probe_ms == 0 || now_ms < c->last_probe_ms ||
+			     now_ms - c->last_probe_ms >= PC_RUN_PROBE_INTERVAL_MS;
+	/* without fallbacks the primary is probed on every open throttle slot:
+	 * a rolling cap can recover before its reported reset (OpenClaw #90702) */
+	bool probe_due = primary && throttle_open &&
+			 (!has_fallback || now_ms + PC_RUN_PROBE_MARGIN_MS >= c->cooldown_until_ms[soonest]);
+	bool attempt;
+	if (r == PC_FAILOVER_AUTH || r == PC_FAILOVER_AUTH_PERMANENT)
+		attempt = false;
+	else if (r == PC_FAILOVER_BILLING)
+		attempt = primary && (probe_due || (!has_fallback && throttle_open));
+	else
+		attempt = primary ? probe_due : transient_cooldown(r);
+	if (!attempt)
+		return skip_candidate(s, a, r, "All auth profiles are in cooldown");
+	a->mark_probe = primary;
+	c->probing = true;
+	if (transient_cooldown(r)) {
+		uint32_t bit = 1u << (s->cfg.provider_id[c->index] % PC_RUN_MAX_CANDIDATES);
+		if (s->probe_used & bit) {
+			c->probing = false;
+			return skip_candidate(s, a, r, "The provider is in cooldown (probe already attempted this run)");
+		}
+		s->probe_used |= bit;
+		c->transient_probe = true;
+	}
+	return 0;
 }
 
 /* ---- §1.10 handleAssistantFailover ---- */

@@ -343,6 +343,9 @@ typedef struct pc_run_action {
 	uint64_t profile_cooldown_ms;
 	uint32_t failed_candidate;   /* the candidate `failed_profile` belongs to */
 	bool mark_profile_success;
+	/* start_candidate probed a cooled-down primary: the caller records now
+	 * as its provider's last probe (the 30 s throttle, §1.12) */
+	bool mark_probe;
 
 	/* DISPATCH: what the next prompt is (then cleared in the state). */
 	pc_run_prompt_override_t prompt;
@@ -363,14 +366,28 @@ typedef struct pc_run_action {
 int pc_run_begin_iteration(pc_run_state_t *s, pc_run_action_t *a);
 
 /*
- * A candidate's start (§1.11, §1.12), once its cooldowns are seeded: it
- * begins with its first profile out of cooldown, the profiles passed over
- * traced as skipped rotate_profile entries with their cooldown reasons ->
- * PC_RUN_DISPATCH. When all are in cooldown: probe the soonest to expire
- * (-> PC_RUN_DISPATCH) unless every reason is auth, auth_permanent or
- * billing; then the candidate is skipped (a skipped fallback_model entry)
- * -> PC_RUN_FALLBACK, or PC_RUN_FAIL when no candidate is left. A locked
- * profile is never passed over. PC_EINVAL for NULL.
+ * A candidate's start (§1.11, §1.12), once its cooldowns (and its
+ * provider's last probe, cand.last_probe_ms) are seeded: it begins with
+ * its first profile out of cooldown, the profiles passed over traced as
+ * skipped rotate_profile entries with their cooldown reasons ->
+ * PC_RUN_DISPATCH. When all are in cooldown, resolveCooldownDecision
+ * decides on the profiles' reason (the most severe: auth_permanent,
+ * billing, auth, else the soonest to expire's):
+ *   - auth, auth_permanent: skipped;
+ *   - billing: probed only as the primary, when a primary probe is due
+ *     (below) or, with no fallback, when the throttle is open;
+ *   - others: the primary is probed only when a probe is due; a fallback
+ *     candidate is probed for a transient reason (rate_limit, overloaded,
+ *     timeout, server_error, unknown...), at most once per provider per
+ *     run (a probe that failed for model_not_found, format, auth or
+ *     session_expired gives the slot back).
+ * A primary probe is due when there are fallbacks, the provider's last
+ * probe is PC_RUN_PROBE_INTERVAL_MS old or more, and the soonest cooldown
+ * ends within PC_RUN_PROBE_MARGIN_MS (a.mark_probe then). A probe starts
+ * on the profile whose cooldown ends first (-> PC_RUN_DISPATCH); a skip
+ * is a skipped fallback_model entry -> PC_RUN_FALLBACK, or PC_RUN_FAIL
+ * when no candidate is left. A locked profile is never passed over.
+ * PC_EINVAL for NULL.
  */
 int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a);
 

@@ -231,5 +231,6 @@ void pc_run_trace_add(pc_run_state_t *s, pc_run_trace_result_t result, pc_run_st
 	}
 	e->candidate = s->cand.index;
 	e->profile = s->cand.profile;
+	e->probe = s->cand.probing;
 	e->duration_ms = duration_ms;
 }

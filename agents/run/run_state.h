@@ -67,6 +67,9 @@ extern "C" {
 #define PC_AUTH_FAILURE_WINDOW_MS ((uint64_t)24 * 3600 * 1000) /* failureWindowHours = 24 */
 
 /* Storage bounds of this implementation (not from the spec). */
+#define PC_RUN_PROBE_INTERVAL_MS 30000u      /* MIN_PROBE_INTERVAL_MS: one primary probe per provider */
+#define PC_RUN_PROBE_MARGIN_MS (2u * 60u * 1000u) /* PROBE_MARGIN_MS: probed this close to expiry */
+
 #define PC_RUN_MAX_CANDIDATES 16u /* models in the fallback chain */
 #define PC_RUN_MAX_PROFILES 16u   /* auth profiles of one candidate */
 #define PC_RUN_TRACE_MAX 256u     /* trace entries kept (past the largest iteration
@@ -140,6 +143,7 @@ typedef struct pc_run_trace_entry {
 	uint32_t profile;            /* index of the auth profile of that candidate */
 	int64_t duration_ms;         /* of the attempt */
 	bool skipped;                /* no request: the profile or model was in cooldown */
+	bool probe;                  /* asked while every profile cooled down (§1.12 probe) */
 } pc_run_trace_entry_t;
 
 /* ---- configuration ---- */
@@ -171,6 +175,10 @@ typedef struct pc_run_config {
 	bool runtime_auth;              /* credentials can be refreshed (token exchange) */
 	bool has_session_key;           /* FailoverErrors may ask to suspend the session */
 	bool profile_locked;            /* authProfileIdSource == "user": never rotate */
+	/* Which provider each candidate is of: candidates with one id share
+	 * the run's one transient cooldown probe of that provider (§1.12).
+	 * Ids are < PC_RUN_MAX_CANDIDATES; all zero: one provider. */
+	uint8_t provider_id[PC_RUN_MAX_CANDIDATES];
 } pc_run_config_t;
 
 /* Fills every field with the spec's defaults and a one-candidate,
@@ -217,6 +225,11 @@ typedef struct pc_run_candidate_state {
 	uint64_t last_failure_ms[PC_RUN_MAX_PROFILES];
 	uint32_t error_count[PC_RUN_MAX_PROFILES];
 	pc_failover_reason_t cooldown_reason[PC_RUN_MAX_PROFILES]; /* NONE: unknown */
+	/* When the process last probed this candidate's provider while it
+	 * cooled down (wall ms, 0: never), seeded by the caller (§1.12). */
+	uint64_t last_probe_ms;
+	bool probing;         /* it runs although every profile cools down (a probe) */
+	bool transient_probe; /* ... as its provider's one transient probe */
 } pc_run_candidate_state_t;
 
 typedef struct pc_run_state {
@@ -231,6 +244,7 @@ typedef struct pc_run_state {
 	pc_run_liveness_t liveness;
 	bool replay_invalid;
 	bool had_side_effects;
+	uint32_t probe_used; /* bit per provider id: its transient probe is spent (§1.12) */
 
 	/* The reply runner around the chain (§1.12): the failures of the
 	 * current pass over the chain, how many were overloads, the replays

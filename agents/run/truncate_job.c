@@ -21,6 +21,7 @@ typedef struct truncate_job {
 	char *key;
 	int64_t epoch;
 	uint64_t context_tokens;
+	uint64_t lock_max_hold_ms;
 } truncate_job_t;
 
 static void job_free(void *arg)
@@ -78,7 +79,9 @@ static int truncate_transcript(truncate_job_t *j)
 		rows[i].json_checked = true; /* printed by cJSON; ids as stored */
 	}
 	int64_t last = 0;
-	rc = pc_store_rewrite_locked(j->store, j->lock_dir, NULL, j->key, j->epoch, pc_store_history_last_seq(h),
+	pc_session_lock_opts_t lo;
+	pc__run_lock_opts(j->lock_max_hold_ms, &lo);
+	rc = pc_store_rewrite_locked(j->store, j->lock_dir, &lo, j->key, j->epoch, pc_store_history_last_seq(h),
 				     rows[first].seq, rows + first, n - first, &last, NULL);
 out:
 	for (size_t i = 0; texts && first < n && i < n - first; i++)
@@ -102,7 +105,8 @@ static pc_msg_t *job_run(void *arg)
 	return m;
 }
 
-int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens, pc_actor_t *reply_to)
+int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t context_tokens,
+		       uint64_t lock_max_hold_ms, pc_actor_t *reply_to)
 {
 	truncate_job_t *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -110,6 +114,7 @@ int pc__truncate_start(pc_agent_t *a, const char *key, int64_t epoch, uint64_t c
 	j->store = a->store;
 	j->context_tokens = context_tokens;
 	j->epoch = epoch;
+	j->lock_max_hold_ms = lock_max_hold_ms;
 	j->lock_dir = strdup(a->lock_dir);
 	j->key = strdup(key);
 	int rc = (!j->lock_dir || !j->key) ? PC_ENOMEM

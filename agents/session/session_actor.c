@@ -75,7 +75,8 @@ typedef struct session {
 	item_t *active;
 	bool started;
 	pc_actor_t *run;
-	uint64_t ticket;
+	uint64_t ticket;    /* its lane ticket; 0: none asked for (it waits for the lease) */
+	bool granted;       /* the ticket's permit is held, the run not started yet */
 	pc_run_phase_t phase;
 
 	item_t *interrupt; /* interrupt mode: runs once the aborted run ended; NULL: none */
@@ -380,22 +381,46 @@ static pc__lease_ctx_t lease_ctx(pc_ctx_t *ctx, session_t *s)
 	return (pc__lease_ctx_t){ctx, &s->lease, s->agent->owner, s->key, pc_store_actor(s->agent->store)};
 }
 
-/* The active item asks the global lane for its permit (the session's lease
- * is held). */
+/* The active item asks the global lane for its permit, with a new ticket. */
 static void ask_lane(pc_ctx_t *ctx, session_t *s)
 {
 	const pc_config_t *c = s->agent->cfg;
 	uint64_t timeout = s->active->timeout_ms ? s->active->timeout_ms : c->agent.run_timeout_ms;
 	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
 	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
+	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
+	s->granted = false;
 	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
 	if (rc != 0)
 		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
 }
 
-/* The item becomes the active run: first the session's lease (nothing
- * runs in a session another process writes), then a global lane permit,
- * then the run actor (on_granted). */
+/* Whether a run may start on the lease now: it is held, and no renewal is
+ * in flight (after a failed run the renewal tells whether its writes were
+ * fenced, and the next run waits for that answer). */
+static bool lease_usable(const session_t *s)
+{
+	return s->lease.state == PC__LEASE_HELD;
+}
+
+/* Another process holds the session's lease, for as long as it likes: the
+ * waiting run gives its permit (or its place) back rather than keep the
+ * global lane from others, and asks again once the lease is its own. */
+static void yield_lane(session_t *s)
+{
+	pc_lane_release(s->agent->lane, s->ticket);
+	s->ticket = 0;
+	s->granted = false;
+}
+
+/*
+ * The item becomes the active run. Two things must come before its run
+ * actor: a global lane permit and the session's lease (nothing runs in a
+ * session another process writes). The lane ticket is taken now, before
+ * the lease's store round trip, whatever that costs: the lane then admits
+ * runs in the order they were accepted (§6.1). A permit granted before
+ * the lease is held waits for it (start_run from the lease's answer).
+ */
 static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 {
 	/* a collected batch or a rejected steer has no one acceptance time */
@@ -411,27 +436,17 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	memset(it, 0, sizeof(*it));
 	s->started = false;
 	s->phase = PC_RUN_STARTING;
-	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
 	pc__lease_ctx_t lc = lease_ctx(ctx, s);
-	if (pc__lease_want(&lc)) {
+	if (pc__lease_want(&lc))
 		pc__lease_busy(&lc);
-		ask_lane(ctx, s);
-	}
+	ask_lane(ctx, s);
 }
 
-static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
+static void drain(pc_ctx_t *ctx, session_t *s);
+
+/* Permit and lease are there: the run actor. */
+static void start_run(pc_ctx_t *ctx, session_t *s)
 {
-	if (!s->active || s->started || n->ticket != s->ticket) {
-		pc_lane_release(s->agent->lane, n->ticket);
-		return;
-	}
-	pc__observe_ms(s->agent->metrics.lane_wait_seconds, n->wait_ms);
-	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active->bus) {
-		char d[128];
-		snprintf(d, sizeof(d), "{\"phase\":\"granted\",\"waitMs\":%llu,\"queuedAhead\":%u}",
-			 (unsigned long long)n->wait_ms, n->queued_ahead);
-		pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
-	}
 	pc__run_params_t p = {
 		.run_id = s->active->run_id,
 		.session_key = s->key,
@@ -449,10 +464,35 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 	if (rc != 0) {
 		pc_lane_release(s->agent->lane, s->ticket);
 		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
+		s->granted = false;
+		s->phase = PC_RUN_IDLE;
+		drain(ctx, s);
 		return;
 	}
 	s->started = true;
+	s->granted = false; /* the run holds the permit now */
 	diag_arm(ctx, s);
+}
+
+static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
+{
+	if (!s->active || s->started || s->granted || n->ticket != s->ticket) {
+		pc_lane_release(s->agent->lane, n->ticket);
+		return;
+	}
+	pc__observe_ms(s->agent->metrics.lane_wait_seconds, n->wait_ms);
+	if (n->wait_ms >= PC_LANE_WARN_AFTER_MS && s->active->bus) {
+		char d[128];
+		snprintf(d, sizeof(d), "{\"phase\":\"granted\",\"waitMs\":%llu,\"queuedAhead\":%u}",
+			 (unsigned long long)n->wait_ms, n->queued_ahead);
+		pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
+	}
+	s->granted = true;
+	if (lease_usable(s))
+		start_run(ctx, s);
+	else if (s->lease.state == PC__LEASE_WAITING)
+		yield_lane(s);
+	/* else the lease's answer is on its way: on_lease_reply starts the run */
 }
 
 /* ---- the queue ---- */
@@ -1078,6 +1118,9 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	if (!pc__lease_on_reply(&lc, msg, &ev, &fresh))
 		return;
 	bool waiting = s->active && !s->started && !s->run;
+	/* another process holds it: no global permit is kept meanwhile */
+	if (waiting && s->granted && s->lease.state == PC__LEASE_WAITING)
+		yield_lane(s);
 	switch (ev) {
 	case PC__LEASE_EV_GRANTED:
 		/* another process wrote the transcript since: what this one
@@ -1098,6 +1141,9 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		return;
 	case PC__LEASE_EV_FAILED:
 		if (waiting) {
+			/* its place in the lane (queued or granted) goes with it */
+			pc_lane_release(s->agent->lane, s->ticket);
+			s->granted = false;
 			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lease_unavailable");
 			s->phase = PC_RUN_IDLE;
 			drain(ctx, s);
@@ -1109,10 +1155,15 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	/* held (taken, or renewed while a run waited for the answer) */
 	if (s->lease.state != PC__LEASE_HELD)
 		return;
-	if (waiting)
-		ask_lane(ctx, s);
-	else if (!s->active && !s->interrupt && !s->qn && !s->pn)
+	if (waiting) {
+		if (s->granted)
+			start_run(ctx, s);
+		else if (!s->ticket)
+			ask_lane(ctx, s); /* it gave its place up while another process held the lease */
+		/* else still queued in the lane: on_granted starts it */
+	} else if (!s->active && !s->interrupt && !s->qn && !s->pn) {
 		pc__lease_idle(&lc);
+	}
 }
 
 /* ---- aborts and steering ---- */
@@ -1224,10 +1275,20 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	}
 	case PC_MSG_LANE_EXPIRED: {
-		/* §1.17: the lane took its permit back; the run must end */
+		/* §1.17: the lane took its permit back; the run must end (one
+		 * still waiting for its lease ends without having run) */
 		const pc_lane_notice_t *n = pc_msg_cdata(msg);
-		if (s->run && n->ticket == s->ticket)
+		if (n->ticket != s->ticket || !s->active)
+			return 0;
+		if (s->run) {
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
+		} else if (s->granted && !s->started) {
+			s->granted = false;
+			s->ticket = 0;
+			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_timeout");
+			s->phase = PC_RUN_IDLE;
+			drain(ctx, s);
+		}
 		return 0;
 	}
 	case PC__MSG_RUN_PHASE:

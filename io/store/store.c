@@ -569,9 +569,10 @@ static bool is_read(uint32_t kind)
 	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST;
 }
 
-/* Answers a decoded op (if it asked) with its result; frees the op. A
- * reply that cannot be allocated is lost: the asker's timeout covers it. */
-static void op_answer(pc__store_op_t *op)
+/* Answers a decoded op (if it asked) with its result, `delay_ms` late
+ * (0: now); frees the op. A reply that cannot be allocated is lost: the
+ * asker's timeout covers it. */
+static void op_answer_after(pc__store_op_t *op, uint64_t delay_ms)
 {
 	if (op->reply_to) {
 		pc_msg_t *m = op->kind == PC_STORE_REQ_RUN_GET || !is_read(op->kind)
@@ -581,10 +582,30 @@ static void op_answer(pc__store_op_t *op)
 			m->corr = op->corr;
 			/* An asker that has stopped frees the reply as a dead
 			 * letter: nothing to do about a failed send. */
-			(void)pc_send(op->reply_to, m);
+			if (delay_ms)
+				(void)pc_timer_after(op->reply_to, delay_ms, m, NULL);
+			else
+				(void)pc_send(op->reply_to, m);
 		}
 	}
 	pc__store_op_free(op);
+}
+
+static void op_answer(pc__store_op_t *op)
+{
+	op_answer_after(op, 0);
+}
+
+/* The test hook (pc_store_config_t.test_lease_delay_*): how late the
+ * answer to `op` goes. */
+static uint64_t answer_delay(const pc_store_t *s, const pc__store_op_t *op)
+{
+	const char *key = s->cfg.test_lease_delay_key;
+	if (!key || !s->cfg.test_lease_delay_ms || op->kind != PC_STORE_REQ_LEASE_ACQUIRE ||
+	    op->nstr <= S_LS_KEY || !op->s[S_LS_KEY] || pc__store_len(op, S_LS_KEY) != strlen(key) ||
+	    memcmp(op->s[S_LS_KEY], key, strlen(key)) != 0)
+		return 0;
+	return s->cfg.test_lease_delay_ms;
 }
 
 /* Answers a request still in the handler with an error. */
@@ -1218,7 +1239,7 @@ static pc_msg_t *batch_run(void *arg)
 	pc__store_op_t *op = b->ops;
 	while (op) {
 		pc__store_op_t *next = op->next;
-		op_answer(op);
+		op_answer_after(op, answer_delay(s, op));
 		op = next;
 	}
 	pc_msg_t *done = b->done;

@@ -106,6 +106,12 @@ typedef struct pc_store_config {
 	int64_t timeout_ms;  /* how long the sync wrappers wait; 0 = default
 			      * 30 s, < 0 = for ever. PC_ETIMEDOUT means the
 			      * outcome is unknown, not that nothing happened. */
+	/* Tests only, not a setting: the answers to lease acquires of session
+	 * `test_lease_delay_key` (borrowed: it must outlive the store) go
+	 * `test_lease_delay_ms` late, as from a slow store round trip; other
+	 * answers are not held up. NULL or 0: none. */
+	const char *test_lease_delay_key;
+	uint32_t test_lease_delay_ms;
 } pc_store_config_t;
 
 void pc_store_config_init(pc_store_config_t *cfg);
