@@ -255,6 +255,13 @@ void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint3
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
+
+/* TEST ONLY, not a setting: every wait a run decides before its next
+ * attempt (same-model rate-limit steps, overload backoff) is divided by `d`
+ * (0 and 1: the real wait) for every run of the process, so live tests of
+ * the 10-30 s steps finish quickly. The attempts trace still records the
+ * decided delayMs. */
+void pc__agent_test_delay_divisor(uint32_t d);
 /* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
  * those with %d), else its digits as raw text, since cJSON prints any
  * other number with %1.15g and a scanf to check it (a millisecond

@@ -22,6 +22,7 @@
  * reply before the terminal event; agent_end observes every end. Each
  * costs a pc_hooks_active check when nothing is registered.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,6 +489,7 @@ static cJSON *trace_json(const run_t *r)
 		cJSON_AddNumberToObject(o, "candidate", e->candidate);
 		cJSON_AddNumberToObject(o, "profile", e->profile);
 		cJSON_AddNumberToObject(o, "durationMs", (double)e->duration_ms);
+		cJSON_AddNumberToObject(o, "delayMs", (double)e->delay_ms);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;
@@ -901,6 +903,15 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 	decide(ctx, r);
 }
 
+/* Test-only (pc__agent_test_delay_divisor): what the run's waits are
+ * divided by; 1 outside tests. */
+static _Atomic uint32_t delay_divisor = 1;
+
+void pc__agent_test_delay_divisor(uint32_t d)
+{
+	atomic_store_explicit(&delay_divisor, d ? d : 1, memory_order_relaxed);
+}
+
 static void decide(pc_ctx_t *ctx, run_t *r)
 {
 	r->outcome.error_text = r->error_text;
@@ -910,9 +921,13 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	note_candidate_failed(r, &act, r->error_text);
 	switch (act.next) {
 	case PC_RUN_RETRY:
-		if (act.delay_ms > 0) {
+	case PC_RUN_FALLBACK: {
+		/* a same-model step or an overload backoff (§1.10, §1.18) waits
+		 * before the next attempt; the trace keeps the decided value */
+		uint64_t wait = act.delay_ms / atomic_load_explicit(&delay_divisor, memory_order_relaxed);
+		if (wait > 0) {
 			pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
-			if (!m || pc_timer_after(pc_self(ctx), act.delay_ms, m, &r->delay) != 0) {
+			if (!m || pc_timer_after(pc_self(ctx), wait, m, &r->delay) != 0) {
 				iterate(ctx, r);
 				return;
 			}
@@ -921,9 +936,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 		}
 		iterate(ctx, r);
 		return;
-	case PC_RUN_FALLBACK:
-		iterate(ctx, r);
-		return;
+	}
 	case PC_RUN_COMPACT:
 		start_compaction(ctx, r, act.compaction);
 		return;

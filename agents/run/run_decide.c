@@ -983,10 +983,24 @@ static int prompt_error(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 	return fail(a, PC_RUN_ERR_PROMPT_FAILED);
 }
 
+static int decide_pipeline(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a);
+
 int pc_run_decide(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a)
 {
 	if (!s || !o || !a)
 		return PC_EINVAL;
+	uint32_t before = s->trace_count;
+	int rc = decide_pipeline(s, o, a);
+	/* The trace entry this decision added carries the wait it chose before
+	 * the next attempt (§1.10 same-model steps, §1.18 overload backoff). */
+	if (rc == 0 && a->delay_ms > 0 && s->trace_count > before &&
+	    (a->next == PC_RUN_RETRY || a->next == PC_RUN_FALLBACK))
+		s->trace[s->trace_count - 1].delay_ms = a->delay_ms;
+	return rc;
+}
+
+static int decide_pipeline(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a)
+{
 	action_reset(a);
 	pc_run_candidate_state_t *c = &s->cand;
 	bool resumed = o->recovery.timeout_compaction != PC_RECOVERY_NOT_RUN ||
