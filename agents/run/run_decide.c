@@ -584,6 +584,9 @@ static int throw_failover(pc_run_state_t *s, pc_run_action_t *a, pc_failover_rea
 	}
 	a->suspend_session = s->cfg.has_session_key &&
 			     (r == PC_FAILOVER_RATE_LIMIT || r == PC_FAILOVER_BILLING);
+	/* §1.14: a run that ends on a provider failure is blocked (the last
+	 * assistant turn is an error; every exhausted-retry exit is blocked) */
+	a->liveness = PC_LIVENESS_BLOCKED;
 	return fail(a, PC_RUN_ERR_FAILOVER);
 }
 
@@ -980,6 +983,7 @@ static int prompt_error(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 			 o->error_code, o->duration_ms);
 	a->status = reason_status(r);
 	set_text(a->message, "%s", o->error_text && *o->error_text ? o->error_text : "Prompt failed");
+	a->liveness = PC_LIVENESS_BLOCKED; /* §1.14, as for a thrown FailoverError */
 	return fail(a, PC_RUN_ERR_PROMPT_FAILED);
 }
 
@@ -1239,6 +1243,19 @@ static int decide_pipeline(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_
 		set_text(a->detail, "%s", MSG_INCOMPLETE_DETAIL);
 		s->liveness = PC_LIVENESS_ABANDONED;
 		return finish_error(s, a, PC_RUN_ERR_INCOMPLETE_TURN, PC_LIVENESS_ABANDONED);
+	}
+
+	/* 17 a turn that ended in a provider error it did not fail over (an
+	 * unclassified one, once the silent retries of step 13 are spent)
+	 * still answers with that error: buildEmbeddedRunPayloads turns the
+	 * assistant's error into an error payload, and the run is blocked
+	 * (§1.14 rule 4). It must not end ok with nothing to show. */
+	if (o->assistant_stop_error && o->has_failure && o->payload_count == 0 && !o->silent &&
+	    o->error_text && *o->error_text) {
+		set_text(a->message, "%s", o->error_text);
+		a->status = o->failure.status;
+		a->liveness = PC_LIVENESS_BLOCKED;
+		return fail(a, PC_RUN_ERR_PROMPT_FAILED);
 	}
 
 	/* 28 before_agent_finalize revision */
