@@ -192,6 +192,21 @@ static const fault_row_t rows[] = {
 		.payload = "fine", .liveness = "working", .requests = 3,
 	},
 	{
+		.name = "rate_limit long window everywhere: the escalation's own text for the primary",
+		.spec = "§1.10 rateLimitProfileRotations > 1 -> FailoverError 'The AI service is temporarily rate-limited...'; §1.12 summary",
+		.source = "src/agents/failover-error.test.ts (ZHIPUAI_WEEKLY_MONTHLY_LIMIT_EXHAUSTED_MESSAGE)",
+		.scenario = {
+			LOOP(ERR(429, ZHIPU_WEEKLY)),
+			LOOP(ERR(429, ZHIPU_WEEKLY)),
+		},
+		.fallback = true,
+		.phase = "error", .error_kind = "failover",
+		.trace = "rotate_profile:rate_limit,fallback_model:rate_limit,error:rate_limit",
+		.statuses = "429,429,429", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "0,0,0",
+		.payload_has = "mock/m1: " MSG_RATE_LIMITED " (rate_limit) | fb/m2: 429 " ZHIPU_WEEKLY,
+		.liveness = "blocked", .requests = 3,
+	},
+	{
 		.name = "rate_limit long window, retry-after over 60 s",
 		.spec = "§1.10 retry-after > 60 s is not a short window; no fallback: the spec's rate-limited text",
 		.source = "src/agents/failover-error.test.ts (OPENAI_RATE_LIMIT_MESSAGE)",
@@ -217,7 +232,7 @@ static const fault_row_t rows[] = {
 		.phase = "error", .error_kind = "failover",
 		.trace = "rotate_profile:overloaded,fallback_model:overloaded,error:overloaded",
 		.statuses = "503,503,503", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "2000,2000,0",
-		.payload_has = "(overloaded)", .liveness = "blocked", .requests = -1,
+		.payload_has = "mock/m1: " MSG_OVERLOADED " (overloaded) | fb/m2: ", .liveness = "blocked", .requests = 3,
 	},
 	{
 		.name = "overloaded inside the stream after text",

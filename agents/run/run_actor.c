@@ -420,7 +420,8 @@ static char *fallback_summary(const run_t *r)
 /* Notes the candidate an action leaves with a failover error: a fallback
  * (the state is already on the next one) or the run's failover failure.
  * `error` is what failed (the provider's words after an attempt; the
- * action's own text when no attempt was made), NULL: the action's text. */
+ * action's own text when no attempt was made, or when the FailoverError
+ * has its own text, §1.10), NULL: the action's text. */
 static void note_candidate_failed(run_t *r, const pc_run_action_t *act, const char *error)
 {
 	bool fell = act->next == PC_RUN_FALLBACK;
@@ -918,7 +919,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	pc_run_action_t act;
 	pc_run_decide(&r->rs, &r->outcome, &act);
 	book_profiles(r, &act);
-	note_candidate_failed(r, &act, r->error_text);
+	note_candidate_failed(r, &act, act.own_message ? NULL : r->error_text);
 	switch (act.next) {
 	case PC_RUN_RETRY:
 	case PC_RUN_FALLBACK: {

@@ -748,6 +748,7 @@ static bool assistant_failover(pc_run_state_t *s, const pc_run_outcome_t *o, pc_
 			if (c->overload_rotations > s->cfg.overload_rotations && fin->fallback_configured) {
 				mark_failed(s, o, a, x->profile_reason);
 				set_text(a->message, "%s", MSG_OVERLOADED);
+				a->own_message = true;
 				pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_ASSISTANT, r,
 						 reason_status(r), o->error_code, o->duration_ms);
 				c->same_model_rate_limit_retries = 0;
@@ -772,6 +773,7 @@ static bool assistant_failover(pc_run_state_t *s, const pc_run_outcome_t *o, pc_
 			    fin->fallback_configured) {
 				mark_failed(s, o, a, x->profile_reason);
 				set_text(a->message, "%s", MSG_RATE_LIMITED);
+				a->own_message = true;
 				pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_ASSISTANT, r,
 						 reason_status(r), o->error_code, o->duration_ms);
 				c->same_model_rate_limit_retries = 0;
@@ -924,6 +926,7 @@ static int prompt_error(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 		if (c->rate_limit_rotations > s->cfg.rate_limit_rotations && fallback) {
 			mark_failed(s, o, a, profile_reason);
 			set_text(a->message, "%s", MSG_RATE_LIMITED);
+			a->own_message = true;
 			pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_PROMPT, r, reason_status(r),
 					 o->error_code, o->duration_ms);
 			return throw_failover(s, a, r, reason_status(r), 0);

@@ -326,6 +326,9 @@ typedef struct pc_run_action {
 	bool suspend_session;        /* rate_limit / billing failover with a session key */
 	bool silent;                 /* FINISH_OK: reply NO_REPLY */
 	bool idle_timeout;           /* PC_RUN_ERR_TIMEOUT: the idle watchdog, not the run timer */
+	bool own_message;            /* FALLBACK / FAIL: `message` is the FailoverError's own
+				      * text (§1.10's overloaded / rate-limited escalation),
+				      * which is the candidate's error, not the provider's words */
 
 	/* Profile bookkeeping for the auth-profile store. */
 	bool mark_profile_failed;
