@@ -1085,6 +1085,10 @@ Test(run_decide, pick_fallback_thinking)
 		{"model claude-thinking-level-x is not supported", 0, false, PC_THINK_OFF},
 		{"feature not supported", 0, false, PC_THINK_OFF},
 		{"reasoning.effort: supported values are: minimal, low", (1u << PC_THINK_MINIMAL) | (1u << PC_THINK_LOW), false, PC_THINK_OFF},
+		/* OpenClaw's thinking.test.ts: a bare list of levels */
+		{"Supported values are: \"high\", \"medium\"", 0, true, PC_THINK_HIGH},
+		{"Supported values are: \"high\", \"medium\"", 1u << PC_THINK_HIGH, true, PC_THINK_MEDIUM},
+		{"tool_choice: supported values are: 'auto', 'none'", 0, false, PC_THINK_OFF},
 		{"", 0, false, PC_THINK_OFF},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -489,19 +489,24 @@ bool pc_run_pick_fallback_thinking(const char *message, uint32_t attempted, pc_t
 		return false;
 	bool required = ci_contains_any(message, reasoning_required_words,
 					COUNT_OF(reasoning_required_words));
-	if (!required && !mentions_thinking_param(message))
-		return false;
 	/* mandatory-reasoning endpoints need the smallest enabled level, never off */
 	if (required && !(attempted & (1u << PC_THINK_MINIMAL))) {
 		*out = PC_THINK_MINIMAL;
 		return true;
 	}
+	/* §11.2: a list of supported values names its first untried level
+	 * whatever parameter it is about; only entries that are think levels
+	 * count (OpenClaw's thinking.test.ts: 'Supported values are: "high",
+	 * "medium"' alone picks high, then medium) */
 	bool listed;
 	unsigned t = pick_from_list(message, attempted, &listed);
 	if (t != PC_RUN_THINK_COUNT) {
 		*out = (pc_think_level_t)t;
 		return true;
 	}
+	/* "... not supported" turns thinking off only when it is about thinking */
+	if (!mentions_thinking_param(message))
+		return false;
 	if (!listed && ci_contains(message, "not supported") &&
 	    !(attempted & (1u << PC_THINK_OFF))) {
 		*out = PC_THINK_OFF;
