@@ -91,6 +91,9 @@ typedef struct fault_row {
 	const char *payload_has; /* ... or a part of it */
 	const char *liveness;
 	int requests;           /* requests the provider saw */
+	/* each request's thinking: OpenAI's reasoning_effort, Anthropic's
+	 * thinking on/off ("off" when absent); NULL: unchecked */
+	const char *thinking_seq[API_COUNT];
 } fault_row_t;
 
 static const fault_row_t rows[] = {
@@ -122,7 +125,7 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit short window by wording (tokens per minute), in the body",
 		.spec = "§1.10 short-window words; first step 10 s",
-		.source = "src/agents/pi-embedded-runner/run/helpers.ts (short-window words: tokens per minute); wording: the mock's Anthropic 429",
+		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index); the Anthropic text is the mock's 429 wording",
 		.scenario = {
 			SEQ2(ERR(429, "Rate limit reached for gpt-4o in organization org-abc on tokens per minute. Please slow down."), FINE),
 			SEQ2("{\"kind\":\"error\",\"status\":429}", FINE),
@@ -134,7 +137,7 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit short window inside the stream",
 		.spec = "§1.10 an in-stream rate-limit error is classified from its text",
-		.source = "src/agents/pi-embedded-runner/run/helpers.ts (short-window words: per-minute)",
+		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index)",
 		.scenario = {
 			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached for gpt-4o on tokens per minute. Please slow down.\"}", FINE),
 			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}", FINE),
@@ -146,7 +149,7 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit: consecutiveSameModelRateLimitRetries caps at 3, then rateLimitProfileRotations",
 		.spec = "§1.3 MAX_SAME_MODEL_RATE_LIMIT_RETRIES = 3 (10/20/30 s); §1.10 then rotate, then fallback with its text",
-		.source = "src/agents/pi-embedded-runner/run/helpers.ts (short-window words: per-minute)",
+		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index)",
 		.scenario = {
 			SEQ6(ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
 			    ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
@@ -370,6 +373,34 @@ static const fault_row_t rows[] = {
 		.statuses = "", .profiles = "", .candidates = "", .delays = "",
 		.payload = MSG_OVERFLOW, .liveness = "blocked", .requests = -1,
 	},
+	/* ---- attemptedThinking (§1.3, §1.7 step 10.10 / 11) ---- */
+	{
+		.name = "thinking level not supported: fall back to off, once",
+		.spec = "§1.7 10.10 pickFallbackThinkingLevel: 'not supported' without a list -> off",
+		.source = "src/agents/pi-embedded-helpers/thinking.test.ts ('falls back to \"off\" when error says \"not supported\"')",
+		.scenario = {
+			SEQ2(ERR(400, "think value \\\"low\\\" is not supported for this model"), FINE),
+			SEQ2(ERR(400, "think value \\\"low\\\" is not supported for this model"), FINE),
+		},
+		.thinking = "low",
+		.phase = "end", .trace = "success", .statuses = "0", .profiles = "0", .candidates = "0", .delays = "0",
+		.payload = "fine", .liveness = "working", .requests = 2,
+		.thinking_seq = {"low,off", "on,off"},
+	},
+	{
+		.name = "thinking: each listed level is tried at most once (attemptedThinking)",
+		.spec = "§1.3 attemptedThinking; §1.7 10.10 skips attempted levels; then the format error ends the run",
+		.source = "src/agents/pi-embedded-helpers/thinking.test.ts ('skips already attempted values')",
+		.scenario = {
+			LOOP(ERR(400, "Supported values are: \\\"high\\\", \\\"medium\\\"")),
+			LOOP(ERR(400, "Supported values are: \\\"high\\\", \\\"medium\\\"")),
+		},
+		.thinking = "high",
+		.phase = "error", .error_kind = "failover", .trace = "error:format",
+		.statuses = "400", .profiles = "0", .candidates = "0", .delays = "0",
+		.payload_has = "Supported values are", .liveness = "blocked", .requests = 2,
+		.thinking_seq = {"high,medium", "on,on"},
+	},
 	/* ---- the detail-free labels and the incomplete-turn counters ---- */
 	{
 		.name = "unclassified in-stream error, no output: emptyErrorRetries (3), then the provider's words",
@@ -433,6 +464,28 @@ static void trace_numbers(const cJSON *d, const char *key, char *out, size_t cap
 		double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, key));
 		snprintf(out + n, cap - n, "%s%.0f", n ? "," : "", v != v ? 0.0 : v);
 	}
+}
+
+/* Each request's thinking, comma-separated: OpenAI's reasoning_effort,
+ * Anthropic's thinking "on"; "off" when the request has none. */
+static void request_thinking(harness_t *h, int api, char *out, size_t cap)
+{
+	out[0] = '\0';
+	cJSON *reqs = mock_requests(h);
+	for (int i = 0; i < cJSON_GetArraySize(reqs); i++) {
+		cJSON *owned = NULL;
+		const cJSON *b = request_body(reqs, i, &owned);
+		const char *v;
+		if (api == API_OPENAI)
+			v = jstr(b, "reasoning_effort")[0] ? jstr(b, "reasoning_effort") : "off";
+		else
+			v = !strcmp(jstr(cJSON_GetObjectItemCaseSensitive(b, "thinking"), "type"), "enabled") ? "on"
+														: "off";
+		size_t n = strlen(out);
+		snprintf(out + n, cap - n, "%s%s", n ? "," : "", v);
+		cJSON_Delete(owned);
+	}
+	cJSON_Delete(reqs);
 }
 
 static char *config_for(const fault_row_t *row, const char *api)
@@ -504,6 +557,12 @@ static void run_case(size_t row_index, int api)
 	if (row->requests >= 0)
 		cr_assert_eq(request_count(&h), row->requests, "[%s / %s] requests: %d", row->name, an,
 			     request_count(&h));
+
+	if (row->thinking_seq[api]) {
+		request_thinking(&h, api, nums, sizeof(nums));
+		cr_assert_str_eq(nums, row->thinking_seq[api], "[%s / %s] thinking per request %s", row->name, an,
+				 nums);
+	}
 
 	/* the waits really happened, shortened by the divisor (loosely: the
 	 * machine is shared) */
