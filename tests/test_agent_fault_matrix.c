@@ -20,6 +20,8 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
+#include <time.h>
+
 #include "agent_harness.h"
 
 TestSuite(fault_matrix, .timeout = 60);
@@ -94,6 +96,9 @@ typedef struct fault_row {
 	/* each request's thinking: OpenAI's reasoning_effort, Anthropic's
 	 * thinking on/off ("off" when absent); NULL: unchecked */
 	const char *thinking_seq[API_COUNT];
+	/* the first entry's delayMs lies in [lo, hi] (a wait from a clock,
+	 * e.g. an HTTP-date retry-after); `delays` is then unchecked */
+	uint64_t first_delay_lo, first_delay_hi;
 } fault_row_t;
 
 static const fault_row_t rows[] = {
@@ -120,6 +125,19 @@ static const fault_row_t rows[] = {
 		},
 		.phase = "end", .trace = "same_model_rate_limit:rate_limit,success",
 		.statuses = "429,0", .profiles = "0,0", .candidates = "0,0", .delays = "12000,0",
+		.payload = "fine", .liveness = "working", .requests = 2,
+	},
+	{
+		.name = "rate_limit short window, retry-after as an HTTP-date",
+		.spec = "§1.10 retry-after may be an HTTP date; 20 s ahead is a short window, waited in full",
+		.source = "src/agents/failover-error.test.ts (OPENAI_RATE_LIMIT_MESSAGE); the date form is RFC 9110's",
+		.scenario = {
+			SEQ2("{\"kind\":\"error\",\"status\":429,\"headers\":{\"retry-after\":\"@DATE+20@\"},\"message\":\"" OPENAI_RPM "\"}", FINE),
+			SEQ2("{\"kind\":\"error\",\"status\":429,\"headers\":{\"retry-after\":\"@DATE+20@\"},\"message\":\"" OPENAI_RPM "\"}", FINE),
+		},
+		.phase = "end", .trace = "same_model_rate_limit:rate_limit,success",
+		.statuses = "429,0", .profiles = "0,0", .candidates = "0,0",
+		.first_delay_lo = 17000, .first_delay_hi = 21000,
 		.payload = "fine", .liveness = "working", .requests = 2,
 	},
 	{
@@ -179,6 +197,22 @@ static const fault_row_t rows[] = {
 		.phase = "end", .trace = "rotate_profile:rate_limit,fallback_model:rate_limit,success",
 		.statuses = "429,429,0", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "0,0,0",
 		.payload = "fine", .liveness = "working", .requests = 3,
+	},
+	{
+		.name = "rate_limit: the same-model counter starts over after a rotation",
+		.spec = "§1.7 step 16: consecutiveSameModelRateLimitRetries resets on any other retry (here an overload rotation)",
+		.source = "spec §1.10 short-window words; src/agents/failover-error.test.ts (ANTHROPIC_OVERLOADED_PAYLOAD, 503 'The model is overloaded')",
+		.scenario = {
+			SEQ3(ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
+			     "{\"kind\":\"error\",\"status\":503,\"message\":\"" OPENAI_OVERLOADED "\"}," ERR(429, "Rate limit reached on tokens per minute.") "," FINE),
+			SEQ3("{\"kind\":\"error\",\"status\":429}", "{\"kind\":\"error\",\"status\":429}",
+			     "{\"kind\":\"error\",\"status\":529},{\"kind\":\"error\",\"status\":429}," FINE),
+		},
+		.phase = "end",
+		.trace = "same_model_rate_limit:rate_limit,same_model_rate_limit:rate_limit,rotate_profile:overloaded,"
+			 "same_model_rate_limit:rate_limit,success",
+		.statuses = "429,429,503,429,0", .profiles = "0,0,0,1,1", .candidates = "0,0,0,0,0",
+		.delays = "10000,20000,0,10000,0", .payload = "fine", .liveness = "working", .requests = 5,
 	},
 	/* ---- rate_limit, long window ---- */
 	{
@@ -279,6 +313,21 @@ static const fault_row_t rows[] = {
 		.statuses = "402,402,0", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "0,0,0",
 		.payload = "fine", .liveness = "working", .requests = 3,
 	},
+	{
+		.name = "billing inside the stream: insufficient_quota error event",
+		.spec = "§1.8 billing from the error's type and wording, wherever it arrives",
+		.source = "src/agents/failover-error.test.ts (INSUFFICIENT_QUOTA_PAYLOAD, issue #23440)",
+		.scenario = {
+			SEQ3("{\"text\":\"\",\"error_after\":0,\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\",\"message\":\"" INSUFFICIENT_QUOTA "\"}",
+			     "{\"text\":\"\",\"error_after\":0,\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\",\"message\":\"" INSUFFICIENT_QUOTA "\"}", FINE),
+			SEQ3("{\"text\":\"\",\"error_after\":0,\"type\":\"insufficient_quota\",\"message\":\"" INSUFFICIENT_QUOTA "\"}",
+			     "{\"text\":\"\",\"error_after\":0,\"type\":\"insufficient_quota\",\"message\":\"" INSUFFICIENT_QUOTA "\"}", FINE),
+		},
+		.fallback = true,
+		.phase = "end", .trace = "rotate_profile:billing,fallback_model:billing,success",
+		.statuses = "402,402,0", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "0,0,0",
+		.payload = "fine", .liveness = "working", .requests = 3,
+	},
 	/* ---- auth / auth_permanent ---- */
 	{
 		.name = "auth 401 Unauthorized: rotate, then fallback",
@@ -328,6 +377,20 @@ static const fault_row_t rows[] = {
 			SEQ3(ERR(503, SERVICE_UNAVAILABLE), ERR(503, SERVICE_UNAVAILABLE), FINE),
 			SEQ3("{\"kind\":\"error\",\"status\":503,\"type\":\"api_error\",\"message\":\"" SERVICE_UNAVAILABLE "\"}",
 			    "{\"kind\":\"error\",\"status\":503,\"type\":\"api_error\",\"message\":\"" SERVICE_UNAVAILABLE "\"}", FINE),
+		},
+		.fallback = true,
+		.phase = "end", .trace = "timeout:timeout,timeout:timeout,success",
+		.statuses = "408,408,0", .profiles = "0,1,0", .candidates = "0,0,1", .delays = "0,0,0",
+		.payload = "fine", .liveness = "working", .requests = 3,
+	},
+	{
+		.name = "timeout: Anthropic api_error 'Internal server error' inside the stream",
+		.spec = "§1.8 JSON api_error with transient text (internal server error) is timeout",
+		.source = "src/agents/pi-embedded-helpers/errors.test.ts ('treats transient 5xx as timeout': 500 internal server error)",
+		.scenario = {
+			NULL,
+			SEQ3("{\"text\":\"Working\",\"error_after\":1,\"type\":\"api_error\",\"message\":\"Internal server error\"}",
+			     "{\"text\":\"Working\",\"error_after\":1,\"type\":\"api_error\",\"message\":\"Internal server error\"}", FINE),
 		},
 		.fallback = true,
 		.phase = "end", .trace = "timeout:timeout,timeout:timeout,success",
@@ -488,6 +551,31 @@ static void request_thinking(harness_t *h, int api, char *out, size_t cap)
 	cJSON_Delete(reqs);
 }
 
+/* The scenario with every "@DATE+N@" replaced by the HTTP-date N seconds
+ * from now (malloc'd). */
+static char *with_dates(const char *scenario)
+{
+	size_t cap = strlen(scenario) + 256;
+	char *out = malloc(cap);
+	cr_assert_not_null(out);
+	size_t o = 0;
+	for (const char *p = scenario; *p;) {
+		int secs = 0, used = 0;
+		if (sscanf(p, "@DATE+%d@%n", &secs, &used) == 1 && used > 0) {
+			time_t t = time(NULL) + secs;
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			o += strftime(out + o, cap - o, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+			p += used;
+		} else {
+			cr_assert_lt(o + 1, cap);
+			out[o++] = *p++;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static char *config_for(const fault_row_t *row, const char *api)
 {
 	char *buf = malloc(2048);
@@ -514,8 +602,10 @@ static void run_case(size_t row_index, int api)
 	const char *an = api_names[api];
 	pc__agent_test_delay_divisor(DIVISOR);
 	char *config = config_for(row, an);
+	char *script = with_dates(scenario);
 	harness_t h;
-	harness_start_with(&h, config, scenario, NULL);
+	harness_start_with(&h, config, script, NULL);
+	free(script);
 	free(config);
 	char run[80];
 	uint64_t t0 = now_ms();
@@ -545,7 +635,15 @@ static void run_case(size_t row_index, int api)
 		trace_numbers(d, "candidate", nums, sizeof(nums));
 		cr_assert_str_eq(nums, row->candidates, "[%s / %s] trace candidates %s (%s)", row->name, an, nums, trace);
 		trace_numbers(d, "delayMs", nums, sizeof(nums));
-		cr_assert_str_eq(nums, row->delays, "[%s / %s] trace delayMs %s (%s)", row->name, an, nums, trace);
+		if (row->first_delay_hi) {
+			uint64_t first = strtoull(nums, NULL, 10);
+			cr_assert(first >= row->first_delay_lo && first <= row->first_delay_hi,
+				  "[%s / %s] first delayMs %" PRIu64 " not in [%" PRIu64 ", %" PRIu64 "]", row->name,
+				  an, first, row->first_delay_lo, row->first_delay_hi);
+		} else {
+			cr_assert_str_eq(nums, row->delays, "[%s / %s] trace delayMs %s (%s)", row->name, an, nums,
+					 trace);
+		}
 	}
 	if (row->payload)
 		cr_assert_str_eq(payload_text(d), row->payload, "[%s / %s] payload '%s'", row->name, an, payload_text(d));
