@@ -262,6 +262,7 @@ void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
  * the 10-30 s steps finish quickly. The attempts trace still records the
  * decided delayMs. */
 void pc__agent_test_delay_divisor(uint32_t d);
+
 /* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
  * those with %d), else its digits as raw text, since cJSON prints any
  * other number with %1.15g and a scanf to check it (a millisecond

@@ -807,10 +807,12 @@ Test(run_decide, same_model_rate_limit_delays)
 		pc_run_action_t a = decide(s, &o);
 		cr_assert_eq(a.retry, PC_RETRY_SAME_MODEL_RATE_LIMIT);
 		cr_assert_eq(a.delay_ms, want[i], "retry %d: %llu", i + 1, (unsigned long long)a.delay_ms);
+		cr_assert_eq(s->trace[s->trace_count - 1].delay_ms, want[i], "the trace keeps the delay");
 		cr_assert_eq(s->cand.profile, 0u);
 	}
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.retry, PC_RETRY_ROTATE_PROFILE, "after three, rotate");
+	cr_assert_eq(s->trace[s->trace_count - 1].delay_ms, 0u, "a rotation without backoff waits nothing");
 	cr_assert_eq(s->cand.same_model_rate_limit_retries, 0u, "other retries reset the streak");
 	freestate(s);
 }
