@@ -485,7 +485,6 @@ Test(run_decide, abort_never_fails_over)
 	pc_run_state_t *s = mkstate(3, 3);
 	pc_run_outcome_t o = assistant_error(PC_FAILOVER_UNKNOWN, "aborted");
 	o.failure.aborted = true;
-	o.failure.failover = false;
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_neq(a.next, PC_RUN_FALLBACK);
 	cr_assert_neq(a.retry, PC_RETRY_ROTATE_PROFILE);
@@ -747,6 +746,8 @@ Test(run_decide, rotation_then_fallback)
 	cr_assert_eq(a.next, PC_RUN_FALLBACK);
 	cr_assert_eq(a.reason, PC_FAILOVER_OVERLOADED);
 	cr_assert_eq(a.status, 503);
+	cr_assert(a.own_message, "§1.10: the FailoverError has its own text");
+	cr_assert_str_eq(a.message, "The AI service is temporarily overloaded. Please try again in a moment.");
 	cr_assert_eq(s->cand.index, 1u);
 	cr_assert_eq(s->cand.profile, 0u);
 	cr_assert_eq(s->cand.iterations, 0u, "a new candidate has a fresh budget");
@@ -760,6 +761,27 @@ Test(run_decide, rotation_then_fallback)
 	a = decide(s, &o);
 	cr_assert_eq(a.next, PC_RUN_FAIL);
 	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
+	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED, "§1.14: ended on a provider error");
+	freestate(s);
+}
+
+/* §1.7 steps 13 and 17: an unclassified error with nothing visible is
+ * retried silently three times, then ends the run with its own words. */
+Test(run_decide, unclassified_error_retries_silently_then_shows_the_error)
+{
+	pc_run_state_t *s = mkstate(1, 1);
+	pc_run_action_t a = begin(s);
+	pc_run_outcome_t o = assistant_error(PC_FAILOVER_UNCLASSIFIED, "some random error");
+	o.output_tokens = 0;
+	for (int i = 0; i < 3; i++) {
+		a = decide(s, &o);
+		cr_assert_eq(a.retry, PC_RETRY_EMPTY_ERROR, "retry %d", i + 1);
+	}
+	a = decide(s, &o);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
+	cr_assert_eq(a.error, PC_RUN_ERR_PROMPT_FAILED);
+	cr_assert_str_eq(a.message, "some random error");
+	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
 	freestate(s);
 }
 
