@@ -274,6 +274,7 @@ size_t pc__lock_watchdog(pc_agent_t *a);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
+
 /* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
  * those with %d), else its digits as raw text, since cJSON prints any
  * other number with %1.15g and a scanf to check it (a millisecond
@@ -364,9 +365,11 @@ static inline void pc__run_lock_opts(uint64_t max_hold_ms, pc_session_lock_opts_
 		out->max_hold_ms = max_hold_ms > INT64_MAX ? INT64_MAX : (int64_t)max_hold_ms;
 }
 
-/* Tests only, never a setting: every wait a run decides (backoffs, the
- * overload notice) is divided by d (0 or 1: as decided); the delays it
- * records stay the decided ones. Process-wide. */
+/* TEST ONLY, not a setting: every wait a run decides (same-model
+ * rate-limit steps, overload backoff, chain replays, the overload notice)
+ * is divided by `d` (0 and 1: the real wait) for every run of the process,
+ * so live tests of the 10-30 s steps finish quickly. The attempts trace
+ * still records the decided delayMs. pc__agent_test_delay applies it. */
 void pc__agent_test_delay_divisor(uint32_t d);
 uint64_t pc__agent_test_delay(uint64_t ms);
 

@@ -148,7 +148,9 @@ Test(agent_cooldowns, when_every_candidate_fails_the_error_lists_each_with_its_r
 	cr_assert_str_neq(jstr(d, "phase"), "end", "[%s]", trace);
 	const char *err = jstr(d, "error");
 	cr_assert_not_null(strstr(err, "mock/m1: "), "%s", err);
-	cr_assert_not_null(strstr(err, "Daily request limit reached"), "%s", err);
+	/* §1.10: the primary's rotations ran out, so its FailoverError has its own text */
+	cr_assert_not_null(strstr(err, "mock/m1: The AI service is temporarily rate-limited. Please try "
+				       "again in a moment. (rate_limit)"), "%s", err);
 	cr_assert_not_null(strstr(err, "(rate_limit)"), "%s", err);
 	cr_assert_not_null(strstr(err, "fb/m2: "), "%s", err);
 	cr_assert_not_null(strstr(err, "Insufficient credits"), "%s", err);

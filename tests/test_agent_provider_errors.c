@@ -73,14 +73,19 @@ static void expect_same_model_retry(harness_t *h, cJSON *d, const char *trace, i
 	cr_assert(gap >= lo_ms && gap < hi_ms, "waited %" PRId64 " ms", gap);
 }
 
+#define MSG_OVERLOADED "The AI service is temporarily overloaded. Please try again in a moment."
+
 /* The run was classified overloaded first; ended well, or (`failed`) with
- * the provider's "Overloaded". Frees d. */
+ * the reply runner's overload text for the user and the provider's
+ * "Overloaded" in errorDetail (meta.error.message). Frees d. */
 static void expect_overloaded(cJSON *d, const char *trace, bool failed)
 {
 	cr_assert_str_eq(jstr(d, "phase"), failed ? "error" : "end", "%s", jstr(d, "error"));
 	cr_assert(!strncmp(trace, "rotate_profile:overloaded,", 26), "trace %s", trace);
-	if (failed)
-		cr_assert_not_null(strstr(jstr(d, "error"), "Overloaded"), "error: %s", jstr(d, "error"));
+	if (failed) {
+		cr_assert_str_eq(jstr(d, "error"), MSG_OVERLOADED);
+		cr_assert_not_null(strstr(jstr(d, "errorDetail"), "Overloaded"), "detail: %s", jstr(d, "errorDetail"));
+	}
 	cJSON_Delete(d);
 }
 
@@ -158,7 +163,8 @@ Test(agent_provider_errors, anthropic_529_is_overloaded)
 /* Overloaded on every profile and no fallback: the reply runner replays
  * the chain 10 times (§1.12, 2.5 s doubling to 30 s; waited here a
  * thousand times faster), tells the user once that it is still retrying,
- * then the run ends overloaded. */
+ * then the run ends with the overload text, the provider's words in its
+ * detail. */
 Test(agent_provider_errors, overloaded_everywhere_is_replayed_then_ends_with_the_providers_words)
 {
 	harness_t h;
@@ -182,7 +188,8 @@ Test(agent_provider_errors, overloaded_everywhere_is_replayed_then_ends_with_the
 				REPEAT9(",fallback_model:overloaded"), "trace %s", trace);
 	cr_assert_eq(request_count(&h), 3);
 	cr_assert_str_eq(jstr(d, "phase"), "error");
-	cr_assert_not_null(strstr(jstr(d, "error"), "verloaded"), "error: %s", jstr(d, "error"));
+	cr_assert_str_eq(jstr(d, "error"), MSG_OVERLOADED);
+	cr_assert_not_null(strstr(jstr(d, "errorDetail"), "Overloaded"), "detail: %s", jstr(d, "errorDetail"));
 	cJSON_Delete(d);
 	harness_stop(&h);
 }

@@ -504,7 +504,6 @@ Test(run_decide, abort_never_fails_over)
 	pc_run_state_t *s = mkstate(3, 3);
 	pc_run_outcome_t o = assistant_error(PC_FAILOVER_UNKNOWN, "aborted");
 	o.failure.aborted = true;
-	o.failure.failover = false;
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_neq(a.next, PC_RUN_FALLBACK);
 	cr_assert_neq(a.retry, PC_RETRY_ROTATE_PROFILE);
@@ -766,6 +765,8 @@ Test(run_decide, rotation_then_fallback)
 	cr_assert_eq(a.next, PC_RUN_FALLBACK);
 	cr_assert_eq(a.reason, PC_FAILOVER_OVERLOADED);
 	cr_assert_eq(a.status, 503);
+	cr_assert(a.own_message, "§1.10: the FailoverError has its own text");
+	cr_assert_str_eq(a.message, "The AI service is temporarily overloaded. Please try again in a moment.");
 	cr_assert_eq(s->cand.index, 1u);
 	cr_assert_eq(s->cand.profile, 0u);
 	cr_assert_eq(s->cand.iterations, 0u, "a new candidate has a fresh budget");
@@ -815,6 +816,27 @@ Test(run_decide, an_all_overloaded_chain_is_replayed_ten_times_with_backoff)
 	pc_run_action_t a = fail_chain(s, &o);
 	cr_assert_eq(a.next, PC_RUN_FAIL);
 	cr_assert_eq(a.error, PC_RUN_ERR_FAILOVER);
+	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED, "§1.14: ended on a provider error");
+	freestate(s);
+}
+
+/* §1.7 steps 13 and 17: an unclassified error with nothing visible is
+ * retried silently three times, then ends the run with its own words. */
+Test(run_decide, unclassified_error_retries_silently_then_shows_the_error)
+{
+	pc_run_state_t *s = mkstate(1, 1);
+	pc_run_action_t a = begin(s);
+	pc_run_outcome_t o = assistant_error(PC_FAILOVER_UNCLASSIFIED, "some random error");
+	o.output_tokens = 0;
+	for (int i = 0; i < 3; i++) {
+		a = decide(s, &o);
+		cr_assert_eq(a.retry, PC_RETRY_EMPTY_ERROR, "retry %d", i + 1);
+	}
+	a = decide(s, &o);
+	cr_assert_eq(a.next, PC_RUN_FAIL);
+	cr_assert_eq(a.error, PC_RUN_ERR_PROMPT_FAILED);
+	cr_assert_str_eq(a.message, "some random error");
+	cr_assert_eq(a.liveness, PC_LIVENESS_BLOCKED);
 	freestate(s);
 }
 
@@ -905,10 +927,12 @@ Test(run_decide, same_model_rate_limit_delays)
 		pc_run_action_t a = decide(s, &o);
 		cr_assert_eq(a.retry, PC_RETRY_SAME_MODEL_RATE_LIMIT);
 		cr_assert_eq(a.delay_ms, want[i], "retry %d: %llu", i + 1, (unsigned long long)a.delay_ms);
+		cr_assert_eq(s->trace[s->trace_count - 1].delay_ms, want[i], "the trace keeps the delay");
 		cr_assert_eq(s->cand.profile, 0u);
 	}
 	pc_run_action_t a = decide(s, &o);
 	cr_assert_eq(a.retry, PC_RETRY_ROTATE_PROFILE, "after three, rotate");
+	cr_assert_eq(s->trace[s->trace_count - 1].delay_ms, 0u, "a rotation without backoff waits nothing");
 	cr_assert_eq(s->cand.same_model_rate_limit_retries, 0u, "other retries reset the streak");
 	freestate(s);
 }
@@ -1183,6 +1207,10 @@ Test(run_decide, pick_fallback_thinking)
 		{"model claude-thinking-level-x is not supported", 0, false, PC_THINK_OFF},
 		{"feature not supported", 0, false, PC_THINK_OFF},
 		{"reasoning.effort: supported values are: minimal, low", (1u << PC_THINK_MINIMAL) | (1u << PC_THINK_LOW), false, PC_THINK_OFF},
+		/* OpenClaw's thinking.test.ts: a bare list of levels */
+		{"Supported values are: \"high\", \"medium\"", 0, true, PC_THINK_HIGH},
+		{"Supported values are: \"high\", \"medium\"", 1u << PC_THINK_HIGH, true, PC_THINK_MEDIUM},
+		{"tool_choice: supported values are: 'auto', 'none'", 0, false, PC_THINK_OFF},
 		{"", 0, false, PC_THINK_OFF},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

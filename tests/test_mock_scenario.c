@@ -1101,7 +1101,39 @@ Test(mock_plan, in_stream_errors)
 		cr_assert_null(strstr(w, oai ? "\"finish_reason\":\"stop\"" : "message_delta"), "%s", w);
 		pc_mock_plan_free(&pl);
 	}
+	/* OpenAI's in-stream error carries the step's code; Anthropic's has none */
+	pc_mock_plan_t pl;
+	build("{\"text\":\"\",\"error_after\":0,\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\","
+	      "\"message\":\"slow down\"}", PC_MOCK_OPENAI, OA_REQ, &pl);
+	size_t n;
+	const char *w = wire(&pl, &n);
+	cr_assert_not_null(strstr(w, "\"type\":\"tokens\",\"param\":null,\"code\":\"rate_limit_exceeded\""),
+			   "%s", w);
+	pc_mock_plan_free(&pl);
+	build("{\"text\":\"\",\"error_after\":0,\"type\":\"rate_limit_error\",\"code\":\"x\"}",
+	      PC_MOCK_ANTHROPIC, AN_REQ, &pl);
+	w = wire(&pl, &n);
+	cr_assert_null(strstr(w, "\"code\""), "%s", w);
+	pc_mock_plan_free(&pl);
 	step_error("{\"text\":\"a\",\"message\":\"x\"}", "needs error_after");
+	step_error("{\"text\":\"a\",\"code\":\"x\"}", "needs error_after");
 	step_error("{\"text\":\"a\",\"error_after\":1,\"malformed\":\"truncated\"}", "only one of");
+	ASSERT_NO_LEAKS();
+}
+
+/* finish_reason "error": OpenAI's value, and sent as is to Anthropic clients. */
+Test(mock_plan, error_finish)
+{
+	pc_mock_plan_t pl;
+	build("{\"text\":\"\",\"finish_reason\":\"error\"}", PC_MOCK_OPENAI, OA_REQ, &pl);
+	cJSON *evs = events_of(&pl);
+	cr_assert_str_eq(str_at(cJSON_GetArrayItem(evs, 1), "json.choices.0.finish_reason"), "error");
+	cJSON_Delete(evs);
+	pc_mock_plan_free(&pl);
+	build("{\"text\":\"hi\",\"finish_reason\":\"error\"}", PC_MOCK_ANTHROPIC, AN_REQ, &pl);
+	size_t n;
+	const char *w = wire(&pl, &n);
+	cr_assert_not_null(strstr(w, "\"stop_reason\":\"error\""), "%s", w);
+	pc_mock_plan_free(&pl);
 	ASSERT_NO_LEAKS();
 }

@@ -257,7 +257,7 @@ static const struct {
 	{"status", BIT(K_ERROR)},
 	{"message", BIT(K_ERROR) | ANSWER}, /* answers: of the in-stream error */
 	{"type", BIT(K_ERROR) | ANSWER},
-	{"code", BIT(K_ERROR)},
+	{"code", BIT(K_ERROR) | ANSWER},
 	{"retry_after", BIT(K_ERROR)},
 	{"max_tokens", BIT(K_OVERFLOW)},
 	{"prompt_tokens", BIT(K_OVERFLOW)},
@@ -439,6 +439,8 @@ static int parse_fault(const cJSON *j, const where_t *w, pc_mock_step_t *s)
 			return bad(w, "message", "needs error_after");
 		if (cJSON_GetObjectItemCaseSensitive(j, "type"))
 			return bad(w, "type", "needs error_after");
+		if (cJSON_GetObjectItemCaseSensitive(j, "code"))
+			return bad(w, "code", "needs error_after");
 	}
 	if (cJSON_GetObjectItemCaseSensitive(j, "stall_ms") &&
 	    !cJSON_GetObjectItemCaseSensitive(j, "stall_after"))
@@ -546,12 +548,13 @@ static int parse_fields(const cJSON *j, const where_t *w, pc_mock_step_t *s)
 	if ((v = cJSON_GetObjectItemCaseSensitive(j, "tool_calls")) && (rc = parse_tools(v, w, s)))
 		return rc;
 	if ((v = cJSON_GetObjectItemCaseSensitive(j, "finish_reason"))) {
-		static const char *const fr[] = {"stop", "length", "tool_calls", "content_filter"};
-		for (size_t i = 0; i < 4 && !s->finish; i++)
+		static const char *const fr[] = {"stop", "length", "tool_calls", "content_filter", "error"};
+		for (size_t i = 0; i < sizeof(fr) / sizeof(fr[0]) && !s->finish; i++)
 			if (cJSON_IsString(v) && !strcmp(v->valuestring, fr[i]))
 				s->finish = fr[i];
 		if (!s->finish)
-			return bad(w, "finish_reason", "must be stop, length, tool_calls or content_filter");
+			return bad(w, "finish_reason",
+				   "must be stop, length, tool_calls, content_filter or error");
 	}
 	uint64_t n = 0;
 	bool present = false;
@@ -1895,7 +1898,7 @@ static void stream_error(answer_t *a, size_t at)
 {
 	const pc_mock_step_t *st = a->st;
 	bool oai = a->api == PC_MOCK_OPENAI;
-	cJSON *b = error_body(a->api, oai ? 500 : 529, st->etype, NULL, st->message, NULL, a->model,
+	cJSON *b = error_body(a->api, oai ? 500 : 529, st->etype, st->code, st->message, NULL, a->model,
 			      a->req_id);
 	if (at < a->ev_count) {
 		a->out.len = a->ev[at].off;
@@ -2011,6 +2014,8 @@ static const char *finish_reason(const pc_mock_step_t *st, pc_mock_api_t api)
 		return "tool_use";
 	if (!strcmp(f, "content_filter"))
 		return "refusal";
+	if (!strcmp(f, "error"))
+		return "error"; /* no Anthropic value: sent as is, an unknown stop reason */
 	return "end_turn";
 }
 

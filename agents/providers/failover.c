@@ -344,6 +344,11 @@ static const rule_t rules[] = {
 	R2(AUTHP, 0, "workspace", "deactivated"),
 	R2(AUTHP, 0, "organization", "deactivated"),
 	R1(AUTHP, 0, "not allowed for this organization"),
+	/* §1.8 auth_permanent: a message that is only the code (OpenClaw's
+	 * failover-error.test.ts: 401 "invalid_api_key"); exact, so OpenAI's
+	 * usual 401 (code invalid_api_key, "Incorrect API key provided")
+	 * stays auth. */
+	{AUTHP, R_EXACT, {"invalid_api_key", NULL, NULL}, "message invalid_api_key"},
 
 	TY(AUTH, "authentication_error"),
 	TY(AUTH, "permission_error"),

@@ -22,6 +22,7 @@
  * reply before the terminal event; agent_end observes every end. Each
  * costs a pc_hooks_active check when nothing is registered.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,7 +424,8 @@ static char *fallback_summary(const run_t *r)
 /* Notes the candidate an action leaves with a failover error: a fallback
  * (the state is already on the next one) or the run's failover failure.
  * `error` is what failed (the provider's words after an attempt; the
- * action's own text when no attempt was made), NULL: the action's text. */
+ * action's own text when no attempt was made, or when the FailoverError
+ * has its own text, §1.10), NULL: the action's text. */
 static void note_candidate_failed(run_t *r, const pc_run_action_t *act, const char *error)
 {
 	if (act->chain_replay) {
@@ -520,6 +522,7 @@ static cJSON *trace_json(const run_t *r)
 		cJSON_AddNumberToObject(o, "candidate", e->candidate);
 		cJSON_AddNumberToObject(o, "profile", e->profile);
 		cJSON_AddNumberToObject(o, "durationMs", (double)e->duration_ms);
+		cJSON_AddNumberToObject(o, "delayMs", (double)e->delay_ms);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;
@@ -701,6 +704,15 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		 * chain failed, all of them are (§1.12 FallbackSummaryError) */
 		bool aborted = act->error == PC_RUN_ERR_ABORTED;
 		char *summary = act->error == PC_RUN_ERR_FAILOVER ? fallback_summary(r) : NULL;
+		if (act->summary_as_detail) {
+			/* the user reads the spec's text; meta.error what failed */
+			pc_run_action_t told = *act;
+			snprintf(told.detail, sizeof(told.detail), "%s",
+				 summary ? summary : r->error_text ? r->error_text : act->message);
+			finish(ctx, r, PC_RUN_STATUS_ERROR, act->message, &told);
+			free(summary);
+			return;
+		}
 		const char *msg = summary ? summary
 			: act->message[0] ? act->message
 			: act->error == PC_RUN_ERR_LOOP_PERSISTED && r->guard_text ? r->guard_text
@@ -1039,7 +1051,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	pc_run_action_t act;
 	pc_run_decide(&r->rs, &r->outcome, &act);
 	book_profiles(r, &act);
-	note_candidate_failed(r, &act, r->error_text);
+	note_candidate_failed(r, &act, act.own_message ? NULL : r->error_text);
 	switch (act.next) {
 	case PC_RUN_FALLBACK:
 		fall_back(ctx, r, &act);

@@ -492,19 +492,24 @@ bool pc_run_pick_fallback_thinking(const char *message, uint32_t attempted, pc_t
 		return false;
 	bool required = ci_contains_any(message, reasoning_required_words,
 					COUNT_OF(reasoning_required_words));
-	if (!required && !mentions_thinking_param(message))
-		return false;
 	/* mandatory-reasoning endpoints need the smallest enabled level, never off */
 	if (required && !(attempted & (1u << PC_THINK_MINIMAL))) {
 		*out = PC_THINK_MINIMAL;
 		return true;
 	}
+	/* §11.2: a list of supported values names its first untried level
+	 * whatever parameter it is about; only entries that are think levels
+	 * count (OpenClaw's thinking.test.ts: 'Supported values are: "high",
+	 * "medium"' alone picks high, then medium) */
 	bool listed;
 	unsigned t = pick_from_list(message, attempted, &listed);
 	if (t != PC_RUN_THINK_COUNT) {
 		*out = (pc_think_level_t)t;
 		return true;
 	}
+	/* "... not supported" turns thinking off only when it is about thinking */
+	if (!mentions_thinking_param(message))
+		return false;
 	if (!listed && ci_contains(message, "not supported") &&
 	    !(attempted & (1u << PC_THINK_OFF))) {
 		*out = PC_THINK_OFF;
@@ -630,8 +635,16 @@ static int throw_failover(pc_run_state_t *s, pc_run_action_t *a, pc_failover_rea
 	}
 	if (replay_chain(s, a, r))
 		return 0;
+	if (s->chain_failures > 0 && s->chain_overloads == s->chain_failures) {
+		/* the reply runner's copy for a pure overload summary */
+		set_text(a->message, "%s", MSG_OVERLOADED);
+		a->summary_as_detail = true;
+	}
 	a->suspend_session = s->cfg.has_session_key &&
 			     (r == PC_FAILOVER_RATE_LIMIT || r == PC_FAILOVER_BILLING);
+	/* §1.14: a run that ends on a provider failure is blocked (the last
+	 * assistant turn is an error; every exhausted-retry exit is blocked) */
+	a->liveness = PC_LIVENESS_BLOCKED;
 	return fail(a, PC_RUN_ERR_FAILOVER);
 }
 
@@ -750,10 +763,21 @@ static int skip_candidate(pc_run_state_t *s, pc_run_action_t *a, pc_failover_rea
 	return throw_failover(s, a, r, reason_status(r), 0);
 }
 
+static int start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a);
+static void record_delay(pc_run_state_t *s, uint32_t before, int rc, const pc_run_action_t *a);
+
 int pc_run_start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a)
 {
 	if (!s || !a)
 		return PC_EINVAL;
+	uint32_t before = s->trace_count;
+	int rc = start_candidate(s, now_ms, a);
+	record_delay(s, before, rc, a);
+	return rc;
+}
+
+static int start_candidate(pc_run_state_t *s, uint64_t now_ms, pc_run_action_t *a)
+{
 	action_reset(a);
 	a->next = PC_RUN_DISPATCH;
 	if (s->cfg.profile_locked)
@@ -867,6 +891,7 @@ static bool assistant_failover(pc_run_state_t *s, const pc_run_outcome_t *o, pc_
 			if (c->overload_rotations > s->cfg.overload_rotations && fin->fallback_configured) {
 				mark_failed(s, o, a, x->profile_reason);
 				set_text(a->message, "%s", MSG_OVERLOADED);
+				a->own_message = true;
 				pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_ASSISTANT, r,
 						 reason_status(r), o->error_code, o->duration_ms);
 				c->same_model_rate_limit_retries = 0;
@@ -891,6 +916,7 @@ static bool assistant_failover(pc_run_state_t *s, const pc_run_outcome_t *o, pc_
 			    fin->fallback_configured) {
 				mark_failed(s, o, a, x->profile_reason);
 				set_text(a->message, "%s", MSG_RATE_LIMITED);
+				a->own_message = true;
 				pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_ASSISTANT, r,
 						 reason_status(r), o->error_code, o->duration_ms);
 				c->same_model_rate_limit_retries = 0;
@@ -1047,6 +1073,7 @@ static int prompt_error(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 		if (c->rate_limit_rotations > s->cfg.rate_limit_rotations && fallback) {
 			mark_failed(s, o, a, profile_reason);
 			set_text(a->message, "%s", MSG_RATE_LIMITED);
+			a->own_message = true;
 			pc_run_trace_add(s, PC_TRACE_FALLBACK_MODEL, PC_STAGE_PROMPT, r, reason_status(r),
 					 o->error_code, o->duration_ms);
 			return throw_failover(s, a, r, reason_status(r), 0);
@@ -1106,13 +1133,34 @@ static int prompt_error(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_act
 			 o->error_code, o->duration_ms);
 	a->status = reason_status(r);
 	set_text(a->message, "%s", o->error_text && *o->error_text ? o->error_text : "Prompt failed");
+	a->liveness = PC_LIVENESS_BLOCKED; /* §1.14, as for a thrown FailoverError */
 	return fail(a, PC_RUN_ERR_PROMPT_FAILED);
+}
+
+static int decide_pipeline(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a);
+
+/* The trace entry a decision added carries the wait it chose before the
+ * next attempt (§1.10 same-model steps, §1.18 overload backoff, §1.12
+ * chain replays). */
+static void record_delay(pc_run_state_t *s, uint32_t before, int rc, const pc_run_action_t *a)
+{
+	if (rc == 0 && a->delay_ms > 0 && s->trace_count > before &&
+	    (a->next == PC_RUN_RETRY || a->next == PC_RUN_FALLBACK))
+		s->trace[s->trace_count - 1].delay_ms = a->delay_ms;
 }
 
 int pc_run_decide(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a)
 {
 	if (!s || !o || !a)
 		return PC_EINVAL;
+	uint32_t before = s->trace_count;
+	int rc = decide_pipeline(s, o, a);
+	record_delay(s, before, rc, a);
+	return rc;
+}
+
+static int decide_pipeline(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t *a)
+{
 	action_reset(a);
 	pc_run_candidate_state_t *c = &s->cand;
 	bool resumed = o->recovery.timeout_compaction != PC_RECOVERY_NOT_RUN ||
@@ -1351,6 +1399,19 @@ int pc_run_decide(pc_run_state_t *s, const pc_run_outcome_t *o, pc_run_action_t 
 		set_text(a->detail, "%s", MSG_INCOMPLETE_DETAIL);
 		s->liveness = PC_LIVENESS_ABANDONED;
 		return finish_error(s, a, PC_RUN_ERR_INCOMPLETE_TURN, PC_LIVENESS_ABANDONED);
+	}
+
+	/* 17 a turn that ended in a provider error it did not fail over (an
+	 * unclassified one, once the silent retries of step 13 are spent)
+	 * still answers with that error: buildEmbeddedRunPayloads turns the
+	 * assistant's error into an error payload, and the run is blocked
+	 * (§1.14 rule 4). It must not end ok with nothing to show. */
+	if (o->assistant_stop_error && o->has_failure && o->payload_count == 0 && !o->silent &&
+	    o->error_text && *o->error_text) {
+		set_text(a->message, "%s", o->error_text);
+		a->status = o->failure.status;
+		a->liveness = PC_LIVENESS_BLOCKED;
+		return fail(a, PC_RUN_ERR_PROMPT_FAILED);
 	}
 
 	/* 28 before_agent_finalize revision */

@@ -335,6 +335,11 @@ typedef struct pc_run_action {
 	 * from the process's cooldowns again */
 	bool chain_replay;
 	uint32_t overload_retry;     /* chain_replay: the overload retry number, 0 transient */
+	bool summary_as_detail;      /* FAIL: `message` is what the user reads; the chain's
+				      * summary is meta.error.message (a pure overload, §1.12) */
+	bool own_message;            /* FALLBACK / FAIL: `message` is the FailoverError's own
+				      * text (§1.10's overloaded / rate-limited escalation),
+				      * which is the candidate's error, not the provider's words */
 
 	/* Profile bookkeeping for the auth-profile store. */
 	bool mark_profile_failed;

@@ -142,6 +142,7 @@ typedef struct pc_run_trace_entry {
 	uint32_t candidate;          /* index of the provider/model in the chain */
 	uint32_t profile;            /* index of the auth profile of that candidate */
 	int64_t duration_ms;         /* of the attempt */
+	uint64_t delay_ms;           /* the wait decided before the next attempt, 0: none */
 	bool skipped;                /* no request: the profile or model was in cooldown */
 	bool probe;                  /* asked while every profile cooled down (§1.12 probe) */
 } pc_run_trace_entry_t;
