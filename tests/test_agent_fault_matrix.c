@@ -397,6 +397,19 @@ static const fault_row_t rows[] = {
 		.payload = "fine", .liveness = "working", .requests = 3,
 	},
 	{
+		.name = "server_error everywhere: the chain replayed once after 2.5 s, the primary probed",
+		.spec = "§1.12 reply runner TRANSIENT_HTTP_RETRY_DELAY_MS, once; §1.12 probe without fallbacks on an open throttle",
+		.source = "src/auto-reply/reply/agent-runner-error-handler.ts (isTransientHttp: timeout / server_error); "
+			  "src/agents/failover-error.test.ts (stop-reason messages)",
+		.scenario = {
+			SEQ3("{\"text\":\"\",\"finish_reason\":\"error\"}", "{\"text\":\"\",\"finish_reason\":\"error\"}", FINE),
+			SEQ3("{\"text\":\"\",\"finish_reason\":\"error\"}", "{\"text\":\"\",\"finish_reason\":\"error\"}", FINE),
+		},
+		.phase = "end", .trace = "rotate_profile:server_error,error:server_error,success",
+		.statuses = "500,500,0", .profiles = "0,1,0", .candidates = "0,0,0", .delays = "0,2500,0",
+		.payload = "fine", .liveness = "working", .requests = 3,
+	},
+	{
 		.name = "timeout: 503 ServiceUnavailable without overload wording",
 		.spec = "§1.8 status-only 503 stays conservative: timeout; trace result timeout",
 		.source = "src/agents/failover-error.test.ts (BEDROCK_SERVICE_UNAVAILABLE_MESSAGE)",
