@@ -165,7 +165,7 @@ Test(agent_provider_errors, anthropic_529_is_overloaded)
  * thousand times faster), tells the user once that it is still retrying,
  * then the run ends with the overload text, the provider's words in its
  * detail. */
-Test(agent_provider_errors, overloaded_everywhere_is_replayed_then_ends_with_the_providers_words)
+Test(agent_provider_errors, overloaded_everywhere_is_replayed_then_ends_with_the_overload_text)
 {
 	harness_t h;
 	char trace[TRACE_CAP];
