@@ -249,3 +249,24 @@ Test(agent_provider_errors, in_stream_per_minute_limit_retries_the_same_model)
 	expect_same_model_retry(&h, d, trace, 10000, 14000);
 	harness_stop(&h);
 }
+
+/* §1.2 step 8: a model the configuration does not know ends the run before
+ * any call, as OpenClaw's FailoverError "Unknown model: p/m" with reason
+ * model_not_found. */
+Test(agent_provider_errors, an_unknown_model_fails_with_model_not_found)
+{
+	harness_t h;
+	harness_start_with(&h, ONE_PROVIDER("openai-completions", ""), "{\"steps\":[{\"text\":\"never\"}]}", NULL);
+	pc_agent_params_t p = {.session_key = "s", .message = "hello", .model = "nope/m9"};
+	pc_agent_accepted_t acc;
+	cr_assert_eq(pc_agent_submit(h.agent, &p, &acc), 0);
+	cJSON *d = finish_of(&h, acc.run_id, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "error");
+	cr_assert_str_eq(jstr(d, "error"), "Unknown model: nope/m9");
+	cJSON *meta = pc_agent_error_meta(d);
+	cr_assert_str_eq(jstr(meta, "reason"), "model_not_found");
+	cJSON_Delete(meta);
+	cJSON_Delete(d);
+	cr_assert_eq(request_count(&h), 0);
+	harness_stop(&h);
+}

@@ -282,6 +282,10 @@ static void show_event(view_t *v, const cJSON *e, const char *text)
 		fprintf(stderr, CMD ": part of the stream was lost; the whole answer follows at the end\n");
 	} else if (!strcmp(stream, "lifecycle") && (!strcmp(phase, "end") || !strcmp(phase, "error"))) {
 		end_line(v);
+	} else if (!strcmp(stream, "lifecycle") && !strcmp(phase, "notice") && jstr(d, "text")[0]) {
+		/* a status the run wants the user to see (the overload retries') */
+		end_line(v);
+		fprintf(stderr, CMD ": %s\n", jstr(d, "text"));
 	}
 }
 

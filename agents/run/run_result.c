@@ -27,10 +27,11 @@ static bool copy(cJSON *to, const cJSON *from, const char *k)
 	return !it || cJSON_AddItemToObject(to, k, cJSON_Duplicate(it, true));
 }
 
-/* The reason of the last attempt that failed, from the attempts trace. */
+/* The reason of the last attempt that failed, from the attempts trace;
+ * for a run that never ran, why (model_not_found, queue_overflow, ...). */
 static const char *last_reason(const cJSON *d)
 {
-	const char *reason = "";
+	const char *reason = text(d, "reason");
 	const cJSON *e;
 	cJSON_ArrayForEach(e, item(d, "attempts")) {
 		if (text(e, "reason")[0])

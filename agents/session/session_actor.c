@@ -30,6 +30,7 @@
 #include "../attempt/payload.h"
 #include "diagnostics.h"
 #include "lease.h"
+#include "io/json_print.h"
 #include "recovery.h"
 
 typedef struct item {
@@ -130,15 +131,22 @@ static void bus_release(void *b) { pc_event_bus_release(b); }
 static void *bus_retain(void *b) { return pc_event_bus_retain(b); }
 
 /* Ends a run that never ran (dropped, refused, steered, aborted while
- * queued): its one terminal event, the store and the registry. */
-static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const char *why)
+ * queued, its model unknown): its one terminal event, the store and the
+ * registry. `error` (NULL: none) is the error text the event carries. */
+static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, const char *why, const char *error)
 {
 	bool ok = status == PC_RUN_STATUS_OK;
-	char data[512];
-	snprintf(data, sizeof(data), "{\"phase\":\"%s\",\"status\":\"%s\",\"reason\":\"%s\",\"payloads\":[]}",
-		 ok ? "end" : "error", pc_run_status_name(status), why);
-	if (it->bus)
+	cJSON *d = cJSON_CreateObject();
+	bool built = d && cJSON_AddStringToObject(d, "phase", ok ? "end" : "error") &&
+		     cJSON_AddStringToObject(d, "status", pc_run_status_name(status)) &&
+		     cJSON_AddStringToObject(d, "reason", why) && cJSON_AddArrayToObject(d, "payloads") &&
+		     (!error || (cJSON_AddStringToObject(d, "error", error) &&
+				 cJSON_AddStringToObject(d, "errorKind", "failover")));
+	char *data = built ? pc_json_print(d) : NULL;
+	cJSON_Delete(d);
+	if (it->bus && data)
 		pc_event_bus_emit(it->bus, PC_EVENT_LIFECYCLE, data, strlen(data), false, true, NULL);
+	cJSON_free(data);
 	pc_msg_t *req = NULL;
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", why);
@@ -151,8 +159,13 @@ static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const ch
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}
-	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : why, why);
+	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : error ? error : why, why);
 	item_free(it);
+}
+
+static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const char *why)
+{
+	end_unrun_with(s, it, status, why, NULL);
 }
 
 /* The run items a session holds only while in use (s->active,
@@ -463,7 +476,17 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 	int rc = pc__run_spawn(s->agent, &p, pc_self(ctx), &s->run);
 	if (rc != 0) {
 		pc_lane_release(s->agent->lane, s->ticket);
-		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, rc == PC_ENOTFOUND ? "unknown_model" : "run_start_failed");
+		if (rc == PC_ENOTFOUND) {
+			/* §1.2 step 8: FailoverError "Unknown model: p/m", model_not_found */
+			char text[320];
+			snprintf(text, sizeof(text), "Unknown model: %s", s->active->model ? s->active->model : "");
+			item_t *it = s->active;
+			s->active = NULL;
+			end_unrun_with(s, it, PC_RUN_STATUS_ERROR, "model_not_found", text);
+			free(it);
+		} else {
+			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "run_start_failed");
+		}
 		s->granted = false;
 		s->phase = PC_RUN_IDLE;
 		drain(ctx, s);

@@ -10,7 +10,7 @@
 // Exits 0 when every check holds, 1 otherwise.
 import path from 'node:path';
 import OpenAI from 'openai';
-import { checker, withGateway } from './gateway.mjs';
+import { checker, finish, withGateway } from './gateway.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
 if (!pincer) {
@@ -72,25 +72,33 @@ await withGateway(pincer, { gateway: { http: { sseKeepAliveMs: 100 } } }, failur
   const models = await client.models.list().withResponse();
   check(/^req_[0-9a-f]{24}$/.test(models.response.headers.get('x-request-id') ?? ''), '/v1/models has one too');
 
-  // (4) the provider's errors: status class, type and message, key masked
-  const said = 'Provider says no to sk-live-0123456789abcdef';
-  for (const [status, want, type] of [[400, 400, 'invalid_request_error'], [429, 429, 'rate_limit_error'],
-    [500, 502, 'upstream_error']]) {
-    const marker = `x [[mock:{"kind":"error","status":${status},"message":"${said}"}]]`;
-    for (const stream of [false, true]) {
+});
+
+// (4) the provider's errors: status class, type and message, key masked.
+// A gateway each, and no SDK retries: a failure cools the provider's one
+// profile down for the process (§1.11), so a second request would meet
+// the cooldown instead of the provider.
+const said = 'Provider says no to sk-live-0123456789abcdef';
+for (const [status, want, type] of [[400, 400, 'invalid_request_error'], [429, 429, 'rate_limit_error'],
+  [500, 502, 'upstream_error']]) {
+  for (const stream of [false, true]) {
+    await withGateway(pincer, null, failures, async (gw) => {
+      const client = new OpenAI({ apiKey: 'unused', baseURL: `http://127.0.0.1:${gw.port}/v1`, timeout: 20000 });
+      const marker = `x [[mock:{"kind":"error","status":${status},"message":"${said}"}]]`;
       const e = await errorOf((async () => {
-        const r = await client.chat.completions.create(ask(marker, stream), { maxRetries: 2 });
+        const r = await client.chat.completions.create(ask(marker, stream), { maxRetries: 0 });
         if (stream) await streamed(r);
       })());
       const how = `provider ${status}${stream ? ', streamed' : ''}`;
       check(e instanceof OpenAI.APIError, `${how}: an APIError (${e})`);
-      if (!e) continue;
+      if (!e) return;
       // a stream's error event comes after its 200: the SDK has no status
       check(stream || e.status === want, `${how}: status ${e.status}`);
       check(e.type === type, `${how}: type ${e.type}`);
       check(e.message.includes('Provider says no to sk-***') && !e.message.includes('0123456789'),
         `${how}: the provider's message, masked: ${e.message}`);
       check(stream || /^req_[0-9a-f]{24}$/.test(e.request_id ?? ''), `${how}: request id ${e.request_id}`);
-    }
+    });
   }
-});
+}
+finish(failures);

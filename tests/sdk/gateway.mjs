@@ -55,8 +55,7 @@ export async function stopGateway(gw) {
 }
 
 // Runs `body(gw)` against a gateway started with `config` (null: none),
-// then stops it; an exception is a failure. Exits 0 when every check
-// held, 1 otherwise.
+// then stops it; an exception is a failure.
 export async function withGateway(pincer, config, failures, body) {
   let gw;
   try {
@@ -68,5 +67,9 @@ export async function withGateway(pincer, config, failures, body) {
   } finally {
     await stopGateway(gw);
   }
+}
+
+// Exits 0 when every check held, 1 otherwise.
+export function finish(failures) {
   process.exit(failures.length ? 1 : 0);
 }

@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { checker, withGateway } from './gateway.mjs';
+import { checker, finish, withGateway } from './gateway.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
 if (!pincer) {
@@ -52,9 +52,7 @@ function runsOf(gw, key) {
 
 const REPLY = 'one two three four five six seven eight';
 const slow = `[[mock:{"text":"${REPLY}","delay_ms":60}]]`;
-// a provider failure the SDK would retry (the gateway answers 502) and that
-// puts nothing in cooldown (a billing or auth one would make the process
-// skip the profile in the streamed half, §1.11)
+// a provider failure the SDK would retry (the gateway answers 502)
 const failing = 'x [[mock:{"kind":"error","status":500,"message":"The server had an error","ttft_ms":400}]]';
 
 async function call(proxyPort, key, text, stream) {
@@ -76,8 +74,10 @@ async function call(proxyPort, key, text, stream) {
   return { id, text: out };
 }
 
-await withGateway(pincer, null, failures, async (gw) => {
-  for (const stream of [false, true]) {
+// A gateway for each half: the failed run cools the provider's one profile
+// down for the process (§1.11), which the other half's runs would meet.
+for (const stream of [false, true]) {
+  await withGateway(pincer, null, failures, async (gw) => {
     const how = stream ? 'streamed' : 'plain';
     // (a) the first connection is cut while the run goes
     let proxy = await startProxy(gw.port, 300);
@@ -98,5 +98,6 @@ await withGateway(pincer, null, failures, async (gw) => {
     proxy.close();
     check(status !== 0, `${how}: a failed run is an error to the SDK (status ${status})`);
     check(runsOf(gw, fkey) === 1, `${how}: a failed run made exactly one run`);
-  }
-});
+  });
+}
+finish(failures);
