@@ -31,6 +31,11 @@ TestSuite(fault_matrix, .timeout = 60);
 
 /* ---- fixtures: what providers send (the OpenClaw file is each row's `source`) ---- */
 
+/* src/agents/failover/failover-classification.rate-limit-overload.cases.ts:
+ * retry-resource-exhausted-quota and retry-openai-resource-exhausted, short
+ * windows by their "per minute" (rate-limit-window.test.ts) */
+#define QUOTA_RPM "429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric requests per minute; please retry your request"
+#define OPENAI_QUOTA_RPM "OpenAI API error (429): RESOURCE_EXHAUSTED: Quota exceeded for requests per minute; please retry your request"
 /* src/agents/failover-error.test.ts OPENAI_RATE_LIMIT_MESSAGE: no per-minute
  * word of the short-window list, so only a retry-after makes it short. */
 #define OPENAI_RPM "Rate limit reached for gpt-4.1-mini in organization org_test on requests per min. Limit: 3.000000 / min. Current: 3.000000 / min."
@@ -148,12 +153,12 @@ static const fault_row_t rows[] = {
 		.payload = "fine", .liveness = "working", .requests = 2,
 	},
 	{
-		.name = "rate_limit short window by wording (tokens per minute), in the body",
+		.name = "rate_limit short window by wording (requests per minute), in the body",
 		.spec = "§1.10 short-window words; first step 10 s",
-		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index); the Anthropic text is the mock's 429 wording",
+		.source = "src/agents/failover/failover-classification.rate-limit-overload.cases.ts (retry-resource-exhausted-quota, retry-openai-resource-exhausted)",
 		.scenario = {
-			SEQ2(ERR(429, "Rate limit reached for gpt-4o in organization org-abc on tokens per minute. Please slow down."), FINE),
-			SEQ2("{\"kind\":\"error\",\"status\":429}", FINE),
+			SEQ2(ERR(429, OPENAI_QUOTA_RPM), FINE),
+			SEQ2("{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", FINE),
 		},
 		.phase = "end", .trace = "same_model_rate_limit:rate_limit,success",
 		.statuses = "429,0", .profiles = "0,0", .candidates = "0,0", .delays = "10000,0",
@@ -162,10 +167,10 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit short window inside the stream",
 		.spec = "§1.10 an in-stream rate-limit error is classified from its text",
-		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index)",
+		.source = "src/agents/failover/failover-classification.rate-limit-overload.cases.ts (retry-resource-exhausted-quota, retry-openai-resource-exhausted)",
 		.scenario = {
-			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached for gpt-4o on tokens per minute. Please slow down.\"}", FINE),
-			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}", FINE),
+			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\",\"message\":\"" OPENAI_QUOTA_RPM "\"}", FINE),
+			SEQ2("{\"text\":\"Working on it\",\"error_after\":1,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", FINE),
 		},
 		.phase = "end", .trace = "same_model_rate_limit:rate_limit,success",
 		.statuses = "429,0", .profiles = "0,0", .candidates = "0,0", .delays = "10000,0",
@@ -174,14 +179,14 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit: consecutiveSameModelRateLimitRetries caps at 3, then rateLimitProfileRotations",
 		.spec = "§1.3 MAX_SAME_MODEL_RATE_LIMIT_RETRIES = 3 (10/20/30 s); §1.10 then rotate, then fallback with its text",
-		.source = "spec §1.10 short-window words (OpenClaw's rate-limit window classifier; the file is not in the index)",
+		.source = "src/agents/failover/failover-classification.rate-limit-overload.cases.ts (retry-resource-exhausted-quota, retry-openai-resource-exhausted)",
 		.scenario = {
-			SEQ6(ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
-			    ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
-			    ERR(429, "Rate limit reached on tokens per minute."), FINE),
-			SEQ6("{\"kind\":\"error\",\"status\":429}", "{\"kind\":\"error\",\"status\":429}",
-			    "{\"kind\":\"error\",\"status\":429}", "{\"kind\":\"error\",\"status\":429}",
-			    "{\"kind\":\"error\",\"status\":429}", FINE),
+			SEQ6(ERR(429, QUOTA_RPM), ERR(429, QUOTA_RPM),
+			    ERR(429, QUOTA_RPM), ERR(429, QUOTA_RPM),
+			    ERR(429, QUOTA_RPM), FINE),
+			SEQ6("{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", "{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}",
+			    "{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", "{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}",
+			    "{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", FINE),
 		},
 		.fallback = true,
 		.phase = "end",
@@ -208,11 +213,11 @@ static const fault_row_t rows[] = {
 	{
 		.name = "rate_limit: the same-model counter starts over after a rotation",
 		.spec = "§1.7 step 16: consecutiveSameModelRateLimitRetries resets on any other retry (here an overload rotation)",
-		.source = "spec §1.10 short-window words; src/agents/failover-error.test.ts (ANTHROPIC_OVERLOADED_PAYLOAD, 503 'The model is overloaded')",
+		.source = "src/agents/failover/failover-classification.rate-limit-overload.cases.ts (retry-resource-exhausted-quota); src/agents/failover-error.test.ts (ANTHROPIC_OVERLOADED_PAYLOAD, 503 'The model is overloaded')",
 		.scenario = {
-			SEQ3(ERR(429, "Rate limit reached on tokens per minute."), ERR(429, "Rate limit reached on tokens per minute."),
-			     "{\"kind\":\"error\",\"status\":503,\"message\":\"" OPENAI_OVERLOADED "\"}," ERR(429, "Rate limit reached on tokens per minute.") "," FINE),
-			SEQ3("{\"kind\":\"error\",\"status\":429}", "{\"kind\":\"error\",\"status\":429}",
+			SEQ3(ERR(429, QUOTA_RPM), ERR(429, QUOTA_RPM),
+			     "{\"kind\":\"error\",\"status\":503,\"message\":\"" OPENAI_OVERLOADED "\"}," ERR(429, QUOTA_RPM) "," FINE),
+			SEQ3("{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}", "{\"kind\":\"error\",\"status\":429,\"type\":\"rate_limit_error\",\"message\":\"" QUOTA_RPM "\"}",
 			     "{\"kind\":\"error\",\"status\":529},{\"kind\":\"error\",\"status\":429}," FINE),
 		},
 		.phase = "end",
