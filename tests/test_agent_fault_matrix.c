@@ -652,8 +652,6 @@ static void run_case(size_t row_index, int api)
 {
 	const fault_row_t *row = &rows[row_index];
 	const char *scenario = row->scenario[api];
-	if (!scenario)
-		cr_skip_test("%s: no %s script", row->name, api_names[api]);
 	const char *an = api_names[api];
 	pc__agent_test_delay_divisor(DIVISOR);
 	char *config = config_for(row, an);
@@ -725,12 +723,15 @@ static void run_case(size_t row_index, int api)
 	harness_stop(&h);
 }
 
+/* Every row in every wire format it has a script for. */
 ParameterizedTestParameters(fault_matrix, row)
 {
 	static size_t cases[ROWS * API_COUNT];
+	size_t n = 0;
 	for (size_t i = 0; i < ROWS * API_COUNT; i++)
-		cases[i] = i;
-	return cr_make_param_array(size_t, cases, ROWS * API_COUNT);
+		if (rows[i / API_COUNT].scenario[i % API_COUNT])
+			cases[n++] = i;
+	return cr_make_param_array(size_t, cases, n);
 }
 
 /* Case i is row i / 2 in wire format i % 2. */
