@@ -36,7 +36,6 @@
 #include "../../actors/timer.h"
 #include "../../runtime/blocking.h"
 #include "../attempt/context_guard.h"
-#include "../hooks/hooks_internal.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
 #include "compaction.h"
@@ -749,7 +748,7 @@ static void compaction_free(compaction_t *c)
 	free(c->model);
 	pc_actor_release(c->owner);
 	if (c->hooks)
-		pc__hooks_release(c->hooks);
+		pc_hooks_release(c->hooks);
 	free(c);
 }
 
@@ -837,7 +836,7 @@ int pc_compaction_start(pc_runtime_t *rt, const pc_compaction_request_t *req, pc
 	c->owner = pc_actor_retain(owner);
 	if (pc_hooks_active(req->hooks, PC_HOOK_BEFORE_COMPACTION, NULL) ||
 	    pc_hooks_active(req->hooks, PC_HOOK_AFTER_COMPACTION, NULL)) {
-		pc__hooks_retain(req->hooks);
+		pc_hooks_retain(req->hooks);
 		c->hooks = req->hooks;
 	}
 	int rc = copy_request(c, req);

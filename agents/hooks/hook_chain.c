@@ -135,7 +135,7 @@ static void job_free(void *arg)
 	cJSON_Delete(j->event);
 	cJSON_Delete(j->ctx);
 	free(j->match_name);
-	pc__hooks_release(j->h); /* last: may unload the plugin that ran */
+	pc_hooks_release(j->h); /* last: may unload the plugin that ran */
 	free(j);
 }
 
@@ -182,7 +182,7 @@ static job_t *job_new(const chain_t *c, uint32_t idx)
 	job_t *j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
-	pc__hooks_retain(c->h);
+	pc_hooks_retain(c->h);
 	j->h = c->h;
 	j->e = c->list[idx];
 	j->idx = idx;
@@ -444,7 +444,7 @@ static void chain_free(chain_t *c)
 	free(c->state);
 	free(c->timers);
 	pc_actor_release(c->owner);
-	pc__hooks_release(c->h); /* last: the entries in `list` are the registry's */
+	pc_hooks_release(c->h); /* last: the entries in `list` are the registry's */
 	free(c);
 }
 
@@ -518,7 +518,7 @@ static int launch(pc_runtime_t *rt, const pc_hooks_t *h, pc_hook_point_t p, cJSO
 		cJSON_Delete(ctx);
 		return rc;
 	}
-	pc__hooks_retain(h);
+	pc_hooks_retain(h);
 	c->h = h;
 	c->rt = rt;
 	c->point = p;

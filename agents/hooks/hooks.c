@@ -126,13 +126,17 @@ static void destroy(pc_hooks_t *h)
 	free(h);
 }
 
-void pc__hooks_retain(const pc_hooks_t *h)
+void pc_hooks_retain(const pc_hooks_t *h)
 {
+	if (!h)
+		return;
 	__atomic_add_fetch(&((pc_hooks_t *)h)->refs, 1, __ATOMIC_RELAXED);
 }
 
-void pc__hooks_release(const pc_hooks_t *h)
+void pc_hooks_release(const pc_hooks_t *h)
 {
+	if (!h)
+		return;
 	/* acq_rel: whatever the last holder did happens before destroy. */
 	if (__atomic_sub_fetch(&((pc_hooks_t *)h)->refs, 1, __ATOMIC_ACQ_REL) == 0)
 		destroy((pc_hooks_t *)h);
@@ -141,7 +145,7 @@ void pc__hooks_release(const pc_hooks_t *h)
 void pc_hooks_free(pc_hooks_t *h)
 {
 	if (h)
-		pc__hooks_release(h);
+		pc_hooks_release(h);
 }
 
 bool pc__hooks_sealed(const pc_hooks_t *h)

@@ -224,6 +224,11 @@ int pc_hooks_new(pc_hooks_t **out);
 /* Drops the caller's reference (see "Ownership and lifetime"). NULL is a
  * no-op. */
 void pc_hooks_free(pc_hooks_t *h);
+/* One more reference, for a holder that outlives the caller's (an actor
+ * that runs chains later); each is dropped with pc_hooks_release. NULL is
+ * a no-op for both. */
+void pc_hooks_retain(const pc_hooks_t *h);
+void pc_hooks_release(const pc_hooks_t *h);
 /* Where reports go; NULL (the default) writes them to stderr. Before use. */
 void pc_hooks_set_report(pc_hooks_t *h, pc_hook_report_fn fn, void *user);
 

@@ -44,8 +44,6 @@ void pc__hooks_remove_plugin(pc_hooks_t *h, const pc__plugin_t *plugin);
 /* True if `e` runs for `match_name`. */
 bool pc__hook_entry_matches(const pc__hook_entry_t *e, const char *match_name);
 bool pc__hooks_sealed(const pc_hooks_t *h);
-void pc__hooks_retain(const pc_hooks_t *h);
-void pc__hooks_release(const pc_hooks_t *h);
 
 /* Sends one report (to the callback, or stderr). */
 void pc__hooks_report(const pc_hooks_t *h, pc_hook_report_kind_t kind, pc_hook_point_t point, const char *owner,
