@@ -14,6 +14,7 @@
 #define PINCER_RUNTIME_RUNTIME_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -104,6 +105,10 @@ uint32_t pc_runtime_workers(const pc_runtime_t *rt);
 
 /* Milliseconds on the runtime's monotonic clock (the timers' clock). */
 uint64_t pc_runtime_now_ms(void);
+
+/* True on a worker thread of any runtime: code that would block (disk,
+ * locks, sleeps) must go to the blocking pool instead (pc_blocking_submit). */
+bool pc_runtime_on_worker(void);
 
 typedef struct pc_worker_stats {
 	uint64_t handled;   /* messages handed to behaviours */

@@ -26,6 +26,11 @@ pc__worker_t *pc__current_worker(void)
 	return tls_worker;
 }
 
+bool pc_runtime_on_worker(void)
+{
+	return tls_worker != NULL;
+}
+
 static void count(uint64_t *c)
 {
 	pc_atomic_store_u64(c, *c + 1);

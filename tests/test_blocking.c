@@ -129,7 +129,7 @@ static pc_msg_t *job_fn(void *arg)
 	j->ran_on = pthread_self();
 	if (pthread_getname_np(j->ran_on, j->thread_name, sizeof(j->thread_name)) != 0)
 		j->thread_name[0] = 0;
-	j->on_worker = pc__current_worker() != NULL;
+	j->on_worker = pc_runtime_on_worker();
 	if (j->gate)
 		gate_pass(j->gate);
 	if (j->null_result)
@@ -158,6 +158,7 @@ static int collector_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 {
 	(void)ctx;
 	collector_t *c = state;
+	CHECK(pc_runtime_on_worker(), "an actor's turn is not on a worker");
 	if (m->type != T_RESULT) {
 		add(&c->others, 1);
 		return 0;

@@ -32,7 +32,7 @@
 
 #include <openssl/evp.h>
 
-#include "../../runtime/runtime_internal.h"
+#include "../../runtime/runtime.h"
 
 #define NAME_LEN (64 + 5)             /* hex SHA-256 + ".lock" */
 #define SAFE_INT_MAX 9007199254740991 /* 2^53 - 1: what the spec's env values may hold */
@@ -364,7 +364,7 @@ int pc_session_lock_query(const char *dir, const char *session_key, pc_session_l
 	int rc = check_args(dir, session_key);
 	if (rc)
 		return rc;
-	if (pc__current_worker())
+	if (pc_runtime_on_worker())
 		return PC_ESTATE;
 	char name[NAME_LEN + 1];
 	if ((rc = lock_name(session_key, name)))
@@ -590,7 +590,7 @@ int pc_session_lock_acquire(const char *dir, const char *session_key, const pc_s
 		o.max_hold_ms = env_ms("PINCER_SESSION_WRITE_LOCK_MAX_HOLD_MS", PC_SESSION_LOCK_MAX_HOLD_MS);
 	if (o.max_hold_ms == 0)
 		o.max_hold_ms = PC_SESSION_LOCK_MAX_HOLD_MS; /* "0" from the environment: invalid, as in opts */
-	if (pc__current_worker())
+	if (pc_runtime_on_worker())
 		return PC_ESTATE;
 
 	pc__lock_entry_t *e = calloc(1, sizeof(*e));
@@ -746,7 +746,7 @@ int pc_session_lock_sweep(const char *dir, size_t *removed)
 		*removed = 0;
 	if (!dir || !*dir)
 		return PC_EINVAL;
-	if (pc__current_worker())
+	if (pc_runtime_on_worker())
 		return PC_ESTATE;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
