@@ -1,8 +1,9 @@
 /*
  * Mock LLM scenarios (agents/mock/ step.c, scenario.c, request.c,
- * answer.c, plan.c), without a server: step validation, the selection order and cursors, and the exact wire bytes
- * and timing of the plans for both APIs. Streams are read back with the
- * project's SSE parser and cJSON, so every event is checked to be what a
+ * answer.c, plan.c), without a server: step validation, the selection
+ * order and cursors, and the exact wire bytes and timing of the plans for
+ * both APIs. Streams are read back with the project's SSE parser and
+ * cJSON, so every event is checked to be what a
  * client would decode.
  */
 #include <criterion/criterion.h>
