@@ -122,7 +122,7 @@ typedef struct pc__gw_list {
 	size_t n;
 } pc__gw_list_t;
 
-typedef struct pc__gw_run pc__gw_run_t;   /* rpc_methods.c */
+typedef struct pc__gw_run pc__gw_run_t;   /* rpc_runs.c */
 typedef struct pc__gw_ssub pc__gw_ssub_t;
 typedef struct pc__gw_pend pc__gw_pend_t;
 
@@ -239,6 +239,97 @@ void pc__gw_on_usage(pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_release_work(pc__gw_conn_t *c);
 /* The `health` payload, also hello-ok's snapshot.health. */
 cJSON *pc__gw_health(pc_gateway_t *g);
+
+/* ---- a connection's runs and pending work (rpc_runs.c) ---- */
+
+struct pc__gw_ssub {
+	pc__gw_node_t node;
+	uint64_t tag;
+	char *key;
+	pc_event_sub_t *sub;
+	uint32_t refs;    /* runs and submits using it */
+	uint32_t pending; /* submits not answered yet */
+	pc_event_t **hold; /* events of runs not known yet, oldest first */
+	size_t nhold;
+};
+
+struct pc__gw_run {
+	pc__gw_node_t node;
+	uint64_t tag;
+	int kind;          /* PC__GW_RUN_AGENT or _CHAT */
+	bool dup;          /* a repeated idempotency key: only the final is sent */
+	char run_id[PC_RUN_ID_MAX + 1];
+	char *req_id;      /* agent: the request answered again at the end */
+	pc__gw_ssub_t *ssub; /* NULL for a repeat */
+	uint64_t last_seq;
+	/* agent deltas waiting for their frame: assistant, thinking */
+	struct merge {
+		pc_event_t *pending; /* the latest delta not sent (a reference), or NULL */
+		uint32_t message;    /* the message `sent` and `resent` count in */
+		size_t sent;         /* bytes of it the client has as deltas */
+		size_t resent;       /* text bytes of it sent in frames (the budget) */
+		uint64_t last_ms;    /* runtime clock of the last frame; 0: none */
+	} merge[2];
+	pc_timer_t merge_timer;
+	/* the chat projection (§5.10) */
+	pc_event_t *chat_ev; /* the latest assistant delta: its view is the text so far */
+	uint64_t chat_seq;
+	uint64_t last_delta_ms; /* runtime clock */
+	bool delta_pending;
+	pc_timer_t flush_timer;
+};
+
+/* What a pending entry waits for. */
+enum { PC__GW_P_SUBMIT = 0, PC__GW_P_WAIT, PC__GW_P_HISTORY, PC__GW_P_RUNGET, PC__GW_P_SESSIONS, PC__GW_P_USAGE };
+
+struct pc__gw_pend {
+	pc__gw_node_t node;
+	int kind;
+	int run_kind;       /* PC__GW_P_SUBMIT */
+	uint64_t corr;      /* our tag (submit, wait) or the store ask's */
+	char *req_id;       /* NULL: a read for a run's final */
+	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
+	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY */
+	int limit;          /* PC__GW_P_HISTORY */
+	uint64_t run_tag;   /* PC__GW_P_RUNGET for a repeated agent: its run */
+	uint64_t wait_ms;   /* PC__GW_P_RUNGET for agent.wait: how long it waits */
+	char run_id[PC_RUN_ID_MAX + 1]; /* also PC__GW_P_USAGE */
+	pc_timer_t timer;   /* PC__GW_P_WAIT */
+};
+
+
+/* Session subscriptions: the connection's subscription to session `key`,
+ * made if needed (with no use counted yet; PC_EINVAL for a bad key); a
+ * use dropped (the last one unsubscribes); freed; the held events of a run
+ * just named, sent in order. */
+int pc__gw_ssub_get(pc__gw_conn_t *c, const char *key, pc__gw_ssub_t **out);
+void pc__gw_ssub_put(pc__gw_conn_t *c, pc__gw_ssub_t *s);
+void pc__gw_ssub_free(pc__gw_conn_t *c, pc__gw_ssub_t *s);
+void pc__gw_replay_held(pc__gw_conn_t *c, pc__gw_ssub_t *s, pc__gw_run_t *r);
+
+/* The runs a connection follows, by tag. */
+pc__gw_run_t *pc__gw_run_new(pc__gw_conn_t *c, int kind, const char *run_id, const char *req_id);
+pc__gw_run_t *pc__gw_run_by_tag(pc__gw_conn_t *c, uint64_t tag);
+void pc__gw_run_free(pc__gw_conn_t *c, pc__gw_run_t *r);
+
+/* Pending work of the methods (PC__GW_P_*), found by kind and correlation. */
+pc__gw_pend_t *pc__gw_pend_new(pc__gw_conn_t *c, int kind, const char *req_id);
+pc__gw_pend_t *pc__gw_pend_find(pc__gw_conn_t *c, int kind, uint64_t corr);
+void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p);
+
+/* The second answer to an `agent` request (§8.3 step 7), and agent.wait's
+ * answer from a run's registry entry. */
+void pc__gw_agent_final(pc__gw_conn_t *c, const char *req_id, const char *run_id, const cJSON *d,
+			const char *status, const char *error);
+void pc__gw_wait_answer(pc__gw_conn_t *c, pc__gw_pend_t *pd, const pc_run_info_t *info);
+
+/* ---- rpc_methods.c ---- */
+
+/* The connection's intrusive lists. */
+void pc__gw_list_add(pc__gw_list_t *l, pc__gw_node_t *n);
+void pc__gw_list_remove(pc__gw_list_t *l, pc__gw_node_t *n);
+/* A message of `type` carrying a u64, for timers. */
+pc_msg_t *pc__gw_u64_msg(uint32_t type, uint64_t v);
 
 /* ---- device_auth.c ---- */
 
