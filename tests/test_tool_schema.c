@@ -683,6 +683,14 @@ Test(schema_regex, ecma_features)
 		{"^.+$", "a\xc2\x85" "b", true},
 		{"^[^]+$", "a\nb", true},
 		{"^\\u0041\\x42$", "AB", true},
+		{"^[\\s-]+$", "- -", true}, /* a - next to \s at either end is the character */
+		{"^[-\\S]+$", "a-b", true},
+		{"^[^\\s-]+$", "ab", true},
+		{"^[^\\s-]+$", "a-b", false},
+		{"^\\-\\_\\@$", "-_@", true},
+		{"^\\\xc3\xa9$", "\xc3\xa9", true},
+		{"^(?:a|b)+?c$", "abc", true},
+		{"^a{1,2}?b$", "aab", true},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		cr_expect_eq(matches(cases[i].pattern, cases[i].text), cases[i].match, "pattern %s on \"%s\" should %s",
@@ -749,7 +757,8 @@ Test(schema_regex, invalid)
 	/* a patternProperties key is compiled the same way */
 	pc_schema_t *s = NULL;
 	char err[256];
-	cr_expect_eq(pc_schema_compile_text("{\"patternProperties\":{\"a\\\\h\":{}}}", &s, err, sizeof(err)), PC_EINVAL);
+	const char *text = "{\"patternProperties\":{\"a\\\\h\":{}}}";
+	cr_expect_eq(pc_schema_compile_text(text, &s, err, sizeof(err)), PC_EINVAL);
 	cr_expect_str_eq(err, "/patternProperties/a\\h: invalid regex \"a\\h\": an escape that ECMA-262 does not have "
 			      "at offset 1");
 	cr_expect_null(s);
@@ -806,7 +815,8 @@ Test(schema_regex, match_limit)
 		char err[256];
 		double secs = 0;
 		cr_expect_eq(limit_case(schemas[i], text, err, sizeof(err), &secs), PC_EINVAL, "%s", schemas[i]);
-		cr_expect(strstr(err, "needs more than 1000000 backtracking steps on this value: too complex to validate"),
+		cr_expect(strstr(err, "needs more than 1000000 backtracking steps on this value: "
+				      "too complex to validate"),
 			  "%s: %s", schemas[i], err);
 		cr_expect_lt(secs, 2.0, "%s took %.2f s", schemas[i], secs);
 	}
@@ -853,7 +863,8 @@ Test(schema_regex, depth_and_heap_limits)
 	strcat(schema, "(?:a|b))*$\"}");
 	char *wide = repeat("a", 20000, "");
 	cr_expect_eq(limit_case(schema, wide, err, sizeof(err), &secs), PC_EINVAL);
-	cr_expect(strstr(err, "needs more than 32768 KiB of backtracking memory on this value: too complex to validate"),
+	cr_expect(strstr(err, "needs more than 32768 KiB of backtracking memory on this value: "
+			      "too complex to validate"),
 		  "%s", err);
 	cr_expect_lt(secs, 2.0);
 	free(wide);

@@ -85,8 +85,9 @@ static void run_group(const char *file, const cJSON *group, tally_t *t)
 		const char *why = excluded(file, gname, tname);
 		if (why) {
 			t->excluded++;
-			cr_expect(crc != 0 || got != want, "%s / %s / %s is excluded (%s) but passes: remove it from the table",
-				  file, gname, tname, why);
+			cr_expect(crc != 0 || got != want,
+				  "%s / %s / %s is excluded (%s) but passes: remove it from the table", file, gname,
+				  tname, why);
 			continue;
 		}
 		t->run++;

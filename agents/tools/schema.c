@@ -408,7 +408,8 @@ static bool rx_property(rxscan_t *r, char p, size_t at)
 	const char *gc = NULL;
 	if (eq) {
 		size_t kn = (size_t)(eq - name);
-		if ((kn == 2 && memcmp(name, "gc", 2) == 0) || (kn == 16 && memcmp(name, "General_Category", 16) == 0)) {
+		if ((kn == 2 && memcmp(name, "gc", 2) == 0) ||
+		    (kn == 16 && memcmp(name, "General_Category", 16) == 0)) {
 			gc = gc_short(eq + 1, n - kn - 1);
 			if (!gc)
 				return rx_refuse(r, at, "an unknown General_Category value");
@@ -481,7 +482,8 @@ static bool rx_escape(rxscan_t *r, bool in_class)
 		if (hi < 0)
 			return rx_refuse(r, at, "\\u must be followed by four hex digits or {hex digits}");
 		r->i += 4;
-		long lo = hi >= 0xD800 && hi <= 0xDBFF && s[at + 6] == '\\' && s[at + 7] == 'u' ? hex_n(s + at + 8, 4) : -1;
+		bool high = hi >= 0xD800 && hi <= 0xDBFF;
+		long lo = high && s[at + 6] == '\\' && s[at + 7] == 'u' ? hex_n(s + at + 8, 4) : -1;
 		if (lo >= 0xDC00 && lo <= 0xDFFF) {
 			char pair[24];
 			snprintf(pair, sizeof(pair), "\\u{%lx}", 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
