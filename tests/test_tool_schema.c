@@ -764,6 +764,37 @@ Test(schema_regex, invalid)
 	cr_expect_null(s);
 }
 
+/* Every prefix of patterns that end mid-escape or mid-group compiles or is
+ * refused, and the pre-pass never reads past the end (ASan watches: the
+ * schema's copy of each string is its own allocation). */
+Test(schema_regex, truncated_patterns)
+{
+	static const char *const patterns[] = {
+		"\\u{1F600}\\uD83D\\uDE00\\u0041\\x41\\cA\\0",
+		"\\p{gc=Lu}\\P{General_Category=Letter}\\p{Script=Greek}",
+		"(?<n>a)\\k<n>(?<=b)(?<!c)(?=d)(?!e)(?:f)",
+		"[^\\s\\S\\d\\v[:.=]-]a{1,2}?b{3}c{4,}.",
+		"\\12\\1\\",
+	};
+	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+		size_t n = strlen(patterns[i]);
+		for (size_t k = 0; k <= n; k++) {
+			char *prefix = strndup(patterns[i], k);
+			cr_assert_not_null(prefix);
+			cJSON *schema = cJSON_CreateObject();
+			cr_assert_not_null(cJSON_AddStringToObject(schema, "pattern", prefix));
+			pc_schema_t *s = NULL;
+			char err[512];
+			int rc = pc_schema_compile(schema, &s, err, sizeof(err));
+			cr_expect(rc == 0 || (rc == PC_EINVAL && strstr(err, "/pattern: invalid regex")), "%s: %d %s",
+				  prefix, rc, err);
+			pc_schema_free(s);
+			cJSON_Delete(schema);
+			free(prefix);
+		}
+	}
+}
+
 /* A string of n copies of `unit` followed by `tail`. Caller frees. */
 static char *repeat(const char *unit, size_t n, const char *tail)
 {
