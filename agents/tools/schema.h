@@ -38,11 +38,12 @@
  * did not match matches the empty string, [] matches nothing and [^]
  * anything; \uHHHH (surrogate pairs joined), \u{H...}, \xHH, \cX,
  * \p{...} / \P{...} (General_Category long names too), lookahead,
- * lookbehind (of bounded length: a PCRE2 10.42 limit), back-references and
- * named groups work. Escapes and group syntax that ECMA-262 does not have
- * (\h, \A, \Q, (?i), (?>...), possessive quantifiers, ...) are refused, as
- * is any pattern PCRE2 cannot compile: the message is PCRE2's own (or the
- * pre-pass's) with the offset in the pattern as written:
+ * lookbehind (each alternative of fixed length: a PCRE2 10.42 limit),
+ * back-references and named groups work. Escapes and group syntax that
+ * ECMA-262 does not have (\h, \A, \Q, (?i), (?>...), possessive
+ * quantifiers, ...) are refused, as is any pattern PCRE2 cannot compile:
+ * the message is PCRE2's own (or the pre-pass's) with the offset in the
+ * pattern as written:
  *   "/pattern: invalid regex \"(a\": missing closing parenthesis at offset 2"
  * Each match is bounded (a match limit, a depth limit and a heap limit,
  * schema.c's RX_* and docs/tools.md): a pattern that reaches one on a value
