@@ -34,7 +34,8 @@
  * rounds are pooled; the per-round marginal costs are listed too.
  *
  *   bench_tools [--workers W] [--sessions N] [--seconds S] [--tools K]
- *               [--rounds R] [--turns T] [--only roundtrips|hooks|check]
+ *               [--rounds R] [--turns T]
+ *               [--only roundtrips|hooks|check|schema]
  *
  * --seconds caps each measured window (default 2); --tools is K (default
  * 4); --rounds R (default 3); --turns moves each session slot to a fresh
@@ -43,7 +44,8 @@
  * longer history each round trip also resends it). --only roundtrips: the
  * tool_roundtrips lines (text-only and no-hooks configurations); hooks:
  * the hook_chain_empty lines (the check and all four configurations);
- * check: the check alone. One JSON line per measurement. Everything talks
+ * check: the check alone; schema: the schema_validate line alone (it also
+ * runs with hooks and by default). One JSON line per measurement. Everything talks
  * to 127.0.0.1 only; the temporary store directories are removed.
  */
 #include <inttypes.h>
@@ -56,6 +58,7 @@
 #include "agent_env.h"
 #include "agents/hooks/hooks.h"
 #include "agents/mock/scenario.h"
+#include "agents/tools/schema.h"
 #include "agents/tools/tool.h"
 
 #define MAX_TOOLS 1000u
@@ -74,7 +77,7 @@ typedef enum variant {
 
 static const char *const variant_key[V__COUNT] = {"text_only", "none", "other_point", "before_tool_call"};
 
-enum { ONLY_ALL = 0, ONLY_ROUNDTRIPS, ONLY_HOOKS, ONLY_CHECK };
+enum { ONLY_ALL = 0, ONLY_ROUNDTRIPS, ONLY_HOOKS, ONLY_CHECK, ONLY_SCHEMA };
 
 typedef struct params {
 	uint32_t workers, sessions, tools, rounds, turns;
@@ -264,6 +267,67 @@ static void run_check(const params_t *p)
 	pc_hooks_free(others);
 }
 
+/* ---- schema validation ------------------------------------------------------------ */
+
+#define SCHEMA_PATTERNS                                                                                \
+	"{\"type\":\"object\",\"required\":[\"name\",\"version\",\"path\"],\"additionalProperties\":false,"     \
+	"\"properties\":{"                                                                              \
+	"\"name\":{\"type\":\"string\",\"pattern\":\"^[a-z][a-z0-9_-]{0,63}$\"},"                          \
+	"\"version\":{\"type\":\"string\",\"pattern\":\"^\\\\d+\\\\.\\\\d+\\\\.\\\\d+(-[0-9A-Za-z.-]+)?$\"},"    \
+	"\"path\":{\"type\":\"string\",\"pattern\":\"^(/[^/\\\\s]+)+\\\\.(c|h|md)$\"}}}"
+#define SCHEMA_PLAIN                                                                                   \
+	"{\"type\":\"object\",\"required\":[\"name\",\"version\",\"path\"],\"additionalProperties\":false,"     \
+	"\"properties\":{\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"                     \
+	"\"path\":{\"type\":\"string\"}}}"
+#define SCHEMA_ARGS                                                                                    \
+	"{\"name\":\"read_file\",\"version\":\"1.24.3-rc.1\",\"path\":\"/work/agents/tools/schema.c\"}"
+
+static double validate_ns(const pc_schema_t *s, const cJSON *args, uint64_t n)
+{
+	char err[256];
+	int bad = 0;
+	double t0 = bench_now_s();
+	for (uint64_t i = 0; i < n; i++)
+		bad |= pc_schema_validate(s, args, err, sizeof(err));
+	double ns = (bench_now_s() - t0) * 1e9 / (double)n;
+	if (bad)
+		bench_fail("schema_validate: the arguments did not validate: %s", err);
+	return ns;
+}
+
+static void run_schema(const params_t *p)
+{
+	enum { S_PATTERNS = 0, S_PLAIN, S__COUNT, REPS = 5 };
+	const uint64_t n = 200000;
+	const char *const texts[S__COUNT] = {SCHEMA_PATTERNS, SCHEMA_PLAIN};
+	pc_schema_t *s[S__COUNT];
+	char err[256];
+	for (int i = 0; i < S__COUNT; i++)
+		if (pc_schema_compile_text(texts[i], &s[i], err, sizeof(err)) != 0)
+			bench_fail("schema_validate: %s", err);
+	cJSON *args = cJSON_Parse(SCHEMA_ARGS);
+	if (!args)
+		bench_fail("schema_validate: out of memory");
+	double best[S__COUNT] = {1e9, 1e9};
+	double t0 = bench_now_s();
+	for (int r = 0; r < REPS; r++)
+		for (int i = 0; i < S__COUNT; i++) {
+			double ns = validate_ns(s[i], args, n);
+			if (ns < best[i])
+				best[i] = ns;
+		}
+	double wall = bench_now_s() - t0;
+	char extra[256];
+	snprintf(extra, sizeof(extra),
+		 "\"iterations\":%" PRIu64 ",\"repetitions\":%d,\"patterns\":3,\"ns_per_validation\":%.1f,"
+		 "\"plain_ns_per_validation\":%.1f,\"ns_per_pattern\":%.1f",
+		 n, REPS, best[S_PATTERNS], best[S_PLAIN], (best[S_PATTERNS] - best[S_PLAIN]) / 3);
+	bench_report("schema_validate", 1, wall, n * REPS * S__COUNT, extra);
+	cJSON_Delete(args);
+	for (int i = 0; i < S__COUNT; i++)
+		pc_schema_free(s[i]);
+}
+
 /* ---- agent runs ------------------------------------------------------------------ */
 
 /* One window of one configuration in a fresh agent layer; fails unless
@@ -420,7 +484,7 @@ static void report_hooks_agent(const params_t *p, uint32_t sessions, const tally
 
 #define USAGE                                                                                          \
 	"usage: bench_tools [--workers W] [--sessions N] [--seconds S] [--tools K] [--rounds R] "          \
-	"[--turns T] [--only roundtrips|hooks|check]"
+	"[--turns T] [--only roundtrips|hooks|check|schema]"
 
 /* An unsigned number in [lo, hi], or a usage failure. */
 static uint32_t arg_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi)
@@ -457,6 +521,7 @@ static void parse(int argc, char **argv, params_t *p)
 			p->only = !strcmp(v, "roundtrips") ? ONLY_ROUNDTRIPS
 				  : !strcmp(v, "hooks")    ? ONLY_HOOKS
 				  : !strcmp(v, "check")    ? ONLY_CHECK
+				  : !strcmp(v, "schema")   ? ONLY_SCHEMA
 							   : -1;
 			if (p->only < 0)
 				bench_fail(USAGE);
@@ -492,7 +557,9 @@ int main(int argc, char **argv)
 	parse(argc, argv, &p);
 	if (p.only == ONLY_ALL || p.only == ONLY_HOOKS || p.only == ONLY_CHECK)
 		run_check(&p);
-	if (p.only == ONLY_CHECK)
+	if (p.only == ONLY_ALL || p.only == ONLY_HOOKS || p.only == ONLY_SCHEMA)
+		run_schema(&p);
+	if (p.only == ONLY_CHECK || p.only == ONLY_SCHEMA)
 		return 0;
 	const uint32_t set[] = {1, 100};
 	size_t nset = p.sessions ? 1 : sizeof(set) / sizeof(set[0]);

@@ -20,15 +20,16 @@
 #include "schema.h"
 
 #include <float.h>
-#include <locale.h>
 #include <math.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 /* ---- buffers --------------------------------------------------------------- */
 
@@ -249,581 +250,375 @@ static bool depth_ok(const cJSON *x, unsigned depth)
 	return true;
 }
 
-/* ---- regular expressions (ECMA-262 subset -> POSIX ERE, "C" locale) ---------------- */
+/* ---- regular expressions (ECMA-262 on PCRE2) ------------------------------------ */
 
 /*
- * Non-ASCII pieces, each matching exactly one UTF-8 encoded code point of a
- * set: every one; every one but U+2028 and U+2029 (what `.` excludes besides
- * \n and \r); ECMA's non-ASCII white space (U+00A0, U+1680, U+2000-U+200A,
- * U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF); every one but those.
+ * Patterns are compiled once by PCRE2 (UTF mode, no UCP), after a pre-pass
+ * that rewrites what PCRE2 reads differently from ECMA-262 with the u flag
+ * and refuses what ECMA-262 does not have (docs/tools.md lists what is
+ * left). Without UCP, PCRE2's \d, \w and \b are ASCII-only, as ECMA's are;
+ * \s and \S, `.` and \v are rewritten; surrogate pairs \uD83D\uDE00 become
+ * one \u{1F600}; long General_Category names (\p{Letter}, \p{gc=Lu},
+ * \p{digit}) become the short ones PCRE2 10.42 knows.
  */
-#define RX_MB_ANY                                                                                  \
-	"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf][\x80-\xbf]|[\xf0-\xf4][\x80-\xbf][\x80-\xbf][\x80-\xbf]"
-#define RX_MB_DOT                                                                                  \
-	"[\xc2-\xdf][\x80-\xbf]|[\xe0\xe1\xe3-\xef][\x80-\xbf][\x80-\xbf]|\xe2[\x81-\xbf][\x80-\xbf]"  \
-	"|\xe2\x80[\x80-\xa7\xaa-\xbf]|[\xf0-\xf4][\x80-\xbf][\x80-\xbf][\x80-\xbf]"
-#define RX_MB_SPACE                                                                                \
-	"\xc2\xa0|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]|\xe2\x81\x9f|\xe3\x80\x80|\xef\xbb\xbf"
-#define RX_MB_OTHER                                                                                \
-	"\xc2[\x80-\x9f\xa1-\xbf]|[\xc3-\xdf][\x80-\xbf]|[\xe0\xe4-\xee][\x80-\xbf][\x80-\xbf]"         \
-	"|\xe1[\x80-\x99\x9b-\xbf][\x80-\xbf]|\xe1\x9a[\x81-\xbf]"                                     \
-	"|\xe2\x80[\x8b-\xa7\xaa-\xae\xb0-\xbf]|\xe2\x81[\x80-\x9e\xa0-\xbf]|\xe2[\x82-\xbf][\x80-\xbf]" \
-	"|\xe3\x80[\x81-\xbf]|\xe3[\x81-\xbf][\x80-\xbf]"                                              \
-	"|\xef[\x80-\xba\xbc-\xbf][\x80-\xbf]|\xef\xbb[\x80-\xbe]"                                     \
-	"|[\xf0-\xf4][\x80-\xbf][\x80-\xbf][\x80-\xbf]"
-/* Matches nothing (no JSON string holds a NUL byte). */
-#define RX_NOTHING "[^\x01-\xff]"
+#define RX_OPTIONS                                                                                 \
+	(PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C |         \
+	 PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY | PCRE2_ALLOW_EMPTY_CLASS | PCRE2_MATCH_UNSET_BACKREF)
 
-/* {n,m} counts, and the product of nested counts, above which regcomp's
- * automaton would grow too large to be worth building. */
-#define RX_MAX_REPEAT 1000ul
-/* The translated expression's size cap. */
-#define RX_MAX_ERE 65536u
+/*
+ * What one match may cost, set once in the schema's match context. The
+ * match limit counts the backtracking points PCRE2 tries (about 20 ms for
+ * 10^6 here): it stops catastrophic backtracking such as ^(a+)+$ on
+ * "aaa...!". The depth limit counts the backtracking points alive at once,
+ * which grow with the iterations of a repeated group ((?:a|b)* takes two
+ * per character): 10^5 lets such a group run over some 50,000 characters.
+ * The heap limit caps the memory those points take (a pattern with many
+ * capture groups has large ones). A match that reaches a limit fails the
+ * validation with a message saying so; it never hangs.
+ */
+#define RX_MATCH_LIMIT 1000000u
+#define RX_DEPTH_LIMIT 100000u
+#define RX_HEAP_LIMIT_KIB 32768u
 
-enum { MB_SPACE = 1, MB_OTHER = 2, MB_ALL = 3 };
+/* ECMA's white space beyond the ASCII \s of PCRE2 (\t \n \v \f \r and the
+ * space): the Zs characters, U+2028, U+2029 and U+FEFF. */
+#define RX_SPACES "\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+/* Everything else, as ranges (for \S inside [...]). */
+#define RX_NONSPACES                                                                               \
+	"\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e"  \
+	"\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\u{10ffff}"
 
-/* A set of code points: ASCII members, and which non-ASCII ones. */
-typedef struct rxset {
-	bool ascii[128];
-	uint8_t mb;
-} rxset_t;
+/* General_Category values (long names and aliases) -> PCRE2's short ones. */
+static const char *const gc_names[][2] = {
+	{"Other", "C"}, {"Control", "Cc"}, {"cntrl", "Cc"}, {"Format", "Cf"}, {"Unassigned", "Cn"},
+	{"Private_Use", "Co"}, {"Surrogate", "Cs"}, {"Letter", "L"}, {"Cased_Letter", "L&"}, {"LC", "L&"},
+	{"Lowercase_Letter", "Ll"}, {"Modifier_Letter", "Lm"}, {"Other_Letter", "Lo"},
+	{"Titlecase_Letter", "Lt"}, {"Uppercase_Letter", "Lu"}, {"Mark", "M"}, {"Combining_Mark", "M"},
+	{"Spacing_Mark", "Mc"}, {"Enclosing_Mark", "Me"}, {"Nonspacing_Mark", "Mn"}, {"Number", "N"},
+	{"Decimal_Number", "Nd"}, {"digit", "Nd"}, {"Letter_Number", "Nl"}, {"Other_Number", "No"},
+	{"Punctuation", "P"}, {"punct", "P"}, {"Connector_Punctuation", "Pc"}, {"Dash_Punctuation", "Pd"},
+	{"Close_Punctuation", "Pe"}, {"Final_Punctuation", "Pf"}, {"Initial_Punctuation", "Pi"},
+	{"Other_Punctuation", "Po"}, {"Open_Punctuation", "Ps"}, {"Symbol", "S"}, {"Currency_Symbol", "Sc"},
+	{"Modifier_Symbol", "Sk"}, {"Math_Symbol", "Sm"}, {"Other_Symbol", "So"}, {"Separator", "Z"},
+	{"Line_Separator", "Zl"}, {"Paragraph_Separator", "Zp"}, {"Space_Separator", "Zs"},
+	{"C", "C"}, {"Cc", "Cc"}, {"Cf", "Cf"}, {"Cn", "Cn"}, {"Co", "Co"}, {"Cs", "Cs"}, {"L", "L"},
+	{"Ll", "Ll"}, {"Lm", "Lm"}, {"Lo", "Lo"}, {"Lt", "Lt"}, {"Lu", "Lu"}, {"M", "M"}, {"Mc", "Mc"},
+	{"Me", "Me"}, {"Mn", "Mn"}, {"N", "N"}, {"Nd", "Nd"}, {"Nl", "Nl"}, {"No", "No"}, {"P", "P"},
+	{"Pc", "Pc"}, {"Pd", "Pd"}, {"Pe", "Pe"}, {"Pf", "Pf"}, {"Pi", "Pi"}, {"Po", "Po"}, {"Ps", "Ps"},
+	{"S", "S"}, {"Sc", "Sc"}, {"Sk", "Sk"}, {"Sm", "Sm"}, {"So", "So"}, {"Z", "Z"}, {"Zl", "Zl"},
+	{"Zp", "Zp"}, {"Zs", "Zs"},
+};
 
-typedef struct rx {
-	const unsigned char *p;
-	pc__buf_t *out;
-	const char *why;   /* why the pattern is refused */
-	unsigned long *fac; /* per open group: largest expansion inside it */
-	bool *has_b;        /* per open group: it holds a word boundary */
-	size_t depth;
-	unsigned long last; /* expansion of the last atom */
-	bool last_has_b;    /* the last atom is a group holding a word boundary */
-	bool atom;          /* a quantifier may follow */
-} rx_t;
-
-static void set_range(rxset_t *s, unsigned lo, unsigned hi)
+static const char *gc_short(const char *name, size_t n)
 {
-	for (unsigned c = lo; c <= hi && c < 128; c++)
-		s->ascii[c] = true;
+	for (size_t i = 0; i < sizeof(gc_names) / sizeof(gc_names[0]); i++)
+		if (strlen(gc_names[i][0]) == n && memcmp(gc_names[i][0], name, n) == 0)
+			return gc_names[i][1];
+	return NULL;
 }
 
-static void set_negate(rxset_t *s)
-{
-	for (unsigned c = 1; c < 128; c++)
-		s->ascii[c] = !s->ascii[c];
-	s->mb = (uint8_t)(MB_ALL & ~s->mb);
-}
+/* The rewritten pattern, and for each of its bytes the source offset it
+ * came from (PCRE2's error offsets are reported in the source). */
+typedef struct rxout {
+	pc__buf_t text;
+	size_t *from;
+	size_t cap;
+	bool oom;
+} rxout_t;
 
-/* \d \w \s \D \W \S added to s; false for any other letter. */
-static bool class_escape(rxset_t *s, unsigned char e)
+/* Appends n bytes that stand for the source at src_at; copy: they are the
+ * source's own bytes from there, offset by offset. */
+static void rx_put(rxout_t *o, const char *s, size_t n, size_t src_at, bool copy)
 {
-	rxset_t t = {{0}, 0};
-	switch (e) {
-	case 'd':
-	case 'D': set_range(&t, '0', '9'); break;
-	case 'w':
-	case 'W':
-		set_range(&t, '0', '9');
-		set_range(&t, 'A', 'Z');
-		set_range(&t, 'a', 'z');
-		t.ascii['_'] = true;
-		break;
-	case 's':
-	case 'S':
-		set_range(&t, 9, 13);
-		t.ascii[' '] = true;
-		t.mb = MB_SPACE;
-		break;
-	default: return false;
-	}
-	if (e < 'a')
-		set_negate(&t);
-	for (unsigned c = 1; c < 128; c++)
-		s->ascii[c] = s->ascii[c] || t.ascii[c];
-	s->mb |= t.mb;
-	return true;
-}
-
-/* The ASCII members as one bracket expression (no ranges, so nothing is
- * read as a collating element), or "" when there are none. */
-static void bracket(const rxset_t *s, char out[160])
-{
-	size_t n = 0, count = 0;
-	for (unsigned c = 1; c < 128; c++)
-		count += s->ascii[c];
-	out[0] = '\0';
-	if (count == 0)
+	if (o->oom)
 		return;
-	/* "^" first would negate: avoid the two sets where it could come first */
-	if (count == 1 && s->ascii['^']) {
-		strcpy(out, "\\^");
-		return;
-	}
-	if (count == 2 && s->ascii['^'] && s->ascii['-']) {
-		strcpy(out, "[-^]");
-		return;
-	}
-	out[n++] = '[';
-	if (s->ascii[']'])
-		out[n++] = ']';
-	for (unsigned c = 1; c < 128; c++)
-		if (s->ascii[c] && c != ']' && c != '^' && c != '-' && c != '[')
-			out[n++] = (char)c;
-	if (s->ascii['['])
-		out[n++] = '[';
-	if (s->ascii['^'])
-		out[n++] = '^';
-	if (s->ascii['-'])
-		out[n++] = '-';
-	out[n++] = ']';
-	out[n] = '\0';
-}
-
-static void emit_set(pc__buf_t *o, const rxset_t *s)
-{
-	char br[160];
-	bracket(s, br);
-	const char *mb = s->mb == MB_ALL ? RX_MB_ANY : s->mb == MB_SPACE ? RX_MB_SPACE
-						: s->mb == MB_OTHER ? RX_MB_OTHER : NULL;
-	if (!br[0] && !mb) {
-		pc__buf_append_str(o, RX_NOTHING);
-	} else if (!mb) {
-		pc__buf_append_str(o, br);
-	} else {
-		pc__buf_append_char(o, '(');
-		if (br[0]) {
-			pc__buf_append_str(o, br);
-			pc__buf_append_char(o, '|');
+	if (o->text.len + n > o->cap) {
+		size_t cap = (o->text.len + n) * 2 + 16;
+		size_t *from = realloc(o->from, cap * sizeof(*from));
+		if (!from) {
+			o->oom = true;
+			return;
 		}
-		pc__buf_append_str(o, mb);
-		pc__buf_append_char(o, ')');
+		o->from = from;
+		o->cap = cap;
 	}
+	for (size_t i = 0; i < n; i++)
+		o->from[o->text.len + i] = copy ? src_at + i : src_at;
+	if (pc__buf_append(&o->text, s, n) != 0)
+		o->oom = true;
 }
 
-/* One UTF-8 sequence at p: its length, or 0 when it is not well formed. */
-static size_t utf8_decode(const unsigned char *p, uint32_t *cp)
+static void rx_puts(rxout_t *o, const char *s, size_t src_at)
 {
-	size_t n = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-		 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-	if (n == 0)
-		return 0;
-	uint32_t v = n == 1 ? p[0] : (uint32_t)(p[0] & (0x7F >> n));
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xC0) != 0x80)
-			return 0;
-		v = (v << 6) | (p[i] & 0x3F);
-	}
-	*cp = v;
-	return n;
+	rx_put(o, s, strlen(s), src_at, false);
 }
 
-static size_t utf8_encode(uint32_t cp, char *u)
+/* Copies n bytes of the source from offset at. */
+static void rx_copy(rxout_t *o, const char *src, size_t at, size_t n)
 {
-	if (cp < 0x80) {
-		u[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		u[0] = (char)(0xC0 | (cp >> 6));
-		u[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		u[0] = (char)(0xE0 | (cp >> 12));
-		u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		u[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	u[0] = (char)(0xF0 | (cp >> 18));
-	u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	u[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
+	rx_put(o, src + at, n, at, true);
 }
 
-static unsigned hex_value(unsigned char c)
+static bool is_hex(char c)
 {
-	if (c >= '0' && c <= '9')
-		return (unsigned)(c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (unsigned)(c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (unsigned)(c - 'A' + 10);
-	return 16;
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-static bool hex_digits(const unsigned char *p, size_t n, uint32_t *v)
+static bool is_digit(char c)
 {
-	uint32_t x = 0;
+	return c >= '0' && c <= '9';
+}
+
+/* n hex digits at s, or -1. */
+static long hex_n(const char *s, size_t n)
+{
+	long v = 0;
 	for (size_t i = 0; i < n; i++) {
-		unsigned d = hex_value(p[i]);
-		if (d == 16)
-			return false;
-		x = x * 16 + d;
+		if (!is_hex(s[i]))
+			return -1;
+		v = v * 16 + (is_digit(s[i]) ? s[i] - '0' : (s[i] | 0x20) - 'a' + 10);
 	}
-	*v = x;
-	return true;
+	return v;
 }
 
-/* An escape that stands for one code point (p is after the backslash):
- * the characters it spans, or 0 with r->why set. */
-static size_t esc_char(rx_t *r, const unsigned char *p, uint32_t *cp)
+typedef struct rxscan {
+	const char *src;
+	size_t i;
+	rxout_t *o;
+	const char *why; /* set: refused at offset at */
+	size_t at;
+} rxscan_t;
+
+static bool rx_refuse(rxscan_t *r, size_t at, const char *why)
 {
-	switch (*p) {
-	case 't': *cp = '\t'; return 1;
-	case 'n': *cp = '\n'; return 1;
-	case 'v': *cp = '\v'; return 1;
-	case 'f': *cp = '\f'; return 1;
-	case 'r': *cp = '\r'; return 1;
-	case 'x':
-		if (!hex_digits(p + 1, 2, cp) || *cp == 0)
-			break;
-		return 3;
-	case 'u': {
-		uint32_t lo = 0;
-		if (!hex_digits(p + 1, 4, cp) || *cp == 0)
-			break;
-		if (*cp >= 0xDC00 && *cp <= 0xDFFF)
-			break;
-		if (*cp < 0xD800 || *cp > 0xDBFF)
-			return 5;
-		/* a surrogate pair written as two escapes */
-		if (p[5] != '\\' || p[6] != 'u' || !hex_digits(p + 7, 4, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-			break;
-		*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
-		return 11;
-	}
-	case '\0': r->why = "the pattern ends with a backslash"; return 0;
-	default:
-		if (*p >= '1' && *p <= '9') {
-			r->why = "back-references are not supported";
-			return 0;
+	r->why = why;
+	r->at = at;
+	return false;
+}
+
+/* \p{...} / \P{...}; r->i is on the '{'. */
+static bool rx_property(rxscan_t *r, char p, size_t at)
+{
+	const char *name = r->src + r->i + 1;
+	const char *end = r->src[r->i] == '{' ? strchr(name, '}') : NULL;
+	if (!end)
+		return rx_refuse(r, at, "\\p and \\P need a property name in braces");
+	size_t n = (size_t)(end - name);
+	const char *eq = memchr(name, '=', n);
+	const char *gc = NULL;
+	if (eq) {
+		size_t kn = (size_t)(eq - name);
+		if ((kn == 2 && memcmp(name, "gc", 2) == 0) ||
+		    (kn == 16 && memcmp(name, "General_Category", 16) == 0)) {
+			gc = gc_short(eq + 1, n - kn - 1);
+			if (!gc)
+				return rx_refuse(r, at, "an unknown General_Category value");
 		}
-		if (*p >= 0x80) /* an identity escape of a non-ASCII character */
-			return utf8_decode(p, cp);
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '0' || *p == '_')
-			break;
-		*cp = *p; /* escaped punctuation */
-		return 1;
-	}
-	if (!r->why)
-		r->why = "an escape sequence that is not supported";
-	return 0;
-}
-
-/* One code point as an atom. */
-static void rx_literal(pc__buf_t *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		if (strchr(".[]()*+?{}|^$\\", (int)cp))
-			pc__buf_append_char(o, '\\');
-		pc__buf_append_char(o, (char)cp);
-		return;
-	}
-	/* grouped, so that a quantifier applies to the whole sequence */
-	char u[4];
-	size_t n = utf8_encode(cp, u);
-	pc__buf_append_char(o, '(');
-	pc__buf_append(o, u, n);
-	pc__buf_append_char(o, ')');
-}
-
-/* One member of a class at r->p: a code point, or a class escape added to s
- * (*is_set). False with r->why set when it is not supported. */
-static bool class_member(rx_t *r, rxset_t *s, uint32_t *cp, bool *is_set)
-{
-	*is_set = false;
-	if (*r->p != '\\') {
-		size_t k = utf8_decode(r->p, cp);
-		if (k == 0) {
-			r->why = "the pattern is not valid UTF-8";
-			return false;
-		}
-		r->p += k;
-		return true;
-	}
-	r->p++;
-	if (class_escape(s, *r->p)) {
-		r->p++;
-		*is_set = true;
-		return true;
-	}
-	if (*r->p == 'b') { /* backspace, inside a class */
-		r->p++;
-		*cp = '\b';
-		return true;
-	}
-	size_t k = esc_char(r, r->p, cp);
-	r->p += k;
-	return k > 0;
-}
-
-/* A class; r->p is just after '['. */
-static bool rx_class(rx_t *r)
-{
-	rxset_t s = {{0}, 0};
-	bool neg = *r->p == '^';
-	if (neg)
-		r->p++;
-	while (*r->p && *r->p != ']') {
-		uint32_t lo = 0, hi = 0;
-		bool is_set = false, hi_set = false;
-		if (!class_member(r, &s, &lo, &is_set))
-			return false;
-		if (r->p[0] == '-' && r->p[1] && r->p[1] != ']') {
-			r->p++;
-			if (is_set || !class_member(r, &s, &hi, &hi_set) || hi_set) {
-				if (!r->why)
-					r->why = "a range with a class escape (such as [\\d-z]) is not supported";
-				return false;
-			}
-		} else if (is_set) {
-			continue;
-		} else {
-			hi = lo;
-		}
-		if (hi < lo) {
-			r->why = "a range out of order in [...]";
-			return false;
-		}
-		if (hi >= 0x80) {
-			r->why = "non-ASCII characters inside [...] are not supported";
-			return false;
-		}
-		set_range(&s, lo, hi);
-	}
-	if (*r->p != ']') {
-		r->why = "an unterminated [...]";
-		return false;
-	}
-	r->p++;
-	if (neg)
-		set_negate(&s);
-	emit_set(r->out, &s);
-	return true;
-}
-
-static bool read_count(const unsigned char **q, unsigned long *v)
-{
-	if (**q < '0' || **q > '9')
-		return false;
-	*v = 0;
-	while (**q >= '0' && **q <= '9') {
-		*v = *v * 10 + (unsigned long)(**q - '0');
-		if (*v > RX_MAX_REPEAT)
-			*v = RX_MAX_REPEAT + 1; /* saturate: refused below */
-		(*q)++;
-	}
-	return true;
-}
-
-/* A quantifier at r->p ('*', '+', '?' or '{'), and how much it expands. */
-static bool rx_quantifier(rx_t *r)
-{
-	if (!r->atom) {
-		r->why = "a quantifier with nothing to repeat";
-		return false;
-	}
-	/* glibc's regcomp takes exponential time on word boundaries inside
-	 * a repeated group */
-	if (r->last_has_b) {
-		r->why = "a word boundary (\\b) inside a repeated group is not supported";
-		return false;
-	}
-	unsigned long times = 2; /* regcomp copies the atom for '+' */
-	if (*r->p != '{') {
-		pc__buf_append_char(r->out, (char)*r->p);
-		r->p++;
 	} else {
-		const unsigned char *q = r->p + 1;
-		unsigned long lo = 0, hi = 0;
-		bool comma = false, has_hi = false;
-		if (!read_count(&q, &lo)) {
-			r->why = "a '{' that is not a quantifier (write \\{ for the character)";
-			return false;
-		}
-		if (*q == ',') {
-			comma = true;
-			q++;
-			has_hi = read_count(&q, &hi);
-		}
-		if (*q != '}') {
-			r->why = "a '{' that is not a quantifier (write \\{ for the character)";
-			return false;
-		}
-		if (has_hi && hi < lo) {
-			r->why = "a quantifier {n,m} with m < n";
-			return false;
-		}
-		char buf[48];
-		if (!comma)
-			snprintf(buf, sizeof(buf), "{%lu}", lo);
-		else if (!has_hi)
-			snprintf(buf, sizeof(buf), "{%lu,}", lo);
-		else
-			snprintf(buf, sizeof(buf), "{%lu,%lu}", lo, hi);
-		pc__buf_append_str(r->out, buf);
-		times = (has_hi ? hi : lo) + 1;
-		r->p = q + 1;
+		gc = gc_short(name, n);
 	}
-	if (*r->p == '?') /* lazy: it matches the same strings, only differently */
-		r->p++;
-	unsigned long grown = r->last * times;
-	if (times > RX_MAX_REPEAT + 1 || grown > RX_MAX_REPEAT) {
-		r->why = "repetition counts that large are not supported";
-		return false;
-	}
-	if (grown > r->fac[r->depth])
-		r->fac[r->depth] = grown;
-	r->atom = false;
+	char head[4] = {'\\', p, '{', '\0'};
+	rx_puts(r->o, head, at);
+	if (gc)
+		rx_puts(r->o, gc, at);
+	else
+		rx_copy(r->o, r->src, (size_t)(name - r->src), n);
+	rx_puts(r->o, "}", at);
+	r->i += n + 2;
 	return true;
 }
 
-/* Marks the end of an atom whose expansion is `fac`. */
-static void rx_atom(rx_t *r, unsigned long fac)
+/* One escape; r->i is on the backslash. */
+static bool rx_escape(rxscan_t *r, bool in_class)
 {
-	r->atom = true;
-	r->last = fac;
-	r->last_has_b = false;
-}
-
-static bool rx_escape(rx_t *r)
-{
-	r->p++;
-	if (*r->p == 'b') { /* a word boundary: ASCII words in both dialects */
-		pc__buf_append_str(r->out, "\\b");
-		r->p++;
-		r->has_b[r->depth] = true;
-		r->atom = false;
+	const char *s = r->src;
+	size_t at = r->i;
+	char e = s[at + 1];
+	r->i += 2;
+	switch (e) {
+	case '\0': /* PCRE2 says it: "\ at end of pattern" */
+		r->i = at + 1;
+		rx_puts(r->o, "\\", at);
 		return true;
-	}
-	if (*r->p == 'B') {
-		/* glibc's \B also holds between the bytes of one UTF-8 character */
-		r->why = "\\B (not a word boundary) is not supported";
-		return false;
-	}
-	rxset_t s = {{0}, 0};
-	if (class_escape(&s, *r->p)) {
-		emit_set(r->out, &s);
-		r->p++;
-		rx_atom(r, 1);
+	case 's':
+		rx_puts(r->o, in_class ? "\\s" RX_SPACES "\\s" : "[\\s" RX_SPACES "]", at);
 		return true;
-	}
-	uint32_t cp = 0;
-	size_t k = esc_char(r, r->p, &cp);
-	if (k == 0)
-		return false;
-	rx_literal(r->out, cp);
-	r->p += k;
-	rx_atom(r, 1);
-	return true;
-}
-
-static bool rx_step(rx_t *r)
-{
-	uint32_t cp = 0;
-	size_t k;
-	switch (*r->p) {
-	case '(':
-		if (r->p[1] == '?') {
-			if (r->p[2] != ':') {
-				r->why = "lookaround assertions and named groups are not supported";
-				return false;
-			}
-			r->p += 2;
+	case 'S':
+		/* the \d at both ends makes a range ending here an error, as
+		 * [\d-z] is, rather than a range from the last code point */
+		rx_puts(r->o, in_class ? "\\d" RX_NONSPACES "\\d" : "[^\\s" RX_SPACES "]", at);
+		return true;
+	case 'v':
+		rx_puts(r->o, "\\x0b", at); /* PCRE2's \v is every vertical space */
+		return true;
+	case 'd': case 'D': case 'w': case 'W': case 'b': case 'B':
+	case 't': case 'n': case 'f': case 'r':
+		rx_copy(r->o, s, at, 2);
+		return true;
+	case 'c':
+		if (!((s[at + 2] | 0x20) >= 'a' && (s[at + 2] | 0x20) <= 'z'))
+			return rx_refuse(r, at, "\\c must be followed by a letter");
+		rx_copy(r->o, s, at, 3);
+		r->i++;
+		return true;
+	case 'x':
+		if (hex_n(s + at + 2, 2) < 0)
+			return rx_refuse(r, at, "\\x must be followed by two hex digits");
+		rx_copy(r->o, s, at, 4);
+		r->i += 2;
+		return true;
+	case 'u': {
+		if (s[at + 2] == '{') {
+			size_t k = at + 3;
+			while (is_hex(s[k]))
+				k++;
+			if (k == at + 3 || s[k] != '}')
+				return rx_refuse(r, at, "\\u{...} must hold hex digits");
+			rx_copy(r->o, s, at, k + 1 - at);
+			r->i = k + 1;
+			return true;
 		}
-		r->p++;
-		pc__buf_append_char(r->out, '(');
-		r->fac[++r->depth] = 1;
-		r->has_b[r->depth] = false;
-		r->atom = false;
-		return true;
-	case ')':
-		if (r->depth == 0) {
-			r->why = "an unbalanced ')'";
-			return false;
+		long hi = hex_n(s + at + 2, 4);
+		if (hi < 0)
+			return rx_refuse(r, at, "\\u must be followed by four hex digits or {hex digits}");
+		r->i += 4;
+		bool high = hi >= 0xD800 && hi <= 0xDBFF;
+		long lo = high && s[at + 6] == '\\' && s[at + 7] == 'u' ? hex_n(s + at + 8, 4) : -1;
+		if (lo >= 0xDC00 && lo <= 0xDFFF) {
+			char pair[24];
+			snprintf(pair, sizeof(pair), "\\u{%lx}", 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+			rx_puts(r->o, pair, at);
+			r->i += 6;
+			return true;
 		}
-		r->p++;
-		pc__buf_append_char(r->out, ')');
-		r->depth--;
-		rx_atom(r, r->fac[r->depth + 1]);
-		r->last_has_b = r->has_b[r->depth + 1];
-		r->has_b[r->depth] |= r->last_has_b;
-		if (r->last > r->fac[r->depth])
-			r->fac[r->depth] = r->last;
+		rx_copy(r->o, s, at, 6); /* a lone surrogate: PCRE2 refuses it */
 		return true;
-	case '|':
-		pc__buf_append_char(r->out, '|');
-		r->p++;
-		r->atom = false;
+	}
+	case 'p': case 'P':
+		return rx_property(r, e, at);
+	case 'k':
+		if (in_class || s[at + 2] != '<')
+			return rx_refuse(r, at, "\\k must be followed by <name> (outside [...])");
+		rx_copy(r->o, s, at, 2);
 		return true;
-	case '^':
-	case '$':
-		/* ECMA's anchors (no m flag) hold only at the ends of the string;
-		 * glibc's ^ and $ also hold next to a newline the pattern
-		 * matches, its buffer anchors do not */
-		pc__buf_append_str(r->out, *r->p == '^' ? "\\`" : "\\'");
-		r->p++;
-		r->atom = false;
+	case '0':
+		if (is_digit(s[at + 2]))
+			return rx_refuse(r, at, "\\0 followed by a digit (octal escapes are not ECMA-262)");
+		rx_puts(r->o, "\\x00", at);
 		return true;
-	case '*':
-	case '+':
-	case '?':
-	case '{': return rx_quantifier(r);
-	case '.':
-		pc__buf_append_str(r->out, "([\x01-\x09\x0b\x0c\x0e-\x7f]|" RX_MB_DOT ")");
-		r->p++;
-		rx_atom(r, 1);
-		return true;
-	case '[':
-		r->p++;
-		if (!rx_class(r))
-			return false;
-		rx_atom(r, 1);
-		return true;
-	case '\\': return rx_escape(r);
 	default:
-		k = utf8_decode(r->p, &cp);
-		if (k == 0) {
-			r->why = "the pattern is not valid UTF-8";
-			return false;
-		}
-		rx_literal(r->out, cp);
-		r->p += k;
-		rx_atom(r, 1);
+		break;
+	}
+	if (is_digit(e)) {
+		if (in_class)
+			return rx_refuse(r, at, "a back-reference inside [...]");
+		/* \g{N}: a group that does not exist is an error, never octal */
+		size_t k = at + 1;
+		while (is_digit(s[k]))
+			k++;
+		rx_puts(r->o, "\\g{", at);
+		rx_copy(r->o, s, at + 1, k - at - 1);
+		rx_puts(r->o, "}", at);
+		r->i = k;
 		return true;
 	}
+	if ((e | 0x20) >= 'a' && (e | 0x20) <= 'z')
+		return rx_refuse(r, at, "an escape that ECMA-262 does not have");
+	rx_copy(r->o, s, at, 2); /* \. \\ \/ \- ...: the character itself */
+	return true;
 }
 
-/* Translates an ECMA-262 pattern into a POSIX ERE for the "C" locale. */
-static bool rx_translate(const char *src, pc__buf_t *out, const char **why)
+/* {n}, {n,} or {n,m} at s: its length, or 0. */
+static size_t rx_braces(const char *s)
 {
-	size_t n = strlen(src);
-	rx_t r = {.p = (const unsigned char *)src, .out = out, .last = 1};
-	r.fac = calloc(n + 2, sizeof(*r.fac));
-	r.has_b = calloc(n + 2, sizeof(*r.has_b));
-	if (!r.fac || !r.has_b) {
-		free(r.fac);
-		free(r.has_b);
-		out->err = PC_ENOMEM;
-		return false;
-	}
-	r.fac[0] = 1;
-	bool ok = true;
-	while (ok && *r.p) {
-		ok = rx_step(&r);
-		if (ok && out->len > RX_MAX_ERE) {
-			r.why = "the pattern is too large";
-			ok = false;
+	size_t k = 1;
+	if (!is_digit(s[k]))
+		return 0;
+	while (is_digit(s[k]))
+		k++;
+	if (s[k] == ',')
+		while (is_digit(s[++k]))
+			;
+	return s[k] == '}' ? k + 1 : 0;
+}
+
+/* Rewrites src for PCRE2; false with r->why when it is refused. */
+static bool rx_prepare(rxscan_t *r)
+{
+	const char *s = r->src;
+	bool in_class = false;
+	bool quantified = false; /* the last thing copied is a quantifier */
+	while (s[r->i]) {
+		size_t at = r->i;
+		char ch = s[at];
+		if (ch == '\\') {
+			if (!rx_escape(r, in_class))
+				return false;
+			quantified = false;
+			continue;
+		}
+		r->i++;
+		if (in_class) {
+			if (ch == ']')
+				in_class = false;
+			/* [ is a member, never the start of PCRE2's [:alpha:] */
+			rx_puts(r->o, ch == '[' ? "\\[" : (char[]){ch, '\0'}, at);
+			continue;
+		}
+		bool was_quantified = quantified;
+		quantified = false;
+		switch (ch) {
+		case '[':
+			in_class = true;
+			rx_puts(r->o, "[", at);
+			if (s[r->i] == '^')
+				rx_puts(r->o, "^", r->i++);
+			if (s[r->i] == ':' || s[r->i] == '.' || s[r->i] == '=') {
+				rx_puts(r->o, "\\", r->i);
+				rx_copy(r->o, s, r->i, 1);
+				r->i++;
+			}
+			break;
+		case '.':
+			rx_puts(r->o, "[^\\n\\r\\u2028\\u2029]", at);
+			break;
+		case '(':
+			if (s[r->i] == '*')
+				return rx_refuse(r, at, "(* is not ECMA-262");
+			if (s[r->i] == '?') {
+				char g = s[r->i + 1];
+				bool ok = g == ':' || g == '=' || g == '!' ||
+					  (g == '<' && s[r->i + 2] != '\0' && strchr("=!", s[r->i + 2]) != NULL) ||
+					  (g == '<' && (((s[r->i + 2] | 0x20) >= 'a' && (s[r->i + 2] | 0x20) <= 'z') ||
+							s[r->i + 2] == '_' || s[r->i + 2] == '$'));
+				if (!ok)
+					return rx_refuse(r, at, "a group syntax that ECMA-262 does not have");
+			}
+			rx_puts(r->o, "(", at);
+			break;
+		case '*': case '+': case '?':
+			if (was_quantified && ch == '+')
+				return rx_refuse(r, at, "a possessive quantifier (ECMA-262 has none)");
+			quantified = !(was_quantified && ch == '?');
+			rx_copy(r->o, s, at, 1);
+			break;
+		case '{': {
+			size_t n = rx_braces(s + at);
+			if (n) {
+				rx_copy(r->o, s, at, n);
+				r->i = at + n;
+				quantified = true;
+			} else {
+				rx_puts(r->o, "{", at);
+			}
+			break;
+		}
+		default:
+			rx_copy(r->o, s, at, 1);
+			break;
 		}
 	}
-	if (ok && r.depth != 0) {
-		r.why = "an unbalanced '('";
-		ok = false;
-	}
-	free(r.fac);
-	free(r.has_b);
-	*why = r.why;
-	return ok && !out->err;
+	return true;
 }
 
 /* ---- compiled form -------------------------------------------------------- */
@@ -861,7 +656,8 @@ typedef struct prop {
 } prop_t;
 
 typedef struct rprop {
-	regex_t *re;
+	pcre2_code *re;
+	const char *src;
 	node_t *schema;
 } rprop_t;
 
@@ -881,7 +677,7 @@ struct node {
 	const cJSON *enum_values, *const_value;
 	double minimum, maximum, ex_minimum, ex_maximum, multiple_of;
 	double min_length, max_length, min_items, max_items, min_props, max_props;
-	regex_t *pattern;
+	pcre2_code *pattern;
 	const char *pattern_src;
 	prop_t *props; /* sorted by name */
 	size_t nprops;
@@ -907,24 +703,16 @@ struct pc_schema {
 	node_t *root;
 	node_t **nodes;
 	size_t nnodes, cap;
-	locale_t c_locale; /* (locale_t)0 until a regex needs it */
+	pcre2_match_context *match; /* the limits; NULL until a regex needs it */
 };
-
-static void regex_free(regex_t *re)
-{
-	if (re) {
-		regfree(re);
-		free(re);
-	}
-}
 
 static void node_free(node_t *n)
 {
-	regex_free(n->pattern);
+	pcre2_code_free(n->pattern);
 	free(n->props);
 	free(n->required);
 	for (size_t i = 0; i < n->nrprops; i++)
-		regex_free(n->rprops[i].re);
+		pcre2_code_free(n->rprops[i].re);
 	free(n->rprops);
 	for (size_t i = 0; i < n->ndeps; i++)
 		free(n->deps[i].required);
@@ -944,8 +732,7 @@ void pc_schema_free(pc_schema_t *s)
 		node_free(s->nodes[i]);
 	free(s->nodes);
 	cJSON_Delete(s->doc);
-	if (s->c_locale)
-		freelocale(s->c_locale);
+	pcre2_match_context_free(s->match);
 	free(s);
 }
 
@@ -1198,44 +985,51 @@ static const char **get_names(cctx_t *c, const cJSON *v, size_t *n)
 	return names;
 }
 
-static regex_t *regex_compile(cctx_t *c, const char *src)
+static pcre2_code *regex_compile(cctx_t *c, const char *src)
 {
-	pc__buf_t ere = {0};
-	const char *why = NULL;
-	regex_t *re = NULL;
-	if (!rx_translate(src, &ere, &why)) {
-		if (ere.err)
+	if (!c->s->match) {
+		c->s->match = pcre2_match_context_create(NULL);
+		if (!c->s->match) {
+			oom(c);
+			return NULL;
+		}
+		pcre2_set_match_limit(c->s->match, RX_MATCH_LIMIT);
+		pcre2_set_depth_limit(c->s->match, RX_DEPTH_LIMIT);
+		pcre2_set_heap_limit(c->s->match, RX_HEAP_LIMIT_KIB);
+	}
+	rxout_t o = {0};
+	rxscan_t r = {.src = src, .o = &o};
+	pcre2_code *re = NULL;
+	if (!rx_prepare(&r) || o.oom) {
+		if (o.oom)
 			oom(c);
 		else
-			cfail(c, PC_EINVAL, "unsupported regex \"%s\": %s", src, why);
+			cfail(c, PC_EINVAL, "invalid regex \"%s\": %s at offset %zu", src, r.why, r.at);
 		goto out;
 	}
-	if (!c->s->c_locale) {
-		c->s->c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-		if (!c->s->c_locale) {
-			oom(c);
-			goto out;
-		}
-	}
-	re = malloc(sizeof(*re));
-	if (!re) {
+	pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
+	if (!cc) {
 		oom(c);
 		goto out;
 	}
-	/* byte semantics whatever the process locale is (thread-local switch) */
-	locale_t old = uselocale(c->s->c_locale);
-	int rc = regcomp(re, ere.p ? ere.p : "", REG_EXTENDED | REG_NOSUB);
-	if (old)
-		uselocale(old);
-	if (rc != 0) {
-		char msg[128];
-		regerror(rc, re, msg, sizeof(msg));
-		free(re);
-		re = NULL;
-		cfail(c, rc == REG_ESPACE ? PC_ENOMEM : PC_EINVAL, "unsupported regex \"%s\": %s", src, msg);
+	pcre2_set_compile_extra_options(cc, PCRE2_EXTRA_ALT_BSUX);
+	int code = 0;
+	PCRE2_SIZE off = 0;
+	re = pcre2_compile((PCRE2_SPTR)(o.text.p ? o.text.p : ""), o.text.len, RX_OPTIONS, &code, &off, cc);
+	pcre2_compile_context_free(cc);
+	if (!re) {
+		PCRE2_UCHAR msg[256];
+		if (pcre2_get_error_message(code, msg, sizeof(msg)) < 0)
+			snprintf((char *)msg, sizeof(msg), "PCRE2 error %d", code);
+		size_t at = off < o.text.len ? o.from[off] : strlen(src);
+		if (code == PCRE2_ERROR_HEAP_FAILED)
+			oom(c);
+		else
+			cfail(c, PC_EINVAL, "invalid regex \"%s\": %s at offset %zu", src, (const char *)msg, at);
 	}
 out:
-	free(ere.p);
+	free(o.text.p);
+	free(o.from);
 	return re;
 }
 
@@ -1453,7 +1247,7 @@ static void kw_pattern_props(cctx_t *c, node_t *n, const cJSON *v)
 		if (!is_schema(m))
 			cfail(c, PC_EINVAL, "must be a schema (an object or a boolean), got %s", inst_type_name(m));
 		else
-			p->re = regex_compile(c, key_of(m));
+			p->re = regex_compile(c, p->src = key_of(m));
 		if (p->re)
 			n->nrprops++;
 		if (!c->rc)
@@ -1668,9 +1462,10 @@ static node_t *compile_at(cctx_t *c, const cJSON *json)
 static bool percent_decode(const char *s, pc__buf_t *out)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		uint32_t v = *p;
+		long v = *p;
 		if (*p == '%') {
-			if (!hex_digits(p + 1, 2, &v) || v == 0)
+			v = hex_n((const char *)p + 1, 2);
+			if (v <= 0)
 				return false;
 			p += 2;
 		}
@@ -1897,6 +1692,8 @@ typedef struct seg {
 
 typedef struct vctx {
 	wbuf_t w;
+	pcre2_match_context *match; /* read only: shared by every validation */
+	pcre2_match_data **md; /* one per pc_schema_validate, made at the first match */
 	bool msg;     /* write the message where validation fails */
 	bool stopped; /* a limit was reached: the answer (and message) is final */
 	uint32_t frames;
@@ -2146,13 +1943,41 @@ static bool count_fail(vctx_t *v, const seg_t *at, const char *side, double boun
 	return false;
 }
 
-static bool regex_match(vctx_t *v, const regex_t *re, const char *s, const seg_t *at, bool *match)
+/* Whether s matches; false (a final failure) when the match could not be
+ * completed: a limit of RX_* was reached, or memory ran out. */
+static bool regex_match(vctx_t *v, const pcre2_code *re, const char *src, const char *s, const seg_t *at,
+			bool *match)
 {
-	int rc = regexec(re, s, 0, NULL, 0);
-	if (rc != 0 && rc != REG_NOMATCH)
-		return vstop(v, at, "the regular expression could not be evaluated (out of memory)");
-	*match = rc == 0;
-	return true;
+	if (!*v->md && !(*v->md = pcre2_match_data_create(1, NULL)))
+		return vstop(v, at, "out of memory to validate");
+	int rc = pcre2_match(re, (PCRE2_SPTR)s, strlen(s), 0, 0, *v->md, v->match);
+	if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH) {
+		*match = rc >= 0; /* 0: a match that ovector is too small to describe */
+		return true;
+	}
+	char what[160];
+	if (rc == PCRE2_ERROR_MATCHLIMIT)
+		snprintf(what, sizeof(what), "more than %u backtracking steps", RX_MATCH_LIMIT);
+	else if (rc == PCRE2_ERROR_DEPTHLIMIT)
+		snprintf(what, sizeof(what), "more than %u nested backtracking points", RX_DEPTH_LIMIT);
+	else if (rc == PCRE2_ERROR_HEAPLIMIT)
+		snprintf(what, sizeof(what), "more than %u KiB of backtracking memory", RX_HEAP_LIMIT_KIB);
+	else if (rc == PCRE2_ERROR_NOMEMORY)
+		snprintf(what, sizeof(what), "more memory than there is");
+	else
+		snprintf(what, sizeof(what), "PCRE2 error %d", rc);
+	if (!v->stopped) {
+		v->stopped = true;
+		bool msg = v->msg;
+		v->msg = true;
+		if (vfail(v, at, false, 0)) {
+			wb_puts(&v->w, "the pattern ");
+			wb_quote(&v->w, src);
+			wb_printf(&v->w, " needs %s on this value: too complex to validate", what);
+		}
+		v->msg = msg;
+	}
+	return false;
 }
 
 static bool vstring(vctx_t *v, const node_t *n, const cJSON *x, const seg_t *at)
@@ -2167,7 +1992,7 @@ static bool vstring(vctx_t *v, const node_t *n, const cJSON *x, const seg_t *at)
 	}
 	if (n->pattern) {
 		bool match = false;
-		if (!regex_match(v, n->pattern, s, at, &match))
+		if (!regex_match(v, n->pattern, n->pattern_src, s, at, &match))
 			return false;
 		if (!match) {
 			if (vfail(v, at, false, 0)) {
@@ -2305,7 +2130,7 @@ static bool vmember(vctx_t *v, const node_t *n, const cJSON *m, const seg_t *at)
 	}
 	for (size_t i = 0; i < n->nrprops; i++) {
 		bool match = false;
-		if (!regex_match(v, n->rprops[i].re, key, at, &match))
+		if (!regex_match(v, n->rprops[i].re, n->rprops[i].src, key, at, &match))
 			return false;
 		if (!match)
 			continue;
@@ -2511,22 +2336,21 @@ static bool vnode(vctx_t *v, const node_t *n, const cJSON *x, const seg_t *at)
 
 int pc_schema_validate(const pc_schema_t *s, const cJSON *instance, char *err, size_t errlen)
 {
-	vctx_t v = {.w = {err, errlen, 0}};
+	pcre2_match_data *md = NULL;
+	vctx_t v = {.w = {err, errlen, 0}, .md = &md};
 	wb_reset(&v.w);
 	if (!s || !instance) {
 		wb_puts(&v.w, "/: no schema or no value to validate");
 		return PC_EINVAL;
 	}
-	/* regexec then matches bytes, as the patterns were compiled */
-	locale_t old = s->c_locale ? uselocale(s->c_locale) : (locale_t)0;
+	v.match = s->match;
 	seg_t root = {0};
 	bool ok = vnode(&v, s->root, instance, &root);
 	if (!ok && !v.stopped && err && errlen) {
-		vctx_t again = {.w = {err, errlen, 0}, .msg = true};
+		vctx_t again = {.w = {err, errlen, 0}, .msg = true, .match = s->match, .md = &md};
 		vnode(&again, s->root, instance, &root);
 	}
-	if (old)
-		uselocale(old);
+	pcre2_match_data_free(md);
 	if (!ok && err && errlen && !err[0])
 		wb_puts(&v.w, "/: the value is not valid");
 	wbuf_t w = {err, errlen, err && errlen ? strlen(err) : 0};

@@ -30,22 +30,25 @@
  * since validating against it would never end.
  *
  * Regular expressions (pattern, patternProperties) are ECMA-262 in JSON
- * Schema. They are translated into POSIX extended expressions and matched
- * by the C library's regexec in the "C" locale (switched per thread, so
- * the process locale does not matter), byte by byte, with every
- * construct that stands for "one character" expanded so that it consumes
- * one whole UTF-8 code point. Supported: literals (any code point), `.`,
- * `^`, `$`, `|`, groups `(...)` and `(?:...)`, the quantifiers `* + ?`
- * `{n}` `{n,}` `{n,m}` (lazy forms too: laziness does not change whether a
- * match exists), classes `[...]` / `[^...]` of ASCII members and ranges,
- * `\d \D \w \W \s \S` (with ECMA's Unicode white space), `\b \B`, the
- * escapes `\t \n \r \f \v \xHH \uHHHH` (surrogate pairs joined) and
- * escaped punctuation. Anything else (back-references, lookaround, named
- * groups, `\p{..}`, non-ASCII class members, repetition counts whose
- * product passes 1000, ...) makes the schema fail to compile with
- * "unsupported regex ..." rather than be matched with other semantics. `.` and classes match a code point,
- * as ECMA's `u` flag does (without it, ECMA would see an astral character
- * as two units).
+ * Schema, read as with the u flag and no other. They are compiled once, at
+ * compile time, by PCRE2 (UTF mode) after a small pre-pass that keeps
+ * ECMA's meaning where PCRE2's differs: \d, \w and \b are ASCII-only, \s
+ * is ECMA's Unicode white space, `.` excludes only \n, \r, U+2028 and
+ * U+2029, `$` holds only at the very end, a back-reference to a group that
+ * did not match matches the empty string, [] matches nothing and [^]
+ * anything; \uHHHH (surrogate pairs joined), \u{H...}, \xHH, \cX,
+ * \p{...} / \P{...} (General_Category long names too), lookahead,
+ * lookbehind (each alternative of fixed length: a PCRE2 10.42 limit),
+ * back-references and named groups work. Escapes and group syntax that
+ * ECMA-262 does not have (\h, \A, \Q, (?i), (?>...), possessive
+ * quantifiers, ...) are refused, as is any pattern PCRE2 cannot compile:
+ * the message is PCRE2's own (or the pre-pass's) with the offset in the
+ * pattern as written:
+ *   "/pattern: invalid regex \"(a\": missing closing parenthesis at offset 2"
+ * Each match is bounded (a match limit, a depth limit and a heap limit,
+ * schema.c's RX_* and docs/tools.md): a pattern that reaches one on a value
+ * fails the validation with "... too complex to validate", never a hang.
+ * docs/tools.md lists the remaining differences from ECMA-262.
  *
  * Limits: a schema document nested deeper than PC_SCHEMA_MAX_DEPTH levels
  * is refused at compile time. Validation descends at most
@@ -105,7 +108,7 @@ typedef struct pc_schema pc_schema_t;
  * Compiles `schema` (a JSON object or boolean; it is copied, the caller
  * keeps it). PC_EINVAL with a message in err for a malformed schema, an
  * unresolvable or remote $ref, a $ref cycle that never descends, an
- * unsupported regex, or nesting beyond PC_SCHEMA_MAX_DEPTH; PC_ENOMEM
+ * invalid regex, or nesting beyond PC_SCHEMA_MAX_DEPTH; PC_ENOMEM
  * when memory runs out. On success the caller owns *out (pc_schema_free).
  * err may be NULL or errlen 0 when no message is wanted.
  */
