@@ -229,6 +229,11 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
 /* Wall clock, ms since the epoch (the store's clock). */
 int64_t pc__store_now_ms(void);
 
+/* A reply travels as its fixed fields, then its id and its code as C
+ * strings: most replies have neither, and fit a small message from the
+ * worker's cache instead of the heap. */
+#define PC__STORE_REPLY_HEAD offsetof(pc_store_reply_t, id)
+
 /*
  * A backend. Writer calls (begin/apply/commit/rollback) come from one
  * blocking thread at a time, in batches; reads may run on several
@@ -257,5 +262,12 @@ typedef struct pc__store_backend {
 } pc__store_backend_t;
 
 extern const pc__store_backend_t pc__store_sqlite;
+
+/* store_replies.c: a failed listing (PC_STORE_MSG_SESSIONS / _RUNS) or
+ * usage answer with code rc; a history snapshot taken over from its
+ * message (0, or the message's own error code; *out the caller's). */
+pc_msg_t *pc__store_list_error(uint32_t type, int rc);
+pc_msg_t *pc__store_usage_error(int rc);
+int pc__store_history_adopt(pc_msg_t *m, pc_store_history_t **out);
 
 #endif
