@@ -1016,6 +1016,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		snprintf(a->id_prefix + 2 * i, 3, "%02x", r[i]);
 	a->log = o->log;
 	a->log_content = o->log_content;
+	a->trace = pc_trace_parse(getenv("PINCER_TRACE"));
 	int rc = pc__owner_make(a->owner, sizeof(a->owner), a->id_prefix);
 	if (o->lock_dir) {
 		a->lock_dir = strdup(o->lock_dir);

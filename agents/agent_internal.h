@@ -25,6 +25,7 @@
 #include "../actors/timer.h"
 #include "agent.h"
 #include "mock/mock_server.h"
+#include "obs/trace.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
@@ -175,6 +176,7 @@ struct pc_agent {
 	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
 	pc_log_t *log;       /* borrowed; NULL: no lines */
 	bool log_content;
+	unsigned trace;      /* pc_trace_machine_t bits: PINCER_TRACE, read by pc_agent_new */
 	pc_agent_recovery_t recovered; /* what pc_agent_new recovered */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */

@@ -1,7 +1,8 @@
 /*
  * The run's lifecycle (agents/run/run_lifecycle.h): its transition table,
  * the registry's, store's and session's views as projections of its one
- * state, and the store's on-disk values.
+ * state, the store's on-disk values, and PINCER_TRACE=run's lines from a
+ * live run.
  */
 #include <criterion/criterion.h>
 
@@ -155,4 +156,103 @@ Test(run_lifecycle, the_store_writes_the_values_it_always_wrote)
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	cr_assert_eq(system(cmd), 0);
+}
+
+Test(run_lifecycle, pincer_trace_names_machines)
+{
+	cr_assert_eq(pc_trace_parse(NULL), 0u);
+	cr_assert_eq(pc_trace_parse(""), 0u);
+	cr_assert_eq(pc_trace_parse("run"), (unsigned)PC_TRACE_RUN);
+	cr_assert_eq(pc_trace_parse("attempt, run ,session"), (unsigned)PC_TRACE_RUN);
+	cr_assert_eq(pc_trace_parse("attempt,session"), 0u); /* not traced yet */
+	cr_assert_eq(pc_trace_parse("runs,ru,,"), 0u);
+	cr_assert_eq(pc_trace_parse("all"), PC_TRACE_ALL);
+}
+
+/* The text of file `f` from its start (malloc'd). */
+static char *slurp(FILE *f)
+{
+	/* the logger writes to the descriptor: the stream only reads */
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	cr_assert_geq(n, 0);
+	char *buf = calloc(1, (size_t)n + 1);
+	cr_assert_not_null(buf);
+	rewind(f);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	return buf;
+}
+
+/* A live run with PINCER_TRACE=run: one line per transition, in order,
+ * in the fixed format, through the agent's logger. */
+Test(run_lifecycle, a_traced_run_writes_each_transition)
+{
+	FILE *out = tmpfile();
+	cr_assert_not_null(out);
+	pc_log_config_t lc;
+	pc_log_config_init(&lc);
+	lc.file = out;
+	lc.format = PC_LOG_FORMAT_TEXT;
+	pc_log_t *lg = NULL;
+	cr_assert_eq(pc_log_new(&lc, &lg), 0);
+	cr_assert_eq(setenv("PINCER_TRACE", "attempt,run", 1), 0);
+	harness_log = lg;
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"hello\"}]}");
+	harness_log = NULL;
+	unsetenv("PINCER_TRACE");
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "hi", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "status"), "ok");
+	cJSON_Delete(d);
+	harness_stop(&h);
+	pc_log_free(lg);
+
+	char *text = slurp(out);
+	fclose(out);
+	const char *want[] = {"queued -> idle (start)", "idle -> attempt (dispatch)", "attempt -> idle (attempt done)",
+			      "idle -> ending (ok)", "ending -> ok (end recorded)"};
+	const char *at = text;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		char line[256];
+		snprintf(line, sizeof(line), "msg=\"trace run %s %s\"", run, want[i]);
+		const char *p = strstr(at, line);
+		cr_assert_not_null(p, "missing or out of order: %s\nlog:\n%s", line, text);
+		at = p + strlen(line);
+	}
+	/* nothing else of this machine: five transitions, five lines */
+	size_t lines = 0;
+	for (const char *p = text; (p = strstr(p, "msg=\"trace run ")); p++)
+		lines++;
+	cr_assert_eq(lines, 5, "log:\n%s", text);
+	free(text);
+}
+
+/* Without PINCER_TRACE the run says nothing of its transitions. */
+Test(run_lifecycle, an_untraced_run_writes_no_trace)
+{
+	FILE *out = tmpfile();
+	cr_assert_not_null(out);
+	pc_log_config_t lc;
+	pc_log_config_init(&lc);
+	lc.file = out;
+	lc.format = PC_LOG_FORMAT_TEXT;
+	pc_log_t *lg = NULL;
+	cr_assert_eq(pc_log_new(&lc, &lg), 0);
+	unsetenv("PINCER_TRACE");
+	harness_log = lg;
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"hello\"}]}");
+	harness_log = NULL;
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "hi", run), PC_AGENT_STARTED);
+	cJSON_Delete(finish_of(&h, run, 30000));
+	harness_stop(&h);
+	pc_log_free(lg);
+	char *text = slurp(out);
+	fclose(out);
+	cr_assert_not_null(strstr(text, "run ended"), "log:\n%s", text);
+	cr_assert_null(strstr(text, "trace run"), "log:\n%s", text);
+	free(text);
 }

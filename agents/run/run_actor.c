@@ -133,8 +133,8 @@ static uint64_t run_ms(const run_t *r)
 /*
  * The run's one transition (run_lifecycle.h): every change of r->state
  * goes through here. One the table does not allow is refused (the state
- * stays), counted and logged. An allowed one is carried to the views
- * projected from the state: the registry's
+ * stays), counted and logged. An allowed one is traced (PINCER_TRACE=run)
+ * and carried to the views projected from the state: the registry's
  * entry when the run starts (it finishes from the session, once the end
  * is told), the session's view whenever it changes.
  */
@@ -149,6 +149,8 @@ static void run_set(run_t *r, pc_run_lc_t to, const char *why)
 		return;
 	}
 	r->state = to;
+	if (r->agent->trace & PC_TRACE_RUN)
+		pc_trace_transition(r->agent->log, "run", r->run_id, pc_run_lc_name(from), pc_run_lc_name(to), why);
 	if (pc_run_lc_registry_status(from) == PC_RUN_STATUS_QUEUED &&
 	    pc_run_lc_registry_status(to) == PC_RUN_STATUS_RUNNING)
 		pc_run_registry_start(r->agent->runs, r->run_id, r->self, r->started_wall);
