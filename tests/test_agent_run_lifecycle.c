@@ -200,13 +200,15 @@ Test(run_lifecycle, a_traced_run_writes_each_transition)
 	harness_t h;
 	harness_start(&h, "{\"steps\":[{\"text\":\"hello\"}]}");
 	harness_log = NULL;
-	unsetenv("PINCER_TRACE");
 	char run[80];
 	cr_assert_eq(submit(&h, "s", "hi", run), PC_AGENT_STARTED);
 	cJSON *d = finish_of(&h, run, 30000);
 	cr_assert_str_eq(jstr(d, "status"), "ok");
 	cJSON_Delete(d);
 	harness_stop(&h);
+	/* read once, by pc_agent_new; unset only with no thread left that
+	 * could read the environment */
+	unsetenv("PINCER_TRACE");
 	pc_log_free(lg);
 
 	char *text = slurp(out);
