@@ -901,6 +901,19 @@ static int metrics_new(pc_agent_t *a)
 		if (rc == 0)
 			rc = pc_metric_series(f, NULL, &m->lock_overdue);
 	}
+	if (rc == 0) {
+		/* one series per lifecycle machine (run_lifecycle.h); the others
+		 * join as their machines do */
+		static const char *const machine_labels[] = {"machine", NULL};
+		static const char *const run_machine[] = {"run"};
+		pc_metric_desc_t id = {.type = PC_METRIC_COUNTER, .name = "pincer_lifecycle_illegal_total",
+				       .help = "Lifecycle transitions refused as illegal, by state machine.",
+				       .labels = machine_labels, .max_series = 8};
+		pc_metric_family_t *f = NULL;
+		rc = pc_metrics_register(m->reg, &id, &f);
+		if (rc == 0)
+			rc = pc_metric_series(f, run_machine, &m->run_illegal);
+	}
 	static const char *const ttft_labels[] = {"provider", "model", NULL};
 	pc_metric_desc_t fd = {.type = PC_METRIC_HISTOGRAM, .name = "pincer_provider_ttft_seconds",
 			       .help = "Model calls from the request to the first streamed token, by provider and model.",
@@ -1003,6 +1016,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		snprintf(a->id_prefix + 2 * i, 3, "%02x", r[i]);
 	a->log = o->log;
 	a->log_content = o->log_content;
+	a->trace = pc_trace_parse(getenv("PINCER_TRACE"));
 	int rc = pc__owner_make(a->owner, sizeof(a->owner), a->id_prefix);
 	if (o->lock_dir) {
 		a->lock_dir = strdup(o->lock_dir);

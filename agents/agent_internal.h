@@ -25,6 +25,7 @@
 #include "../actors/timer.h"
 #include "agent.h"
 #include "mock/mock_server.h"
+#include "obs/trace.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
@@ -116,6 +117,7 @@ typedef struct pc__agent_metrics {
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
 	pc_metric_t *lock_overdue; /* write lock holds reported past their max hold */
+	pc_metric_t *run_illegal;  /* refused transitions of the run machine (run_lifecycle.h) */
 	/* run_seconds' sum and count as integers (atomic), for the typical
 	 * run a refused client is told to wait for (the histogram is
 	 * write-only) */
@@ -129,6 +131,9 @@ static inline void pc__observe_ms(pc_metric_t *m, uint64_t ms) { (void)pc_metric
 /* A run ended with `status` (terminal); one that `started` is timed too,
  * `ms` long (0 for a run quicker than the clock's tick). */
 void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms);
+
+/* A lifecycle refused a transition its table does not allow. */
+static inline void pc__metrics_run_illegal(pc__agent_metrics_t *m) { (void)pc_metric_inc(m->run_illegal); }
 
 /* One provider and model's series: time to first token, tokens by kind. */
 typedef struct pc__model_series {
@@ -171,6 +176,7 @@ struct pc_agent {
 	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
 	pc_log_t *log;       /* borrowed; NULL: no lines */
 	bool log_content;
+	unsigned trace;      /* pc_trace_machine_t bits: PINCER_TRACE, read by pc_agent_new */
 	pc_agent_recovery_t recovered; /* what pc_agent_new recovered */
 	uint64_t next_id;    /* atomic */
 	bool stopping;       /* atomic */

@@ -36,6 +36,8 @@ static uint32_t harness_lease_delay_ms;
 /* The next harness_start sizes the I/O layer as `pincer` does
  * (pc_agent_io_config) instead of 4096 connections per host. */
 static bool harness_io_as_configured;
+/* The next harness_start's agent logs here (borrowed; NULL: no logger). */
+static pc_log_t *harness_log;
 
 /* The default configuration: one embedded provider "mock" with two auth
  * profiles, a fallback provider "fb" (the same mock), and small retries. */
@@ -75,7 +77,8 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	scfg.test_lease_delay_ms = harness_lease_delay_ms;
 	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
 	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
-				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario};
+				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario,
+				.log = harness_log};
 	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);
 }
 
@@ -92,6 +95,12 @@ static inline void harness_start(harness_t *h, const char *scenario)
 
 static inline void harness_stop(harness_t *h)
 {
+	/* every run's state changed only as its lifecycle allows (a test
+	 * that freed the agent itself has no counter left to read) */
+	double illegal = 0;
+	if (h->agent)
+		cr_assert_eq(pc_metric_value(h->agent->metrics.run_illegal, &illegal), 0);
+	cr_assert_eq(illegal, 0, "%.0f illegal run transitions", illegal);
 	pc_agent_free(h->agent, 10000);
 	cr_assert_eq(pc_store_close(h->store), 0);
 	pc_io_free(h->io);

@@ -37,6 +37,7 @@
 #include "../providers/request.h"
 #include "io/json_print.h"
 #include "run_decide.h"
+#include "run_lifecycle.h"
 
 typedef struct candidate {
 	const pc_provider_config_t *provider;
@@ -45,21 +46,10 @@ typedef struct candidate {
 	int64_t max_tokens;
 } candidate_t;
 
-typedef enum run_phase {
-	RP_IDLE = 0,   /* between steps */
-	RP_RESOLVING,  /* before_model_resolve's chain */
-	RP_ATTEMPT,
-	RP_DELAY,
-	RP_COMPACTING,
-	RP_TRUNCATING,
-	RP_SENDING,    /* message_sending's chain */
-	RP_ENDING,     /* the end's store row is committing */
-	RP_DONE,
-} run_phase_t;
-
 typedef struct run {
 	pc_agent_t *agent;
 	pc_actor_t *session;
+	pc_actor_t *self;         /* borrowed, from the start on */
 	pc_event_bus_t *bus;
 	char *run_id, *key, *prompt, *extra, *model_buf;
 	int64_t epoch; /* the session's lease, carried by every transcript write */
@@ -75,7 +65,11 @@ typedef struct run {
 	bool reply_checked;   /* message_sending has had its say */
 	pc_run_action_t *final_act; /* the ok finish waiting for message_sending */
 
-	run_phase_t phase;
+	/* The run's one state (run_lifecycle.h): queued from calloc, then
+	 * written by run_set only (scripts/check-lifecycles). */
+	pc_run_lc_t state;
+	pc_run_phase_t activity;  /* the last work reported (pc_run_lc_session_phase) */
+	pc_run_phase_t told;      /* the session's view, as last sent */
 	pc_actor_t *attempt;
 	pc_actor_t *compaction;
 	pc_run_compaction_t compaction_kind;
@@ -107,7 +101,7 @@ typedef struct run {
 	} failed[PC_RUN_MAX_CANDIDATES];
 	uint32_t n_failed;
 
-	/* the end, kept while its row commits (RP_ENDING) */
+	/* the end, kept while its row commits (ending) */
 	pc_run_status_t end_status;
 	const char *end_kind;     /* static */
 	char *end_message;        /* the error payload of a failed run */
@@ -115,6 +109,7 @@ typedef struct run {
 } run_t;
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
+static void tell_view(run_t *r);
 static void decide(pc_ctx_t *ctx, run_t *r);
 static void fall_back(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act);
 
@@ -131,6 +126,45 @@ static uint64_t run_ms(const run_t *r)
 {
 	uint64_t now = pc_runtime_now_ms();
 	return r->started_ms && now > r->started_ms ? now - r->started_ms : 0;
+}
+
+/* ---- the run's state ---- */
+
+/*
+ * The run's one transition (run_lifecycle.h): every change of r->state
+ * goes through here. One the table does not allow is refused (the state
+ * stays), counted and logged. An allowed one is traced (PINCER_TRACE=run)
+ * and carried to the views projected from the state: the registry's
+ * entry when the run starts (it finishes from the session, once the end
+ * is told), the session's view whenever it changes.
+ */
+static void run_set(run_t *r, pc_run_lc_t to, const char *why)
+{
+	pc_run_lc_t from = r->state;
+	if (!pc_run_lc_legal(from, to)) {
+		pc__metrics_run_illegal(&r->agent->metrics);
+		(void)pc_log_kv(r->agent->log, PC_LOG_WARN, "illegal run transition", PC_LF_STR("runId", r->run_id),
+				PC_LF_STR("from", pc_run_lc_name(from)), PC_LF_STR("to", pc_run_lc_name(to)),
+				PC_LF_STR("why", why));
+		return;
+	}
+	r->state = to;
+	if (r->agent->trace & PC_TRACE_RUN)
+		pc_trace_transition(r->agent->log, "run", r->run_id, pc_run_lc_name(from), pc_run_lc_name(to), why);
+	if (pc_run_lc_registry_status(from) == PC_RUN_STATUS_QUEUED &&
+	    pc_run_lc_registry_status(to) == PC_RUN_STATUS_RUNNING)
+		pc_run_registry_start(r->agent->runs, r->run_id, r->self, r->started_wall);
+	tell_view(r);
+}
+
+/* The session's view of the run, sent when its projection changed. */
+static void tell_view(run_t *r)
+{
+	pc_run_phase_t v = pc_run_lc_session_phase(r->state, r->activity);
+	if (v == r->told)
+		return;
+	r->told = v;
+	pc_send_u64(r->session, PC__MSG_RUN_PHASE, v);
 }
 
 /* ---- hooks (§10.2) ---- */
@@ -173,7 +207,7 @@ static bool hook_model_resolve(pc_ctx_t *ctx, run_t *r)
 	}
 	if (!hook_start(ctx, r, PC_HOOK_BEFORE_MODEL_RESOLVE, ev, TAG_MODEL_RESOLVE))
 		return false;
-	r->phase = RP_RESOLVING;
+	run_set(r, PC_RUN_LC_RESOLVING, "before_model_resolve");
 	return true;
 }
 
@@ -279,7 +313,7 @@ static bool hook_message_sending(pc_ctx_t *ctx, run_t *r, const pc_run_action_t 
 	*held = *act;
 	free(r->final_act);
 	r->final_act = held;
-	r->phase = RP_SENDING;
+	run_set(r, PC_RUN_LC_SENDING, "message_sending");
 	return true;
 }
 
@@ -453,16 +487,6 @@ static const char *status_error_kind(const pc_run_action_t *a)
 	return a && a->error != PC_RUN_ERR_NONE ? pc_run_error_kind_name(a->error) : NULL;
 }
 
-static pc_store_run_status_t store_status(pc_run_status_t s)
-{
-	switch (s) {
-	case PC_RUN_STATUS_OK: return PC_STORE_RUN_OK;
-	case PC_RUN_STATUS_ABORTED: return PC_STORE_RUN_ABORTED;
-	case PC_RUN_STATUS_TIMEOUT: return PC_STORE_RUN_TIMEOUT;
-	default: return PC_STORE_RUN_ERROR;
-	}
-}
-
 /* Usage as §1.19's agentMeta names it: {input, output, cacheRead,
  * cacheWrite, total}. */
 static cJSON *usage_json(const pc_usage_t *u)
@@ -586,16 +610,16 @@ static void log_end(const run_t *r, int store_rc)
 			PC_LF_STR("storeError", store_rc ? pc_store_strerror(store_rc) : NULL));
 }
 
-static void tell_end(run_t *r, int store_rc)
+static void tell_end(run_t *r, int store_rc, const char *why)
 {
-	r->phase = RP_DONE;
+	run_set(r, pc_run_lc_done(r->end_status), why);
 	if (store_rc != 0 && r->end_data)
 		cJSON_AddStringToObject(r->end_data, "storeError", pc_store_strerror(store_rc));
 	char *data = r->end_data ? pc_json_print(r->end_data) : NULL;
 	/* counted before anyone can learn that the run ended */
 	pc__metrics_run_end(r->agent, r->end_status, r->started_ms != 0, run_ms(r));
-	pc__run_done_send(r->session, r->run_id, r->end_status, r->end_kind, r->end_message,
-			  data ? data : "{}");
+	pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), r->end_kind,
+			  r->end_message, data ? data : "{}");
 	cJSON_free(data);
 	log_end(r, store_rc);
 	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
@@ -611,11 +635,11 @@ static void tell_end(run_t *r, int store_rc)
 static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
 		   const pc_run_action_t *act)
 {
-	if (r->phase >= RP_ENDING)
+	if (pc_run_lc_ending(r->state))
 		return;
 	if (status == PC_RUN_STATUS_OK && hook_message_sending(ctx, r, act))
 		return;
-	r->phase = RP_ENDING;
+	run_set(r, PC_RUN_LC_ENDING, pc_run_status_name(status));
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
 	/* printed once: for the terminal event and for the store */
@@ -677,14 +701,15 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_run_end(r->run_id, store_status(status), ok ? NULL : code, usage,
-				      PC_STORE_REQ_JSON_CHECKED, &req);
+	/* the row holds what the store projects from the state the run ends in */
+	int rc = pc_store_req_run_end(r->run_id, pc_run_lc_store_status(pc_run_lc_done(status)), ok ? NULL : code,
+				      usage, PC_STORE_REQ_JSON_CHECKED, &req);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
 	cJSON_free(usage);
 	if (rc != 0) {
 		/* no answer will come: the end is told now, as unrecorded */
-		tell_end(r, rc);
+		tell_end(r, rc, "store refused");
 		pc_exit(ctx, PC_EXIT_NORMAL);
 	}
 }
@@ -827,7 +852,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		return;
 	}
 	r->attempts++;
-	r->phase = RP_ATTEMPT;
+	run_set(r, PC_RUN_LC_ATTEMPT, "dispatch");
 }
 
 static void iterate(pc_ctx_t *ctx, run_t *r)
@@ -914,9 +939,13 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	}
 	pc_request_headers_free(headers);
 	/* the session learns before anyone sees the event: steering is refused
-	 * from the moment a compaction is visible (§7.4) */
-	if (rc == 0)
-		pc_send_u64(r->session, PC__MSG_RUN_PHASE, PC_RUN_COMPACTING);
+	 * from the moment a compaction is visible (§7.4); the view stays
+	 * compacting until the next attempt reports */
+	if (rc == 0) {
+		r->compaction_kind = kind;
+		r->activity = PC_RUN_COMPACTING;
+		run_set(r, PC_RUN_LC_COMPACTING, req.trigger);
+	}
 	cJSON *d = cJSON_CreateObject();
 	if (d) {
 		cJSON_AddStringToObject(d, "phase", "start");
@@ -936,8 +965,6 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 		decide(ctx, r);
 		return;
 	}
-	r->phase = RP_COMPACTING;
-	r->compaction_kind = kind;
 }
 
 static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done_msg_t *d)
@@ -963,7 +990,7 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 		r->outcome.recovery.overflow_compaction = res;
 	else
 		r->outcome.recovery.timeout_compaction = res;
-	r->phase = RP_IDLE;
+	run_set(r, PC_RUN_LC_IDLE, done ? "compacted" : "compaction failed");
 	if (r->cancelled)
 		r->outcome.cancelled = true;
 	decide(ctx, r);
@@ -1005,7 +1032,7 @@ static void arm_notice(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 static void send_notice(run_t *r)
 {
 	r->notice = 0;
-	if (r->phase >= RP_ENDING || r->cancelled || r->rs.output_started)
+	if (pc_run_lc_ending(r->state) || r->cancelled || r->rs.output_started)
 		return;
 	cJSON *d = cJSON_CreateObject();
 	if (d && cJSON_AddStringToObject(d, "phase", "notice") &&
@@ -1027,7 +1054,7 @@ static void iterate_after(pc_ctx_t *ctx, run_t *r, uint64_t delay_ms)
 	if (delay_ms > 0) {
 		pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
 		if (m && pc_timer_after(pc_self(ctx), pc__agent_test_delay(delay_ms), m, &r->delay) == 0) {
-			r->phase = RP_DELAY;
+			run_set(r, PC_RUN_LC_DELAY, "backoff");
 			return;
 		}
 	}
@@ -1070,7 +1097,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 			decide(ctx, r);
 			return;
 		}
-		r->phase = RP_TRUNCATING;
+		run_set(r, PC_RUN_LC_TRUNCATING, "truncate");
 		return;
 	case PC_RUN_DISPATCH:
 		dispatch(ctx, r, &act);
@@ -1107,7 +1134,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	const pc__attempt_done_t *d = pc_msg_cdata(msg);
 	pc_actor_release(r->attempt);
 	r->attempt = NULL;
-	r->phase = RP_IDLE;
+	run_set(r, PC_RUN_LC_IDLE, "attempt done");
 	r->streaming = false;
 	free(r->error_text);
 	free(r->payloads);
@@ -1161,12 +1188,12 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
  * has already ended the run). */
 static void on_hook_done(pc_ctx_t *ctx, run_t *r, const pc_hook_done_msg_t *d)
 {
-	if (d->tag == TAG_MODEL_RESOLVE && r->phase == RP_RESOLVING) {
-		r->phase = RP_IDLE;
+	if (d->tag == TAG_MODEL_RESOLVE && r->state == PC_RUN_LC_RESOLVING) {
+		run_set(r, PC_RUN_LC_IDLE, "model resolved");
 		apply_model_override(r, d);
 		iterate(ctx, r);
-	} else if (d->tag == TAG_MESSAGE_SENDING && r->phase == RP_SENDING) {
-		r->phase = RP_IDLE;
+	} else if (d->tag == TAG_MESSAGE_SENDING && r->state == PC_RUN_LC_SENDING) {
+		run_set(r, PC_RUN_LC_IDLE, d->blocked ? "reply cancelled" : "reply checked");
 		apply_message_sending(r, d);
 		finish(ctx, r, PC_RUN_STATUS_OK, NULL, r->final_act);
 	}
@@ -1181,7 +1208,8 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__MSG_RUN_START:
 		r->started_ms = pc_runtime_now_ms();
 		r->started_wall = pc__wall_ms();
-		pc_run_registry_start(r->agent->runs, r->run_id, pc_self(ctx), r->started_wall);
+		r->self = pc_self(ctx);
+		run_set(r, PC_RUN_LC_IDLE, "start"); /* the registry's entry starts */
 		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);
 		log_start(r);
 		if (!hook_model_resolve(ctx, r))
@@ -1195,10 +1223,11 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_ATTEMPT_PHASE:
 		r->streaming = pc_msg_u64(msg) == PC_RUN_STREAMING;
-		pc_send_u64(r->session, PC__MSG_RUN_PHASE, pc_msg_u64(msg));
+		r->activity = (pc_run_phase_t)pc_msg_u64(msg);
+		tell_view(r);
 		return 0;
 	case PC_MSG_COMPACTION_DONE:
-		if (r->phase == RP_COMPACTING)
+		if (r->state == PC_RUN_LC_COMPACTING)
 			on_compaction_done(ctx, r, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_TOOL_OUTCOME: {
@@ -1218,9 +1247,9 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	}
 	case PC__MSG_RUN_TRUNCATED:
-		if (r->phase != RP_TRUNCATING)
+		if (r->state != PC_RUN_LC_TRUNCATING)
 			return 0;
-		r->phase = RP_IDLE;
+		run_set(r, PC_RUN_LC_IDLE, "truncated");
 		r->outcome.recovery.truncation = *(const int64_t *)pc_msg_cdata(msg) > 0 ? PC_RECOVERY_DONE
 											: PC_RECOVERY_NOTHING;
 		if (r->cancelled)
@@ -1232,30 +1261,31 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_RUN_DELAY:
 		r->delay = 0;
-		if (r->phase == RP_DELAY) {
-			r->phase = RP_IDLE;
+		if (r->state == PC_RUN_LC_DELAY) {
+			run_set(r, PC_RUN_LC_IDLE, "backoff over");
 			iterate(ctx, r);
 		}
 		return 0;
 	case PC_STORE_MSG_REPLY: {
 		/* the only question the run asks the store: its end's row */
-		if (r->phase != RP_ENDING)
+		if (r->state != PC_RUN_LC_ENDING)
 			return 0;
 		pc_store_reply_t rep;
 		int rc = pc_store_reply_get(msg, &rep);
-		tell_end(r, rc != 0 ? rc : rep.rc);
+		rc = rc != 0 ? rc : rep.rc;
+		tell_end(r, rc, rc ? "end unrecorded" : "end recorded");
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		return 0;
 	}
 	case PC__MSG_RUN_ABORT:
-		if (r->cancelled || r->phase >= RP_ENDING)
+		if (r->cancelled || pc_run_lc_ending(r->state))
 			return 0;
 		r->cancelled = true;
 		if (r->attempt) {
 			pc_send_signal(r->attempt, PC__MSG_ATTEMPT_ABORT);
 		} else if (r->compaction) {
 			pc_compaction_abort(r->compaction);
-		} else if (r->phase == RP_TRUNCATING) {
+		} else if (r->state == PC_RUN_LC_TRUNCATING) {
 			/* the rewrite finishes (it is short); its answer ends the run */
 		} else {
 			/* idle, sleeping, or waiting for a hook chain (whose
@@ -1297,15 +1327,17 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)reason;
 	run_t *r = state;
-	if (r->phase == RP_ENDING) {
+	if (r->state == PC_RUN_LC_ENDING) {
 		/* stopped before the store answered: the end is told as
 		 * unconfirmed rather than lost */
-		tell_end(r, PC_ESTOPPED);
-	} else if (r->phase != RP_DONE) {
+		tell_end(r, PC_ESTOPPED, "stopped while ending");
+	} else if (!pc_run_lc_terminal(r->state)) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
+		run_set(r, PC_RUN_LC_ERROR, "stopped");
 		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, run_ms(r));
-		pc__run_done_send(r->session, r->run_id, PC_RUN_STATUS_ERROR, "stopped", "the run was stopped",
+		pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), "stopped",
+				  "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");
 		hook_agent_end(r, PC_RUN_STATUS_ERROR, "the run was stopped", NULL);
@@ -1414,6 +1446,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 	r->extra = p->extra_system_prompt ? strdup(p->extra_system_prompt) : NULL;
 	r->timeout_ms = p->timeout_ms ? p->timeout_ms : a->cfg->agent.run_timeout_ms;
 	r->lane_ticket = p->lane_ticket;
+	r->activity = r->told = PC_RUN_STARTING; /* as the session admitted it */
 	int rc = (!r->run_id || !r->key || !r->prompt || (p->extra_system_prompt && !r->extra)) ? PC_ENOMEM : 0;
 	if (rc == 0)
 		rc = resolve_chain(r, p->model);

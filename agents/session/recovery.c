@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../run/run_lifecycle.h"
 #include "lease.h"
 
 static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
@@ -94,7 +95,9 @@ int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
 			n.rerun++;
 			continue;
 		}
-		rc = pc_store_run_end(a->store, o.run_id, PC_STORE_RUN_ERROR, "run_interrupted", NULL);
+		/* a run its process left unfinished ends as an error */
+		rc = pc_store_run_end(a->store, o.run_id, pc_run_lc_store_status(PC_RUN_LC_ERROR), "run_interrupted",
+				      NULL);
 		n.interrupted += rc == 0;
 	}
 	pc_store_open_runs_free(l);

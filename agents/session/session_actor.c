@@ -28,6 +28,7 @@
 #include "../../actors/timer.h"
 #include "../agent_internal.h"
 #include "../attempt/payload.h"
+#include "../run/run_lifecycle.h"
 #include "diagnostics.h"
 #include "lease.h"
 #include "io/json_print.h"
@@ -78,6 +79,8 @@ typedef struct session {
 	pc_actor_t *run;
 	uint64_t ticket;    /* its lane ticket; 0: none asked for (it waits for the lease) */
 	bool granted;       /* the ticket's permit is held, the run not started yet */
+	/* the active run's view: starting when admitted, then what the run
+	 * projects from its state (pc_run_lc_session_phase), idle once it ended */
 	pc_run_phase_t phase;
 
 	item_t *interrupt; /* interrupt mode: runs once the aborted run ended; NULL: none */
@@ -150,8 +153,8 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 	pc_msg_t *req = NULL;
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", why);
-	pc_store_run_status_t st = ok ? PC_STORE_RUN_OK
-		: status == PC_RUN_STATUS_ABORTED ? PC_STORE_RUN_ABORTED : PC_STORE_RUN_ERROR;
+	/* it goes from queued straight to its end (run_lifecycle.h) */
+	pc_store_run_status_t st = pc_run_lc_store_status(pc_run_lc_done(status));
 	/* committed at once: until it is, a crash would leave the run to
 	 * be run again on restart, though its message was steered, collected
 	 * or refused (recovery.h) */

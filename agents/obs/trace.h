@@ -1,0 +1,37 @@
+/*
+ * Lifecycle traces: with PINCER_TRACE naming a machine, every transition
+ * of that machine's state writes one line
+ *   trace <machine> <id> <from> -> <to> (<why>)
+ * as the message of an info line of the agent's logger (standard error
+ * when the agent has none). PINCER_TRACE is a comma list of machine
+ * names, or "all"; names of machines that are not traced yet are
+ * accepted and ignored. It is read once, when the agent is made.
+ */
+#ifndef PINCER_AGENTS_OBS_TRACE_H
+#define PINCER_AGENTS_OBS_TRACE_H
+
+#include "log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The traced machines, as bits of a mask. */
+typedef enum pc_trace_machine {
+	PC_TRACE_RUN = 1u << 0,
+} pc_trace_machine_t;
+
+#define PC_TRACE_ALL 0xffffffffu
+
+/* The mask a PINCER_TRACE value asks for (NULL or "": 0). */
+unsigned pc_trace_parse(const char *spec);
+
+/* Writes one transition line to `lg` (NULL: standard error). `why` may be
+ * NULL. */
+void pc_trace_transition(pc_log_t *lg, const char *machine, const char *id, const char *from, const char *to,
+			 const char *why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
