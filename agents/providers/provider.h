@@ -1,7 +1,8 @@
 /*
  * The provider APIs Pincer speaks (spec §11.1): which wire protocol a
- * model endpoint uses. Every other module in agents/providers/ is keyed by
- * this value.
+ * model endpoint uses. Each has a table of functions and facts (wire.h)
+ * that the rest of agents/providers/ goes through; the names and paths
+ * below are read from it.
  *
  * Pure: no I/O, no state. Any thread.
  */
@@ -20,6 +21,7 @@ typedef enum pc_provider_api {
 					* and every compatible server (vLLM, llama.cpp,
 					* Ollama, LM Studio, OpenRouter, ...) */
 	PC_API_ANTHROPIC_MESSAGES = 2, /* "anthropic-messages" */
+	PC_API_COUNT                   /* one past the last */
 } pc_provider_api_t;
 
 /* The spec's id for `api` ("openai-completions", "anthropic-messages"), or
