@@ -39,6 +39,7 @@
 #include "../hooks/hooks_internal.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
+#include "../providers/wire.h"
 #include "compaction.h"
 
 #define DEFAULT_MAX_TOKENS 4096
@@ -825,7 +826,7 @@ int pc_compaction_start(pc_runtime_t *rt, const pc_compaction_request_t *req, pc
 	if (!rt || !req || !owner || !req->io || !req->store || !req->lock_dir || !req->session_key ||
 	    !req->url || !req->model || (req->header_count && !req->headers) || req->max_tokens < 0)
 		return PC_EINVAL;
-	if (req->api != PC_API_OPENAI_COMPLETIONS && req->api != PC_API_ANTHROPIC_MESSAGES)
+	if (!pc_provider_wire(req->api))
 		return PC_EINVAL;
 	for (size_t i = 0; i < req->header_count; i++)
 		if (!req->headers[i])
