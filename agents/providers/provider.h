@@ -9,6 +9,8 @@
 #ifndef PINCER_AGENTS_PROVIDERS_PROVIDER_H
 #define PINCER_AGENTS_PROVIDERS_PROVIDER_H
 
+#include <stddef.h>
+
 #include "../../runtime/error.h"
 
 #ifdef __cplusplus
@@ -31,6 +33,11 @@ const char *pc_provider_api_name(pc_provider_api_t api);
 /* The reverse of pc_provider_api_name. PC_EINVAL for NULL arguments,
  * PC_ENOTFOUND for a name it does not know. */
 int pc_provider_api_parse(const char *name, pc_provider_api_t *out);
+
+/* Every API's name, in the registry's order, joined with `sep`, into `out`
+ * (`cap` bytes, truncated, always NUL-terminated when cap > 0). For
+ * messages that list what is accepted. */
+void pc_provider_api_names(const char *sep, char *out, size_t cap);
 
 /* The request path to append to a base URL: "/chat/completions" (OpenAI
  * base URLs carry their "/v1") or "/v1/messages" (Anthropic's do not).

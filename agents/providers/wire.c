@@ -50,6 +50,19 @@ int pc_provider_api_parse(const char *name, pc_provider_api_t *out)
 	return 0;
 }
 
+void pc_provider_api_names(const char *sep, char *out, size_t cap)
+{
+	size_t n = 0;
+	if (cap)
+		out[0] = '\0';
+	for (size_t i = 0; i < NWIRES && n < cap; i++) {
+		int k = snprintf(out + n, cap - n, "%s%s", i ? sep : "", wires[i]->name);
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+}
+
 const char *pc_provider_api_path(pc_provider_api_t api)
 {
 	const pc_provider_wire_t *w = pc_provider_wire(api);
