@@ -1053,7 +1053,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		cJSON_Delete(a->tool_schemas);
 		a->tool_schemas = NULL;
 	}
-	for (int api = PC_API_OPENAI_COMPLETIONS; rc == 0 && api <= PC_API_ANTHROPIC_MESSAGES; api++)
+	for (int api = PC_API_NONE + 1; rc == 0 && api < PC_API_COUNT; api++)
 		rc = pc_request_tools_json((pc_provider_api_t)api, a->tool_schemas, &a->tools_json[api]);
 	if (rc == 0)
 		rc = pc_run_registry_new(&a->runs);

@@ -159,8 +159,7 @@ struct pc_agent {
 	pc_process_table_t *processes; /* exec's background processes (own tools only) */
 	const pc_hooks_t *hooks; /* the embedder's, or NULL */
 	cJSON *tool_schemas;  /* what every request offers the model (read-only), or NULL */
-	char *tools_json[PC_API_ANTHROPIC_MESSAGES + 1]; /* tool_schemas as each api
-							  * prints them, or NULL */
+	char *tools_json[PC_API_COUNT]; /* tool_schemas as each api prints them, or NULL */
 	char *lock_dir;
 	pc_mock_server_t *mock;
 	char mock_base_url[64];

@@ -14,6 +14,7 @@
 #include "agents/providers/provider.h"
 #include "agents/providers/request.h"
 #include "agents/providers/stream.h"
+#include "agents/providers/wire.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -747,4 +748,47 @@ Test(request, provider_apis)
 	cr_assert_str_eq(pc_provider_api_path(PC_API_OPENAI_COMPLETIONS), "/chat/completions");
 	cr_assert_str_eq(pc_provider_api_path(PC_API_ANTHROPIC_MESSAGES), "/v1/messages");
 	cr_assert_null(pc_provider_api_path(PC_API_NONE));
+}
+
+/* Every API has a complete table, found by id and by name; what is shared
+ * reaches a format only through it. */
+Test(request, wire_tables)
+{
+	for (int api = PC_API_NONE + 1; api < PC_API_COUNT; api++) {
+		const pc_provider_wire_t *w = pc_provider_wire((pc_provider_api_t)api);
+		cr_assert_not_null(w, "api %d", api);
+		cr_assert_eq(w->api, (pc_provider_api_t)api);
+		cr_assert_eq(pc_provider_wire_named(w->name), w);
+		cr_assert(w->path && w->path[0] == '/', "%s", w->name);
+		cr_assert(w->headers && w->headers[0] && w->cut_short, "%s", w->name);
+		cr_assert(w->build_body && w->build_tools && w->feed && w->parse_error, "%s", w->name);
+	}
+	cr_assert_null(pc_provider_wire(PC_API_NONE));
+	cr_assert_null(pc_provider_wire(PC_API_COUNT));
+	cr_assert_null(pc_provider_wire_named("openai-responses"));
+	cr_assert_null(pc_provider_wire_named(NULL));
+	char names[64];
+	pc_provider_api_names(" or ", names, sizeof(names));
+	cr_assert_str_eq(names, "openai-completions or anthropic-messages");
+	pc_provider_api_names(", ", names, 10);
+	cr_assert_str_eq(names, "openai-co");
+
+	/* an error answer, read by the format and written as the SDKs do */
+	static const char an[] = "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+				 "\"message\":\"Overloaded\"}}";
+	pc_provider_error_t e;
+	pc_provider_wire(PC_API_ANTHROPIC_MESSAGES)->parse_error(529, an, strlen(an), &e);
+	cr_assert_str_eq(e.message, "Overloaded");
+	cr_assert_str_eq(e.type, "overloaded_error");
+	char text[256];
+	pc_provider_error_text(529, &e, text, sizeof(text));
+	cr_assert_str_eq(text, "529 Overloaded (overloaded_error)");
+	static const char oa[] = "{\"error\":{\"message\":\"Rate limit\",\"type\":\"requests\",\"code\":429}}";
+	pc_provider_wire(PC_API_OPENAI_COMPLETIONS)->parse_error(429, oa, strlen(oa), &e);
+	cr_assert_str_eq(e.code, "429");
+	pc_provider_error_text(429, &e, text, sizeof(text));
+	cr_assert_str_eq(text, "429 Rate limit (requests, 429)");
+	pc_provider_wire(PC_API_OPENAI_COMPLETIONS)->parse_error(502, NULL, 0, &e);
+	pc_provider_error_text(502, &e, text, sizeof(text));
+	cr_assert_str_eq(text, "502 status code (no body)");
 }

@@ -38,6 +38,7 @@
 #include "../attempt/context_guard.h"
 #include "../providers/model_call.h"
 #include "../providers/request.h"
+#include "../providers/wire.h"
 #include "compaction.h"
 
 #define DEFAULT_MAX_TOKENS 4096
@@ -824,7 +825,7 @@ int pc_compaction_start(pc_runtime_t *rt, const pc_compaction_request_t *req, pc
 	if (!rt || !req || !owner || !req->io || !req->store || !req->lock_dir || !req->session_key ||
 	    !req->url || !req->model || (req->header_count && !req->headers) || req->max_tokens < 0)
 		return PC_EINVAL;
-	if (req->api != PC_API_OPENAI_COMPLETIONS && req->api != PC_API_ANTHROPIC_MESSAGES)
+	if (!pc_provider_wire(req->api))
 		return PC_EINVAL;
 	for (size_t i = 0; i < req->header_count; i++)
 		if (!req->headers[i])

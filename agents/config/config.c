@@ -681,15 +681,20 @@ static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_prov
 		return;
 
 	get_bool(x, pj, "embedded", path, &p->embedded);
+	char apis[256];
 	if (get_str(x, pj, "api", path, false, &s)) {
-		if (pc_provider_api_parse(s, &p->api) != 0)
-			err(x, sub(q, path, "api"), "must be one of openai-completions, anthropic-messages");
+		if (pc_provider_api_parse(s, &p->api) != 0) {
+			pc_provider_api_names(", ", apis, sizeof(apis));
+			err(x, sub(q, path, "api"), "must be one of %s", apis);
+		}
 	} else if (!cJSON_GetObjectItemCaseSensitive(pj, "api")) {
 		/* The mock speaks both; a real server must say which. */
-		if (p->embedded)
+		if (p->embedded) {
 			p->api = PC_API_OPENAI_COMPLETIONS;
-		else
-			err(x, sub(q, path, "api"), "required (openai-completions or anthropic-messages)");
+		} else {
+			pc_provider_api_names(" or ", apis, sizeof(apis));
+			err(x, sub(q, path, "api"), "required (%s)", apis);
+		}
 	}
 
 	if (get_str(x, pj, "baseUrl", path, false, &s)) {

@@ -1,5 +1,13 @@
 /*
- * Anthropic messages streams: typed events, message_start, then for each
+ * The "anthropic-messages" wire format. Its table (wire.h) is at the end.
+ *
+ * Requests: `stream:true`, the system prompt top-level, tool calls as
+ * tool_use blocks (ids made safe for Anthropic's id pattern), runs of tool
+ * results grouped into one user message of tool_result blocks, signed
+ * thinking replayed with its signature (unsigned thinking as text), the
+ * thinking level as a `thinking` budget.
+ *
+ * Streams: typed events, message_start, then for each
  * content block content_block_start / _delta... / _stop (keyed by `index`),
  * message_delta with the stop reason and output usage, message_stop. ping
  * is a keep-alive; `error` ends the stream with the provider's error.
@@ -8,12 +16,313 @@
  * come later) are skipped whole; a delta for an index that never started,
  * or of the wrong kind for its block, is a malformed stream.
  */
-#include "stream_internal.h"
-
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "request_internal.h"
+#include "stream_internal.h"
+#include "wire.h"
+
+/* ---- requests ---- */
+
+/* A tool call's arguments as the object Anthropic wants (borrowed when
+ * they are one); a string that is not an object becomes {} (the tool
+ * already answered it with an error). */
+static cJSON *args_object(const cJSON *args)
+{
+	if (cJSON_IsObject(args))
+		return cJSON_CreateObjectReference(args->child);
+	if (cJSON_IsString(args)) {
+		cJSON *j = cJSON_Parse(args->valuestring);
+		if (cJSON_IsObject(j))
+			return j;
+		cJSON_Delete(j);
+	}
+	return cJSON_CreateObject();
+}
+
+/* Anthropic ids must match ^[a-zA-Z0-9_-]+$. */
+static char *safe_id(const char *id)
+{
+	char *s = strdup(id);
+	if (!s)
+		return NULL;
+	for (char *p = s; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
+			*p = '_';
+	return s;
+}
+
+static cJSON *an_image(const cJSON *blk)
+{
+	const char *data = pc__req_str(blk, "data");
+	const char *mime = pc__req_str(blk, "mimeType");
+	cJSON *img = cJSON_CreateObject();
+	cJSON *src = cJSON_CreateObject();
+	bool ok = data && mime && img && src && cJSON_AddStringToObject(img, "type", "image") &&
+		  cJSON_AddStringToObject(src, "type", "base64") &&
+		  cJSON_AddStringToObject(src, "media_type", mime) && pc__req_add_str(src, "data", data) == 0 &&
+		  cJSON_AddItemToObject(img, "source", src);
+	if (!ok) {
+		if (!img || !cJSON_GetObjectItemCaseSensitive(img, "source"))
+			cJSON_Delete(src);
+		cJSON_Delete(img);
+		return NULL;
+	}
+	return img;
+}
+
+static int an_text_block(cJSON *arr, const char *text)
+{
+	cJSON *b = cJSON_CreateObject();
+	int rc = pc__req_attach(arr, NULL, b);
+	if (!rc)
+		rc = pc__req_add_str(b, "type", "text");
+	if (!rc)
+		rc = pc__req_add_str(b, "text", text);
+	return rc;
+}
+
+/* Text and image blocks (user messages and tool results). Anthropic
+ * rejects empty text blocks, so they are skipped. */
+static int an_media_blocks(const cJSON *content, cJSON *arr)
+{
+	const cJSON *blk;
+	cJSON_ArrayForEach(blk, content)
+	{
+		int rc;
+		if (pc__req_is_type(blk, "text") && pc__req_str(blk, "text")) {
+			const char *t = pc__req_str(blk, "text");
+			rc = *t ? an_text_block(arr, t) : 0;
+		} else if (pc__req_is_type(blk, "image")) {
+			bool whole = pc__req_str(blk, "data") && pc__req_str(blk, "mimeType");
+			rc = whole ? pc__req_attach(arr, NULL, an_image(blk)) : PC_EINVAL;
+		} else {
+			rc = PC_EINVAL;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int an_user(const cJSON *m, cJSON *msgs)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!cJSON_IsString(content) && !cJSON_IsArray(content))
+		return PC_EINVAL;
+	cJSON *am = cJSON_CreateObject();
+	int rc = am ? pc__req_add_str(am, "role", "user") : PC_ENOMEM;
+	if (!rc && cJSON_IsString(content)) {
+		rc = pc__req_add_str(am, "content", content->valuestring);
+	} else if (!rc) {
+		cJSON *arr = cJSON_AddArrayToObject(am, "content");
+		rc = arr ? an_media_blocks(content, arr) : PC_ENOMEM;
+	}
+	if (!rc)
+		rc = pc__req_attach(msgs, NULL, am);
+	else
+		cJSON_Delete(am);
+	return rc;
+}
+
+static int an_assistant_block(const cJSON *blk, cJSON *arr)
+{
+	int rc = 0;
+	if (pc__req_is_type(blk, "text")) {
+		const char *t = pc__req_str(blk, "text");
+		if (!t)
+			return PC_EINVAL;
+		return *t ? an_text_block(arr, t) : 0;
+	}
+	if (pc__req_is_type(blk, "thinking")) {
+		const char *t = pc__req_str(blk, "thinking");
+		const char *sig = pc__req_str(blk, "thinkingSignature");
+		bool redacted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "redacted"));
+		if (!t)
+			t = "";
+		cJSON *b = NULL;
+		if (redacted && sig && *sig) {
+			b = cJSON_CreateObject();
+			rc = pc__req_attach(arr, NULL, b);
+			if (!rc)
+				rc = pc__req_add_str(b, "type", "redacted_thinking");
+			if (!rc)
+				rc = pc__req_add_str(b, "data", sig);
+		} else if (sig && *sig) {
+			b = cJSON_CreateObject();
+			rc = pc__req_attach(arr, NULL, b);
+			if (!rc)
+				rc = pc__req_add_str(b, "type", "thinking");
+			if (!rc)
+				rc = pc__req_add_str(b, "thinking", t);
+			if (!rc)
+				rc = pc__req_add_str(b, "signature", sig);
+		} else if (*t && !redacted) {
+			/* Unsigned thinking (another model's) would be rejected
+			 * as thinking; it still tells the model what it thought. */
+			rc = an_text_block(arr, t);
+		}
+		return rc;
+	}
+	if (pc__req_is_type(blk, "toolCall")) {
+		const char *id = pc__req_str(blk, "id"), *name = pc__req_str(blk, "name");
+		if (!id || !*id || !name || !*name)
+			return PC_EINVAL;
+		char *sid = safe_id(id);
+		if (!sid)
+			return PC_ENOMEM;
+		cJSON *b = cJSON_CreateObject();
+		rc = pc__req_attach(arr, NULL, b);
+		if (!rc)
+			rc = pc__req_add_str(b, "type", "tool_use");
+		if (!rc)
+			rc = pc__req_add_copy(b, "id", sid);
+		if (!rc)
+			rc = pc__req_add_str(b, "name", name);
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(blk, "arguments");
+		if (!rc)
+			rc = pc__req_attach(b, "input", args_object(args));
+		free(sid);
+		return rc;
+	}
+	return PC_EINVAL;
+}
+
+static int an_assistant(const cJSON *m, cJSON *msgs)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!cJSON_IsString(content) && !cJSON_IsArray(content))
+		return PC_EINVAL;
+	cJSON *am = cJSON_CreateObject();
+	cJSON *arr = cJSON_CreateArray();
+	int rc = am && arr ? pc__req_add_str(am, "role", "assistant") : PC_ENOMEM;
+	if (!rc && cJSON_IsString(content)) {
+		if (*content->valuestring)
+			rc = an_text_block(arr, content->valuestring);
+	} else if (!rc) {
+		const cJSON *blk;
+		cJSON_ArrayForEach(blk, content)
+		{
+			rc = an_assistant_block(blk, arr);
+			if (rc)
+				break;
+		}
+	}
+	if (!rc && cJSON_GetArraySize(arr) > 0) {
+		/* An assistant turn with nothing left in it is dropped. */
+		rc = pc__req_attach(am, "content", arr);
+		arr = NULL;
+		if (!rc) {
+			rc = pc__req_attach(msgs, NULL, am);
+			am = NULL;
+		}
+	}
+	cJSON_Delete(arr);
+	cJSON_Delete(am);
+	return rc;
+}
+
+/* A tool result becomes a tool_result block; the body groups runs of them
+ * into one user message. */
+static int an_tool_result(const cJSON *m, cJSON *blocks)
+{
+	const char *id = pc__req_str(m, "toolCallId");
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!id || !*id || (content && !cJSON_IsString(content) && !cJSON_IsArray(content)))
+		return PC_EINVAL;
+	char *sid = safe_id(id);
+	if (!sid)
+		return PC_ENOMEM;
+	cJSON *tr = cJSON_CreateObject();
+	int rc = pc__req_attach(blocks, NULL, tr);
+	if (!rc)
+		rc = pc__req_add_str(tr, "type", "tool_result");
+	if (!rc)
+		rc = pc__req_add_copy(tr, "tool_use_id", sid);
+	free(sid);
+	if (!rc && cJSON_IsString(content) && *content->valuestring) {
+		cJSON *arr = cJSON_AddArrayToObject(tr, "content");
+		rc = arr ? an_text_block(arr, content->valuestring) : PC_ENOMEM;
+	} else if (!rc && cJSON_IsArray(content)) {
+		cJSON *arr = cJSON_CreateArray();
+		rc = arr ? an_media_blocks(content, arr) : PC_ENOMEM;
+		if (!rc && cJSON_GetArraySize(arr) > 0) {
+			rc = pc__req_attach(tr, "content", arr);
+			arr = NULL;
+		}
+		cJSON_Delete(arr);
+	}
+	bool is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "isError"));
+	if (!rc && !cJSON_AddBoolToObject(tr, "is_error", is_error))
+		rc = PC_ENOMEM;
+	return rc;
+}
+
+static const pc__converters_t anthropic_messages = {an_user, an_assistant, an_tool_result};
+
+static int an_tools(const cJSON *tools, cJSON *body)
+{
+	if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0)
+		return 0;
+	cJSON *arr = cJSON_AddArrayToObject(body, "tools");
+	if (!arr)
+		return PC_ENOMEM;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools)
+	{
+		int rc = pc__req_check_tool(t);
+		if (rc)
+			return rc;
+		cJSON *at = cJSON_CreateObject();
+		rc = pc__req_attach(arr, NULL, at);
+		if (!rc)
+			rc = pc__req_add_str(at, "name", pc__req_str(t, "name"));
+		if (!rc && pc__req_str(t, "description"))
+			rc = pc__req_add_str(at, "description", pc__req_str(t, "description"));
+		if (!rc)
+			rc = pc__req_attach(at, "input_schema", pc__req_schema(t));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int anthropic_body(const pc_request_params_t *p, cJSON *body)
+{
+	int64_t max_tokens = p->max_tokens > 0 ? p->max_tokens : PC_REQUEST_DEFAULT_MAX_TOKENS;
+	int64_t budget = pc_think_budget_tokens(p->thinking);
+	if (budget >= max_tokens)
+		budget = max_tokens - 1024;
+	if (budget < 1024)
+		budget = 0;
+	int rc = pc__req_add_str(body, "model", p->model);
+	if (!rc && !cJSON_AddNumberToObject(body, "max_tokens", (double)max_tokens))
+		rc = PC_ENOMEM;
+	if (!rc && !cJSON_AddTrueToObject(body, "stream"))
+		rc = PC_ENOMEM;
+	if (!rc && p->system_prompt && *p->system_prompt)
+		rc = pc__req_add_str(body, "system", p->system_prompt);
+	if (!rc)
+		rc = pc__req_messages(body, p, &anthropic_messages, true, NULL);
+	if (!rc)
+		rc = p->tools_json ? pc__req_add_raw(body, "tools", p->tools_json) : an_tools(p->tools, body);
+	if (!rc && budget) {
+		cJSON *th = cJSON_AddObjectToObject(body, "thinking");
+		if (!th || !cJSON_AddStringToObject(th, "type", "enabled") ||
+		    !cJSON_AddNumberToObject(th, "budget_tokens", (double)budget))
+			rc = PC_ENOMEM;
+	}
+	if (!rc && p->has_temperature && !budget &&
+	    !cJSON_AddNumberToObject(body, "temperature", p->temperature))
+		rc = PC_ENOMEM;
+	return rc;
+}
+
+/* ---- streams ---- */
 
 static int block_index(pc_stream_decoder_t *d, const cJSON *j, int *out)
 {
@@ -245,7 +554,7 @@ static int error_event(pc_stream_decoder_t *d, const cJSON *j, const char *data,
 	return pc__stream_error(d, pc__json_str(e, "message"), pc__json_str(e, "type"), data, len);
 }
 
-int pc__anthropic_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
+static int anthropic_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
 {
 	const char *s = ev->data;
 	size_t n = ev->data_len;
@@ -285,3 +594,34 @@ int pc__anthropic_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
 	cJSON_Delete(j);
 	return rc;
 }
+
+/* ---- errors ---- */
+
+static void anthropic_error(int status, const char *body, size_t len, pc_provider_error_t *out)
+{
+	(void)status;
+	pc__wire_error_json(body, len, out); /* {"type":"error","error":{"type","message"}} */
+}
+
+/* ---- the table ---- */
+
+static const char *const anthropic_headers[] = {
+	"content-type: application/json",
+	"accept: text/event-stream",
+	"anthropic-version: 2023-06-01",
+	NULL,
+};
+
+const pc_provider_wire_t pc__wire_anthropic = {
+	.api = PC_API_ANTHROPIC_MESSAGES,
+	.name = "anthropic-messages",
+	.path = "/v1/messages",
+	.base_has_version = false,
+	.headers = anthropic_headers,
+	.auth_prefix = "x-api-key: ",
+	.build_body = anthropic_body,
+	.build_tools = an_tools,
+	.feed = anthropic_feed,
+	.cut_short = "stream ended before message_stop",
+	.parse_error = anthropic_error,
+};

@@ -2,7 +2,7 @@
  * The provider stream actor (model_call.h). Bytes arrive from the I/O
  * thread as HEAD / DATA / END messages; a 2xx body goes through the SSE
  * parser into the API's decoder, anything else is kept (bounded) as the
- * error body for the classifier. Each DATA chunk is reported consumed as
+ * error body, read by the wire format (wire.h) and the classifier. Each DATA chunk is reported consumed as
  * soon as it is parsed, so the transfer pauses only if this actor falls
  * behind.
  */
@@ -16,8 +16,8 @@
 #include "../agent_internal.h"
 #include "../obs/redact.h"
 #include "io/json_print.h"
-#include "io/utf8.h"
 #include "model_call.h"
+#include "wire.h"
 
 #define ERROR_BODY_CAP (64u * 1024u)
 
@@ -29,6 +29,7 @@ enum {
 typedef struct model_call {
 	pc_io_t *io;
 	pc_actor_t *owner;
+	const pc_provider_wire_t *wire;
 	pc_model_call_config_t cfg; /* strings point into `strings`, but body */
 	char *strings;
 	char *body; /* handed to the HTTP call at start (it takes it over) */
@@ -176,77 +177,19 @@ static void classify(model_call_t *mc, outcome_t *o, const char *body, size_t bo
 		o->failure = (pc_failover_result_t){.detail = "classifier failed"};
 }
 
-#define PROVIDER_MESSAGE_MAX 512u
-
-/* At most PROVIDER_MESSAGE_MAX bytes of `from`, cut at a character
- * boundary; empty unless UTF-8 (it goes into JSON). */
-static void copy_bounded(const char *from, size_t n, char out[PROVIDER_MESSAGE_MAX + 1])
-{
-	out[0] = '\0';
-	if (n > PROVIDER_MESSAGE_MAX) {
-		n = PROVIDER_MESSAGE_MAX;
-		while (n > 0 && ((unsigned char)from[n] & 0xC0) == 0x80)
-			n--;
-	}
-	if (pc_utf8_valid(from, n)) {
-		memcpy(out, from, n);
-		out[n] = '\0';
-	}
-}
-
 /*
- * What a provider's error answer says: error.message, a string error,
- * message or detail of a JSON body (the OpenAI and Anthropic shapes and
- * most others), else the body's first line; and error.type / error.code
- * (a string or a number). Each bounded by copy_bounded, empty when absent.
+ * The error text of an error status (pc_provider_error_text, from what the
+ * wire format reads in the body): the run's rules read this text
+ * (short-window rate limits, thinking fallback, role ordering) and it
+ * becomes the run's error message, so secrets are masked. NULL when out
+ * of memory.
  */
-static void provider_error_parts(const char *body, size_t len, char msg[PROVIDER_MESSAGE_MAX + 1],
-				 char type[PROVIDER_MESSAGE_MAX + 1], char code[PROVIDER_MESSAGE_MAX + 1])
+static char *status_error_text(const model_call_t *mc)
 {
-	msg[0] = type[0] = code[0] = '\0';
-	if (!body || !len)
-		return;
-	cJSON *j = cJSON_ParseWithLength(body, len);
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-	const char *m = cJSON_GetStringValue(err);
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "message"));
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "message"));
-	if (!m)
-		m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "detail"));
-	size_t n = m ? strlen(m) : j ? 0 : strcspn(body, "\r\n");
-	copy_bounded(m ? m : body, n, msg);
-	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(err, "type"));
-	if (t)
-		copy_bounded(t, strlen(t), type);
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(err, "code");
-	if (cJSON_IsString(c))
-		copy_bounded(c->valuestring, strlen(c->valuestring), code);
-	else if (cJSON_IsNumber(c))
-		snprintf(code, PROVIDER_MESSAGE_MAX + 1, "%.0f", c->valuedouble);
-	cJSON_Delete(j);
-}
-
-/*
- * The error text of an error status, as the providers' SDKs put it (the
- * status, then the provider's message; "status code (no body)" without
- * one), with the error's type and code after it when the message does not
- * already carry them: the run's rules read this text (short-window rate
- * limits, thinking fallback, role ordering) and it becomes the run's error
- * message, so secrets are masked. NULL when out of memory.
- */
-static char *status_error_text(int status, const char *body, size_t len)
-{
-	char m[PROVIDER_MESSAGE_MAX + 1], t[PROVIDER_MESSAGE_MAX + 1], c[PROVIDER_MESSAGE_MAX + 1];
-	provider_error_parts(body, len, m, t, c);
-	if (t[0] && strstr(m, t))
-		t[0] = '\0';
-	if (c[0] && (strstr(m, c) || !strcmp(c, t)))
-		c[0] = '\0';
-	char text[4 * PROVIDER_MESSAGE_MAX];
-	snprintf(text, sizeof(text), "%d %s%s%s%s%s%s", status, m[0] ? m : "status code (no body)",
-		 t[0] || c[0] ? " (" : "", t, t[0] && c[0] ? ", " : "", c, t[0] || c[0] ? ")" : "");
+	pc_provider_error_t e;
+	mc->wire->parse_error(mc->status, mc->err_body, mc->err_len, &e);
+	char text[4 * PC_PROVIDER_ERROR_MAX];
+	pc_provider_error_text(mc->status, &e, text, sizeof(text));
 	return pc_redact(text);
 }
 
@@ -285,7 +228,7 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 	}
 	if (mc->status < 200 || mc->status >= 300) {
 		o->result = PC_ESYS;
-		o->owned_error = status_error_text(mc->status, mc->err_body, mc->err_len);
+		o->owned_error = status_error_text(mc);
 		o->error = o->owned_error ? o->owned_error : "the provider answered with an error status";
 		classify(mc, o, mc->err_body, mc->err_len);
 		return;
@@ -324,9 +267,10 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 	decide(mc, end, &o);
 	size_t el = strlen(o.error);
 	/* an error status: what the provider said, for the run's end */
-	char pm[PROVIDER_MESSAGE_MAX + 1] = "", pt[PROVIDER_MESSAGE_MAX + 1], pcode[PROVIDER_MESSAGE_MAX + 1];
+	pc_provider_error_t pe = {.message = ""};
 	if (mc->status >= 400 && o.result != 0)
-		provider_error_parts(mc->err_body, mc->err_len, pm, pt, pcode);
+		mc->wire->parse_error(mc->status, mc->err_body, mc->err_len, &pe);
+	const char *pm = pe.message;
 	size_t pl = strlen(pm);
 	pc_msg_t *m = pc_msg_new(PC_MSG_MODEL_DONE, sizeof(pc_model_done_msg_t) + o.json_len + el + pl + 3);
 	if (m) {
@@ -540,12 +484,14 @@ int pc_model_call_start(pc_io_t *io, const pc_model_call_config_t *cfg, pc_actor
 	if (!io || !cfg || !cfg->url || !owner || (cfg->body_len && !cfg->body) ||
 	    (cfg->header_count && !cfg->headers))
 		return PC_EINVAL;
-	if (cfg->api != PC_API_OPENAI_COMPLETIONS && cfg->api != PC_API_ANTHROPIC_MESSAGES)
+	const pc_provider_wire_t *wire = pc_provider_wire(cfg->api);
+	if (!wire)
 		return PC_EINVAL;
 	model_call_t *mc = calloc(1, sizeof(*mc));
 	if (!mc)
 		return PC_ENOMEM;
 	mc->io = io;
+	mc->wire = wire;
 	mc->owner = pc_actor_retain(owner);
 	int rc = copy_config(mc, cfg);
 	/* the actor owns mc once spawned; START is its first message */

@@ -1,6 +1,14 @@
 /*
- * OpenAI chat-completions streams (and every compatible server): each SSE
- * data line is a chat.completion.chunk, `[DONE]` ends the stream.
+ * The "openai-completions" wire format: OpenAI chat completions and every
+ * compatible server (vLLM, llama.cpp, Ollama, LM Studio, OpenRouter, ...).
+ * Its table (wire.h) is at the end.
+ *
+ * Requests: `stream:true` with `stream_options.include_usage`, the system
+ * prompt as the first message, assistant tool calls as `tool_calls`
+ * (arguments as a JSON string), tool results as role "tool" messages,
+ * thinking blocks dropped, the thinking level as `reasoning_effort`.
+ *
+ * Streams: each SSE data line is a chat.completion.chunk, `[DONE]` ends it.
  *
  * Tool calls arrive as fragments keyed by `index`: the first fragment of a
  * call carries its id and name, later ones only pieces of the arguments,
@@ -9,12 +17,284 @@
  * Servers that leave out `index` are keyed by id instead; a fragment with
  * neither continues the latest call.
  */
-#include "stream_internal.h"
-
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "request_internal.h"
+#include "stream_internal.h"
+#include "wire.h"
+
+/* ---- requests ---- */
+
+/* OpenAI's reasoning_effort; adaptive is medium at this layer (spec:
+ * mapThinkingLevel), max is the highest effort there is. */
+static const char *effort(pc_think_level_t l)
+{
+	switch (l) {
+	case PC_THINK_MINIMAL: return "minimal";
+	case PC_THINK_LOW: return "low";
+	case PC_THINK_MEDIUM:
+	case PC_THINK_ADAPTIVE: return "medium";
+	case PC_THINK_HIGH: return "high";
+	case PC_THINK_XHIGH:
+	case PC_THINK_MAX: return "xhigh";
+	default: return NULL;
+	}
+}
+
+/* A tool call's arguments as the JSON string OpenAI wants. */
+static char *args_string(const cJSON *args)
+{
+	if (cJSON_IsString(args))
+		return strdup(args->valuestring);
+	if (cJSON_IsObject(args)) {
+		char *s = cJSON_PrintUnformatted(args);
+		char *c = s ? strdup(s) : NULL;
+		cJSON_free(s);
+		return c;
+	}
+	return strdup("{}");
+}
+
+static cJSON *oa_image(const cJSON *blk)
+{
+	const char *data = pc__req_str(blk, "data");
+	const char *mime = pc__req_str(blk, "mimeType");
+	if (!data || !mime)
+		return NULL;
+	size_t n = strlen(data) + strlen(mime) + 16;
+	char *url = malloc(n);
+	if (!url)
+		return NULL;
+	snprintf(url, n, "data:%s;base64,%s", mime, data);
+	cJSON *part = cJSON_CreateObject();
+	cJSON *iu = cJSON_CreateObject();
+	bool ok = part && iu && cJSON_AddStringToObject(part, "type", "image_url") &&
+		  cJSON_AddStringToObject(iu, "url", url) &&
+		  cJSON_AddItemToObject(part, "image_url", iu);
+	free(url);
+	if (!ok) {
+		if (!part || !cJSON_GetObjectItemCaseSensitive(part, "image_url"))
+			cJSON_Delete(iu);
+		cJSON_Delete(part);
+		return NULL;
+	}
+	return part;
+}
+
+static int oa_user(const cJSON *m, cJSON *msgs)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!cJSON_IsString(content) && !cJSON_IsArray(content))
+		return PC_EINVAL;
+	cJSON *om = cJSON_CreateObject();
+	int rc = om ? pc__req_add_str(om, "role", "user") : PC_ENOMEM;
+	if (!rc && cJSON_IsString(content)) {
+		rc = pc__req_add_str(om, "content", content->valuestring);
+	} else if (!rc) {
+		cJSON *parts = cJSON_AddArrayToObject(om, "content");
+		rc = parts ? 0 : PC_ENOMEM;
+		const cJSON *blk;
+		cJSON_ArrayForEach(blk, content)
+		{
+			if (rc)
+				break;
+			if (pc__req_is_type(blk, "text") && pc__req_str(blk, "text")) {
+				cJSON *part = cJSON_CreateObject();
+				rc = pc__req_attach(parts, NULL, part);
+				if (!rc)
+					rc = pc__req_add_str(part, "type", "text");
+				if (!rc)
+					rc = pc__req_add_str(part, "text", pc__req_str(blk, "text"));
+			} else if (pc__req_is_type(blk, "image")) {
+				rc = pc__req_str(blk, "data") && pc__req_str(blk, "mimeType")
+					     ? pc__req_attach(parts, NULL, oa_image(blk))
+					     : PC_EINVAL;
+			} else {
+				rc = PC_EINVAL;
+			}
+		}
+	}
+	if (!rc)
+		rc = pc__req_attach(msgs, NULL, om);
+	else
+		cJSON_Delete(om);
+	return rc;
+}
+
+static int oa_assistant(const cJSON *m, cJSON *msgs)
+{
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!cJSON_IsString(content) && !cJSON_IsArray(content))
+		return PC_EINVAL;
+	char *text = NULL;
+	cJSON *om = NULL, *calls = NULL;
+	int rc = pc__req_join_text(content, "", &text);
+	if (rc)
+		goto out;
+	calls = cJSON_CreateArray();
+	if (!calls) {
+		rc = PC_ENOMEM;
+		goto out;
+	}
+	const cJSON *blocks = cJSON_IsArray(content) ? content : NULL;
+	const cJSON *blk;
+	cJSON_ArrayForEach(blk, blocks)
+	{
+		if (pc__req_is_type(blk, "text") || pc__req_is_type(blk, "thinking"))
+			continue; /* thinking is not replayed to chat completions */
+		if (!pc__req_is_type(blk, "toolCall")) {
+			rc = PC_EINVAL;
+			goto out;
+		}
+		const char *id = pc__req_str(blk, "id"), *name = pc__req_str(blk, "name");
+		if (!id || !*id || !name || !*name) {
+			rc = PC_EINVAL;
+			goto out;
+		}
+		cJSON *call = cJSON_CreateObject();
+		cJSON *fn = cJSON_CreateObject();
+		char *args = args_string(cJSON_GetObjectItemCaseSensitive(blk, "arguments"));
+		rc = pc__req_attach(calls, NULL, call);
+		if (!rc)
+			rc = pc__req_add_str(call, "id", id);
+		if (!rc)
+			rc = pc__req_add_str(call, "type", "function");
+		if (!rc)
+			rc = pc__req_attach(call, "function", fn);
+		else
+			cJSON_Delete(fn);
+		if (!rc)
+			rc = pc__req_add_str(fn, "name", name);
+		if (!rc)
+			rc = args ? pc__req_add_copy(fn, "arguments", args) : PC_ENOMEM;
+		free(args);
+		if (rc)
+			goto out;
+	}
+	bool has_calls = cJSON_GetArraySize(calls) > 0;
+	if (!*text && !has_calls)
+		goto out; /* nothing to replay: chat completions rejects it */
+	om = cJSON_CreateObject();
+	rc = om ? pc__req_add_str(om, "role", "assistant") : PC_ENOMEM;
+	if (!rc)
+		rc = *text ? pc__req_add_copy(om, "content", text)
+			   : (cJSON_AddNullToObject(om, "content") ? 0 : PC_ENOMEM);
+	if (!rc && has_calls) {
+		rc = pc__req_attach(om, "tool_calls", calls);
+		calls = NULL;
+	}
+	if (!rc) {
+		rc = pc__req_attach(msgs, NULL, om);
+		om = NULL;
+	}
+out:
+	cJSON_Delete(om);
+	cJSON_Delete(calls);
+	free(text);
+	return rc;
+}
+
+static int oa_tool_result(const cJSON *m, cJSON *msgs)
+{
+	const char *id = pc__req_str(m, "toolCallId");
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+	if (!id || !*id || (content && !cJSON_IsString(content) && !cJSON_IsArray(content)))
+		return PC_EINVAL;
+	char *text = NULL;
+	int rc = pc__req_join_text(content, "\n", &text);
+	if (rc)
+		return rc;
+	cJSON *om = cJSON_CreateObject();
+	rc = om ? pc__req_add_str(om, "role", "tool") : PC_ENOMEM;
+	if (!rc)
+		rc = pc__req_add_str(om, "tool_call_id", id);
+	if (!rc)
+		rc = pc__req_add_copy(om, "content", text);
+	free(text);
+	if (!rc)
+		rc = pc__req_attach(msgs, NULL, om);
+	else
+		cJSON_Delete(om);
+	return rc;
+}
+
+static const pc__converters_t openai_messages = {oa_user, oa_assistant, oa_tool_result};
+
+static int oa_tools(const cJSON *tools, cJSON *body)
+{
+	if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0)
+		return 0;
+	cJSON *arr = cJSON_AddArrayToObject(body, "tools");
+	if (!arr)
+		return PC_ENOMEM;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools)
+	{
+		int rc = pc__req_check_tool(t);
+		if (rc)
+			return rc;
+		cJSON *ot = cJSON_CreateObject();
+		cJSON *fn = cJSON_CreateObject();
+		rc = pc__req_attach(arr, NULL, ot);
+		if (!rc)
+			rc = pc__req_add_str(ot, "type", "function");
+		if (!rc)
+			rc = pc__req_attach(ot, "function", fn);
+		else
+			cJSON_Delete(fn);
+		if (!rc)
+			rc = pc__req_add_str(fn, "name", pc__req_str(t, "name"));
+		if (!rc && pc__req_str(t, "description"))
+			rc = pc__req_add_str(fn, "description", pc__req_str(t, "description"));
+		if (!rc)
+			rc = pc__req_attach(fn, "parameters", pc__req_schema(t));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int openai_body(const pc_request_params_t *p, cJSON *body)
+{
+	int rc = pc__req_add_str(body, "model", p->model);
+	char *system = NULL;
+	if (!rc && p->system_prompt && *p->system_prompt) {
+		cJSON *sm = cJSON_CreateObject();
+		rc = sm ? pc__req_add_str(sm, "role", "system") : PC_ENOMEM;
+		if (!rc)
+			rc = pc__req_add_str(sm, "content", p->system_prompt);
+		if (!rc && !(system = pc_json_print(sm)))
+			rc = PC_ENOMEM;
+		cJSON_Delete(sm);
+	}
+	if (!rc)
+		rc = pc__req_messages(body, p, &openai_messages, false, system);
+	cJSON_free(system);
+	if (!rc && !cJSON_AddTrueToObject(body, "stream"))
+		rc = PC_ENOMEM;
+	if (!rc) {
+		cJSON *so = cJSON_AddObjectToObject(body, "stream_options");
+		if (!so || !cJSON_AddTrueToObject(so, "include_usage"))
+			rc = PC_ENOMEM;
+	}
+	const char *limit = p->openai_max_tokens ? "max_tokens" : "max_completion_tokens";
+	if (!rc && p->max_tokens > 0 &&
+	    !cJSON_AddNumberToObject(body, limit, (double)p->max_tokens))
+		rc = PC_ENOMEM;
+	if (!rc && p->has_temperature &&
+	    !cJSON_AddNumberToObject(body, "temperature", p->temperature))
+		rc = PC_ENOMEM;
+	if (!rc && effort(p->thinking))
+		rc = pc__req_add_str(body, "reasoning_effort", effort(p->thinking));
+	if (!rc)
+		rc = p->tools_json ? pc__req_add_raw(body, "tools", p->tools_json) : oa_tools(p->tools, body);
+	return rc;
+}
+
+/* ---- streams ---- */
 
 /* Keys for calls without an index, far from any real one. */
 #define KEY_UNINDEXED (INT_MAX / 2)
@@ -207,7 +487,7 @@ static int chunk(pc_stream_decoder_t *d, const cJSON *j)
 	return rc;
 }
 
-int pc__openai_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
+static int openai_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
 {
 	const char *s = ev->data;
 	size_t n = ev->data_len;
@@ -247,3 +527,34 @@ int pc__openai_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
 	cJSON_Delete(j);
 	return rc;
 }
+
+/* ---- errors ---- */
+
+static void openai_error(int status, const char *body, size_t len, pc_provider_error_t *out)
+{
+	(void)status;
+	pc__wire_error_json(body, len, out); /* {"error":{"message","type","code"}}, and the
+					      * shapes compatible servers use */
+}
+
+/* ---- the table ---- */
+
+static const char *const openai_headers[] = {
+	"Content-Type: application/json",
+	"Accept: text/event-stream",
+	NULL,
+};
+
+const pc_provider_wire_t pc__wire_openai = {
+	.api = PC_API_OPENAI_COMPLETIONS,
+	.name = "openai-completions",
+	.path = "/chat/completions",
+	.base_has_version = true,
+	.headers = openai_headers,
+	.auth_prefix = "Authorization: Bearer ",
+	.build_body = openai_body,
+	.build_tools = oa_tools,
+	.feed = openai_feed,
+	.cut_short = "stream ended before [DONE]",
+	.parse_error = openai_error,
+};

@@ -1,12 +1,15 @@
 /*
  * The provider APIs Pincer speaks (spec §11.1): which wire protocol a
- * model endpoint uses. Every other module in agents/providers/ is keyed by
- * this value.
+ * model endpoint uses. Each has a table of functions and facts (wire.h)
+ * that the rest of agents/providers/ goes through; the names and paths
+ * below are read from it.
  *
  * Pure: no I/O, no state. Any thread.
  */
 #ifndef PINCER_AGENTS_PROVIDERS_PROVIDER_H
 #define PINCER_AGENTS_PROVIDERS_PROVIDER_H
+
+#include <stddef.h>
 
 #include "../../runtime/error.h"
 
@@ -20,6 +23,7 @@ typedef enum pc_provider_api {
 					* and every compatible server (vLLM, llama.cpp,
 					* Ollama, LM Studio, OpenRouter, ...) */
 	PC_API_ANTHROPIC_MESSAGES = 2, /* "anthropic-messages" */
+	PC_API_COUNT                   /* one past the last */
 } pc_provider_api_t;
 
 /* The spec's id for `api` ("openai-completions", "anthropic-messages"), or
@@ -29,6 +33,11 @@ const char *pc_provider_api_name(pc_provider_api_t api);
 /* The reverse of pc_provider_api_name. PC_EINVAL for NULL arguments,
  * PC_ENOTFOUND for a name it does not know. */
 int pc_provider_api_parse(const char *name, pc_provider_api_t *out);
+
+/* Every API's name, in the registry's order, joined with `sep`, into `out`
+ * (`cap` bytes, truncated, always NUL-terminated when cap > 0). For
+ * messages that list what is accepted. */
+void pc_provider_api_names(const char *sep, char *out, size_t cap);
 
 /* The request path to append to a base URL: "/chat/completions" (OpenAI
  * base URLs carry their "/v1") or "/v1/messages" (Anthropic's do not).

@@ -21,6 +21,9 @@
  * thinking replayed with its signature (unsigned thinking as text), the
  * thinking level as a `thinking` budget.
  *
+ * Each of these is the wire format's file (openai.c, anthropic.c), reached
+ * through its table (wire.h); this header is the same for every format.
+ *
  * No I/O and no state of its own, from any thread; but a body remembers
  * each message's converted form on the message itself (see
  * pc_request_message_changed), so messages are not shared between threads

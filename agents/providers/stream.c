@@ -1,8 +1,8 @@
 /*
  * The API-neutral half of the stream decoders: the assistant message under
  * construction (ordered blocks, tool-call bookkeeping, usage, stop reason,
- * error), the limits, the event callback, and the final result. openai.c
- * and anthropic.c turn wire events into calls on this.
+ * error), the limits, the event callback, and the final result. Each wire
+ * format's `feed` (wire.h) turns its events into calls on this.
  */
 #include "stream_internal.h"
 
@@ -385,12 +385,13 @@ int pc__stream_error(pc_stream_decoder_t *d, const char *message, const char *ty
 int pc_stream_decoder_new(pc_provider_api_t api, pc_stream_event_fn fn, void *user,
 			  pc_stream_decoder_t **out)
 {
-	if (!out || (api != PC_API_OPENAI_COMPLETIONS && api != PC_API_ANTHROPIC_MESSAGES))
+	const pc_provider_wire_t *w = pc_provider_wire(api);
+	if (!out || !w)
 		return PC_EINVAL;
 	pc_stream_decoder_t *d = calloc(1, sizeof(*d));
 	if (!d)
 		return PC_ENOMEM;
-	d->api = api;
+	d->wire = w;
 	d->fn = fn;
 	d->user = user;
 	pc_stream_decoder_set_limits(d, NULL);
@@ -424,9 +425,7 @@ int pc_stream_decoder_feed_sse(pc_stream_decoder_t *d, const pc_sse_event_t *ev)
 	d->fed = true;
 	if (d->terminal || ev->kind != PC_SSE_MESSAGE || !ev->data || ev->data_len == 0)
 		return 0;
-	if (d->api == PC_API_OPENAI_COMPLETIONS)
-		return pc__openai_feed(d, ev);
-	return pc__anthropic_feed(d, ev);
+	return d->wire->feed(d, ev);
 }
 
 void pc_stream_decoder_abort(pc_stream_decoder_t *d)
@@ -493,10 +492,7 @@ int pc_stream_decoder_finish(pc_stream_decoder_t *d, pc_stream_result_t *out)
 		} else if (d->err || !d->terminal) {
 			d->stop = PC_STOP_ERROR;
 			if (!d->error_message)
-				pc__stream_set_str(d, &d->error_message,
-						   d->api == PC_API_OPENAI_COMPLETIONS
-							   ? "stream ended before [DONE]"
-							   : "stream ended before message_stop");
+				pc__stream_set_str(d, &d->error_message, d->wire->cut_short);
 		}
 		int rc = build_result(d);
 		if (rc) {
@@ -507,7 +503,7 @@ int pc_stream_decoder_finish(pc_stream_decoder_t *d, pc_stream_result_t *out)
 		}
 	}
 	*out = (pc_stream_result_t){
-		.api = d->api,
+		.api = d->wire->api,
 		.blocks = d->pub,
 		.nblocks = d->nblocks,
 		.stop_reason = d->stop,

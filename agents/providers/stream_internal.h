@@ -1,6 +1,7 @@
 /*
- * What the wire decoders (openai.c, anthropic.c) share with the assembly
- * in stream.c: the decoder's state and the few operations that change it.
+ * What the wire formats' decoders (the `feed` of each table in wire.h)
+ * share with the assembly in stream.c: the decoder's state and the few
+ * operations that change it.
  * Every operation that can fail records the failure on the decoder (the
  * sticky error and, if none was recorded yet, the error message) and
  * returns the code, so the wire decoders only propagate it.
@@ -15,6 +16,7 @@
 
 #include "../../io/buf_internal.h"
 #include "stream.h"
+#include "wire.h"
 
 typedef struct pc__block {
 	pc_content_kind_t kind;
@@ -40,7 +42,7 @@ typedef struct pc__key {
 #define PC__NO_BLOCK ((size_t)-1)
 
 struct pc_stream_decoder {
-	pc_provider_api_t api;
+	const pc_provider_wire_t *wire;
 	pc_stream_event_fn fn;
 	void *user;
 	pc_stream_limits_t lim;
@@ -60,7 +62,8 @@ struct pc_stream_decoder {
 	char *raw_stop;
 	pc_usage_t usage;
 	bool has_usage;
-	cJSON *usage_raw; /* Anthropic: message_start's usage, updated by deltas */
+	cJSON *usage_raw; /* a format's running usage object, if it keeps one
+			   * (Anthropic: message_start's, updated by deltas) */
 	char *error_message;
 	char *error_type;
 	char *error_body;
@@ -139,9 +142,5 @@ int pc__stream_terminal(pc_stream_decoder_t *d);
 
 /* A JSON string value or NULL. */
 const char *pc__json_str(const cJSON *obj, const char *key);
-
-/* The wire decoders: one SSE event each. */
-int pc__openai_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev);
-int pc__anthropic_feed(pc_stream_decoder_t *d, const pc_sse_event_t *ev);
 
 #endif

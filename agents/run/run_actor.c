@@ -35,6 +35,7 @@
 #include "../compaction/compaction.h"
 #include "../obs/redact.h"
 #include "../providers/request.h"
+#include "../providers/wire.h"
 #include "io/json_print.h"
 #include "run_decide.h"
 #include "run_lifecycle.h"
@@ -118,7 +119,8 @@ static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 	if (!p->embedded)
 		return p->base_url;
 	/* as the real services: OpenAI's base ends in /v1, Anthropic's does not */
-	return p->api == PC_API_ANTHROPIC_MESSAGES ? r->agent->mock_root_url : r->agent->mock_base_url;
+	const pc_provider_wire_t *w = pc_provider_wire(p->api);
+	return w && !w->base_has_version ? r->agent->mock_root_url : r->agent->mock_base_url;
 }
 
 /* The run's time so far (runtime clock); 0 before it started. */
