@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "../actors/timer.h"
-#include "../io/buf_internal.h"
+#include "../io/buf.h"
 #include "../io/utf8.h"
 #include "../runtime/blocking.h"
 #include "agent_internal.h"

@@ -1,4 +1,4 @@
-#include "buf_internal.h"
+#include "buf.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -20,7 +20,7 @@
 
 #include <llhttp.h>
 
-#include "buf_internal.h"
+#include "buf.h"
 #include "http_server.h"
 #include "id_map.h"
 #include "loop_internal.h"

@@ -16,7 +16,7 @@
 
 #include "curl_client.h"
 #include "gateway_harness.h"
-#include "io/buf_internal.h"
+#include "io/buf.h"
 
 TestSuite(agent_gateway_stream, .timeout = 600);
 

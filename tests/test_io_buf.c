@@ -1,5 +1,5 @@
 /*
- * The growable buffer every module builds text in (io/buf_internal.h):
+ * The growable buffer every module builds text in (io/buf.h):
  * appends keep it a C string, printf formats short and long text, take
  * hands the text over and empties the buffer.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf_internal.h"
+#include "io/buf.h"
 
 Test(buf, appends_keep_a_string)
 {

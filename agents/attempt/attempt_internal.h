@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "../../actors/timer.h"
-#include "../../io/buf_internal.h"
+#include "../../io/buf.h"
 #include "../agent_internal.h"
 #include "../hooks/hooks.h"
 #include "attempt_timeout.h"

@@ -37,7 +37,7 @@
 
 #include "../../mailbox/atomics_internal.h"
 #include "../../runtime/sync_internal.h"
-#include "io/buf_internal.h"
+#include "io/buf.h"
 #include "io/json_print.h"
 
 /* ---- shared text ---- */

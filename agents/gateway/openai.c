@@ -33,7 +33,7 @@
 #include <time.h>
 
 #include "../../actors/timer.h"
-#include "../../io/buf_internal.h"
+#include "../../io/buf.h"
 #include "../../io/store/store.h"
 #include "../obs/redact.h"
 #include "../providers/usage.h"

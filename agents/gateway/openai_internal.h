@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "../../actors/timer.h"
-#include "../../io/buf_internal.h"
+#include "../../io/buf.h"
 #include "../../io/store/store.h"
 #include "http_util.h"
 

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../io/buf_internal.h"
+#include "../../io/buf.h"
 
 /* ---- names ---- */
 

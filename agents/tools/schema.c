@@ -16,7 +16,7 @@
  * first probes every branch without writing, then reruns the one that got
  * furthest into the instance so that its message is the one reported.
  */
-#include "../../io/buf_internal.h"
+#include "../../io/buf.h"
 #include "schema.h"
 #include "schema_regex.h"
 

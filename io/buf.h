@@ -1,10 +1,11 @@
 /*
- * A growable byte buffer, the one every module of io/ and agents/ uses.
- * Its bytes are always followed by a NUL (when p is not NULL), so text
- * built in it is a C string as it stands.
+ * A growable byte buffer: io's, and the one every part above it uses (one
+ * home for the buffer and grow-array). Its bytes are always followed by a
+ * NUL (when p is not NULL), so text built in it is a C string as it
+ * stands. For the project's parts; not installed.
  */
-#ifndef PC_IO_BUF_INTERNAL_H
-#define PC_IO_BUF_INTERNAL_H
+#ifndef PC_IO_BUF_H
+#define PC_IO_BUF_H
 
 #include <stddef.h>
 
