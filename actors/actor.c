@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 static void count(uint64_t *c)
 {

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 #include "actor_internal.h"
 
 /* A chunk is 64 bytes short of 128 KiB: aligned to 64, a chunk of exactly

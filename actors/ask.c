@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 #include "actor_internal.h"
 
 typedef struct waiter {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 pc__actor_ext_t *pc__actor_ext_peek(const pc_actor_t *a)
 {

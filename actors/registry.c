@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 #include "actor_internal.h"
 
 #define NAME_MAX_LEN 255

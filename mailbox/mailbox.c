@@ -1,6 +1,6 @@
 #include "mailbox_internal.h"
 
-#include "atomics_internal.h"
+#include "atomics.h"
 
 #define EMPTY_BIT ((uintptr_t)1)
 

@@ -11,7 +11,7 @@
  */
 #include "msg_internal.h"
 
-#include "atomics_internal.h"
+#include "atomics.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 #include "runtime_internal.h"
 
 struct pc__blocking_job {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 static bool grow(pc_runtime_t *rt, uint32_t need)
 {

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 static void futex_wait(uint32_t *word)
 {

@@ -16,7 +16,7 @@
  */
 #include "runtime_internal.h"
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 #define MASK (PC__RUNQ_SIZE - 1)
 

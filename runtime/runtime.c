@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 #include "sync_internal.h"
 #include "version.h"
 

@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "../actors/timer.h"
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 #define CHUNK_BITS 12
 #define CHUNK (1u << CHUNK_BITS)

@@ -17,7 +17,7 @@
 
 #include <stdlib.h>
 
-#include "../mailbox/atomics_internal.h"
+#include "../mailbox/atomics.h"
 
 static __thread pc__worker_t *tls_worker __attribute__((tls_model("initial-exec")));
 

@@ -35,7 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../mailbox/atomics_internal.h"
+#include "../../mailbox/atomics.h"
 #include "../../runtime/sync_internal.h"
 #include "io/buf.h"
 #include "io/json_print.h"

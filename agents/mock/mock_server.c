@@ -29,7 +29,7 @@
 
 #include "../../actors/timer.h"
 #include "../../io/http_server.h"
-#include "../../mailbox/atomics_internal.h"
+#include "../../mailbox/atomics.h"
 #include "scenario.h"
 
 enum { MSG_GO = 1, MSG_TICK, MSG_GONE, MSG_DONE };

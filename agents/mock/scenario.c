@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../mailbox/atomics_internal.h"
+#include "../../mailbox/atomics.h"
 #include "../../runtime/error.h"
 #include "mock_internal.h"
 

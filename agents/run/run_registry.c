@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../mailbox/atomics_internal.h"
+#include "../../mailbox/atomics.h"
 #include "../../runtime/sync_internal.h"
 
 #define SHARDS 16u

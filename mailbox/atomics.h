@@ -1,5 +1,6 @@
 /*
- * The one place Pincer touches atomics.
+ * The one place Pincer touches atomics: the lowest part's, for every part
+ * of the project (not installed).
  *
  * Normal builds map onto concurrencykit's ck_pr; the ThreadSanitizer build
  * (PC_ATOMICS_BUILTIN) maps onto the compiler's __atomic builtins, because
@@ -11,8 +12,8 @@
  * fences are compiler barriers and its read-modify-write operations are
  * full barriers, which is what the comments at each call site rely on.
  */
-#ifndef PC_MAILBOX_ATOMICS_INTERNAL_H
-#define PC_MAILBOX_ATOMICS_INTERNAL_H
+#ifndef PC_MAILBOX_ATOMICS_H
+#define PC_MAILBOX_ATOMICS_H
 
 #include <stdbool.h>
 #include <stdint.h>
