@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../mailbox/atomics.h"
-#include "sync_internal.h"
+#include "sync.h"
 #include "version.h"
 
 const char *pc_version(void)

@@ -13,7 +13,7 @@
 #include "../mailbox/msg_internal.h"
 #include "error.h"
 #include "runtime.h"
-#include "sync_internal.h"
+#include "sync.h"
 #include "timer_wheel_internal.h"
 #include "trim.h"
 

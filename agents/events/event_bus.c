@@ -36,7 +36,7 @@
 #include <time.h>
 
 #include "../../mailbox/atomics.h"
-#include "../../runtime/sync_internal.h"
+#include "../../runtime/sync.h"
 #include "io/buf.h"
 #include "io/json_print.h"
 

@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "../../io/http_client.h"
-#include "../agent_internal.h"
 #include "../obs/redact.h"
 #include "io/json_print.h"
 #include "model_call.h"

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "../../mailbox/atomics.h"
-#include "../../runtime/sync_internal.h"
+#include "../../runtime/sync.h"
 
 #define SHARDS 16u
 #define INITIAL_BUCKETS 16u

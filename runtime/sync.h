@@ -1,10 +1,11 @@
 /*
  * Waiting on a condition variable with a timeout, as every blocking call of
  * the project does: against CLOCK_MONOTONIC, so a wall-clock change never
- * stretches or cuts a wait. Private to the project.
+ * stretches or cuts a wait. The runtime's, for every part above it (not
+ * installed).
  */
-#ifndef PC_RUNTIME_SYNC_INTERNAL_H
-#define PC_RUNTIME_SYNC_INTERNAL_H
+#ifndef PC_RUNTIME_SYNC_H
+#define PC_RUNTIME_SYNC_H
 
 #include <pthread.h>
 #include <stdint.h>
