@@ -758,18 +758,19 @@ int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out)
 
 /* ---- lifecycle ---- */
 
-static int start_mock(pc_agent_t *a, const char *scenario)
+static int start_embedded(pc_agent_t *a, const pc_agent_embedded_llm_t *llm, const char *scenario)
 {
-	pc_mock_server_config_t mc = {.host = "127.0.0.1", .scenario = scenario ? scenario : DEMO_SCENARIO,
-				      .max_records = 64, .max_record_bytes = (size_t)1 << 20};
+	if (!llm || !llm->start)
+		return PC_EINVAL; /* an embedded provider, and nothing to run it */
 	char err[256] = "";
-	int rc = pc_mock_server_start(a->io, &mc, &a->mock, err, sizeof(err));
+	uint16_t port = 0;
+	int rc = llm->start(a->io, scenario ? scenario : DEMO_SCENARIO, &a->embedded, &port, err, sizeof(err));
 	if (rc != 0)
 		return rc;
-	snprintf(a->mock_root_url, sizeof(a->mock_root_url), "http://127.0.0.1:%u",
-		 (unsigned)pc_mock_server_port(a->mock));
-	snprintf(a->mock_base_url, sizeof(a->mock_base_url), "http://127.0.0.1:%u/v1",
-		 (unsigned)pc_mock_server_port(a->mock));
+	a->embedded_llm = llm;
+	a->embedded_port = port;
+	snprintf(a->mock_root_url, sizeof(a->mock_root_url), "http://127.0.0.1:%u", (unsigned)port);
+	snprintf(a->mock_base_url, sizeof(a->mock_base_url), "http://127.0.0.1:%u/v1", (unsigned)port);
 	return 0;
 }
 
@@ -1064,8 +1065,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	if (rc == 0)
 		rc = start_reaper(a);
 	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
-		if (a->cfg->providers[i].embedded && !a->mock)
-			rc = start_mock(a, o->mock_scenario);
+		if (a->cfg->providers[i].embedded && !a->embedded)
+			rc = start_embedded(a, o->embedded_llm, o->mock_scenario);
 	/* last: what it recovers may start running at once */
 	if (rc == 0)
 		rc = pc__agent_recover(a, &a->recovered);
@@ -1163,7 +1164,8 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
-	pc_mock_server_free(a->mock);
+	if (a->embedded_llm && a->embedded_llm->stop)
+		a->embedded_llm->stop(a->embedded);
 	pc_lane_free(a->lane);
 	pc_metrics_free(a->metrics.reg);
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
@@ -1487,7 +1489,7 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->lane_max = ls.max;
 }
 
-uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->mock ? pc_mock_server_port(a->mock) : 0; }
+uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->embedded ? a->embedded_port : 0; }
 
 pc_store_t *pc_agent_store(pc_agent_t *a) { return a ? a->store : NULL; }
 

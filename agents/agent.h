@@ -14,9 +14,10 @@
  *   pc_agent_abort_run / _session, pc_agent_steer
  *
  * A pc_agent_t borrows a running runtime, an I/O layer, a store, a
- * configuration and a tool registry, all of which must outlive it. With the
- * embedded mock provider configured (no providers in the configuration), it
- * starts the mock LLM in-process on a loopback port.
+ * configuration and a tool registry, all of which must outlive it. With a
+ * provider marked "embedded" (the default with no providers configured),
+ * it starts the caller's in-process model server (pc_agent_embedded_llm_t,
+ * the mock LLM in pincer's commands) on a loopback port.
  *
  * Threads: pc_agent_new and pc_agent_free from a plain thread (not a
  * worker); the sync calls (submit, wait) from a plain thread; the others
@@ -46,6 +47,19 @@ extern "C" {
 
 typedef struct pc_agent pc_agent_t;
 
+/*
+ * A model server the agent runs in-process for the providers its
+ * configuration marks "embedded" (upward by registration: the agent does
+ * not know which server it is). pincer's commands and the tests give the
+ * mock LLM's (pc_mock_server_embedded_start / _stop, agents/mock/).
+ */
+typedef struct pc_agent_embedded_llm {
+	/* Starts it on loopback with `scenario` (JSON, never NULL): *server
+	 * and *port out. 0, or a code with a message in err. */
+	int (*start)(pc_io_t *io, const char *scenario, void **server, uint16_t *port, char *err, size_t errcap);
+	void (*stop)(void *server); /* NULL is a no-op */
+} pc_agent_embedded_llm_t;
+
 typedef struct pc_agent_options {
 	pc_runtime_t *rt;                 /* required, started */
 	pc_io_t *io;                      /* required */
@@ -56,7 +70,9 @@ typedef struct pc_agent_options {
 	const pc_hooks_t *hooks;          /* plugin and C hooks (§10), sealed by first use;
 					   * NULL: none. Must outlive the agent */
 	const char *lock_dir;             /* session write locks; NULL: next to the store */
-	const char *mock_scenario;        /* embedded mock: scenario JSON; NULL: the demo */
+	const pc_agent_embedded_llm_t *embedded_llm; /* the server of providers marked
+					   * "embedded"; NULL: such a provider is refused */
+	const char *mock_scenario;        /* its scenario JSON; NULL: the demo */
 	pc_log_t *log;                    /* where runs' starts and ends, recoveries and lost
 					   * leases are logged (borrowed; a drop-mode logger
 					   * keeps workers from waiting on it); NULL: nowhere */
@@ -74,7 +90,7 @@ typedef struct pc_agent_options {
 void pc_agent_io_config(const pc_config_t *cfg, uint32_t threads, pc_io_config_t *out);
 
 /* Builds the agent layer: the lane, the run registry, the session
- * directory; starts the embedded mock when configured; recovers what
+ * directory; starts the embedded model server when configured; recovers what
  * gone processes left in the store (pc_agent_recovered). The caller owns
  * *out (pc_agent_free). Not on a worker. */
 int pc_agent_new(const pc_agent_options_t *opts, pc_agent_t **out);
@@ -235,7 +251,7 @@ typedef struct pc_agent_stats {
 } pc_agent_stats_t;
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 
-/* The embedded mock's port (0 when none). */
+/* The embedded model server's port (0 when none). */
 uint16_t pc_agent_mock_port(const pc_agent_t *a);
 
 /* The store the agent was made with (borrowed: the caller's). */

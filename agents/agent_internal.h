@@ -24,7 +24,6 @@
 #include "../actors/actor.h"
 #include "../actors/timer.h"
 #include "agent.h"
-#include "mock/mock_server.h"
 #include "obs/trace.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
@@ -161,7 +160,10 @@ struct pc_agent {
 	cJSON *tool_schemas;  /* what every request offers the model (read-only), or NULL */
 	char *tools_json[PC_API_COUNT]; /* tool_schemas as each api prints them, or NULL */
 	char *lock_dir;
-	pc_mock_server_t *mock;
+	/* the embedded providers' server (pc_agent_embedded_llm_t), or NULL */
+	const pc_agent_embedded_llm_t *embedded_llm;
+	void *embedded;
+	uint16_t embedded_port;
 	char mock_base_url[64];
 	char mock_root_url[64]; /* the same without /v1: Anthropic's paths carry it */
 	pc_lane_t *lane;

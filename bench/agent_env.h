@@ -145,8 +145,11 @@ static inline void env_agent_start(agent_env_t *e, const char *json, uint32_t ma
 		e->cfg->agent.max_concurrent = max_concurrent;
 	char locks[128];
 	snprintf(locks, sizeof(locks), "%s/locks", e->dir);
+	static const pc_agent_embedded_llm_t mock_llm = {pc_mock_server_embedded_start,
+							 pc_mock_server_embedded_stop};
 	pc_agent_options_t o = {.rt = e->rt, .io = e->io, .store = e->store, .config = e->cfg,
-				.tools = e->tools, .hooks = e->hooks, .lock_dir = locks, .mock_scenario = scenario};
+				.tools = e->tools, .hooks = e->hooks, .lock_dir = locks, .embedded_llm = &mock_llm,
+				.mock_scenario = scenario};
 	if ((r = pc_agent_new(&o, &e->agent)) != 0)
 		bench_fail("agent: %s", pc_strerror(r));
 }

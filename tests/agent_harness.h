@@ -15,6 +15,7 @@
 
 #include "agents/agent.h"
 #include "agents/agent_internal.h"
+#include "agents/mock/mock_server.h"
 #include "test_util.h"
 
 typedef struct harness {
@@ -26,6 +27,10 @@ typedef struct harness {
 	char dir[64];
 	uint64_t actors_before;
 } harness_t;
+
+/* Providers marked "embedded" are served by the mock LLM. */
+static const pc_agent_embedded_llm_t harness_mock_llm = {pc_mock_server_embedded_start,
+							 pc_mock_server_embedded_stop};
 
 /* The store's lazy_ms for the next harness_start (0: the default). */
 static uint32_t harness_store_lazy_ms;
@@ -77,6 +82,7 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	scfg.test_lease_delay_ms = harness_lease_delay_ms;
 	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
 	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
+				.embedded_llm = &harness_mock_llm,
 				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario,
 				.log = harness_log};
 	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);
@@ -168,7 +174,7 @@ static inline void trace_text(const cJSON *d, char *out, size_t cap)
 static inline cJSON *mock_requests(harness_t *h)
 {
 	cJSON *r = NULL;
-	cr_assert_eq(pc_mock_server_requests(h->agent->mock, &r), 0);
+	cr_assert_eq(pc_mock_server_requests(h->agent->embedded, &r), 0);
 	return r;
 }
 

@@ -217,7 +217,7 @@ Test(agent_cooldowns, a_rate_limit_cools_the_profile_down_for_its_model_only)
 static void set_scenario(harness_t *h, const char *json)
 {
 	char err[256] = "";
-	cr_assert_eq(pc_mock_server_set_scenario(h->agent->mock, json, strlen(json), err, sizeof(err)), 0, "%s",
+	cr_assert_eq(pc_mock_server_set_scenario(h->agent->embedded, json, strlen(json), err, sizeof(err)), 0, "%s",
 		     err);
 }
 

@@ -63,7 +63,8 @@ Test(agent_restart, a_gone_process_s_accepted_runs_run_again_in_order_and_begun_
 	/* a second agent on the store: it starts as a restarted process would */
 	char locks[128];
 	snprintf(locks, sizeof(locks), "%s/locks", h.dir);
-	pc_agent_options_t o = {.rt = h.rt, .io = h.io, .store = h.store, .config = h.cfg, .lock_dir = locks};
+	pc_agent_options_t o = {.rt = h.rt, .io = h.io, .store = h.store, .config = h.cfg, .lock_dir = locks,
+				.embedded_llm = &harness_mock_llm};
 	pc_agent_t *b = NULL;
 	cr_assert_eq(pc_agent_new(&o, &b), 0);
 	pc_agent_recovery_t rec;

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "../hooks/plugin.h"
+#include "../mock/mock_server.h"
 #include "host.h"
 
 /* One hook report as a JSON line on stderr (any thread: one write each). */
@@ -128,8 +129,11 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 		rc = pc_io_new(h->rt, &icfg, &h->io);
 	if (rc == 0 && (what = "store", 1))
 		rc = pc_store_open(h->rt, &scfg, &h->store);
+	/* providers marked "embedded" are served by the mock LLM, in-process */
+	static const pc_agent_embedded_llm_t mock_llm = {pc_mock_server_embedded_start,
+							 pc_mock_server_embedded_stop};
 	pc_agent_options_t ao = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg, .hooks = h->hooks,
-				 .log = o->log, .log_content = o->log_content};
+				 .embedded_llm = &mock_llm, .log = o->log, .log_content = o->log_content};
 	if (rc == 0 && (what = "agent", 1))
 		rc = pc_agent_new(&ao, &h->agent);
 	if (rc != 0) {

@@ -772,3 +772,22 @@ void pc_mock_server_free(pc_mock_server_t *m)
 	}
 	server_release(m);
 }
+
+int pc_mock_server_embedded_start(pc_io_t *io, const char *scenario, void **server, uint16_t *port, char *err,
+				  size_t errcap)
+{
+	pc_mock_server_config_t mc = {.host = "127.0.0.1", .scenario = scenario, .max_records = 64,
+				      .max_record_bytes = (size_t)1 << 20};
+	pc_mock_server_t *m = NULL;
+	int rc = pc_mock_server_start(io, &mc, &m, err, errcap);
+	if (rc != 0)
+		return rc;
+	*server = m;
+	*port = pc_mock_server_port(m);
+	return 0;
+}
+
+void pc_mock_server_embedded_stop(void *server)
+{
+	pc_mock_server_free(server);
+}

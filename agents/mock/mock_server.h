@@ -54,6 +54,13 @@ typedef struct pc_mock_server_config {
 int pc_mock_server_start(pc_io_t *io, const pc_mock_server_config_t *cfg, pc_mock_server_t **out,
 			 char *err, size_t errcap);
 
+/* The mock as the agent's in-process model server (agents/agent.h,
+ * pc_agent_embedded_llm_t): started on 127.0.0.1 with `scenario`, keeping
+ * the last 64 requests (1 MiB); stopped with _stop (NULL: a no-op). */
+int pc_mock_server_embedded_start(pc_io_t *io, const char *scenario, void **server, uint16_t *port, char *err,
+				  size_t errcap);
+void pc_mock_server_embedded_stop(void *server);
+
 uint16_t pc_mock_server_port(const pc_mock_server_t *m);
 
 /* Replaces the scenario (cursors start over). On PC_EINVAL the old one
