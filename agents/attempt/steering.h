@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "../../runtime/error.h"
+#include "../config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,11 +25,6 @@ extern "C" {
 
 /* The synthetic result of a call skipped by steering. */
 #define PC_STEER_SKIPPED_TEXT "Skipped due to queued user message."
-
-typedef enum pc_tool_mode {
-	PC_TOOLS_SEQUENTIAL = 0, /* one call at a time, in source order */
-	PC_TOOLS_PARALLEL,       /* the prepared batch launches at once */
-} pc_tool_mode_t;
 
 typedef enum pc_steer_drain {
 	PC_STEER_DRAIN_ONE = 0, /* one steering message per boundary (the default) */

@@ -29,8 +29,6 @@
 
 #include "../../io/netaddr.h"
 #include "../../io/origin.h"
-#include "../run/idle_breaker.h"
-#include "../session/diagnostics.h"
 #include "exec_launchers.h"
 
 /* The largest integer a JSON number (a double) holds exactly. */

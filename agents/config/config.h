@@ -29,11 +29,7 @@
 #include <stdint.h>
 
 #include "../../runtime/error.h"
-#include "../providers/provider.h"
-#include "../providers/request.h"
-#include "../run/run_state.h"
-#include "../attempt/steering.h"
-#include "../session/queue_policy.h"
+#include "vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

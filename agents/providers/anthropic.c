@@ -614,7 +614,6 @@ static const char *const anthropic_headers[] = {
 
 const pc_provider_wire_t pc__wire_anthropic = {
 	.api = PC_API_ANTHROPIC_MESSAGES,
-	.name = "anthropic-messages",
 	.path = "/v1/messages",
 	.base_has_version = false,
 	.headers = anthropic_headers,

@@ -547,7 +547,6 @@ static const char *const openai_headers[] = {
 
 const pc_provider_wire_t pc__wire_openai = {
 	.api = PC_API_OPENAI_COMPLETIONS,
-	.name = "openai-completions",
 	.path = "/chat/completions",
 	.base_has_version = true,
 	.headers = openai_headers,

@@ -18,55 +18,6 @@
 
 /* ---- thinking levels ---- */
 
-static const char *const level_names[] = {
-	[PC_THINK_OFF] = "off",       [PC_THINK_MINIMAL] = "minimal", [PC_THINK_LOW] = "low",
-	[PC_THINK_MEDIUM] = "medium", [PC_THINK_HIGH] = "high",       [PC_THINK_XHIGH] = "xhigh",
-	[PC_THINK_ADAPTIVE] = "adaptive", [PC_THINK_MAX] = "max",
-};
-
-#define NLEVELS (sizeof(level_names) / sizeof(level_names[0]))
-
-const char *pc_think_level_name(pc_think_level_t l)
-{
-	return (unsigned)l < NLEVELS ? level_names[l] : "off";
-}
-
-int pc_think_level_parse(const char *s, pc_think_level_t *out)
-{
-	if (!s || !out)
-		return PC_EINVAL;
-	char buf[32];
-	size_t n = 0;
-	while (isspace((unsigned char)*s))
-		s++;
-	for (; *s && n < sizeof(buf) - 1; s++)
-		buf[n++] = (char)tolower((unsigned char)*s);
-	if (*s)
-		return PC_ENOTFOUND; /* longer than any level */
-	while (n && isspace((unsigned char)buf[n - 1]))
-		n--;
-	buf[n] = 0;
-	for (size_t i = 0; i < NLEVELS; i++) {
-		if (strcmp(buf, level_names[i]) == 0) {
-			*out = (pc_think_level_t)i;
-			return 0;
-		}
-	}
-	static const char *const xhigh[] = {"x-high", "x_high", "extra-high", "extra high",
-					    "extra_high"};
-	for (size_t i = 0; i < sizeof(xhigh) / sizeof(xhigh[0]); i++) {
-		if (strcmp(buf, xhigh[i]) == 0) {
-			*out = PC_THINK_XHIGH;
-			return 0;
-		}
-	}
-	if (strcmp(buf, "highest") == 0) {
-		*out = PC_THINK_HIGH;
-		return 0;
-	}
-	return PC_ENOTFOUND;
-}
-
 int64_t pc_think_budget_tokens(pc_think_level_t l)
 {
 	switch (l) {

@@ -44,27 +44,6 @@
 extern "C" {
 #endif
 
-/* The spec's ThinkLevel (§11.2). */
-typedef enum pc_think_level {
-	PC_THINK_OFF = 0,
-	PC_THINK_MINIMAL,
-	PC_THINK_LOW,
-	PC_THINK_MEDIUM,
-	PC_THINK_HIGH,
-	PC_THINK_XHIGH,
-	PC_THINK_ADAPTIVE,
-	PC_THINK_MAX,
-} pc_think_level_t;
-
-/* "off", "minimal", "low", "medium", "high", "xhigh", "adaptive", "max";
- * "off" for anything else. Static. */
-const char *pc_think_level_name(pc_think_level_t l);
-
-/* Reads a level, case-insensitively, with the spec's aliases ("x-high",
- * "x_high", "extra-high", "extra high", "extra_high" -> xhigh; "highest" ->
- * high). PC_EINVAL for NULL arguments, PC_ENOTFOUND for anything else. */
-int pc_think_level_parse(const char *s, pc_think_level_t *out);
-
 /* Anthropic's thinking budget for a level: minimal 1024, low 2048, medium
  * and adaptive 8192, high 16384, xhigh 32768, max 65536; 0 for off. */
 int64_t pc_think_budget_tokens(pc_think_level_t l);

@@ -27,41 +27,17 @@ const pc_provider_wire_t *pc_provider_wire(pc_provider_api_t api)
 
 const pc_provider_wire_t *pc_provider_wire_named(const char *name)
 {
-	for (size_t i = 0; name && i < NWIRES; i++)
-		if (strcmp(wires[i]->name, name) == 0)
+	pc_provider_api_t api;
+	if (pc_provider_api_parse(name, &api) != 0)
+		return NULL;
+	for (size_t i = 0; i < NWIRES; i++)
+		if (wires[i]->api == api)
 			return wires[i];
 	return NULL;
 }
 
-const char *pc_provider_api_name(pc_provider_api_t api)
-{
-	const pc_provider_wire_t *w = pc_provider_wire(api);
-	return w ? w->name : "none";
-}
 
-int pc_provider_api_parse(const char *name, pc_provider_api_t *out)
-{
-	if (!name || !out)
-		return PC_EINVAL;
-	const pc_provider_wire_t *w = pc_provider_wire_named(name);
-	if (!w)
-		return PC_ENOTFOUND;
-	*out = w->api;
-	return 0;
-}
 
-void pc_provider_api_names(const char *sep, char *out, size_t cap)
-{
-	size_t n = 0;
-	if (cap)
-		out[0] = '\0';
-	for (size_t i = 0; i < NWIRES && n < cap; i++) {
-		int k = snprintf(out + n, cap - n, "%s%s", i ? sep : "", wires[i]->name);
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
-}
 
 const char *pc_provider_api_path(pc_provider_api_t api)
 {

@@ -42,7 +42,6 @@ typedef struct pc_provider_error {
 
 typedef struct pc_provider_wire {
 	pc_provider_api_t api;
-	const char *name;           /* the spec's id: "openai-completions" */
 	const char *path;           /* appended to the base URL */
 	bool base_has_version;      /* its base URLs end in "/v1" (so `path` does not
 				     * carry it) */

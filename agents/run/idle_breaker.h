@@ -16,12 +16,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../config/vocab.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* MAX_CONSECUTIVE_IDLE_TIMEOUTS_BEFORE_OUTPUT (§1.15). */
-#define PC_IDLE_BREAKER_DEFAULT_CAP 5u
 
 typedef struct pc_idle_breaker {
 	uint32_t consecutive; /* idle timeouts in a row without completed progress */

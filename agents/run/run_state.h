@@ -30,16 +30,12 @@
 #include "../providers/usage.h"
 #include "idle_breaker.h"
 #include "loop_guard.h"
+#include "../config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- §1.4 iteration budget (resolveMaxRunRetryIterations) ---- */
-#define PC_RUN_BUDGET_BASE 24        /* §1.4 BASE */
-#define PC_RUN_BUDGET_PER_PROFILE 8  /* §1.4 PER_PROFILE */
-#define PC_RUN_BUDGET_MIN 32         /* §1.4 MIN */
-#define PC_RUN_BUDGET_MAX 160        /* §1.4 MAX */
 
 /* ---- §1.3 caps of the independent retry counters ---- */
 #define PC_RUN_MAX_OVERFLOW_COMPACTIONS 3     /* MAX_OVERFLOW_COMPACTION_ATTEMPTS */
@@ -52,9 +48,6 @@ extern "C" {
 #define PC_RUN_MAX_FINALIZE_REVISIONS 3       /* MAX_BEFORE_AGENT_FINALIZE_REVISIONS */
 #define PC_RUN_MAX_SAME_MODEL_IDLE_RETRIES 1  /* MAX_SAME_MODEL_IDLE_TIMEOUT_RETRIES */
 #define PC_RUN_MAX_SAME_MODEL_RATE_LIMIT_RETRIES 3 /* MAX_SAME_MODEL_RATE_LIMIT_RETRIES */
-#define PC_RUN_DEFAULT_RATE_LIMIT_ROTATIONS 1 /* DEFAULT_MAX_RATE_LIMIT_PROFILE_ROTATIONS */
-#define PC_RUN_DEFAULT_OVERLOAD_ROTATIONS 1   /* DEFAULT_MAX_OVERLOAD_PROFILE_ROTATIONS */
-#define PC_RUN_DEFAULT_OVERLOADED_BACKOFF_MS 0 /* §1.10 auth.cooldowns.overloadedBackoffMs */
 
 /* ---- §1.11 / §1.8 auth-profile cooldowns (markAuthProfileFailure) ---- */
 #define PC_AUTH_COOLDOWN_FIRST_MS 30000u            /* 1st error: 30 s */
@@ -70,8 +63,6 @@ extern "C" {
 #define PC_RUN_PROBE_INTERVAL_MS 30000u      /* MIN_PROBE_INTERVAL_MS: one primary probe per provider */
 #define PC_RUN_PROBE_MARGIN_MS (2u * 60u * 1000u) /* PROBE_MARGIN_MS: probed this close to expiry */
 
-#define PC_RUN_MAX_CANDIDATES 16u /* models in the fallback chain */
-#define PC_RUN_MAX_PROFILES 16u   /* auth profiles of one candidate */
 #define PC_RUN_TRACE_MAX 256u     /* trace entries kept (past the largest iteration
 				   * budget); later ones are counted only */
 #define PC_RUN_TRACE_CODE_MAX 32u /* bytes kept of an error code, NUL included */
@@ -148,12 +139,6 @@ typedef struct pc_run_trace_entry {
 } pc_run_trace_entry_t;
 
 /* ---- configuration ---- */
-
-/* agents.*.runRetries (§1.4): each field is used only when its has_* is set. */
-typedef struct pc_run_retries_config {
-	bool has_base, has_per_profile, has_min, has_max;
-	int64_t base, per_profile, min, max;
-} pc_run_retries_config_t;
 
 /* §1.4: 24 + 8 x max(1, profiles), clamped to 32..160, each constant
  * overridable through `cfg` (NULL: the defaults). Always >= 1. */

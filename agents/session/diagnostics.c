@@ -9,20 +9,7 @@
 
 #include <stddef.h>
 
-uint64_t pc_diag_warn_ms(uint64_t configured)
-{
-	if (configured < PC_DIAG_WARN_MIN_MS || configured > PC_DIAG_WARN_MAX_MS)
-		return PC_DIAG_WARN_DEFAULT_MS;
-	return configured;
-}
 
-uint64_t pc_diag_abort_ms(uint64_t warn_ms, uint64_t configured)
-{
-	if (configured)
-		return configured < warn_ms ? warn_ms : configured;
-	uint64_t scaled = warn_ms * PC_DIAG_ABORT_WARN_FACTOR;
-	return scaled > PC_DIAG_ABORT_FLOOR_MS ? scaled : PC_DIAG_ABORT_FLOOR_MS;
-}
 
 const char *pc_diag_class_name(pc_diag_class_t c)
 {

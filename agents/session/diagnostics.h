@@ -18,28 +18,16 @@
 #include <stdint.h>
 
 #include "../../runtime/error.h"
+#include "../config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* §9.2 diagnostics.stuckSessionWarnMs: default 2 min, valid 1 s – 24 h. */
-#define PC_DIAG_WARN_DEFAULT_MS ((uint64_t)120000) /* DEFAULT_STUCK_SESSION_WARN_MS */
-#define PC_DIAG_WARN_MIN_MS ((uint64_t)1000)
-#define PC_DIAG_WARN_MAX_MS ((uint64_t)24 * 3600 * 1000)
-/* §9.2 diagnostics.stuckSessionAbortMs: default max(5 min, 3 × warn). */
-#define PC_DIAG_ABORT_FLOOR_MS ((uint64_t)300000)
-#define PC_DIAG_ABORT_WARN_FACTOR 3u
 /* Repeated unchanged warnings back off exponentially (factor not in the
  * spec, §14 item 10): warn, 2 × warn, 4 × warn, ... capped at this many
  * doublings. */
 #define PC_DIAG_BACKOFF_MAX_SHIFT 6u
-
-/* The warn threshold: `configured` when in range, else the default. */
-uint64_t pc_diag_warn_ms(uint64_t configured);
-/* The abort threshold: `configured` when non-zero (never below warn), else
- * max(PC_DIAG_ABORT_FLOOR_MS, 3 × warn). */
-uint64_t pc_diag_abort_ms(uint64_t warn_ms, uint64_t configured);
 
 typedef enum pc_diag_class {
 	PC_DIAG_OK = 0,

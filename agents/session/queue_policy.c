@@ -24,88 +24,6 @@
 
 #include "../../io/buf.h"
 
-/* ---- names ---- */
-
-static const char *const mode_names[PC_QUEUE_MODE_COUNT] = {
-	[PC_QUEUE_STEER] = "steer",
-	[PC_QUEUE_FOLLOWUP] = "followup",
-	[PC_QUEUE_COLLECT] = "collect",
-	[PC_QUEUE_INTERRUPT] = "interrupt",
-	[PC_QUEUE_STEER_BACKLOG] = "steer-backlog",
-};
-
-static const struct {
-	const char *name;
-	pc_queue_mode_t mode;
-} mode_aliases[] = {
-	{"steer", PC_QUEUE_STEER},         {"steering", PC_QUEUE_STEER},
-	{"queue", PC_QUEUE_STEER},         {"queued", PC_QUEUE_STEER},
-	{"followup", PC_QUEUE_FOLLOWUP},   {"follow-ups", PC_QUEUE_FOLLOWUP},
-	{"followups", PC_QUEUE_FOLLOWUP},  {"collect", PC_QUEUE_COLLECT},
-	{"coalesce", PC_QUEUE_COLLECT},    {"interrupt", PC_QUEUE_INTERRUPT},
-	{"interrupts", PC_QUEUE_INTERRUPT}, {"abort", PC_QUEUE_INTERRUPT},
-	{"steer-backlog", PC_QUEUE_STEER_BACKLOG}, {"steer+backlog", PC_QUEUE_STEER_BACKLOG},
-	{"steer_backlog", PC_QUEUE_STEER_BACKLOG},
-};
-
-static const char *const drop_names[PC_QUEUE_DROP_COUNT] = {
-	[PC_QUEUE_DROP_OLD] = "old",
-	[PC_QUEUE_DROP_NEW] = "new",
-	[PC_QUEUE_DROP_SUMMARIZE] = "summarize",
-};
-
-/* s equals name, ignoring case and surrounding spaces. */
-static bool name_eq(const char *s, const char *name)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(name);
-	if (strncasecmp(s, name, n) != 0)
-		return false;
-	for (s += n; *s; s++)
-		if (!isspace((unsigned char)*s))
-			return false;
-	return true;
-}
-
-const char *pc_queue_mode_name(pc_queue_mode_t m)
-{
-	return (unsigned)m < PC_QUEUE_MODE_COUNT ? mode_names[m] : "unknown";
-}
-
-int pc_queue_mode_parse(const char *s, pc_queue_mode_t *out)
-{
-	if (!s || !out)
-		return PC_EINVAL;
-	for (size_t i = 0; i < sizeof(mode_aliases) / sizeof(mode_aliases[0]); i++) {
-		if (name_eq(s, mode_aliases[i].name)) {
-			*out = mode_aliases[i].mode;
-			return 0;
-		}
-	}
-	return PC_ENOTFOUND;
-}
-
-const char *pc_queue_drop_name(pc_queue_drop_t d)
-{
-	return (unsigned)d < PC_QUEUE_DROP_COUNT ? drop_names[d] : "unknown";
-}
-
-int pc_queue_drop_parse(const char *s, pc_queue_drop_t *out)
-{
-	if (!s || !out)
-		return PC_EINVAL;
-	if (name_eq(s, "old") || name_eq(s, "oldest"))
-		*out = PC_QUEUE_DROP_OLD;
-	else if (name_eq(s, "new") || name_eq(s, "newest"))
-		*out = PC_QUEUE_DROP_NEW;
-	else if (name_eq(s, "summarize"))
-		*out = PC_QUEUE_DROP_SUMMARIZE;
-	else
-		return PC_ENOTFOUND;
-	return 0;
-}
-
 pc_queue_priority_t pc_queue_priority_for_trigger(const char *trigger)
 {
 	static const char *const fg[] = {"user", "manual"};
@@ -123,15 +41,6 @@ pc_queue_priority_t pc_queue_priority_for_trigger(const char *trigger)
 
 /* ---- settings ---- */
 
-void pc_queue_settings_default(pc_queue_settings_t *out)
-{
-	*out = (pc_queue_settings_t){
-		.mode = PC_QUEUE_STEER,
-		.debounce_ms = PC_QUEUE_DEFAULT_DEBOUNCE_MS,
-		.cap = PC_QUEUE_DEFAULT_CAP,
-		.drop = PC_QUEUE_DROP_SUMMARIZE,
-	};
-}
 
 int pc_queue_settings_resolve(const pc_queue_layer_t *layers, size_t n, pc_queue_settings_t *out)
 {

@@ -16,14 +16,13 @@
 #include <stdint.h>
 
 #include "../../runtime/error.h"
+#include "../config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* §6.3 defaults. The debounce is the newest value (500 ms; April used 1000). */
-#define PC_QUEUE_DEFAULT_DEBOUNCE_MS ((uint32_t)500) /* DEFAULT_QUEUE_DEBOUNCE_MS */
-#define PC_QUEUE_DEFAULT_CAP ((uint32_t)20)          /* DEFAULT_QUEUE_CAP */
 /* One summary line per dropped message, whitespace-collapsed, elided to this. */
 #define PC_QUEUE_SUMMARY_LINE_MAX ((size_t)160)
 /* The recent message-id cache the session keeps for dedupe (TTL, size). */
@@ -35,22 +34,6 @@ extern "C" {
 	"\u26a0\ufe0f Previous run is still shutting down. Please try again in a moment."
 #define PC_QUEUE_COLLECT_TITLE "[Queued messages while agent was busy]"
 
-typedef enum pc_queue_mode {
-	PC_QUEUE_STEER = 0,     /* inject into the running turn at its next boundary */
-	PC_QUEUE_FOLLOWUP,      /* run as its own turn after the active one */
-	PC_QUEUE_COLLECT,       /* batch everything queued into one turn */
-	PC_QUEUE_INTERRUPT,     /* abort the active run, run this one */
-	PC_QUEUE_STEER_BACKLOG, /* steer and also keep a followup */
-	PC_QUEUE_MODE_COUNT
-} pc_queue_mode_t;
-
-typedef enum pc_queue_drop {
-	PC_QUEUE_DROP_OLD = 0,  /* drop the oldest queued messages */
-	PC_QUEUE_DROP_NEW,      /* refuse the new message */
-	PC_QUEUE_DROP_SUMMARIZE, /* drop the oldest, keep a summary line for each */
-	PC_QUEUE_DROP_COUNT
-} pc_queue_drop_t;
-
 /* §1.1 item 4: higher is dequeued first. */
 typedef enum pc_queue_priority {
 	PC_QUEUE_BACKGROUND = -1,
@@ -58,30 +41,9 @@ typedef enum pc_queue_priority {
 	PC_QUEUE_FOREGROUND = 1,
 } pc_queue_priority_t;
 
-/* "steer", "followup", "collect", "interrupt", "steer-backlog". Static. */
-const char *pc_queue_mode_name(pc_queue_mode_t m);
-/* normalizeQueueMode: the names and their aliases (steering, queue, queued;
- * follow-ups, followups; coalesce; interrupts, abort; steer+backlog,
- * steer_backlog), case-insensitive, surrounding spaces ignored.
- * PC_EINVAL for NULL, PC_ENOTFOUND for anything else. */
-int pc_queue_mode_parse(const char *s, pc_queue_mode_t *out);
-/* "old", "new", "summarize". Static. */
-const char *pc_queue_drop_name(pc_queue_drop_t d);
-/* Also "oldest", "newest". PC_EINVAL, PC_ENOTFOUND. */
-int pc_queue_drop_parse(const char *s, pc_queue_drop_t *out);
 /* user, manual → foreground; cron, heartbeat, memory, overflow →
  * background; anything else (and NULL) → normal. */
 pc_queue_priority_t pc_queue_priority_for_trigger(const char *trigger);
-
-typedef struct pc_queue_settings {
-	pc_queue_mode_t mode;
-	uint32_t debounce_ms;
-	uint32_t cap;
-	pc_queue_drop_t drop;
-} pc_queue_settings_t;
-
-/* steer, 500 ms, 20, summarize. */
-void pc_queue_settings_default(pc_queue_settings_t *out);
 
 /* One source of settings; unset fields are skipped. */
 typedef struct pc_queue_layer {
