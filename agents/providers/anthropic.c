@@ -266,29 +266,7 @@ static const pc__converters_t anthropic_messages = {an_user, an_assistant, an_to
 
 static int an_tools(const cJSON *tools, cJSON *body)
 {
-	if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0)
-		return 0;
-	cJSON *arr = cJSON_AddArrayToObject(body, "tools");
-	if (!arr)
-		return PC_ENOMEM;
-	const cJSON *t;
-	cJSON_ArrayForEach(t, tools)
-	{
-		int rc = pc__req_check_tool(t);
-		if (rc)
-			return rc;
-		cJSON *at = cJSON_CreateObject();
-		rc = pc__req_attach(arr, NULL, at);
-		if (!rc)
-			rc = pc__req_add_str(at, "name", pc__req_str(t, "name"));
-		if (!rc && pc__req_str(t, "description"))
-			rc = pc__req_add_str(at, "description", pc__req_str(t, "description"));
-		if (!rc)
-			rc = pc__req_attach(at, "input_schema", pc__req_schema(t));
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return pc__req_tools(tools, body, "input_schema", false);
 }
 
 static int anthropic_body(const pc_request_params_t *p, cJSON *body)

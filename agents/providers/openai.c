@@ -225,36 +225,7 @@ static const pc__converters_t openai_messages = {oa_user, oa_assistant, oa_tool_
 
 static int oa_tools(const cJSON *tools, cJSON *body)
 {
-	if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0)
-		return 0;
-	cJSON *arr = cJSON_AddArrayToObject(body, "tools");
-	if (!arr)
-		return PC_ENOMEM;
-	const cJSON *t;
-	cJSON_ArrayForEach(t, tools)
-	{
-		int rc = pc__req_check_tool(t);
-		if (rc)
-			return rc;
-		cJSON *ot = cJSON_CreateObject();
-		cJSON *fn = cJSON_CreateObject();
-		rc = pc__req_attach(arr, NULL, ot);
-		if (!rc)
-			rc = pc__req_add_str(ot, "type", "function");
-		if (!rc)
-			rc = pc__req_attach(ot, "function", fn);
-		else
-			cJSON_Delete(fn);
-		if (!rc)
-			rc = pc__req_add_str(fn, "name", pc__req_str(t, "name"));
-		if (!rc && pc__req_str(t, "description"))
-			rc = pc__req_add_str(fn, "description", pc__req_str(t, "description"));
-		if (!rc)
-			rc = pc__req_attach(fn, "parameters", pc__req_schema(t));
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return pc__req_tools(tools, body, "parameters", true);
 }
 
 static int openai_body(const pc_request_params_t *p, cJSON *body)

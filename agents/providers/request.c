@@ -355,3 +355,38 @@ void pc_request_headers_free(char **headers)
 		free(*p);
 	free(headers);
 }
+
+int pc__req_tools(const cJSON *tools, cJSON *body, const char *schema_key, bool as_function)
+{
+	if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0)
+		return 0;
+	cJSON *arr = cJSON_AddArrayToObject(body, "tools");
+	if (!arr)
+		return PC_ENOMEM;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools)
+	{
+		int rc = pc__req_check_tool(t);
+		if (rc)
+			return rc;
+		cJSON *entry = cJSON_CreateObject(), *def = entry;
+		rc = pc__req_attach(arr, NULL, entry);
+		if (!rc && as_function) {
+			def = cJSON_CreateObject();
+			rc = pc__req_add_str(entry, "type", "function");
+			if (!rc)
+				rc = pc__req_attach(entry, "function", def);
+			else
+				cJSON_Delete(def);
+		}
+		if (!rc)
+			rc = pc__req_add_str(def, "name", pc__req_str(t, "name"));
+		if (!rc && pc__req_str(t, "description"))
+			rc = pc__req_add_str(def, "description", pc__req_str(t, "description"));
+		if (!rc)
+			rc = pc__req_attach(def, schema_key, pc__req_schema(t));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

@@ -78,6 +78,10 @@ cJSON *pc__req_schema(const cJSON *tool);
 
 /* PC_EINVAL unless `t` is a tool: a name, and a string or null description. */
 int pc__req_check_tool(const cJSON *t);
+/* The body's "tools": each checked tool as {name, description?,
+ * <schema_key>: schema}, wrapped as {type: "function", function: {...}}
+ * when as_function (OpenAI's shape; Anthropic's is the bare entry). */
+int pc__req_tools(const cJSON *tools, cJSON *body, const char *schema_key, bool as_function);
 
 /* A format's conversions: each appends what one message of its role
  * becomes to `into` (nothing, or one item). */
