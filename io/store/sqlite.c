@@ -1311,7 +1311,7 @@ static int read_sessions(reader_t *r, const pc__store_op_t *op, pc__store_list_b
 	bind_i(&berr, st, 3, limit + 1);
 	int rc;
 	while ((rc = step_b(r->db, st, berr)) == 1) {
-		if ((int64_t)b->n == limit) {
+		if ((int64_t)b->rows.n == limit) {
 			*more = true;
 			done(st);
 			return 0;
@@ -1418,7 +1418,7 @@ static int read_usage(reader_t *r, const pc__store_op_t *op, pc__store_usage_bui
 	bind_s(&berr, st, 1, op, key);
 	bind_i(&berr, st, 2, (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
 	while ((rc = step_b(r->db, st, berr)) == 1) {
-		if (b->n == PC_STORE_USAGE_LIST_MAX) {
+		if (b->rows.n == PC_STORE_USAGE_LIST_MAX) {
 			*more = true;
 			done(st);
 			return 0;

@@ -89,6 +89,15 @@ typedef struct pc__store_strs {
 	size_t len, cap;
 } pc__store_strs_t;
 
+/* The entries of a read answer being built on a blocking thread: each of
+ * `size` bytes with its strings packed once into `strs` (its offsets at
+ * the entry's `off` field). */
+typedef struct pc__store_rows {
+	void *ents;
+	size_t n, cap;
+	pc__store_strs_t strs;
+} pc__store_rows_t;
+
 /*
  * A history reply payload: the header, `count` entries, then the string
  * bytes. Offsets are from the start of the bytes; PC__STR_NULL = absent.
@@ -109,9 +118,7 @@ typedef struct pc__store_hist_ent {
 
 /* Builds a history reply on a blocking thread. */
 typedef struct pc__store_hist_builder {
-	pc__store_hist_ent_t *ents;
-	size_t n, cap;
-	pc__store_strs_t strs;
+	pc__store_rows_t rows;
 	pc__store_hist_t head; /* rc, count and last_seq are set by finish */
 } pc__store_hist_builder_t;
 
@@ -147,9 +154,7 @@ typedef struct pc__store_list_ent {
 
 /* Builds a sessions reply on a blocking thread. */
 typedef struct pc__store_list_builder {
-	pc__store_list_ent_t *ents;
-	size_t n, cap;
-	pc__store_strs_t strs;
+	pc__store_rows_t rows;
 } pc__store_list_builder_t;
 
 /* Adds one session: `e`'s numbers and the strings (key, id, agent, last
@@ -171,9 +176,7 @@ typedef struct pc__store_run_ent {
 } pc__store_run_ent_t;
 
 typedef struct pc__store_runs_builder {
-	pc__store_run_ent_t *ents;
-	size_t n, cap;
-	pc__store_strs_t strs;
+	pc__store_rows_t rows;
 } pc__store_runs_builder_t;
 
 int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e, const char *str[4],
@@ -205,9 +208,7 @@ typedef struct pc__store_usage_ent {
 } pc__store_usage_ent_t;
 
 typedef struct pc__store_usage_builder {
-	pc__store_usage_ent_t *ents;
-	size_t n, cap;
-	pc__store_strs_t strs;
+	pc__store_rows_t rows;
 	pc__store_usage_head_t head; /* records, sum and latest_ms set by the backend */
 } pc__store_usage_builder_t;
 

@@ -78,81 +78,89 @@ static pc_msg_t *payload_msg(uint32_t type, const void *head, size_t hsize, cons
 	return m;
 }
 
+/* Appends entry `e` (`size` bytes, its string offsets `off_at` bytes in)
+ * with its four strings. PC_ENOMEM. */
+static int rows_add(pc__store_rows_t *r, const void *e, size_t size, size_t off_at, const char *const str[4],
+		    const size_t len[4])
+{
+	char *v = ents_room(r->ents, r->n, &r->cap, size);
+	if (!v)
+		return PC_ENOMEM;
+	r->ents = v;
+	char *d = v + r->n * size;
+	memcpy(d, e, size);
+	uint32_t off[4];
+	int rc = strs_put(&r->strs, str, len, 4, off);
+	if (rc != 0)
+		return rc;
+	memcpy(d + off_at, off, sizeof(off));
+	r->n++;
+	return 0;
+}
+
+static void rows_clear(pc__store_rows_t *r)
+{
+	free(r->ents);
+	free(r->strs.bytes);
+	*r = (pc__store_rows_t){0};
+}
+
+/* The reply of `type`: `head`, then the entries and their strings. The
+ * rows are freed either way. NULL on ENOMEM. */
+static pc_msg_t *rows_finish(pc__store_rows_t *r, uint32_t type, const void *head, size_t hsize, size_t size)
+{
+	pc_msg_t *m = payload_msg(type, head, hsize, r->ents, r->n * size, &r->strs);
+	rows_clear(r);
+	return m;
+}
+
 int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], const size_t len[3], int64_t created_ms,
 			   int64_t updated_ms)
 {
 	b->head.created_ms = created_ms;
 	b->head.updated_ms = updated_ms;
-	return strs_put(&b->strs, str, len, 3, b->head.sess_off);
+	return strs_put(&b->rows.strs, str, len, 3, b->head.sess_off);
 }
 
 int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
 		       const size_t len[4])
 {
-	pc__store_hist_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
-	if (!v)
-		return PC_ENOMEM;
-	b->ents = v;
-	pc__store_hist_ent_t *e = &v[b->n];
-	int rc = strs_put(&b->strs, str, len, 4, e->off);
-	if (rc != 0)
-		return rc;
-	e->seq = seq;
-	e->created_ms = created_ms;
-	b->n++;
-	return 0;
+	pc__store_hist_ent_t e = {.seq = seq, .created_ms = created_ms};
+	return rows_add(&b->rows, &e, sizeof(e), offsetof(pc__store_hist_ent_t, off), str, len);
 }
 
 pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq)
 {
 	pc__store_hist_t h = b->head;
 	h.rc = 0;
-	h.count = (uint32_t)b->n;
+	h.count = (uint32_t)b->rows.n;
 	h.last_seq = last_seq;
-	pc_msg_t *m = payload_msg(PC_STORE_MSG_HISTORY, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
+	pc_msg_t *m = rows_finish(&b->rows, PC_STORE_MSG_HISTORY, &h, sizeof(h), sizeof(pc__store_hist_ent_t));
 	pc__store_hist_clear(b);
 	return m;
 }
 
 void pc__store_hist_clear(pc__store_hist_builder_t *b)
 {
-	free(b->ents);
-	free(b->strs.bytes);
+	rows_clear(&b->rows);
 	*b = (pc__store_hist_builder_t){0};
 }
 
 int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
 		       const size_t len[4])
 {
-	pc__store_list_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
-	if (!v)
-		return PC_ENOMEM;
-	b->ents = v;
-	pc__store_list_ent_t *d = &v[b->n];
-	int rc = strs_put(&b->strs, str, len, 4, d->off);
-	if (rc != 0)
-		return rc;
-	d->created_ms = e->created_ms;
-	d->updated_ms = e->updated_ms;
-	d->last_seq = e->last_seq;
-	d->runs = e->runs;
-	b->n++;
-	return 0;
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_list_ent_t, off), str, len);
 }
 
 pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more)
 {
-	pc__store_list_t h = {.count = (uint32_t)b->n, .more = more};
-	pc_msg_t *m = payload_msg(PC_STORE_MSG_SESSIONS, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
-	pc__store_list_clear(b);
-	return m;
+	pc__store_list_t h = {.count = (uint32_t)b->rows.n, .more = more};
+	return rows_finish(&b->rows, PC_STORE_MSG_SESSIONS, &h, sizeof(h), sizeof(pc__store_list_ent_t));
 }
 
 void pc__store_list_clear(pc__store_list_builder_t *b)
 {
-	free(b->ents);
-	free(b->strs.bytes);
-	*b = (pc__store_list_builder_t){0};
+	rows_clear(&b->rows);
 }
 
 pc_msg_t *pc__store_list_error(uint32_t type, int rc)
@@ -358,33 +366,18 @@ void pc_store_sessions_free(pc_store_sessions_t *s)
 int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e, const char *str[4],
 		       const size_t len[4])
 {
-	pc__store_run_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
-	if (!v)
-		return PC_ENOMEM;
-	b->ents = v;
-	pc__store_run_ent_t *d = &v[b->n];
-	int rc = strs_put(&b->strs, str, len, 4, d->off);
-	if (rc != 0)
-		return rc;
-	d->accepted_ms = e->accepted_ms;
-	d->started = e->started;
-	b->n++;
-	return 0;
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_run_ent_t, off), str, len);
 }
 
 pc_msg_t *pc__store_runs_finish(pc__store_runs_builder_t *b)
 {
-	pc__store_list_t h = {.count = (uint32_t)b->n};
-	pc_msg_t *m = payload_msg(PC_STORE_MSG_RUNS, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
-	pc__store_runs_clear(b);
-	return m;
+	pc__store_list_t h = {.count = (uint32_t)b->rows.n};
+	return rows_finish(&b->rows, PC_STORE_MSG_RUNS, &h, sizeof(h), sizeof(pc__store_run_ent_t));
 }
 
 void pc__store_runs_clear(pc__store_runs_builder_t *b)
 {
-	free(b->ents);
-	free(b->strs.bytes);
-	*b = (pc__store_runs_builder_t){0};
+	rows_clear(&b->rows);
 }
 
 int pc_store_open_runs_take(const pc_msg_t *m, pc_store_open_runs_t **out)
@@ -416,37 +409,25 @@ void pc_store_open_runs_free(pc_store_open_runs_t *r)
 /* ---- usage records ---- */
 
 int pc__store_usage_add(pc__store_usage_builder_t *b, const pc__store_usage_ent_t *e, const char *str[4],
-			const size_t len[4])
+		       const size_t len[4])
 {
-	pc__store_usage_ent_t *v = ents_room(b->ents, b->n, &b->cap, sizeof(*v));
-	if (!v)
-		return PC_ENOMEM;
-	b->ents = v;
-	pc__store_usage_ent_t *d = &v[b->n];
-	int rc = strs_put(&b->strs, str, len, 4, d->off);
-	if (rc != 0)
-		return rc;
-	memcpy(d->n, e->n, sizeof(d->n));
-	d->created_ms = e->created_ms;
-	b->n++;
-	return 0;
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_usage_ent_t, off), str, len);
 }
 
 pc_msg_t *pc__store_usage_finish(pc__store_usage_builder_t *b, bool more)
 {
 	pc__store_usage_head_t h = b->head;
 	h.rc = 0;
-	h.count = (uint32_t)b->n;
+	h.count = (uint32_t)b->rows.n;
 	h.more = more;
-	pc_msg_t *m = payload_msg(PC_STORE_MSG_USAGE, &h, sizeof(h), b->ents, b->n * sizeof(*b->ents), &b->strs);
+	pc_msg_t *m = rows_finish(&b->rows, PC_STORE_MSG_USAGE, &h, sizeof(h), sizeof(pc__store_usage_ent_t));
 	pc__store_usage_clear(b);
 	return m;
 }
 
 void pc__store_usage_clear(pc__store_usage_builder_t *b)
 {
-	free(b->ents);
-	free(b->strs.bytes);
+	rows_clear(&b->rows);
 	*b = (pc__store_usage_builder_t){0};
 }
 
