@@ -4,7 +4,7 @@
 
 #include <pthread.h>
 
-#include "../mailbox/mailbox_internal.h"
+#include "../mailbox/mailbox.h"
 #include "../runtime/runtime_internal.h"
 #include "actor.h"
 

@@ -21,8 +21,8 @@
 
 #include <curl/curl.h>
 
-#include "../mailbox/mailbox_internal.h"
-#include "../mailbox/msg_internal.h"
+#include "../mailbox/mailbox.h"
+#include "../mailbox/msg_pool.h"
 #include "../runtime/trim.h"
 #include "loop_internal.h"
 

@@ -1,4 +1,4 @@
-#include "mailbox_internal.h"
+#include "mailbox.h"
 
 #include "atomics.h"
 

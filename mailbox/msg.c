@@ -9,7 +9,7 @@
  * bounded (DEPOT_MAX_MAGS magazines per class); beyond it blocks go back to
  * malloc.
  */
-#include "msg_internal.h"
+#include "msg_pool.h"
 
 #include "atomics.h"
 

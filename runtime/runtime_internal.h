@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "../actors/actor.h"
-#include "../mailbox/msg_internal.h"
+#include "../mailbox/msg_pool.h"
 #include "error.h"
 #include "runtime.h"
 #include "sync.h"

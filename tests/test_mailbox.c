@@ -25,8 +25,8 @@
 #include <time.h>
 
 #include "test_util.h"
-#include "mailbox/mailbox_internal.h"
-#include "mailbox/msg_internal.h"
+#include "mailbox/mailbox.h"
+#include "mailbox/msg_pool.h"
 
 /* Criterion does not fail a test for leaks LSan reports at exit, so the
  * tests that promise "no leak" ask LSan themselves. */

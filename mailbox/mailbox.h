@@ -12,9 +12,12 @@
  * The queue always holds one stub message at `tail`: the last message
  * popped (or the initial stub). Its memory is released by the next pop, so a
  * popped message stays valid until the consumer pops again.
+ *
+ * The mailbox part's header for the parts that embed a queue (the actor,
+ * the I/O loop's command queue); not installed.
  */
-#ifndef PC_MAILBOX_MAILBOX_INTERNAL_H
-#define PC_MAILBOX_MAILBOX_INTERNAL_H
+#ifndef PC_MAILBOX_MAILBOX_H
+#define PC_MAILBOX_MAILBOX_H
 
 #include <stdbool.h>
 #include <stdint.h>

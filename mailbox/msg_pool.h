@@ -1,6 +1,10 @@
-/* Message pools: per-thread caches and the shared depot behind them. */
-#ifndef PC_MAILBOX_MSG_INTERNAL_H
-#define PC_MAILBOX_MSG_INTERNAL_H
+/*
+ * Message pools: per-thread caches and the shared depot behind them. The
+ * mailbox part's header for the threads that make messages (workers, the
+ * I/O loops); not installed.
+ */
+#ifndef PC_MAILBOX_MSG_POOL_H
+#define PC_MAILBOX_MSG_POOL_H
 
 #include "magazine_internal.h"
 #include "msg.h"
