@@ -1,5 +1,7 @@
 /*
- * pincer.json: defaults, the file, environment overrides, validation.
+ * pincer.json parsed: defaults, environment overrides, validation. The
+ * file is found and read in config_load.c, providers' classes and model
+ * references are config_models.c's, and config_json.c prints it back.
  *
  * One pass over the parsed cJSON tree fills the struct and collects every
  * problem it sees, so a user fixes a file in one round instead of one error
@@ -14,6 +16,7 @@
  * caller may overwrite fields (CLI flags) without leaking or double-freeing.
  */
 #include "config.h"
+#include "config_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,7 +39,6 @@
 /* Seconds fields: about 136 years, so seconds x 1000 never overflows. */
 #define MAX_SECONDS ((int64_t)UINT32_MAX)
 #define MAX_CONCURRENT_LIMIT 1000000
-#define MAX_FILE_BYTES ((size_t)16 << 20)
 #define PATH_LEN 384
 
 /* Header-comment defaults ("0: X") filled in so readers see real values. */
@@ -339,192 +341,6 @@ static bool get_str_array(pctx_t *x, const cJSON *obj, const char *key, const ch
 	return ok;
 }
 
-/* ---- provider classes (§9.1 "Model idle") ---- */
-
-/* The host of an http(s) URL, lowercased, without brackets, port or
- * user info. False when the URL has no host. */
-static bool url_host(const char *url, char *host, size_t cap)
-{
-	const char *s = strstr(url, "://");
-	if (!s)
-		return false;
-	s += 3;
-	size_t auth = strcspn(s, "/?#");
-	const char *at_sign = NULL;
-	for (size_t i = 0; i < auth; i++)
-		if (s[i] == '@')
-			at_sign = s + i;
-	if (at_sign) {
-		auth -= (size_t)(at_sign + 1 - s);
-		s = at_sign + 1;
-	}
-	size_t n;
-	if (auth && s[0] == '[') {
-		const char *close = memchr(s, ']', auth);
-		if (!close)
-			return false;
-		s++;
-		n = (size_t)(close - s);
-	} else {
-		const char *colon = memchr(s, ':', auth);
-		n = colon ? (size_t)(colon - s) : auth;
-	}
-	if (n == 0 || n >= cap)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		host[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
-	host[n] = 0;
-	if (n > 1 && host[n - 1] == '.') /* "localhost." is localhost */
-		host[n - 1] = 0;
-	return true;
-}
-
-static bool ipv4_local(const unsigned char *b)
-{
-	return b[0] == 127 || b[0] == 10 || (b[0] == 172 && (b[1] & 0xF0) == 16) ||
-	       (b[0] == 192 && b[1] == 168) || (b[0] == 100 && (b[1] & 0xC0) == 64) ||
-	       (b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0);
-}
-
-/* Literal addresses only (inet_pton): a name is never resolved, so loading
- * a config does no DNS and cannot hang. */
-static bool host_is_local(const char *host)
-{
-	static const unsigned char zero[16], loop6[16] = {[15] = 1};
-	static const unsigned char mapped[12] = {[10] = 0xFF, [11] = 0xFF};
-	unsigned char b[16];
-	size_t n = strlen(host);
-	if (strcmp(host, "localhost") == 0 || (n > 6 && strcmp(host + n - 6, ".local") == 0))
-		return true;
-	if (inet_pton(AF_INET, host, b) == 1)
-		return ipv4_local(b);
-	if (inet_pton(AF_INET6, host, b) == 1) {
-		if (memcmp(b, loop6, 16) == 0 || memcmp(b, zero, 16) == 0)
-			return true;
-		if ((b[0] & 0xFE) == 0xFC || (b[0] == 0xFE && (b[1] & 0xC0) == 0x80))
-			return true;
-		if (memcmp(b, mapped, 12) == 0)
-			return ipv4_local(b + 12);
-	}
-	return false;
-}
-
-static bool id_is_self_hosted(const char *id)
-{
-	static const char *const ids[] = {"ollama", "lmstudio", "vllm", "sglang", "llama-cpp"};
-	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-		size_t n = strlen(ids[i]);
-		if (strncasecmp(id, ids[i], n) == 0 && (id[n] == 0 || id[n] == '-'))
-			return true;
-	}
-	return false;
-}
-
-static bool host_is_self_hosted(const char *host)
-{
-	return strcmp(host, "host.docker.internal") == 0 || strcmp(host, "docker.orb.internal") == 0 ||
-	       strcmp(host, "host.orb.internal") == 0;
-}
-
-/* §9.1's resolution order: a genuinely local address first (no gap
- * watchdog), then the self-hosted servers, else cloud. The embedded mock
- * listens on loopback, so it is local. */
-static pc_provider_class_t classify(const pc_provider_config_t *p)
-{
-	char host[256];
-	bool have_host = p->base_url && url_host(p->base_url, host, sizeof(host));
-	if (p->embedded || (have_host && host_is_local(host)))
-		return PC_PROVIDER_LOCAL;
-	if (id_is_self_hosted(p->id) || (have_host && host_is_self_hosted(host)))
-		return PC_PROVIDER_SELF_HOSTED;
-	return PC_PROVIDER_CLOUD;
-}
-
-static const char *const class_names[] = {
-	[PC_PROVIDER_CLOUD] = "cloud",
-	[PC_PROVIDER_SELF_HOSTED] = "self-hosted",
-	[PC_PROVIDER_LOCAL] = "local",
-};
-
-static uint64_t class_idle_ms(pc_provider_class_t cls)
-{
-	switch (cls) {
-	case PC_PROVIDER_CLOUD:
-		return PC_CONFIG_IDLE_CLOUD_MS;
-	case PC_PROVIDER_SELF_HOSTED:
-		return PC_CONFIG_IDLE_SELF_HOSTED_MS;
-	default:
-		return 0;
-	}
-}
-
-/* ---- model references ---- */
-
-/* Splits at the first '/': the model part may hold more ("openrouter/
- * anthropic/claude"), the provider part may not. */
-static bool split_ref(char *s, pc_model_ref_t *out)
-{
-	char *slash = strchr(s, '/');
-	if (!slash || slash == s || !slash[1])
-		return false;
-	*slash = 0;
-	out->provider = s;
-	out->model = slash + 1;
-	return true;
-}
-
-int pc_config_model_ref_parse(const char *text, pc_model_ref_t *out, char **buf)
-{
-	if (!text || !out || !buf)
-		return PC_EINVAL;
-	char *copy = strdup(text);
-	if (!copy)
-		return PC_ENOMEM;
-	pc_model_ref_t ref;
-	if (!split_ref(copy, &ref)) {
-		free(copy);
-		return PC_EINVAL;
-	}
-	*out = ref;
-	*buf = copy;
-	return 0;
-}
-
-const pc_provider_config_t *pc_config_provider(const pc_config_t *c, const char *id)
-{
-	if (!c || !id)
-		return NULL;
-	for (size_t i = 0; i < c->provider_count; i++)
-		if (c->providers[i].id && strcmp(c->providers[i].id, id) == 0)
-			return &c->providers[i];
-	return NULL;
-}
-
-const pc_model_config_t *pc_config_model(const pc_provider_config_t *p, const char *model)
-{
-	if (!p || !model)
-		return NULL;
-	for (size_t i = 0; i < p->model_count; i++)
-		if (strcmp(p->models[i].id, model) == 0)
-			return &p->models[i];
-	return NULL;
-}
-
-/* A provider-level contextTokens is both its models' default and a cap on
- * them; a model's own value wins when the provider gives none. */
-uint64_t pc_config_context_tokens(const pc_config_t *c, const pc_model_ref_t *ref)
-{
-	const pc_provider_config_t *p = ref ? pc_config_provider(c, ref->provider) : NULL;
-	const pc_model_config_t *m = p ? pc_config_model(p, ref->model) : NULL;
-	uint64_t prov = p ? p->context_tokens : 0;
-	uint64_t mod = m ? m->context_tokens : 0;
-	if (mod && prov)
-		return mod < prov ? mod : prov;
-	if (mod)
-		return mod;
-	return prov ? prov : PC_CONFIG_DEFAULT_CONTEXT_TOKENS;
-}
-
 /* Reads "provider/model" into arena strings and checks the provider
  * exists (providers are parsed before anything refers to them). */
 static bool resolve_ref(pctx_t *x, const char *text, const char *path, pc_model_ref_t *out)
@@ -533,7 +349,7 @@ static bool resolve_ref(pctx_t *x, const char *text, const char *path, pc_model_
 	pc_model_ref_t ref;
 	if (!copy)
 		return false;
-	if (!split_ref(copy, &ref)) {
+	if (!pc__config_split_ref(copy, &ref)) {
 		err(x, path, "must be \"provider/model\"");
 		return false;
 	}
@@ -700,7 +516,7 @@ static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_prov
 		sub(q, path, "baseUrl");
 		if (strncasecmp(s, "http://", 7) != 0 && strncasecmp(s, "https://", 8) != 0)
 			err(x, q, "must start with http:// or https://");
-		else if (!url_host(s, host, sizeof(host)))
+		else if (!pc__config_url_host(s, host, sizeof(host)))
 			err(x, q, "has no host");
 		else if (p->embedded)
 			err(x, q, "not allowed on an embedded provider (its address is set at start)");
@@ -732,17 +548,17 @@ static void parse_provider(pctx_t *x, const cJSON *pj, const char *path, pc_prov
 	get_seconds_ms(x, pj, "timeoutSeconds", path, 0, &p->request_timeout_ms);
 	get_context_tokens(x, pj, path, &p->context_tokens);
 
-	p->cls = classify(p);
+	p->cls = pc__config_classify(p);
 	if (get_str(x, pj, "class", path, false, &s)) {
 		size_t i = 0;
-		while (i < sizeof(class_names) / sizeof(class_names[0]) && strcmp(s, class_names[i]) != 0)
+		while (i < PC__CONFIG_CLASSES && strcmp(s, pc__config_class_name((pc_provider_class_t)i)) != 0)
 			i++;
-		if (i < sizeof(class_names) / sizeof(class_names[0]))
+		if (i < PC__CONFIG_CLASSES)
 			p->cls = (pc_provider_class_t)i;
 		else
 			err(x, sub(q, path, "class"), "must be one of cloud, self-hosted, local");
 	}
-	p->idle_timeout_ms = has_idle ? idle_ms : class_idle_ms(p->cls);
+	p->idle_timeout_ms = has_idle ? idle_ms : pc__config_class_idle_ms(p->cls);
 
 	if (get_str(x, pj, "http2", path, false, &s)) {
 		if (strcmp(s, "prior-knowledge") == 0)
@@ -768,7 +584,7 @@ static void add_mock(pctx_t *x)
 	p->api = PC_API_OPENAI_COMPLETIONS;
 	p->embedded = true;
 	p->cls = PC_PROVIDER_LOCAL;
-	p->idle_timeout_ms = class_idle_ms(PC_PROVIDER_LOCAL);
+	p->idle_timeout_ms = pc__config_class_idle_ms(PC_PROVIDER_LOCAL);
 	p->profiles = prof;
 	p->profile_count = 1;
 	x->cfg->pub.providers = p;
@@ -1583,55 +1399,8 @@ int pc_config_default(pc_config_t **out)
 	return pc_config_parse("", 0, NULL, out, NULL);
 }
 
-/* ---- loading a file ---- */
-
-/* The whole file; PC_ENOTFOUND when it does not exist, PC_ESYS (errno set)
- * when it cannot be read, PC_ELIMIT past MAX_FILE_BYTES. */
-static int read_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	if (!f)
-		return errno == ENOENT || errno == ENOTDIR ? PC_ENOTFOUND : PC_ESYS;
-	for (;;) {
-		if (n == cap) {
-			if (cap > MAX_FILE_BYTES) {
-				rc = PC_ELIMIT;
-				break;
-			}
-			cap = cap ? cap * 2 : 4096;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				rc = PC_ENOMEM;
-				break;
-			}
-			buf = nb;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0) {
-			rc = ferror(f) ? PC_ESYS : 0;
-			break;
-		}
-	}
-	int saved = errno;
-	if (fclose(f) && !rc)
-		rc = PC_ESYS;
-	else
-		errno = saved;
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 /* One error on its own, for failures before parsing. */
-static int single_error(pc_config_errors_t *errs, int rc, const char *path, const char *msg)
+int pc__config_single_error(pc_config_errors_t *errs, int rc, const char *path, const char *msg)
 {
 	pctx_t x = {0};
 	err(&x, path, "%s", msg);
@@ -1640,343 +1409,4 @@ static int single_error(pc_config_errors_t *errs, int rc, const char *path, cons
 	else
 		pc_config_errors_free(&x.errs);
 	return x.oom ? PC_ENOMEM : rc;
-}
-
-/* Parses `path`; `required`: a missing file is an error, else ENOTFOUND is
- * returned quietly so the search goes on. */
-static int load_file(const char *path, bool required, pc_config_t **out, pc_config_errors_t *errs)
-{
-	char *text = NULL;
-	size_t len = 0;
-	char msg[256];
-	int rc = read_file(path, &text, &len);
-	if (rc == PC_ENOTFOUND && !required)
-		return rc;
-	if (rc == PC_ENOTFOUND)
-		return single_error(errs, rc, path, "no such file");
-	if (rc == PC_ELIMIT) {
-		snprintf(msg, sizeof(msg), "larger than %zu bytes", MAX_FILE_BYTES);
-		return single_error(errs, rc, path, msg);
-	}
-	if (rc == PC_ESYS) {
-		snprintf(msg, sizeof(msg), "cannot read: %s", strerror(errno));
-		return single_error(errs, rc, path, msg);
-	}
-	if (rc)
-		return rc;
-	rc = pc_config_parse(text, len, path, out, errs);
-	free(text);
-	return rc;
-}
-
-int pc_config_load(const char *path, pc_config_t **out, pc_config_errors_t *errs)
-{
-	const char *env = getenv("PINCER_CONFIG");
-	const char *home = getenv("PINCER_HOME");
-	char buf[4096];
-	int rc;
-	if (errs)
-		*errs = (pc_config_errors_t){0};
-	if (!out)
-		return PC_EINVAL;
-	*out = NULL;
-	/* Named by the caller or by $PINCER_CONFIG: it must exist. */
-	if (path)
-		return load_file(path, true, out, errs);
-	if (env && *env)
-		return load_file(env, true, out, errs);
-	rc = load_file("pincer.json", false, out, errs);
-	if (rc != PC_ENOTFOUND)
-		return rc;
-	if (!home || !*home)
-		home = "./.pincer";
-	int n = snprintf(buf, sizeof(buf), "%s/pincer.json", home);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return single_error(errs, PC_EINVAL, "env.PINCER_HOME", "path too long");
-	rc = load_file(buf, false, out, errs);
-	if (rc != PC_ENOTFOUND)
-		return rc;
-	return pc_config_parse("", 0, NULL, out, errs);
-}
-
-/* ---- back to JSON ---- */
-
-/* Each add records a failure in *ok; cJSON ignores adds to a NULL parent,
- * so building can go on and be checked once at the end. */
-static cJSON *j_obj(bool *ok, cJSON *parent, const char *key)
-{
-	cJSON *o = cJSON_AddObjectToObject(parent, key);
-	*ok = *ok && o;
-	return o;
-}
-
-static void j_num(bool *ok, cJSON *o, const char *key, double v)
-{
-	*ok = *ok && cJSON_AddNumberToObject(o, key, v);
-}
-
-static void j_str(bool *ok, cJSON *o, const char *key, const char *v)
-{
-	*ok = *ok && cJSON_AddStringToObject(o, key, v);
-}
-
-static void j_names(bool *ok, cJSON *o, const char *key, const char *const *names, size_t n)
-{
-	cJSON *arr = *ok ? cJSON_AddArrayToObject(o, key) : NULL;
-	*ok = *ok && arr;
-	for (size_t i = 0; *ok && i < n; i++) {
-		cJSON *s = cJSON_CreateString(names[i]);
-		*ok = s && cJSON_AddItemToArray(arr, s);
-		if (!*ok)
-			cJSON_Delete(s);
-	}
-}
-
-static void j_bool(bool *ok, cJSON *o, const char *key, bool v)
-{
-	*ok = *ok && cJSON_AddBoolToObject(o, key, v);
-}
-
-static void j_ref(bool *ok, cJSON *o, const char *key, const pc_model_ref_t *r, cJSON *arr)
-{
-	size_t n = strlen(r->provider) + strlen(r->model) + 2;
-	char *s = malloc(n);
-	if (!s) {
-		*ok = false;
-		return;
-	}
-	snprintf(s, n, "%s/%s", r->provider, r->model);
-	if (arr) {
-		cJSON *item = cJSON_CreateString(s);
-		*ok = *ok && item && cJSON_AddItemToArray(arr, item);
-		if (!*ok)
-			cJSON_Delete(item);
-	} else {
-		j_str(ok, o, key, s);
-	}
-	free(s);
-}
-
-static void j_provider(bool *ok, cJSON *ps, const pc_config_t *c, const pc_provider_config_t *p)
-{
-	cJSON *o = j_obj(ok, ps, p->id);
-	j_str(ok, o, "api", pc_provider_api_name(p->api));
-	if (p->base_url)
-		j_str(ok, o, "baseUrl", p->base_url);
-	j_bool(ok, o, "embedded", p->embedded);
-	j_str(ok, o, "class", (unsigned)p->cls < 3 ? class_names[p->cls] : "cloud");
-	j_num(ok, o, "idleTimeoutSeconds", (double)(p->idle_timeout_ms / 1000));
-	j_num(ok, o, "timeoutSeconds", (double)(p->request_timeout_ms / 1000));
-	if (p->context_tokens)
-		j_num(ok, o, "contextTokens", (double)p->context_tokens);
-	if (p->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE)
-		j_str(ok, o, "http2", "prior-knowledge");
-	cJSON *profs = cJSON_AddArrayToObject(o, "profiles");
-	*ok = *ok && profs;
-	for (size_t i = 0; i < p->profile_count; i++) {
-		cJSON *pr = cJSON_CreateObject();
-		*ok = *ok && pr && cJSON_AddItemToArray(profs, pr);
-		if (!*ok) {
-			cJSON_Delete(pr);
-			return;
-		}
-		j_str(ok, pr, "id", p->profiles[i].id);
-		/* Never print a secret: only say that one is set. */
-		if (p->profiles[i].api_key && *p->profiles[i].api_key)
-			j_str(ok, pr, "apiKey", "***");
-	}
-	cJSON *models = cJSON_AddArrayToObject(o, "models");
-	*ok = *ok && models;
-	for (size_t i = 0; i < p->model_count; i++) {
-		const pc_model_config_t *m = &p->models[i];
-		pc_model_ref_t ref = {p->id, m->id};
-		cJSON *mo = cJSON_CreateObject();
-		*ok = *ok && mo && cJSON_AddItemToArray(models, mo);
-		if (!*ok) {
-			cJSON_Delete(mo);
-			return;
-		}
-		j_str(ok, mo, "id", m->id);
-		j_num(ok, mo, "contextTokens", (double)pc_config_context_tokens(c, &ref));
-		j_num(ok, mo, "maxTokens", (double)m->max_tokens);
-		j_bool(ok, mo, "reasoning", m->reasoning);
-	}
-}
-
-static void j_exec(bool *ok, cJSON *tools, const pc_exec_config_t *e)
-{
-	static const char *const modes[] = {"full", "allowlist", "off"};
-	cJSON *o = j_obj(ok, tools, "exec");
-	j_str(ok, o, "mode", modes[e->mode]);
-	if (e->allow_count)
-		j_names(ok, o, "allow", e->allow, e->allow_count);
-	if (e->env_count)
-		j_names(ok, o, "env", e->env, e->env_count);
-	if (e->timeout_ms)
-		j_num(ok, o, "timeoutSeconds", (double)(e->timeout_ms / 1000));
-	j_str(ok, o, "cgroup", e->cgroup_off ? "off" : "auto");
-}
-
-/* Numbers left at 0 (the spec's defaults) and an "enabled" never given are
- * not printed, so that the output read back means the same. */
-static void j_loop_detection(bool *ok, cJSON *d, const pc_loop_detection_config_t *l)
-{
-	cJSON *o = j_obj(ok, d, "loopDetection");
-	if (l->enabled_set)
-		j_bool(ok, o, "enabled", l->enabled);
-	const struct {
-		const char *key;
-		uint32_t v;
-	} nums[] = {{"historySize", l->history_size},
-		    {"warningThreshold", l->warning_threshold},
-		    {"criticalThreshold", l->critical_threshold},
-		    {"globalCircuitBreakerThreshold", l->global_threshold}};
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
-		if (nums[i].v)
-			j_num(ok, o, nums[i].key, nums[i].v);
-	cJSON *det = j_obj(ok, o, "detectors");
-	j_bool(ok, det, "genericRepeat", l->generic_repeat);
-	j_bool(ok, det, "knownPollNoProgress", l->known_poll_no_progress);
-	j_bool(ok, det, "pingPong", l->ping_pong);
-	if (l->post_compaction_window)
-		j_num(ok, j_obj(ok, o, "postCompactionGuard"), "windowSize", l->post_compaction_window);
-}
-
-static void j_agent(bool *ok, cJSON *root, const pc_agent_defaults_t *a)
-{
-	cJSON *d = j_obj(ok, j_obj(ok, root, "agents"), "defaults");
-	if (a->model.provider && a->model.model)
-		j_ref(ok, d, "model", &a->model, NULL);
-	cJSON *fb = cJSON_AddArrayToObject(d, "fallbacks");
-	*ok = *ok && fb;
-	for (size_t i = 0; i < a->fallback_count && i < PC_CONFIG_MAX_FALLBACKS; i++)
-		j_ref(ok, NULL, NULL, &a->fallbacks[i], fb);
-	j_num(ok, d, "timeoutSeconds", (double)(a->run_timeout_ms / 1000));
-	j_num(ok, d, "maxConcurrent", a->max_concurrent);
-	j_str(ok, d, "thinking", pc_think_level_name(a->think));
-	if (a->system_prompt)
-		j_str(ok, d, "systemPrompt", a->system_prompt);
-	if (a->workspace)
-		j_str(ok, d, "workspace", a->workspace);
-	j_num(ok, d, "bootstrapMaxChars", (double)a->bootstrap_max_chars);
-	j_num(ok, d, "bootstrapTotalMaxChars", (double)a->bootstrap_total_chars);
-	j_str(ok, d, "toolMode", a->tool_mode == PC_TOOLS_PARALLEL ? "parallel" : "sequential");
-	cJSON *tools = j_obj(ok, d, "tools");
-	if (a->tools_allow)
-		j_names(ok, tools, "allow", a->tools_allow, a->tools_allow_count);
-	j_exec(ok, tools, &a->exec);
-	cJSON *cp = j_obj(ok, d, "compaction");
-	j_bool(ok, cp, "enabled", a->compaction.enabled);
-	j_num(ok, cp, "reserveTokens", (double)a->compaction.reserve_tokens);
-	j_num(ok, cp, "keepRecentTokens", (double)a->compaction.keep_recent_tokens);
-	j_num(ok, cp, "timeoutSeconds", (double)(a->compaction.timeout_ms / 1000));
-	if (a->compaction.model.provider && a->compaction.model.model)
-		j_ref(ok, cp, "model", &a->compaction.model, NULL);
-	j_num(ok, cp, "maxActiveTranscriptBytes", (double)a->compaction.max_transcript_bytes);
-	cJSON *rr = j_obj(ok, d, "runRetries");
-	j_num(ok, rr, "base", (double)(a->retries.has_base ? a->retries.base : PC_RUN_BUDGET_BASE));
-	j_num(ok, rr, "perProfile",
-	      (double)(a->retries.has_per_profile ? a->retries.per_profile : PC_RUN_BUDGET_PER_PROFILE));
-	j_num(ok, rr, "min", (double)(a->retries.has_min ? a->retries.min : PC_RUN_BUDGET_MIN));
-	j_num(ok, rr, "max", (double)(a->retries.has_max ? a->retries.max : PC_RUN_BUDGET_MAX));
-	j_num(ok, d, "idleBreaker", a->idle_breaker_cap);
-	j_loop_detection(ok, d, &a->loop_detection);
-	j_num(ok, d, "sessionIdleSeconds", (double)(a->session_idle_ms / 1000));
-}
-
-int pc_config_to_json(const pc_config_t *c, char **out)
-{
-	if (!c || !out)
-		return PC_EINVAL;
-	const pc_agent_defaults_t *a = &c->agent;
-	bool ok = true;
-	cJSON *root = cJSON_CreateObject();
-	char *text = NULL;
-	int rc = 0;
-	ok = root != NULL;
-	cJSON *ps = j_obj(&ok, root, "providers");
-	for (size_t i = 0; ok && i < c->provider_count; i++)
-		j_provider(&ok, ps, c, &c->providers[i]);
-	j_agent(&ok, root, a);
-	cJSON *cd = j_obj(&ok, j_obj(&ok, root, "auth"), "cooldowns");
-	j_num(&ok, cd, "rateLimitedProfileRotations", a->rate_limit_rotations);
-	j_num(&ok, cd, "overloadedProfileRotations", a->overload_rotations);
-	j_num(&ok, cd, "overloadedBackoffMs", (double)a->overloaded_backoff_ms);
-	cJSON *q = j_obj(&ok, j_obj(&ok, root, "messages"), "queue");
-	j_str(&ok, q, "mode", pc_queue_mode_name(a->queue.mode));
-	j_num(&ok, q, "debounceMs", a->queue.debounce_ms);
-	j_num(&ok, q, "cap", a->queue.cap);
-	j_str(&ok, q, "drop", pc_queue_drop_name(a->queue.drop));
-	cJSON *dg = j_obj(&ok, root, "diagnostics");
-	j_bool(&ok, dg, "enabled", c->diagnostics.enabled);
-	j_num(&ok, dg, "stuckSessionWarnMs", (double)c->diagnostics.warn_ms);
-	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
-	if (c->store_path || c->store_window_ms || c->store_group_max || c->store_lazy_ms || c->store_idem_hours) {
-		cJSON *st = j_obj(&ok, root, "store");
-		if (c->store_path)
-			j_str(&ok, st, "path", c->store_path);
-		if (c->store_window_ms)
-			j_num(&ok, st, "windowMs", c->store_window_ms);
-		if (c->store_group_max)
-			j_num(&ok, st, "groupMax", c->store_group_max);
-		if (c->store_lazy_ms)
-			j_num(&ok, st, "lazyMs", c->store_lazy_ms);
-		if (c->store_idem_hours)
-			j_num(&ok, st, "idempotencyHours", c->store_idem_hours);
-	}
-	cJSON *gw = j_obj(&ok, root, "gateway");
-	static const char *const auth_modes[] = {"none", "token", "password"};
-	j_str(&ok, gw, "bind", c->gateway.bind);
-	j_num(&ok, gw, "port", c->gateway.port);
-	cJSON *ga = j_obj(&ok, gw, "auth");
-	j_str(&ok, ga, "mode", auth_modes[c->gateway.auth]);
-	if (c->gateway.token)
-		j_str(&ok, ga, "token", "***");
-	if (c->gateway.password)
-		j_str(&ok, ga, "password", "***");
-	j_num(&ok, gw, "tickIntervalMs", (double)c->gateway.tick_ms);
-	j_num(&ok, gw, "maxPayloadBytes", (double)c->gateway.max_payload);
-	j_num(&ok, gw, "maxBufferedBytes", (double)c->gateway.max_buffered);
-	j_num(&ok, gw, "handshakeTimeoutMs", (double)c->gateway.handshake_ms);
-	j_num(&ok, gw, "deltaIntervalMs", (double)c->gateway.delta_interval_ms);
-	j_num(&ok, gw, "drainSeconds", (double)(c->gateway.drain_ms / 1000));
-	j_num(&ok, j_obj(&ok, gw, "http"), "sseKeepAliveMs", (double)c->gateway.sse_keepalive_ms);
-	const pc_gateway_auth_limit_t *al = &c->gateway.auth_limit;
-	cJSON *rl = j_obj(&ok, ga, "rateLimit");
-	j_num(&ok, rl, "maxAttempts", al->max_attempts);
-	j_num(&ok, rl, "windowMs", (double)al->window_ms);
-	j_num(&ok, rl, "lockoutMs", (double)al->lockout_ms);
-	j_num(&ok, rl, "maxLockoutMs", (double)al->max_lockout_ms);
-	j_bool(&ok, rl, "exemptLoopback", al->exempt_loopback);
-	if (c->gateway.allowed_origin_count)
-		j_names(&ok, gw, "allowedOrigins", c->gateway.allowed_origins, c->gateway.allowed_origin_count);
-	if (c->gateway.trusted_proxy_count)
-		j_names(&ok, gw, "trustedProxies", c->gateway.trusted_proxies, c->gateway.trusted_proxy_count);
-	if (c->plugin_count) {
-		cJSON *pe = j_obj(&ok, j_obj(&ok, root, "plugins"), "entries");
-		for (size_t i = 0; ok && i < c->plugin_count; i++) {
-			const pc_plugin_config_t *p = &c->plugins[i];
-			cJSON *e = j_obj(&ok, pe, p->id);
-			j_str(&ok, e, "path", p->path);
-			j_bool(&ok, e, "enabled", p->enabled);
-			cJSON *pc = ok ? cJSON_Parse(p->config_json) : NULL;
-			ok = ok && pc && cJSON_AddItemToObject(e, "config", pc);
-			if (!ok)
-				cJSON_Delete(pc);
-		}
-	}
-	if (ok)
-		text = cJSON_Print(root);
-	if (!text) {
-		rc = PC_ENOMEM;
-		goto out;
-	}
-	/* cJSON's allocator may be hooked; the caller frees with free(). */
-	*out = strdup(text);
-	if (!*out)
-		rc = PC_ENOMEM;
-	cJSON_free(text);
-out:
-	cJSON_Delete(root);
-	return rc;
 }
