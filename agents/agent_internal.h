@@ -146,6 +146,8 @@ typedef struct pc__model_series {
 #define PC__MODEL_SERIES_MAX 64u
 /* The series of `provider`/`model`, made on first use (takes the
  * registry's lock: look up once per attempt, not per event). */
+/* Registers the agent's metric families in a->metrics (agent_metrics.c). */
+int pc__agent_metrics_new(pc_agent_t *a);
 void pc__metrics_model(pc_agent_t *a, const char *provider, const char *model, pc__model_series_t *out);
 
 struct pc_agent {
