@@ -1,6 +1,6 @@
 /*
  * The agent host: wires the lane, the run registry and the session
- * directory together, runs the embedded mock when configured, and offers
+ * directory together, starts the embedded model server when configured, and offers
  * the API of agent.h.
  *
  * The session directory maps a session key to its actor. Every message to
@@ -145,31 +145,6 @@ const char *pc_agent_wait_status_name(pc_agent_wait_status_t s)
 	case PC_AGENT_WAIT_TIMEOUT: return "timeout";
 	}
 	return "unknown";
-}
-
-int pc__provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
-			 char ***out)
-{
-	const char *key = profile < provider->profile_count ? provider->profiles[profile].api_key : NULL;
-	int rc = pc_request_headers(provider->api, key, out);
-	if (rc != 0 || !provider->embedded)
-		return rc;
-	size_t n = 0;
-	while ((*out)[n])
-		n++;
-	char **h = realloc(*out, (n + 2) * sizeof(*h));
-	size_t len = strlen(run_id) + 32;
-	char *line = h ? malloc(len) : NULL;
-	if (!line) {
-		pc_request_headers_free(h ? h : *out);
-		*out = NULL;
-		return PC_ENOMEM;
-	}
-	snprintf(line, len, "x-mock-session: %s", run_id);
-	h[n] = line;
-	h[n + 1] = NULL;
-	*out = h;
-	return 0;
 }
 
 /* ---- auth-profile cooldowns ---- */

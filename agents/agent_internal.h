@@ -430,13 +430,6 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
  * answers `reply_to` with PC__MSG_ATTEMPT_CONTEXT. */
 int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out);
 
-/* The headers of a request to `provider` with auth profile `profile`
- * (pc_request_headers_free). The embedded mock keeps a script cursor per
- * conversation: requests of one run carry the run id, so a scenario's
- * steps play in order for every run. */
-int pc__provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
-			 char ***out);
-
 /* Builds a message of `type` with a NUL-terminated text payload. */
 pc_msg_t *pc__text_msg(uint32_t type, const char *text);
 

@@ -604,7 +604,7 @@ static bool start_compaction(pc_ctx_t *ctx, attempt_t *t)
 		return true; /* the last acknowledgement calls again */
 	const pc_compaction_config_t *cc = &t->agent->cfg->agent.compaction;
 	char **headers = NULL;
-	int rc = pc__provider_headers(t->provider, t->profile, t->run_id, &headers);
+	int rc = pc_request_provider_headers(t->provider, t->profile, t->run_id, &headers);
 	size_t nh = 0;
 	while (headers && headers[nh])
 		nh++;
@@ -1230,7 +1230,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->loop = pc__loop_box_retain(p->loop);
 	int rc = 0;
 	if (rc == 0)
-		rc = pc__provider_headers(p->provider, p->profile, p->run_id, &t->headers);
+		rc = pc_request_provider_headers(p->provider, p->profile, p->run_id, &t->headers);
 	if (rc == 0 && (!t->url || !t->run_id || !t->key || !t->model || !t->messages ||
 			(p->prompt && !t->prompt) || (p->continuation && !t->continuation) ||
 			(p->extra_system_prompt && !t->extra)))

@@ -390,3 +390,28 @@ int pc__req_tools(const cJSON *tools, cJSON *body, const char *schema_key, bool 
 	}
 	return 0;
 }
+
+int pc_request_provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
+				char ***out)
+{
+	const char *key = profile < provider->profile_count ? provider->profiles[profile].api_key : NULL;
+	int rc = pc_request_headers(provider->api, key, out);
+	if (rc != 0 || !provider->embedded)
+		return rc;
+	size_t n = 0;
+	while ((*out)[n])
+		n++;
+	char **h = realloc(*out, (n + 2) * sizeof(*h));
+	size_t len = strlen(run_id) + 32;
+	char *line = h ? malloc(len) : NULL;
+	if (!line) {
+		pc_request_headers_free(h ? h : *out);
+		*out = NULL;
+		return PC_ENOMEM;
+	}
+	snprintf(line, len, "x-mock-session: %s", run_id);
+	h[n] = line;
+	h[n + 1] = NULL;
+	*out = h;
+	return 0;
+}

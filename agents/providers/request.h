@@ -38,6 +38,7 @@
 #include <cjson/cJSON.h>
 
 #include "../../runtime/error.h"
+#include "../config/config.h"
 #include "provider.h"
 
 #ifdef __cplusplus
@@ -115,6 +116,14 @@ int pc_request_tools_json(pc_provider_api_t api, const cJSON *tools, char **out)
  * pc_request_headers_free.
  */
 int pc_request_headers(pc_provider_api_t api, const char *api_key, char ***out);
+
+/* The headers of a request to the configured `provider` with its auth
+ * profile `profile` (pc_request_headers_free). An embedded provider's
+ * requests also carry the run id (x-mock-session): the mock keeps a
+ * script cursor per conversation, so a scenario's steps play in order for
+ * every run. */
+int pc_request_provider_headers(const pc_provider_config_t *provider, uint32_t profile, const char *run_id,
+				char ***out);
 
 /* Frees an array from pc_request_headers. NULL is a no-op. */
 void pc_request_headers_free(char **headers);

@@ -907,7 +907,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	const char *path = pc_provider_api_path(c->provider->api);
 	char url[512];
 	snprintf(url, sizeof(url), "%s%s", base_url(r, c->provider), path ? path : "");
-	int rc = pc__provider_headers(c->provider, r->rs.cand.profile, r->run_id, &headers);
+	int rc = pc_request_provider_headers(c->provider, r->rs.cand.profile, r->run_id, &headers);
 	size_t nh = 0;
 	while (headers && headers[nh])
 		nh++;
