@@ -147,124 +147,6 @@ const char *pc_agent_wait_status_name(pc_agent_wait_status_t s)
 	return "unknown";
 }
 
-/* ---- auth-profile cooldowns ---- */
-
-typedef struct pc__cooldown {
-	const pc_provider_config_t *provider;
-	uint32_t profile;
-	uint32_t errors;
-	uint64_t until_ms, last_failure_ms;
-	pc_failover_reason_t reason; /* of the latest failure */
-	char *model; /* a rate limit's model (§1.8 cooldownModel), NULL: the whole profile */
-} pc__cooldown_t;
-
-/* The entry of provider/profile (locked), created when `create`. */
-static pc__cooldown_t *cooldown_find(pc_agent_t *a, const pc_provider_config_t *p, uint32_t profile, bool create)
-{
-	for (size_t i = 0; i < a->cooldowns.n; i++)
-		if (a->cooldowns.v[i].provider == p && a->cooldowns.v[i].profile == profile)
-			return &a->cooldowns.v[i];
-	if (!create)
-		return NULL;
-	if (a->cooldowns.n == a->cooldowns.cap) {
-		size_t c = a->cooldowns.cap ? a->cooldowns.cap * 2 : 8;
-		pc__cooldown_t *v = realloc(a->cooldowns.v, c * sizeof(*v));
-		if (!v)
-			return NULL;
-		a->cooldowns.v = v;
-		a->cooldowns.cap = c;
-	}
-	pc__cooldown_t *e = &a->cooldowns.v[a->cooldowns.n++];
-	*e = (pc__cooldown_t){.provider = p, .profile = profile, .reason = PC_RUN_REASON_NONE};
-	return e;
-}
-
-void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			 const char *model, pc_failover_reason_t reason, uint64_t cooldown_ms, uint64_t now_ms)
-{
-	/* a rate limit is the model's; anything else blocks the profile */
-	char *scope = reason == PC_FAILOVER_RATE_LIMIT && model ? strdup(model) : NULL;
-	pthread_mutex_lock(&a->cooldowns.lock);
-	pc__cooldown_t *e = cooldown_find(a, provider, profile, true);
-	if (e) {
-		free(e->model);
-		e->model = scope; /* out of memory: the whole profile, the safer side */
-		scope = NULL;
-		if (e->last_failure_ms && now_ms - e->last_failure_ms >= PC_AUTH_FAILURE_WINDOW_MS)
-			e->errors = 0;
-		e->errors++;
-		e->last_failure_ms = now_ms;
-		e->until_ms = now_ms + cooldown_ms;
-		e->reason = reason;
-	}
-	pthread_mutex_unlock(&a->cooldowns.lock);
-	free(scope);
-}
-
-void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			    const char *model)
-{
-	pthread_mutex_lock(&a->cooldowns.lock);
-	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
-	/* a success on another model says nothing of a model's rate limit */
-	if (e && !(e->model && (!model || strcmp(e->model, model) != 0))) {
-		free(e->model);
-		*e = (pc__cooldown_t){.provider = provider, .profile = profile, .reason = PC_RUN_REASON_NONE};
-	}
-	pthread_mutex_unlock(&a->cooldowns.lock);
-}
-
-void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
-		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason)
-{
-	pthread_mutex_lock(&a->cooldowns.lock);
-	pc__cooldown_t *e = cooldown_find(a, provider, profile, false);
-	/* another model's rate limit leaves this model free; the error count
-	 * stays the profile's */
-	bool other_model = e && e->model && (!model || strcmp(e->model, model) != 0);
-	*until_ms = e && !other_model ? e->until_ms : 0;
-	*last_failure_ms = e ? e->last_failure_ms : 0;
-	*errors = e ? e->errors : 0;
-	*reason = e && !other_model ? e->reason : PC_RUN_REASON_NONE;
-	pthread_mutex_unlock(&a->cooldowns.lock);
-}
-
-struct pc__probe {
-	const pc_provider_config_t *provider;
-	uint64_t at_ms;
-};
-
-uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider)
-{
-	uint64_t at = 0;
-	pthread_mutex_lock(&a->cooldowns.lock);
-	for (size_t i = 0; i < a->cooldowns.nprobes; i++)
-		if (a->cooldowns.probes[i].provider == provider)
-			at = a->cooldowns.probes[i].at_ms;
-	pthread_mutex_unlock(&a->cooldowns.lock);
-	return at;
-}
-
-void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms)
-{
-	pthread_mutex_lock(&a->cooldowns.lock);
-	size_t i = 0;
-	while (i < a->cooldowns.nprobes && a->cooldowns.probes[i].provider != provider)
-		i++;
-	if (i == a->cooldowns.nprobes) {
-		/* one entry per configured provider: a few at most */
-		struct pc__probe *v = realloc(a->cooldowns.probes, (i + 1) * sizeof(*v));
-		if (v) {
-			a->cooldowns.probes = v;
-			v[a->cooldowns.nprobes++] = (struct pc__probe){.provider = provider};
-		}
-	}
-	/* out of memory: unthrottled, the side that keeps probing */
-	if (i < a->cooldowns.nprobes)
-		a->cooldowns.probes[i].at_ms = now_ms;
-	pthread_mutex_unlock(&a->cooldowns.lock);
-}
-
 /* ---- the directory ---- */
 
 static uint64_t hash_key(const char *s)
@@ -804,7 +686,6 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++)
 		pthread_mutex_init(&a->shards[i].lock, NULL);
 	pthread_mutex_init(&a->context.lock, NULL);
-	pthread_mutex_init(&a->cooldowns.lock, NULL);
 	pc__slab_init(&a->slot_slab, sizeof(pc_session_slot_t), 64);
 	pc__slab_init(&a->session_slab, pc__session_state_size(), 64);
 	uint8_t r[8];
@@ -853,6 +734,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	}
 	for (int api = PC_API_NONE + 1; rc == 0 && api < PC_API_COUNT; api++)
 		rc = pc_request_tools_json((pc_provider_api_t)api, a->tool_schemas, &a->tools_json[api]);
+	if (rc == 0)
+		rc = pc_cooldowns_new(&a->cooldowns);
 	if (rc == 0)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
@@ -988,11 +871,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc_process_table_free(a->processes);
 	free(a->context.text);
 	pthread_mutex_destroy(&a->context.lock);
-	for (size_t i = 0; i < a->cooldowns.n; i++)
-		free(a->cooldowns.v[i].model);
-	free(a->cooldowns.v);
-	free(a->cooldowns.probes);
-	pthread_mutex_destroy(&a->cooldowns.lock);
+	pc_cooldowns_free(a->cooldowns);
 	free(a->lock_dir);
 	free(a);
 }

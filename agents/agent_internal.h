@@ -25,6 +25,7 @@
 #include "../actors/timer.h"
 #include "agent.h"
 #include "obs/trace.h"
+#include "providers/cooldowns.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
@@ -190,15 +191,7 @@ struct pc_agent {
 	} shards[PC__SESSION_SHARDS];
 	/* Auth-profile cooldowns (§1.11), shared by every run of the process:
 	 * a profile that failed in one session is skipped by the others. */
-	struct {
-		pthread_mutex_t lock;
-		struct pc__cooldown *v;
-		size_t n, cap;
-		/* when each provider's cooled-down primary was last probed
-		 * (§1.12 MIN_PROBE_INTERVAL_MS), one entry per provider */
-		struct pc__probe *probes;
-		size_t nprobes;
-	} cooldowns;
+	pc_cooldowns_t *cooldowns;
 	/* The workspace context files (AGENTS.md, ...), read on the blocking
 	 * pool and reused for PC__CONTEXT_TTL_MS. */
 	struct {
@@ -256,24 +249,6 @@ pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key);
 /* The session's hub if it has one (a new reference), else NULL. */
 pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key);
 
-/* Auth-profile cooldowns: a failure of `profile` of `provider` on `model`
- * (cooldown and reason from the decision; a rate limit cools only that
- * model, §1.8), a success on `model` (the error count starts over; another
- * model's rate limit stays), and the state to seed a run on `model` with
- * (no cooldown and PC_RUN_REASON_NONE when it never failed or only another
- * model is rate-limited). The reason is kept so a later run's skip can
- * name it. One entry per profile: its latest failure sets its scope. */
-void pc__cooldown_failed(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			 const char *model, pc_failover_reason_t reason, uint64_t cooldown_ms, uint64_t now_ms);
-void pc__cooldown_succeeded(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile,
-			    const char *model);
-void pc__cooldown_get(pc_agent_t *a, const pc_provider_config_t *provider, uint32_t profile, const char *model,
-		      uint64_t *until_ms, uint64_t *last_failure_ms, uint32_t *errors, pc_failover_reason_t *reason);
-
-/* §1.12 probe throttle: when the process last probed `provider` while all
- * its profiles cooled down (wall ms, 0: never), and a probe now. */
-uint64_t pc__probe_last(pc_agent_t *a, const pc_provider_config_t *provider);
-void pc__probe_mark(pc_agent_t *a, const pc_provider_config_t *provider, uint64_t now_ms);
 
 /* §6.4 watchdog, every PC__LOCK_WATCHDOG_MS: reports (log line, metric)
  * each session write lock this process has held past its max hold, and

@@ -291,7 +291,7 @@ Test(agent_cooldowns, a_primary_cooling_down_beyond_the_margin_is_not_probed)
 	const pc_provider_config_t *mock = pc_config_provider(h.cfg, "mock");
 	uint64_t now = (uint64_t)pc__wall_ms();
 	for (uint32_t i = 1; i <= 3; i++)
-		pc__cooldown_failed(h.agent, mock, 0, "m1", PC_FAILOVER_RATE_LIMIT,
+		pc_cooldowns_failed(h.agent->cooldowns, mock, 0, "m1", PC_FAILOVER_RATE_LIMIT,
 				    pc_auth_cooldown_ms(PC_FAILOVER_RATE_LIMIT, i, 0), now);
 	char trace[256], models[128];
 	cJSON *d = run_once(&h, ANSWER("fb"), trace, sizeof(trace));

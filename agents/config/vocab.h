@@ -120,7 +120,8 @@ void pc_queue_settings_default(pc_queue_settings_t *out);
 #define PC_RUN_BUDGET_MIN 32         /* §1.4 MIN */
 #define PC_RUN_BUDGET_MAX 160        /* §1.4 MAX */
 
-/* §1.10 auth.cooldowns defaults */
+/* §1.8, §1.10 auth.cooldowns defaults */
+#define PC_AUTH_FAILURE_WINDOW_MS ((uint64_t)24 * 3600 * 1000) /* failureWindowHours = 24 */
 #define PC_RUN_DEFAULT_RATE_LIMIT_ROTATIONS 1 /* DEFAULT_MAX_RATE_LIMIT_PROFILE_ROTATIONS */
 #define PC_RUN_DEFAULT_OVERLOAD_ROTATIONS 1   /* DEFAULT_MAX_OVERLOAD_PROFILE_ROTATIONS */
 #define PC_RUN_DEFAULT_OVERLOADED_BACKOFF_MS 0 /* §1.10 auth.cooldowns.overloadedBackoffMs */

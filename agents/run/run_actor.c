@@ -766,10 +766,10 @@ static uint64_t lock_max_hold(const run_t *r)
 static void book_profiles(run_t *r, const pc_run_action_t *act)
 {
 	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
-		pc__cooldown_failed(r->agent, r->cand[act->failed_candidate].provider, act->failed_profile,
+		pc_cooldowns_failed(r->agent->cooldowns, r->cand[act->failed_candidate].provider, act->failed_profile,
 				    r->cand[act->failed_candidate].model, act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
 	if (act->mark_profile_success)
-		pc__cooldown_succeeded(r->agent, r->cand[r->rs.cand.index].provider, r->rs.cand.profile,
+		pc_cooldowns_succeeded(r->agent->cooldowns, r->cand[r->rs.cand.index].provider, r->rs.cand.profile,
 				       r->cand[r->rs.cand.index].model);
 }
 
@@ -785,18 +785,18 @@ static bool seed_profiles(run_t *r, pc_run_action_t *act)
 		uint64_t until, last;
 		uint32_t errors;
 		pc_failover_reason_t reason;
-		pc__cooldown_get(r->agent, r->cand[idx].provider, p, r->cand[idx].model, &until, &last, &errors,
+		pc_cooldowns_get(r->agent->cooldowns, r->cand[idx].provider, p, r->cand[idx].model, &until, &last, &errors,
 				 &reason);
 		if (errors) {
 			pc_run_profile_seed(&r->rs, p, until, last, errors);
 			pc_run_profile_seed_reason(&r->rs, p, reason);
 		}
 	}
-	r->rs.cand.last_probe_ms = pc__probe_last(r->agent, r->cand[idx].provider);
+	r->rs.cand.last_probe_ms = pc_cooldowns_probe_last(r->agent->cooldowns, r->cand[idx].provider);
 	uint64_t now = (uint64_t)pc__wall_ms();
 	pc_run_start_candidate(&r->rs, now, act);
 	if (act->mark_probe)
-		pc__probe_mark(r->agent, r->cand[idx].provider, now);
+		pc_cooldowns_probe_mark(r->agent->cooldowns, r->cand[idx].provider, now);
 	return true;
 }
 

@@ -57,7 +57,6 @@ extern "C" {
 #define PC_AUTH_BILLING_MAX_MS ((uint64_t)24 * 3600 * 1000)  /* billingMaxHours = 24 */
 #define PC_AUTH_PERMANENT_BASE_MS ((uint64_t)10 * 60 * 1000) /* auth_permanent: 10 min */
 #define PC_AUTH_PERMANENT_MAX_MS ((uint64_t)60 * 60 * 1000)  /* auth_permanent: 60 min */
-#define PC_AUTH_FAILURE_WINDOW_MS ((uint64_t)24 * 3600 * 1000) /* failureWindowHours = 24 */
 
 /* Storage bounds of this implementation (not from the spec). */
 #define PC_RUN_PROBE_INTERVAL_MS 30000u      /* MIN_PROBE_INTERVAL_MS: one primary probe per provider */
