@@ -39,75 +39,7 @@
 #include "io/json_print.h"
 #include "run_decide.h"
 #include "run_lifecycle.h"
-
-typedef struct candidate {
-	const pc_provider_config_t *provider;
-	const char *model;        /* borrowed from the config, or from `model_buf` */
-	uint64_t context_tokens;
-	int64_t max_tokens;
-} candidate_t;
-
-typedef struct run {
-	pc_agent_t *agent;
-	pc_actor_t *session;
-	pc_actor_t *self;         /* borrowed, from the start on */
-	pc_event_bus_t *bus;
-	char *run_id, *key, *prompt, *extra, *model_buf;
-	int64_t epoch; /* the session's lease, carried by every transcript write */
-	uint64_t timeout_ms;
-	uint64_t lane_ticket;
-	candidate_t cand[PC_RUN_MAX_CANDIDATES];
-	uint32_t n_cand;
-	pc_run_state_t rs;
-
-	pc__loop_box_t *loop; /* the tool-loop detectors' history (§4.2), or NULL */
-	char *revision;       /* the last before_agent_finalize revision request */
-	char *hook_model;     /* before_model_resolve's model, for cand[0] */
-	bool reply_checked;   /* message_sending has had its say */
-	pc_run_action_t *final_act; /* the ok finish waiting for message_sending */
-
-	/* The run's one state (run_lifecycle.h): queued from calloc, then
-	 * written by run_set only (scripts/check-lifecycles). */
-	pc_run_lc_t state;
-	pc_run_phase_t activity;  /* the last work reported (pc_run_lc_session_phase) */
-	pc_run_phase_t told;      /* the session's view, as last sent */
-	pc_actor_t *attempt;
-	pc_actor_t *compaction;
-	pc_run_compaction_t compaction_kind;
-	pc_timer_t delay;
-	pc_timer_t notice;        /* the overload-retry notice, once armed */
-	bool notice_armed;
-	uint32_t attempts;
-	uint32_t seeded;          /* 1 + the candidate whose cooldowns were seeded */
-	bool user_persisted, cancelled, streaming;
-	bool loop_persisted;      /* the post-compaction guard aborted the attempt */
-	uint64_t started_ms;      /* runtime clock */
-	int64_t started_wall;
-
-	/* the last attempt */
-	pc_run_outcome_t outcome;
-	char *error_text, *payloads, *stop_reason;
-	int provider_status;      /* the provider's error status that ended it, or 0 */
-	char *provider_message;   /* and its message (NULL: none) */
-	char *guard_text;         /* the loop guard's message, once it tripped */
-
-	/* The candidates the run left with a failover error, in order (§1.12
-	 * runWithModelFallback's attempts): what the run's error lists when
-	 * every candidate failed. */
-	struct {
-		uint32_t candidate;
-		pc_failover_reason_t reason;
-		int status;
-		char *error;
-	} failed[PC_RUN_MAX_CANDIDATES];
-	uint32_t n_failed;
-
-	/* the end, kept while its row commits (ending) */
-	pc_run_status_t end_status;
-	const char *end_kind;     /* static */
-	char *end_message;        /* the error payload of a failed run */
-	cJSON *end_data;          /* the terminal event's data */
-} run_t;
+#include "run_internal.h"
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
 static void tell_view(run_t *r);
@@ -124,7 +56,7 @@ static const char *base_url(const run_t *r, const pc_provider_config_t *p)
 }
 
 /* The run's time so far (runtime clock); 0 before it started. */
-static uint64_t run_ms(const run_t *r)
+uint64_t pc__run_ms(const run_t *r)
 {
 	uint64_t now = pc_runtime_now_ms();
 	return r->started_ms && now > r->started_ms ? now - r->started_ms : 0;
@@ -140,7 +72,7 @@ static uint64_t run_ms(const run_t *r)
  * entry when the run starts (it finishes from the session, once the end
  * is told), the session's view whenever it changes.
  */
-static void run_set(run_t *r, pc_run_lc_t to, const char *why)
+void pc__run_set(run_t *r, pc_run_lc_t to, const char *why)
 {
 	pc_run_lc_t from = r->state;
 	if (!pc_run_lc_legal(from, to)) {
@@ -167,209 +99,6 @@ static void tell_view(run_t *r)
 		return;
 	r->told = v;
 	pc_send_u64(r->session, PC__MSG_RUN_PHASE, v);
-}
-
-/* ---- hooks (§10.2) ---- */
-
-enum { TAG_MODEL_RESOLVE = 1, TAG_MESSAGE_SENDING };
-
-/* What every hook of the run reads as its context. */
-static cJSON *hook_ctx(const run_t *r)
-{
-	cJSON *c = cJSON_CreateObject();
-	if (c) {
-		cJSON_AddStringToObject(c, "agentId", "main");
-		cJSON_AddStringToObject(c, "sessionKey", r->key);
-		cJSON_AddStringToObject(c, "runId", r->run_id);
-	}
-	return c;
-}
-
-static const char *str_field(const cJSON *o, const char *name)
-{
-	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-	return s && s[0] ? s : NULL;
-}
-
-/* Starts the chain of decision point `p`; true when it runs (its DONE
- * comes back with `tag`), false when the run goes on without it. */
-static bool hook_start(pc_ctx_t *ctx, run_t *r, pc_hook_point_t p, cJSON *event, uint64_t tag)
-{
-	return pc_hooks_run(r->agent->rt, r->agent->hooks, p, event, hook_ctx(r), NULL, pc_self(ctx), tag) == 0;
-}
-
-static bool hook_model_resolve(pc_ctx_t *ctx, run_t *r)
-{
-	if (!pc_hooks_active(r->agent->hooks, PC_HOOK_BEFORE_MODEL_RESOLVE, NULL))
-		return false;
-	cJSON *ev = cJSON_CreateObject();
-	if (ev) {
-		cJSON_AddStringToObject(ev, "prompt", r->prompt);
-		cJSON_AddStringToObject(ev, "sessionKey", r->key);
-	}
-	if (!hook_start(ctx, r, PC_HOOK_BEFORE_MODEL_RESOLVE, ev, TAG_MODEL_RESOLVE))
-		return false;
-	run_set(r, PC_RUN_LC_RESOLVING, "before_model_resolve");
-	return true;
-}
-
-/* `ref` becomes the primary candidate when it names a configured
- * provider; otherwise the configured chain stands. Before the first
- * iteration, so the candidate state simply starts over. */
-static void set_primary(run_t *r, const pc_model_ref_t *ref)
-{
-	const pc_config_t *c = r->agent->cfg;
-	const pc_provider_config_t *p = pc_config_provider(c, ref->provider);
-	char *model = p && p->profile_count <= PC_RUN_MAX_PROFILES ? strdup(ref->model) : NULL;
-	if (!model)
-		return;
-	const pc_model_config_t *m = pc_config_model(p, model);
-	pc_model_ref_t own = {.provider = p->id, .model = model};
-	free(r->hook_model);
-	r->hook_model = model;
-	r->cand[0] = (candidate_t){
-		.provider = p,
-		.model = model,
-		.context_tokens = pc_config_context_tokens(c, &own),
-		.max_tokens = m ? m->max_tokens : 0,
-	};
-	r->rs.cfg.profile_counts[0] = (uint32_t)p->profile_count;
-	pc_run_enter_candidate(&r->rs, 0);
-}
-
-/* {providerOverride?, modelOverride?}: each replaces its half of the
- * primary model; a modelOverride "provider/model" naming a configured
- * provider gives both. An override that names no configured provider is
- * ignored, as are the hook's failures (§10.2). */
-static void apply_model_override(run_t *r, const pc_hook_done_msg_t *d)
-{
-	cJSON *res = cJSON_ParseWithLength(d->result, d->result_len);
-	const char *prov = str_field(res, "providerOverride"), *model = str_field(res, "modelOverride");
-	pc_model_ref_t ref = {.provider = prov ? prov : r->cand[0].provider->id,
-			      .model = model ? model : r->cand[0].model};
-	pc_model_ref_t parsed;
-	char *buf = NULL;
-	if (model && !prov && strchr(model, '/') && pc_config_model_ref_parse(model, &parsed, &buf) == 0 &&
-	    pc_config_provider(r->agent->cfg, parsed.provider))
-		ref = parsed;
-	if (prov || model)
-		set_primary(r, &ref);
-	free(buf);
-	cJSON_Delete(res);
-}
-
-/* The payloads' texts joined with "\n\n" (malloc'd), or NULL. */
-static char *joined_text(const cJSON *payloads)
-{
-	size_t n = 1;
-	const cJSON *p;
-	cJSON_ArrayForEach(p, payloads) {
-		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
-		n += t ? strlen(t) + 2 : 0;
-	}
-	char *out = malloc(n);
-	if (!out)
-		return NULL;
-	size_t off = 0;
-	cJSON_ArrayForEach(p, payloads) {
-		const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
-		if (t)
-			off += (size_t)snprintf(out + off, n - off, "%s%s", off ? "\n\n" : "", t);
-	}
-	out[off] = '\0';
-	return out;
-}
-
-/* message_sending, once, for an ok run with a reply (not a silent one):
- * true when its chain runs; finish() is called again at its DONE. */
-static bool hook_message_sending(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
-{
-	if (r->reply_checked || !act || act->silent || !r->payloads ||
-	    !pc_hooks_active(r->agent->hooks, PC_HOOK_MESSAGE_SENDING, NULL))
-		return false;
-	r->reply_checked = true;
-	cJSON *payloads = cJSON_Parse(r->payloads);
-	if (cJSON_GetArraySize(payloads) == 0) {
-		cJSON_Delete(payloads);
-		return false;
-	}
-	char *content = joined_text(payloads);
-	cJSON *ev = cJSON_CreateObject();
-	if (!ev || !content || !cJSON_AddItemToObject(ev, "payloads", payloads)) {
-		cJSON_Delete(payloads);
-		cJSON_Delete(ev);
-		free(content);
-		return false;
-	}
-	cJSON_AddStringToObject(ev, "content", content);
-	cJSON_AddStringToObject(ev, "sessionKey", r->key);
-	cJSON_AddStringToObject(ev, "runId", r->run_id);
-	free(content);
-	pc_run_action_t *held = malloc(sizeof(*held));
-	if (!held || !hook_start(ctx, r, PC_HOOK_MESSAGE_SENDING, ev, TAG_MESSAGE_SENDING)) {
-		if (!held)
-			cJSON_Delete(ev);
-		free(held);
-		return false;
-	}
-	*held = *act;
-	free(r->final_act);
-	r->final_act = held;
-	run_set(r, PC_RUN_LC_SENDING, "message_sending");
-	return true;
-}
-
-/* [{"text": text}] as JSON text (malloc'd), or NULL. */
-static char *one_payload(const char *text)
-{
-	cJSON *arr = cJSON_CreateArray(), *p = cJSON_CreateObject();
-	char *out = NULL;
-	if (arr && p && cJSON_AddStringToObject(p, "text", text) && cJSON_AddItemToArray(arr, p)) {
-		p = NULL; /* the array's now */
-		char *s = pc_json_print(arr);
-		out = s ? strdup(s) : NULL;
-		cJSON_free(s);
-	}
-	cJSON_Delete(p);
-	cJSON_Delete(arr);
-	return out;
-}
-
-/* The merged message_sending result: cancel drops the reply (the run
- * ends ok and silent); content replaces it with one payload of that text
- * (none when the text is empty). A rewrite that cannot be made drops the
- * reply rather than send what a hook replaced. */
-static void apply_message_sending(run_t *r, const pc_hook_done_msg_t *d)
-{
-	cJSON *res = cJSON_ParseWithLength(d->result, d->result_len);
-	const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(res, "content"));
-	if (d->blocked || content) {
-		free(r->payloads);
-		r->payloads = !d->blocked && content[0] ? one_payload(content) : NULL;
-	}
-	cJSON_Delete(res);
-}
-
-/* agent_end: every end of the run, observed. `payloads` (borrowed) are
- * the terminal event's. */
-static void hook_agent_end(const run_t *r, pc_run_status_t status, const char *error, const cJSON *payloads)
-{
-	if (!pc_hooks_active(r->agent->hooks, PC_HOOK_AGENT_END, NULL))
-		return;
-	cJSON *ev = cJSON_CreateObject();
-	if (!ev)
-		return;
-	cJSON_AddBoolToObject(ev, "success", status == PC_RUN_STATUS_OK);
-	cJSON_AddStringToObject(ev, "status", pc_run_status_name(status));
-	if (error)
-		cJSON_AddStringToObject(ev, "error", error);
-	cJSON_AddNumberToObject(ev, "durationMs", (double)run_ms(r));
-	/* the payloads came as printed text: hooks get them as a tree */
-	cJSON *copy = cJSON_IsRaw(payloads) ? cJSON_Parse(payloads->valuestring) : cJSON_Duplicate(payloads, true);
-	cJSON_AddItemToObject(ev, "payloads", copy ? copy : cJSON_CreateArray());
-	cJSON_AddStringToObject(ev, "runId", r->run_id);
-	cJSON_AddStringToObject(ev, "sessionKey", r->key);
-	pc_hooks_notify(r->agent->rt, r->agent->hooks, PC_HOOK_AGENT_END, ev, hook_ctx(r), NULL);
 }
 
 /* ---- finishing ---- */
@@ -606,7 +335,7 @@ static void log_end(const run_t *r, int store_rc)
 		return;
 	(void)pc_log_kv(r->agent->log, level, "run ended", PC_LF_STR("runId", r->run_id),
 			PC_LF_STR("sessionKey", r->key), PC_LF_STR("status", pc_run_status_name(r->end_status)),
-			PC_LF_INT("attempts", r->attempts), PC_LF_INT("durationMs", (int64_t)run_ms(r)),
+			PC_LF_INT("attempts", r->attempts), PC_LF_INT("durationMs", (int64_t)pc__run_ms(r)),
 			PC_LF_STR("errorKind", r->end_kind && r->end_kind[0] ? r->end_kind : NULL),
 			PC_LF_STR("error", r->end_status == PC_RUN_STATUS_OK ? NULL : r->end_message),
 			PC_LF_STR("storeError", store_rc ? pc_store_strerror(store_rc) : NULL));
@@ -614,12 +343,12 @@ static void log_end(const run_t *r, int store_rc)
 
 static void tell_end(run_t *r, int store_rc, const char *why)
 {
-	run_set(r, pc_run_lc_done(r->end_status), why);
+	pc__run_set(r, pc_run_lc_done(r->end_status), why);
 	if (store_rc != 0 && r->end_data)
 		cJSON_AddStringToObject(r->end_data, "storeError", pc_store_strerror(store_rc));
 	char *data = r->end_data ? pc_json_print(r->end_data) : NULL;
 	/* counted before anyone can learn that the run ended */
-	pc__metrics_run_end(r->agent, r->end_status, r->started_ms != 0, run_ms(r));
+	pc__metrics_run_end(r->agent, r->end_status, r->started_ms != 0, pc__run_ms(r));
 	pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), r->end_kind,
 			  r->end_message, data ? data : "{}");
 	cJSON_free(data);
@@ -634,14 +363,14 @@ static void tell_end(run_t *r, int store_rc, const char *why)
  * of the end, so no answer can outlive a crash that loses it.
  * `message` is the user-facing error payload, if any.
  */
-static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
+void pc__run_finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
 		   const pc_run_action_t *act)
 {
 	if (pc_run_lc_ending(r->state))
 		return;
-	if (status == PC_RUN_STATUS_OK && hook_message_sending(ctx, r, act))
+	if (status == PC_RUN_STATUS_OK && pc__run_hook_message_sending(ctx, r, act))
 		return;
-	run_set(r, PC_RUN_LC_ENDING, pc_run_status_name(status));
+	pc__run_set(r, PC_RUN_LC_ENDING, pc_run_status_name(status));
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
 	/* printed once: for the terminal event and for the store */
@@ -693,7 +422,7 @@ static void finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *
 		}
 		cJSON_AddItemToObject(d, "attempts", trace_json(r));
 	}
-	hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
+	pc__run_hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
 		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
 	r->end_status = status;
 	r->end_kind = kind;
@@ -720,10 +449,10 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 {
 	switch (act->next) {
 	case PC_RUN_FINISH_OK:
-		finish(ctx, r, PC_RUN_STATUS_OK, NULL, act);
+		pc__run_finish(ctx, r, PC_RUN_STATUS_OK, NULL, act);
 		return;
 	case PC_RUN_FINISH_ERROR:
-		finish(ctx, r, act->error == PC_RUN_ERR_TIMEOUT ? PC_RUN_STATUS_TIMEOUT : PC_RUN_STATUS_ERROR,
+		pc__run_finish(ctx, r, act->error == PC_RUN_ERR_TIMEOUT ? PC_RUN_STATUS_TIMEOUT : PC_RUN_STATUS_ERROR,
 		       act->message, act);
 		return;
 	default: {
@@ -736,7 +465,7 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 			pc_run_action_t told = *act;
 			snprintf(told.detail, sizeof(told.detail), "%s",
 				 summary ? summary : r->error_text ? r->error_text : act->message);
-			finish(ctx, r, PC_RUN_STATUS_ERROR, act->message, &told);
+			pc__run_finish(ctx, r, PC_RUN_STATUS_ERROR, act->message, &told);
 			free(summary);
 			return;
 		}
@@ -744,7 +473,7 @@ static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 			: act->message[0] ? act->message
 			: act->error == PC_RUN_ERR_LOOP_PERSISTED && r->guard_text ? r->guard_text
 			: (r->error_text ? r->error_text : pc_run_error_kind_name(act->error));
-		finish(ctx, r, aborted ? PC_RUN_STATUS_ABORTED : PC_RUN_STATUS_ERROR, msg, act);
+		pc__run_finish(ctx, r, aborted ? PC_RUN_STATUS_ABORTED : PC_RUN_STATUS_ERROR, msg, act);
 		free(summary);
 		return;
 	}
@@ -854,7 +583,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		return;
 	}
 	r->attempts++;
-	run_set(r, PC_RUN_LC_ATTEMPT, "dispatch");
+	pc__run_set(r, PC_RUN_LC_ATTEMPT, "dispatch");
 }
 
 static void iterate(pc_ctx_t *ctx, run_t *r)
@@ -946,7 +675,7 @@ static void start_compaction(pc_ctx_t *ctx, run_t *r, pc_run_compaction_t kind)
 	if (rc == 0) {
 		r->compaction_kind = kind;
 		r->activity = PC_RUN_COMPACTING;
-		run_set(r, PC_RUN_LC_COMPACTING, req.trigger);
+		pc__run_set(r, PC_RUN_LC_COMPACTING, req.trigger);
 	}
 	cJSON *d = cJSON_CreateObject();
 	if (d) {
@@ -992,7 +721,7 @@ static void on_compaction_done(pc_ctx_t *ctx, run_t *r, const pc_compaction_done
 		r->outcome.recovery.overflow_compaction = res;
 	else
 		r->outcome.recovery.timeout_compaction = res;
-	run_set(r, PC_RUN_LC_IDLE, done ? "compacted" : "compaction failed");
+	pc__run_set(r, PC_RUN_LC_IDLE, done ? "compacted" : "compaction failed");
 	if (r->cancelled)
 		r->outcome.cancelled = true;
 	decide(ctx, r);
@@ -1024,7 +753,7 @@ static void arm_notice(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 			PC_LF_INT("overloadRetry", act->overload_retry), PC_LF_INT("delayMs", (int64_t)act->delay_ms));
 	if (!act->overload_retry || r->notice_armed)
 		return;
-	uint64_t ran = run_ms(r);
+	uint64_t ran = pc__run_ms(r);
 	uint64_t wait = ran < NOTICE_AFTER_MS ? NOTICE_AFTER_MS - ran : 0;
 	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_NOTICE, 0);
 	if (m && pc_timer_after(pc_self(ctx), pc__agent_test_delay(wait), m, &r->notice) == 0)
@@ -1056,7 +785,7 @@ static void iterate_after(pc_ctx_t *ctx, run_t *r, uint64_t delay_ms)
 	if (delay_ms > 0) {
 		pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DELAY, 0);
 		if (m && pc_timer_after(pc_self(ctx), pc__agent_test_delay(delay_ms), m, &r->delay) == 0) {
-			run_set(r, PC_RUN_LC_DELAY, "backoff");
+			pc__run_set(r, PC_RUN_LC_DELAY, "backoff");
 			return;
 		}
 	}
@@ -1099,7 +828,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 			decide(ctx, r);
 			return;
 		}
-		run_set(r, PC_RUN_LC_TRUNCATING, "truncate");
+		pc__run_set(r, PC_RUN_LC_TRUNCATING, "truncate");
 		return;
 	case PC_RUN_DISPATCH:
 		dispatch(ctx, r, &act);
@@ -1136,7 +865,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	const pc__attempt_done_t *d = pc_msg_cdata(msg);
 	pc_actor_release(r->attempt);
 	r->attempt = NULL;
-	run_set(r, PC_RUN_LC_IDLE, "attempt done");
+	pc__run_set(r, PC_RUN_LC_IDLE, "attempt done");
 	r->streaming = false;
 	free(r->error_text);
 	free(r->payloads);
@@ -1190,14 +919,14 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
  * has already ended the run). */
 static void on_hook_done(pc_ctx_t *ctx, run_t *r, const pc_hook_done_msg_t *d)
 {
-	if (d->tag == TAG_MODEL_RESOLVE && r->state == PC_RUN_LC_RESOLVING) {
-		run_set(r, PC_RUN_LC_IDLE, "model resolved");
-		apply_model_override(r, d);
+	if (d->tag == PC__RUN_TAG_MODEL_RESOLVE && r->state == PC_RUN_LC_RESOLVING) {
+		pc__run_set(r, PC_RUN_LC_IDLE, "model resolved");
+		pc__run_apply_model_override(r, d);
 		iterate(ctx, r);
-	} else if (d->tag == TAG_MESSAGE_SENDING && r->state == PC_RUN_LC_SENDING) {
-		run_set(r, PC_RUN_LC_IDLE, d->blocked ? "reply cancelled" : "reply checked");
-		apply_message_sending(r, d);
-		finish(ctx, r, PC_RUN_STATUS_OK, NULL, r->final_act);
+	} else if (d->tag == PC__RUN_TAG_MESSAGE_SENDING && r->state == PC_RUN_LC_SENDING) {
+		pc__run_set(r, PC_RUN_LC_IDLE, d->blocked ? "reply cancelled" : "reply checked");
+		pc__run_apply_message_sending(r, d);
+		pc__run_finish(ctx, r, PC_RUN_STATUS_OK, NULL, r->final_act);
 	}
 }
 
@@ -1211,10 +940,10 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		r->started_ms = pc_runtime_now_ms();
 		r->started_wall = pc__wall_ms();
 		r->self = pc_self(ctx);
-		run_set(r, PC_RUN_LC_IDLE, "start"); /* the registry's entry starts */
+		pc__run_set(r, PC_RUN_LC_IDLE, "start"); /* the registry's entry starts */
 		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);
 		log_start(r);
-		if (!hook_model_resolve(ctx, r))
+		if (!pc__run_hook_model_resolve(ctx, r))
 			iterate(ctx, r);
 		return 0;
 	case PC_MSG_HOOK_DONE:
@@ -1251,7 +980,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__MSG_RUN_TRUNCATED:
 		if (r->state != PC_RUN_LC_TRUNCATING)
 			return 0;
-		run_set(r, PC_RUN_LC_IDLE, "truncated");
+		pc__run_set(r, PC_RUN_LC_IDLE, "truncated");
 		r->outcome.recovery.truncation = *(const int64_t *)pc_msg_cdata(msg) > 0 ? PC_RECOVERY_DONE
 											: PC_RECOVERY_NOTHING;
 		if (r->cancelled)
@@ -1264,7 +993,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__MSG_RUN_DELAY:
 		r->delay = 0;
 		if (r->state == PC_RUN_LC_DELAY) {
-			run_set(r, PC_RUN_LC_IDLE, "backoff over");
+			pc__run_set(r, PC_RUN_LC_IDLE, "backoff over");
 			iterate(ctx, r);
 		}
 		return 0;
@@ -1336,13 +1065,13 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	} else if (!pc_run_lc_terminal(r->state)) {
 		/* Stopped without finishing (shutdown, a failed handler): the
 		 * run still ends once, as an error. */
-		run_set(r, PC_RUN_LC_ERROR, "stopped");
-		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, run_ms(r));
+		pc__run_set(r, PC_RUN_LC_ERROR, "stopped");
+		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, pc__run_ms(r));
 		pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), "stopped",
 				  "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");
-		hook_agent_end(r, PC_RUN_STATUS_ERROR, "the run was stopped", NULL);
+		pc__run_hook_agent_end(r, PC_RUN_STATUS_ERROR, "the run was stopped", NULL);
 		__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
 	}
 	if (r->delay)
@@ -1431,7 +1160,6 @@ static int resolve_chain(run_t *r, const char *model)
 	r->n_cand = n;
 	return 0;
 }
-
 
 int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session, pc_actor_t **out)
 {
