@@ -364,8 +364,10 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
 		pc__att_set_error(t, pc_store_strerror(t->store_error));
 	}
-	/* sessionLikelyHasOversizedToolResults: what §1.7 step 7c could cut */
-	t->oversized_results = t->messages &&
+	/* sessionLikelyHasOversizedToolResults: what §1.7 step 7c could cut;
+	 * only an overflow asks, so only an overflow pays for the walk */
+	t->oversized_results = t->messages && t->has_failure &&
+			       t->failure.reason == PC_FAILOVER_CONTEXT_OVERFLOW &&
 			       pc_ctx_reducible_chars(t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)) > 0;
 	/* every message of the context was acknowledged: it is the stored
 	 * transcript, and the session's next attempt can start from it */
