@@ -18,15 +18,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../actors/timer.h"
-#include "../io/buf.h"
-#include "../io/utf8.h"
-#include "../runtime/blocking.h"
+#include "actors/timer.h"
+#include "io/buf.h"
+#include "io/utf8.h"
+#include "runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/lease.h"
 #include "session/recovery.h"
-#include "tools/exec_tool.h"
-#include "tools/fs_tools.h"
+#include "agents/tools/exec_tool.h"
+#include "agents/tools/fs_tools.h"
 #include "session/diagnostics.h"
 
 /* The embedded mock's demo: every run calls the clock tool once, then

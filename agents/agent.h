@@ -30,16 +30,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../actors/actor.h"
-#include "../io/io.h"
-#include "../io/store/store.h"
-#include "config/config.h"
+#include "actors/actor.h"
+#include "io/io.h"
+#include "io/store/store.h"
+#include "agents/config/config.h"
 #include "events/event_bus.h"
-#include "hooks/hooks.h"
-#include "obs/log.h"
-#include "obs/metrics.h"
+#include "agents/hooks/hooks.h"
+#include "agents/obs/log.h"
+#include "agents/obs/metrics.h"
 #include "run/run_registry.h"
-#include "tools/tool.h"
+#include "agents/tools/tool.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,17 +21,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../actors/actor.h"
-#include "../actors/timer.h"
+#include "actors/actor.h"
+#include "actors/timer.h"
 #include "agent.h"
-#include "obs/trace.h"
-#include "providers/cooldowns.h"
+#include "agents/obs/trace.h"
+#include "agents/providers/cooldowns.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
 #include "slab.h"
-#include "tools/loop_detect.h"
-#include "tools/process_table.h"
+#include "agents/tools/loop_detect.h"
+#include "agents/tools/process_table.h"
 
 #define PC__SESSION_SHARDS 64u
 #define PC__KEY_MAX 255u

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/error.h"
+#include "runtime/error.h"
 
 int pc__buf_append(pc__buf_t *b, const void *data, size_t n)
 {

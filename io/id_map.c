@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "../runtime/error.h"
+#include "runtime/error.h"
 
 #define INITIAL_BUCKETS 64u
 

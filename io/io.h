@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "../actors/actor.h"
+#include "actors/actor.h"
 
 #ifdef __cplusplus
 extern "C" {

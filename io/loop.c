@@ -21,9 +21,9 @@
 
 #include <curl/curl.h>
 
-#include "../mailbox/mailbox.h"
-#include "../mailbox/msg_pool.h"
-#include "../runtime/trim.h"
+#include "mailbox/mailbox.h"
+#include "mailbox/msg_pool.h"
+#include "runtime/trim.h"
 #include "loop_internal.h"
 
 #define EVENT_BATCH 256

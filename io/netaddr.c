@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/error.h"
+#include "runtime/error.h"
 #include "netaddr.h"
 
 static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};

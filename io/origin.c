@@ -5,7 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../runtime/error.h"
+#include "runtime/error.h"
 #include "netaddr.h"
 #include "origin.h"
 

@@ -26,10 +26,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/blocking.h"
+#include "runtime/blocking.h"
 #include "../compaction/compaction.h"
-#include "../providers/model_call.h"
-#include "../providers/request.h"
+#include "agents/providers/model_call.h"
+#include "agents/providers/request.h"
 #include "attempt_internal.h"
 #include "context_guard.h"
 #include "io/json_print.h"

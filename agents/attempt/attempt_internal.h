@@ -9,10 +9,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
-#include "../../io/buf.h"
+#include "actors/timer.h"
+#include "io/buf.h"
 #include "../agent_internal.h"
-#include "../hooks/hooks.h"
+#include "agents/hooks/hooks.h"
 #include "attempt_timeout.h"
 
 /* §3.3 event-side cap of tool results on the `tool` stream. */

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

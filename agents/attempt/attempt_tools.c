@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../hooks/hooks.h"
-#include "../tools/loop_detect.h"
+#include "agents/hooks/hooks.h"
+#include "agents/tools/loop_detect.h"
 #include "attempt_internal.h"
 #include "io/json_print.h"
 #include "steering.h"

@@ -26,7 +26,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "../run/run_state.h"
 
 #ifdef __cplusplus

@@ -24,7 +24,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../../runtime/error.h"
-#include "../config/vocab.h"
+#include "runtime/error.h"
+#include "agents/config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,9 +27,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../io/utf8.h"
-#include "../agent.h"
-#include "../providers/request.h"
+#include "io/utf8.h"
+#include "agents/agent.h"
+#include "agents/providers/request.h"
 #include "commands.h"
 #include "host.h"
 #include "rpc_client.h"

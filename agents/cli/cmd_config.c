@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../config/config.h"
+#include "agents/config/config.h"
 #include "commands.h"
 
 #define CMD "pincer config"

@@ -29,7 +29,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../gateway/gateway.h"
+#include "agents/gateway/gateway.h"
 #include "commands.h"
 #include "host.h"
 

@@ -15,10 +15,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../io/io.h"
-#include "../../runtime/runtime.h"
-#include "../mock/mock_server.h"
-#include "../mock/scenario.h"
+#include "io/io.h"
+#include "runtime/runtime.h"
+#include "agents/mock/mock_server.h"
+#include "agents/mock/scenario.h"
 #include "commands.h"
 
 #define MAX_SCENARIO_BYTES ((size_t)64 << 20)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../runtime/version.h"
+#include "runtime/version.h"
 #include "commands.h"
 #include "rpc_client.h"
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../agent.h"
+#include "agents/agent.h"
 
 typedef struct pc_cli_host {
 	pc_config_t *cfg;

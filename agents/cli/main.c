@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <strings.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "commands.h"
 
 typedef struct command {

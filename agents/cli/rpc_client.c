@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/version.h"
-#include "../config/config.h"
-#include "../gateway/ws_client.h"
+#include "runtime/version.h"
+#include "agents/config/config.h"
+#include "agents/gateway/ws_client.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 

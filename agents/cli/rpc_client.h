@@ -27,7 +27,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 /* The protocol versions this client speaks (the gateway's are 3 and 4). */
 #define PC_CLI_RPC_PROTOCOL_MIN 3

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../io/buf.h"
+#include "io/buf.h"
 #include "../attempt/context_guard.h"
 #include "io/json_print.h"
 

@@ -26,12 +26,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/actor.h"
-#include "../../io/io.h"
-#include "../../io/lock/session_lock.h"
-#include "../../io/store/store.h"
-#include "../hooks/hooks.h"
-#include "../providers/provider.h"
+#include "actors/actor.h"
+#include "io/io.h"
+#include "io/lock/session_lock.h"
+#include "io/store/store.h"
+#include "agents/hooks/hooks.h"
+#include "agents/providers/provider.h"
 
 #ifdef __cplusplus
 extern "C" {

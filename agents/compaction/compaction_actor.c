@@ -33,12 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/timer.h"
-#include "../../runtime/blocking.h"
+#include "actors/timer.h"
+#include "runtime/blocking.h"
 #include "../attempt/context_guard.h"
-#include "../providers/model_call.h"
-#include "../providers/request.h"
-#include "../providers/wire.h"
+#include "agents/providers/model_call.h"
+#include "agents/providers/request.h"
+#include "agents/providers/wire.h"
 #include "compaction.h"
 
 #define DEFAULT_MAX_TOKENS 4096

@@ -30,8 +30,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../io/netaddr.h"
-#include "../../io/origin.h"
+#include "io/netaddr.h"
+#include "io/origin.h"
 #include "exec_launchers.h"
 
 /* The largest integer a JSON number (a double) holds exactly. */

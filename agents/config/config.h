@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "vocab.h"
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

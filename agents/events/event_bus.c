@@ -35,8 +35,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../mailbox/atomics.h"
-#include "../../runtime/sync.h"
+#include "mailbox/atomics.h"
+#include "runtime/sync.h"
 #include "io/buf.h"
 #include "io/json_print.h"
 

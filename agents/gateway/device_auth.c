@@ -21,7 +21,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "../../io/base64.h"
+#include "io/base64.h"
 #include "rpc_internal.h"
 
 int pc__gw_nonce(char out[PC__GW_NONCE_MAX])

@@ -29,10 +29,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../agent.h"
-#include "../config/config.h"
-#include "../hooks/hooks.h"
-#include "../../io/io.h"
+#include "agents/agent.h"
+#include "agents/config/config.h"
+#include "agents/hooks/hooks.h"
+#include "io/io.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../io/netaddr.h"
-#include "../../io/origin.h"
+#include "io/netaddr.h"
+#include "io/origin.h"
 #include "gateway_internal.h"
 
 int pc__gw_guard_new(pc_gateway_t *g)

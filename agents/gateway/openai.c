@@ -32,11 +32,11 @@
 #include <strings.h>
 #include <time.h>
 
-#include "../../actors/timer.h"
-#include "../../io/buf.h"
-#include "../../io/store/store.h"
-#include "../obs/redact.h"
-#include "../providers/usage.h"
+#include "actors/timer.h"
+#include "io/buf.h"
+#include "io/store/store.h"
+#include "agents/obs/redact.h"
+#include "agents/providers/usage.h"
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "openai_internal.h"

@@ -12,8 +12,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "../obs/redact.h"
-#include "../providers/usage.h"
+#include "agents/obs/redact.h"
+#include "agents/providers/usage.h"
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "openai_internal.h"

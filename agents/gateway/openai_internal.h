@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../actors/timer.h"
-#include "../../io/buf.h"
-#include "../../io/store/store.h"
+#include "actors/timer.h"
+#include "io/buf.h"
+#include "io/store/store.h"
 #include "http_util.h"
 
 enum {

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../runtime/version.h"
-#include "../obs/metrics.h"
-#include "../obs/process_stats.h"
+#include "runtime/version.h"
+#include "agents/obs/metrics.h"
+#include "agents/obs/process_stats.h"
 #include "http_util.h"
 
 enum { OPS_LIVEZ = 0, OPS_READYZ, OPS_HEALTHZ, OPS_HEALTH, OPS_METRICS, OPS_ROUTES };

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../runtime/version.h"
+#include "runtime/version.h"
 #include "io/json_print.h"
 #include "io/json_text.h"
 #include "rpc_internal.h"

@@ -23,7 +23,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 #include "gateway_internal.h"
 
 /* Protocol versions served (§8.2: 3 in April, 4 from August). */

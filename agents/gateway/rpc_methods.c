@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../runtime/version.h"
+#include "runtime/version.h"
 #include "io/json_print.h"
 #include "rpc_internal.h"
 

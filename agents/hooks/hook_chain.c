@@ -34,8 +34,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../actors/timer.h"
-#include "../../runtime/blocking.h"
+#include "actors/timer.h"
+#include "runtime/blocking.h"
 #include "io/json_print.h"
 
 enum {

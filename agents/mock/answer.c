@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
 

@@ -27,9 +27,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../actors/timer.h"
-#include "../../io/http_server.h"
-#include "../../mailbox/atomics.h"
+#include "actors/timer.h"
+#include "io/http_server.h"
+#include "mailbox/atomics.h"
 #include "scenario.h"
 
 enum { MSG_GO = 1, MSG_TICK, MSG_GONE, MSG_DONE };

@@ -28,7 +28,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../io/io.h"
+#include "io/io.h"
 
 #ifdef __cplusplus
 extern "C" {

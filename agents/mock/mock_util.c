@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
 

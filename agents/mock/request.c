@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "mock_internal.h"
 
 /* Appends the text of a message's content (a string, or the "text" parts

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../mailbox/atomics.h"
-#include "../../runtime/error.h"
+#include "mailbox/atomics.h"
+#include "runtime/error.h"
 #include "mock_internal.h"
 
 typedef struct session {

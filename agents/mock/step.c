@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 #include "mock_internal.h"
 
 /* The step used when nothing scripts the request. */

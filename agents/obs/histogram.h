@@ -35,7 +35,7 @@
 
 #include <stdint.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../io/buf.h"
+#include "io/buf.h"
 
 struct pc_log {
 	pthread_mutex_t lock; /* held for the write only */

@@ -59,7 +59,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,8 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "../../io/lock/session_lock.h"
-#include "../../runtime/error.h"
+#include "io/lock/session_lock.h"
+#include "runtime/error.h"
 
 /* The boot time (Unix seconds), from /proc/stat's btime line; 0 unknown. */
 static double boot_time(void)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../../io/buf.h"
+#include "io/buf.h"
 
 #define MASK "***"
 

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "../config/config.h"
+#include "agents/config/config.h"
 #include "failover.h"
 
 typedef struct pc_cooldowns pc_cooldowns_t;

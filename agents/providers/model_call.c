@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../io/http_client.h"
-#include "../obs/redact.h"
+#include "io/http_client.h"
+#include "agents/obs/redact.h"
 #include "io/json_print.h"
 #include "model_call.h"
 #include "wire.h"

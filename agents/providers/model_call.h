@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../io/io.h"
+#include "io/io.h"
 #include "failover.h"
 #include "provider.h"
 #include "stream.h"

@@ -11,8 +11,8 @@
 
 #include <stddef.h>
 
-#include "../../runtime/error.h"
-#include "../config/vocab.h"
+#include "runtime/error.h"
+#include "agents/config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -37,8 +37,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/error.h"
-#include "../config/config.h"
+#include "runtime/error.h"
+#include "agents/config/config.h"
 #include "provider.h"
 
 #ifdef __cplusplus

@@ -28,8 +28,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../io/sse.h"
-#include "../../runtime/error.h"
+#include "io/sse.h"
+#include "runtime/error.h"
 #include "provider.h"
 #include "usage.h"
 

@@ -29,13 +29,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 #include "../agent_internal.h"
 #include "../attempt/attempt_timeout.h"
 #include "../compaction/compaction.h"
-#include "../obs/redact.h"
-#include "../providers/request.h"
-#include "../providers/wire.h"
+#include "agents/obs/redact.h"
+#include "agents/providers/request.h"
+#include "agents/providers/wire.h"
 #include "io/json_print.h"
 #include "run_decide.h"
 #include "run_lifecycle.h"

@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
-#include "../providers/failover.h"
-#include "../providers/usage.h"
+#include "runtime/error.h"
+#include "agents/providers/failover.h"
+#include "agents/providers/usage.h"
 #include "run_state.h"
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 #include "../agent_internal.h"
 #include "run_decide.h"
 #include "run_lifecycle.h"

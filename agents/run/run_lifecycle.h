@@ -25,7 +25,7 @@
 
 #include <stdbool.h>
 
-#include "../../io/store/store.h"
+#include "io/store/store.h"
 #include "../session/queue_policy.h"
 #include "run_registry.h"
 

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../mailbox/atomics.h"
-#include "../../runtime/sync.h"
+#include "mailbox/atomics.h"
+#include "runtime/sync.h"
 
 #define SHARDS 16u
 #define INITIAL_BUCKETS 16u

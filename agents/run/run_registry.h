@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../actors/actor.h"
-#include "../../runtime/error.h"
+#include "actors/actor.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

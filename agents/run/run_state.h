@@ -24,13 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
-#include "../providers/failover.h"
-#include "../providers/request.h"
-#include "../providers/usage.h"
+#include "runtime/error.h"
+#include "agents/providers/failover.h"
+#include "agents/providers/request.h"
+#include "agents/providers/usage.h"
 #include "idle_breaker.h"
 #include "loop_guard.h"
-#include "../config/vocab.h"
+#include "agents/config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 #include "../agent_internal.h"
 
 #define FIRST_MS 25u

@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/blocking.h"
+#include "runtime/blocking.h"
 #include "../agent_internal.h"
 #include "../attempt/context_guard.h"
 #include "io/json_print.h"

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
-#include "../config/vocab.h"
+#include "runtime/error.h"
+#include "agents/config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

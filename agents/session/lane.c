@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 
 enum {
 	MSG_ACQUIRE = PC_MSG_TYPE_SYSTEM + 0x2310, /* acquire_msg_t */

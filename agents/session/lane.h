@@ -30,8 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../actors/actor.h"
-#include "../../runtime/error.h"
+#include "actors/actor.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../actors/actor.h"
-#include "../../actors/timer.h"
-#include "../../io/store/store.h"
+#include "actors/actor.h"
+#include "actors/timer.h"
+#include "io/store/store.h"
 
 #define PC__LEASE_TTL_MS 30000u       /* a holder that stops renewing loses it after this */
 #define PC__LEASE_RENEW_MS 10000u     /* renewed this often while the session has work */

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../runtime/error.h"
-#include "../config/vocab.h"
+#include "runtime/error.h"
+#include "agents/config/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../actors/timer.h"
+#include "actors/timer.h"
 #include "../agent_internal.h"
 #include "../attempt/payload.h"
 #include "../run/run_lifecycle.h"

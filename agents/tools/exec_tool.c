@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../config/exec_launchers.h"
+#include "agents/config/exec_launchers.h"
 
 extern char **environ;
 

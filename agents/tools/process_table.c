@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../runtime/blocking.h"
+#include "runtime/blocking.h"
 #include "exec_cgroup.h"
 #include "exec_supervisor.h"
 #include "io/utf8.h"

@@ -89,7 +89,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

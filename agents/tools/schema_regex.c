@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../io/buf.h"
-#include "../../runtime/error.h"
+#include "io/buf.h"
+#include "runtime/error.h"
 
 /*
  * Patterns are compiled once by PCRE2 (UTF mode, no UCP), after a pre-pass

@@ -35,8 +35,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../actors/timer.h"
-#include "../../runtime/blocking.h"
+#include "actors/timer.h"
+#include "runtime/blocking.h"
 #include "io/utf8.h"
 #include "schema.h"
 

@@ -49,8 +49,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/actor.h"
-#include "../../runtime/error.h"
+#include "actors/actor.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -32,7 +32,7 @@
 
 #include <openssl/evp.h>
 
-#include "../../runtime/runtime.h"
+#include "runtime/runtime.h"
 
 #define NAME_LEN (64 + 5)             /* hex SHA-256 + ".lock" */
 #define SAFE_INT_MAX 9007199254740991 /* 2^53 - 1: what the spec's env values may hold */

@@ -43,7 +43,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../../runtime/error.h"
+#include "runtime/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,8 +27,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../actors/timer.h"
-#include "../../runtime/blocking.h"
+#include "actors/timer.h"
+#include "runtime/blocking.h"
 
 /* Actor-private message types. */
 enum {

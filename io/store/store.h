@@ -34,10 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../actors/actor.h"
-#include "../../mailbox/msg.h"
-#include "../../runtime/error.h"
-#include "../../runtime/runtime.h"
+#include "actors/actor.h"
+#include "mailbox/msg.h"
+#include "runtime/error.h"
+#include "runtime/runtime.h"
 #include "../lock/session_lock.h"
 
 #ifdef __cplusplus
