@@ -2,7 +2,7 @@
  * Actor memory: fixed-size slots carved from chunks the runtime owns.
  *
  * Workers allocate and free slots through their own magazine cache
- * (magazine_internal.h), so a spawn or a reclaim costs no lock and no
+ * (magazine.h), so a spawn or a reclaim costs no lock and no
  * malloc in the common case, and a slot freed on another worker than the
  * one that spawned it simply joins that worker's cache. Whole magazines
  * move through a depot under the pool's mutex, which is also where new

@@ -24,7 +24,7 @@
 #include "runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/lease.h"
-#include "session/recovery.h"
+#include "session/recovery_internal.h"
 #include "agents/tools/exec_tool.h"
 #include "agents/tools/fs_tools.h"
 #include "session/diagnostics.h"

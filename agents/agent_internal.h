@@ -287,7 +287,7 @@ typedef struct pc__submit {
 	char buf[];
 } pc__submit_t;
 /* recover_run: NULL, or the id of a run recovered after a crash (its row
- * exists and is this process's; session/recovery.h). */
+ * exists and is this process's; session/recovery_internal.h). */
 int pc__submit_encode(const pc_agent_params_t *p, const char *key, const char *recover_run, pc_msg_t **out);
 
 int pc__session_spawn(pc_agent_t *a, const char *key, pc_actor_t **out);

@@ -1,7 +1,7 @@
 /*
  * Message allocation. Four size classes (48, 64, 128 and 256 bytes in all);
  * each worker keeps two magazines of up to PC_MSG_MAG_SIZE free messages per
- * class (magazine_internal.h) and trades whole magazines with a shared
+ * class (magazine.h) and trades whole magazines with a shared
  * depot. A message freed on another worker than the one that allocated it
  * simply joins that worker's cache: all blocks of a class are
  * interchangeable, so in a producer/consumer pair the consumer's full

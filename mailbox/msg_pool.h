@@ -6,7 +6,7 @@
 #ifndef PC_MAILBOX_MSG_POOL_H
 #define PC_MAILBOX_MSG_POOL_H
 
-#include "magazine_internal.h"
+#include "magazine.h"
 #include "msg.h"
 
 /* Runtime-owned header flags. */
@@ -20,7 +20,7 @@ enum {
 #define PC_MSG_CLASS_HEAP 0xFFFFu
 #define PC_MSG_MAG_SIZE 128u
 
-/* One thread's cache: two magazines per size class (magazine_internal.h). */
+/* One thread's cache: two magazines per size class (magazine.h). */
 typedef struct pc__msg_cache {
 	pc__mags_t cls[PC_MSG_CLASSES];
 } pc__msg_cache_t;

@@ -12,7 +12,7 @@
 
 #include "agent_harness.h"
 #include "agents/gateway/gateway.h"
-#include "agents/gateway/http_util.h"
+#include "agents/gateway/http_util_internal.h"
 #include "curl_client.h"
 
 TestSuite(gateway_http, .timeout = 120);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gateway_internal.h"
-#include "http_util.h"
+#include "http_util_internal.h"
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 

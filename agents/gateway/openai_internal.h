@@ -12,7 +12,7 @@
 #include "actors/timer.h"
 #include "io/buf.h"
 #include "io/store/store.h"
-#include "http_util.h"
+#include "http_util_internal.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2A00, /* a completion's first message */

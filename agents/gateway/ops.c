@@ -26,7 +26,7 @@
 #include "runtime/version.h"
 #include "agents/obs/metrics.h"
 #include "agents/obs/process_stats.h"
-#include "http_util.h"
+#include "http_util_internal.h"
 
 enum { OPS_LIVEZ = 0, OPS_READYZ, OPS_HEALTHZ, OPS_HEALTH, OPS_METRICS, OPS_ROUTES };
 static const char *const route_paths[OPS_ROUTES] = {"/livez", "/readyz", "/healthz", "/health", "/metrics"};

@@ -1,7 +1,7 @@
 /*
- * Accepted messages that outlive a crash (recovery.h).
+ * Accepted messages that outlive a crash (recovery_internal.h).
  */
-#include "recovery.h"
+#include "recovery_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

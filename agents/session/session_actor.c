@@ -32,7 +32,7 @@
 #include "diagnostics.h"
 #include "lease.h"
 #include "io/json_print.h"
-#include "recovery.h"
+#include "recovery_internal.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -157,7 +157,7 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 	pc_store_run_status_t st = pc_run_lc_store_status(pc_run_lc_done(status));
 	/* committed at once: until it is, a crash would leave the run to
 	 * be run again on restart, though its message was steered, collected
-	 * or refused (recovery.h) */
+	 * or refused (recovery_internal.h) */
 	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, 0, &req) == 0) {
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
@@ -944,7 +944,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 }
 
 /* A run a gone process accepted and never began, adopted by this one
- * (recovery.h): its row exists, nobody waits for an answer; it joins the
+ * (recovery_internal.h): its row exists, nobody waits for an answer; it joins the
  * session's queue in the order recovery sends them. */
 static int on_recovered(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {

@@ -12,8 +12,8 @@
  * did. A run whose owner lives (another process on this state directory)
  * is that process's.
  */
-#ifndef PINCER_AGENTS_SESSION_RECOVERY_H
-#define PINCER_AGENTS_SESSION_RECOVERY_H
+#ifndef PINCER_AGENTS_SESSION_RECOVERY_INTERNAL_H
+#define PINCER_AGENTS_SESSION_RECOVERY_INTERNAL_H
 
 #include "../agent_internal.h"
 

@@ -6,9 +6,11 @@
  * thrashes the depot and the depot's lock is taken at most once per
  * magazine's worth of operations. Free objects are linked through their
  * first word. Single-threaded: each cache belongs to one thread.
+ * The mailbox part's header for msg_pool.h, whose caches parts above
+ * embed (the I/O loops); not installed.
  */
-#ifndef PC_MAILBOX_MAGAZINE_INTERNAL_H
-#define PC_MAILBOX_MAGAZINE_INTERNAL_H
+#ifndef PC_MAILBOX_MAGAZINE_H
+#define PC_MAILBOX_MAGAZINE_H
 
 #include <stdint.h>
 #include <string.h>

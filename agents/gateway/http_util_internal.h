@@ -7,8 +7,8 @@
  * part owns its own, so no part ever writes into another's memory (the
  * parts are freed one after the other while their actors wind down).
  */
-#ifndef PINCER_AGENTS_GATEWAY_HTTP_UTIL_H
-#define PINCER_AGENTS_GATEWAY_HTTP_UTIL_H
+#ifndef PINCER_AGENTS_GATEWAY_HTTP_UTIL_INTERNAL_H
+#define PINCER_AGENTS_GATEWAY_HTTP_UTIL_INTERNAL_H
 
 #include <stdint.h>
 #include <stdio.h>
