@@ -152,7 +152,7 @@ void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 	}
 	t->next_call = 0;
 	t->calls_done = 0;
-	t->phase = PH_TOOLS;
+	pc__att_set(t, PC_ATT_LC_TOOLS, "tool calls");
 	pc_tool_mode_t mode = pc__att_tool_mode(t);
 	pc_steer_decision_t sd;
 	if (mode == PC_TOOLS_PARALLEL) {
@@ -514,7 +514,7 @@ void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t 
 {
 	size_t i = HOOK_TAG_SLOT(d->tag);
 	unsigned kind = HOOK_TAG_KIND(d->tag);
-	if (t->phase != PH_TOOLS || i >= t->n_calls || t->slots[i].done)
+	if (t->state != PC_ATT_LC_TOOLS || i >= t->n_calls || t->slots[i].done)
 		return;
 	if (kind == HOOK_KIND_GATE && t->slots[i].stage == SLOT_GATE)
 		on_gate_done(ctx, t, i, d);
@@ -571,7 +571,7 @@ static void call_finished(pc_ctx_t *ctx, attempt_t *t, size_t i)
 		if (t->calls_done == t->n_calls || pc__att_tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
 			skip_calls(ctx, t, i + 1);
 			if (t->calls_done == t->n_calls)
-				pc__att_finish(ctx, t);
+				pc__att_finish(ctx, t, "aborted");
 		}
 		return;
 	}
@@ -592,10 +592,10 @@ static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
 	pc_steer_at(pc__att_tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TOOLS_DONE, 0, 0, t->steer_n, &sd);
 	pc__att_inject_steering(ctx, t, sd.inject);
 	if (t->aborting || t->loop_stopped) {
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, t->aborting ? "aborted" : "loop breaker");
 		return;
 	}
 	if (pc__att_maybe_compact(ctx, t))
 		return;
-	pc__att_model_call(ctx, t);
+	pc__att_model_call(ctx, t, "tool results");
 }

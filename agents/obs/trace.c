@@ -11,6 +11,7 @@ static const struct {
 	unsigned bit;
 } machines[] = {
 	{"run", PC_TRACE_RUN},
+	{"attempt", PC_TRACE_ATTEMPT},
 };
 
 unsigned pc_trace_parse(const char *spec)

@@ -19,6 +19,7 @@ extern "C" {
 /* The traced machines, as bits of a mask. */
 typedef enum pc_trace_machine {
 	PC_TRACE_RUN = 1u << 0,
+	PC_TRACE_ATTEMPT = 1u << 1,
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu
