@@ -110,6 +110,7 @@ void pc__loop_box_release(pc__loop_box_t *b);
 typedef enum pc__lc_machine {
 	PC__LC_RUN = 0,
 	PC__LC_ATTEMPT,
+	PC__LC_SESSION,
 	PC__LC_MACHINES,
 } pc__lc_machine_t;
 

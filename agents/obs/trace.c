@@ -12,6 +12,7 @@ static const struct {
 } machines[] = {
 	{"run", PC_TRACE_RUN},
 	{"attempt", PC_TRACE_ATTEMPT},
+	{"session", PC_TRACE_SESSION},
 };
 
 unsigned pc_trace_parse(const char *spec)
