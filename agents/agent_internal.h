@@ -111,6 +111,7 @@ typedef enum pc__lc_machine {
 	PC__LC_RUN = 0,
 	PC__LC_ATTEMPT,
 	PC__LC_SESSION,
+	PC__LC_MODEL_CALL,
 	PC__LC_MACHINES,
 } pc__lc_machine_t;
 

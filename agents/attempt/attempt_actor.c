@@ -532,6 +532,10 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t, const char *why)
 	size_t nh = 0;
 	while (t->headers && t->headers[nh])
 		nh++;
+	/* the call as the trace names it: the attempt's id and the call's number */
+	char call_id[PC_RUN_ID_MAX + 32];
+	snprintf(call_id, sizeof(call_id), "%s/%u/%llu", t->run_id, (unsigned)t->index,
+		 (unsigned long long)(t->call_seq + 1));
 	pc_model_call_config_t mc = {
 		.api = t->provider->api,
 		.url = t->url,
@@ -547,6 +551,10 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t, const char *why)
 		.http2_prior_knowledge = t->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.deltas = true,
 		.tag = ++t->call_seq,
+		.log = t->agent->log,
+		.illegal = t->agent->metrics.illegal[PC__LC_MODEL_CALL],
+		.trace = (t->agent->trace & PC_TRACE_MODEL_CALL) != 0,
+		.trace_id = call_id,
 	};
 	rc = pc_model_call_start(t->agent->io, &mc, pc_self(ctx), &t->call);
 	cJSON_free(body);

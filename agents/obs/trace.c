@@ -13,6 +13,7 @@ static const struct {
 	{"run", PC_TRACE_RUN},
 	{"attempt", PC_TRACE_ATTEMPT},
 	{"session", PC_TRACE_SESSION},
+	{"model_call", PC_TRACE_MODEL_CALL},
 };
 
 unsigned pc_trace_parse(const char *spec)

@@ -21,6 +21,7 @@ typedef enum pc_trace_machine {
 	PC_TRACE_RUN = 1u << 0,
 	PC_TRACE_ATTEMPT = 1u << 1,
 	PC_TRACE_SESSION = 1u << 2,
+	PC_TRACE_MODEL_CALL = 1u << 3,
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu
