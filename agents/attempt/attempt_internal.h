@@ -15,26 +15,16 @@
 #include "agents/hooks/hooks.h"
 #include "attempt_lifecycle.h"
 #include "attempt_timeout.h"
+#include "tool_call_lifecycle.h"
 
 /* §3.3 event-side cap of tool results on the `tool` stream. */
 #define TOOL_EVENT_MAX_CHARS 8000u
 #define TOOL_EVENT_TRUNCATED "\n\u2026(truncated)\u2026"
 
-/* Where one tool call is (§4.1): before_tool_call hooks, the tool actor,
- * the tool_result_persist hooks, done. */
-typedef enum slot_stage {
-	SLOT_WAITING = 0,
-	SLOT_GATE,
-	SLOT_RUNNING,
-	SLOT_PERSIST,
-	SLOT_DONE,
-} slot_stage_t;
-
+/* One tool call of the batch (§4.1). */
 typedef struct tool_slot {
 	pc_actor_t *actor;  /* NULL: not started (or finished) */
-	slot_stage_t stage;
-	bool done;
-	bool skipped;
+	pc_tc_lc_t stage;   /* changed only by call_set (tool_call_lifecycle.h) */
 	/* the result while tool_result_persist runs */
 	bool is_error, mutating;
 	char *text;

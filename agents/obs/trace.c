@@ -14,6 +14,7 @@ static const struct {
 	{"attempt", PC_TRACE_ATTEMPT},
 	{"session", PC_TRACE_SESSION},
 	{"model_call", PC_TRACE_MODEL_CALL},
+	{"tool_call", PC_TRACE_TOOL_CALL},
 };
 
 unsigned pc_trace_parse(const char *spec)

@@ -22,6 +22,7 @@ typedef enum pc_trace_machine {
 	PC_TRACE_ATTEMPT = 1u << 1,
 	PC_TRACE_SESSION = 1u << 2,
 	PC_TRACE_MODEL_CALL = 1u << 3,
+	PC_TRACE_TOOL_CALL = 1u << 4,
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu
