@@ -4,8 +4,9 @@
  *   trace <machine> <id> <from> -> <to> (<why>)
  * as the message of an info line of the agent's logger (standard error
  * when the agent has none). PINCER_TRACE is a comma list of machine
- * names, or "all"; names of machines that are not traced yet are
- * accepted and ignored. It is read once, when the agent is made.
+ * names (run, attempt, session, model_call, tool_call), or "all"; names
+ * of machines that are not traced yet are accepted and ignored. It is
+ * read once, when the agent is made.
  */
 #ifndef PINCER_AGENTS_OBS_TRACE_H
 #define PINCER_AGENTS_OBS_TRACE_H
