@@ -113,6 +113,7 @@ typedef enum pc__lc_machine {
 	PC__LC_SESSION,
 	PC__LC_MODEL_CALL,
 	PC__LC_TOOL_CALL,
+	PC__LC_TOOL,
 	PC__LC_MACHINES,
 } pc__lc_machine_t;
 

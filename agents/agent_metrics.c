@@ -110,7 +110,7 @@ int pc__agent_metrics_new(pc_agent_t *a)
 		/* one series per lifecycle machine, in pc__lc_machine_t order */
 		static const char *const machine_labels[] = {"machine", NULL};
 		static const char *const machines[PC__LC_MACHINES] = {"run", "attempt", "session", "model_call",
-										"tool_call"};
+										"tool_call", "tool"};
 		pc_metric_desc_t id = {.type = PC_METRIC_COUNTER, .name = "pincer_lifecycle_illegal_total",
 				       .help = "Lifecycle transitions refused as illegal, by state machine.",
 				       .labels = machine_labels, .max_series = 8};

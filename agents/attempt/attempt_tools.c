@@ -300,6 +300,9 @@ static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_
 {
 	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
 	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
+	/* the invocation as the trace names it: as its call (tool_call) */
+	char trace_id[PC_RUN_ID_MAX + 96];
+	snprintf(trace_id, sizeof(trace_id), "%s/%u/%.64s", t->run_id, (unsigned)t->index, id);
 	pc_tool_invoke_t req = {
 		.name = name,
 		.tool_call_id = id,
@@ -307,6 +310,10 @@ static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_
 		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
 			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
 		.tag = i,
+		.log = t->agent->log,
+		.illegal = t->agent->metrics.illegal[PC__LC_TOOL],
+		.trace = (t->agent->trace & PC_TRACE_TOOL) != 0,
+		.trace_id = trace_id,
 	};
 	call_set(t, i, PC_TC_LC_RUNNING, "launch");
 	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);

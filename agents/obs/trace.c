@@ -15,6 +15,7 @@ static const struct {
 	{"session", PC_TRACE_SESSION},
 	{"model_call", PC_TRACE_MODEL_CALL},
 	{"tool_call", PC_TRACE_TOOL_CALL},
+	{"tool", PC_TRACE_TOOL},
 };
 
 unsigned pc_trace_parse(const char *spec)
