@@ -104,6 +104,19 @@ void pc__loop_box_release(pc__loop_box_t *b);
 /* Token kinds counted: input, output, cache read, cache write. */
 #define PC__TOKEN_KINDS 4u
 
+/* The lifecycle machines whose refused transitions are counted, as
+ * pincer_lifecycle_illegal_total{machine=<pc__lc_machine_name>}
+ * (docs/architecture.md, "one state machine per lifecycle"). */
+typedef enum pc__lc_machine {
+	PC__LC_RUN = 0,
+	PC__LC_ATTEMPT,
+	PC__LC_SESSION,
+	PC__LC_MODEL_CALL,
+	PC__LC_TOOL_CALL,
+	PC__LC_TOOL,
+	PC__LC_MACHINES,
+} pc__lc_machine_t;
+
 /* The agent's metric series (pc_agent_metrics), made once by
  * pc_agent_new. Actors record through these handles: lock-free atomics, no
  * lookup, no allocation. */
@@ -117,7 +130,8 @@ typedef struct pc__agent_metrics {
 	pc_metric_t *queue_wait_seconds; /* in the session's queue, before the lane */
 	pc_metric_t *lane_wait_seconds;
 	pc_metric_t *lock_overdue; /* write lock holds reported past their max hold */
-	pc_metric_t *run_illegal;  /* refused transitions of the run machine (run_lifecycle.h) */
+	/* refused transitions, one series per lifecycle machine (pc__lc_machine_t) */
+	pc_metric_t *illegal[PC__LC_MACHINES];
 	/* run_seconds' sum and count as integers (atomic), for the typical
 	 * run a refused client is told to wait for (the histogram is
 	 * write-only) */
@@ -133,7 +147,10 @@ static inline void pc__observe_ms(pc_metric_t *m, uint64_t ms) { (void)pc_metric
 void pc__metrics_run_end(pc_agent_t *a, pc_run_status_t status, bool started, uint64_t ms);
 
 /* A lifecycle refused a transition its table does not allow. */
-static inline void pc__metrics_run_illegal(pc__agent_metrics_t *m) { (void)pc_metric_inc(m->run_illegal); }
+static inline void pc__metrics_illegal(pc__agent_metrics_t *m, pc__lc_machine_t machine)
+{
+	(void)pc_metric_inc(m->illegal[machine]);
+}
 
 /* One provider and model's series: time to first token, tokens by kind. */
 typedef struct pc__model_series {

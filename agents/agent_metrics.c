@@ -107,17 +107,17 @@ int pc__agent_metrics_new(pc_agent_t *a)
 			rc = pc_metric_series(f, NULL, &m->lock_overdue);
 	}
 	if (rc == 0) {
-		/* one series per lifecycle machine (run_lifecycle.h); the others
-		 * join as their machines do */
+		/* one series per lifecycle machine, in pc__lc_machine_t order */
 		static const char *const machine_labels[] = {"machine", NULL};
-		static const char *const run_machine[] = {"run"};
+		static const char *const machines[PC__LC_MACHINES] = {"run", "attempt", "session", "model_call",
+										"tool_call", "tool"};
 		pc_metric_desc_t id = {.type = PC_METRIC_COUNTER, .name = "pincer_lifecycle_illegal_total",
 				       .help = "Lifecycle transitions refused as illegal, by state machine.",
 				       .labels = machine_labels, .max_series = 8};
 		pc_metric_family_t *f = NULL;
 		rc = pc_metrics_register(m->reg, &id, &f);
-		if (rc == 0)
-			rc = pc_metric_series(f, run_machine, &m->run_illegal);
+		for (size_t i = 0; rc == 0 && i < PC__LC_MACHINES; i++)
+			rc = pc_metric_series(f, &machines[i], &m->illegal[i]);
 	}
 	static const char *const ttft_labels[] = {"provider", "model", NULL};
 	pc_metric_desc_t fd = {.type = PC_METRIC_HISTOGRAM, .name = "pincer_provider_ttft_seconds",

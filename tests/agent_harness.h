@@ -101,12 +101,13 @@ static inline void harness_start(harness_t *h, const char *scenario)
 
 static inline void harness_stop(harness_t *h)
 {
-	/* every run's state changed only as its lifecycle allows (a test
+	/* every lifecycle's state changed only as its table allows (a test
 	 * that freed the agent itself has no counter left to read) */
-	double illegal = 0;
-	if (h->agent)
-		cr_assert_eq(pc_metric_value(h->agent->metrics.run_illegal, &illegal), 0);
-	cr_assert_eq(illegal, 0, "%.0f illegal run transitions", illegal);
+	for (int m = 0; h->agent && m < PC__LC_MACHINES; m++) {
+		double illegal = 0;
+		cr_assert_eq(pc_metric_value(h->agent->metrics.illegal[m], &illegal), 0);
+		cr_assert_eq(illegal, 0, "%.0f illegal transitions of lifecycle machine %d", illegal, m);
+	}
 	pc_agent_free(h->agent, 10000);
 	cr_assert_eq(pc_store_close(h->store), 0);
 	pc_io_free(h->io);

@@ -163,8 +163,9 @@ Test(run_lifecycle, pincer_trace_names_machines)
 	cr_assert_eq(pc_trace_parse(NULL), 0u);
 	cr_assert_eq(pc_trace_parse(""), 0u);
 	cr_assert_eq(pc_trace_parse("run"), (unsigned)PC_TRACE_RUN);
-	cr_assert_eq(pc_trace_parse("attempt, run ,session"), (unsigned)PC_TRACE_RUN);
-	cr_assert_eq(pc_trace_parse("attempt,session"), 0u); /* not traced yet */
+	cr_assert_eq(pc_trace_parse("attempt, run ,session"),
+		     (unsigned)(PC_TRACE_RUN | PC_TRACE_ATTEMPT | PC_TRACE_SESSION));
+	cr_assert_eq(pc_trace_parse("http,nosuch"), 0u); /* not traced (yet): ignored */
 	cr_assert_eq(pc_trace_parse("runs,ru,,"), 0u);
 	cr_assert_eq(pc_trace_parse("all"), PC_TRACE_ALL);
 }

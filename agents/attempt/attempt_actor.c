@@ -32,6 +32,7 @@
 #include "agents/providers/request.h"
 #include "attempt_internal.h"
 #include "context_guard.h"
+#include "agents/obs/trace.h"
 #include "io/json_print.h"
 #include "payload.h"
 #include "steering.h"
@@ -254,12 +255,38 @@ bool pc__att_has_block(const cJSON *msg, const char *kind)
 	return false;
 }
 
-/* Describes the attempt in a pc_run_outcome_t and sends it to the run. */
-static void report(attempt_t *t)
+/* ---- the attempt's state (attempt_lifecycle.h) ---- */
+
+/*
+ * The one place the attempt's state changes. A transition the table does
+ * not allow is refused (the state stays), counted and logged. An allowed
+ * one is traced (PINCER_TRACE=attempt) as the attempt's run id and index.
+ */
+void pc__att_set(attempt_t *t, pc_att_lc_t to, const char *why)
 {
-	if (t->reported)
+	pc_att_lc_t from = t->state;
+	if (!pc_att_lc_legal(from, to)) {
+		pc__metrics_illegal(&t->agent->metrics, PC__LC_ATTEMPT);
+		(void)pc_log_kv(t->agent->log, PC_LOG_WARN, "illegal attempt transition", PC_LF_STR("runId", t->run_id),
+				PC_LF_INT("attempt", t->index), PC_LF_STR("from", pc_att_lc_name(from)),
+				PC_LF_STR("to", pc_att_lc_name(to)), PC_LF_STR("why", why));
 		return;
-	t->reported = true;
+	}
+	t->state = to;
+	if (t->agent->trace & PC_TRACE_ATTEMPT) {
+		char id[PC_RUN_ID_MAX + 16];
+		snprintf(id, sizeof(id), "%s/%u", t->run_id, (unsigned)t->index);
+		pc_trace_transition(t->agent->log, "attempt", id, pc_att_lc_name(from), pc_att_lc_name(to), why);
+	}
+}
+
+/* Describes the attempt in a pc_run_outcome_t and sends it to the run:
+ * once, as the attempt's end (`why`, for the trace). */
+static void report(attempt_t *t, const char *why)
+{
+	if (t->state == PC_ATT_LC_DONE)
+		return;
+	pc__att_set(t, PC_ATT_LC_DONE, why);
 	pc_run_outcome_t o = {0};
 	o.now_ms = (uint64_t)pc__wall_ms();
 	o.duration_ms = (int64_t)(pc_runtime_now_ms() - (uint64_t)t->started_ms);
@@ -353,7 +380,7 @@ static void report(attempt_t *t)
 /* Ends the attempt once nothing is in flight and every write is acknowledged. */
 static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (t->phase != PH_FINISHING || t->call || t->compaction)
+	if (t->state != PC_ATT_LC_FINISHING || t->call || t->compaction)
 		return;
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
@@ -375,13 +402,15 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 		pc__transcript_keep(t->agent, t->key, t->messages);
 		t->messages = NULL;
 	}
-	report(t);
+	report(t, "reported");
 	pc_exit(ctx, PC_EXIT_NORMAL);
 }
 
-void pc__att_finish(pc_ctx_t *ctx, attempt_t *t)
+void pc__att_finish(pc_ctx_t *ctx, attempt_t *t, const char *why)
 {
-	t->phase = PH_FINISHING;
+	/* a second end (a fenced write's abort while finishing) changes nothing */
+	if (t->state != PC_ATT_LC_FINISHING)
+		pc__att_set(t, PC_ATT_LC_FINISHING, why);
 	if (t->timer) {
 		pc_timer_cancel(pc_ctx_runtime(ctx), t->timer);
 		t->timer = 0;
@@ -400,16 +429,16 @@ static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
 			pc_tool_abort(t->slots[i].actor);
-	if (t->phase == PH_TOOLS)
+	if (t->state == PC_ATT_LC_TOOLS)
 		pc__att_abort_tools(ctx, t);
 	if (t->compaction) {
 		pc_compaction_abort(t->compaction); /* its DONE finishes the attempt */
 		return;
 	}
-	if (t->phase == PH_LOADING || (!t->call && t->phase != PH_TOOLS))
-		pc__att_finish(ctx, t);
-	else if (t->phase == PH_TOOLS && t->calls_done == t->n_calls)
-		pc__att_finish(ctx, t);
+	if (t->state == PC_ATT_LC_LOADING || (!t->call && t->state != PC_ATT_LC_TOOLS))
+		pc__att_finish(ctx, t, "aborted");
+	else if (t->state == PC_ATT_LC_TOOLS && t->calls_done == t->n_calls)
+		pc__att_finish(ctx, t, "aborted");
 }
 
 /* ---- the system prompt ---- */
@@ -458,10 +487,10 @@ void pc__att_fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why)
 {
 	t->prompt_error = PC_PROMPT_ERR_SETUP;
 	pc__att_set_error(t, why);
-	pc__att_finish(ctx, t);
+	pc__att_finish(ctx, t, "setup failed");
 }
 
-int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
+int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t, const char *why)
 {
 	/* §3.3 live context guard: oversized tool results are cut in a copy;
 	 * an estimate over the limit is the preemptive overflow error. */
@@ -479,7 +508,7 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 		t->failure.compact = true;
 		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
 		pc__att_set_error(t, PC_CTX_PREEMPTIVE_OVERFLOW_MESSAGE);
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "context overflow");
 		return 0;
 	}
 	pc_request_params_t rp = {
@@ -503,6 +532,10 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 	size_t nh = 0;
 	while (t->headers && t->headers[nh])
 		nh++;
+	/* the call as the trace names it: the attempt's id and the call's number */
+	char call_id[PC_RUN_ID_MAX + 32];
+	snprintf(call_id, sizeof(call_id), "%s/%u/%llu", t->run_id, (unsigned)t->index,
+		 (unsigned long long)(t->call_seq + 1));
 	pc_model_call_config_t mc = {
 		.api = t->provider->api,
 		.url = t->url,
@@ -518,6 +551,10 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 		.http2_prior_knowledge = t->provider->http2 == PC_PROVIDER_HTTP2_PRIOR_KNOWLEDGE,
 		.deltas = true,
 		.tag = ++t->call_seq,
+		.log = t->agent->log,
+		.illegal = t->agent->metrics.illegal[PC__LC_MODEL_CALL],
+		.trace = (t->agent->trace & PC_TRACE_MODEL_CALL) != 0,
+		.trace_id = call_id,
 	};
 	rc = pc_model_call_start(t->agent->io, &mc, pc_self(ctx), &t->call);
 	cJSON_free(body);
@@ -525,7 +562,7 @@ int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t)
 		pc__att_fail_setup(ctx, t, "could not start the model call");
 		return 0;
 	}
-	t->phase = PH_MODEL;
+	pc__att_set(t, PC_ATT_LC_MODEL, why);
 	t->text.len = 0;
 	t->thinking.len = 0;
 	t->text_sent = t->thinking_sent = 0;
@@ -644,7 +681,7 @@ bool pc__att_maybe_compact(pc_ctx_t *ctx, attempt_t *t)
 {
 	if (!wants_compaction(t))
 		return false;
-	t->phase = PH_COMPACTING;
+	pc__att_set(t, PC_ATT_LC_COMPACTING, "threshold");
 	/* the run learns before anyone sees the event: steering is refused
 	 * from the moment a compaction is visible (§7.4) */
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_COMPACTING);
@@ -653,8 +690,7 @@ bool pc__att_maybe_compact(pc_ctx_t *ctx, attempt_t *t)
 		return true;
 	pc__att_emit(t, PC_EVENT_COMPACTION, pc__att_obj_phase("end"), false);
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
-	t->phase = PH_TOOLS;
-	return false;
+	return false; /* the caller's model call follows */
 }
 
 static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_done_msg_t *d)
@@ -673,14 +709,13 @@ static void on_compaction_done(pc_ctx_t *ctx, attempt_t *t, const pc_compaction_
 	if (done)
 		t->compactions++;
 	if (t->aborting) {
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "aborted");
 		return;
 	}
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 	if (!done) {
 		/* nothing to summarise, or it failed: go on with the context as is */
-		t->phase = PH_TOOLS;
-		pc__att_model_call(ctx, t);
+		pc__att_model_call(ctx, t, "not compacted");
 		return;
 	}
 	/* the transcript was rewritten: the context is read again */
@@ -710,7 +745,7 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	cJSON *msg = d->message ? cJSON_ParseWithLength(d->message, d->message_len) : NULL;
 	if (d->aborted || (t->aborting && d->result != 0)) {
 		cJSON_Delete(msg);
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "aborted");
 		return;
 	}
 	free(t->stop_reason);
@@ -730,7 +765,7 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 		}
 		cJSON_Delete(t->final_message);
 		t->final_message = msg;
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "model error");
 		return;
 	}
 	t->completed_call = true;
@@ -759,7 +794,7 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	cJSON_Delete(t->final_message);
 	t->final_message = cJSON_Duplicate(msg, true);
 	if (t->aborting) {
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "aborted");
 		return;
 	}
 	if (pc__att_has_block(msg, "toolCall")) {
@@ -770,12 +805,12 @@ static void on_model_done(pc_ctx_t *ctx, attempt_t *t, const pc_model_done_msg_t
 	pc_steer_at(pc__att_tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TURN_END, 0, 0, t->steer_n, &sd);
 	if (sd.continue_loop) {
 		pc__att_inject_steering(ctx, t, sd.inject);
-		pc__att_model_call(ctx, t);
+		pc__att_model_call(ctx, t, "steering");
 		return;
 	}
 	if (pc__att_hook_finalize(ctx, t))
 		return;
-	pc__att_finish(ctx, t);
+	pc__att_finish(ctx, t, "answered");
 }
 
 /* ---- loading ---- */
@@ -912,7 +947,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 		t->failure.compact = true;
 		t->prompt_error = PC_PROMPT_ERR_PROVIDER;
 		pc__att_set_error(t, PC_PREFLIGHT_ERROR_MESSAGE);
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "preflight overflow");
 		return;
 	}
 	cJSON *start = pc_event_bus_listened(t->bus) ? pc__att_obj_phase("start") : NULL;
@@ -925,7 +960,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 	pc__att_emit(t, PC_EVENT_LIFECYCLE, start, false);
 	pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
 	if (!pc__att_hook_agent_reply(ctx, t))
-		pc__att_model_call(ctx, t);
+		pc__att_model_call(ctx, t, "start");
 }
 
 /* An attempt-level hook chain answered (the tool hooks go to
@@ -937,7 +972,7 @@ static void on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *
 		pc__att_on_hook_done(ctx, t, d);
 		return;
 	}
-	if (kind != t->hook_wait || t->phase == PH_FINISHING)
+	if (kind != t->hook_wait || t->state == PC_ATT_LC_FINISHING)
 		return;
 	t->hook_wait = 0;
 	switch (kind) {
@@ -953,11 +988,11 @@ static void on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *
 		break;
 	case HOOK_KIND_REPLY:
 		if (!pc__att_apply_agent_reply(ctx, t, d))
-			pc__att_model_call(ctx, t);
+			pc__att_model_call(ctx, t, "start");
 		break;
 	case HOOK_KIND_FINALIZE:
 		pc__att_apply_finalize(t, d);
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, "finalized");
 		break;
 	default:
 		break;
@@ -1014,17 +1049,16 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	}
 	case PC_STORE_MSG_HISTORY:
-		if (t->phase == PH_COMPACTING && !t->have_history) {
+		if (t->state == PC_ATT_LC_COMPACTING && !t->have_history) {
 			t->have_history = true;
 			if (take_history(t, msg) != 0) {
 				pc__att_fail_setup(ctx, t, "the transcript could not be read after compaction");
 				return 0;
 			}
-			t->phase = PH_TOOLS;
-			pc__att_model_call(ctx, t);
+			pc__att_model_call(ctx, t, "compacted");
 			return 0;
 		}
-		if (t->phase != PH_LOADING || t->have_history)
+		if (t->state != PC_ATT_LC_LOADING || t->have_history)
 			return 0;
 		t->have_history = true;
 		if (take_history(t, msg) != 0) {
@@ -1039,7 +1073,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		t->have_context = true;
 		if (msg->size > 0)
 			t->context_text = strdup(pc_msg_cdata(msg));
-		if (t->phase == PH_LOADING && t->have_history && !t->aborting)
+		if (t->state == PC_ATT_LC_LOADING && t->have_history && !t->aborting)
 			loaded(ctx, t);
 		return 0;
 	case PC_STORE_MSG_REPLY: {
@@ -1061,11 +1095,10 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		}
 		/* compaction waits for every write, usage records included
 		 * (start_compaction): the last answer starts it */
-		if (t->phase == PH_COMPACTING && !t->compaction && !t->appends_pending && !t->usage_n && t->have_history &&
+		if (t->state == PC_ATT_LC_COMPACTING && !t->compaction && !t->appends_pending && !t->usage_n && t->have_history &&
 		    !t->aborting && !start_compaction(ctx, t)) {
 			pc_send_u64(t->run, PC__MSG_ATTEMPT_PHASE, PC_RUN_STREAMING);
-			t->phase = PH_TOOLS;
-			pc__att_model_call(ctx, t);
+			pc__att_model_call(ctx, t, "compaction not started");
 		}
 		maybe_finish(ctx, t);
 		return 0;
@@ -1106,7 +1139,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_ATTEMPT_TIMEOUT: {
 		t->timer = 0;
-		if (t->phase == PH_FINISHING)
+		if (t->state == PC_ATT_LC_FINISHING)
 			return 0;
 		/* §2.6: extended once while a compaction runs, then an abort */
 		pc_attempt_timeout_step_t st;
@@ -1146,7 +1179,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 			pc_actor_release(t->slots[i].actor);
 		}
 	}
-	if (!t->reported) {
+	if (t->state != PC_ATT_LC_DONE) {
 		/* Stopped without finishing (shutdown, a failed handler): the run
 		 * still gets its one report. */
 		if (t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
@@ -1154,7 +1187,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 			pc__att_set_error(t, reason == PC_EXIT_SHUTDOWN ? "the attempt was shut down"
 								: "the attempt failed");
 		}
-		report(t);
+		report(t, "stopped");
 	}
 	/* Steering that never reached a boundary goes back: the session runs
 	 * it as a followup instead of losing it. */

@@ -151,7 +151,7 @@ void pc__att_apply_agent_run(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg
 	cJSON_Delete(r);
 	t->prompt_error = PC_PROMPT_ERR_HOOK_BLOCK;
 	pc__att_set_error(t, d->reason[0] ? d->reason : "Blocked by a before_agent_run hook.");
-	pc__att_finish(ctx, t);
+	pc__att_finish(ctx, t, "blocked by before_agent_run");
 }
 
 /* ---- before_agent_reply ---- */
@@ -207,7 +207,7 @@ bool pc__att_apply_agent_reply(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_m
 	t->completed_call = true;
 	free(t->stop_reason);
 	t->stop_reason = strdup("stop");
-	pc__att_finish(ctx, t);
+	pc__att_finish(ctx, t, "answered by before_agent_reply");
 	return true;
 }
 

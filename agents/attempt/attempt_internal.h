@@ -13,35 +13,18 @@
 #include "io/buf.h"
 #include "../agent_internal.h"
 #include "agents/hooks/hooks.h"
+#include "attempt_lifecycle.h"
 #include "attempt_timeout.h"
+#include "tool_call_lifecycle.h"
 
 /* §3.3 event-side cap of tool results on the `tool` stream. */
 #define TOOL_EVENT_MAX_CHARS 8000u
 #define TOOL_EVENT_TRUNCATED "\n\u2026(truncated)\u2026"
 
-typedef enum phase {
-	PH_LOADING = 0,
-	PH_MODEL,
-	PH_TOOLS,
-	PH_COMPACTING, /* threshold compaction between two model calls (§7.1 item 1) */
-	PH_FINISHING,
-} phase_t;
-
-/* Where one tool call is (§4.1): before_tool_call hooks, the tool actor,
- * the tool_result_persist hooks, done. */
-typedef enum slot_stage {
-	SLOT_WAITING = 0,
-	SLOT_GATE,
-	SLOT_RUNNING,
-	SLOT_PERSIST,
-	SLOT_DONE,
-} slot_stage_t;
-
+/* One tool call of the batch (§4.1). */
 typedef struct tool_slot {
 	pc_actor_t *actor;  /* NULL: not started (or finished) */
-	slot_stage_t stage;
-	bool done;
-	bool skipped;
+	pc_tc_lc_t stage;   /* changed only by call_set (tool_call_lifecycle.h) */
 	/* the result while tool_result_persist runs */
 	bool is_error, mutating;
 	char *text;
@@ -78,7 +61,7 @@ typedef struct attempt {
 	uint64_t timeout_ms;
 	uint64_t lock_max_hold_ms; /* the run's write lock max hold (§6.4); 0: the default */
 
-	phase_t phase;
+	pc_att_lc_t state; /* changed only by pc__att_set (attempt_lifecycle.h) */
 	bool have_history, have_context;
 	cJSON *messages;      /* the model context: unified messages */
 	char *context_text;   /* context files section */
@@ -124,7 +107,7 @@ typedef struct attempt {
 	bool timed_out_in_compaction;
 	int64_t started_ms;
 	bool aborting, cancelled, timed_out, idle_timed_out, timed_out_in_tool;
-	bool user_persisted, reported;
+	bool user_persisted;
 	uint32_t tool_calls_run;
 
 	/* the outcome so far */
@@ -155,6 +138,10 @@ typedef struct attempt {
 } attempt_t;
 
 /* attempt_actor.c */
+/* The one transition of the attempt's state: one the table refuses is
+ * counted and logged and the state stays; an allowed one is traced
+ * (PINCER_TRACE=attempt) with `why`. */
+void pc__att_set(attempt_t *t, pc_att_lc_t to, const char *why);
 void pc__att_set_error(attempt_t *t, const char *text);
 /* Publishes `data` (consumed) on the run's bus. */
 void pc__att_emit(attempt_t *t, pc_event_stream_t stream, cJSON *data, bool droppable);
@@ -164,9 +151,12 @@ int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, c
 /* The same for a message already printed as JSON by cJSON. */
 int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids);
 bool pc__att_has_block(const cJSON *msg, const char *kind);
-void pc__att_finish(pc_ctx_t *ctx, attempt_t *t);
+/* The end is decided (`why`, for the trace): finishing, then done once
+ * nothing is in flight. */
+void pc__att_finish(pc_ctx_t *ctx, attempt_t *t, const char *why);
 void pc__att_fail_setup(pc_ctx_t *ctx, attempt_t *t, const char *why);
-int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t);
+/* The next model call on the context; `why` says what led to it. */
+int pc__att_model_call(pc_ctx_t *ctx, attempt_t *t, const char *why);
 /* Starts threshold compaction when the context wants it; true if it did. */
 bool pc__att_maybe_compact(pc_ctx_t *ctx, attempt_t *t);
 

@@ -17,6 +17,33 @@
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);
 static void tools_settled(pc_ctx_t *ctx, attempt_t *t);
 
+/*
+ * The one place a tool call's state changes (tool_call_lifecycle.h). A
+ * transition the table does not allow is refused (the state stays),
+ * counted and logged. An allowed one is traced (PINCER_TRACE=tool_call)
+ * as the attempt's id and the model's tool call id.
+ */
+static void call_set(attempt_t *t, size_t i, pc_tc_lc_t to, const char *why)
+{
+	tool_slot_t *s = &t->slots[i];
+	pc_tc_lc_t from = s->stage;
+	const char *call_id = pc__att_block_str(cJSON_GetArrayItem(t->calls, (int)i), "id");
+	if (!pc_tc_lc_legal(from, to)) {
+		pc__metrics_illegal(&t->agent->metrics, PC__LC_TOOL_CALL);
+		(void)pc_log_kv(t->agent->log, PC_LOG_WARN, "illegal tool_call transition", PC_LF_STR("runId", t->run_id),
+				PC_LF_INT("attempt", t->index), PC_LF_STR("toolCallId", call_id),
+				PC_LF_STR("from", pc_tc_lc_name(from)), PC_LF_STR("to", pc_tc_lc_name(to)),
+				PC_LF_STR("why", why));
+		return;
+	}
+	s->stage = to;
+	if (t->agent->trace & PC_TRACE_TOOL_CALL) {
+		char id[PC_RUN_ID_MAX + 96];
+		snprintf(id, sizeof(id), "%s/%u/%.64s", t->run_id, (unsigned)t->index, call_id);
+		pc_trace_transition(t->agent->log, "tool_call", id, pc_tc_lc_name(from), pc_tc_lc_name(to), why);
+	}
+}
+
 /* Once every call of the batch has its result (and only once: settling
  * lets go of the batch), the loop goes on. */
 static void maybe_settle(pc_ctx_t *ctx, attempt_t *t)
@@ -100,15 +127,14 @@ static void emit_tool(attempt_t *t, const char *phase, const char *id, const cha
 static void skip_calls(pc_ctx_t *ctx, attempt_t *t, size_t from)
 {
 	for (size_t i = from; i < t->n_calls; i++) {
-		if (t->slots[i].done || t->slots[i].actor)
+		if (pc_tc_lc_terminal(t->slots[i].stage) || t->slots[i].actor)
 			continue;
 		const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
 		const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
 		emit_tool(t, "start", id, name, cJSON_GetObjectItemCaseSensitive(b, "arguments"), NULL, false);
 		emit_tool(t, "result", id, name, NULL, PC_STEER_SKIPPED_TEXT, true);
 		add_tool_result(ctx, t, id, name, PC_STEER_SKIPPED_TEXT, true);
-		t->slots[i].done = true;
-		t->slots[i].skipped = true;
+		call_set(t, i, PC_TC_LC_SKIPPED, "steering");
 		t->calls_done++;
 	}
 }
@@ -152,7 +178,7 @@ void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 	}
 	t->next_call = 0;
 	t->calls_done = 0;
-	t->phase = PH_TOOLS;
+	pc__att_set(t, PC_ATT_LC_TOOLS, "tool calls");
 	pc_tool_mode_t mode = pc__att_tool_mode(t);
 	pc_steer_decision_t sd;
 	if (mode == PC_TOOLS_PARALLEL) {
@@ -160,7 +186,7 @@ void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 		if (sd.skip_from < t->n_calls)
 			skip_calls(ctx, t, sd.skip_from);
 		for (size_t i = 0; i < t->n_calls; i++)
-			if (!t->slots[i].done)
+			if (!pc_tc_lc_terminal(t->slots[i].stage))
 				start_tool(ctx, t, i);
 	} else {
 		start_tool(ctx, t, 0);
@@ -224,15 +250,15 @@ static cJSON *tool_event(const attempt_t *t, const char *name, const char *id)
 
 static void call_finished(pc_ctx_t *ctx, attempt_t *t, size_t i);
 
-/* The call's result, final: its `result` event, the toolResult message,
- * the outcome for the run's post-compaction guard (§1.16). */
-static void complete_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *text, bool is_error, bool mutating)
+/* The call's result, final: its end `end` (terminal; `why` for the trace),
+ * its `result` event, the toolResult message, the outcome for the run's
+ * post-compaction guard (§1.16). */
+static void complete_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *text, bool is_error, bool mutating,
+			  pc_tc_lc_t end, const char *why)
 {
 	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
 	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
-	tool_slot_t *s = &t->slots[i];
-	s->done = true;
-	s->stage = SLOT_DONE;
+	call_set(t, i, end, why);
 	t->calls_done++;
 	emit_tool(t, "result", id, name, NULL, text, is_error);
 	add_tool_result(ctx, t, id, name, text, is_error);
@@ -262,10 +288,11 @@ static void complete_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *tex
 	}
 }
 
-/* A call that ends before its tool ran (refused, blocked). */
-static void refuse_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *why)
+/* A call that ends before its tool ran (refused, blocked): `text` is the
+ * error the model reads, `why` the trace's word for it. */
+static void refuse_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *text, const char *why)
 {
-	complete_call(ctx, t, i, why, true, false);
+	complete_call(ctx, t, i, text, true, false, PC_TC_LC_REFUSED, why);
 	call_finished(ctx, t, i);
 }
 
@@ -273,6 +300,9 @@ static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_
 {
 	const cJSON *b = cJSON_GetArrayItem(t->calls, (int)i);
 	const char *id = pc__att_block_str(b, "id"), *name = pc__att_block_str(b, "name");
+	/* the invocation as the trace names it: as its call (tool_call) */
+	char trace_id[PC_RUN_ID_MAX + 96];
+	snprintf(trace_id, sizeof(trace_id), "%s/%u/%.64s", t->run_id, (unsigned)t->index, id);
 	pc_tool_invoke_t req = {
 		.name = name,
 		.tool_call_id = id,
@@ -280,12 +310,16 @@ static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_
 		.env = {.workspace = t->agent->cfg->agent.workspace ? t->agent->cfg->agent.workspace : ".",
 			.session_key = t->key, .run_id = t->run_id, .tool_call_id = id},
 		.tag = i,
+		.log = t->agent->log,
+		.illegal = t->agent->metrics.illegal[PC__LC_TOOL],
+		.trace = (t->agent->trace & PC_TRACE_TOOL) != 0,
+		.trace_id = trace_id,
 	};
-	t->slots[i].stage = SLOT_RUNNING;
+	call_set(t, i, PC_TC_LC_RUNNING, "launch");
 	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
 	if (rc != 0) {
 		t->slots[i].actor = NULL;
-		refuse_call(ctx, t, i, "Tool could not be started.");
+		refuse_call(ctx, t, i, "Tool could not be started.", "could not start");
 	}
 }
 
@@ -324,7 +358,7 @@ static bool loop_gate(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *name, c
 		t->loop_stopped = true;
 		pc__att_set_error(t, v.message);
 	}
-	refuse_call(ctx, t, i, v.message);
+	refuse_call(ctx, t, i, v.message, "loop blocked");
 	return false;
 }
 
@@ -353,7 +387,7 @@ static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 	if (!tool_allowed(t, name)) {
 		char why[160];
 		snprintf(why, sizeof(why), "Tool %.64s is not available to this agent.", name);
-		refuse_call(ctx, t, i, why);
+		refuse_call(ctx, t, i, why, "not allowed");
 		return;
 	}
 	if (!loop_gate(ctx, t, i, name, args))
@@ -366,11 +400,11 @@ static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 			cJSON_AddItemToObject(ev, "params", params ? params : cJSON_CreateObject());
 		else
 			cJSON_Delete(params);
-		t->slots[i].stage = SLOT_GATE;
+		call_set(t, i, PC_TC_LC_GATE, "before_tool_call");
 		int rc = pc_hooks_run(t->agent->rt, hooks, PC_HOOK_BEFORE_TOOL_CALL, ev, pc__att_hook_ctx(t, id), name,
 				      pc_self(ctx), HOOK_TAG(i, HOOK_KIND_GATE));
 		if (rc != 0)
-			refuse_call(ctx, t, i, PC_HOOK_REASON_TOOL_HOOK_FAILED); /* fail closed */
+			refuse_call(ctx, t, i, PC_HOOK_REASON_TOOL_HOOK_FAILED, "hook failed"); /* fail closed */
 		return;
 	}
 	char *text = cJSON_IsString(args) ? NULL : cJSON_PrintUnformatted(args);
@@ -382,7 +416,7 @@ static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i)
 static void on_gate_done(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_hook_done_msg_t *d)
 {
 	if (d->blocked) {
-		refuse_call(ctx, t, i, d->reason[0] ? d->reason : PC_HOOK_REASON_TOOL_BLOCKED);
+		refuse_call(ctx, t, i, d->reason[0] ? d->reason : PC_HOOK_REASON_TOOL_BLOCKED, "blocked");
 		return;
 	}
 	cJSON *merged = cJSON_ParseWithLength(d->result, d->result_len);
@@ -445,14 +479,14 @@ static bool persist_hook(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_tool_do
 		cJSON_Delete(content);
 		cJSON_Delete(block);
 	}
-	s->stage = SLOT_PERSIST;
 	if (pc_hooks_run(t->agent->rt, hooks, PC_HOOK_TOOL_RESULT_PERSIST, ev, pc__att_hook_ctx(t, d->tool_call_id),
 			 d->name, pc_self(ctx), HOOK_TAG(i, HOOK_KIND_PERSIST)) != 0) {
-		s->stage = SLOT_RUNNING;
 		free(s->text);
 		s->text = NULL;
 		return false;
 	}
+	/* the chain's answer comes as a message: nothing reads the state before */
+	call_set(t, i, PC_TC_LC_PERSIST, pc_tool_status_name(d->status));
 	return true;
 }
 
@@ -503,7 +537,7 @@ static void on_persist_done(pc_ctx_t *ctx, attempt_t *t, size_t i, const pc_hook
 		cJSON_Delete(wrap);
 	}
 	cJSON_Delete(merged);
-	complete_call(ctx, t, i, text ? text : s->text, is_error, s->mutating);
+	complete_call(ctx, t, i, text ? text : s->text, is_error, s->mutating, PC_TC_LC_DONE, "persisted");
 	free(text);
 	free(s->text);
 	s->text = NULL;
@@ -514,11 +548,11 @@ void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t 
 {
 	size_t i = HOOK_TAG_SLOT(d->tag);
 	unsigned kind = HOOK_TAG_KIND(d->tag);
-	if (t->phase != PH_TOOLS || i >= t->n_calls || t->slots[i].done)
+	if (t->state != PC_ATT_LC_TOOLS || i >= t->n_calls || pc_tc_lc_terminal(t->slots[i].stage))
 		return;
-	if (kind == HOOK_KIND_GATE && t->slots[i].stage == SLOT_GATE)
+	if (kind == HOOK_KIND_GATE && t->slots[i].stage == PC_TC_LC_GATE)
 		on_gate_done(ctx, t, i, d);
-	else if (kind == HOOK_KIND_PERSIST && t->slots[i].stage == SLOT_PERSIST)
+	else if (kind == HOOK_KIND_PERSIST && t->slots[i].stage == PC_TC_LC_PERSIST)
 		on_persist_done(ctx, t, i, d);
 }
 
@@ -528,12 +562,14 @@ void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t)
 {
 	for (size_t i = 0; i < t->n_calls; i++) {
 		tool_slot_t *s = &t->slots[i];
-		if (s->done)
+		if (pc_tc_lc_terminal(s->stage))
 			continue;
-		if (s->stage == SLOT_GATE) {
-			complete_call(ctx, t, i, "Tool call aborted before it ran.", true, false);
-		} else if (s->stage == SLOT_PERSIST) {
-			complete_call(ctx, t, i, s->text, s->is_error, s->mutating);
+		if (s->stage == PC_TC_LC_GATE) {
+			complete_call(ctx, t, i, "Tool call aborted before it ran.", true, false, PC_TC_LC_ABORTED,
+				      "aborted");
+		} else if (s->stage == PC_TC_LC_PERSIST) {
+			/* written as it is */
+			complete_call(ctx, t, i, s->text, s->is_error, s->mutating, PC_TC_LC_DONE, "aborted");
 			free(s->text);
 			s->text = NULL;
 		}
@@ -543,7 +579,7 @@ void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t)
 void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d)
 {
 	size_t i = (size_t)d->tag;
-	if (i >= t->n_calls || t->slots[i].done || t->slots[i].stage != SLOT_RUNNING)
+	if (i >= t->n_calls || t->slots[i].stage != PC_TC_LC_RUNNING)
 		return;
 	pc_actor_release(t->slots[i].actor);
 	t->slots[i].actor = NULL;
@@ -560,7 +596,7 @@ void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t 
 	notify_after(t, i, d);
 	if (!t->aborting && persist_hook(ctx, t, i, d))
 		return;
-	complete_call(ctx, t, i, d->text, d->is_error, d->mutating);
+	complete_call(ctx, t, i, d->text, d->is_error, d->mutating, PC_TC_LC_DONE, pc_tool_status_name(d->status));
 	call_finished(ctx, t, i);
 }
 
@@ -571,7 +607,7 @@ static void call_finished(pc_ctx_t *ctx, attempt_t *t, size_t i)
 		if (t->calls_done == t->n_calls || pc__att_tool_mode(t) == PC_TOOLS_SEQUENTIAL) {
 			skip_calls(ctx, t, i + 1);
 			if (t->calls_done == t->n_calls)
-				pc__att_finish(ctx, t);
+				pc__att_finish(ctx, t, "aborted");
 		}
 		return;
 	}
@@ -592,10 +628,10 @@ static void tools_settled(pc_ctx_t *ctx, attempt_t *t)
 	pc_steer_at(pc__att_tool_mode(t), PC_STEER_DRAIN_ONE, PC_STEER_AT_TOOLS_DONE, 0, 0, t->steer_n, &sd);
 	pc__att_inject_steering(ctx, t, sd.inject);
 	if (t->aborting || t->loop_stopped) {
-		pc__att_finish(ctx, t);
+		pc__att_finish(ctx, t, t->aborting ? "aborted" : "loop breaker");
 		return;
 	}
 	if (pc__att_maybe_compact(ctx, t))
 		return;
-	pc__att_model_call(ctx, t);
+	pc__att_model_call(ctx, t, "tool results");
 }

@@ -11,6 +11,11 @@ static const struct {
 	unsigned bit;
 } machines[] = {
 	{"run", PC_TRACE_RUN},
+	{"attempt", PC_TRACE_ATTEMPT},
+	{"session", PC_TRACE_SESSION},
+	{"model_call", PC_TRACE_MODEL_CALL},
+	{"tool_call", PC_TRACE_TOOL_CALL},
+	{"tool", PC_TRACE_TOOL},
 };
 
 unsigned pc_trace_parse(const char *spec)

@@ -4,8 +4,9 @@
  *   trace <machine> <id> <from> -> <to> (<why>)
  * as the message of an info line of the agent's logger (standard error
  * when the agent has none). PINCER_TRACE is a comma list of machine
- * names, or "all"; names of machines that are not traced yet are
- * accepted and ignored. It is read once, when the agent is made.
+ * names (run, attempt, session, model_call, tool_call, tool), or "all";
+ * names of machines that are not traced yet are accepted and ignored. It
+ * is read once, when the agent is made.
  */
 #ifndef PINCER_AGENTS_OBS_TRACE_H
 #define PINCER_AGENTS_OBS_TRACE_H
@@ -19,6 +20,11 @@ extern "C" {
 /* The traced machines, as bits of a mask. */
 typedef enum pc_trace_machine {
 	PC_TRACE_RUN = 1u << 0,
+	PC_TRACE_ATTEMPT = 1u << 1,
+	PC_TRACE_SESSION = 1u << 2,
+	PC_TRACE_MODEL_CALL = 1u << 3,
+	PC_TRACE_TOOL_CALL = 1u << 4,
+	PC_TRACE_TOOL = 1u << 5,
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu

@@ -14,8 +14,10 @@
 
 #include "io/http_client.h"
 #include "agents/obs/redact.h"
+#include "agents/obs/trace.h"
 #include "io/json_print.h"
 #include "model_call.h"
+#include "model_call_lifecycle.h"
 #include "wire.h"
 
 #define ERROR_BODY_CAP (64u * 1024u)
@@ -45,7 +47,7 @@ typedef struct model_call {
 	char *err_body;
 	size_t err_len;
 
-	bool aborted;
+	pc_mc_lc_t state; /* changed only by mc_set (model_call_lifecycle.h) */
 	uint64_t t0_ns;
 	uint64_t ttft_us;
 } model_call_t;
@@ -63,6 +65,30 @@ static int64_t wall_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* ---- the call's state (model_call_lifecycle.h) ------------------------------ */
+
+/* The one place the call's state changes. A transition the table does not
+ * allow is refused (the state stays), counted and logged; an allowed one
+ * is traced when the owner asked. */
+static void mc_set(model_call_t *mc, pc_mc_lc_t to, const char *why)
+{
+	pc_mc_lc_t from = mc->state;
+	if (!pc_mc_lc_legal(from, to)) {
+		(void)pc_metric_inc(mc->cfg.illegal);
+		(void)pc_log_kv(mc->cfg.log, PC_LOG_WARN, "illegal model_call transition",
+				PC_LF_STR("call", mc->cfg.trace_id), PC_LF_STR("from", pc_mc_lc_name(from)),
+				PC_LF_STR("to", pc_mc_lc_name(to)), PC_LF_STR("why", why));
+		return;
+	}
+	mc->state = to;
+	if (mc->cfg.trace)
+		pc_trace_transition(mc->cfg.log, "model_call", mc->cfg.trace_id, pc_mc_lc_name(from), pc_mc_lc_name(to),
+				    why);
+}
+
+/* Whether the owner aborted the call. */
+static bool aborting(const model_call_t *mc) { return mc->state == PC_MC_LC_ABORTING; }
 
 /* ---- deltas to the owner -------------------------------------------------- */
 
@@ -194,7 +220,7 @@ static char *status_error_text(const model_call_t *mc)
 
 static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 {
-	o->transport = transport_of(end, mc->aborted);
+	o->transport = transport_of(end, aborting(mc));
 	pc_stream_result_t r;
 	bool have = false;
 	if (mc->dec && mc->status >= 200 && mc->status < 300) {
@@ -212,7 +238,7 @@ static void decide(model_call_t *mc, const pc_http_end_msg_t *end, outcome_t *o)
 			}
 		}
 	}
-	if (mc->aborted) {
+	if (aborting(mc)) {
 		o->result = PC_ESTOPPED;
 		o->transport = PC_TRANSPORT_ABORTED;
 		o->error = "aborted";
@@ -264,6 +290,15 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 {
 	outcome_t o = {0};
 	decide(mc, end, &o);
+	bool aborted = aborting(mc);
+	if (aborted)
+		mc_set(mc, PC_MC_LC_ABORTED, "transfer ended");
+	else if (o.result == 0)
+		mc_set(mc, PC_MC_LC_DONE, "answer");
+	else
+		mc_set(mc, PC_MC_LC_FAILED, o.transport != PC_TRANSPORT_NONE ? pc_transport_error_name(o.transport)
+					    : mc->status < 200 || mc->status >= 300 ? "error status"
+										    : "stream error");
 	size_t el = strlen(o.error);
 	/* an error status: what the provider said, for the run's end */
 	pc_provider_error_t pe = {.message = ""};
@@ -282,7 +317,7 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 		d->transport = o.transport;
 		d->stop_reason = o.stop_reason;
 		d->usage = o.usage;
-		d->aborted = mc->aborted;
+		d->aborted = aborted;
 		d->bytes = end ? end->bytes : 0;
 		d->ttft_us = mc->ttft_us;
 		d->duration_us = (mono_ns() - mc->t0_ns) / 1000u;
@@ -312,7 +347,7 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 static int start(pc_ctx_t *ctx, model_call_t *mc)
 {
 	mc->t0_ns = mono_ns();
-	if (mc->aborted) { /* the abort overtook the start */
+	if (aborting(mc)) { /* the abort overtook the start */
 		pc_http_end_msg_t end = {.transport = PC_HTTP_CANCELLED, .result = PC_ESTOPPED};
 		send_done(mc, &end);
 		pc_exit(ctx, PC_EXIT_NORMAL);
@@ -338,6 +373,8 @@ static int start(pc_ctx_t *ctx, model_call_t *mc)
 		};
 		mc->body = NULL;
 		rc = pc_http_fetch(mc->io, &req, pc_self(ctx), &mc->call);
+		if (rc == 0)
+			mc_set(mc, PC_MC_LC_REQUESTING, "sent");
 	}
 	if (rc != 0) {
 		pc_http_end_msg_t end = {.transport = PC_HTTP_OTHER, .result = rc};
@@ -351,6 +388,8 @@ static int start(pc_ctx_t *ctx, model_call_t *mc)
 static void on_head(model_call_t *mc, const pc_http_head_msg_t *h)
 {
 	mc->status = h->status;
+	if (mc->state == PC_MC_LC_REQUESTING)
+		mc_set(mc, h->status >= 200 && h->status < 300 ? PC_MC_LC_STREAMING : PC_MC_LC_ERROR_BODY, "head");
 	pc_http_head_get(h, "retry-after", mc->retry_after, sizeof(mc->retry_after));
 	pc_http_head_get(h, "retry-after-ms", mc->retry_after_ms, sizeof(mc->retry_after_ms));
 }
@@ -358,7 +397,7 @@ static void on_head(model_call_t *mc, const pc_http_head_msg_t *h)
 static void on_data(model_call_t *mc, const pc_http_data_msg_t *d)
 {
 	if (mc->status >= 200 && mc->status < 300) {
-		if (!mc->decode_error && !mc->aborted) {
+		if (!mc->decode_error && !aborting(mc)) {
 			int rc = pc_sse_feed(mc->sse, d->data, d->len);
 			if (rc != 0) {
 				/* Nothing later in this stream can be trusted. */
@@ -400,8 +439,8 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		break;
 	}
 	case MSG_ABORT:
-		if (!mc->aborted) {
-			mc->aborted = true;
+		if (!aborting(mc) && !pc_mc_lc_terminal(mc->state)) {
+			mc_set(mc, PC_MC_LC_ABORTING, "abort");
 			if (mc->dec)
 				pc_stream_decoder_abort(mc->dec);
 			/* END (cancelled) follows and carries the DONE. */
@@ -446,7 +485,8 @@ static int copy_config(model_call_t *mc, const pc_model_call_config_t *cfg)
 {
 	size_t ul = strlen(cfg->url) + 1;
 	size_t pl = cfg->provider ? strlen(cfg->provider) + 1 : 0;
-	size_t total = ul + pl;
+	size_t il = cfg->trace_id ? strlen(cfg->trace_id) + 1 : 0;
+	size_t total = ul + pl + il;
 	for (size_t i = 0; i < cfg->header_count; i++)
 		total += strlen(cfg->headers[i]) + 1;
 	mc->strings = malloc(total);
@@ -463,6 +503,11 @@ static int copy_config(model_call_t *mc, const pc_model_call_config_t *cfg)
 		memcpy(p, cfg->provider, pl);
 		mc->cfg.provider = p;
 		p += pl;
+	}
+	if (il) {
+		memcpy(p, cfg->trace_id, il);
+		mc->cfg.trace_id = p;
+		p += il;
 	}
 	if (cfg->body_len)
 		memcpy(mc->body, cfg->body, cfg->body_len);

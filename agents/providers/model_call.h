@@ -20,6 +20,8 @@
 #include <stdint.h>
 
 #include "io/io.h"
+#include "agents/obs/log.h"
+#include "agents/obs/metrics.h"
 #include "failover.h"
 #include "provider.h"
 #include "stream.h"
@@ -49,6 +51,14 @@ typedef struct pc_model_call_config {
 				      * connections (the provider's "http2") */
 	bool deltas;                 /* send PC_MSG_MODEL_EVENT for each delta */
 	uint64_t tag;                /* echoed in every message */
+	/* The call's lifecycle (model_call_lifecycle.h), all optional: a
+	 * refused transition is logged to `log` and counted in `illegal`;
+	 * with `trace`, each transition is one PINCER_TRACE line
+	 * (machine model_call) naming the call `trace_id` (copied). */
+	pc_log_t *log;
+	pc_metric_t *illegal;
+	bool trace;
+	const char *trace_id;
 } pc_model_call_config_t;
 
 /* PC_MSG_MODEL_EVENT: one normalized stream event. The strings live in

@@ -76,7 +76,7 @@ void pc__run_set(run_t *r, pc_run_lc_t to, const char *why)
 {
 	pc_run_lc_t from = r->state;
 	if (!pc_run_lc_legal(from, to)) {
-		pc__metrics_run_illegal(&r->agent->metrics);
+		pc__metrics_illegal(&r->agent->metrics, PC__LC_RUN);
 		(void)pc_log_kv(r->agent->log, PC_LOG_WARN, "illegal run transition", PC_LF_STR("runId", r->run_id),
 				PC_LF_STR("from", pc_run_lc_name(from)), PC_LF_STR("to", pc_run_lc_name(to)),
 				PC_LF_STR("why", why));

@@ -33,6 +33,7 @@
 #include "lease.h"
 #include "io/json_print.h"
 #include "recovery_internal.h"
+#include "session_lifecycle.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -72,16 +73,19 @@ typedef struct session {
 	bool individual;
 	pc_queue_settings_t settings; /* of the latest queued message */
 
-	/* the active run (or the one waiting for the global lane); NULL: none.
-	 * Apart from the state, which an idle session would carry empty. */
+	/* where the session's one active run is (session_lifecycle.h);
+	 * changed only by session_set */
+	pc_sess_lc_t state;
+	/* the active run (or the one waiting for the global lane); NULL: none,
+	 * exactly when !pc_sess_lc_active(state). Apart from the session's
+	 * state, which an idle session would carry empty. */
 	item_t *active;
-	bool started;
 	pc_actor_t *run;
 	uint64_t ticket;    /* its lane ticket; 0: none asked for (it waits for the lease) */
-	bool granted;       /* the ticket's permit is held, the run not started yet */
-	/* the active run's view: starting when admitted, then what the run
-	 * projects from its state (pc_run_lc_session_phase), idle once it ended */
-	pc_run_phase_t phase;
+	/* what the running run projects from its state
+	 * (pc_run_lc_session_phase): starting when it starts, then its
+	 * PC__MSG_RUN_PHASE; the queue reads pc_sess_lc_queue_phase */
+	pc_run_phase_t run_view;
 
 	item_t *interrupt; /* interrupt mode: runs once the aborted run ended; NULL: none */
 
@@ -100,8 +104,6 @@ typedef struct session {
 	pc_diag_class_t last_class;
 	bool recovery_sent;
 
-	bool up;             /* it has seen its first message (session_start) */
-	bool retiring;       /* it stops because it is idle */
 	uint64_t up_ms;      /* runtime clock, at its first message */
 	char *key;           /* owned, exact size */
 } session_t;
@@ -132,6 +134,31 @@ static void item_free(item_t *it)
 
 static void bus_release(void *b) { pc_event_bus_release(b); }
 static void *bus_retain(void *b) { return pc_event_bus_retain(b); }
+
+/* ---- the session's state (session_lifecycle.h) ---- */
+
+/*
+ * The one place the session's state changes. A transition the table does
+ * not allow is refused (the state stays), counted and logged. An allowed
+ * one is traced (PINCER_TRACE=session) under the session key; a run that
+ * starts running has the view starting until it tells another.
+ */
+static void session_set(session_t *s, pc_sess_lc_t to, const char *why)
+{
+	pc_sess_lc_t from = s->state;
+	if (!pc_sess_lc_legal(from, to)) {
+		pc__metrics_illegal(&s->agent->metrics, PC__LC_SESSION);
+		(void)pc_log_kv(s->agent->log, PC_LOG_WARN, "illegal session transition", PC_LF_STR("sessionKey", s->key),
+				PC_LF_STR("from", pc_sess_lc_name(from)), PC_LF_STR("to", pc_sess_lc_name(to)),
+				PC_LF_STR("why", why));
+		return;
+	}
+	s->state = to;
+	if (to == PC_SESS_LC_RUNNING)
+		s->run_view = PC_RUN_STARTING;
+	if (s->agent->trace & PC_TRACE_SESSION)
+		pc_trace_transition(s->agent->log, "session", s->key, pc_sess_lc_name(from), pc_sess_lc_name(to), why);
+}
 
 /* Ends a run that never ran (dropped, refused, steered, aborted while
  * queued, its model unknown): its one terminal event, the store and the
@@ -234,7 +261,6 @@ static cJSON *session_event(const session_t *s)
 
 static void hook_session_start(session_t *s)
 {
-	s->up = true;
 	s->up_ms = pc_runtime_now_ms();
 	if (!pc_hooks_active(s->agent->hooks, PC_HOOK_SESSION_START, NULL))
 		return;
@@ -244,14 +270,15 @@ static void hook_session_start(session_t *s)
 	notify(s, PC_HOOK_SESSION_START, e, NULL);
 }
 
-static void hook_session_end(const session_t *s, int exit_reason)
+/* `was`: the session's state before its stop handler. */
+static void hook_session_end(const session_t *s, pc_sess_lc_t was, int exit_reason)
 {
-	if (!s->up || !pc_hooks_active(s->agent->hooks, PC_HOOK_SESSION_END, NULL))
+	if (was == PC_SESS_LC_NEW || !pc_hooks_active(s->agent->hooks, PC_HOOK_SESSION_END, NULL))
 		return;
 	cJSON *e = session_event(s);
 	if (!e)
 		return;
-	cJSON_AddStringToObject(e, "reason", s->retiring ? "idle"
+	cJSON_AddStringToObject(e, "reason", was == PC_SESS_LC_RETIRING ? "idle"
 					     : exit_reason == PC_EXIT_SHUTDOWN ? "shutdown" : "unknown");
 	cJSON_AddNumberToObject(e, "durationMs", (double)(pc_runtime_now_ms() - s->up_ms));
 	notify(s, PC_HOOK_SESSION_END, e, NULL);
@@ -342,7 +369,7 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s);
 
 static void diag_tick(pc_ctx_t *ctx, session_t *s)
 {
-	if (!s->active || !s->started)
+	if (s->state != PC_SESS_LC_RUNNING)
 		return;
 	const pc_diagnostics_config_t *dc = &s->agent->cfg->diagnostics;
 	int64_t now = (int64_t)pc_runtime_now_ms();
@@ -355,7 +382,7 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 	pc_diag_input_t in = {
 		.processing = true,
 		.has_run = s->run != NULL,
-		.activity = s->phase == PC_RUN_STREAMING ? PC_DIAG_ACT_MODEL_CALL : PC_DIAG_ACT_NONE,
+		.activity = s->run_view == PC_RUN_STREAMING ? PC_DIAG_ACT_MODEL_CALL : PC_DIAG_ACT_NONE,
 		.queued = (uint32_t)s->qn,
 		.started_ms = s->run_started_ms,
 		.last_progress_ms = s->last_progress_ms,
@@ -405,10 +432,11 @@ static void ask_lane(pc_ctx_t *ctx, session_t *s)
 	/* §1.17: the lane task timeout is the run timeout + 30 s grace. */
 	uint64_t lane_timeout = timeout ? timeout + 30000 : 0;
 	s->ticket = __atomic_add_fetch(&s->agent->next_id, 1, __ATOMIC_RELAXED);
-	s->granted = false;
 	int rc = pc_lane_acquire(s->agent->lane, s->ticket, s->active->priority, pc_self(ctx), 0, lane_timeout);
-	if (rc != 0)
+	if (rc != 0) {
 		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_unavailable");
+		session_set(s, PC_SESS_LC_IDLE, "lane unavailable");
+	}
 }
 
 /* Whether a run may start on the lease now: it is held, and no renewal is
@@ -426,7 +454,6 @@ static void yield_lane(session_t *s)
 {
 	pc_lane_release(s->agent->lane, s->ticket);
 	s->ticket = 0;
-	s->granted = false;
 }
 
 /*
@@ -450,8 +477,7 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	}
 	*s->active = *it;
 	memset(it, 0, sizeof(*it));
-	s->started = false;
-	s->phase = PC_RUN_STARTING;
+	session_set(s, PC_SESS_LC_LANE, "next message");
 	pc__lease_ctx_t lc = lease_ctx(ctx, s);
 	if (pc__lease_want(&lc))
 		pc__lease_busy(&lc);
@@ -490,19 +516,17 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 		} else {
 			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "run_start_failed");
 		}
-		s->granted = false;
-		s->phase = PC_RUN_IDLE;
+		session_set(s, PC_SESS_LC_IDLE, rc == PC_ENOTFOUND ? "model not found" : "run start failed");
 		drain(ctx, s);
 		return;
 	}
-	s->started = true;
-	s->granted = false; /* the run holds the permit now */
+	session_set(s, PC_SESS_LC_RUNNING, "run started"); /* the run holds the permit now */
 	diag_arm(ctx, s);
 }
 
 static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 {
-	if (!s->active || s->started || s->granted || n->ticket != s->ticket) {
+	if (s->state != PC_SESS_LC_LANE || n->ticket != s->ticket) {
 		pc_lane_release(s->agent->lane, n->ticket);
 		return;
 	}
@@ -513,12 +537,12 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 			 (unsigned long long)n->wait_ms, n->queued_ahead);
 		pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
 	}
-	s->granted = true;
 	if (lease_usable(s))
 		start_run(ctx, s);
 	else if (s->lease.state == PC__LEASE_WAITING)
-		yield_lane(s);
-	/* else the lease's answer is on its way: on_lease_reply starts the run */
+		yield_lane(s); /* the permit goes back at once: still waiting for the lane */
+	else /* the lease's answer is on its way: on_lease_reply starts the run */
+		session_set(s, PC_SESS_LC_LEASE, "granted");
 }
 
 /* ---- the queue ---- */
@@ -729,8 +753,7 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 	cancel_timer(ctx, &s->diag_timer);
 	pc_lane_release(s->agent->lane, s->ticket);
 	slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "stuck");
-	s->started = false;
-	s->phase = PC_RUN_IDLE;
+	session_set(s, PC_SESS_LC_IDLE, "stuck");
 	drain(ctx, s);
 }
 
@@ -748,8 +771,7 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 		}
 		cancel_timer(ctx, &s->diag_timer);
 		slot_drop(&s->active);
-		s->started = false;
-		s->phase = PC_RUN_IDLE;
+		session_set(s, PC_SESS_LC_IDLE, "run done");
 	} else {
 		bus = pc_run_registry_attachment(s->agent->runs, d->run_id, bus_retain);
 	}
@@ -1004,7 +1026,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	pc_queue_incoming_t in = {.mode = st.mode, .priority = it.priority,
 				  .heartbeat = trigger && !strcmp(trigger, "heartbeat"),
 				  .message_id = it.idem};
-	pc_run_phase_t phase = s->active ? s->phase : (s->interrupt ? PC_RUN_ENDING : PC_RUN_IDLE);
+	pc_run_phase_t phase = pc_sess_lc_queue_phase(s->state, s->run_view, s->interrupt != NULL);
 	int64_t now = (int64_t)pc_runtime_now_ms();
 	pc_queue_decision_t d;
 	rc = (s->qn && !items) ? PC_ENOMEM : pc_queue_on_message(&st, &v, phase, &in, now, &d);
@@ -1070,6 +1092,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 			/* still waiting for the global lane: withdraw it */
 			pc_lane_release(s->agent->lane, s->ticket);
 			slot_end(s, &s->active, PC_RUN_STATUS_ABORTED, "interrupted");
+			session_set(s, PC_SESS_LC_IDLE, "interrupted");
 			drain(ctx, s);
 		} else {
 			drain(ctx, s);
@@ -1143,10 +1166,12 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	bool fresh;
 	if (!pc__lease_on_reply(&lc, msg, &ev, &fresh))
 		return;
-	bool waiting = s->active && !s->started && !s->run;
+	bool waiting = s->state == PC_SESS_LC_LANE || s->state == PC_SESS_LC_LEASE;
 	/* another process holds it: no global permit is kept meanwhile */
-	if (waiting && s->granted && s->lease.state == PC__LEASE_WAITING)
+	if (s->state == PC_SESS_LC_LEASE && s->lease.state == PC__LEASE_WAITING) {
 		yield_lane(s);
+		session_set(s, PC_SESS_LC_LANE, "lease held elsewhere");
+	}
 	switch (ev) {
 	case PC__LEASE_EV_GRANTED:
 		/* another process wrote the transcript since: what this one
@@ -1169,9 +1194,8 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		if (waiting) {
 			/* its place in the lane (queued or granted) goes with it */
 			pc_lane_release(s->agent->lane, s->ticket);
-			s->granted = false;
 			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lease_unavailable");
-			s->phase = PC_RUN_IDLE;
+			session_set(s, PC_SESS_LC_IDLE, "lease unavailable");
 			drain(ctx, s);
 		}
 		return;
@@ -1182,7 +1206,7 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	if (s->lease.state != PC__LEASE_HELD)
 		return;
 	if (waiting) {
-		if (s->granted)
+		if (s->state == PC_SESS_LC_LEASE)
 			start_run(ctx, s);
 		else if (!s->ticket)
 			ask_lane(ctx, s); /* it gave its place up while another process held the lease */
@@ -1202,6 +1226,7 @@ static void abort_run(pc_ctx_t *ctx, session_t *s, const char *run_id)
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);
 			slot_end(s, &s->active, PC_RUN_STATUS_ABORTED, "aborted");
+			session_set(s, PC_SESS_LC_IDLE, "aborted");
 			drain(ctx, s);
 		}
 		return;
@@ -1260,8 +1285,10 @@ static void on_steer(session_t *s, const pc_msg_t *msg)
 static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	session_t *s = state;
-	if (!s->up)
+	if (s->state == PC_SESS_LC_NEW) {
+		session_set(s, PC_SESS_LC_IDLE, "first message");
 		hook_session_start(s);
+	}
 	switch (msg->type) {
 	case PC__MSG_SESSION_SUBMIT:
 		pc__session_consumed(s->agent, s->key);
@@ -1308,18 +1335,17 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			return 0;
 		if (s->run) {
 			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
-		} else if (s->granted && !s->started) {
-			s->granted = false;
+		} else if (s->state == PC_SESS_LC_LEASE) {
 			s->ticket = 0;
 			slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "lane_timeout");
-			s->phase = PC_RUN_IDLE;
+			session_set(s, PC_SESS_LC_IDLE, "lane timeout");
 			drain(ctx, s);
 		}
 		return 0;
 	}
 	case PC__MSG_RUN_PHASE:
 		if (s->active)
-			s->phase = (pc_run_phase_t)pc_msg_u64(msg);
+			s->run_view = (pc_run_phase_t)pc_msg_u64(msg);
 		return 0;
 	case PC__MSG_RUN_DONE:
 		on_run_done(ctx, s, pc_msg_cdata(msg));
@@ -1360,7 +1386,7 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			return 0;
 		}
 		if (pc__session_may_retire(s->agent, s->key, pc_self(ctx))) {
-			s->retiring = true;
+			session_set(s, PC_SESS_LC_RETIRING, "idle");
 			pc_exit(ctx, PC_EXIT_NORMAL);
 		}
 		return 0;
@@ -1372,6 +1398,10 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	session_t *s = state;
+	pc_sess_lc_t was = s->state;
+	session_set(s, PC_SESS_LC_STOPPED, was == PC_SESS_LC_RETIRING ? "retired"
+					   : reason == PC_EXIT_SHUTDOWN   ? "shutdown"
+									  : "stopped");
 	cancel_timer(ctx, &s->drain_timer);
 	cancel_timer(ctx, &s->interrupt_timer);
 	cancel_timer(ctx, &s->diag_timer);
@@ -1408,7 +1438,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	/* exec's background processes live no longer than their session
 	 * (it does not retire while they run: this is shutdown or a failure) */
 	pc_process_table_end_session(s->agent->processes, s->key);
-	hook_session_end(s, reason);
+	hook_session_end(s, was, reason);
 	pc_agent_t *a = s->agent;
 	free(s->key);
 	pc__slab_free(&a->session_slab, s);

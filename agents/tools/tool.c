@@ -17,9 +17,9 @@
  * is where it happens, guarded to run once.
  *
  * The one rule everything else serves: the owner gets exactly one DONE.
- * `done` is set when it has been sent, every path that sends checks it,
- * and the stop handler (which runs exactly once, whatever stops the actor)
- * sends it if nothing else did.
+ * The state is `done` once it has been sent (tool_lifecycle.h), every path
+ * that sends checks it, and the stop handler (which runs exactly once,
+ * whatever stops the actor) sends it if nothing else did.
  *
  * A blocking job may outlive its actor (timeout, abort, shutdown). It
  * therefore owns copies of everything it reads (the arguments, the
@@ -37,8 +37,10 @@
 
 #include "actors/timer.h"
 #include "runtime/blocking.h"
+#include "agents/obs/trace.h"
 #include "io/utf8.h"
 #include "schema.h"
+#include "tool_lifecycle.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2110,
@@ -402,10 +404,35 @@ struct invocation {
 
 	uint64_t t0_ns;
 	int crash_code; /* the last code a handler failed with */
-	bool done;      /* DONE has been sent */
-	bool lost;      /* a handler's DONE could not be built: the stop handler sends it */
-	pc_tool_status_t lost_status;
+	pc_tool_lc_t state; /* changed only by inv_set (tool_lifecycle.h) */
+	pc_tool_status_t lost_status; /* lost: what the handler decided */
+	/* the lifecycle's logger, counter and trace (pc_tool_invoke_t) */
+	pc_log_t *log;
+	pc_metric_t *illegal;
+	bool trace;
+	const char *trace_id;
 };
+
+/* The one place the invocation's state changes. A transition the table
+ * does not allow is refused (the state stays), counted and logged; an
+ * allowed one is traced when the owner asked. */
+static void inv_set(invocation_t *inv, pc_tool_lc_t to, const char *why)
+{
+	pc_tool_lc_t from = inv->state;
+	if (!pc_tool_lc_legal(from, to)) {
+		(void)pc_metric_inc(inv->illegal);
+		(void)pc_log_kv(inv->log, PC_LOG_WARN, "illegal tool transition", PC_LF_STR("tool", inv->name),
+				PC_LF_STR("toolCallId", inv->tool_call_id), PC_LF_STR("from", pc_tool_lc_name(from)),
+				PC_LF_STR("to", pc_tool_lc_name(to)), PC_LF_STR("why", why));
+		return;
+	}
+	inv->state = to;
+	if (inv->trace)
+		pc_trace_transition(inv->log, "tool", inv->trace_id, pc_tool_lc_name(from), pc_tool_lc_name(to), why);
+}
+
+/* The DONE is sent: nothing of the invocation is left to do. */
+static bool is_done(const invocation_t *inv) { return inv->state == PC_TOOL_LC_DONE; }
 
 static size_t max_output(const invocation_t *inv)
 {
@@ -455,7 +482,7 @@ static void cancel_task(invocation_t *inv)
  */
 static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool terminate, const char *text)
 {
-	if (inv->done)
+	if (is_done(inv))
 		return PC_ESTATE;
 	cancel_task(inv);
 	if (!text)
@@ -505,7 +532,7 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	free(clean);
 	/* A stopped owner frees it as a dead letter: still "sent". */
 	pc_send(inv->owner, m);
-	inv->done = true;
+	inv_set(inv, PC_TOOL_LC_DONE, pc_tool_status_name(st));
 	cancel_timers(inv);
 	return 0;
 }
@@ -516,9 +543,9 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 static void finish(pc_ctx_t *ctx, invocation_t *inv, pc_tool_status_t st, bool is_error, bool terminate,
 		   const char *text)
 {
-	if (send_done(inv, st, is_error, terminate, text) != 0 && !inv->done) {
-		inv->lost = true;
+	if (send_done(inv, st, is_error, terminate, text) != 0 && !is_done(inv)) {
 		inv->lost_status = st;
+		inv_set(inv, PC_TOOL_LC_LOST, pc_tool_status_name(st));
 	}
 	pc_exit(ctx, PC_EXIT_NORMAL);
 }
@@ -657,6 +684,7 @@ static int on_start(pc_ctx_t *ctx, invocation_t *inv)
 	if (rc != 0)
 		return rc;
 	if (def->call && !def->blocking) {
+		inv_set(inv, PC_TOOL_LC_CALLING, "call");
 		pc_tool_output_t out = {0};
 		rc = def->call(def->user, inv->args, &inv->env, &out);
 		finish_output(ctx, inv, rc, &out);
@@ -665,6 +693,8 @@ static int on_start(pc_ctx_t *ctx, invocation_t *inv)
 	if (def->call) {
 		job_t *j = job_new(def->call, def->user, inv->args, &inv->env);
 		rc = j ? pc_blocking_submit(inv->rt, job_run, job_free, j, pc_self(ctx)) : PC_ENOMEM;
+		if (rc == 0)
+			inv_set(inv, PC_TOOL_LC_JOB, "blocking");
 		if (rc != 0) {
 			if (j)
 				job_free(j);
@@ -675,9 +705,10 @@ static int on_start(pc_ctx_t *ctx, invocation_t *inv)
 	}
 	inv->task.ctx = ctx;
 	inv->task.started = true;
+	inv_set(inv, PC_TOOL_LC_TASK, "start");
 	rc = def->start(def->user, &inv->task, inv->args, &inv->env);
 	inv->task.ctx = NULL;
-	if (rc < 0 && !inv->done)
+	if (rc < 0 && !is_done(inv))
 		finish_fmt(ctx, inv, PC_TOOL_ERROR, "Tool %s failed: %s", inv->name, pc_strerror(rc));
 	return 0;
 }
@@ -689,7 +720,7 @@ static int call_on_timer(pc_ctx_t *ctx, invocation_t *inv, uint64_t token)
 	inv->task.ctx = NULL;
 	/* A failing on_timer fails the invocation: the actor stops with the
 	 * code and the stop handler reports the crash. */
-	return inv->done ? 0 : rc;
+	return is_done(inv) ? 0 : rc;
 }
 
 static int on_task_timer(pc_ctx_t *ctx, invocation_t *inv, const task_timer_msg_t *tm)
@@ -721,7 +752,7 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	invocation_t *inv = state;
 	int rc = 0;
-	if (inv->done)
+	if (is_done(inv))
 		return 0; /* anything after the DONE is stale */
 	switch (msg->type) {
 	case MSG_START:
@@ -782,7 +813,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 {
 	(void)ctx;
 	invocation_t *inv = state;
-	if (!inv->done) {
+	if (!is_done(inv)) {
 		char text[256];
 		pc_tool_status_t st = PC_TOOL_ABORTED;
 		if (reason == PC_EXIT_ERROR || reason == PC_EXIT_LINKED) {
@@ -793,7 +824,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 			snprintf(text, sizeof(text), "Tool %s was stopped before it finished (%s)", inv->name,
 				 reason_name(reason));
 		}
-		if (inv->lost) {
+		if (inv->state == PC_TOOL_LC_LOST) {
 			/* A handler decided but could not build the DONE. */
 			st = inv->lost_status;
 			snprintf(text, sizeof(text), "Tool %s: the result was lost (out of memory)", inv->name);
@@ -822,11 +853,16 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 	if (!inv)
 		goto fail;
 	const char *call_id = req->tool_call_id ? req->tool_call_id : "";
-	const char *src[7] = {req->name, call_id, req->arguments, req->env.workspace, req->env.session_key,
-			      req->env.run_id, req->env.tool_call_id ? req->env.tool_call_id : call_id};
-	const char *dst[7];
-	if (!(inv->strings = pack(src, dst, 7)))
+	const char *src[8] = {req->name, call_id, req->arguments, req->env.workspace, req->env.session_key,
+			      req->env.run_id, req->env.tool_call_id ? req->env.tool_call_id : call_id,
+			      req->trace_id ? req->trace_id : call_id};
+	const char *dst[8];
+	if (!(inv->strings = pack(src, dst, 8)))
 		goto fail;
+	inv->trace_id = dst[7];
+	inv->log = req->log;
+	inv->illegal = req->illegal;
+	inv->trace = req->trace;
 	inv->name = dst[0];
 	inv->tool_call_id = dst[1];
 	inv->arguments = dst[2];
@@ -867,7 +903,7 @@ int pc_tool_task_after(pc_tool_task_t *t, uint64_t ms, uint64_t token)
 	if (!t || !t->inv->def || !t->inv->def->on_timer)
 		return PC_EINVAL;
 	invocation_t *inv = t->inv;
-	if (!t->ctx || inv->done)
+	if (!t->ctx || is_done(inv))
 		return PC_ESTATE;
 	if (inv->ntimers == inv->cap_timers) {
 		size_t cap = inv->cap_timers ? inv->cap_timers * 2 : 4;
@@ -897,7 +933,7 @@ int pc_tool_task_complete(pc_tool_task_t *t, pc_tool_output_t *out)
 		rc = PC_EINVAL;
 		goto out;
 	}
-	if (!t->ctx || t->inv->done) {
+	if (!t->ctx || is_done(t->inv)) {
 		rc = PC_ESTATE;
 		goto out;
 	}
@@ -926,7 +962,7 @@ int pc_tool_task_waker(pc_tool_task_t *t, pc_actor_t **out)
 {
 	if (!t || !out || !t->inv->def || !t->inv->def->on_timer)
 		return PC_EINVAL;
-	if (!t->ctx || t->inv->done)
+	if (!t->ctx || is_done(t->inv))
 		return PC_ESTATE;
 	*out = pc_actor_retain(pc_self(t->ctx));
 	return 0;

@@ -50,6 +50,8 @@
 #include <cjson/cJSON.h>
 
 #include "actors/actor.h"
+#include "agents/obs/log.h"
+#include "agents/obs/metrics.h"
 #include "runtime/error.h"
 
 #ifdef __cplusplus
@@ -178,6 +180,14 @@ typedef struct pc_tool_invoke {
 	pc_tool_env_t env;
 	uint64_t timeout_ms;     /* 0: the tool's */
 	uint64_t tag;            /* echoed in DONE */
+	/* The invocation's lifecycle (tool_lifecycle.h), all optional: a
+	 * refused transition is logged to `log` and counted in `illegal`;
+	 * with `trace`, each transition is one PINCER_TRACE line (machine
+	 * tool) naming the invocation `trace_id` (copied). */
+	pc_log_t *log;
+	pc_metric_t *illegal;
+	bool trace;
+	const char *trace_id;
 } pc_tool_invoke_t;
 
 /* PC_MSG_TOOL_DONE. Strings live in the message. */
