@@ -55,13 +55,6 @@ typedef struct pc_session_slot {
 
 enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600, LOCK_TICK };
 
-int64_t pc__wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 pc__loop_box_t *pc__loop_box_new(const pc_config_t *cfg)
 {
 	const pc_loop_detection_config_t *l = &cfg->agent.loop_detection;

@@ -272,7 +272,6 @@ static inline bool pc__json_add_int(cJSON *o, const char *key, int64_t v)
 	return cJSON_AddRawToObject(o, key, digits) != NULL;
 }
 
-int64_t pc__wall_ms(void);
 
 /* ---- the session actor (session/session_actor.c) ---- */
 

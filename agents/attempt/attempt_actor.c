@@ -35,6 +35,7 @@
 #include "io/json_print.h"
 #include "payload.h"
 #include "steering.h"
+#include "runtime/clock.h"
 
 #define BASE_SYSTEM_PROMPT                                                                         \
 	"You are a personal assistant running inside Pincer. Answer the user directly and "    \
@@ -261,7 +262,7 @@ static void report(attempt_t *t)
 		return;
 	t->reported = true;
 	pc_run_outcome_t o = {0};
-	o.now_ms = (uint64_t)pc__wall_ms();
+	o.now_ms = (uint64_t)pc__clock_wall_ms();
 	o.duration_ms = (int64_t)(pc_runtime_now_ms() - (uint64_t)t->started_ms);
 	o.cancelled = t->cancelled;
 	o.usage = t->usage;
@@ -917,7 +918,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 	}
 	cJSON *start = pc_event_bus_listened(t->bus) ? pc__att_obj_phase("start") : NULL;
 	if (start) {
-		pc__json_add_int(start, "startedAt", pc__wall_ms());
+		pc__json_add_int(start, "startedAt", pc__clock_wall_ms());
 		cJSON_AddNumberToObject(start, "attempt", t->index);
 		cJSON_AddStringToObject(start, "provider", t->provider->id);
 		cJSON_AddStringToObject(start, "model", t->model);

@@ -9,6 +9,7 @@
 
 #include "gateway_internal.h"
 #include "http_util.h"
+#include "runtime/clock.h"
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 
@@ -64,7 +65,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->gcfg = &o->config->gateway;
 	g->hooks = o->hooks;
 	g->log = o->log;
-	g->started_wall_ms = pc__gw_wall_ms();
+	g->started_wall_ms = pc__clock_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
 	snprintf(g->host, sizeof(g->host), "%s", host);
 	/* The server enforces the post-connect caps; the tighter pre-connect

@@ -33,6 +33,7 @@
 #include "lease.h"
 #include "io/json_print.h"
 #include "recovery.h"
+#include "runtime/clock.h"
 
 typedef struct item {
 	char run_id[PC_RUN_ID_MAX + 1];
@@ -162,7 +163,7 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}
-	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : error ? error : why, why);
+	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__clock_wall_ms(), ok ? NULL : error ? error : why, why);
 	item_free(it);
 }
 
@@ -631,7 +632,7 @@ static int synthetic_item(session_t *s, char *prompt, item_t *out)
 		free(prompt);
 		return rc;
 	}
-	rc = pc_run_registry_add(s->agent->runs, out->run_id, s->key, pc__wall_ms(),
+	rc = pc_run_registry_add(s->agent->runs, out->run_id, s->key, pc__clock_wall_ms(),
 				 pc_event_bus_retain(out->bus), bus_release);
 	if (rc != 0) {
 		pc_event_bus_release(out->bus);
@@ -759,7 +760,7 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 	pc_event_bus_release(bus);
 	if (d->status == PC_RUN_STATUS_OK)
 		hook_message_sent(s, d->run_id, data);
-	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__wall_ms(),
+	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__clock_wall_ms(),
 			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
 	if (mine && d->status != PC_RUN_STATUS_OK) {
 		/* perhaps its writes were fenced: the lease's renewal tells, and
@@ -786,7 +787,7 @@ static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_di
 	r->rc = rc;
 	if (run_id)
 		snprintf(r->accepted.run_id, sizeof(r->accepted.run_id), "%.64s", run_id);
-	r->accepted.accepted_ms = pc__wall_ms();
+	r->accepted.accepted_ms = pc__clock_wall_ms();
 	r->accepted.disposition = d;
 	m->corr = p->corr;
 	pc_send(p->reply_to, m);
@@ -916,7 +917,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 			 * provisional answer said, the key was taken): the run
 			 * must not go on */
 			abort_run(ctx, s, p->run_id);
-			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
+			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__clock_wall_ms(),
 					       r->rc ? pc_store_strerror(r->rc) : "duplicate", "store");
 			if (r->rc)
 				reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
@@ -982,7 +983,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	if (rc == 0)
 		rc = new_bus(s, it.run_id, &it.bus);
 	if (rc == 0) {
-		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__wall_ms(),
+		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__clock_wall_ms(),
 					 pc_event_bus_retain(it.bus), bus_release);
 		if (rc != 0)
 			pc_event_bus_release(it.bus);
@@ -1394,7 +1395,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 			static const char data[] = "{\"phase\":\"error\",\"status\":\"aborted\","
 						   "\"error\":\"shutdown\",\"errorKind\":\"shutdown\",\"payloads\":[]}";
 			pc_event_bus_emit(s->active->bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
-			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
+			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__clock_wall_ms(),
 					       "shutdown", "shutdown");
 			slot_drop(&s->active);
 		} else {

@@ -39,6 +39,7 @@
 #include "runtime/blocking.h"
 #include "io/utf8.h"
 #include "schema.h"
+#include "runtime/clock.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2110,
@@ -252,13 +253,6 @@ const char *pc_tool_status_name(pc_tool_status_t s)
 }
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Copies `n` strings (NULL stays NULL) into one block the caller frees. */
 static char *pack(const char *const *src, const char **dst, size_t n)
@@ -489,7 +483,7 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	d->is_error = is_error || st != PC_TOOL_OK;
 	d->terminate = terminate;
 	d->mutating = inv->def ? inv->def->mutating : false;
-	d->duration_us = (mono_ns() - inv->t0_ns) / 1000u;
+	d->duration_us = (pc__clock_mono_ns() - inv->t0_ns) / 1000u;
 	char *p = d->buf;
 	memcpy(p, inv->tool_call_id, il + 1);
 	d->tool_call_id = p;
@@ -839,7 +833,7 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 			  : inv->def && inv->def->timeout_ms ? inv->def->timeout_ms
 							     : PC_TOOL_DEFAULT_TIMEOUT_MS;
 	inv->task.inv = inv;
-	inv->t0_ns = mono_ns();
+	inv->t0_ns = pc__clock_mono_ns();
 	inv->owner = pc_actor_retain(owner);
 	__atomic_add_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELAXED);
 	/* The actor owns inv once spawned. START is queued before the caller

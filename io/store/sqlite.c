@@ -22,6 +22,7 @@
 #include "session_cache.h"
 #include "store_internal.h"
 #include "wal_vfs.h"
+#include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
 #define SCHEMA_VERSION 7
@@ -530,7 +531,7 @@ static int ensure_session(be_t *be, const char *key, int klen, const char *agent
 	bind_t(&berr, st, 1, key, klen);
 	bind_str(&berr, st, 2, id);
 	bind_str(&berr, st, 3, agent);
-	bind_i(&berr, st, 4, pc__store_now_ms());
+	bind_i(&berr, st, 4, pc__clock_wall_ms());
 	bind_str(&berr, st, 5, meta);
 	int rc = exec_b(be->db, st, berr);
 	if (rc == 0 && created)
@@ -637,7 +638,7 @@ static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session
 /* The session's last seq is now `seq`. */
 static int session_set_seq(be_t *be, const session_row_t *row, int64_t seq)
 {
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	if (row->cached) {
 		row->cached->last_seq = seq;
 		row->cached->updated_ms = now;
@@ -663,7 +664,7 @@ static int insert_msg(be_t *be, const pc__store_op_t *op, int64_t sid, int64_t s
 	bind_s(&berr, st, 4, op, first + 1);
 	bind_s(&berr, st, 5, op, first + 2);
 	bind_s(&berr, st, 6, op, first + 3);
-	bind_i(&berr, st, 7, created > 0 ? created : pc__store_now_ms());
+	bind_i(&berr, st, 7, created > 0 ? created : pc__clock_wall_ms());
 	return exec_b(be->db, st, berr);
 }
 
@@ -753,7 +754,7 @@ static int op_rewrite(be_t *be, pc__store_op_t *op)
 		st = be->st[W_SESS_SET_LAST];
 		bind_s(&berr, st, 1, op, S_RW_KEY);
 		bind_i(&berr, st, 2, seq);
-		bind_i(&berr, st, 3, pc__store_now_ms());
+		bind_i(&berr, st, 3, pc__clock_wall_ms());
 		rc = exec_b(be->db, st, berr);
 	}
 	if (rc == 0)
@@ -823,7 +824,7 @@ static int run_by_idem(be_t *be, pc__store_op_t *op, int64_t now)
 static int op_run_begin(be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	if (op->s[S_RB_IDEM]) {
 		int rc = run_by_idem(be, op, now);
 		if (rc != 0)
@@ -869,7 +870,7 @@ static int op_run_end(be_t *be, pc__store_op_t *op)
 	sqlite3_stmt *st = be->st[W_RUN_END];
 	bind_s(&berr, st, 1, op, S_RE_RUN);
 	bind_t(&berr, st, 2, run_status_names[op->i[I_RE_STATUS]], -1);
-	bind_i(&berr, st, 3, pc__store_now_ms());
+	bind_i(&berr, st, 3, pc__clock_wall_ms());
 	bind_s(&berr, st, 4, op, S_RE_CODE);
 	bind_s(&berr, st, 5, op, S_RE_USAGE);
 	int rc = exec_b(be->db, st, berr);
@@ -893,7 +894,7 @@ static int op_attempt(be_t *be, pc__store_op_t *op)
 	bind_s(&berr, st, 7, op, S_AT_STATUS);
 	bind_s(&berr, st, 8, op, S_AT_CODE);
 	bind_i(&berr, st, 9, op->i[I_AT_DURATION]);
-	bind_i(&berr, st, 10, pc__store_now_ms());
+	bind_i(&berr, st, 10, pc__clock_wall_ms());
 	return exec_b(be->db, st, berr);
 }
 
@@ -921,7 +922,7 @@ static int op_usage_add(be_t *be, pc__store_op_t *op)
 	bind_s(&berr, st, 6, op, S_UA_MODEL);
 	for (int k = 0; k < 5; k++)
 		bind_i(&berr, st, 7 + k, op->i[I_UA_INPUT + k]);
-	bind_i(&berr, st, 12, op->i[I_UA_CREATED] > 0 ? op->i[I_UA_CREATED] : pc__store_now_ms());
+	bind_i(&berr, st, 12, op->i[I_UA_CREATED] > 0 ? op->i[I_UA_CREATED] : pc__clock_wall_ms());
 	return exec_b(be->db, st, berr);
 }
 
@@ -931,7 +932,7 @@ static int op_audit(be_t *be, pc__store_op_t *op)
 	if (op->nint < I_AU_N)
 		return PC_EINVAL;
 	sqlite3_stmt *st = be->st[W_AUDIT];
-	bind_i(&berr, st, 1, op->i[I_AU_TS] > 0 ? op->i[I_AU_TS] : pc__store_now_ms());
+	bind_i(&berr, st, 1, op->i[I_AU_TS] > 0 ? op->i[I_AU_TS] : pc__clock_wall_ms());
 	bind_s(&berr, st, 2, op, S_AU_KIND);
 	bind_s(&berr, st, 3, op, S_AU_STATUS);
 	bind_s(&berr, st, 4, op, S_AU_RUN);
@@ -975,7 +976,7 @@ static int op_lease_acquire(be_t *be, pc__store_op_t *op)
 		rc = session_state(be, op, S_LS_KEY, &ss);
 	if (rc != 0)
 		return rc;
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	bool live = ss.has_owner && ss.expires > now;
 	bool mine = ss.has_owner && strcmp(ss.owner, op->s[S_LS_OWNER]) == 0;
 	bool gone = ss.has_owner && op->s[S_LS_STEAL] && strcmp(ss.owner, op->s[S_LS_STEAL]) == 0;
@@ -1013,7 +1014,7 @@ static int op_session_set(be_t *be, pc__store_op_t *op)
 	sqlite3_stmt *st = be->st[W_SESS_SET];
 	bind_s(&berr, st, 1, op, S_SS_KEY);
 	bind_s(&berr, st, 2, op, S_SS_META);
-	bind_i(&berr, st, 3, pc__store_now_ms());
+	bind_i(&berr, st, 3, pc__clock_wall_ms());
 	bind_i(&berr, st, 4, op->i[I_SS_EPOCH]);
 	int rc = exec_b(be->db, st, berr);
 	if (rc == 0 && sqlite3_changes(be->db) == 0) {
@@ -1136,7 +1137,7 @@ static int sq_commit(void *p)
 		rc = exec_b(be->db, st, berr);
 		if (rc == 0) {
 			st = be->st[W_AUDIT_TRIM_T];
-			bind_i(&berr, st, 1, pc__store_now_ms() - (int64_t)be->cfg.audit_days * 86400000);
+			bind_i(&berr, st, 1, pc__clock_wall_ms() - (int64_t)be->cfg.audit_days * 86400000);
 			rc = exec_b(be->db, st, berr);
 		}
 	}
