@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "actors/hash.h"
 #include "actors/timer.h"
 #include "io/buf.h"
 #include "io/utf8.h"
@@ -95,14 +96,6 @@ void pc__loop_box_release(pc__loop_box_t *b)
 	}
 }
 
-uint64_t pc__hash64(const char *s, size_t len)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
-
 pc_msg_t *pc__text_msg(uint32_t type, const char *text)
 {
 	size_t n = strlen(text ? text : "") + 1;
@@ -142,14 +135,6 @@ const char *pc_agent_wait_status_name(pc_agent_wait_status_t s)
 
 /* ---- the directory ---- */
 
-static uint64_t hash_key(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 static int key_ok(const char *key)
 {
 	size_t n = strlen(key);
@@ -188,7 +173,7 @@ static pc_session_slot_t *slot_find(pc_agent_t *a, size_t shard, const char *key
 		for (size_t i = 0; i < sh->cap; i++) {
 			for (pc_session_slot_t *s = sh->table[i], *next; s; s = next) {
 				next = s->next;
-				size_t b = (hash_key(s->key) / PC__SESSION_SHARDS) % nc;
+				size_t b = (pc__hash64_str(s->key) / PC__SESSION_SHARDS) % nc;
 				s->next = nt[b];
 				nt[b] = s;
 			}
@@ -228,7 +213,7 @@ static void slot_unlink(pc_agent_t *a, size_t shard, pc_session_slot_t *slot, ui
 
 static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t **out)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	int rc = 0;
 	pthread_mutex_lock(&a->shards[shard].lock);
@@ -280,7 +265,7 @@ int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t 
 
 void pc__session_consumed(pc_agent_t *a, const char *key)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
@@ -291,7 +276,7 @@ void pc__session_consumed(pc_agent_t *a, const char *key)
 
 bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	bool ok = false;
 	cJSON *transcript = NULL;
@@ -316,7 +301,7 @@ bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
 
 cJSON *pc__transcript_take(pc_agent_t *a, const char *key)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
@@ -329,7 +314,7 @@ cJSON *pc__transcript_take(pc_agent_t *a, const char *key)
 
 void pc__transcript_keep(pc_agent_t *a, const char *key, cJSON *messages)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	cJSON *old = messages;
 	pthread_mutex_lock(&a->shards[shard].lock);
@@ -349,7 +334,7 @@ void pc__transcript_drop(pc_agent_t *a, const char *key)
 
 void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
@@ -450,7 +435,7 @@ size_t pc__lock_watchdog(pc_agent_t *a)
 
 pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
@@ -461,7 +446,7 @@ pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
 
 pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key)
 {
-	uint64_t h = hash_key(key);
+	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
 	pc_event_hub_t *hub = NULL;
 	pthread_mutex_lock(&a->shards[shard].lock);

@@ -80,8 +80,6 @@ typedef struct pc__tool_outcome {
 	char name[64];
 } pc__tool_outcome_t;
 
-/* FNV-1a over `len` bytes: the loop guard's stable hash. */
-uint64_t pc__hash64(const char *s, size_t len);
 
 struct pc_session_slot;
 
