@@ -750,14 +750,8 @@ static size_t collect_sessions(pc_agent_t *a, pc_actor_t ***out)
 			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
 				if (!s->actor)
 					continue;
-				if (n == cap) {
-					size_t c = cap ? cap * 2 : 64;
-					pc_actor_t **nv = realloc(v, c * sizeof(*nv));
-					if (!nv)
-						continue;
-					v = nv;
-					cap = c;
-				}
+				if (PC__GROW(v, cap, n + 1, 64))
+					continue;
 				v[n++] = pc_actor_retain(s->actor);
 			}
 		}

@@ -21,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "io/buf.h"
 #include "mailbox/mailbox.h"
 #include "mailbox/msg_pool.h"
 #include "runtime/clock.h"
@@ -187,14 +188,10 @@ void pc__ioloop_timer_arm(pc_ioloop_t *loop, pc_io_timer_t *t, uint64_t after_ms
 		heap_down(loop, t->heap_index);
 		return;
 	}
-	if (loop->heap_len + 1 >= loop->heap_cap) {
-		uint32_t cap = loop->heap_cap ? loop->heap_cap * 2 : 64;
-		pc_io_timer_t **h = realloc(loop->heap, cap * sizeof(*h));
-		if (!h)
-			abort(); /* a timer that silently never fires would wedge its owner */
-		loop->heap = h;
-		loop->heap_cap = cap;
-	}
+	size_t cap = loop->heap_cap; /* the heap is 1-based: slot 0 unused */
+	if (PC__GROW(loop->heap, cap, (size_t)loop->heap_len + 2, 64))
+		abort(); /* a timer that silently never fires would wedge its owner */
+	loop->heap_cap = (uint32_t)cap;
 	loop->heap[++loop->heap_len] = t;
 	heap_up(loop, loop->heap_len);
 }
@@ -318,14 +315,8 @@ static void on_wake(pc_ioloop_t *loop, void *arg, uint32_t events)
 
 int pc__ioloop_defer(pc_ioloop_t *loop, pc_io_defer_fn fn, void *arg)
 {
-	if (loop->defer_len == loop->defer_cap) {
-		size_t cap = loop->defer_cap ? loop->defer_cap * 2 : 32;
-		deferred_t *d = realloc(loop->defers, cap * sizeof(*d));
-		if (!d)
-			return PC_ENOMEM;
-		loop->defers = d;
-		loop->defer_cap = cap;
-	}
+	if (PC__GROW(loop->defers, loop->defer_cap, loop->defer_len + 1, 32))
+		return PC_ENOMEM;
 	loop->defers[loop->defer_len++] = (deferred_t){fn, arg};
 	return 0;
 }

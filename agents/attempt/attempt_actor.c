@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "io/buf.h"
 #include "runtime/blocking.h"
 #include "../compaction/compaction.h"
 #include "agents/providers/model_call.h"
@@ -136,15 +137,9 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
  */
 static void record_usage(pc_ctx_t *ctx, attempt_t *t, const pc_usage_t *u)
 {
-	if (t->usage_n == t->usage_cap) {
-		size_t cap = t->usage_cap ? t->usage_cap * 2 : 4;
-		uint64_t *p = realloc(t->usage_corrs, cap * sizeof(*p));
-		if (!p) {
-			usage_write_failed(t, PC_ENOMEM);
-			return;
-		}
-		t->usage_corrs = p;
-		t->usage_cap = cap;
+	if (PC__GROW(t->usage_corrs, t->usage_cap, t->usage_n + 1, 4)) {
+		usage_write_failed(t, PC_ENOMEM);
+		return;
 	}
 	pc_store_usage_t rec = {.run_id = t->run_id, .session_key = t->key, .attempt = t->index,
 				.call = (uint32_t)(t->call_seq - 1), .provider = t->provider->id,
@@ -1088,14 +1083,8 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			on_compaction_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_ATTEMPT_STEER: {
-		if (t->steer_n == t->steer_cap) {
-			size_t c = t->steer_cap ? t->steer_cap * 2 : 4;
-			char **p = realloc(t->steer, c * sizeof(*p));
-			if (!p)
-				return 0;
-			t->steer = p;
-			t->steer_cap = c;
-		}
+		if (PC__GROW(t->steer, t->steer_cap, t->steer_n + 1, 4))
+			return 0;
 		char *s = strdup(pc_msg_cdata(msg));
 		if (s)
 			t->steer[t->steer_n++] = s;

@@ -600,14 +600,8 @@ static int subs_add(sub_array_t *a, pc_event_sub_t *s, bool close_on_terminal)
 		a->v[i].close_on_terminal = close_on_terminal;
 		return 0;
 	}
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 4;
-		sub_ref_t *v = realloc(a->v, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		a->v = v;
-		a->cap = cap;
-	}
+	if (PC__GROW(a->v, a->cap, a->n + 1, 4))
+		return PC_ENOMEM;
 	a->v[a->n++] = (sub_ref_t){pc_event_sub_retain(s), close_on_terminal, 0};
 	return 0;
 }

@@ -4,6 +4,7 @@
  * poll and deadlines, so that no call waits longer than it was told.
  */
 #include "ws_client.h"
+#include "io/buf.h"
 #include "runtime/clock.h"
 
 #include <errno.h>
@@ -87,14 +88,8 @@ static int write_all(int fd, const void *data, size_t len, int64_t deadline)
  * PC_ESTOPPED at the end of the stream. */
 static int fill(pc_ws_client_t *c, int64_t deadline)
 {
-	if (c->rlen == c->rcap) {
-		size_t cap = c->rcap ? c->rcap * 2 : 65536;
-		unsigned char *b = realloc(c->rbuf, cap);
-		if (!b)
-			return PC_ENOMEM;
-		c->rbuf = b;
-		c->rcap = cap;
-	}
+	if (PC__GROW(c->rbuf, c->rcap, c->rlen + 1, 65536))
+		return PC_ENOMEM;
 	for (;;) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
 		if (n > 0) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/buf.h"
 #include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
@@ -81,16 +82,8 @@ uint64_t pc__mock_piece_count(const char *s, uint32_t chunks)
 /* Opens the next timed group at the next event; returns its wait. */
 static uint32_t next_wait(answer_t *a)
 {
-	if (a->group_count == a->group_cap && !a->err) {
-		size_t cap = a->group_cap ? a->group_cap * 2 : 16;
-		group_t *ng = realloc(a->groups, cap * sizeof(*ng));
-		if (!ng)
-			a->err = PC_ENOMEM;
-		else {
-			a->groups = ng;
-			a->group_cap = cap;
-		}
-	}
+	if (!a->err)
+		a->err = PC__GROW(a->groups, a->group_cap, a->group_count + 1, 16);
 	if (!a->err)
 		a->groups[a->group_count++] = (group_t){.start = a->ev_count, .piece = a->ev_count};
 	/* `burst` pieces go together, then the stream waits delay_ms: a long
@@ -115,16 +108,8 @@ static uint32_t finish_wait(answer_t *a)
 
 static void ev_begin(answer_t *a, uint32_t wait_ms, const char *name)
 {
-	if (a->ev_count == a->ev_cap && !a->err) {
-		size_t cap = a->ev_cap ? a->ev_cap * 2 : 32;
-		event_t *ne = realloc(a->ev, cap * sizeof(*ne));
-		if (!ne)
-			a->err = PC_ENOMEM;
-		else {
-			a->ev = ne;
-			a->ev_cap = cap;
-		}
-	}
+	if (!a->err)
+		a->err = PC__GROW(a->ev, a->ev_cap, a->ev_count + 1, 32);
 	if (a->err)
 		return;
 	a->ev[a->ev_count] = (event_t){.wait_ms = wait_ms, .off = a->out.len};

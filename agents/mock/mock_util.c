@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io/buf.h"
 #include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
@@ -52,18 +53,8 @@ void pc__mock_buf_put(buf_t *b, const void *s, size_t n)
 {
 	if (b->err)
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->err = PC_ENOMEM;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
+	if ((b->err = PC__GROW(b->p, b->cap, b->len + n + 1, 256)))
+		return;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = 0;

@@ -31,6 +31,7 @@
 #include "../run/run_lifecycle.h"
 #include "diagnostics.h"
 #include "lease.h"
+#include "io/buf.h"
 #include "io/json_print.h"
 #include "recovery.h"
 #include "runtime/clock.h"
@@ -524,26 +525,10 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 
 /* ---- the queue ---- */
 
-/* Array v (n elements of `size` bytes, room for *cap) with room for one
- * more: v itself, or v grown (doubled; `first` when empty, *cap updated),
- * or NULL when it cannot grow (v is then unchanged). */
-static void *room(void *v, size_t n, size_t *cap, size_t size, size_t first)
-{
-	if (n < *cap)
-		return v;
-	size_t c = *cap ? *cap * 2 : first;
-	void *nv = realloc(v, c * size);
-	if (nv)
-		*cap = c;
-	return nv;
-}
-
 static int queue_push(session_t *s, item_t *it)
 {
-	item_t *q = room(s->queue, s->qn, &s->qcap, sizeof(*q), 4);
-	if (!q)
+	if (PC__GROW(s->queue, s->qcap, s->qn + 1, 4))
 		return PC_ENOMEM;
-	s->queue = q;
 	s->queue[s->qn++] = *it;
 	memset(it, 0, sizeof(*it));
 	return 0;
@@ -847,11 +832,9 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		.params = malloc(msg->size),
 		.params_size = msg->size,
 	};
-	pending_t *pend = p.reply && p.params ? room(s->pend, s->pn, &s->pcap, sizeof(*pend), 2) : NULL;
 	const char *idem = NULL;
-	int rc = pend ? 0 : PC_ENOMEM;
+	int rc = p.reply && p.params ? PC__GROW(s->pend, s->pcap, s->pn + 1, 2) : PC_ENOMEM;
 	if (rc == 0) {
-		s->pend = pend;
 		memcpy(p.params, pc_msg_cdata(msg), msg->size);
 		idem = sub_str(p.params, p.params->idem);
 		/* a caller's run id goes with its idempotency key (a repeat must

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "actors/timer.h"
+#include "io/buf.h"
 #include "runtime/blocking.h"
 #include "io/utf8.h"
 #include "schema.h"
@@ -153,14 +154,8 @@ int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
 	d->parameters = strdup(def->parameters ? def->parameters : DEFAULT_SCHEMA);
 	if (!d->name || !d->description || !d->parameters)
 		goto out;
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 8;
-		pc_tool_def_t **v = realloc(r->defs, cap * sizeof(*v));
-		if (!v)
-			goto out;
-		r->defs = v;
-		r->cap = cap;
-	}
+	if (PC__GROW(r->defs, r->cap, r->n + 1, 8))
+		goto out;
 	r->defs[r->n++] = d;
 	d = NULL;
 	rc = 0;
@@ -863,14 +858,8 @@ int pc_tool_task_after(pc_tool_task_t *t, uint64_t ms, uint64_t token)
 	invocation_t *inv = t->inv;
 	if (!t->ctx || inv->done)
 		return PC_ESTATE;
-	if (inv->ntimers == inv->cap_timers) {
-		size_t cap = inv->cap_timers ? inv->cap_timers * 2 : 4;
-		task_timer_t *v = realloc(inv->timers, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		inv->timers = v;
-		inv->cap_timers = cap;
-	}
+	if (PC__GROW(inv->timers, inv->cap_timers, inv->ntimers + 1, 4))
+		return PC_ENOMEM;
 	pc_msg_t *m = pc_msg_new(MSG_TASK_TIMER, sizeof(task_timer_msg_t));
 	if (!m)
 		return PC_ENOMEM;

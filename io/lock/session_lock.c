@@ -32,6 +32,7 @@
 
 #include <openssl/evp.h>
 
+#include "io/buf.h"
 #include "runtime/clock.h"
 #include "runtime/runtime.h"
 
@@ -808,16 +809,8 @@ int pc_session_lock_overdue(pc_session_lock_held_fn fn, void *user, size_t *coun
 		int64_t held = (int64_t)(now - e->since_ms);
 		if (e->pid != me || held <= e->max_hold_ms)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 8;
-			pc__overdue_t *nv = realloc(v, nc * sizeof(*nv));
-			if (!nv) {
-				rc = PC_ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = nc;
-		}
+		if ((rc = PC__GROW(v, cap, n + 1, 8)))
+			break;
 		pc__overdue_t *o = &v[n];
 		o->key = strdup(e->session_key);
 		o->path = strdup(e->path);
