@@ -1,6 +1,6 @@
 /*
  * The session actor (spec §1.1, §6.1–§6.3): one per session key, spawned
- * on demand by the directory (agent.c), retired when idle. It *is* the
+ * on demand by the directory (session_directory.c), retired when idle. It *is* the
  * session lane: at most one run is active; messages that arrive meanwhile
  * are handled by the queue mode (queue_policy.h decides; this actor does
  * what it says): steered into the active run, queued as followups or for
