@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../mailbox/atomics.h"
+#include "../runtime/clock.h"
 #include "actor_internal.h"
 
 typedef struct waiter {
@@ -139,7 +140,7 @@ int pc_ask_sync(pc_actor_t *to, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **re
 				pthread_cond_wait(&w->cond, &w->lock);
 				continue;
 			}
-			if (pc__now_ns() >= deadline)
+			if (pc__clock_mono_ns() >= deadline)
 				break;
 			struct timespec ts = pc__timespec_ns(deadline);
 			pthread_cond_timedwait(&w->cond, &w->lock, &ts);

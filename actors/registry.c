@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../mailbox/atomics.h"
+#include "hash.h"
 #include "actor_internal.h"
 
 #define NAME_MAX_LEN 255
@@ -24,14 +25,6 @@ struct pc__registry {
 };
 
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t hash_name(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
-}
 
 static struct pc__registry *get(pc_runtime_t *rt, bool create)
 {
@@ -101,7 +94,7 @@ int pc_register(pc_actor_t *a, const char *name)
 	}
 	memcpy(e->name, name, len + 1);
 	memcpy(copy, name, len + 1);
-	e->hash = hash_name(name);
+	e->hash = pc__hash64_str(name);
 	e->actor = a;
 	int rc = 0;
 	pthread_mutex_lock(&r->lock);
@@ -138,7 +131,7 @@ int pc_register(pc_actor_t *a, const char *name)
 static entry_t *unlink_name(struct pc__registry *r, const char *name, pc_actor_t *only)
 {
 	pthread_mutex_lock(&r->lock);
-	entry_t **slot = find(r, name, hash_name(name));
+	entry_t **slot = find(r, name, pc__hash64_str(name));
 	entry_t *e = *slot;
 	if (e && (!only || e->actor == only)) {
 		*slot = e->next;
@@ -188,7 +181,7 @@ pc_actor_t *pc_whereis(pc_runtime_t *rt, const char *name)
 		return NULL;
 	pc_actor_t *a = NULL;
 	pthread_mutex_lock(&r->lock);
-	entry_t *e = *find(r, name, hash_name(name));
+	entry_t *e = *find(r, name, pc__hash64_str(name));
 	if (e)
 		a = pc_actor_retain(e->actor);
 	pthread_mutex_unlock(&r->lock);

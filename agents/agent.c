@@ -1,15 +1,9 @@
 /*
- * The agent host: wires the lane, the run registry and the session
- * directory together, starts the embedded model server when configured, and offers
- * the API of agent.h.
- *
- * The session directory maps a session key to its actor. Every message to
- * a session goes through it and is counted (`inflight`) under the shard's
- * lock; an idle session may retire only when nothing is on its way to it,
- * so a message can never be sent to a session that has just decided to
- * stop (it would be lost as a dead letter).
+ * The agent host: the API of agent.h. It wires the lane, the run registry,
+ * the tools and the session directory (session/session_directory.c)
+ * together, starts the embedded model server when configured, and stops
+ * it all in order.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "actors/timer.h"
-#include "io/buf.h"
 #include "io/utf8.h"
-#include "runtime/blocking.h"
 #include "agent_internal.h"
 #include "session/lease.h"
 #include "session/recovery_internal.h"
@@ -35,80 +26,6 @@ static const char DEMO_SCENARIO[] =
 	"{\"steps\":[{\"kind\":\"tool_calls\",\"text\":\"Let me check the time.\","
 	"\"tool_calls\":[{\"name\":\"clock\",\"arguments\":{}}]},{\"kind\":\"text\"}],"
 	"\"then\":\"default\"}";
-
-/* Workspace files whose text joins the system prompt (§2.1 step 5). */
-static const char *const CONTEXT_FILES[] = {"AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md",
-					    "MEMORY.md"};
-#define CONTEXT_FILE_MAX_DEFAULT 20000u
-#define CONTEXT_TOTAL_MAX_DEFAULT 150000u
-
-typedef struct pc_session_slot {
-	pc_actor_t *actor;      /* NULL when retired */
-	pc_event_hub_t *hub;
-	uint64_t inflight;      /* messages sent through the directory, not yet handled */
-	int64_t idle_since_ms;  /* runtime clock; 0 while busy */
-	bool told;              /* the reaper sent IDLE for this idle period */
-	cJSON *transcript;      /* kept between runs (pc__transcript_keep) */
-	struct pc_session_slot *next;
-	char *key; /* owned; exact size (keys are short, the limit is not) */
-} pc_session_slot_t;
-
-enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600, LOCK_TICK };
-
-int64_t pc__wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-pc__loop_box_t *pc__loop_box_new(const pc_config_t *cfg)
-{
-	const pc_loop_detection_config_t *l = &cfg->agent.loop_detection;
-	if (!l->enabled)
-		return NULL;
-	pc_loop_config_t lc;
-	pc_loop_config_default(&lc);
-	lc.enabled = true;
-	lc.history_size = l->history_size;
-	lc.warning_threshold = l->warning_threshold;
-	lc.critical_threshold = l->critical_threshold;
-	lc.global_threshold = l->global_threshold;
-	lc.generic_repeat = l->generic_repeat;
-	lc.known_poll_no_progress = l->known_poll_no_progress;
-	lc.ping_pong = l->ping_pong;
-	pc_loop_config_normalize(&lc);
-	pc__loop_box_t *b = calloc(1, sizeof(*b));
-	if (!b || pc_loop_history_new(&lc, &b->h) != 0) {
-		free(b);
-		return NULL;
-	}
-	b->refs = 1;
-	return b;
-}
-
-pc__loop_box_t *pc__loop_box_retain(pc__loop_box_t *b)
-{
-	if (b)
-		__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
-	return b;
-}
-
-void pc__loop_box_release(pc__loop_box_t *b)
-{
-	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		pc_loop_history_free(b->h);
-		free(b);
-	}
-}
-
-uint64_t pc__hash64(const char *s, size_t len)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
 
 pc_msg_t *pc__text_msg(uint32_t type, const char *text)
 {
@@ -145,472 +62,6 @@ const char *pc_agent_wait_status_name(pc_agent_wait_status_t s)
 	case PC_AGENT_WAIT_TIMEOUT: return "timeout";
 	}
 	return "unknown";
-}
-
-/* ---- the directory ---- */
-
-static uint64_t hash_key(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static int key_ok(const char *key)
-{
-	size_t n = strlen(key);
-	if (n == 0 || n > PC__KEY_MAX)
-		return PC_EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
-			return PC_EINVAL;
-	return pc_utf8_valid(key, n) ? 0 : PC_EINVAL;
-}
-
-/* Whether `s` (NULL: absent) is text a session can hold: a provider
- * refuses a request with a byte that is not UTF-8, and then every later
- * one of the session, since the transcript keeps it. */
-static bool text_ok(const char *s)
-{
-	return !s || pc_utf8_valid(s, strlen(s));
-}
-
-/* The slot of `key` in its (locked) shard, created when `create`. */
-static pc_session_slot_t *slot_find(pc_agent_t *a, size_t shard, const char *key, uint64_t h, bool create)
-{
-	__typeof__(a->shards[0]) *sh = &a->shards[shard];
-	if (sh->cap) {
-		for (pc_session_slot_t *s = sh->table[(h / PC__SESSION_SHARDS) % sh->cap]; s; s = s->next)
-			if (!strcmp(s->key, key))
-				return s;
-	}
-	if (!create)
-		return NULL;
-	if (sh->count + 1 > sh->cap * 2) {
-		size_t nc = sh->cap ? sh->cap * 4 : 16;
-		pc_session_slot_t **nt = calloc(nc, sizeof(*nt));
-		if (!nt)
-			return NULL;
-		for (size_t i = 0; i < sh->cap; i++) {
-			for (pc_session_slot_t *s = sh->table[i], *next; s; s = next) {
-				next = s->next;
-				size_t b = (hash_key(s->key) / PC__SESSION_SHARDS) % nc;
-				s->next = nt[b];
-				nt[b] = s;
-			}
-		}
-		free(sh->table);
-		sh->table = nt;
-		sh->cap = nc;
-	}
-	pc_session_slot_t *s = pc__slab_alloc(&a->slot_slab);
-	if (!s)
-		return NULL;
-	if (!(s->key = strdup(key))) {
-		pc__slab_free(&a->slot_slab, s);
-		return NULL;
-	}
-	size_t b = (h / PC__SESSION_SHARDS) % sh->cap;
-	s->next = sh->table[b];
-	sh->table[b] = s;
-	sh->count++;
-	return s;
-}
-
-static void slot_unlink(pc_agent_t *a, size_t shard, pc_session_slot_t *slot, uint64_t h)
-{
-	__typeof__(a->shards[0]) *sh = &a->shards[shard];
-	pc_session_slot_t **pp = &sh->table[(h / PC__SESSION_SHARDS) % sh->cap];
-	for (; *pp; pp = &(*pp)->next) {
-		if (*pp == slot) {
-			*pp = slot->next;
-			sh->count--;
-			break;
-		}
-	}
-	free(slot->key);
-	pc__slab_free(&a->slot_slab, slot);
-}
-
-static int session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t **out)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	int rc = 0;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, spawn);
-	if (!s) {
-		rc = spawn ? PC_ENOMEM : PC_ENOTFOUND;
-	} else if (!s->actor) {
-		if (!spawn)
-			rc = PC_ENOTFOUND;
-		else
-			rc = pc__session_spawn(a, key, &s->actor);
-	}
-	if (rc == 0) {
-		s->inflight++;
-		*out = pc_actor_retain(s->actor);
-	}
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	return rc;
-}
-
-int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn, pc_actor_t *reply_to,
-		     uint64_t corr)
-{
-	pc_actor_t *to = NULL;
-	int rc = session_target(a, key, spawn, &to);
-	if (rc != 0) {
-		pc_msg_free(msg);
-		return rc;
-	}
-	rc = reply_to ? pc_ask_as(to, msg, reply_to, corr) : pc_send(to, msg);
-	if (rc != 0)
-		pc__session_consumed(a, key);
-	pc_actor_release(to);
-	return rc;
-}
-
-int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply)
-{
-	pc_actor_t *to = NULL;
-	int rc = session_target(a, key, true, &to);
-	if (rc != 0) {
-		pc_msg_free(msg);
-		return rc;
-	}
-	rc = pc_ask_sync(to, msg, timeout_ms, reply);
-	pc_actor_release(to);
-	return rc;
-}
-
-void pc__session_consumed(pc_agent_t *a, const char *key)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	if (s && s->inflight)
-		s->inflight--;
-	pthread_mutex_unlock(&a->shards[shard].lock);
-}
-
-bool pc__session_may_retire(pc_agent_t *a, const char *key, pc_actor_t *self)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	bool ok = false;
-	cJSON *transcript = NULL;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	if (s && s->actor == self && s->inflight == 0) {
-		ok = true;
-		pc_actor_release(s->actor);
-		s->actor = NULL;
-		transcript = s->transcript;
-		s->transcript = NULL;
-		/* the hub outlives the actor while someone listens */
-		if (!s->hub || pc_event_hub_subscribers(s->hub) == 0) {
-			pc_event_hub_release(s->hub);
-			slot_unlink(a, shard, s, h);
-		}
-	}
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	cJSON_Delete(transcript);
-	return ok;
-}
-
-cJSON *pc__transcript_take(pc_agent_t *a, const char *key)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	cJSON *t = s ? s->transcript : NULL;
-	if (s)
-		s->transcript = NULL;
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	return t;
-}
-
-void pc__transcript_keep(pc_agent_t *a, const char *key, cJSON *messages)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	cJSON *old = messages;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	if (s && s->actor) {
-		old = s->transcript;
-		s->transcript = messages;
-	}
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	cJSON_Delete(old);
-}
-
-void pc__transcript_drop(pc_agent_t *a, const char *key)
-{
-	cJSON_Delete(pc__transcript_take(a, key));
-}
-
-void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	if (s) {
-		s->idle_since_ms = idle ? (int64_t)pc_runtime_now_ms() : 0;
-		s->told = false;
-	}
-	pthread_mutex_unlock(&a->shards[shard].lock);
-}
-
-/* The reaper: one periodic tick for every session. Sessions idle for the
- * configured time are told to retire (they check again and stop only if
- * still idle and nothing is on its way to them). */
-static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
-{
-	(void)ctx;
-	pc_agent_t *a = state;
-	if (msg->type == LOCK_TICK) {
-		(void)pc__lock_watchdog(a);
-		return 0;
-	}
-	if (msg->type != REAPER_TICK)
-		return 0;
-	int64_t now = (int64_t)pc_runtime_now_ms();
-	int64_t idle_ms = (int64_t)a->cfg->agent.session_idle_ms;
-	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
-		cJSON *dropped = cJSON_CreateArray(); /* freed outside the lock */
-		pthread_mutex_lock(&a->shards[i].lock);
-		for (size_t b = 0; b < a->shards[i].cap; b++) {
-			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
-				if (s->transcript && s->idle_since_ms && dropped &&
-				    now - s->idle_since_ms >= (int64_t)PC__TRANSCRIPT_KEEP_MS) {
-					cJSON_AddItemToArray(dropped, s->transcript);
-					s->transcript = NULL;
-				}
-				if (!s->actor || !s->idle_since_ms || s->told || now - s->idle_since_ms < idle_ms)
-					continue;
-				s->told = true;
-				pc_send_signal(s->actor, PC__MSG_SESSION_IDLE);
-			}
-		}
-		pthread_mutex_unlock(&a->shards[i].lock);
-		cJSON_Delete(dropped);
-	}
-	return 0;
-}
-
-static void reaper_stop(pc_ctx_t *ctx, void *state, int reason)
-{
-	(void)ctx, (void)reason;
-	pc_agent_t *a = state;
-	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
-}
-
-static const pc_behavior_t reaper_behavior = {"session-reaper", reaper_receive, reaper_stop};
-
-static int start_reaper(pc_agent_t *a)
-{
-	/* often enough for both idle retirement and dropping kept transcripts */
-	uint64_t period = a->cfg->agent.session_idle_ms / 4;
-	if (period > PC__TRANSCRIPT_KEEP_MS / 2)
-		period = PC__TRANSCRIPT_KEEP_MS / 2;
-	period = period < 100 ? 100 : period;
-	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
-	int rc = pc_spawn(a->rt, &reaper_behavior, a, &a->reaper);
-	if (rc != 0) {
-		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
-		return rc;
-	}
-	pc_msg_t *tick = pc_msg_new(REAPER_TICK, 0);
-	rc = tick ? pc_timer_every(a->reaper, period, tick, &a->reaper_tick) : PC_ENOMEM;
-	pc_msg_t *lock_tick = rc == 0 ? pc_msg_new(LOCK_TICK, 0) : NULL;
-	if (rc == 0)
-		rc = lock_tick ? pc_timer_every(a->reaper, PC__LOCK_WATCHDOG_MS, lock_tick, &a->lock_tick) : PC_ENOMEM;
-	return rc;
-}
-
-/* ---- the session write lock watchdog (§6.4) ---- */
-
-static int report_overdue(void *user, const pc_session_lock_held_t *h)
-{
-	pc_agent_t *a = user;
-	/* the spec's watchdog force-releases here; Pincer reports (see
-	 * docs/session-lock.md: the lease, not the lock, keeps writers apart) */
-	(void)pc_log_kv(a->log, PC_LOG_WARN, "session write lock held past its max hold",
-			PC_LF_STR("sessionKey", h->session_key), PC_LF_INT("heldMs", h->held_ms),
-			PC_LF_INT("maxHoldMs", h->max_hold_ms), PC_LF_STR("path", h->path));
-	(void)pc_metric_inc(a->metrics.lock_overdue);
-	return 0;
-}
-
-size_t pc__lock_watchdog(pc_agent_t *a)
-{
-	size_t n = 0;
-	(void)pc_session_lock_overdue(report_overdue, a, &n);
-	return n;
-}
-
-pc_event_hub_t *pc__session_hub_peek(pc_agent_t *a, const char *key)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
-	pc_event_hub_t *hub = s && s->hub ? pc_event_hub_retain(s->hub) : NULL;
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	return hub;
-}
-
-pc_event_hub_t *pc__session_hub(pc_agent_t *a, const char *key)
-{
-	uint64_t h = hash_key(key);
-	size_t shard = h % PC__SESSION_SHARDS;
-	pc_event_hub_t *hub = NULL;
-	pthread_mutex_lock(&a->shards[shard].lock);
-	pc_session_slot_t *s = slot_find(a, shard, key, h, true);
-	if (s && !s->hub && pc_event_hub_new(key, &s->hub) != 0)
-		s->hub = NULL;
-	if (s && s->hub)
-		hub = pc_event_hub_retain(s->hub);
-	pthread_mutex_unlock(&a->shards[shard].lock);
-	return hub;
-}
-
-/* ---- context files ---- */
-
-typedef struct context_job {
-	pc_agent_t *agent;
-} context_job_t;
-
-/* The skills section (§2.1 step 3): one line per <workspace>/skills/<dir>/
- * SKILL.md, from its front matter's name and description, so the model
- * knows which instructions it can read with its tools. */
-static void read_skills(const char *dir, pc__buf_t *out, size_t total)
-{
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/skills", dir);
-	DIR *d = opendir(path);
-	if (!d)
-		return;
-	bool any = false;
-	struct dirent *e;
-	while ((e = readdir(d)) && out->len < total && !out->err) {
-		if (e->d_name[0] == '.')
-			continue;
-		char file[4096 + 300];
-		snprintf(file, sizeof(file), "%s/%s/SKILL.md", path, e->d_name);
-		FILE *f = fopen(file, "r");
-		if (!f)
-			continue;
-		char line[512], name[128] = "", desc[400] = "";
-		for (int i = 0; i < 20 && fgets(line, sizeof(line), f); i++) {
-			line[strcspn(line, "\r\n")] = '\0';
-			if (!strncmp(line, "name:", 5))
-				snprintf(name, sizeof(name), "%s", line + 5 + strspn(line + 5, " "));
-			else if (!strncmp(line, "description:", 12))
-				snprintf(desc, sizeof(desc), "%s", line + 12 + strspn(line + 12, " "));
-		}
-		fclose(f);
-		if (!any)
-			pc__buf_append_str(out, "\n\n## Skills\n");
-		any = true;
-		char entry[5200];
-		int n = snprintf(entry, sizeof(entry), "- %s: %s (%s)\n", name[0] ? name : e->d_name, desc, file);
-		if (n > 0)
-			pc__buf_append(out, entry, (size_t)n < sizeof(entry) ? (size_t)n : sizeof(entry) - 1);
-	}
-	closedir(d);
-}
-
-/* The context files (§2.1 step 5), each cut to its budget and all to the
- * total, then the skills. */
-static char *read_context_files(const pc_agent_defaults_t *d)
-{
-	const char *dir = d->workspace ? d->workspace : ".";
-	size_t per = d->bootstrap_max_chars ? d->bootstrap_max_chars : CONTEXT_FILE_MAX_DEFAULT;
-	size_t total = d->bootstrap_total_chars ? d->bootstrap_total_chars : CONTEXT_TOTAL_MAX_DEFAULT;
-	pc__buf_t out = {0};
-	char *buf = malloc(per + 1);
-	for (size_t i = 0; buf && i < sizeof(CONTEXT_FILES) / sizeof(CONTEXT_FILES[0]) && out.len < total; i++) {
-		char path[4096], line[128];
-		snprintf(path, sizeof(path), "%s/%s", dir, CONTEXT_FILES[i]);
-		FILE *f = fopen(path, "rb");
-		if (!f)
-			continue;
-		size_t cap = per < total - out.len ? per : total - out.len;
-		size_t n = fread(buf, 1, cap, f);
-		bool more = fgetc(f) != EOF;
-		fclose(f);
-		snprintf(line, sizeof(line), "\n\n## %s\n\n", CONTEXT_FILES[i]);
-		pc__buf_append_str(&out, line);
-		pc__buf_append(&out, buf, n);
-		if (more) {
-			snprintf(line, sizeof(line), "\n[... truncated at %zu characters]", n);
-			pc__buf_append_str(&out, line);
-		}
-	}
-	free(buf);
-	read_skills(dir, &out, total);
-	if (pc__buf_append(&out, "", 0) != 0) {
-		/* out of memory: no context files rather than no run */
-		pc__buf_free(&out);
-		return strdup("");
-	}
-	return out.p;
-}
-
-static pc_msg_t *context_job_run(void *arg)
-{
-	context_job_t *j = arg;
-	pc_agent_t *a = j->agent;
-	free(j);
-	char *text = read_context_files(&a->cfg->agent);
-	pthread_mutex_lock(&a->context.lock);
-	free(a->context.text);
-	a->context.text = text;
-	a->context.loaded_ms = pc_runtime_now_ms();
-	a->context.loading = false;
-	pc_msg_t *m = pc__text_msg(PC__MSG_ATTEMPT_CONTEXT, text ? text : "");
-	pthread_mutex_unlock(&a->context.lock);
-	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
-	return m;
-}
-
-static void context_job_discard(void *arg)
-{
-	context_job_t *j = arg;
-	__atomic_sub_fetch(&j->agent->stats.jobs_live, 1, __ATOMIC_RELEASE);
-	free(j);
-}
-
-int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out)
-{
-	*out = NULL;
-	uint64_t now = pc_runtime_now_ms();
-	pthread_mutex_lock(&a->context.lock);
-	if (a->context.text && now - a->context.loaded_ms < PC__CONTEXT_TTL_MS) {
-		*out = strdup(a->context.text);
-		pthread_mutex_unlock(&a->context.lock);
-		return *out ? 0 : PC_ENOMEM;
-	}
-	a->context.loading = true;
-	pthread_mutex_unlock(&a->context.lock);
-	context_job_t *j = malloc(sizeof(*j));
-	if (!j)
-		return PC_ENOMEM;
-	j->agent = a;
-	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
-	int rc = pc_blocking_submit(a->rt, context_job_run, context_job_discard, j, reply_to);
-	if (rc != 0) {
-		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
-		free(j);
-	}
-	return rc;
 }
 
 /* ---- lifecycle ---- */
@@ -683,10 +134,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	a->store = o->store;
 	a->cfg = o->config;
 	a->hooks = o->hooks;
-	for (size_t i = 0; i < PC__SESSION_SHARDS; i++)
-		pthread_mutex_init(&a->shards[i].lock, NULL);
+	pc__session_dir_init(a);
 	pthread_mutex_init(&a->context.lock, NULL);
-	pc__slab_init(&a->slot_slab, sizeof(pc_session_slot_t), 64);
 	pc__slab_init(&a->session_slab, pc__session_state_size(), 64);
 	uint8_t r[8];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
@@ -743,7 +192,7 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	if (rc == 0)
 		rc = pc__agent_metrics_new(a);
 	if (rc == 0)
-		rc = start_reaper(a);
+		rc = pc__reaper_start(a);
 	for (size_t i = 0; rc == 0 && i < a->cfg->provider_count; i++)
 		if (a->cfg->providers[i].embedded && !a->embedded)
 			rc = start_embedded(a, o->embedded_llm, o->mock_scenario);
@@ -761,34 +210,6 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	return 0;
 }
 
-/* Every session actor, retained, for shutdown. */
-static size_t collect_sessions(pc_agent_t *a, pc_actor_t ***out)
-{
-	size_t n = 0, cap = 0;
-	pc_actor_t **v = NULL;
-	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
-		pthread_mutex_lock(&a->shards[i].lock);
-		for (size_t b = 0; b < a->shards[i].cap; b++) {
-			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
-				if (!s->actor)
-					continue;
-				if (n == cap) {
-					size_t c = cap ? cap * 2 : 64;
-					pc_actor_t **nv = realloc(v, c * sizeof(*nv));
-					if (!nv)
-						continue;
-					v = nv;
-					cap = c;
-				}
-				v[n++] = pc_actor_retain(s->actor);
-			}
-		}
-		pthread_mutex_unlock(&a->shards[i].lock);
-	}
-	*out = v;
-	return n;
-}
-
 static bool quiet(pc_agent_t *a)
 {
 	return __atomic_load_n(&a->stats.sessions_live, __ATOMIC_ACQUIRE) == 0 &&
@@ -801,7 +222,7 @@ static bool quiet(pc_agent_t *a)
 size_t pc_agent_abort_all(pc_agent_t *a)
 {
 	pc_actor_t **v = NULL;
-	size_t n = a ? collect_sessions(a, &v) : 0;
+	size_t n = a ? pc__sessions_collect(a, &v) : 0;
 	for (size_t i = 0; i < n; i++) {
 		pc_send_signal(v[i], PC__MSG_SESSION_ABORT_ALL);
 		pc_actor_release(v[i]);
@@ -815,16 +236,9 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	if (!a)
 		return;
 	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
-	if (a->reaper) {
-		/* the periodic timer holds a reference to the reaper */
-		pc_timer_cancel(a->rt, a->reaper_tick);
-		pc_timer_cancel(a->rt, a->lock_tick);
-		pc_actor_stop(a->reaper, PC_EXIT_SHUTDOWN);
-		pc_actor_release(a->reaper);
-		a->reaper = NULL;
-	}
+	pc__reaper_stop(a);
 	pc_actor_t **v = NULL;
-	size_t n = collect_sessions(a, &v);
+	size_t n = pc__sessions_collect(a, &v);
 	for (size_t i = 0; i < n; i++)
 		pc_send_signal(v[i], PC__MSG_SESSION_ABORT_ALL);
 	uint64_t until = grace_ms < 0 ? UINT64_MAX : pc_runtime_now_ms() + (uint64_t)grace_ms;
@@ -848,20 +262,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 		a->embedded_llm->stop(a->embedded);
 	pc_lane_free(a->lane);
 	pc_metrics_free(a->metrics.reg);
-	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
-		for (size_t b = 0; b < a->shards[i].cap; b++) {
-			for (pc_session_slot_t *s = a->shards[i].table[b], *next; s; s = next) {
-				next = s->next;
-				pc_actor_release(s->actor);
-				pc_event_hub_release(s->hub);
-				cJSON_Delete(s->transcript);
-				free(s->key);
-			}
-		}
-		free(a->shards[i].table);
-		pthread_mutex_destroy(&a->shards[i].lock);
-	}
-	pc__slab_destroy(&a->slot_slab);
+	pc__session_dir_free(a);
 	pc__slab_destroy(&a->session_slab);
 	pc_run_registry_free(a->runs);
 	cJSON_Delete(a->tool_schemas);
@@ -877,6 +278,14 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 }
 
 /* ---- the API ---- */
+
+/* Whether `s` (NULL: absent) is text a session can hold: a provider
+ * refuses a request with a byte that is not UTF-8, and then every later
+ * one of the session, since the transcript keeps it. */
+static bool text_ok(const char *s)
+{
+	return !s || pc_utf8_valid(s, strlen(s));
+}
 
 static const char *session_key_of(const pc_agent_params_t *p)
 {
@@ -901,7 +310,7 @@ static int submit_msg(pc_agent_t *a, const pc_agent_params_t *p, pc_msg_t **out)
 	if (__atomic_load_n(&a->stopping, __ATOMIC_ACQUIRE))
 		return PC_ESTOPPED;
 	const char *key = session_key_of(p);
-	int rc = key_ok(key);
+	int rc = pc__session_key_ok(key);
 	if (rc != 0)
 		return rc;
 	if (p->idempotency_key && strlen(p->idempotency_key) > PC_STORE_NAME_MAX)
@@ -1067,7 +476,7 @@ int pc_agent_subscribe_run(pc_agent_t *a, const char *run_id, pc_event_sub_t *s)
 
 int pc_agent_subscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s)
 {
-	if (!a || !session_key || !s || key_ok(session_key) != 0)
+	if (!a || !session_key || !s || pc__session_key_ok(session_key) != 0)
 		return PC_EINVAL;
 	pc_event_hub_t *hub = pc__session_hub(a, session_key);
 	if (!hub)
@@ -1127,7 +536,7 @@ int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text)
 	if (!m)
 		return PC_ENOMEM;
 	pc_actor_t *to = NULL;
-	int rc = session_target(a, session_key, false, &to);
+	int rc = pc__session_target(a, session_key, false, &to);
 	if (rc != 0) {
 		pc_msg_free(m);
 		return rc;

@@ -80,14 +80,12 @@ typedef struct pc__tool_outcome {
 	char name[64];
 } pc__tool_outcome_t;
 
-/* FNV-1a over `len` bytes: the loop guard's stable hash. */
-uint64_t pc__hash64(const char *s, size_t len);
 
 struct pc_session_slot;
 
-/* A run's tool-loop history (§4.2), shared with its attempts: they are
- * one at a time, but an attempt can outlive its run's state, so the box
- * is counted. Only the attempt in flight touches `h`. */
+/* A run's tool-loop history (§4.2; run/loop_box.c), shared with its
+ * attempts: they are one at a time, but an attempt can outlive its run's
+ * state, so the box is counted. Only the attempt in flight touches `h`. */
 typedef struct pc__loop_box {
 	uint32_t refs; /* atomic */
 	pc_loop_history_t *h;
@@ -229,13 +227,33 @@ struct pc_agent {
 	pc__agent_metrics_t metrics;
 };
 
-/* ---- the session directory (agent.c) ---- */
+/* ---- the session directory (session/session_directory.c) ---- */
+
+/* Sets up the directory's shards and slot slab (pc_agent_new). */
+void pc__session_dir_init(pc_agent_t *a);
+/* Frees every slot and the shards, once no session actor runs. */
+void pc__session_dir_free(pc_agent_t *a);
+/* Every session actor, retained (the caller releases them and frees *out);
+ * how many. For shutdown and abort-all. */
+size_t pc__sessions_collect(pc_agent_t *a, pc_actor_t ***out);
+/* 0 when `key` can name a session (1..PC__KEY_MAX bytes of UTF-8, no
+ * control character), else PC_EINVAL. */
+int pc__session_key_ok(const char *key);
+/* Starts the reaper (idle retirement, kept transcripts, the §6.4 lock
+ * watchdog) on its two timers; stops it, when started. */
+int pc__reaper_start(pc_agent_t *a);
+void pc__reaper_stop(pc_agent_t *a);
 
 /* Sends `msg` to the session actor of `key`, spawning it if needed
  * (unless `spawn` is false: PC_ENOTFOUND then). Ownership of `msg`
  * passes. With `reply_to`, as a request answered to it with `corr`. */
 int pc__session_send(pc_agent_t *a, const char *key, pc_msg_t *msg, bool spawn, pc_actor_t *reply_to,
 		     uint64_t corr);
+/* The session actor of `key`, retained, with one message counted as on its
+ * way to it: the caller sends it one, which the actor marks handled with
+ * pc__session_consumed (as the caller does if the send fails). Spawned
+ * when needed if `spawn`, else PC_ENOTFOUND. */
+int pc__session_target(pc_agent_t *a, const char *key, bool spawn, pc_actor_t **out);
 /* pc_ask_sync through the directory. */
 int pc__session_ask_sync(pc_agent_t *a, const char *key, pc_msg_t *msg, int64_t timeout_ms, pc_msg_t **reply);
 /* The session actor handled one message that came through the directory. */
@@ -289,7 +307,6 @@ static inline bool pc__json_add_int(cJSON *o, const char *key, int64_t v)
 	return cJSON_AddRawToObject(o, key, digits) != NULL;
 }
 
-int64_t pc__wall_ms(void);
 
 /* ---- the session actor (session/session_actor.c) ---- */
 
@@ -417,9 +434,10 @@ typedef struct pc__attempt_done {
 
 int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *run, pc_actor_t **out);
 
-/* The system prompt's context-files section (a new string, the caller's),
- * or NULL when it must first be read: then a blocking job is queued that
- * answers `reply_to` with PC__MSG_ATTEMPT_CONTEXT. */
+/* The system prompt's context-files section (attempt/context_files.c): a
+ * new string, the caller's, or NULL when it must first be read: then a
+ * blocking job is queued that answers `reply_to` with
+ * PC__MSG_ATTEMPT_CONTEXT. */
 int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out);
 
 /* Builds a message of `type` with a NUL-terminated text payload. */

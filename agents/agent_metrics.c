@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agent_internal.h"
+#include "runtime/clock.h"
 
 /* Run and attempt durations: from 10 ms to an hour. */
 static const double duration_buckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
@@ -171,9 +172,7 @@ uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key)
 	pc_run_info_t info;
 	if (session_key && pc_run_registry_active(a->runs, session_key, run_id, NULL) == 0 &&
 	    pc_run_registry_get(a->runs, run_id, &info) == 0 && info.started_ms > 0) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		int64_t now = pc__clock_wall_ms();
 		uint64_t elapsed = now > info.started_ms ? (uint64_t)(now - info.started_ms) : 0;
 		/* a run already past the typical one is guessed to need half
 		 * as long again as it has taken */

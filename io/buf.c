@@ -14,16 +14,8 @@ int pc__buf_append(pc__buf_t *b, const void *data, size_t n)
 		return b->err;
 	if (n > SIZE_MAX / 4 - b->len)
 		return b->err = PC_ENOMEM;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return b->err = PC_ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (PC__GROW(b->p, b->cap, b->len + n + 1, 64))
+		return b->err = PC_ENOMEM;
 	if (n)
 		memcpy(b->p + b->len, data, n);
 	b->len += n;

@@ -8,6 +8,11 @@
 #define PC_IO_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
 
 typedef struct pc__buf {
 	char *p; /* NULL until the first append; then NUL-terminated */
@@ -31,5 +36,37 @@ int pc__buf_printf(pc__buf_t *b, const char *fmt, ...) __attribute__((format(pri
 char *pc__buf_take(pc__buf_t *b);
 /* Frees the bytes and empties the buffer. */
 void pc__buf_free(pc__buf_t *b);
+
+/*
+ * The grow-array. Makes room for `need` elements of `size` bytes in the
+ * array whose address is `arr` (a T ** passed as void *) and whose
+ * capacity, in elements, is *cap: when need > *cap the capacity doubles
+ * (from `first` when it is 0) until it holds `need`, and the array is
+ * reallocated. 0, or PC_ENOMEM when the memory cannot be had or the size
+ * would overflow; the array and *cap are then as they were, so the caller
+ * may go on with what it has. Inline, so the store and the session lock,
+ * which do not link the I/O library, have it too.
+ */
+static inline int pc__grow(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : first ? first : 1;
+	while (c < need)
+		c = c > SIZE_MAX / 2 ? need : c * 2;
+	if (size && c > SIZE_MAX / size)
+		return PC_ENOMEM;
+	void *old; /* the caller's T *, read and written as bytes */
+	memcpy(&old, arr, sizeof(old));
+	void *p = realloc(old, c * size);
+	if (!p)
+		return PC_ENOMEM;
+	memcpy(arr, &p, sizeof(p));
+	*cap = c;
+	return 0;
+}
+/* pc__grow for the array `v` (any T *, an lvalue) and its size_t `cap`:
+ * PC__GROW(a->v, a->cap, a->n + 1, 8). */
+#define PC__GROW(v, cap, need, first) pc__grow(&(v), &(cap), (need), sizeof(*(v)), (first))
 
 #endif

@@ -51,6 +51,7 @@
 #include "http2_internal.h"
 
 #include "base64.h"
+#include "runtime/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,7 +475,7 @@ static void stream_dispatch(pc__h2_stream_t *s)
 	pc__srv_ent_add(c->sl, &s->ent, req->id);
 	s->handler = r->handler;
 	s->state = S_SERVICE;
-	s->t0_ns = s->c->srv->on_access ? pc__mono_ns() : 0;
+	s->t0_ns = s->c->srv->on_access ? pc__clock_mono_ns() : 0;
 	c->served = true;
 	if (pc_send(r->handler, m) != 0) {
 		s->handler = NULL;

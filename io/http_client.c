@@ -30,6 +30,7 @@
 
 #include "http_client.h"
 #include "loop_internal.h"
+#include "io/buf.h"
 
 #define HEADER_CAP (64u * 1024u)
 #define DEFAULT_MAX_BUFFERED ((size_t)1 << 20)
@@ -347,16 +348,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	size_t need = call->head_len + keep + 1;
 	if (need > HEADER_CAP)
 		return 0; /* refuses the response: CURLE_WRITE_ERROR, "malformed" */
-	if (need > call->head_cap) {
-		size_t cap = call->head_cap ? call->head_cap : 512;
-		while (cap < need)
-			cap *= 2;
-		char *h = realloc(call->head, cap);
-		if (!h)
-			return 0;
-		call->head = h;
-		call->head_cap = cap;
-	}
+	if (PC__GROW(call->head, call->head_cap, need, 512))
+		return 0;
 	memcpy(call->head + call->head_len, data, keep);
 	call->head_len += keep;
 	call->head[call->head_len++] = '\n';
@@ -440,15 +433,10 @@ static curl_sock_t *sock_of(struct pc__http_client_loop *c, curl_socket_t fd)
 static int sock_track(struct pc__http_client_loop *c, curl_socket_t fd, curl_sock_t *s)
 {
 	if ((size_t)fd >= c->nsocks) {
-		size_t n = c->nsocks ? c->nsocks : 64;
-		while (n <= (size_t)fd)
-			n *= 2;
-		curl_sock_t **t = realloc(c->socks, n * sizeof(*t));
-		if (!t)
+		size_t was = c->nsocks;
+		if (PC__GROW(c->socks, c->nsocks, (size_t)fd + 1, 64))
 			return PC_ENOMEM;
-		memset(t + c->nsocks, 0, (n - c->nsocks) * sizeof(*t));
-		c->socks = t;
-		c->nsocks = n;
+		memset(c->socks + was, 0, (c->nsocks - was) * sizeof(*c->socks));
 	}
 	c->socks[fd] = s;
 	return 0;

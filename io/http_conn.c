@@ -42,6 +42,7 @@
 
 #include "http2_internal.h"
 #include "ws_internal.h"
+#include "runtime/clock.h"
 
 /* A read buffer's worth of reads per event, then other connections' turn. */
 #define READS_PER_EVENT 8
@@ -451,13 +452,6 @@ void pc__conn_closing(pc__http_conn_t *c)
 
 /* ---- the access hook ---------------------------------------------------------- */
 
-uint64_t pc__mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void pc__note_request_id(char *dst, size_t cap, const char *h, size_t hlen)
 {
 	static const char name[] = "x-request-id:";
@@ -488,7 +482,7 @@ void pc__access_request(pc_http_server_t *srv, const char *method, const char *t
 		size_t n = strcspn(target, "?");
 		snprintf(path, sizeof(path), "%.*s", (int)(n < sizeof(path) ? n : sizeof(path) - 1), target);
 	}
-	uint64_t now = pc__mono_ns();
+	uint64_t now = pc__clock_mono_ns();
 	pc_http_access_t a = {
 		.kind = PC_HTTP_ACCESS_REQUEST,
 		.method = method ? method : "",
@@ -517,7 +511,7 @@ void pc__conn_access_ws(pc__http_conn_t *c, uint16_t code, int reason)
 {
 	if (!c->srv->on_access)
 		return;
-	uint64_t now = pc__mono_ns();
+	uint64_t now = pc__clock_mono_ns();
 	pc_http_access_t a = {
 		.kind = PC_HTTP_ACCESS_WS_CLOSE,
 		.method = "",
@@ -852,7 +846,7 @@ static bool conn_upgrade_h2c(pc__http_conn_t *c, const char *method, const char 
 static void conn_dispatch(pc__http_conn_t *c)
 {
 	c->state = PC__C_SERVICE;
-	c->req_t0_ns = c->srv->on_access ? pc__mono_ns() : 0;
+	c->req_t0_ns = c->srv->on_access ? pc__clock_mono_ns() : 0;
 	c->resp_status = 0;
 	c->resp_bytes = 0;
 	c->req_id[0] = '\0';

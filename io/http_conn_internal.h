@@ -189,7 +189,6 @@ void pc__access_request(pc_http_server_t *srv, const char *method, const char *t
 /* The answer's x-request-id among header lines `h` (CRLF-ended), into
  * `dst` (cap bytes; "" when none). */
 void pc__note_request_id(char *dst, size_t cap, const char *h, size_t hlen);
-uint64_t pc__mono_ns(void);
 /* "x-request-id: req_<24 hex>\r\n" for an answer the server makes itself
  * (an error before any route saw the request), into `line` (64 bytes);
  * the id alone into `id` (may be NULL; 29 bytes). */

@@ -21,8 +21,10 @@
 
 #include <curl/curl.h>
 
+#include "io/buf.h"
 #include "mailbox/mailbox.h"
 #include "mailbox/msg_pool.h"
+#include "runtime/clock.h"
 #include "runtime/trim.h"
 #include "loop_internal.h"
 
@@ -83,13 +85,6 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_code;
 
 static void curl_init_once(void) { curl_init_code = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-static uint64_t clock_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- watches ------------------------------------------------------------ */
 
@@ -187,20 +182,16 @@ void pc__ioloop_timer_arm(pc_ioloop_t *loop, pc_io_timer_t *t, uint64_t after_ms
 {
 	t->fn = fn;
 	t->arg = arg;
-	t->deadline_ns = clock_ns() + after_ms * 1000000u;
+	t->deadline_ns = pc__clock_mono_ns() + after_ms * 1000000u;
 	if (t->heap_index) {
 		heap_up(loop, t->heap_index);
 		heap_down(loop, t->heap_index);
 		return;
 	}
-	if (loop->heap_len + 1 >= loop->heap_cap) {
-		uint32_t cap = loop->heap_cap ? loop->heap_cap * 2 : 64;
-		pc_io_timer_t **h = realloc(loop->heap, cap * sizeof(*h));
-		if (!h)
-			abort(); /* a timer that silently never fires would wedge its owner */
-		loop->heap = h;
-		loop->heap_cap = cap;
-	}
+	size_t cap = loop->heap_cap; /* the heap is 1-based: slot 0 unused */
+	if (PC__GROW(loop->heap, cap, (size_t)loop->heap_len + 2, 64))
+		abort(); /* a timer that silently never fires would wedge its owner */
+	loop->heap_cap = (uint32_t)cap;
 	loop->heap[++loop->heap_len] = t;
 	heap_up(loop, loop->heap_len);
 }
@@ -230,7 +221,7 @@ static int wait_timeout_ms(const pc_ioloop_t *loop)
 	if (!loop->heap_len)
 		return -1;
 	uint64_t d = loop->heap[1]->deadline_ns;
-	uint64_t now = clock_ns();
+	uint64_t now = pc__clock_mono_ns();
 	if (d <= now)
 		return 0;
 	uint64_t ms = (d - now + 999999u) / 1000000u; /* never wake early */
@@ -324,14 +315,8 @@ static void on_wake(pc_ioloop_t *loop, void *arg, uint32_t events)
 
 int pc__ioloop_defer(pc_ioloop_t *loop, pc_io_defer_fn fn, void *arg)
 {
-	if (loop->defer_len == loop->defer_cap) {
-		size_t cap = loop->defer_cap ? loop->defer_cap * 2 : 32;
-		deferred_t *d = realloc(loop->defers, cap * sizeof(*d));
-		if (!d)
-			return PC_ENOMEM;
-		loop->defers = d;
-		loop->defer_cap = cap;
-	}
+	if (PC__GROW(loop->defers, loop->defer_cap, loop->defer_len + 1, 32))
+		return PC_ENOMEM;
 	loop->defers[loop->defer_len++] = (deferred_t){fn, arg};
 	return 0;
 }
@@ -420,7 +405,7 @@ static void *loop_main(void *arg)
 	while (!__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE)) {
 		int timeout = (pending || loop->defer_len) ? 0 : wait_timeout_ms(loop);
 		int64_t trim_ms = -1;
-		if (timeout != 0 && pc__trim_due(&trim, pc_runtime_trim_after_ms(rt), clock_ns(), &trim_ms)) {
+		if (timeout != 0 && pc__trim_due(&trim, pc_runtime_trim_after_ms(rt), pc__clock_mono_ns(), &trim_ms)) {
 			pc__trim_done(&trim);
 			pc_runtime_trim_heap(rt);
 			PC__IO_STAT_ADD(loop, trims, 1);
@@ -433,7 +418,7 @@ static void *loop_main(void *arg)
 			abort(); /* EBADF/EINVAL: the loop's own fd is broken */
 		if (n > 0)
 			pc__trim_worked(&trim);
-		loop->now_ns = clock_ns();
+		loop->now_ns = pc__clock_mono_ns();
 		PC__IO_STAT_ADD(loop, wakeups, 1);
 		for (int i = 0; i < n; i++) {
 			pc_io_watch_t *w = evs[i].data.ptr;
@@ -441,7 +426,7 @@ static void *loop_main(void *arg)
 				w->fn(loop, w->arg, evs[i].events);
 		}
 		pending = !run_commands(loop, CMD_BATCH);
-		loop->now_ns = clock_ns();
+		loop->now_ns = pc__clock_mono_ns();
 		if (run_timers(loop))
 			pc__trim_worked(&trim);
 		run_defers(loop);
@@ -482,7 +467,7 @@ static int loop_new(pc_io_t *io, uint32_t index, pc_ioloop_t **out)
 	stub = NULL;
 	pthread_mutex_init(&loop->init_lock, NULL);
 	pthread_cond_init(&loop->init_cond, NULL);
-	loop->now_ns = clock_ns();
+	loop->now_ns = pc__clock_mono_ns();
 	rc = PC_ESYS;
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

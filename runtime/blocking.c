@@ -11,6 +11,7 @@
 
 #include "../mailbox/atomics.h"
 #include "runtime_internal.h"
+#include "clock.h"
 
 struct pc__blocking_job {
 	pc__blocking_job_t *next;
@@ -54,7 +55,7 @@ static void wait_for_job(pc_runtime_t *rt, pc__blocking_t *b, pc__trim_clock_t *
 {
 	while (!b->head && !b->stopping) {
 		int64_t wait_ms;
-		if (pc__trim_due(trim, rt->cfg.trim_after_ms, pc__now_ns(), &wait_ms)) {
+		if (pc__trim_due(trim, rt->cfg.trim_after_ms, pc__clock_mono_ns(), &wait_ms)) {
 			pc__trim_done(trim);
 			pthread_mutex_unlock(&b->lock);
 			pc_runtime_trim_heap(rt);
@@ -66,7 +67,7 @@ static void wait_for_job(pc_runtime_t *rt, pc__blocking_t *b, pc__trim_clock_t *
 		if (wait_ms < 0) {
 			pthread_cond_wait(&b->cond, &b->lock);
 		} else {
-			struct timespec ts = pc__timespec_ns(pc__now_ns() + (uint64_t)wait_ms * 1000000u);
+			struct timespec ts = pc__timespec_ns(pc__clock_mono_ns() + (uint64_t)wait_ms * 1000000u);
 			pthread_cond_timedwait(&b->cond, &b->lock, &ts);
 		}
 		b->idle--;

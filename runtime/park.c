@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../mailbox/atomics.h"
+#include "clock.h"
 
 static void futex_wait(uint32_t *word)
 {
@@ -45,7 +46,7 @@ static void sleep_until_woken(pc__worker_t *w)
 {
 	while (pc_atomic_load_u32_acq(&w->park_word) == 0) {
 		int64_t wait_ms;
-		if (pc__trim_due(&w->trim, w->rt->cfg.trim_after_ms, pc__now_ns(), &wait_ms)) {
+		if (pc__trim_due(&w->trim, w->rt->cfg.trim_after_ms, pc__clock_mono_ns(), &wait_ms)) {
 			pc_runtime_trim_heap(w->rt);
 			pc__trim_done(&w->trim);
 			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
@@ -185,7 +186,7 @@ void pc__park(pc__worker_t *w)
 	 * and parked_ns change together under park_seq (a seqlock, read by
 	 * pc_runtime_stats), so a reader counts a sleep exactly once: through
 	 * parked_since while it lasts, in parked_ns once it is over. */
-	uint64_t t0 = pc__now_ns();
+	uint64_t t0 = pc__clock_mono_ns();
 	pc_atomic_faa_u32(&w->park_seq, 1);
 	pc_atomic_store_u64(&w->parked_since, t0);
 	pc_atomic_store_u64(&w->c.parks, w->c.parks + 1);
@@ -193,7 +194,7 @@ void pc__park(pc__worker_t *w)
 	sleep_until_woken(w);
 	pc_atomic_store_u32(&w->park_word, 0);
 	w->searching = true;
-	uint64_t t1 = pc__now_ns();
+	uint64_t t1 = pc__clock_mono_ns();
 	pc_atomic_faa_u32(&w->park_seq, 1);
 	pc_atomic_store_u64(&w->c.parked_ns, w->c.parked_ns + (t1 - t0));
 	pc_atomic_store_u64(&w->parked_since, 0);
@@ -216,7 +217,7 @@ int pc_runtime_wait_quiescent(pc_runtime_t *rt, int64_t timeout_ms)
 			rc = PC_ESTATE;
 			break;
 		}
-		uint64_t now = pc__now_ns();
+		uint64_t now = pc__clock_mono_ns();
 		if (now >= deadline) {
 			rc = PC_ETIMEDOUT;
 			break;

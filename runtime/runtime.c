@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../mailbox/atomics.h"
+#include "clock.h"
 #include "sync.h"
 #include "version.h"
 
@@ -18,16 +19,9 @@ const char *pc_version(void)
 	return PC_VERSION_STRING;
 }
 
-uint64_t pc__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t pc__deadline_ns(int64_t timeout_ms)
 {
-	uint64_t now = pc__now_ns();
+	uint64_t now = pc__clock_mono_ns();
 	if (timeout_ms < 0 || (uint64_t)timeout_ms >= (UINT64_MAX - now) / 1000000u)
 		return UINT64_MAX;
 	return now + (uint64_t)timeout_ms * 1000000u;
@@ -35,7 +29,7 @@ uint64_t pc__deadline_ns(int64_t timeout_ms)
 
 uint64_t pc_runtime_now_ms(void)
 {
-	return pc__now_ns() / 1000000u;
+	return pc__clock_mono_ns() / 1000000u;
 }
 
 void pc_runtime_config_init(pc_runtime_config_t *cfg)
@@ -227,7 +221,7 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 		.blocking_done = pc_atomic_load_u64(&rt->blocking_done),
 		.blocking_trims = pc_atomic_load_u64(&rt->blocking_trims),
 	};
-	uint64_t now = pc__now_ns();
+	uint64_t now = pc__clock_mono_ns();
 	uint64_t reclaimed = 0;
 	for (uint32_t i = 0; i < rt->nworkers; i++) {
 		pc__worker_counters_t *c = &rt->workers[i].c;

@@ -14,8 +14,6 @@
 /* A condition variable whose timed waits use CLOCK_MONOTONIC. 0 or PC_ESYS. */
 int pc__cond_init_monotonic(pthread_cond_t *c);
 
-/* Now on CLOCK_MONOTONIC, in ns. */
-uint64_t pc__now_ns(void);
 /* The monotonic instant `timeout_ms` from now; UINT64_MAX (never) for a
  * negative timeout or one too long to represent. */
 uint64_t pc__deadline_ns(int64_t timeout_ms);

@@ -28,6 +28,7 @@
 
 #include "../actors/timer.h"
 #include "../mailbox/atomics.h"
+#include "clock.h"
 
 #define CHUNK_BITS 12
 #define CHUNK (1u << CHUNK_BITS)
@@ -270,7 +271,7 @@ static void *timer_main(void *arg)
 	pc_thread_name("timers", 0);
 	pthread_mutex_lock(&t->lock);
 	while (!t->stopping) {
-		struct fire_ctx fc = {t, pc__now_ns(), NULL, NULL, 0, false};
+		struct fire_ctx fc = {t, pc__clock_mono_ns(), NULL, NULL, 0, false};
 		fc.tail = &fc.fired;
 		t->sleep_until = 0; /* awake: arming need not signal */
 		pc__tw_advance(&t->wheel, fc.now_ns / 1000000u, on_wheel, &fc);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "../mailbox/atomics.h"
+#include "clock.h"
 
 static __thread pc__worker_t *tls_worker __attribute__((tls_model("initial-exec")));
 
@@ -189,7 +190,7 @@ static void *worker_main(void *arg)
 	tls_worker = w;
 	pc_thread_name("worker", (uint32_t)(w - rt->workers));
 	pc__msg_cache_attach(&w->msg_cache);
-	pc_atomic_store_u64(&w->started_ns, pc__now_ns());
+	pc_atomic_store_u64(&w->started_ns, pc__clock_mono_ns());
 	while (pc_atomic_load_u32_acq(&rt->state) < PC__RT_STOPPING) {
 		pc_actor_t *a = next_local(w);
 		if (!a)

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "agent_harness.h"
+#include "runtime/clock.h"
 
 TestSuite(agent_cooldowns, .timeout = 90);
 
@@ -289,7 +290,7 @@ Test(agent_cooldowns, a_primary_cooling_down_beyond_the_margin_is_not_probed)
 	harness_start_with(&h, ONE_PROFILE_CONFIG("\"fb/m2\""), "{\"steps\":[]}", NULL);
 	/* what three failed runs leave: the third failure's 5 min */
 	const pc_provider_config_t *mock = pc_config_provider(h.cfg, "mock");
-	uint64_t now = (uint64_t)pc__wall_ms();
+	uint64_t now = (uint64_t)pc__clock_wall_ms();
 	for (uint32_t i = 1; i <= 3; i++)
 		pc_cooldowns_failed(h.agent->cooldowns, mock, 0, "m1", PC_FAILOVER_RATE_LIMIT,
 				    pc_auth_cooldown_ms(PC_FAILOVER_RATE_LIMIT, i, 0), now);

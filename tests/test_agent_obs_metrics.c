@@ -1034,7 +1034,9 @@ static void *updater(void *p)
 static void *renderer(void *p)
 {
 	upd_arg_t *a = p;
-	while (!a->bad && !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+	/* at least once: the updaters may all end before this thread first
+	 * runs, and the test counts on a render */
+	for (bool first = true; !a->bad && (first || !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)); first = false) {
 		char *s = NULL;
 		size_t n;
 		if (pc_metrics_render(a->reg, &s, NULL) != 0) {

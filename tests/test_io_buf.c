@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,4 +54,35 @@ Test(buf, take_hands_over_the_text)
 	cr_assert_eq(pc__buf_append_str(&b, "lost"), -1);
 	cr_assert_null(pc__buf_take(&b));
 	cr_assert_eq(b.err, 0);
+}
+
+Test(grow, doubles_from_first_and_keeps_the_elements)
+{
+	int *v = NULL;
+	size_t cap = 0;
+	cr_assert_eq(PC__GROW(v, cap, 1, 4), 0);
+	cr_assert_eq(cap, 4, "an empty array starts at `first`");
+	for (int i = 0; i < 4; i++)
+		v[i] = i;
+	cr_assert_eq(PC__GROW(v, cap, 4, 4), 0);
+	cr_assert_eq(cap, 4, "room enough: nothing changes");
+	cr_assert_eq(PC__GROW(v, cap, 5, 4), 0);
+	cr_assert_eq(cap, 8, "one more doubles");
+	cr_assert_eq(PC__GROW(v, cap, 100, 4), 0);
+	cr_assert_eq(cap, 128, "doubles until it holds `need`");
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(v[i], i);
+	free(v);
+}
+
+Test(grow, overflow_is_an_error_and_changes_nothing)
+{
+	char *v = NULL;
+	size_t cap = 0;
+	cr_assert_eq(PC__GROW(v, cap, 3, 16), 0);
+	char *was = v;
+	cr_assert_neq(pc__grow(&v, &cap, SIZE_MAX / 2, 8, 1), 0, "SIZE_MAX/2 elements of 8 bytes overflow");
+	cr_assert_eq(v, was);
+	cr_assert_eq(cap, 16);
+	free(v);
 }

@@ -1180,13 +1180,6 @@ static uint64_t thread_cpu_ns(pthread_t t)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void idle_workers_park(uint32_t workers)
 {
 	reset_failures();
@@ -1207,7 +1200,7 @@ static void idle_workers_park(uint32_t workers)
 
 	pc_worker_stats_t w0[8], w1[8];
 	uint64_t cpu0[8], cpu1[8];
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = pc__clock_mono_ns();
 	pc_runtime_stats(rt, NULL, w0, 8);
 	for (uint32_t i = 0; i < workers; i++)
 		cpu0[i] = thread_cpu_ns(rt->workers[i].thread);
@@ -1215,7 +1208,7 @@ static void idle_workers_park(uint32_t workers)
 	for (uint32_t i = 0; i < workers; i++)
 		cpu1[i] = thread_cpu_ns(rt->workers[i].thread);
 	pc_runtime_stats(rt, NULL, w1, 8);
-	uint64_t t1 = mono_ns();
+	uint64_t t1 = pc__clock_mono_ns();
 	double window = (double)(t1 - t0);
 	for (uint32_t i = 0; i < workers; i++) {
 		/* Every worker has gone to sleep at least once by now. */

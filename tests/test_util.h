@@ -12,16 +12,16 @@
 #include <time.h>
 
 #include "pincer.h"
+#include "runtime/clock.h"
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #define INC(x) __atomic_add_fetch(&(x), 1, __ATOMIC_ACQ_REL)
 
+/* The monotonic clock in ms, unsigned as the tests' deadlines are. */
 static inline uint64_t now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)pc__clock_mono_ms();
 }
 
 static inline void sleep_ms(unsigned ms)

@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "io/buf.h"
 #include "runtime/blocking.h"
 #include "../compaction/compaction.h"
 #include "agents/providers/model_call.h"
@@ -36,6 +37,7 @@
 #include "io/json_print.h"
 #include "payload.h"
 #include "steering.h"
+#include "runtime/clock.h"
 
 #define BASE_SYSTEM_PROMPT                                                                         \
 	"You are a personal assistant running inside Pincer. Answer the user directly and "    \
@@ -136,15 +138,9 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
  */
 static void record_usage(pc_ctx_t *ctx, attempt_t *t, const pc_usage_t *u)
 {
-	if (t->usage_n == t->usage_cap) {
-		size_t cap = t->usage_cap ? t->usage_cap * 2 : 4;
-		uint64_t *p = realloc(t->usage_corrs, cap * sizeof(*p));
-		if (!p) {
-			usage_write_failed(t, PC_ENOMEM);
-			return;
-		}
-		t->usage_corrs = p;
-		t->usage_cap = cap;
+	if (PC__GROW(t->usage_corrs, t->usage_cap, t->usage_n + 1, 4)) {
+		usage_write_failed(t, PC_ENOMEM);
+		return;
 	}
 	pc_store_usage_t rec = {.run_id = t->run_id, .session_key = t->key, .attempt = t->index,
 				.call = (uint32_t)(t->call_seq - 1), .provider = t->provider->id,
@@ -288,7 +284,7 @@ static void report(attempt_t *t, const char *why)
 		return;
 	pc__att_set(t, PC_ATT_LC_DONE, why);
 	pc_run_outcome_t o = {0};
-	o.now_ms = (uint64_t)pc__wall_ms();
+	o.now_ms = (uint64_t)pc__clock_wall_ms();
 	o.duration_ms = (int64_t)(pc_runtime_now_ms() - (uint64_t)t->started_ms);
 	o.cancelled = t->cancelled;
 	o.usage = t->usage;
@@ -952,7 +948,7 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 	}
 	cJSON *start = pc_event_bus_listened(t->bus) ? pc__att_obj_phase("start") : NULL;
 	if (start) {
-		pc__json_add_int(start, "startedAt", pc__wall_ms());
+		pc__json_add_int(start, "startedAt", pc__clock_wall_ms());
 		cJSON_AddNumberToObject(start, "attempt", t->index);
 		cJSON_AddStringToObject(start, "provider", t->provider->id);
 		cJSON_AddStringToObject(start, "model", t->model);
@@ -1120,14 +1116,8 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			on_compaction_done(ctx, t, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_ATTEMPT_STEER: {
-		if (t->steer_n == t->steer_cap) {
-			size_t c = t->steer_cap ? t->steer_cap * 2 : 4;
-			char **p = realloc(t->steer, c * sizeof(*p));
-			if (!p)
-				return 0;
-			t->steer = p;
-			t->steer_cap = c;
-		}
+		if (PC__GROW(t->steer, t->steer_cap, t->steer_n + 1, 4))
+			return 0;
 		char *s = strdup(pc_msg_cdata(msg));
 		if (s)
 			t->steer[t->steer_n++] = s;

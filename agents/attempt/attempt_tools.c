@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/hash.h"
 #include "agents/hooks/hooks.h"
 #include "agents/tools/loop_detect.h"
 #include "attempt_internal.h"

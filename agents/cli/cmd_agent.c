@@ -33,6 +33,7 @@
 #include "commands.h"
 #include "host.h"
 #include "rpc_client.h"
+#include "runtime/clock.h"
 
 #define CMD "pincer agent"
 #define DEFAULT_TIMEOUT_S 600
@@ -196,13 +197,6 @@ static int pending_signal(const sigset_t *s)
 	struct timespec zero = {0, 0};
 	int sig = sigtimedwait(s, NULL, &zero);
 	return sig > 0 ? sig : 0;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- what the user sees (both modes) ---- */
@@ -438,11 +432,11 @@ static int local_turn(const opts_t *o, pc_agent_t *agent, const sigset_t *sigs)
 	view_t v = {.json = o->json};
 	int status = PC_CLI_FAIL, sig = 0;
 	int64_t give_up = -1; /* after an abort: how long the run may take to end */
-	for (bool done = false; !done && (give_up < 0 || mono_ms() < give_up);) {
+	for (bool done = false; !done && (give_up < 0 || pc__clock_mono_ms() < give_up);) {
 		if (!sig && (sig = pending_signal(sigs)) != 0) {
 			fprintf(stderr, CMD ": %s: aborting the run\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 			(void)pc_agent_abort_run(agent, acc.run_id); /* PC_ESTATE: it just ended */
-			give_up = mono_ms() + ABORT_MS;
+			give_up = pc__clock_mono_ms() + ABORT_MS;
 		}
 		rc = pc_event_sub_wait(sub, SLICE_MS);
 		if (rc != 0 && rc != PC_ETIMEDOUT)
@@ -551,9 +545,9 @@ static void on_frame(remote_t *r, const cJSON *f)
  * the read's error. */
 static int pump(remote_t *r, int64_t until)
 {
-	while (r->status < 0 && mono_ms() < until) {
+	while (r->status < 0 && pc__clock_mono_ms() < until) {
 		cJSON *f = NULL;
-		int64_t left = until - mono_ms();
+		int64_t left = until - pc__clock_mono_ms();
 		int rc = pc_cli_rpc_next(r->c, left > 0 ? left : 0, &f);
 		if (rc == PC_ETIMEDOUT)
 			return 0;
@@ -570,9 +564,9 @@ static int pump(remote_t *r, int64_t until)
  * the run's end. */
 static void abort_run(remote_t *r)
 {
-	int64_t until = mono_ms() + ABORT_MS;
-	while (!r->run_id[0] && r->status < 0 && mono_ms() < until)
-		if (pump(r, mono_ms() + SLICE_MS) != 0)
+	int64_t until = pc__clock_mono_ms() + ABORT_MS;
+	while (!r->run_id[0] && r->status < 0 && pc__clock_mono_ms() < until)
+		if (pump(r, pc__clock_mono_ms() + SLICE_MS) != 0)
 			return;
 	if (r->status >= 0)
 		return;
@@ -602,7 +596,7 @@ static int64_t silence_limit(const pc_cli_rpc_t *c)
 static int watch(remote_t *r, const sigset_t *sigs)
 {
 	int sig = pending_signal(sigs);
-	int64_t now = mono_ms();
+	int64_t now = pc__clock_mono_ms();
 	if (sig) {
 		fprintf(stderr, CMD ": %s: aborting the run\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 		abort_run(r);
@@ -643,7 +637,7 @@ static int lost(remote_t *r, int rc)
 
 static int remote_turn(remote_t *r, const sigset_t *sigs)
 {
-	r->sent = r->last_frame = mono_ms();
+	r->sent = r->last_frame = pc__clock_mono_ms();
 	r->silence = silence_limit(r->c);
 	r->deadline = r->o->timeout_s ? r->sent + (int64_t)r->o->timeout_s * 1000 + GRACE_MS : -1;
 	while (r->status < 0) {
@@ -656,7 +650,7 @@ static int remote_turn(remote_t *r, const sigset_t *sigs)
 			continue;
 		if (rc != 0)
 			return lost(r, rc);
-		r->last_frame = mono_ms();
+		r->last_frame = pc__clock_mono_ms();
 		on_frame(r, f);
 		cJSON_Delete(f);
 	}

@@ -93,12 +93,7 @@ static void print_errors_json(const pc_config_errors_t *errs, int rc)
 		ok = cJSON_AddItemToArray(list, cJSON_CreateString(errs->items[i]));
 	if (ok && !errs->count)
 		ok = cJSON_AddItemToArray(list, cJSON_CreateString(pc_strerror(rc)));
-	char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
-	if (line)
-		printf("%s\n", line);
-	else
-		fprintf(stderr, CMD ": out of memory\n");
-	cJSON_free(line);
+	(void)pc_cli_print_json(CMD, ok ? o : NULL);
 	cJSON_Delete(o);
 }
 
@@ -128,15 +123,9 @@ static int validated(const opts_t *o, const pc_config_t *c)
 	cJSON *j = cJSON_CreateObject();
 	bool ok = j && cJSON_AddTrueToObject(j, "ok") &&
 		  (c->source ? cJSON_AddStringToObject(j, "source", c->source) : cJSON_AddNullToObject(j, "source"));
-	char *line = ok ? cJSON_PrintUnformatted(j) : NULL;
+	int rc = pc_cli_print_json(CMD, ok ? j : NULL);
 	cJSON_Delete(j);
-	if (!line) {
-		fprintf(stderr, CMD ": out of memory\n");
-		return PC_CLI_FAIL;
-	}
-	printf("%s\n", line);
-	cJSON_free(line);
-	return PC_CLI_OK;
+	return rc;
 }
 
 static int shown(const opts_t *o, const pc_config_t *c)

@@ -32,6 +32,7 @@
 #include "agents/gateway/gateway.h"
 #include "commands.h"
 #include "host.h"
+#include "runtime/clock.h"
 
 static void usage(FILE *f)
 {
@@ -112,13 +113,6 @@ static int parse(int argc, char **argv, opts_t *o)
 	return 0;
 }
 
-static double ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
-}
-
 static const char *auth_name(pc_gateway_auth_mode_t m)
 {
 	switch (m) {
@@ -168,8 +162,7 @@ static int print_listening(const char *host, uint16_t port, double ready_ms, con
 
 int pc_cmd_gateway(int argc, char **argv)
 {
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = pc__clock_mono_ns();
 	opts_t o = {0};
 	int rc = parse(argc, argv, &o);
 	if (rc)
@@ -225,7 +218,7 @@ int pc_cmd_gateway(int argc, char **argv)
 	} else {
 		pc_agent_recovery_t rec;
 		pc_agent_recovered(h.agent, &rec);
-		if (print_listening(host, pc_gateway_port(g), ms_since(&t0), &rec, h.cfg, log) != 0)
+		if (print_listening(host, pc_gateway_port(g), (double)(pc__clock_mono_ns() - t0) / 1e6, &rec, h.cfg, log) != 0)
 			fprintf(stderr, "pincer gateway: cannot print the listening line\n");
 		if (sigwait(&sigs, &sig) != 0) {
 			fprintf(stderr, "pincer gateway: sigwait failed\n");

@@ -78,17 +78,10 @@ static void print_human(const cJSON *h)
 /* Prints the health object; the exit status it means. */
 static int show(const cJSON *h, bool json)
 {
-	if (!json) {
+	if (!json)
 		print_human(h);
-	} else {
-		char *line = cJSON_PrintUnformatted(h);
-		if (!line) {
-			fprintf(stderr, CMD ": out of memory\n");
-			return PC_CLI_FAIL;
-		}
-		printf("%s\n", line);
-		cJSON_free(line);
-	}
+	else if (pc_cli_print_json(CMD, h) != PC_CLI_OK)
+		return PC_CLI_FAIL;
 	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(h, "ok")) ? PC_CLI_OK : PC_CLI_FAIL;
 }
 

@@ -269,14 +269,7 @@ static int answer(const cJSON *res, bool show, bool json)
 			print_list(p);
 		return PC_CLI_OK;
 	}
-	char *line = cJSON_PrintUnformatted(p);
-	if (!line) {
-		fprintf(stderr, CMD ": out of memory\n");
-		return PC_CLI_FAIL;
-	}
-	printf("%s\n", line);
-	cJSON_free(line);
-	return PC_CLI_OK;
+	return pc_cli_print_json(CMD, p);
 }
 
 int pc_cmd_sessions(int argc, char **argv)

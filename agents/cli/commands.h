@@ -30,6 +30,13 @@ struct option;
  * `longs` (nothing when none is close). */
 void pc_cli_suggest_option(int argc, char **argv, const struct option *longs);
 
+struct cJSON;
+
+/* Prints `j` on stdout as one line of JSON: PC_CLI_OK; or, when `j` is
+ * NULL (it could not be built) or cannot be printed, "<cmd>: out of
+ * memory" on stderr and PC_CLI_FAIL. */
+int pc_cli_print_json(const char *cmd, const struct cJSON *j);
+
 /* The loopback names a user may type where a numeric address is wanted:
  * "localhost" is 127.0.0.1, "ip6-localhost" / "ip6-loopback" ::1; any
  * other text comes back as it is. No resolver is asked. */

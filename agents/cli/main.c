@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <strings.h>
 
+#include <cjson/cJSON.h>
+
 #include "runtime/error.h"
 #include "commands.h"
 
@@ -252,4 +254,16 @@ void pc_cli_listen_error(const char *cmd, const char *host, unsigned port, int r
 	snprintf(why, sizeof(why), "%s", strerror(err));
 	why[0] = (char)tolower((unsigned char)why[0]);
 	fprintf(stderr, "%s\n", why);
+}
+
+int pc_cli_print_json(const char *cmd, const cJSON *j)
+{
+	char *line = j ? cJSON_PrintUnformatted(j) : NULL;
+	if (!line) {
+		fprintf(stderr, "%s: out of memory\n", cmd);
+		return PC_CLI_FAIL;
+	}
+	printf("%s\n", line);
+	cJSON_free(line);
+	return PC_CLI_OK;
 }

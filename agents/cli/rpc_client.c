@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/version.h"
 #include "agents/config/config.h"
 #include "agents/gateway/ws_client.h"
@@ -23,17 +24,10 @@ struct pc_cli_rpc {
 	cJSON *hello; /* the hello-ok payload */
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left until `until` (0 once past). */
 static int64_t left_ms(int64_t until)
 {
-	int64_t left = until - mono_ms();
+	int64_t left = until - pc__clock_mono_ms();
 	return left > 0 ? left : 0;
 }
 
@@ -68,10 +62,10 @@ int pc_cli_rpc_next(pc_cli_rpc_t *c, int64_t timeout_ms, cJSON **frame)
 
 int pc_cli_rpc_until(pc_cli_rpc_t *c, int64_t timeout_ms, pc_cli_rpc_pick_fn pick, void *user, cJSON **out)
 {
-	int64_t until = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+	int64_t until = timeout_ms < 0 ? -1 : pc__clock_mono_ms() + timeout_ms;
 	*out = NULL;
 	for (bool first = true;; first = false) {
-		int64_t left = until < 0 ? -1 : until - mono_ms();
+		int64_t left = until < 0 ? -1 : until - pc__clock_mono_ms();
 		if (until >= 0 && left <= 0) {
 			if (!first)
 				return PC_ETIMEDOUT;
@@ -252,7 +246,7 @@ int pc_cli_rpc_connect(const pc_cli_rpc_options_t *o, pc_cli_rpc_t **out, char *
 		return PC_EINVAL;
 	}
 	int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
-	int64_t until = mono_ms() + timeout;
+	int64_t until = pc__clock_mono_ms() + timeout;
 	pc_cli_rpc_t *c = calloc(1, sizeof(*c));
 	if (!c)
 		return PC_ENOMEM;

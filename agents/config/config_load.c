@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "config_internal.h"
+#include "io/buf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,13 +32,8 @@ static int read_file(const char *path, char **out, size_t *len)
 				rc = PC_ELIMIT;
 				break;
 			}
-			cap = cap ? cap * 2 : 4096;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				rc = PC_ENOMEM;
+			if ((rc = PC__GROW(buf, cap, n + 1, 4096)))
 				break;
-			}
-			buf = nb;
 		}
 		size_t got = fread(buf + n, 1, cap - n, f);
 		n += got;

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "mailbox/atomics.h"
+#include "runtime/clock.h"
 #include "runtime/sync.h"
 #include "io/buf.h"
 #include "io/json_print.h"
@@ -145,15 +146,6 @@ void pc_event_release(pc_event_t *e)
 	}
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	/* CLOCK_REALTIME cannot fail on Linux; 0 says "unknown" if it ever does. */
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A new event with one reference (the caller's), or NULL. */
 static pc_event_t *event_new(const char *run_id, size_t run_len, const char *session_key, size_t session_len,
 			     pc_event_stream_t stream, const char *data, size_t len, bool droppable, bool terminal,
@@ -177,7 +169,7 @@ static pc_event_t *event_new(const char *run_id, size_t run_len, const char *ses
 	b->ev.data = p;
 	b->ev.data_len = len;
 	b->ev.seq = seq;
-	b->ev.ts_ms = wall_ms();
+	b->ev.ts_ms = pc__clock_wall_ms();
 	b->ev.stream = stream;
 	b->ev.droppable = droppable;
 	b->ev.terminal = terminal;
@@ -608,14 +600,8 @@ static int subs_add(sub_array_t *a, pc_event_sub_t *s, bool close_on_terminal)
 		a->v[i].close_on_terminal = close_on_terminal;
 		return 0;
 	}
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 4;
-		sub_ref_t *v = realloc(a->v, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		a->v = v;
-		a->cap = cap;
-	}
+	if (PC__GROW(a->v, a->cap, a->n + 1, 4))
+		return PC_ENOMEM;
 	a->v[a->n++] = (sub_ref_t){pc_event_sub_retain(s), close_on_terminal, 0};
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gateway_internal.h"
+#include "io/buf.h"
 
 typedef struct entry {
 	pc_netaddr_t key;
@@ -107,15 +108,8 @@ static entry_t *room(pc__gw_limiter_t *l, uint64_t now)
 {
 	if (l->n < l->cap)
 		return grow(l);
-	if (l->cap < PC__GW_LIMIT_MAX) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		entry_t *e = realloc(l->entries, cap * sizeof(*e));
-		if (e) {
-			l->entries = e;
-			l->cap = cap;
-			return grow(l);
-		}
-	}
+	if (l->cap < PC__GW_LIMIT_MAX && PC__GROW(l->entries, l->cap, l->n + 1, 16) == 0)
+		return grow(l);
 	if (l->n == 0)
 		return NULL;
 	entry_t *victim = &l->entries[0];

@@ -23,6 +23,7 @@
 
 #include "io/base64.h"
 #include "rpc_internal.h"
+#include "runtime/clock.h"
 
 int pc__gw_nonce(char out[PC__GW_NONCE_MAX])
 {
@@ -206,7 +207,7 @@ static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw
 		return refuse_device(out, "DEVICE_AUTH_DEVICE_ID_MISMATCH",
 				     "device identity mismatch: device.id must be the SHA-256 of the public key");
 	int64_t at = (int64_t)d->signed_at;
-	int64_t skew = at > pc__gw_wall_ms() ? at - pc__gw_wall_ms() : pc__gw_wall_ms() - at;
+	int64_t skew = at > pc__clock_wall_ms() ? at - pc__clock_wall_ms() : pc__clock_wall_ms() - at;
 	if (at != c->challenge_ts && skew > PC__GW_SIGNATURE_SKEW_MS)
 		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_EXPIRED", "device signature expired");
 	if (!d->nonce[0])
@@ -271,7 +272,7 @@ static int device_pair(struct pc__gw_ws *ws, const char *id, uint32_t scopes, bo
 	if (!d->id[0]) {
 		snprintf(d->id, sizeof(d->id), "%s", id);
 		pc_base64url_encode(r, sizeof(r), d->token);
-		d->issued_ms = pc__gw_wall_ms();
+		d->issued_ms = pc__clock_wall_ms();
 	}
 	d->scopes = scopes;
 	memcpy(out->device_token, d->token, sizeof(out->device_token));

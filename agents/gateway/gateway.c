@@ -9,6 +9,7 @@
 
 #include "gateway_internal.h"
 #include "http_util_internal.h"
+#include "runtime/clock.h"
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
 
@@ -43,6 +44,19 @@ static int check_bind(const pc_gateway_config_t *gc, const char *host)
 	return PC_EINVAL;
 }
 
+/* Frees the server, then the parts it served, then the gateway: no
+ * request reaches the parts once the server is gone. */
+static void free_parts(pc_gateway_t *g)
+{
+	pc_http_server_free(g->srv);
+	pc__gw_ops_free(g);
+	pc__gw_openai_free(g);
+	pc__gw_ws_free(g);
+	pc__gw_limiter_free(g->limiter);
+	pc__gw_guard_free(g);
+	free(g);
+}
+
 int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 {
 	if (!o || !o->rt || !o->io || !o->agent || !o->config || !out)
@@ -64,7 +78,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->gcfg = &o->config->gateway;
 	g->hooks = o->hooks;
 	g->log = o->log;
-	g->started_wall_ms = pc__gw_wall_ms();
+	g->started_wall_ms = pc__clock_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
 	snprintf(g->host, sizeof(g->host), "%s", host);
 	/* The server enforces the post-connect caps; the tighter pre-connect
@@ -97,13 +111,7 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	if (rc != 0) {
 		int e = errno; /* PC_ESYS: the caller reads why (a taken port) */
 		g->state = PC__GW_STOPPED;
-		pc_http_server_free(g->srv);
-		pc__gw_ops_free(g);
-		pc__gw_openai_free(g);
-		pc__gw_ws_free(g);
-		pc__gw_limiter_free(g->limiter);
-		pc__gw_guard_free(g);
-		free(g);
+		free_parts(g);
 		errno = e;
 		return rc;
 	}
@@ -223,12 +231,5 @@ void pc_gateway_free(pc_gateway_t *g)
 		pc_gateway_drain(g, -1);
 	gateway_hook(g, PC_HOOK_GATEWAY_STOP);
 	__atomic_store_n(&g->state, PC__GW_STOPPED, __ATOMIC_RELEASE);
-	/* no request reaches the parts once the server is gone */
-	pc_http_server_free(g->srv);
-	pc__gw_ops_free(g);
-	pc__gw_openai_free(g);
-	pc__gw_ws_free(g);
-	pc__gw_limiter_free(g->limiter);
-	pc__gw_guard_free(g);
-	free(g);
+	free_parts(g);
 }

@@ -89,14 +89,6 @@ static inline void pc__gw_owe(pc_gateway_t *g, int64_t d)
 /* The state, read atomically. */
 static inline int pc__gw_state(const pc_gateway_t *g) { return __atomic_load_n(&g->state, __ATOMIC_ACQUIRE); }
 
-/* Wall clock, ms since the epoch (what clients read as timestamps). */
-static inline int64_t pc__gw_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sleeps the calling (plain) thread: the waits of start-up and shutdown. */
 static inline void pc__gw_nap_ms(long ms)
 {

@@ -150,13 +150,6 @@ static bool has_control(const char *s, size_t n)
 	return false;
 }
 
-int64_t pc__oa_wall_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec;
-}
-
 /* A random UUID (v4) for a stateless session. */
 static void new_uuid(char out[37])
 {

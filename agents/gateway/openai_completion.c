@@ -17,6 +17,7 @@
 #include "io/json_text.h"
 #include "io/utf8.h"
 #include "openai_internal.h"
+#include "runtime/clock.h"
 
 /* Every end of a completion: nothing more is written, and a stream's
  * keep-alive stops with it. */
@@ -577,7 +578,7 @@ static void on_store_reply(pc_ctx_t *ctx, completion_t *c, const pc_msg_t *msg)
 	c->store_status = r.status;
 	snprintf(c->store_code, sizeof(c->store_code), "%s", r.code);
 	if (c->created == 0)
-		c->created = r.started_ms > 0 ? r.started_ms / 1000 : pc__oa_wall_seconds();
+		c->created = r.started_ms > 0 ? r.started_ms / 1000 : pc__clock_wall_ms() / 1000;
 	if (r.status < PC_STORE_RUN_OK) {
 		/* another process runs it: the store is read again once it says
 		 * the run ended (PC_MSG_AGENT_RUN_INFO) */
@@ -661,7 +662,7 @@ static void comp_accepted(pc_ctx_t *ctx, completion_t *c, const pc_agent_submit_
 		pc__gw_count(&c->oa->runs[c->req.stream ? 1 : 0]);
 	}
 	if (c->created == 0)
-		c->created = pc__oa_wall_seconds();
+		c->created = pc__clock_wall_ms() / 1000;
 	if (c->req.stream && !stream_open(ctx, c))
 		return;
 	comp_pump(ctx, c);

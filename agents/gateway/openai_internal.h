@@ -103,7 +103,6 @@ void pc__oa_count_answer(struct pc__gw_openai *oa, int route, int status);
  * newlines (OpenAI "text" parts, and Responses-style "input_text"). */
 void pc__oa_content_text(const cJSON *content, pc__buf_t *out);
 void pc__oa_chat_req_free(chat_req_t *r);
-int64_t pc__oa_wall_seconds(void);
 /* Every answer names its request (`rid`, x-request-id) before `extra`. */
 int pc__oa_answer_json(struct pc__gw_openai *oa, int route, uint64_t id, const char *rid, int status,
 		       const char *extra, const cJSON *body);

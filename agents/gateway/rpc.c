@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/clock.h"
 #include "runtime/version.h"
 #include "io/json_print.h"
 #include "io/json_text.h"
@@ -124,7 +125,7 @@ void pc__gw_send_challenge(pc__gw_conn_t *c)
 void pc__gw_send_tick(pc__gw_conn_t *c)
 {
 	char p[64];
-	int n = snprintf(p, sizeof(p), "{\"ts\":%lld}", (long long)pc__gw_wall_ms());
+	int n = snprintf(p, sizeof(p), "{\"ts\":%lld}", (long long)pc__clock_wall_ms());
 	pc__gw_event_text(c, "tick", p, (size_t)n);
 }
 

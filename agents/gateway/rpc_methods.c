@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "runtime/clock.h"
 #include "runtime/version.h"
 #include "io/json_print.h"
 #include "rpc_internal.h"
@@ -674,7 +675,7 @@ static cJSON *sessions_page(pc_agent_t *a, const pc_store_sessions_t *l)
 {
 	size_t n = pc_store_sessions_count(l);
 	cJSON *p = cJSON_CreateObject();
-	cJSON_AddNumberToObject(p, "ts", (double)pc__gw_wall_ms());
+	cJSON_AddNumberToObject(p, "ts", (double)pc__clock_wall_ms());
 	cJSON_AddNumberToObject(p, "count", (double)n);
 	cJSON *defs = cJSON_AddObjectToObject(p, "defaults");
 	cJSON_AddStringToObject(defs, "mainSessionKey", "main");
@@ -849,7 +850,7 @@ cJSON *pc__gw_health(pc_gateway_t *g)
 	pc_agent_stats(g->agent, &st);
 	cJSON *h = cJSON_CreateObject();
 	cJSON_AddBoolToObject(h, "ok", pc__gw_state(g) == PC__GW_READY);
-	cJSON_AddNumberToObject(h, "ts", (double)pc__gw_wall_ms());
+	cJSON_AddNumberToObject(h, "ts", (double)pc__clock_wall_ms());
 	cJSON_AddStringToObject(h, "state", state_name(pc__gw_state(g)));
 	cJSON_AddNumberToObject(h, "uptimeMs", (double)(pc_runtime_now_ms() - g->started_mono_ms));
 	cJSON *agent = cJSON_AddObjectToObject(h, "agent");

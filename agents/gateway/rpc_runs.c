@@ -39,6 +39,7 @@
 
 #include "io/json_print.h"
 #include "rpc_internal.h"
+#include "runtime/clock.h"
 
 #define EVENT_BATCH 64
 #define EVENTS_PER_TURN 1024
@@ -328,7 +329,7 @@ static cJSON *assistant_message(const char *text)
 	cJSON_AddStringToObject(part, "type", "text");
 	cJSON_AddStringToObject(part, "text", text);
 	cJSON_AddItemToArray(content, part);
-	cJSON_AddNumberToObject(m, "timestamp", (double)pc__gw_wall_ms());
+	cJSON_AddNumberToObject(m, "timestamp", (double)pc__clock_wall_ms());
 	return m;
 }
 
@@ -509,7 +510,7 @@ static void seq_gap(pc__gw_conn_t *c, const pc__gw_run_t *r, const pc_event_t *e
 	cJSON_AddStringToObject(p, "runId", r->run_id);
 	cJSON_AddNumberToObject(p, "seq", (double)(r->last_seq + 1));
 	cJSON_AddStringToObject(p, "stream", "error");
-	cJSON_AddNumberToObject(p, "ts", (double)pc__gw_wall_ms());
+	cJSON_AddNumberToObject(p, "ts", (double)pc__clock_wall_ms());
 	cJSON *d = cJSON_AddObjectToObject(p, "data");
 	cJSON_AddStringToObject(d, "reason", "seq gap");
 	cJSON_AddNumberToObject(d, "expected", (double)(r->last_seq + 1));

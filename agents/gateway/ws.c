@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "rpc_internal.h"
+#include "runtime/clock.h"
 
 /* ---- sending ---- */
 
@@ -79,7 +80,7 @@ static void conn_start(pc_ctx_t *ctx, pc__gw_conn_t *c)
 {
 	c->self = pc_actor_retain(pc_self(ctx));
 	registry_add(c);
-	c->challenge_ts = pc__gw_wall_ms();
+	c->challenge_ts = pc__clock_wall_ms();
 	int rc = pc__gw_nonce(c->nonce);
 	if (rc == 0)
 		rc = pc_ws_accept_capped(c->srv, c->id, c->self, NULL, (uint32_t)PC_GATEWAY_PREAUTH_MAX_PAYLOAD);

@@ -4,6 +4,8 @@
  * poll and deadlines, so that no call waits longer than it was told.
  */
 #include "ws_client.h"
+#include "io/buf.h"
+#include "runtime/clock.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -43,18 +45,11 @@ struct pc_ws_client {
 	char close_reason[124];
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for `events` until `deadline` (< 0: none). */
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline < 0 ? -1 : deadline - mono_ms();
+		int64_t left = deadline < 0 ? -1 : deadline - pc__clock_mono_ms();
 		if (deadline >= 0 && left <= 0)
 			return PC_ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = events};
@@ -93,14 +88,8 @@ static int write_all(int fd, const void *data, size_t len, int64_t deadline)
  * PC_ESTOPPED at the end of the stream. */
 static int fill(pc_ws_client_t *c, int64_t deadline)
 {
-	if (c->rlen == c->rcap) {
-		size_t cap = c->rcap ? c->rcap * 2 : 65536;
-		unsigned char *b = realloc(c->rbuf, cap);
-		if (!b)
-			return PC_ENOMEM;
-		c->rbuf = b;
-		c->rcap = cap;
-	}
+	if (PC__GROW(c->rbuf, c->rcap, c->rlen + 1, 65536))
+		return PC_ENOMEM;
 	for (;;) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
 		if (n > 0) {
@@ -157,7 +146,7 @@ static int send_frame(pc_ws_client_t *c, int opcode, const void *data, size_t le
 	const unsigned char *d = data;
 	for (size_t i = 0; i < len; i++)
 		f[h + i] = d[i] ^ mask[i & 3];
-	int rc = write_all(c->fd, f, h + len, mono_ms() + c->timeout_ms);
+	int rc = write_all(c->fd, f, h + len, pc__clock_mono_ms() + c->timeout_ms);
 	free(f);
 	if (opcode == OP_CLOSE && rc == 0)
 		c->close_sent = true;
@@ -290,7 +279,7 @@ int pc_ws_client_recv(pc_ws_client_t *c, int64_t timeout_ms, char **msg, size_t 
 		return PC_EINVAL;
 	*msg = NULL;
 	*len = 0;
-	int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : pc__clock_mono_ms() + timeout_ms;
 	for (;;) {
 		if (c->closed)
 			return PC_ESTOPPED;
@@ -327,7 +316,7 @@ int pc_ws_client_close(pc_ws_client_t *c, uint16_t code, const char *reason, int
 		return PC_EINVAL;
 	if (!c->close_sent && !c->closed)
 		send_close(c, code, reason);
-	int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int64_t deadline = pc__clock_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	/* Reads until the server's close (or the end of the stream). */
 	while (!c->closed) {
 		int rc = parse_frame(c);
@@ -502,7 +491,7 @@ int pc_ws_client_connect(const pc_ws_client_options_t *o, pc_ws_client_t **out, 
 	c->fd = -1;
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->max_message = o->max_message ? o->max_message : DEFAULT_MAX_MESSAGE;
-	int64_t deadline = mono_ms() + c->timeout_ms;
+	int64_t deadline = pc__clock_mono_ms() + c->timeout_ms;
 	int rc = dial(o, deadline, &c->fd);
 	if (rc == 0)
 		rc = upgrade(c, o, deadline, http_status);

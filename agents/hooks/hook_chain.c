@@ -37,6 +37,7 @@
 #include "actors/timer.h"
 #include "runtime/blocking.h"
 #include "io/json_print.h"
+#include "runtime/clock.h"
 
 enum {
 	MSG_START = PC_MSG_TYPE_SYSTEM + 0x2A10,
@@ -103,13 +104,6 @@ struct chain {
 };
 
 static const policy_t *policy_of(pc_hook_point_t p);
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the blocking job ------------------------------------------------------ */
 
@@ -243,7 +237,7 @@ static int send_done(chain_t *c, int status, const char *result)
 	d->ran = c->ran;
 	d->failed = c->failed;
 	d->timed_out = c->timed_out;
-	d->duration_us = (mono_ns() - c->t0_ns) / 1000u;
+	d->duration_us = (pc__clock_mono_ns() - c->t0_ns) / 1000u;
 	memcpy(d->buf, result, rl + 1);
 	d->result = d->buf;
 	d->result_len = rl;
@@ -528,7 +522,7 @@ static int launch(pc_runtime_t *rt, const pc_hooks_t *h, pc_hook_point_t p, cJSO
 	c->ctx = ctx;
 	c->owner = owner ? pc_actor_retain(owner) : NULL;
 	c->tag = tag;
-	c->t0_ns = mono_ns();
+	c->t0_ns = pc__clock_mono_ns();
 	c->done = owner == NULL;
 	if ((rc = object_or_empty(&c->event)) != 0 || (rc = object_or_empty(&c->ctx)) != 0)
 		goto fail;

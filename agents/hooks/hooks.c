@@ -9,6 +9,7 @@
  * the common case of a point with no handler.
  */
 #include "hooks_internal.h"
+#include "io/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,14 +250,10 @@ fail:
 static int insert(pc_hooks_t *h, pc__hook_entry_t *e)
 {
 	pc_hook_point_t p = e->point;
-	if (h->n[p] == h->cap[p]) {
-		uint32_t cap = h->cap[p] ? h->cap[p] * 2 : 4;
-		pc__hook_entry_t **v = realloc(h->by_point[p], cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		h->by_point[p] = v;
-		h->cap[p] = cap;
-	}
+	size_t cap = h->cap[p];
+	if (PC__GROW(h->by_point[p], cap, (size_t)h->n[p] + 1, 4))
+		return PC_ENOMEM;
+	h->cap[p] = (uint32_t)cap;
 	pc__hook_entry_t **v = h->by_point[p];
 	uint32_t at = 0;
 	while (at < h->n[p] && v[at]->priority >= e->priority)

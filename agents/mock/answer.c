@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/buf.h"
 #include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
@@ -81,16 +82,8 @@ uint64_t pc__mock_piece_count(const char *s, uint32_t chunks)
 /* Opens the next timed group at the next event; returns its wait. */
 static uint32_t next_wait(answer_t *a)
 {
-	if (a->group_count == a->group_cap && !a->err) {
-		size_t cap = a->group_cap ? a->group_cap * 2 : 16;
-		group_t *ng = realloc(a->groups, cap * sizeof(*ng));
-		if (!ng)
-			a->err = PC_ENOMEM;
-		else {
-			a->groups = ng;
-			a->group_cap = cap;
-		}
-	}
+	if (!a->err)
+		a->err = PC__GROW(a->groups, a->group_cap, a->group_count + 1, 16);
 	if (!a->err)
 		a->groups[a->group_count++] = (group_t){.start = a->ev_count, .piece = a->ev_count};
 	/* `burst` pieces go together, then the stream waits delay_ms: a long
@@ -115,30 +108,22 @@ static uint32_t finish_wait(answer_t *a)
 
 static void ev_begin(answer_t *a, uint32_t wait_ms, const char *name)
 {
-	if (a->ev_count == a->ev_cap && !a->err) {
-		size_t cap = a->ev_cap ? a->ev_cap * 2 : 32;
-		event_t *ne = realloc(a->ev, cap * sizeof(*ne));
-		if (!ne)
-			a->err = PC_ENOMEM;
-		else {
-			a->ev = ne;
-			a->ev_cap = cap;
-		}
-	}
+	if (!a->err)
+		a->err = PC__GROW(a->ev, a->ev_cap, a->ev_count + 1, 32);
 	if (a->err)
 		return;
 	a->ev[a->ev_count] = (event_t){.wait_ms = wait_ms, .off = a->out.len};
 	if (name) {
-		pc__mock_buf_puts(&a->out, "event: ");
-		pc__mock_buf_puts(&a->out, name);
-		pc__mock_buf_puts(&a->out, "\n");
+		pc__buf_append_str(&a->out, "event: ");
+		pc__buf_append_str(&a->out, name);
+		pc__buf_append_str(&a->out, "\n");
 	}
-	pc__mock_buf_puts(&a->out, "data: ");
+	pc__buf_append_str(&a->out, "data: ");
 }
 
 static void ev_end(answer_t *a)
 {
-	pc__mock_buf_put(&a->out, "\n\n", 2);
+	pc__buf_append(&a->out, "\n\n", 2);
 	if (a->err)
 		return;
 	a->ev[a->ev_count].len = a->out.len - a->ev[a->ev_count].off;
@@ -155,7 +140,7 @@ void pc__mock_ev_json(answer_t *a, uint32_t wait_ms, const char *name, cJSON *ob
 		return;
 	}
 	ev_begin(a, wait_ms, name);
-	pc__mock_buf_puts(&a->out, s);
+	pc__buf_append_str(&a->out, s);
 	ev_end(a);
 	free(s);
 }
@@ -227,18 +212,18 @@ cJSON *pc__mock_push_obj(cJSON *arr)
 static void oa_begin(answer_t *a, uint32_t wait_ms)
 {
 	ev_begin(a, wait_ms, NULL);
-	pc__mock_buf_put(&a->out, a->head.p, a->head.len);
-	pc__mock_buf_puts(&a->out, "[{\"index\":0,\"delta\":");
+	pc__buf_append(&a->out, a->head.p, a->head.len);
+	pc__buf_append_str(&a->out, "[{\"index\":0,\"delta\":");
 }
 
 static void oa_end(answer_t *a, const char *finish)
 {
-	pc__mock_buf_puts(&a->out, ",\"logprobs\":null,\"finish_reason\":");
+	pc__buf_append_str(&a->out, ",\"logprobs\":null,\"finish_reason\":");
 	if (finish)
 		pc__mock_buf_json_str(&a->out, finish, strlen(finish));
 	else
-		pc__mock_buf_puts(&a->out, "null");
-	pc__mock_buf_puts(&a->out, a->include_usage ? "}],\"usage\":null}" : "}]}");
+		pc__buf_append_str(&a->out, "null");
+	pc__buf_append_str(&a->out, a->include_usage ? "}],\"usage\":null}" : "}]}");
 	ev_end(a);
 }
 
@@ -251,9 +236,9 @@ static void oa_pieces(answer_t *a, const char *field, const char *s)
 	size_t l;
 	while (split_next(&sp, &p, &l)) {
 		oa_begin(a, next_wait(a));
-		pc__mock_buf_printf(&a->out, "{\"%s\":", field);
+		pc__buf_printf(&a->out, "{\"%s\":", field);
 		pc__mock_buf_json_str(&a->out, p, l);
-		pc__mock_buf_puts(&a->out, "}");
+		pc__buf_append_str(&a->out, "}");
 		oa_end(a, NULL);
 	}
 }
@@ -266,7 +251,7 @@ void pc__mock_openai_stream(answer_t *a)
 	bool tools_first = !a->reasoning && !a->text && st->tool_count;
 	if (!tools_first) {
 		oa_begin(a, 0);
-		pc__mock_buf_puts(&a->out, "{\"role\":\"assistant\",\"content\":\"\"}");
+		pc__buf_append_str(&a->out, "{\"role\":\"assistant\",\"content\":\"\"}");
 		oa_end(a, NULL);
 	}
 	if (a->reasoning)
@@ -276,12 +261,12 @@ void pc__mock_openai_stream(answer_t *a)
 	for (size_t i = 0; i < st->tool_count; i++) {
 		const tool_t *t = &st->tools[i];
 		oa_begin(a, next_wait(a));
-		pc__mock_buf_puts(&a->out, i == 0 && tools_first ? "{\"role\":\"assistant\",\"content\":null," : "{");
-		pc__mock_buf_printf(&a->out, "\"tool_calls\":[{\"index\":%zu,\"id\":", i);
+		pc__buf_append_str(&a->out, i == 0 && tools_first ? "{\"role\":\"assistant\",\"content\":null," : "{");
+		pc__buf_printf(&a->out, "\"tool_calls\":[{\"index\":%zu,\"id\":", i);
 		pc__mock_buf_json_str(&a->out, a->tool_ids[i], strlen(a->tool_ids[i]));
-		pc__mock_buf_puts(&a->out, ",\"type\":\"function\",\"function\":{\"name\":");
+		pc__buf_append_str(&a->out, ",\"type\":\"function\",\"function\":{\"name\":");
 		pc__mock_buf_json_str(&a->out, t->name, strlen(t->name));
-		pc__mock_buf_puts(&a->out, ",\"arguments\":\"\"}}]}");
+		pc__buf_append_str(&a->out, ",\"arguments\":\"\"}}]}");
 		oa_end(a, NULL);
 		split_t sp;
 		split_init(&sp, t->args, strlen(t->args), st->arg_chunks);
@@ -289,14 +274,14 @@ void pc__mock_openai_stream(answer_t *a)
 		size_t l;
 		while (split_next(&sp, &p, &l)) {
 			oa_begin(a, next_wait(a));
-			pc__mock_buf_printf(&a->out, "{\"tool_calls\":[{\"index\":%zu,\"function\":{\"arguments\":", i);
+			pc__buf_printf(&a->out, "{\"tool_calls\":[{\"index\":%zu,\"function\":{\"arguments\":", i);
 			pc__mock_buf_json_str(&a->out, p, l);
-			pc__mock_buf_puts(&a->out, "}}]}");
+			pc__buf_append_str(&a->out, "}}]}");
 			oa_end(a, NULL);
 		}
 	}
 	oa_begin(a, finish_wait(a));
-	pc__mock_buf_puts(&a->out, "{}");
+	pc__buf_append_str(&a->out, "{}");
 	oa_end(a, a->finish);
 	if (a->include_usage) {
 		cJSON *u = openai_usage(a);
@@ -305,15 +290,15 @@ void pc__mock_openai_stream(answer_t *a)
 		if (!us)
 			a->err = PC_ENOMEM;
 		ev_begin(a, 0, NULL);
-		pc__mock_buf_put(&a->out, a->head.p, a->head.len);
-		pc__mock_buf_puts(&a->out, "[],\"usage\":");
-		pc__mock_buf_puts(&a->out, us ? us : "null");
-		pc__mock_buf_puts(&a->out, "}");
+		pc__buf_append(&a->out, a->head.p, a->head.len);
+		pc__buf_append_str(&a->out, "[],\"usage\":");
+		pc__buf_append_str(&a->out, us ? us : "null");
+		pc__buf_append_str(&a->out, "}");
 		ev_end(a);
 		free(us);
 	}
 	ev_begin(a, 0, NULL);
-	pc__mock_buf_puts(&a->out, "[DONE]");
+	pc__buf_append_str(&a->out, "[DONE]");
 	ev_end(a);
 }
 
@@ -365,9 +350,9 @@ cJSON *pc__mock_openai_message(answer_t *a)
 static void an_block_start(answer_t *a, uint32_t wait_ms, size_t index, const char *block)
 {
 	ev_begin(a, wait_ms, "content_block_start");
-	pc__mock_buf_printf(&a->out, "{\"type\":\"content_block_start\",\"index\":%zu,\"content_block\":", index);
-	pc__mock_buf_puts(&a->out, block);
-	pc__mock_buf_puts(&a->out, "}");
+	pc__buf_printf(&a->out, "{\"type\":\"content_block_start\",\"index\":%zu,\"content_block\":", index);
+	pc__buf_append_str(&a->out, block);
+	pc__buf_append_str(&a->out, "}");
 	ev_end(a);
 }
 
@@ -375,17 +360,17 @@ static void an_delta(answer_t *a, uint32_t wait_ms, size_t index, const char *ty
 		     const char *s, size_t n)
 {
 	ev_begin(a, wait_ms, "content_block_delta");
-	pc__mock_buf_printf(&a->out, "{\"type\":\"content_block_delta\",\"index\":%zu,\"delta\":{\"type\":\"%s\",\"%s\":",
+	pc__buf_printf(&a->out, "{\"type\":\"content_block_delta\",\"index\":%zu,\"delta\":{\"type\":\"%s\",\"%s\":",
 		   index, type, field);
 	pc__mock_buf_json_str(&a->out, s, n);
-	pc__mock_buf_puts(&a->out, "}}");
+	pc__buf_append_str(&a->out, "}}");
 	ev_end(a);
 }
 
 static void an_block_stop(answer_t *a, size_t index)
 {
 	ev_begin(a, 0, "content_block_stop");
-	pc__mock_buf_printf(&a->out, "{\"type\":\"content_block_stop\",\"index\":%zu}", index);
+	pc__buf_printf(&a->out, "{\"type\":\"content_block_stop\",\"index\":%zu}", index);
 	ev_end(a);
 }
 
@@ -454,7 +439,7 @@ void pc__mock_anthropic_stream(answer_t *a)
 	}
 	pc__mock_ev_json(a, 0, "message_start", start);
 	ev_begin(a, 0, "ping");
-	pc__mock_buf_puts(&a->out, "{\"type\": \"ping\"}");
+	pc__buf_append_str(&a->out, "{\"type\": \"ping\"}");
 	ev_end(a);
 	size_t index = 0;
 	if (a->reasoning && *a->reasoning)
@@ -463,12 +448,12 @@ void pc__mock_anthropic_stream(answer_t *a)
 		an_text_block(a, index++, a->text, false, st->chunks);
 	for (size_t i = 0; i < st->tool_count; i++, index++) {
 		const tool_t *t = &st->tools[i];
-		buf_t blk = {0};
-		pc__mock_buf_puts(&blk, "{\"type\":\"tool_use\",\"id\":");
+		pc__buf_t blk = {0};
+		pc__buf_append_str(&blk, "{\"type\":\"tool_use\",\"id\":");
 		pc__mock_buf_json_str(&blk, a->tool_ids[i], strlen(a->tool_ids[i]));
-		pc__mock_buf_puts(&blk, ",\"name\":");
+		pc__buf_append_str(&blk, ",\"name\":");
 		pc__mock_buf_json_str(&blk, t->name, strlen(t->name));
-		pc__mock_buf_puts(&blk, ",\"input\":{}}");
+		pc__buf_append_str(&blk, ",\"input\":{}}");
 		if (blk.err)
 			a->err = blk.err;
 		an_block_start(a, next_wait(a), index, blk.p ? blk.p : "null");
@@ -495,7 +480,7 @@ void pc__mock_anthropic_stream(answer_t *a)
 	}
 	pc__mock_ev_json(a, finish_wait(a), "message_delta", md);
 	ev_begin(a, 0, "message_stop");
-	pc__mock_buf_puts(&a->out, "{\"type\":\"message_stop\"}");
+	pc__buf_append_str(&a->out, "{\"type\":\"message_stop\"}");
 	ev_end(a);
 }
 

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "io/buf.h"
 #include "scenario.h"
 
 /* ---- steps (step.c) ---- */
@@ -103,19 +104,9 @@ const char *const *pc__mock_scenario_models(const pc_mock_scenario_t *sc, size_t
 
 /* ---- small helpers (mock_util.c) ---- */
 
-/* A growable byte buffer whose allocation failure is sticky, so a long
- * run of appends is checked once at the end. */
-typedef struct buf {
-	char *p;
-	size_t len;
-	size_t cap;
-	int err;
-} buf_t;
-
-void pc__mock_buf_json_str(buf_t *b, const char *s, size_t n);
-void pc__mock_buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pc__mock_buf_put(buf_t *b, const void *s, size_t n);
-void pc__mock_buf_puts(buf_t *b, const char *s);
+/* Appends `s` (n bytes) to `b` (io/buf.h's buffer, in which the mock
+ * builds its text) as a JSON string literal, escaped as cJSON prints it. */
+void pc__mock_buf_json_str(pc__buf_t *b, const char *s, size_t n);
 char *pc__mock_dup_str(const char *s);
 int pc__mock_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool pc__mock_is_space(char c);
@@ -178,8 +169,8 @@ typedef struct answer {
 	char id[48];
 	char req_id[48];
 	char **tool_ids;
-	buf_t head;            /* OpenAI: a chunk's JSON up to "choices": */
-	buf_t out;
+	pc__buf_t head;            /* OpenAI: a chunk's JSON up to "choices": */
+	pc__buf_t out;
 	event_t *ev;
 	size_t ev_count;
 	size_t ev_cap;

@@ -31,6 +31,7 @@
 #include "io/http_server.h"
 #include "mailbox/atomics.h"
 #include "scenario.h"
+#include "runtime/clock.h"
 
 enum { MSG_GO = 1, MSG_TICK, MSG_GONE, MSG_DONE };
 
@@ -127,13 +128,6 @@ static void log_push(pc_mock_server_t *m, record_t *r)
 	m->log_bytes += r->bytes;
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Connection-level headers say nothing about what the client asked. */
 static bool kept_header(const char *name)
 {
@@ -160,7 +154,7 @@ static record_t *record_new(const pc_http_request_msg_t *req, const char *api)
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof(*r));
-	r->time_ms = wall_ms();
+	r->time_ms = pc__clock_wall_ms();
 	r->api = api;
 	r->bytes = sizeof(*r) + n;
 	r->header_count = count;
@@ -521,7 +515,7 @@ static void serve_models(pc_mock_server_t *m, const pc_http_request_msg_t *req)
 	}
 	pthread_mutex_unlock(&m->lock);
 	pc_mock_plan_t pl;
-	if (pc_mock_plan_models(sc, api, seq, wall_ms() / 1000, &pl))
+	if (pc_mock_plan_models(sc, api, seq, pc__clock_wall_ms() / 1000, &pl))
 		respond_text(m, req->id, 500, "mock: out of memory\n");
 	else
 		http_op(m, OP_RESPOND, req->id, pl.status, pl.headers, pl.body, pl.body_len);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io/buf.h"
 #include "runtime/error.h"
 #include "io/json_print.h"
 #include "mock_internal.h"
@@ -48,55 +49,12 @@ uint64_t pc__mock_word_count(const char *s, size_t n)
 	return w;
 }
 
-void pc__mock_buf_put(buf_t *b, const void *s, size_t n)
-{
-	if (b->err)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->err = PC_ENOMEM;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-void pc__mock_buf_puts(buf_t *b, const char *s)
-{
-	pc__mock_buf_put(b, s, strlen(s));
-}
-
-void pc__mock_buf_printf(buf_t *b, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	/* Only short, fixed formats go through here. */
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		if (!b->err)
-			b->err = PC_EINVAL;
-		return;
-	}
-	pc__mock_buf_put(b, tmp, (size_t)n);
-}
-
 static void put_piece(void *b, const char *p, size_t n)
 {
-	pc__mock_buf_put(b, p, n);
+	pc__buf_append(b, p, n);
 }
 
-/* A JSON string literal, escaped the way cJSON prints it. */
-void pc__mock_buf_json_str(buf_t *b, const char *s, size_t n)
+void pc__mock_buf_json_str(pc__buf_t *b, const char *s, size_t n)
 {
 	pc_json_escape(s, n, put_piece, b);
 }

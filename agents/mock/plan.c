@@ -13,16 +13,16 @@
 #include "mock_internal.h"
 
 static void plan_headers(pc_mock_api_t api, const char *req_id, const char *type,
-			 const pc_mock_step_t *st, buf_t *b)
+			 const pc_mock_step_t *st, pc__buf_t *b)
 {
-	pc__mock_buf_printf(b, "Content-Type: %s\r\n", type);
+	pc__buf_printf(b, "Content-Type: %s\r\n", type);
 	if (!strcmp(type, "text/event-stream"))
-		pc__mock_buf_puts(b, "Cache-Control: no-cache\r\n");
-	pc__mock_buf_printf(b, "%s: %s\r\n", api == PC_MOCK_OPENAI ? "x-request-id" : "request-id", req_id);
+		pc__buf_append_str(b, "Cache-Control: no-cache\r\n");
+	pc__buf_printf(b, "%s: %s\r\n", api == PC_MOCK_OPENAI ? "x-request-id" : "request-id", req_id);
 	if (st && st->retry_after >= 0)
-		pc__mock_buf_printf(b, "retry-after: %" PRId64 "\r\n", st->retry_after);
+		pc__buf_printf(b, "retry-after: %" PRId64 "\r\n", st->retry_after);
 	if (st && st->headers)
-		pc__mock_buf_puts(b, st->headers);
+		pc__buf_append_str(b, st->headers);
 }
 
 static void request_id(char *out, size_t cap, pc_mock_api_t api, uint64_t seq)
@@ -49,7 +49,7 @@ static int plan_json(pc_mock_plan_t *pl, cJSON *obj, int status, pc_mock_api_t a
 	cJSON_Delete(obj);
 	if (!s)
 		return PC_ENOMEM;
-	buf_t h = {0};
+	pc__buf_t h = {0};
 	pl->status = status;
 	pl->send_head = true;
 	plan_headers(api, rid, "application/json", st, &h);
@@ -219,7 +219,7 @@ static int plan_stall(pc_mock_plan_t *pl, const pc_mock_step_t *st, pc_mock_api_
 	pl->streamed = true;
 	pl->finish = st->ms ? PC_MOCK_ABORT : PC_MOCK_HANG;
 	pl->finish_wait_ms = st->ms;
-	buf_t h = {0};
+	pc__buf_t h = {0};
 	plan_headers(api, rid, stream ? "text/event-stream" : "application/json", st, &h);
 	pl->headers = h.p;
 	return h.err;
@@ -421,12 +421,12 @@ static int answer_init(answer_t *a, const pc_mock_step_t *st, pc_mock_api_t api,
 	for (int u = 0; u < U_COUNT; u++)
 		a->usage[u] = st->usage[u] >= 0 ? st->usage[u] : computed[u];
 	if (api == PC_MOCK_OPENAI) {
-		pc__mock_buf_puts(&a->head, "{\"id\":");
+		pc__buf_append_str(&a->head, "{\"id\":");
 		pc__mock_buf_json_str(&a->head, a->id, strlen(a->id));
-		pc__mock_buf_printf(&a->head, ",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64 ",\"model\":",
+		pc__buf_printf(&a->head, ",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64 ",\"model\":",
 			   created);
 		pc__mock_buf_json_str(&a->head, a->model, strlen(a->model));
-		pc__mock_buf_puts(&a->head, ",\"system_fingerprint\":\"fp_mock\",\"choices\":");
+		pc__buf_append_str(&a->head, ",\"system_fingerprint\":\"fp_mock\",\"choices\":");
 	}
 	return a->head.err;
 }
@@ -468,7 +468,7 @@ int pc_mock_plan_build(const pc_mock_step_t *step, pc_mock_api_t api, const cJSO
 			out->status = 200;
 			out->send_head = true;
 			out->streamed = true;
-			buf_t h = {0};
+			pc__buf_t h = {0};
 			plan_headers(api, a.req_id, "text/event-stream", st, &h);
 			out->headers = h.p;
 			rc = rc ? rc : h.err;

@@ -11,11 +11,11 @@
 
 /* Appends the text of a message's content (a string, or the "text" parts
  * of an array joined with LF). */
-static void content_text(const cJSON *msg, buf_t *out)
+static void content_text(const cJSON *msg, pc__buf_t *out)
 {
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
 	if (cJSON_IsString(c)) {
-		pc__mock_buf_puts(out, c->valuestring);
+		pc__buf_append_str(out, c->valuestring);
 		return;
 	}
 	const cJSON *parts = cJSON_IsArray(c) ? c : NULL, *part;
@@ -26,8 +26,8 @@ static void content_text(const cJSON *msg, buf_t *out)
 		if (!cJSON_IsString(t) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
 			continue;
 		if (!first)
-			pc__mock_buf_put(out, "\n", 1);
-		pc__mock_buf_puts(out, t->valuestring);
+			pc__buf_append(out, "\n", 1);
+		pc__buf_append_str(out, t->valuestring);
 		first = false;
 	}
 }
@@ -73,7 +73,7 @@ int pc_mock_request_step(const cJSON *body, const char *header, pc_mock_step_t *
 	const cJSON *last = cJSON_IsArray(msgs) ? cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1) : NULL;
 	int rc = 0;
 	if (last && is_user(last)) {
-		buf_t t = {0};
+		pc__buf_t t = {0};
 		content_text(last, &t);
 		cJSON *j = NULL;
 		size_t a, b;
@@ -107,7 +107,7 @@ int pc_mock_request_step(const cJSON *body, const char *header, pc_mock_step_t *
 int pc__mock_echo_text(const cJSON *body, char **out)
 {
 	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
-	buf_t t = {0};
+	pc__buf_t t = {0};
 	for (int i = cJSON_GetArraySize(msgs) - 1; i >= 0 && !t.len && !t.err; i--) {
 		const cJSON *m = cJSON_GetArrayItem(msgs, i);
 		if (!is_user(m))
@@ -133,7 +133,7 @@ int pc__mock_echo_text(const cJSON *body, char **out)
 		}
 	}
 	if (!t.err && !t.len)
-		pc__mock_buf_puts(&t, "OK");
+		pc__buf_append_str(&t, "OK");
 	if (t.err) {
 		free(t.p);
 		return t.err;

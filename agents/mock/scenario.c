@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/hash.h"
 #include "mailbox/atomics.h"
 #include "runtime/error.h"
 #include "mock_internal.h"
@@ -167,14 +168,6 @@ void pc_mock_scenario_release(pc_mock_scenario_t *sc)
 		scenario_free(sc);
 }
 
-static uint64_t fnv1a(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
-
 /* Doubles the bucket array (rehashing); on ENOMEM the table stays as it
  * was, only longer chains. */
 static void sessions_grow(pc_mock_scenario_t *sc)
@@ -187,7 +180,7 @@ static void sessions_grow(pc_mock_scenario_t *sc)
 		session_t *s = sc->buckets[i];
 		while (s) {
 			session_t *next = s->next;
-			size_t b = fnv1a(s->key) & (n - 1);
+			size_t b = pc__hash64_str(s->key) & (n - 1);
 			s->next = nb[b];
 			nb[b] = s;
 			s = next;
@@ -208,7 +201,7 @@ static size_t *session_cursor(pc_mock_scenario_t *sc, const char *key, int *rc)
 		*rc = PC_ENOMEM;
 		return NULL;
 	}
-	size_t b = fnv1a(key) & (sc->bucket_count - 1);
+	size_t b = pc__hash64_str(key) & (sc->bucket_count - 1);
 	for (session_t *s = sc->buckets[b]; s; s = s->next)
 		if (!strcmp(s->key, key))
 			return &s->cursor;

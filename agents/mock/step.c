@@ -117,7 +117,7 @@ static int parse_headers(const cJSON *v, const where_t *w, char **out)
 {
 	if (!cJSON_IsObject(v))
 		return bad(w, "headers", "must be an object of strings");
-	buf_t b = {0};
+	pc__buf_t b = {0};
 	const cJSON *h;
 	cJSON_ArrayForEach(h, v) {
 		bool ok = cJSON_IsString(h) && *h->string;
@@ -129,10 +129,10 @@ static int parse_headers(const cJSON *v, const where_t *w, char **out)
 			free(b.p);
 			return bad(w, "headers", "needs token names and string values without CR or LF");
 		}
-		pc__mock_buf_puts(&b, h->string);
-		pc__mock_buf_puts(&b, ": ");
-		pc__mock_buf_puts(&b, h->valuestring);
-		pc__mock_buf_put(&b, "\r\n", 2);
+		pc__buf_append_str(&b, h->string);
+		pc__buf_append_str(&b, ": ");
+		pc__buf_append_str(&b, h->valuestring);
+		pc__buf_append(&b, "\r\n", 2);
 	}
 	if (b.err) {
 		free(b.p);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "io/buf.h"
+#include "runtime/clock.h"
 
 struct pc_log {
 	pthread_mutex_t lock; /* held for the write only */
@@ -86,11 +87,7 @@ void pc_log_config_init(pc_log_config_t *cfg)
 static int64_t realtime_ms(void *arg)
 {
 	(void)arg;
-	struct timespec ts;
-	/* CLOCK_REALTIME cannot fail on Linux; the epoch says "unknown" if it does */
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return pc__clock_wall_ms();
 }
 
 /* The descriptor cfg names, or -1. */

@@ -387,14 +387,8 @@ static int add_series(pc_metric_family_t *f, const pc__buf_t *key, pc_metric_t *
 {
 	if (f->nseries == f->max_series)
 		return PC_ELIMIT;
-	if (f->nseries == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 4;
-		pc_metric_t **s = realloc(f->series, cap * sizeof(*s));
-		if (!s)
-			return PC_ENOMEM;
-		f->series = s;
-		f->cap = cap;
-	}
+	if (PC__GROW(f->series, f->cap, f->nseries + 1, 4))
+		return PC_ENOMEM;
 	size_t nb = f->type == PC_METRIC_HISTOGRAM ? f->nbounds + 1 : 0;
 	size_t head = sizeof(pc_metric_t) + nb * sizeof(uint64_t);
 	pc_metric_t *m = calloc(1, head + key->len + 1);

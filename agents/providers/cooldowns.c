@@ -5,6 +5,7 @@
  * Thread-safe (one mutex; every call is a few comparisons).
  */
 #include "cooldowns.h"
+#include "io/buf.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -67,14 +68,8 @@ static cooldown_t *cooldown_find(pc_cooldowns_t *a, const pc_provider_config_t *
 			return &a->v[i];
 	if (!create)
 		return NULL;
-	if (a->n == a->cap) {
-		size_t c = a->cap ? a->cap * 2 : 8;
-		cooldown_t *v = realloc(a->v, c * sizeof(*v));
-		if (!v)
-			return NULL;
-		a->v = v;
-		a->cap = c;
-	}
+	if (PC__GROW(a->v, a->cap, a->n + 1, 8))
+		return NULL;
 	cooldown_t *e = &a->v[a->n++];
 	*e = (cooldown_t){.provider = p, .profile = profile, .reason = PC_FAILOVER_REASON_COUNT};
 	return e;

@@ -19,6 +19,7 @@
 #include "model_call.h"
 #include "model_call_lifecycle.h"
 #include "wire.h"
+#include "runtime/clock.h"
 
 #define ERROR_BODY_CAP (64u * 1024u)
 
@@ -52,20 +53,6 @@ typedef struct model_call {
 	uint64_t ttft_us;
 } model_call_t;
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the call's state (model_call_lifecycle.h) ------------------------------ */
 
 /* The one place the call's state changes. A transition the table does not
@@ -98,7 +85,7 @@ static int on_stream_event(void *user, const pc_stream_event_t *ev)
 	/* the owner records it, by provider and model (pc__metrics_model) */
 	if (!mc->ttft_us && (ev->kind == PC_STREAM_TEXT_DELTA || ev->kind == PC_STREAM_THINKING_DELTA ||
 			     ev->kind == PC_STREAM_TOOL_CALL_START))
-		mc->ttft_us = (mono_ns() - mc->t0_ns) / 1000u;
+		mc->ttft_us = (pc__clock_mono_ns() - mc->t0_ns) / 1000u;
 	if (!mc->cfg.deltas)
 		return 0;
 	size_t tl = ev->text ? ev->text_len : 0;
@@ -196,7 +183,7 @@ static void classify(model_call_t *mc, outcome_t *o, const char *body, size_t bo
 		.body_len = body_len,
 		.transport = o->transport,
 		.provider = mc->cfg.provider,
-		.now_ms = wall_ms(),
+		.now_ms = pc__clock_wall_ms(),
 	};
 	if (pc_failover_classify(&in, &o->failure) != 0)
 		o->failure = (pc_failover_result_t){.detail = "classifier failed"};
@@ -320,7 +307,7 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 		d->aborted = aborted;
 		d->bytes = end ? end->bytes : 0;
 		d->ttft_us = mc->ttft_us;
-		d->duration_us = (mono_ns() - mc->t0_ns) / 1000u;
+		d->duration_us = (pc__clock_mono_ns() - mc->t0_ns) / 1000u;
 		char *p = d->buf;
 		if (o.json) {
 			memcpy(p, o.json, o.json_len);
@@ -346,7 +333,7 @@ static void send_done(model_call_t *mc, const pc_http_end_msg_t *end)
 
 static int start(pc_ctx_t *ctx, model_call_t *mc)
 {
-	mc->t0_ns = mono_ns();
+	mc->t0_ns = pc__clock_mono_ns();
 	if (aborting(mc)) { /* the abort overtook the start */
 		pc_http_end_msg_t end = {.transport = PC_HTTP_CANCELLED, .result = PC_ESTOPPED};
 		send_done(mc, &end);

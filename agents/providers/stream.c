@@ -5,6 +5,7 @@
  * format's `feed` (wire.h) turns its events into calls on this.
  */
 #include "stream_internal.h"
+#include "io/buf.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -110,14 +111,8 @@ int pc__stream_new_block(pc_stream_decoder_t *d, pc_content_kind_t kind, int key
 		return pc__stream_fail(d, PC_ELIMIT, "stream limit: too many content blocks");
 	if (kind == PC_CONTENT_TOOL_CALL && d->ntools >= d->lim.max_tool_calls)
 		return pc__stream_fail(d, PC_ELIMIT, "stream limit: too many tool calls");
-	if (d->nblocks == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 8;
-		pc__block_t *b = realloc(d->blocks, cap * sizeof(*b));
-		if (!b)
-			return pc__stream_fail(d, PC_ENOMEM, NULL);
-		d->blocks = b;
-		d->cap = cap;
-	}
+	if (PC__GROW(d->blocks, d->cap, d->nblocks + 1, 8))
+		return pc__stream_fail(d, PC_ENOMEM, NULL);
 	pc__block_t *b = &d->blocks[d->nblocks];
 	memset(b, 0, sizeof(*b));
 	b->kind = kind;
@@ -284,14 +279,8 @@ int pc__stream_key_put(pc_stream_decoder_t *d, int key, size_t block)
 			return 0;
 		}
 	}
-	if (d->nkeys == d->keycap) {
-		size_t cap = d->keycap ? d->keycap * 2 : 8;
-		pc__key_t *k = realloc(d->keys, cap * sizeof(*k));
-		if (!k)
-			return pc__stream_fail(d, PC_ENOMEM, NULL);
-		d->keys = k;
-		d->keycap = cap;
-	}
+	if (PC__GROW(d->keys, d->keycap, d->nkeys + 1, 8))
+		return pc__stream_fail(d, PC_ENOMEM, NULL);
 	d->keys[d->nkeys++] = (pc__key_t){.key = key, .block = block};
 	return 0;
 }

@@ -3,20 +3,10 @@
  * that exists only while the guard is armed.
  */
 #include "loop_guard.h"
+#include "actors/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* FNV-1a: a stable hash so tool names are compared without being copied. */
-static uint64_t hash_name(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 void pc_loop_guard_init(pc_loop_guard_t *g, bool enabled, uint32_t window)
 {
@@ -72,7 +62,7 @@ int pc_loop_guard_observe(pc_loop_guard_t *g, const char *tool, uint64_t args_ha
 	out->window = g->window;
 	if (!pc_loop_guard_armed(g))
 		return 0;
-	pc_loop_guard_entry_t e = {hash_name(tool), args_hash, result_hash};
+	pc_loop_guard_entry_t e = {pc__hash64_str(tool), args_hash, result_hash};
 	g->remaining--;
 	/* remaining starts at window and count grows with it, so this fits */
 	pc_loop_guard_entry_t *hist = history(g);

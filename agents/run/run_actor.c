@@ -40,6 +40,7 @@
 #include "run_decide.h"
 #include "run_lifecycle.h"
 #include "run_internal.h"
+#include "runtime/clock.h"
 
 static void iterate(pc_ctx_t *ctx, run_t *r);
 static void tell_view(run_t *r);
@@ -381,7 +382,7 @@ void pc__run_finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char 
 		cJSON_AddStringToObject(d, "phase", ok ? "end" : "error");
 		cJSON_AddStringToObject(d, "status", pc_run_status_name(status));
 		pc__json_add_int(d, "startedAt", r->started_wall);
-		pc__json_add_int(d, "endedAt", pc__wall_ms());
+		pc__json_add_int(d, "endedAt", pc__clock_wall_ms());
 		cJSON *payloads = NULL;
 		if (ok && r->payloads)
 			payloads = pc_json_raw_ref(r->payloads); /* printed by the attempt */
@@ -496,7 +497,7 @@ static void book_profiles(run_t *r, const pc_run_action_t *act)
 {
 	if (act->mark_profile_failed && act->failed_candidate < r->n_cand)
 		pc_cooldowns_failed(r->agent->cooldowns, r->cand[act->failed_candidate].provider, act->failed_profile,
-				    r->cand[act->failed_candidate].model, act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__wall_ms());
+				    r->cand[act->failed_candidate].model, act->profile_failure_reason, act->profile_cooldown_ms, (uint64_t)pc__clock_wall_ms());
 	if (act->mark_profile_success)
 		pc_cooldowns_succeeded(r->agent->cooldowns, r->cand[r->rs.cand.index].provider, r->rs.cand.profile,
 				       r->cand[r->rs.cand.index].model);
@@ -522,7 +523,7 @@ static bool seed_profiles(run_t *r, pc_run_action_t *act)
 		}
 	}
 	r->rs.cand.last_probe_ms = pc_cooldowns_probe_last(r->agent->cooldowns, r->cand[idx].provider);
-	uint64_t now = (uint64_t)pc__wall_ms();
+	uint64_t now = (uint64_t)pc__clock_wall_ms();
 	pc_run_start_candidate(&r->rs, now, act);
 	if (act->mark_probe)
 		pc_cooldowns_probe_mark(r->agent->cooldowns, r->cand[idx].provider, now);
@@ -938,7 +939,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	switch (msg->type) {
 	case PC__MSG_RUN_START:
 		r->started_ms = pc_runtime_now_ms();
-		r->started_wall = pc__wall_ms();
+		r->started_wall = pc__clock_wall_ms();
 		r->self = pc_self(ctx);
 		pc__run_set(r, PC_RUN_LC_IDLE, "start"); /* the registry's entry starts */
 		__atomic_add_fetch(&r->agent->stats.runs_started, 1, __ATOMIC_RELAXED);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "actors/hash.h"
 #include "mailbox/atomics.h"
 #include "runtime/sync.h"
 
@@ -96,17 +97,6 @@ const char *pc_run_status_name(pc_run_status_t s)
 }
 
 /* ---- hashing and tables ---- */
-
-/* FNV-1a: short keys, no adversary to fear (ids come from the gateway). */
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 static shard_t *shard_of(pc_run_registry_t *r, uint64_t hash)
 {
@@ -456,7 +446,7 @@ int pc_run_registry_add(pc_run_registry_t *r, const char *run_id, const char *se
 	copy_str(e->info.session_key, sizeof(e->info.session_key), session_key);
 	e->info.status = PC_RUN_STATUS_QUEUED;
 	e->info.accepted_ms = accepted_ms;
-	e->hash = hash_str(run_id);
+	e->hash = pc__hash64_str(run_id);
 
 	int rc = 0;
 	entry_t *gone = NULL;
@@ -490,7 +480,7 @@ int pc_run_registry_add(pc_run_registry_t *r, const char *run_id, const char *se
 static entry_t *lock_run_and_session(pc_run_registry_t *r, const char *run_id, shard_t **psh, shard_t **pss,
 				     uint64_t *psession_hash)
 {
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	for (;;) {
 		pthread_mutex_lock(&sh->lock);
@@ -499,7 +489,7 @@ static entry_t *lock_run_and_session(pc_run_registry_t *r, const char *run_id, s
 			pthread_mutex_unlock(&sh->lock);
 			return NULL;
 		}
-		uint64_t sk = hash_str(e->info.session_key);
+		uint64_t sk = pc__hash64_str(e->info.session_key);
 		shard_t *ss = shard_of(r, sk);
 		if (ss > sh)
 			pthread_mutex_lock(&ss->lock);
@@ -507,7 +497,7 @@ static entry_t *lock_run_and_session(pc_run_registry_t *r, const char *run_id, s
 			pthread_mutex_unlock(&sh->lock);
 			lock_pair(sh, ss);
 			e = find_run(sh, run_id, h);
-			if (!e || hash_str(e->info.session_key) != sk) {
+			if (!e || pc__hash64_str(e->info.session_key) != sk) {
 				unlock_pair(sh, ss);
 				if (!e)
 					return NULL;
@@ -637,7 +627,7 @@ int pc_run_registry_get(pc_run_registry_t *r, const char *run_id, pc_run_info_t 
 {
 	if (!r || !run_id || !out)
 		return PC_EINVAL;
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	int rc = PC_ENOTFOUND;
 	pthread_mutex_lock(&sh->lock);
@@ -654,7 +644,7 @@ pc_actor_t *pc_run_registry_actor(pc_run_registry_t *r, const char *run_id)
 {
 	if (!r || !run_id)
 		return NULL;
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	pthread_mutex_lock(&sh->lock);
 	entry_t *e = find_run(sh, run_id, h);
@@ -667,7 +657,7 @@ void *pc_run_registry_attachment(pc_run_registry_t *r, const char *run_id, void 
 {
 	if (!r || !run_id)
 		return NULL;
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	pthread_mutex_lock(&sh->lock);
 	entry_t *e = find_run(sh, run_id, h);
@@ -687,7 +677,7 @@ int pc_run_registry_active(pc_run_registry_t *r, const char *session_key, char *
 		return PC_EINVAL;
 	if (!session_key)
 		session_key = "";
-	uint64_t h = hash_str(session_key);
+	uint64_t h = pc__hash64_str(session_key);
 	shard_t *ss = shard_of(r, h);
 	int rc = PC_ENOTFOUND;
 	pthread_mutex_lock(&ss->lock);
@@ -735,7 +725,7 @@ int pc_run_registry_wait(pc_run_registry_t *r, const char *run_id, int64_t timeo
 	r->inside++;
 	pthread_mutex_unlock(&r->wlock);
 
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	int rc;
 	pthread_mutex_lock(&sh->lock);
@@ -780,7 +770,7 @@ int pc_run_registry_watch(pc_run_registry_t *r, const char *run_id, pc_actor_t *
 	watcher_t *w = calloc(1, sizeof(*w));
 	if (!w)
 		return PC_ENOMEM;
-	uint64_t h = hash_str(run_id);
+	uint64_t h = pc__hash64_str(run_id);
 	shard_t *sh = shard_of(r, h);
 	int rc = 0;
 	bool now = false;

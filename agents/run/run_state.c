@@ -3,6 +3,7 @@
  * texts and the trace.
  */
 #include "run_state.h"
+#include "io/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -209,16 +210,12 @@ void pc_run_trace_add(pc_run_state_t *s, pc_run_trace_result_t result, pc_run_st
 		s->trace_dropped++;
 		return;
 	}
-	if (s->trace_count == s->trace_cap) {
-		uint32_t cap = s->trace_cap ? s->trace_cap * 2 : 2;
-		pc_run_trace_entry_t *grown = realloc(s->trace, cap * sizeof(*grown));
-		if (!grown) {
-			s->trace_dropped++;
-			return;
-		}
-		s->trace = grown;
-		s->trace_cap = cap;
+	size_t cap = s->trace_cap;
+	if (PC__GROW(s->trace, cap, (size_t)s->trace_count + 1, 2)) {
+		s->trace_dropped++;
+		return;
 	}
+	s->trace_cap = (uint32_t)cap;
 	pc_run_trace_entry_t *e = &s->trace[s->trace_count++];
 	memset(e, 0, sizeof(*e));
 	e->result = result;

@@ -9,6 +9,7 @@
 
 #include "../run/run_lifecycle.h"
 #include "lease.h"
+#include "actors/hash.h"
 
 static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
 
@@ -35,11 +36,9 @@ char *pc__submit_prompt_json(const pc__submit_t *p)
 
 void pc__submit_fingerprint(const char *prompt_json, char out[17])
 {
-	/* FNV-1a: tells a changed request from the same one, not an attack */
-	uint64_t h = 0xcbf29ce484222325u;
-	for (const unsigned char *c = (const unsigned char *)prompt_json; c && *c; c++)
-		h = (h ^ *c) * 0x100000001b3u;
-	snprintf(out, 17, "%016" PRIx64, h);
+	/* tells a changed request from the same one, not an attack; stored
+	 * with the run, so it must hash as it always has (actors/hash.h) */
+	snprintf(out, 17, "%016" PRIx64, pc__hash64_str(prompt_json));
 }
 
 static const char *field(const cJSON *o, const char *name)

@@ -1,6 +1,6 @@
 /*
  * The session actor (spec §1.1, §6.1–§6.3): one per session key, spawned
- * on demand by the directory (agent.c), retired when idle. It *is* the
+ * on demand by the directory (session_directory.c), retired when idle. It *is* the
  * session lane: at most one run is active; messages that arrive meanwhile
  * are handled by the queue mode (queue_policy.h decides; this actor does
  * what it says): steered into the active run, queued as followups or for
@@ -31,8 +31,10 @@
 #include "../run/run_lifecycle.h"
 #include "diagnostics.h"
 #include "lease.h"
+#include "io/buf.h"
 #include "io/json_print.h"
 #include "recovery_internal.h"
+#include "runtime/clock.h"
 #include "session_lifecycle.h"
 
 typedef struct item {
@@ -189,7 +191,7 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}
-	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__wall_ms(), ok ? NULL : error ? error : why, why);
+	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__clock_wall_ms(), ok ? NULL : error ? error : why, why);
 	item_free(it);
 }
 
@@ -547,26 +549,10 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 
 /* ---- the queue ---- */
 
-/* Array v (n elements of `size` bytes, room for *cap) with room for one
- * more: v itself, or v grown (doubled; `first` when empty, *cap updated),
- * or NULL when it cannot grow (v is then unchanged). */
-static void *room(void *v, size_t n, size_t *cap, size_t size, size_t first)
-{
-	if (n < *cap)
-		return v;
-	size_t c = *cap ? *cap * 2 : first;
-	void *nv = realloc(v, c * size);
-	if (nv)
-		*cap = c;
-	return nv;
-}
-
 static int queue_push(session_t *s, item_t *it)
 {
-	item_t *q = room(s->queue, s->qn, &s->qcap, sizeof(*q), 4);
-	if (!q)
+	if (PC__GROW(s->queue, s->qcap, s->qn + 1, 4))
 		return PC_ENOMEM;
-	s->queue = q;
 	s->queue[s->qn++] = *it;
 	memset(it, 0, sizeof(*it));
 	return 0;
@@ -655,7 +641,7 @@ static int synthetic_item(session_t *s, char *prompt, item_t *out)
 		free(prompt);
 		return rc;
 	}
-	rc = pc_run_registry_add(s->agent->runs, out->run_id, s->key, pc__wall_ms(),
+	rc = pc_run_registry_add(s->agent->runs, out->run_id, s->key, pc__clock_wall_ms(),
 				 pc_event_bus_retain(out->bus), bus_release);
 	if (rc != 0) {
 		pc_event_bus_release(out->bus);
@@ -781,7 +767,7 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 	pc_event_bus_release(bus);
 	if (d->status == PC_RUN_STATUS_OK)
 		hook_message_sent(s, d->run_id, data);
-	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__wall_ms(),
+	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__clock_wall_ms(),
 			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
 	if (mine && d->status != PC_RUN_STATUS_OK) {
 		/* perhaps its writes were fenced: the lease's renewal tells, and
@@ -808,7 +794,7 @@ static void reply_accepted(pending_t *p, int rc, const char *run_id, pc_agent_di
 	r->rc = rc;
 	if (run_id)
 		snprintf(r->accepted.run_id, sizeof(r->accepted.run_id), "%.64s", run_id);
-	r->accepted.accepted_ms = pc__wall_ms();
+	r->accepted.accepted_ms = pc__clock_wall_ms();
 	r->accepted.disposition = d;
 	m->corr = p->corr;
 	pc_send(p->reply_to, m);
@@ -868,11 +854,9 @@ static int on_submit(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 		.params = malloc(msg->size),
 		.params_size = msg->size,
 	};
-	pending_t *pend = p.reply && p.params ? room(s->pend, s->pn, &s->pcap, sizeof(*pend), 2) : NULL;
 	const char *idem = NULL;
-	int rc = pend ? 0 : PC_ENOMEM;
+	int rc = p.reply && p.params ? PC__GROW(s->pend, s->pcap, s->pn + 1, 2) : PC_ENOMEM;
 	if (rc == 0) {
-		s->pend = pend;
 		memcpy(p.params, pc_msg_cdata(msg), msg->size);
 		idem = sub_str(p.params, p.params->idem);
 		/* a caller's run id goes with its idempotency key (a repeat must
@@ -938,7 +922,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 			 * provisional answer said, the key was taken): the run
 			 * must not go on */
 			abort_run(ctx, s, p->run_id);
-			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__wall_ms(),
+			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__clock_wall_ms(),
 					       r->rc ? pc_store_strerror(r->rc) : "duplicate", "store");
 			if (r->rc)
 				reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
@@ -1004,7 +988,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 	if (rc == 0)
 		rc = new_bus(s, it.run_id, &it.bus);
 	if (rc == 0) {
-		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__wall_ms(),
+		rc = pc_run_registry_add(s->agent->runs, it.run_id, s->key, pc__clock_wall_ms(),
 					 pc_event_bus_retain(it.bus), bus_release);
 		if (rc != 0)
 			pc_event_bus_release(it.bus);
@@ -1424,7 +1408,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 			static const char data[] = "{\"phase\":\"error\",\"status\":\"aborted\","
 						   "\"error\":\"shutdown\",\"errorKind\":\"shutdown\",\"payloads\":[]}";
 			pc_event_bus_emit(s->active->bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
-			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__wall_ms(),
+			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__clock_wall_ms(),
 					       "shutdown", "shutdown");
 			slot_drop(&s->active);
 		} else {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agents/config/exec_launchers.h"
+#include "io/buf.h"
 
 extern char **environ;
 
@@ -77,15 +78,9 @@ static int strv_push(strv_t *s, char *str)
 {
 	if (!str)
 		return PC_ENOMEM;
-	if (s->n + 2 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (!v) {
-			free(str);
-			return PC_ENOMEM;
-		}
-		s->v = v;
-		s->cap = cap;
+	if (PC__GROW(s->v, s->cap, s->n + 2, 8)) {
+		free(str);
+		return PC_ENOMEM;
 	}
 	s->v[s->n++] = str;
 	s->v[s->n] = NULL;

@@ -883,14 +883,8 @@ static int entries_add(entries_t *es, int dirfd, const char *name)
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return 0; /* gone since readdir: nothing to show */
-	if (es->n == es->cap) {
-		size_t cap = es->cap ? es->cap * 2 : 64;
-		entry_t *v = realloc(es->v, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		es->v = v;
-		es->cap = cap;
-	}
+	if (PC__GROW(es->v, es->cap, es->n + 1, 64))
+		return PC_ENOMEM;
 	entry_t e = {.name = strdup(name), .dir = S_ISDIR(st.st_mode)};
 	if (S_ISLNK(st.st_mode))
 		e.target = link_target(dirfd, name);

@@ -46,6 +46,7 @@
 #include "exec_supervisor.h"
 #include "io/utf8.h"
 #include "tool.h"
+#include "runtime/clock.h"
 
 /* How long the reader keeps waiting for EOF after asking for SIGKILL: only
  * a process that left the supervisor's tree (its supervisor was killed
@@ -109,13 +110,6 @@ struct pc_process_table {
 	uint64_t next_id;
 	char *cgroup_base; /* where commands' cgroups are made; NULL: nowhere */
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- records ------------------------------------------------------------- */
 
@@ -284,7 +278,7 @@ int pc_process_kill(pc_process_t *p)
 	if (p->state != PC_PROCESS_RUNNING)
 		rc = PC_ESTATE;
 	else
-		signal_group(p, mono_ns());
+		signal_group(p, pc__clock_mono_ns());
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
@@ -396,7 +390,7 @@ static bool try_reap(pc_process_t *p)
  * p->lock. */
 static pc_actor_t *ended_locked(pc_process_t *p)
 {
-	p->ended_ns = mono_ns();
+	p->ended_ns = pc__clock_mono_ns();
 	if (p->evfd >= 0)
 		close(p->evfd);
 	p->evfd = -1;
@@ -446,7 +440,7 @@ static pc_msg_t *reader_run(void *arg)
 	int reap_wait_ms = 1;
 	pc_actor_t *who = NULL;
 	for (;;) {
-		uint64_t now = mono_ns();
+		uint64_t now = pc__clock_mono_ns();
 		pthread_mutex_lock(&p->lock);
 		uint64_t next = run_timers(p, now, pipe_open);
 		if (pipe_open && p->kill_ns && now >= p->kill_ns + ESCAPE_NS) {
@@ -598,7 +592,7 @@ static int start_process(pc_process_t *p, const pc_process_spawn_t *req, const c
 		return PC_ESYS;
 	}
 	p->fd = pipefd[0];
-	uint64_t now = mono_ns();
+	uint64_t now = pc__clock_mono_ns();
 	p->deadline_ns = req->timeout_ms ? now + req->timeout_ms * 1000000u : 0;
 	return 0;
 }
@@ -675,7 +669,7 @@ static look_t look_at(pc_process_t *p)
  */
 static bool make_room(pc_process_table_t *t, bool need_slot)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = pc__clock_mono_ns();
 	size_t running = 0;
 	for (size_t i = 0; i < t->n;) {
 		look_t l = look_at(t->procs[i]);
@@ -841,7 +835,7 @@ void pc_process_table_free(pc_process_table_t *t)
 {
 	if (!t)
 		return;
-	uint64_t now = mono_ns();
+	uint64_t now = pc__clock_mono_ns();
 	uint64_t grace = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		pc_process_t *p = t->procs[i];
@@ -863,7 +857,7 @@ void pc_process_table_free(pc_process_table_t *t)
 			continue;
 		pthread_mutex_lock(&p->lock);
 		if (p->state == PC_PROCESS_RUNNING && !p->kill_ns)
-			signal_group(p, mono_ns());
+			signal_group(p, pc__clock_mono_ns());
 		pthread_mutex_unlock(&p->lock);
 		wait_ended(p, until);
 	}

@@ -19,6 +19,7 @@
  * furthest into the instance so that its message is the one reported.
  */
 #include "schema_internal.h"
+#include "io/buf.h"
 
 #include <float.h>
 #include <math.h>
@@ -692,15 +693,8 @@ static void compile_ref(cctx_t *c, node_t *n, const cJSON *v)
 	} else if (pc__schema_str_of(v)[0] != '#') {
 		cfail(c, PC_EINVAL, "unsupported remote $ref \"%s\" (only local references such as "
 				    "\"#/definitions/name\" are supported)", pc__schema_str_of(v));
-	} else if (c->nrefs == c->refs_cap) {
-		size_t cap = c->refs_cap ? c->refs_cap * 2 : 8;
-		pending_ref_t *refs = realloc(c->refs, cap * sizeof(*refs));
-		if (!refs)
-			oom(c);
-		else {
-			c->refs = refs;
-			c->refs_cap = cap;
-		}
+	} else if (PC__GROW(c->refs, c->refs_cap, c->nrefs + 1, 8)) {
+		oom(c);
 	}
 	if (!c->rc) {
 		char *path = strdup(c->path.p);

@@ -81,15 +81,9 @@ static void rx_put(rxout_t *o, const char *s, size_t n, size_t src_at, bool copy
 {
 	if (o->oom)
 		return;
-	if (o->text.len + n > o->cap) {
-		size_t cap = (o->text.len + n) * 2 + 16;
-		size_t *from = realloc(o->from, cap * sizeof(*from));
-		if (!from) {
-			o->oom = true;
-			return;
-		}
-		o->from = from;
-		o->cap = cap;
+	if (PC__GROW(o->from, o->cap, o->text.len + n, 16)) {
+		o->oom = true;
+		return;
 	}
 	for (size_t i = 0; i < n; i++)
 		o->from[o->text.len + i] = copy ? src_at + i : src_at;

@@ -36,10 +36,12 @@
 #include <time.h>
 
 #include "actors/timer.h"
+#include "io/buf.h"
 #include "runtime/blocking.h"
 #include "agents/obs/trace.h"
 #include "io/utf8.h"
 #include "schema.h"
+#include "runtime/clock.h"
 #include "tool_lifecycle.h"
 
 enum {
@@ -154,14 +156,8 @@ int pc_tool_register(pc_tool_registry_t *r, const pc_tool_def_t *def)
 	d->parameters = strdup(def->parameters ? def->parameters : DEFAULT_SCHEMA);
 	if (!d->name || !d->description || !d->parameters)
 		goto out;
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 8;
-		pc_tool_def_t **v = realloc(r->defs, cap * sizeof(*v));
-		if (!v)
-			goto out;
-		r->defs = v;
-		r->cap = cap;
-	}
+	if (PC__GROW(r->defs, r->cap, r->n + 1, 8))
+		goto out;
 	r->defs[r->n++] = d;
 	d = NULL;
 	rc = 0;
@@ -254,13 +250,6 @@ const char *pc_tool_status_name(pc_tool_status_t s)
 }
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Copies `n` strings (NULL stays NULL) into one block the caller frees. */
 static char *pack(const char *const *src, const char **dst, size_t n)
@@ -516,7 +505,7 @@ static int send_done(invocation_t *inv, pc_tool_status_t st, bool is_error, bool
 	d->is_error = is_error || st != PC_TOOL_OK;
 	d->terminate = terminate;
 	d->mutating = inv->def ? inv->def->mutating : false;
-	d->duration_us = (mono_ns() - inv->t0_ns) / 1000u;
+	d->duration_us = (pc__clock_mono_ns() - inv->t0_ns) / 1000u;
 	char *p = d->buf;
 	memcpy(p, inv->tool_call_id, il + 1);
 	d->tool_call_id = p;
@@ -875,7 +864,7 @@ int pc_tool_invoke_start(pc_runtime_t *rt, const pc_tool_registry_t *r, const pc
 			  : inv->def && inv->def->timeout_ms ? inv->def->timeout_ms
 							     : PC_TOOL_DEFAULT_TIMEOUT_MS;
 	inv->task.inv = inv;
-	inv->t0_ns = mono_ns();
+	inv->t0_ns = pc__clock_mono_ns();
 	inv->owner = pc_actor_retain(owner);
 	__atomic_add_fetch(&((pc_tool_registry_t *)r)->live, 1, __ATOMIC_RELAXED);
 	/* The actor owns inv once spawned. START is queued before the caller
@@ -905,14 +894,8 @@ int pc_tool_task_after(pc_tool_task_t *t, uint64_t ms, uint64_t token)
 	invocation_t *inv = t->inv;
 	if (!t->ctx || is_done(inv))
 		return PC_ESTATE;
-	if (inv->ntimers == inv->cap_timers) {
-		size_t cap = inv->cap_timers ? inv->cap_timers * 2 : 4;
-		task_timer_t *v = realloc(inv->timers, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		inv->timers = v;
-		inv->cap_timers = cap;
-	}
+	if (PC__GROW(inv->timers, inv->cap_timers, inv->ntimers + 1, 4))
+		return PC_ENOMEM;
 	pc_msg_t *m = pc_msg_new(MSG_TASK_TIMER, sizeof(task_timer_msg_t));
 	if (!m)
 		return PC_ENOMEM;

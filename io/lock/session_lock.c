@@ -32,6 +32,8 @@
 
 #include <openssl/evp.h>
 
+#include "io/buf.h"
+#include "runtime/clock.h"
 #include "runtime/runtime.h"
 
 #define NAME_LEN (64 + 5)             /* hex SHA-256 + ".lock" */
@@ -62,20 +64,6 @@ struct pc_session_lock {
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pc__lock_entry_t *reg_head; /* guarded by reg_mu */
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(uint64_t ms)
 {
@@ -343,7 +331,7 @@ static int inspect(int dfd, const char *name, pc_session_lock_info_t *out)
 	}
 	if (!out->record_ok)
 		goto out;
-	out->held_ms = wall_ms() - out->acquired_at_ms;
+	out->held_ms = pc__clock_wall_ms() - out->acquired_at_ms;
 	if (out->held_ms < 0)
 		out->held_ms = 0; /* the wall clock stepped back */
 	out->overdue = out->held_ms > out->max_hold_ms;
@@ -534,7 +522,7 @@ static int watch_drain(const pc__watch_t *w, const char *name)
 /* Waits until `until` (monotonic ms) or until the lock file may be free. */
 static void wait_release(pc__watch_t *w, const char *name, uint64_t until)
 {
-	for (uint64_t now = mono_ms(); now < until; now = mono_ms()) {
+	for (uint64_t now = (uint64_t)pc__clock_mono_ms(); now < until; now = (uint64_t)pc__clock_mono_ms()) {
 		if (w->ifd < 0) {
 			sleep_ms(until - now);
 			return;
@@ -635,14 +623,14 @@ int pc_session_lock_acquire(const char *dir, const char *session_key, const pc_s
 	}
 	snprintf(e->path, plen, "%s/%s", dir, e->name);
 
-	uint64_t deadline = mono_ms() + (uint64_t)o.timeout_ms, backoff = PC_SESSION_LOCK_POLL_MIN_MS;
+	uint64_t deadline = (uint64_t)pc__clock_mono_ms() + (uint64_t)o.timeout_ms, backoff = PC_SESSION_LOCK_POLL_MIN_MS;
 	bool watching = false;
 	off_t old_size = 0;
 	for (;;) {
 		rc = try_lock(e->dfd, e->name, &e->fd, &old_size);
 		if (rc != PC_EBUSY)
 			break;
-		uint64_t now = mono_ms();
+		uint64_t now = (uint64_t)pc__clock_mono_ms();
 		if (now >= deadline)
 			break;
 		if (!watching) {
@@ -668,9 +656,9 @@ int pc_session_lock_acquire(const char *dir, const char *session_key, const pc_s
 
 	e->count = 1;
 	e->max_hold_ms = o.max_hold_ms;
-	e->since_ms = mono_ms();
+	e->since_ms = (uint64_t)pc__clock_mono_ms();
 	size_t len = 0;
-	if ((rc = record_build(e, wall_ms(), &rec, &len)) || (rc = record_write(e->fd, rec, len, old_size)))
+	if ((rc = record_build(e, pc__clock_wall_ms(), &rec, &len)) || (rc = record_write(e->fd, rec, len, old_size)))
 		goto out; /* closing e->fd gives the lock back */
 	pthread_mutex_lock(&reg_mu);
 	e->next = reg_head;
@@ -813,7 +801,7 @@ int pc_session_lock_overdue(pc_session_lock_held_fn fn, void *user, size_t *coun
 	int rc = 0;
 	size_t n = 0, cap = 0;
 	pc__overdue_t *v = NULL;
-	uint64_t now = mono_ms();
+	uint64_t now = (uint64_t)pc__clock_mono_ms();
 	pid_t me = getpid();
 	/* Copy under the mutex, call back outside it. */
 	pthread_mutex_lock(&reg_mu);
@@ -821,16 +809,8 @@ int pc_session_lock_overdue(pc_session_lock_held_fn fn, void *user, size_t *coun
 		int64_t held = (int64_t)(now - e->since_ms);
 		if (e->pid != me || held <= e->max_hold_ms)
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 8;
-			pc__overdue_t *nv = realloc(v, nc * sizeof(*nv));
-			if (!nv) {
-				rc = PC_ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = nc;
-		}
+		if ((rc = PC__GROW(v, cap, n + 1, 8)))
+			break;
 		pc__overdue_t *o = &v[n];
 		o->key = strdup(e->session_key);
 		o->path = strdup(e->path);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "io/buf.h"
 
 struct pc_store_repaired {
 	pc_store_msg_t *v;
@@ -18,14 +19,8 @@ struct pc_store_repaired {
 
 static int push(pc_store_repaired_t *r, const pc_store_msg_t *m)
 {
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		pc_store_msg_t *v = realloc(r->v, cap * sizeof(*v));
-		if (!v)
-			return PC_ENOMEM;
-		r->v = v;
-		r->cap = cap;
-	}
+	if (PC__GROW(r->v, r->cap, r->n + 1, 16))
+		return PC_ENOMEM;
 	r->v[r->n++] = *m;
 	return 0;
 }
@@ -34,15 +29,9 @@ static int own(pc_store_repaired_t *r, char *s)
 {
 	if (!s)
 		return PC_ENOMEM;
-	if (r->nowned == r->capowned) {
-		size_t cap = r->capowned ? r->capowned * 2 : 8;
-		char **v = realloc(r->owned, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return PC_ENOMEM;
-		}
-		r->owned = v;
-		r->capowned = cap;
+	if (PC__GROW(r->owned, r->capowned, r->nowned + 1, 8)) {
+		free(s);
+		return PC_ENOMEM;
 	}
 	r->owned[r->nowned++] = s;
 	return 0;

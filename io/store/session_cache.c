@@ -4,6 +4,7 @@
  * at once, so probing needs no tombstones.
  */
 #include "session_cache.h"
+#include "actors/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +23,6 @@ struct pc__sc {
 	node_t **dirty;
 	size_t ndirty;
 };
-
-static uint64_t hash_key(const char *k, size_t n)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)k[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
 
 pc__sc_t *pc__sc_new(uint32_t cap)
 {
@@ -73,7 +64,7 @@ static size_t find(const pc__sc_t *c, const char *key, size_t klen, uint64_t h)
 
 pc__sc_entry_t *pc__sc_get(pc__sc_t *c, const char *key, size_t klen)
 {
-	node_t *n = c->slots[find(c, key, klen, hash_key(key, klen))];
+	node_t *n = c->slots[find(c, key, klen, pc__hash64(key, klen))];
 	return n ? &n->e : NULL;
 }
 
@@ -82,7 +73,7 @@ pc__sc_entry_t *pc__sc_add(pc__sc_t *c, const char *key, size_t klen, int64_t si
 {
 	if (c->n >= c->cap)
 		return NULL;
-	uint64_t h = hash_key(key, klen);
+	uint64_t h = pc__hash64(key, klen);
 	size_t i = find(c, key, klen, h);
 	if (c->slots[i])
 		return NULL; /* held already: callers look first */

@@ -1,9 +1,11 @@
 /*
- * The SQLite backend. One writer connection, used by one blocking thread
- * at a time (the store actor keeps one batch in flight), and a pool of
- * reader connections opened on demand by history reads. WAL mode lets the
- * readers see the last committed state while a batch is being written.
- * Statements are prepared once per connection and reused.
+ * The SQLite backend's writer: the schema and its migrations, the write
+ * operations of a batch, and opening and closing the store. One writer
+ * connection, used by one blocking thread at a time (the store actor keeps
+ * one batch in flight); the readers, a pool of connections opened on
+ * demand, are sqlite_read.c's, and WAL mode lets them see the last
+ * committed state while a batch is being written. Statements are prepared
+ * once per connection and reused (sqlite_stmt.c).
  *
  * Durability: journal_mode=WAL with synchronous=FULL, so every COMMIT
  * fsyncs the WAL before it returns (and SQLite fsyncs the directory when
@@ -19,15 +21,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "session_cache.h"
-#include "store_internal.h"
+#include "sqlite_internal.h"
 #include "wal_vfs.h"
+#include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
 #define SCHEMA_VERSION 7
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
-#define BUSY_TIMEOUT_MS 5000
 
 /* Migrations: entry v takes a database at version v-1 to version v. Each
  * runs in its own transaction with the version bump. */
@@ -225,15 +226,6 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"CREATE INDEX usage_session ON usage(session_key, created_ms);",
 };
 
-enum {
-	W_SAVE, W_RELEASE, W_ROLLBACK_TO, W_BEGIN, W_COMMIT, W_ROLLBACK,
-	W_SESS_INSERT, W_SESS_ID, W_APP_SEQ, W_APP_SET, W_MSG_INSERT, W_SESS_STATE, W_MSG_DELETE_FROM,
-	W_SESS_SET_LAST, W_RUN_BY_IDEM, W_RUN_INSERT, W_RUN_SESSION, W_RUN_END, W_ATTEMPT, W_AUDIT, W_AUDIT_TRIM_N,
-	W_AUDIT_TRIM_T, W_LEASE_SET, W_SESS_SET, W_SESS_FLUSH, W_DATA_VERSION, W_RUN_FORGET_IDEM, W_RUN_ADOPT,
-	W_PROBE, W_USAGE,
-	W_N
-};
-
 static const char *const wsql[W_N] = {
 	[W_SAVE] = "SAVEPOINT op",
 	[W_RELEASE] = "RELEASE op",
@@ -292,120 +284,6 @@ static const char *const wsql[W_N] = {
 /* Sessions the writer keeps rows of (session_cache.h). */
 #define SESSION_CACHE_CAP 4096u
 
-enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_OPEN,
-       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_N };
-
-/* A usage record's columns. */
-#define USAGE_COLUMNS                                                                                       \
-	"SELECT attempt_idx, call_idx, input, output, cache_read, cache_write, total, created_ms, run_id,"   \
-	" session_key, provider, model FROM usage "
-#define USAGE_SUMS                                                                                          \
-	"SELECT count(*), coalesce(sum(input), 0), coalesce(sum(output), 0), coalesce(sum(cache_read), 0),"  \
-	" coalesce(sum(cache_write), 0), coalesce(sum(total), 0), coalesce(max(created_ms), 0) FROM usage "
-
-/* A listed session's columns. ?1 the cursor key (NULL: the first page),
- * ?2 the cursor time, ?3 the page size plus one (to tell whether more
- * follow). */
-#define LIST_COLUMNS                                                                                       \
-	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id" \
-	" FROM sessions s "
-
-static const char *const rsql[R_N] = {
-	[R_BEGIN] = "BEGIN",
-	[R_COMMIT] = "COMMIT",
-	[R_ROLLBACK] = "ROLLBACK",
-	[R_LAST] = "SELECT last_seq, id, agent, metadata, created_ms, updated_ms FROM sessions WHERE key = ?1",
-	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
-		   " WHERE session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY seq",
-	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
-	/* started: the transcript holds a message of it (a rare read: it
-	 * scans the session's messages) */
-	[R_OPEN] = "SELECT r.run_id, r.session_key, r.owner, r.prompt, r.started_ms,"
-		   " EXISTS (SELECT 1 FROM messages m JOIN sessions s ON m.session_id = s.sid"
-		   "  WHERE s.key = r.session_key AND m.run_id = r.run_id)"
-		   " FROM runs r WHERE r.status = 'accepted' ORDER BY r.rowid LIMIT ?1",
-	[R_LIST_UPDATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.updated_ms < ?2 OR (s.updated_ms = ?2 AND s.key > ?1)"
-				       " ORDER BY s.updated_ms DESC, s.key LIMIT ?3",
-	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
-				       " ORDER BY s.created_ms DESC, s.key LIMIT ?3",
-	[R_LIST_KEY] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.key > ?1 ORDER BY s.key LIMIT ?3",
-	/* ?2: the listing's size plus one (to tell whether more follow) */
-	[R_USAGE_RUN] = USAGE_COLUMNS "WHERE run_id = ?1 ORDER BY attempt_idx, call_idx LIMIT ?2",
-	[R_USAGE_KEY] = USAGE_COLUMNS "WHERE session_key = ?1 ORDER BY created_ms, run_id, attempt_idx, call_idx"
-				      " LIMIT ?2",
-	[R_USAGE_SUM_RUN] = USAGE_SUMS "WHERE run_id = ?1",
-	[R_USAGE_SUM_KEY] = USAGE_SUMS "WHERE session_key = ?1",
-};
-
-static const char *const run_status_names[] = {"accepted", "running", "ok", "error", "aborted", "timeout"};
-
-typedef struct reader {
-	struct reader *next;
-	sqlite3 *db;
-	sqlite3_stmt *st[R_N];
-} reader_t;
-
-typedef struct be {
-	char *path;
-	sqlite3 *db;
-	sqlite3_stmt *st[W_N];
-	pc_store_config_t cfg;
-	bool audit_dirty; /* the open batch added audit rows: trim before commit */
-	pc__sc_t *sessions;   /* see session_cache.h */
-	bool cache_on;        /* the pass uses it: not a guarded one (a savepoint
-			       * rolled back would leave the cache ahead) */
-	int64_t data_version; /* at the last check: another connection's commit
-			       * changes it (our own do not) */
-	pthread_mutex_t lock; /* guards idle */
-	reader_t *idle;
-} be_t;
-
-/* ---- errors ---- */
-
-/* `os_errno` is the thread's errno right after the failing call: SQLite's
- * own record (sqlite3_system_errno) misses some write errors, such as
- * EFBIG, which is what a full disk or a file size limit looks like. */
-static int map_rc_errno(sqlite3 *db, int rc, int os_errno)
-{
-	int err = db ? sqlite3_system_errno(db) : 0;
-	if (err == 0)
-		err = os_errno;
-	switch (rc & 0xff) {
-	case SQLITE_OK:
-	case SQLITE_ROW:
-	case SQLITE_DONE:
-		return 0;
-	case SQLITE_NOMEM: return PC_ENOMEM;
-	case SQLITE_NOTADB:
-	case SQLITE_CORRUPT: return PC_STORE_ECORRUPT;
-	case SQLITE_FULL: return PC_STORE_EFULL;
-	case SQLITE_READONLY:
-	case SQLITE_PERM:
-	case SQLITE_AUTH: return PC_STORE_EREADONLY;
-	case SQLITE_CANTOPEN:
-		return (err == EACCES || err == EROFS || err == EPERM) ? PC_STORE_EREADONLY : PC_STORE_ECANTOPEN;
-	case SQLITE_IOERR:
-		if (err == ENOSPC || err == EFBIG || err == EDQUOT)
-			return PC_STORE_EFULL;
-		if (err == EROFS || err == EACCES)
-			return PC_STORE_EREADONLY;
-		return PC_STORE_EIO;
-	case SQLITE_TOOBIG: return PC_STORE_ETOOBIG;
-	case SQLITE_CONSTRAINT:
-		return (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) ? PC_EEXIST : PC_EINVAL;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED: return PC_EBUSY;
-	case SQLITE_MISMATCH:
-	case SQLITE_RANGE: return PC_EINVAL;
-	default: return PC_STORE_EIO;
-	}
-}
-
-static int map_rc(sqlite3 *db, int rc)
-{
-	return map_rc_errno(db, rc, 0);
-}
-
 /* Codes after which the open transaction cannot be trusted. (PC_EBUSY is
  * not one: inside BEGIN IMMEDIATE SQLite has the write lock, and the code
  * also means "lease held by another owner", which fails only its op.) */
@@ -415,130 +293,25 @@ static bool batch_fatal(int rc)
 	       rc == PC_STORE_EIO || rc == PC_STORE_ECANTOPEN;
 }
 
-/* ---- statement helpers ---- */
-
-/* Binders record the first failure in *err (bindings are never copied:
- * they point into the op, which outlives the statement's use). */
-static void bind_rc(int *err, int rc)
-{
-	if (*err == 0 && rc != SQLITE_OK)
-		*err = rc == SQLITE_TOOBIG ? PC_STORE_ETOOBIG : rc == SQLITE_NOMEM ? PC_ENOMEM : PC_EINVAL;
-}
-
-static void bind_s(int *err, sqlite3_stmt *st, int idx, const pc__store_op_t *op, uint32_t k)
-{
-	if (k < op->nstr && op->s[k])
-		bind_rc(err, sqlite3_bind_text(st, idx, op->s[k], (int)op->len[k], SQLITE_STATIC));
-	else
-		bind_rc(err, sqlite3_bind_null(st, idx));
-}
-
-static void bind_str(int *err, sqlite3_stmt *st, int idx, const char *s)
-{
-	if (s)
-		bind_rc(err, sqlite3_bind_text(st, idx, s, -1, SQLITE_STATIC));
-	else
-		bind_rc(err, sqlite3_bind_null(st, idx));
-}
-
-static void bind_t(int *err, sqlite3_stmt *st, int idx, const char *s, int len)
-{
-	bind_rc(err, sqlite3_bind_text(st, idx, s, len, SQLITE_STATIC));
-}
-
-static void bind_i(int *err, sqlite3_stmt *st, int idx, int64_t v)
-{
-	bind_rc(err, sqlite3_bind_int64(st, idx, v));
-}
-
-/* Steps `st` once. 1 = a row (the caller reads it, then steps on or
- * calls done), 0 = finished, < 0 = an error. Unless a row is returned the
- * statement is reset and its bindings cleared, so no binding outlives the
- * op it points into. */
-static int step(sqlite3 *db, sqlite3_stmt *st)
-{
-	errno = 0;
-	int rc = sqlite3_step(st);
-	int os_errno = errno;
-	if (rc == SQLITE_ROW)
-		return 1;
-	int out = rc == SQLITE_DONE ? 0 : map_rc_errno(db, rc, os_errno);
-	if (rc != SQLITE_DONE && out == 0)
-		out = PC_STORE_EIO;
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return out;
-}
-
-static void done(sqlite3_stmt *st)
-{
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-}
-
-/* Runs a statement to its end (rows, if any, are skipped). */
-static int exec_st(sqlite3 *db, sqlite3_stmt *st)
-{
-	int rc;
-	while ((rc = step(db, st)) == 1)
-		;
-	return rc;
-}
-
-/* step / exec_st for a statement whose binding may have failed. */
-static int step_b(sqlite3 *db, sqlite3_stmt *st, int berr)
-{
-	if (berr == 0)
-		return step(db, st);
-	done(st);
-	return berr;
-}
-
-static int exec_b(sqlite3 *db, sqlite3_stmt *st, int berr)
-{
-	if (berr == 0)
-		return exec_st(db, st);
-	done(st);
-	return berr;
-}
-
-static int prepare_all(sqlite3 *db, const char *const *sql, sqlite3_stmt **st, int n)
-{
-	for (int k = 0; k < n; k++) {
-		int rc = sqlite3_prepare_v3(db, sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st[k], NULL);
-		if (rc != SQLITE_OK)
-			return map_rc(db, rc);
-	}
-	return 0;
-}
-
-static void finalize_all(sqlite3_stmt **st, int n)
-{
-	for (int k = 0; k < n; k++) {
-		sqlite3_finalize(st[k]);
-		st[k] = NULL;
-	}
-}
-
 /* ---- write operations (inside the batch transaction) ---- */
 
-static int ensure_session(be_t *be, const char *key, int klen, const char *agent, const char *id,
+static int ensure_session(pc__sq_be_t *be, const char *key, int klen, const char *agent, const char *id,
 			  const char *meta, bool *created)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_SESS_INSERT];
-	bind_t(&berr, st, 1, key, klen);
-	bind_str(&berr, st, 2, id);
-	bind_str(&berr, st, 3, agent);
-	bind_i(&berr, st, 4, pc__store_now_ms());
-	bind_str(&berr, st, 5, meta);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_t(&berr, st, 1, key, klen);
+	pc__sq_bind_str(&berr, st, 2, id);
+	pc__sq_bind_str(&berr, st, 3, agent);
+	pc__sq_bind_i(&berr, st, 4, pc__clock_wall_ms());
+	pc__sq_bind_str(&berr, st, 5, meta);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0 && created)
 		*created = sqlite3_changes(be->db) == 1;
 	return rc;
 }
 
-static int op_session(be_t *be, pc__store_op_t *op)
+static int op_session(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	bool created = false;
@@ -547,14 +320,14 @@ static int op_session(be_t *be, pc__store_op_t *op)
 	if (rc != 0)
 		return rc;
 	sqlite3_stmt *st = be->st[W_SESS_ID];
-	bind_s(&berr, st, 1, op, S_SESS_KEY);
-	rc = step_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_SESS_KEY);
+	rc = pc__sq_step_b(be->db, st, berr);
 	if (rc == 1) {
 		const char *id = (const char *)sqlite3_column_text(st, 0);
 		snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
 		op->res.flags = created ? PC_STORE_CREATED : 0;
 		rc = 0;
-		done(st);
+		pc__sq_done(st);
 	} else if (rc == 0) {
 		rc = PC_STORE_EIO; /* inserted or present, yet not found */
 	}
@@ -564,19 +337,19 @@ static int op_session(be_t *be, pc__store_op_t *op)
 /* ---- the session cache (session_cache.h) ---- */
 
 /* Writes the cached sessions' changes into the open transaction. */
-static int sessions_flush(be_t *be)
+static int sessions_flush(pc__sq_be_t *be)
 {
 	int rc = 0;
 	for (size_t k = 0; k < pc__sc_dirty_count(be->sessions) && rc == 0; k++) {
 		const pc__sc_entry_t *e = pc__sc_dirty(be->sessions, k);
 		int berr = 0;
 		sqlite3_stmt *st = be->st[W_SESS_FLUSH];
-		bind_i(&berr, st, 1, e->sid);
-		bind_i(&berr, st, 2, e->last_seq);
-		bind_i(&berr, st, 3, e->updated_ms);
-		bind_i(&berr, st, 4, e->runs_added);
-		bind_str(&berr, st, 5, e->last_run);
-		rc = exec_b(be->db, st, berr);
+		pc__sq_bind_i(&berr, st, 1, e->sid);
+		pc__sq_bind_i(&berr, st, 2, e->last_seq);
+		pc__sq_bind_i(&berr, st, 3, e->updated_ms);
+		pc__sq_bind_i(&berr, st, 4, e->runs_added);
+		pc__sq_bind_str(&berr, st, 5, e->last_run);
+		rc = pc__sq_exec_b(be->db, st, berr);
 		if (rc == 0 && sqlite3_changes(be->db) != 1)
 			rc = PC_STORE_EIO; /* the row went away under the cache */
 	}
@@ -586,7 +359,7 @@ static int sessions_flush(be_t *be)
 }
 
 /* Before SQL of an operation's own reads or writes session rows. */
-static int sessions_settle(be_t *be)
+static int sessions_settle(pc__sq_be_t *be)
 {
 	int rc = sessions_flush(be);
 	pc__sc_clear(be->sessions);
@@ -600,7 +373,7 @@ typedef struct session_row {
 } session_row_t;
 
 /* PC_ENOTFOUND when the session has no row. */
-static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session_row_t *out)
+static int session_row(pc__sq_be_t *be, const pc__store_op_t *op, uint32_t key, session_row_t *out)
 {
 	const char *k = op->s[key];
 	size_t kl = op->len[key];
@@ -608,8 +381,8 @@ static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session
 	if (!e) {
 		int berr = 0;
 		sqlite3_stmt *st = be->st[W_APP_SEQ];
-		bind_s(&berr, st, 1, op, key);
-		int rc = step_b(be->db, st, berr);
+		pc__sq_bind_s(&berr, st, 1, op, key);
+		int rc = pc__sq_step_b(be->db, st, berr);
 		if (rc == 0)
 			return PC_ENOTFOUND;
 		if (rc < 0)
@@ -617,7 +390,7 @@ static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session
 		*out = (session_row_t){.sid = sqlite3_column_int64(st, 0),
 				       .last_seq = sqlite3_column_int64(st, 1),
 				       .epoch = sqlite3_column_int64(st, 2)};
-		done(st);
+		pc__sq_done(st);
 		if (!be->cache_on)
 			return 0;
 		e = pc__sc_add(be->sessions, k, kl, out->sid, out->last_seq, out->epoch);
@@ -635,9 +408,9 @@ static int session_row(be_t *be, const pc__store_op_t *op, uint32_t key, session
 }
 
 /* The session's last seq is now `seq`. */
-static int session_set_seq(be_t *be, const session_row_t *row, int64_t seq)
+static int session_set_seq(pc__sq_be_t *be, const session_row_t *row, int64_t seq)
 {
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	if (row->cached) {
 		row->cached->last_seq = seq;
 		row->cached->updated_ms = now;
@@ -646,28 +419,28 @@ static int session_set_seq(be_t *be, const session_row_t *row, int64_t seq)
 	}
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_APP_SET];
-	bind_i(&berr, st, 1, row->sid);
-	bind_i(&berr, st, 2, seq);
-	bind_i(&berr, st, 3, now);
-	return exec_b(be->db, st, berr);
+	pc__sq_bind_i(&berr, st, 1, row->sid);
+	pc__sq_bind_i(&berr, st, 2, seq);
+	pc__sq_bind_i(&berr, st, 3, now);
+	return pc__sq_exec_b(be->db, st, berr);
 }
 
-static int insert_msg(be_t *be, const pc__store_op_t *op, int64_t sid, int64_t seq, uint32_t first,
+static int insert_msg(pc__sq_be_t *be, const pc__store_op_t *op, int64_t sid, int64_t seq, uint32_t first,
 		      int64_t created)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_MSG_INSERT];
-	bind_i(&berr, st, 1, sid);
-	bind_i(&berr, st, 2, seq);
-	bind_s(&berr, st, 3, op, first);
-	bind_s(&berr, st, 4, op, first + 1);
-	bind_s(&berr, st, 5, op, first + 2);
-	bind_s(&berr, st, 6, op, first + 3);
-	bind_i(&berr, st, 7, created > 0 ? created : pc__store_now_ms());
-	return exec_b(be->db, st, berr);
+	pc__sq_bind_i(&berr, st, 1, sid);
+	pc__sq_bind_i(&berr, st, 2, seq);
+	pc__sq_bind_s(&berr, st, 3, op, first);
+	pc__sq_bind_s(&berr, st, 4, op, first + 1);
+	pc__sq_bind_s(&berr, st, 5, op, first + 2);
+	pc__sq_bind_s(&berr, st, 6, op, first + 3);
+	pc__sq_bind_i(&berr, st, 7, created > 0 ? created : pc__clock_wall_ms());
+	return pc__sq_exec_b(be->db, st, berr);
 }
 
-static int op_append(be_t *be, pc__store_op_t *op)
+static int op_append(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_APP_N || op->nstr < S_APP_N)
 		return PC_EINVAL;
@@ -700,12 +473,12 @@ typedef struct sess_state {
 	bool has_owner;
 } sess_state_t;
 
-static int session_state(be_t *be, const pc__store_op_t *op, uint32_t key, sess_state_t *out)
+static int session_state(pc__sq_be_t *be, const pc__store_op_t *op, uint32_t key, sess_state_t *out)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_SESS_STATE];
-	bind_s(&berr, st, 1, op, key);
-	int rc = step_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, key);
+	int rc = pc__sq_step_b(be->db, st, berr);
 	if (rc == 0)
 		return PC_ENOTFOUND;
 	if (rc < 0)
@@ -717,11 +490,11 @@ static int session_state(be_t *be, const pc__store_op_t *op, uint32_t key, sess_
 	snprintf(out->owner, sizeof(out->owner), "%s", o ? o : "");
 	out->expires = sqlite3_column_int64(st, 3);
 	out->sid = sqlite3_column_int64(st, 4);
-	done(st);
+	pc__sq_done(st);
 	return 0;
 }
 
-static int op_rewrite(be_t *be, pc__store_op_t *op)
+static int op_rewrite(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	if (op->nint < I_RW_FIRST)
@@ -738,9 +511,9 @@ static int op_rewrite(be_t *be, pc__store_op_t *op)
 	if (ss.last_seq != op->i[I_RW_EXPECTED])
 		return PC_STORE_ECONFLICT;
 	sqlite3_stmt *st = be->st[W_MSG_DELETE_FROM];
-	bind_i(&berr, st, 1, ss.sid);
-	bind_i(&berr, st, 2, op->i[I_RW_FROM]);
-	rc = exec_b(be->db, st, berr);
+	pc__sq_bind_i(&berr, st, 1, ss.sid);
+	pc__sq_bind_i(&berr, st, 2, op->i[I_RW_FROM]);
+	rc = pc__sq_exec_b(be->db, st, berr);
 	int64_t seq = ss.last_seq;
 	for (int64_t k = 0; k < n && rc == 0; k++)
 		rc = insert_msg(be, op, ss.sid, ++seq, S_RW_FIRST + (uint32_t)k * S_RW_PER,
@@ -751,26 +524,18 @@ static int op_rewrite(be_t *be, pc__store_op_t *op)
 		seq++;
 	if (rc == 0) {
 		st = be->st[W_SESS_SET_LAST];
-		bind_s(&berr, st, 1, op, S_RW_KEY);
-		bind_i(&berr, st, 2, seq);
-		bind_i(&berr, st, 3, pc__store_now_ms());
-		rc = exec_b(be->db, st, berr);
+		pc__sq_bind_s(&berr, st, 1, op, S_RW_KEY);
+		pc__sq_bind_i(&berr, st, 2, seq);
+		pc__sq_bind_i(&berr, st, 3, pc__clock_wall_ms());
+		rc = pc__sq_exec_b(be->db, st, berr);
 	}
 	if (rc == 0)
 		op->res.seq = seq;
 	return rc;
 }
 
-static int status_from_name(const char *s)
-{
-	for (int k = 0; k < (int)(sizeof(run_status_names) / sizeof(*run_status_names)); k++)
-		if (s && strcmp(s, run_status_names[k]) == 0)
-			return k;
-	return PC_STORE_RUN_ERROR;
-}
-
 /* The run joins its session's count and is its latest. */
-static int count_run(be_t *be, const pc__store_op_t *op, int64_t now)
+static int count_run(pc__sq_be_t *be, const pc__store_op_t *op, int64_t now)
 {
 	pc__sc_entry_t *e = be->cache_on ? pc__sc_get(be->sessions, op->s[S_RB_KEY], op->len[S_RB_KEY]) : NULL;
 	if (e) {
@@ -785,59 +550,59 @@ static int count_run(be_t *be, const pc__store_op_t *op, int64_t now)
 	}
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_RUN_SESSION];
-	bind_s(&berr, st, 1, op, S_RB_KEY);
-	bind_s(&berr, st, 2, op, S_RB_RUN);
-	bind_i(&berr, st, 3, now);
-	return exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_RB_KEY);
+	pc__sq_bind_s(&berr, st, 2, op, S_RB_RUN);
+	pc__sq_bind_i(&berr, st, 3, now);
+	return pc__sq_exec_b(be->db, st, berr);
 }
 
 /* A repeat of a kept idempotency key: the first run stands, nothing
  * starts (1); a key older than the store keeps keys is forgotten (0). */
-static int run_by_idem(be_t *be, pc__store_op_t *op, int64_t now)
+static int run_by_idem(pc__sq_be_t *be, pc__store_op_t *op, int64_t now)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_RUN_BY_IDEM];
-	bind_s(&berr, st, 1, op, S_RB_KEY);
-	bind_s(&berr, st, 2, op, S_RB_IDEM);
-	int rc = step_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_RB_KEY);
+	pc__sq_bind_s(&berr, st, 2, op, S_RB_IDEM);
+	int rc = pc__sq_step_b(be->db, st, berr);
 	if (rc <= 0)
 		return rc;
 	const char *id = (const char *)sqlite3_column_text(st, 0);
 	snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
-	op->res.status = status_from_name((const char *)sqlite3_column_text(st, 1));
+	op->res.status = pc__sq_status_from_name((const char *)sqlite3_column_text(st, 1));
 	bool kept = sqlite3_column_int64(st, 2) >= now - be->cfg.idem_ttl_ms;
 	const char *fp = (const char *)sqlite3_column_text(st, 3);
 	const char *asked = op->s[S_RB_FP];
 	if (kept && fp && asked && strcmp(fp, asked) != 0)
 		op->res.flags = PC_STORE_MISMATCH;
-	done(st);
+	pc__sq_done(st);
 	if (kept)
 		return 1;
 	st = be->st[W_RUN_FORGET_IDEM];
-	bind_str(&berr, st, 1, op->res.id);
-	rc = exec_b(be->db, st, berr);
+	pc__sq_bind_str(&berr, st, 1, op->res.id);
+	rc = pc__sq_exec_b(be->db, st, berr);
 	op->res = (pc_store_reply_t){0};
 	return rc;
 }
 
-static int op_run_begin(be_t *be, pc__store_op_t *op)
+static int op_run_begin(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	if (op->s[S_RB_IDEM]) {
 		int rc = run_by_idem(be, op, now);
 		if (rc != 0)
 			return rc < 0 ? rc : 0;
 	}
 	sqlite3_stmt *st = be->st[W_RUN_INSERT];
-	bind_s(&berr, st, 1, op, S_RB_RUN);
-	bind_s(&berr, st, 2, op, S_RB_KEY);
-	bind_s(&berr, st, 3, op, S_RB_IDEM);
-	bind_i(&berr, st, 4, now);
-	bind_s(&berr, st, 5, op, S_RB_FP);
-	bind_s(&berr, st, 6, op, S_RB_OWNER);
-	bind_s(&berr, st, 7, op, S_RB_PROMPT);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_RB_RUN);
+	pc__sq_bind_s(&berr, st, 2, op, S_RB_KEY);
+	pc__sq_bind_s(&berr, st, 3, op, S_RB_IDEM);
+	pc__sq_bind_i(&berr, st, 4, now);
+	pc__sq_bind_s(&berr, st, 5, op, S_RB_FP);
+	pc__sq_bind_s(&berr, st, 6, op, S_RB_OWNER);
+	pc__sq_bind_s(&berr, st, 7, op, S_RB_PROMPT);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0)
 		rc = count_run(be, op, now);
 	if (rc == 0) {
@@ -848,56 +613,56 @@ static int op_run_begin(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-static int op_run_adopt(be_t *be, pc__store_op_t *op)
+static int op_run_adopt(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_RUN_ADOPT];
-	bind_s(&berr, st, 1, op, S_AD_RUN);
-	bind_s(&berr, st, 2, op, S_AD_FROM);
-	bind_s(&berr, st, 3, op, S_AD_TO);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_AD_RUN);
+	pc__sq_bind_s(&berr, st, 2, op, S_AD_FROM);
+	pc__sq_bind_s(&berr, st, 3, op, S_AD_TO);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0 && sqlite3_changes(be->db) == 0)
 		rc = PC_STORE_EFENCED;
 	return rc;
 }
 
-static int op_run_end(be_t *be, pc__store_op_t *op)
+static int op_run_end(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	if (op->nint < I_RE_N || op->i[I_RE_STATUS] < 0 || op->i[I_RE_STATUS] > PC_STORE_RUN_TIMEOUT)
 		return PC_EINVAL;
 	sqlite3_stmt *st = be->st[W_RUN_END];
-	bind_s(&berr, st, 1, op, S_RE_RUN);
-	bind_t(&berr, st, 2, run_status_names[op->i[I_RE_STATUS]], -1);
-	bind_i(&berr, st, 3, pc__store_now_ms());
-	bind_s(&berr, st, 4, op, S_RE_CODE);
-	bind_s(&berr, st, 5, op, S_RE_USAGE);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_RE_RUN);
+	pc__sq_bind_t(&berr, st, 2, pc__sq_run_status_names[op->i[I_RE_STATUS]], -1);
+	pc__sq_bind_i(&berr, st, 3, pc__clock_wall_ms());
+	pc__sq_bind_s(&berr, st, 4, op, S_RE_CODE);
+	pc__sq_bind_s(&berr, st, 5, op, S_RE_USAGE);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0 && sqlite3_changes(be->db) == 0)
 		rc = PC_ENOTFOUND;
 	return rc;
 }
 
-static int op_attempt(be_t *be, pc__store_op_t *op)
+static int op_attempt(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	if (op->nint < I_AT_N)
 		return PC_EINVAL;
 	sqlite3_stmt *st = be->st[W_ATTEMPT];
-	bind_s(&berr, st, 1, op, S_AT_RUN);
-	bind_i(&berr, st, 2, op->i[I_AT_INDEX]);
-	bind_s(&berr, st, 3, op, S_AT_PROVIDER);
-	bind_s(&berr, st, 4, op, S_AT_MODEL);
-	bind_s(&berr, st, 5, op, S_AT_PROFILE);
-	bind_s(&berr, st, 6, op, S_AT_REASON);
-	bind_s(&berr, st, 7, op, S_AT_STATUS);
-	bind_s(&berr, st, 8, op, S_AT_CODE);
-	bind_i(&berr, st, 9, op->i[I_AT_DURATION]);
-	bind_i(&berr, st, 10, pc__store_now_ms());
-	return exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_AT_RUN);
+	pc__sq_bind_i(&berr, st, 2, op->i[I_AT_INDEX]);
+	pc__sq_bind_s(&berr, st, 3, op, S_AT_PROVIDER);
+	pc__sq_bind_s(&berr, st, 4, op, S_AT_MODEL);
+	pc__sq_bind_s(&berr, st, 5, op, S_AT_PROFILE);
+	pc__sq_bind_s(&berr, st, 6, op, S_AT_REASON);
+	pc__sq_bind_s(&berr, st, 7, op, S_AT_STATUS);
+	pc__sq_bind_s(&berr, st, 8, op, S_AT_CODE);
+	pc__sq_bind_i(&berr, st, 9, op->i[I_AT_DURATION]);
+	pc__sq_bind_i(&berr, st, 10, pc__clock_wall_ms());
+	return pc__sq_exec_b(be->db, st, berr);
 }
 
-static int op_usage_add(be_t *be, pc__store_op_t *op)
+static int op_usage_add(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_UA_N || op->nstr < S_UA_N || !op->s[S_UA_KEY])
 		return PC_EINVAL;
@@ -913,33 +678,33 @@ static int op_usage_add(be_t *be, pc__store_op_t *op)
 	}
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_USAGE];
-	bind_s(&berr, st, 1, op, S_UA_RUN);
-	bind_i(&berr, st, 2, op->i[I_UA_ATTEMPT]);
-	bind_i(&berr, st, 3, op->i[I_UA_CALL]);
-	bind_s(&berr, st, 4, op, S_UA_KEY);
-	bind_s(&berr, st, 5, op, S_UA_PROVIDER);
-	bind_s(&berr, st, 6, op, S_UA_MODEL);
+	pc__sq_bind_s(&berr, st, 1, op, S_UA_RUN);
+	pc__sq_bind_i(&berr, st, 2, op->i[I_UA_ATTEMPT]);
+	pc__sq_bind_i(&berr, st, 3, op->i[I_UA_CALL]);
+	pc__sq_bind_s(&berr, st, 4, op, S_UA_KEY);
+	pc__sq_bind_s(&berr, st, 5, op, S_UA_PROVIDER);
+	pc__sq_bind_s(&berr, st, 6, op, S_UA_MODEL);
 	for (int k = 0; k < 5; k++)
-		bind_i(&berr, st, 7 + k, op->i[I_UA_INPUT + k]);
-	bind_i(&berr, st, 12, op->i[I_UA_CREATED] > 0 ? op->i[I_UA_CREATED] : pc__store_now_ms());
-	return exec_b(be->db, st, berr);
+		pc__sq_bind_i(&berr, st, 7 + k, op->i[I_UA_INPUT + k]);
+	pc__sq_bind_i(&berr, st, 12, op->i[I_UA_CREATED] > 0 ? op->i[I_UA_CREATED] : pc__clock_wall_ms());
+	return pc__sq_exec_b(be->db, st, berr);
 }
 
-static int op_audit(be_t *be, pc__store_op_t *op)
+static int op_audit(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	if (op->nint < I_AU_N)
 		return PC_EINVAL;
 	sqlite3_stmt *st = be->st[W_AUDIT];
-	bind_i(&berr, st, 1, op->i[I_AU_TS] > 0 ? op->i[I_AU_TS] : pc__store_now_ms());
-	bind_s(&berr, st, 2, op, S_AU_KIND);
-	bind_s(&berr, st, 3, op, S_AU_STATUS);
-	bind_s(&berr, st, 4, op, S_AU_RUN);
-	bind_s(&berr, st, 5, op, S_AU_SESSION);
-	bind_s(&berr, st, 6, op, S_AU_TOOL);
-	bind_s(&berr, st, 7, op, S_AU_CALL);
-	bind_s(&berr, st, 8, op, S_AU_CODE);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_i(&berr, st, 1, op->i[I_AU_TS] > 0 ? op->i[I_AU_TS] : pc__clock_wall_ms());
+	pc__sq_bind_s(&berr, st, 2, op, S_AU_KIND);
+	pc__sq_bind_s(&berr, st, 3, op, S_AU_STATUS);
+	pc__sq_bind_s(&berr, st, 4, op, S_AU_RUN);
+	pc__sq_bind_s(&berr, st, 5, op, S_AU_SESSION);
+	pc__sq_bind_s(&berr, st, 6, op, S_AU_TOOL);
+	pc__sq_bind_s(&berr, st, 7, op, S_AU_CALL);
+	pc__sq_bind_s(&berr, st, 8, op, S_AU_CODE);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0)
 		be->audit_dirty = true;
 	return rc;
@@ -950,22 +715,22 @@ static int op_audit(be_t *be, pc__store_op_t *op)
  * only brings a cached epoch up to date, rather than flushing and
  * forgetting every cached session (which cost every busy session a read
  * after each lease taken or given back). */
-static int lease_set(be_t *be, const pc__store_op_t *op, const char *owner, int64_t epoch, int64_t expires)
+static int lease_set(pc__sq_be_t *be, const pc__store_op_t *op, const char *owner, int64_t epoch, int64_t expires)
 {
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_LEASE_SET];
-	bind_s(&berr, st, 1, op, S_LS_KEY);
-	bind_str(&berr, st, 2, owner);
-	bind_i(&berr, st, 3, epoch);
-	bind_i(&berr, st, 4, expires);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_LS_KEY);
+	pc__sq_bind_str(&berr, st, 2, owner);
+	pc__sq_bind_i(&berr, st, 3, epoch);
+	pc__sq_bind_i(&berr, st, 4, expires);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	pc__sc_entry_t *e = rc == 0 ? pc__sc_get(be->sessions, op->s[S_LS_KEY], op->len[S_LS_KEY]) : NULL;
 	if (e)
 		e->epoch = epoch;
 	return rc;
 }
 
-static int op_lease_acquire(be_t *be, pc__store_op_t *op)
+static int op_lease_acquire(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_LS_N)
 		return PC_EINVAL;
@@ -975,7 +740,7 @@ static int op_lease_acquire(be_t *be, pc__store_op_t *op)
 		rc = session_state(be, op, S_LS_KEY, &ss);
 	if (rc != 0)
 		return rc;
-	int64_t now = pc__store_now_ms();
+	int64_t now = pc__clock_wall_ms();
 	bool live = ss.has_owner && ss.expires > now;
 	bool mine = ss.has_owner && strcmp(ss.owner, op->s[S_LS_OWNER]) == 0;
 	bool gone = ss.has_owner && op->s[S_LS_STEAL] && strcmp(ss.owner, op->s[S_LS_STEAL]) == 0;
@@ -992,7 +757,7 @@ static int op_lease_acquire(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-static int op_lease_release(be_t *be, pc__store_op_t *op)
+static int op_lease_release(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_LS_N)
 		return PC_EINVAL;
@@ -1005,17 +770,17 @@ static int op_lease_release(be_t *be, pc__store_op_t *op)
 	return lease_set(be, op, NULL, ss.epoch, 0);
 }
 
-static int op_session_set(be_t *be, pc__store_op_t *op)
+static int op_session_set(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
 	if (op->nint < I_SS_N)
 		return PC_EINVAL;
 	sqlite3_stmt *st = be->st[W_SESS_SET];
-	bind_s(&berr, st, 1, op, S_SS_KEY);
-	bind_s(&berr, st, 2, op, S_SS_META);
-	bind_i(&berr, st, 3, pc__store_now_ms());
-	bind_i(&berr, st, 4, op->i[I_SS_EPOCH]);
-	int rc = exec_b(be->db, st, berr);
+	pc__sq_bind_s(&berr, st, 1, op, S_SS_KEY);
+	pc__sq_bind_s(&berr, st, 2, op, S_SS_META);
+	pc__sq_bind_i(&berr, st, 3, pc__clock_wall_ms());
+	pc__sq_bind_i(&berr, st, 4, op->i[I_SS_EPOCH]);
+	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0 && sqlite3_changes(be->db) == 0) {
 		sess_state_t ss;
 		rc = session_state(be, op, S_SS_KEY, &ss);
@@ -1025,7 +790,7 @@ static int op_session_set(be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-static int dispatch(be_t *be, pc__store_op_t *op)
+static int dispatch(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	switch (op->kind) {
 	case PC_STORE_REQ_SESSION:
@@ -1050,7 +815,7 @@ static int dispatch(be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_LEASE_RELEASE: return op_lease_release(be, op);
 	case PC_STORE_REQ_SESSION_SET: return op_session_set(be, op);
 	case PC_STORE_REQ_RUN_ADOPT: return op_run_adopt(be, op);
-	case PC_STORE_REQ_PROBE: return exec_st(be->db, be->st[W_PROBE]);
+	case PC_STORE_REQ_PROBE: return pc__sq_exec_st(be->db, be->st[W_PROBE]);
 	case PC_STORE_REQ_USAGE_ADD: return op_usage_add(be, op);
 	default: return PC_EINVAL;
 	}
@@ -1078,7 +843,7 @@ static bool shape_ok(const pc__store_op_t *op)
 
 static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 {
-	be_t *be = p;
+	pc__sq_be_t *be = p;
 	op->res = (pc_store_reply_t){0};
 	be->cache_on = !guarded;
 	if (!guarded) {
@@ -1086,12 +851,12 @@ static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 		op->res.rc = orc;
 		return orc;
 	}
-	int rc = exec_st(be->db, be->st[W_SAVE]);
+	int rc = pc__sq_exec_st(be->db, be->st[W_SAVE]);
 	if (rc != 0)
 		return rc;
 	int orc = shape_ok(op) ? dispatch(be, op) : PC_EINVAL;
 	if (orc == 0)
-		return exec_st(be->db, be->st[W_RELEASE]);
+		return pc__sq_exec_st(be->db, be->st[W_RELEASE]);
 	/* a refusal may name why (a lease's holder); nothing else stands */
 	pc_store_reply_t failed = {.rc = orc};
 	memcpy(failed.id, op->res.id, sizeof(failed.id));
@@ -1099,22 +864,22 @@ static int sq_apply(void *p, pc__store_op_t *op, bool guarded)
 	/* A failure that took the transaction with it fails the batch. */
 	if (batch_fatal(orc) || sqlite3_get_autocommit(be->db))
 		return orc;
-	rc = exec_st(be->db, be->st[W_ROLLBACK_TO]);
+	rc = pc__sq_exec_st(be->db, be->st[W_ROLLBACK_TO]);
 	if (rc == 0)
-		rc = exec_st(be->db, be->st[W_RELEASE]);
+		rc = pc__sq_exec_st(be->db, be->st[W_RELEASE]);
 	return rc;
 }
 
 static int sq_begin(void *p)
 {
-	be_t *be = p;
+	pc__sq_be_t *be = p;
 	be->audit_dirty = false;
-	int rc = exec_st(be->db, be->st[W_BEGIN]);
+	int rc = pc__sq_exec_st(be->db, be->st[W_BEGIN]);
 	/* with the write lock held: has another connection committed since? */
 	sqlite3_stmt *st = be->st[W_DATA_VERSION];
-	if (rc == 0 && (rc = step(be->db, st)) == 1) {
+	if (rc == 0 && (rc = pc__sq_step(be->db, st)) == 1) {
 		int64_t v = sqlite3_column_int64(st, 0);
-		done(st);
+		pc__sq_done(st);
 		if (v != be->data_version)
 			pc__sc_clear(be->sessions);
 		be->data_version = v;
@@ -1128,359 +893,30 @@ static int sq_begin(void *p)
 static int sq_commit(void *p)
 {
 	int berr = 0;
-	be_t *be = p;
+	pc__sq_be_t *be = p;
 	int rc = sessions_flush(be);
 	if (rc == 0 && be->audit_dirty) {
 		sqlite3_stmt *st = be->st[W_AUDIT_TRIM_N];
-		bind_i(&berr, st, 1, be->cfg.audit_max);
-		rc = exec_b(be->db, st, berr);
+		pc__sq_bind_i(&berr, st, 1, be->cfg.audit_max);
+		rc = pc__sq_exec_b(be->db, st, berr);
 		if (rc == 0) {
 			st = be->st[W_AUDIT_TRIM_T];
-			bind_i(&berr, st, 1, pc__store_now_ms() - (int64_t)be->cfg.audit_days * 86400000);
-			rc = exec_b(be->db, st, berr);
+			pc__sq_bind_i(&berr, st, 1, pc__clock_wall_ms() - (int64_t)be->cfg.audit_days * 86400000);
+			rc = pc__sq_exec_b(be->db, st, berr);
 		}
 	}
 	if (rc == 0)
-		rc = exec_st(be->db, be->st[W_COMMIT]);
+		rc = pc__sq_exec_st(be->db, be->st[W_COMMIT]);
 	return rc;
 }
 
 static void sq_rollback(void *p)
 {
-	be_t *be = p;
+	pc__sq_be_t *be = p;
 	pc__sc_clear(be->sessions); /* ahead of the rows now */
 	/* After some errors SQLite has rolled back already. */
 	if (!sqlite3_get_autocommit(be->db))
-		exec_st(be->db, be->st[W_ROLLBACK]);
-}
-
-/* ---- readers ---- */
-
-static void reader_free(reader_t *r)
-{
-	if (!r)
-		return;
-	finalize_all(r->st, R_N);
-	sqlite3_close_v2(r->db);
-	free(r);
-}
-
-static int reader_get(be_t *be, reader_t **out)
-{
-	pthread_mutex_lock(&be->lock);
-	reader_t *r = be->idle;
-	if (r)
-		be->idle = r->next;
-	pthread_mutex_unlock(&be->lock);
-	if (r) {
-		*out = r;
-		return 0;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return PC_ENOMEM;
-	int rc = sqlite3_open_v2(be->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-				 NULL);
-	rc = map_rc(r->db, rc);
-	if (rc == 0)
-		rc = map_rc(r->db, sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS));
-	if (rc == 0)
-		rc = map_rc(r->db, sqlite3_exec(r->db, "PRAGMA query_only = 1", NULL, NULL, NULL));
-	if (rc == 0)
-		rc = prepare_all(r->db, rsql, r->st, R_N);
-	if (rc != 0) {
-		reader_free(r);
-		return rc;
-	}
-	*out = r;
-	return 0;
-}
-
-static void reader_put(be_t *be, reader_t *r)
-{
-	pthread_mutex_lock(&be->lock);
-	r->next = be->idle;
-	be->idle = r;
-	pthread_mutex_unlock(&be->lock);
-}
-
-static int read_history(reader_t *r, const char *key, pc__store_hist_builder_t *b, int64_t *last)
-{
-	int berr = 0;
-	sqlite3_stmt *st = r->st[R_LAST];
-	bind_t(&berr, st, 1, key, -1);
-	int rc = step_b(r->db, st, berr);
-	if (rc == 0)
-		return PC_ENOTFOUND;
-	if (rc < 0)
-		return rc;
-	*last = sqlite3_column_int64(st, 0);
-	const char *ss[3];
-	size_t sl[3];
-	for (int k = 0; k < 3; k++) {
-		ss[k] = (const char *)sqlite3_column_text(st, 1 + k);
-		sl[k] = (size_t)sqlite3_column_bytes(st, 1 + k);
-	}
-	rc = pc__store_hist_session(b, ss, sl, sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5));
-	done(st);
-	if (rc != 0)
-		return rc;
-	st = r->st[R_MSGS];
-	bind_t(&berr, st, 1, key, -1);
-	while ((rc = step_b(r->db, st, berr)) == 1) {
-		const char *s[4];
-		size_t l[4];
-		for (int k = 0; k < 4; k++) {
-			s[k] = (const char *)sqlite3_column_text(st, 2 + k);
-			l[k] = (size_t)sqlite3_column_bytes(st, 2 + k);
-		}
-		rc = pc__store_hist_add(b, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), s, l);
-		if (rc != 0) {
-			done(st);
-			return rc;
-		}
-	}
-	return rc;
-}
-
-static pc_msg_t *run_get(be_t *be, const pc__store_op_t *op)
-{
-	int berr = 0;
-	pc_store_reply_t res = {0};
-	reader_t *r = NULL;
-	int rc = reader_get(be, &r);
-	if (rc == 0) {
-		sqlite3_stmt *st = r->st[R_RUN];
-		bind_s(&berr, st, 1, op, S_RG_RUN);
-		rc = step_b(r->db, st, berr);
-		if (rc == 1) {
-			const char *code = (const char *)sqlite3_column_text(st, 3);
-			res.status = status_from_name((const char *)sqlite3_column_text(st, 0));
-			res.started_ms = sqlite3_column_int64(st, 1);
-			res.ended_ms = sqlite3_column_int64(st, 2);
-			snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
-			snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
-			done(st);
-			rc = 0;
-		} else if (rc == 0) {
-			rc = PC_ENOTFOUND;
-		}
-		reader_put(be, r);
-	}
-	res.rc = rc;
-	return pc__store_reply_msg(&res);
-}
-
-static pc_msg_t *history(be_t *be, const char *key)
-{
-	reader_t *r = NULL;
-	pc__store_hist_builder_t b = {0};
-	int64_t last = 0;
-	int rc = reader_get(be, &r);
-	if (rc != 0)
-		return pc__store_hist_error(rc);
-	/* One read transaction: last_seq and the rows are one snapshot. */
-	rc = exec_st(r->db, r->st[R_BEGIN]);
-	if (rc == 0) {
-		rc = read_history(r, key, &b, &last);
-		if (rc == 0)
-			rc = exec_st(r->db, r->st[R_COMMIT]);
-		if (rc != 0 && !sqlite3_get_autocommit(r->db))
-			exec_st(r->db, r->st[R_ROLLBACK]);
-	}
-	reader_put(be, r);
-	if (rc != 0) {
-		pc__store_hist_clear(&b);
-		return pc__store_hist_error(rc);
-	}
-	pc_msg_t *m = pc__store_hist_finish(&b, last);
-	return m ? m : pc__store_hist_error(PC_ENOMEM);
-}
-
-/* One page of sessions into b; *more when a row beyond it exists. */
-static int read_sessions(reader_t *r, const pc__store_op_t *op, pc__store_list_builder_t *b, bool *more)
-{
-	int64_t limit = op->i[I_SL_LIMIT], order = op->i[I_SL_ORDER];
-	sqlite3_stmt *st = r->st[order == PC_STORE_SESSIONS_KEY		? R_LIST_KEY
-				 : order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED
-								      : R_LIST_UPDATED];
-	int berr = 0;
-	bind_s(&berr, st, 1, op, S_SL_AFTER);
-	if (order != PC_STORE_SESSIONS_KEY)
-		bind_i(&berr, st, 2, op->i[I_SL_AFTER_MS]);
-	bind_i(&berr, st, 3, limit + 1);
-	int rc;
-	while ((rc = step_b(r->db, st, berr)) == 1) {
-		if ((int64_t)b->rows.n == limit) {
-			*more = true;
-			done(st);
-			return 0;
-		}
-		static const int text_cols[4] = {0, 1, 2, 7};
-		const char *str[4];
-		size_t len[4];
-		for (int k = 0; k < 4; k++) {
-			str[k] = (const char *)sqlite3_column_text(st, text_cols[k]);
-			len[k] = (size_t)sqlite3_column_bytes(st, text_cols[k]);
-		}
-		pc__store_list_ent_t e = {
-			.created_ms = sqlite3_column_int64(st, 3),
-			.updated_ms = sqlite3_column_int64(st, 4),
-			.last_seq = sqlite3_column_int64(st, 5),
-			.runs = (uint64_t)sqlite3_column_int64(st, 6),
-		};
-		rc = pc__store_list_add(b, &e, str, len);
-		if (rc != 0) {
-			done(st);
-			return rc;
-		}
-	}
-	return rc;
-}
-
-static pc_msg_t *sessions(be_t *be, const pc__store_op_t *op)
-{
-	reader_t *r = NULL;
-	pc__store_list_builder_t b = {0};
-	bool more = false;
-	int rc = reader_get(be, &r);
-	if (rc != 0)
-		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
-	rc = read_sessions(r, op, &b, &more);
-	reader_put(be, r);
-	if (rc != 0) {
-		pc__store_list_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
-	}
-	pc_msg_t *m = pc__store_list_finish(&b, more);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
-}
-
-static int read_open_runs(reader_t *r, pc__store_runs_builder_t *b)
-{
-	int berr = 0;
-	sqlite3_stmt *st = r->st[R_OPEN];
-	bind_i(&berr, st, 1, PC_STORE_RUNS_OPEN_MAX);
-	int rc;
-	while ((rc = step_b(r->db, st, berr)) == 1) {
-		const char *str[4];
-		size_t len[4];
-		for (int k = 0; k < 4; k++) {
-			str[k] = (const char *)sqlite3_column_text(st, k);
-			len[k] = (size_t)sqlite3_column_bytes(st, k);
-		}
-		pc__store_run_ent_t e = {.accepted_ms = sqlite3_column_int64(st, 4),
-					 .started = sqlite3_column_int(st, 5) != 0};
-		rc = pc__store_runs_add(b, &e, str, len);
-		if (rc != 0) {
-			done(st);
-			return rc;
-		}
-	}
-	return rc;
-}
-
-static pc_msg_t *open_runs(be_t *be)
-{
-	reader_t *r = NULL;
-	pc__store_runs_builder_t b = {0};
-	int rc = reader_get(be, &r);
-	if (rc == 0) {
-		rc = read_open_runs(r, &b);
-		reader_put(be, r);
-	}
-	if (rc != 0) {
-		pc__store_runs_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, rc);
-	}
-	pc_msg_t *m = pc__store_runs_finish(&b);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
-}
-
-/* The listing's records and the sums over all of them, in one read
- * transaction so that both are one snapshot. */
-static int read_usage(reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b, bool *more)
-{
-	bool by_run = op->s[S_UL_RUN] != NULL;
-	uint32_t key = by_run ? S_UL_RUN : S_UL_KEY;
-	int berr = 0;
-	sqlite3_stmt *st = r->st[by_run ? R_USAGE_SUM_RUN : R_USAGE_SUM_KEY];
-	bind_s(&berr, st, 1, op, key);
-	int rc = step_b(r->db, st, berr);
-	if (rc != 1)
-		return rc < 0 ? rc : PC_STORE_EIO; /* an aggregate always has its row */
-	b->head.records = sqlite3_column_int64(st, 0);
-	for (int k = 0; k < 5; k++)
-		b->head.sum[k] = sqlite3_column_int64(st, 1 + k);
-	b->head.latest_ms = sqlite3_column_int64(st, 6);
-	done(st);
-	st = r->st[by_run ? R_USAGE_RUN : R_USAGE_KEY];
-	bind_s(&berr, st, 1, op, key);
-	bind_i(&berr, st, 2, (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
-	while ((rc = step_b(r->db, st, berr)) == 1) {
-		if (b->rows.n == PC_STORE_USAGE_LIST_MAX) {
-			*more = true;
-			done(st);
-			return 0;
-		}
-		pc__store_usage_ent_t e = {.created_ms = sqlite3_column_int64(st, 7)};
-		for (int k = 0; k < 7; k++)
-			e.n[k] = sqlite3_column_int64(st, k);
-		const char *str[4];
-		size_t len[4];
-		for (int k = 0; k < 4; k++) {
-			str[k] = (const char *)sqlite3_column_text(st, 8 + k);
-			len[k] = (size_t)sqlite3_column_bytes(st, 8 + k);
-		}
-		rc = pc__store_usage_add(b, &e, str, len);
-		if (rc != 0) {
-			done(st);
-			return rc;
-		}
-	}
-	return rc;
-}
-
-static pc_msg_t *usage_list(be_t *be, const pc__store_op_t *op)
-{
-	reader_t *r = NULL;
-	pc__store_usage_builder_t b = {0};
-	bool more = false;
-	int rc = reader_get(be, &r);
-	if (rc != 0)
-		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
-	rc = exec_st(r->db, r->st[R_BEGIN]);
-	if (rc == 0) {
-		rc = read_usage(r, op, &b, &more);
-		if (rc == 0)
-			rc = exec_st(r->db, r->st[R_COMMIT]);
-		if (rc != 0 && !sqlite3_get_autocommit(r->db))
-			exec_st(r->db, r->st[R_ROLLBACK]);
-	}
-	reader_put(be, r);
-	if (rc != 0) {
-		pc__store_usage_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
-	}
-	pc_msg_t *m = pc__store_usage_finish(&b, more);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, PC_ENOMEM);
-}
-
-static pc_msg_t *sq_read(void *p, const pc__store_op_t *op)
-{
-	be_t *be = p;
-	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
-		return usage_list(be, op);
-	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
-		return run_get(be, op);
-	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
-		return history(be, op->s[S_HI_KEY]);
-	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
-	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
-		return sessions(be, op);
-	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
-		return open_runs(be);
-	return pc__store_error_reply(op->kind, PC_EINVAL);
+		pc__sq_exec_st(be->db, be->st[W_ROLLBACK]);
 }
 
 /* ---- open / close ---- */
@@ -1496,7 +932,7 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out)
 			rc = SQLITE_OK;
 		}
 	}
-	int out_rc = map_rc(db, rc);
+	int out_rc = pc__sq_map_rc(db, rc);
 	if (out_rc == 0 && rc != SQLITE_OK)
 		out_rc = PC_STORE_EIO;
 	sqlite3_finalize(st);
@@ -1505,7 +941,7 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out)
 
 static int exec_sql(sqlite3 *db, const char *sql)
 {
-	return map_rc(db, sqlite3_exec(db, sql, NULL, NULL, NULL));
+	return pc__sq_map_rc(db, sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
 static int migrate(sqlite3 *db, int64_t from)
@@ -1596,15 +1032,11 @@ static int why_cantopen(const char *path)
 
 static void sq_close(void *p)
 {
-	be_t *be = p;
+	pc__sq_be_t *be = p;
 	if (!be)
 		return;
-	while (be->idle) {
-		reader_t *r = be->idle;
-		be->idle = r->next;
-		reader_free(r);
-	}
-	finalize_all(be->st, W_N);
+	pc__sq_readers_free(be);
+	pc__sq_finalize_all(be->st, W_N);
 	sqlite3_close_v2(be->db);
 	pc__sc_free(be->sessions);
 	pthread_mutex_destroy(&be->lock);
@@ -1615,7 +1047,7 @@ static void sq_close(void *p)
 static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 {
 	*out = NULL;
-	be_t *be = calloc(1, sizeof(*be));
+	pc__sq_be_t *be = calloc(1, sizeof(*be));
 	if (!be)
 		return PC_ENOMEM;
 	if (pthread_mutex_init(&be->lock, NULL) != 0) {
@@ -1633,7 +1065,7 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 					  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
 						  SQLITE_OPEN_EXRESCODE,
 					  PC__WAL_VFS_NAME);
-		rc = map_rc(be->db, src);
+		rc = pc__sq_map_rc(be->db, src);
 	}
 	if (rc == PC_STORE_ECANTOPEN)
 		rc = why_cantopen(path);
@@ -1642,7 +1074,7 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 		rc = PC_STORE_EREADONLY;
 	int64_t version = 0;
 	if (rc == 0)
-		rc = map_rc(be->db, sqlite3_busy_timeout(be->db, BUSY_TIMEOUT_MS));
+		rc = pc__sq_map_rc(be->db, sqlite3_busy_timeout(be->db, PC__SQ_BUSY_TIMEOUT_MS));
 	if (rc == 0)
 		rc = identify(be->db, &version);
 	if (rc == 0) {
@@ -1656,7 +1088,7 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 			 * read-only) is refused rather than run differently. */
 			rc = (mode && strcmp(mode, "wal") == 0) ? 0 : PC_STORE_EREADONLY;
 		} else {
-			rc = map_rc(be->db, src);
+			rc = pc__sq_map_rc(be->db, src);
 			if (rc == 0)
 				rc = PC_STORE_EIO;
 		}
@@ -1669,7 +1101,7 @@ static int sq_open(const char *path, const pc_store_config_t *cfg, void **out)
 	if (rc == 0)
 		rc = sync_dir(path);
 	if (rc == 0)
-		rc = prepare_all(be->db, wsql, be->st, W_N);
+		rc = pc__sq_prepare_all(be->db, wsql, be->st, W_N);
 	if (rc != 0) {
 		sq_close(be);
 		return rc;
@@ -1686,5 +1118,5 @@ const pc__store_backend_t pc__store_sqlite = {
 	.apply = sq_apply,
 	.commit = sq_commit,
 	.rollback = sq_rollback,
-	.read = sq_read,
+	.read = pc__sq_read,
 };

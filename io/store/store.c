@@ -29,6 +29,7 @@
 
 #include "actors/timer.h"
 #include "runtime/blocking.h"
+#include "runtime/clock.h"
 
 /* Actor-private message types. */
 enum {
@@ -100,13 +101,6 @@ int pc_store_default_path(char *buf, size_t len)
 		home = "./.pincer";
 	int n = snprintf(buf, len, "%s/state.db", home);
 	return (n < 0 || (size_t)n >= len) ? PC_ELIMIT : 0;
-}
-
-int64_t pc__store_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void pc_store_health(pc_store_t *s, pc_store_health_t *out)
@@ -286,7 +280,7 @@ static pc_msg_t *batch_run(void *arg)
 	}
 	/* one writer thread at a time: the pair is written by it alone */
 	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
-		__atomic_store_n(&s->health_since_ms, pc__store_now_ms(), __ATOMIC_RELAXED);
+		__atomic_store_n(&s->health_since_ms, pc__clock_wall_ms(), __ATOMIC_RELAXED);
 		__atomic_store_n(&s->health_rc, rc, __ATOMIC_RELEASE);
 		if (s->cfg.on_health)
 			s->cfg.on_health(s->cfg.health_user, rc);

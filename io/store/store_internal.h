@@ -227,8 +227,6 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc);
 /* A PC_STORE_MSG_REPLY carrying `r` (NULL on ENOMEM). */
 pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
 
-/* Wall clock, ms since the epoch (the store's clock). */
-int64_t pc__store_now_ms(void);
 
 /* A reply travels as its fixed fields, then its id and its code as C
  * strings: most replies have neither, and fit a small message from the

@@ -5,6 +5,7 @@
  * and read back by the caller without copying.
  */
 #include "store_internal.h"
+#include "io/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +24,8 @@ static int strs_put(pc__store_strs_t *a, const char *const *str, const size_t *l
 		need += str[k] ? len[k] + 1 : 0;
 	if (need > PC_MSG_MAX_PAYLOAD - a->len)
 		return PC_STORE_ETOOBIG;
-	if (a->len + need > a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 4096;
-		while (cap < a->len + need)
-			cap *= 2;
-		char *nb = realloc(a->bytes, cap);
-		if (!nb)
-			return PC_ENOMEM;
-		a->bytes = nb;
-		a->cap = cap;
-	}
+	if (PC__GROW(a->bytes, a->cap, a->len + need, 4096))
+		return PC_ENOMEM;
 	for (int k = 0; k < n; k++) {
 		if (!str[k]) {
 			off[k] = PC__STR_NULL;
@@ -44,20 +37,6 @@ static int strs_put(pc__store_strs_t *a, const char *const *str, const size_t *l
 		a->len += len[k] + 1;
 	}
 	return 0;
-}
-
-/* Entries v (n of `size` bytes, room for *cap) with room for one more:
- * v itself, or v grown (doubled, *cap updated), or NULL when it cannot
- * grow (v is then unchanged). */
-static void *ents_room(void *v, size_t n, size_t *cap, size_t size)
-{
-	if (n < *cap)
-		return v;
-	size_t c = *cap ? *cap * 2 : 64;
-	void *nv = realloc(v, c * size);
-	if (nv)
-		*cap = c;
-	return nv;
 }
 
 /* A reply of `type`: `head` (hsize bytes), the entries, the strings; NULL
@@ -83,11 +62,9 @@ static pc_msg_t *payload_msg(uint32_t type, const void *head, size_t hsize, cons
 static int rows_add(pc__store_rows_t *r, const void *e, size_t size, size_t off_at, const char *const str[4],
 		    const size_t len[4])
 {
-	char *v = ents_room(r->ents, r->n, &r->cap, size);
-	if (!v)
+	if (pc__grow(&r->ents, &r->cap, r->n + 1, size, 64))
 		return PC_ENOMEM;
-	r->ents = v;
-	char *d = v + r->n * size;
+	char *d = (char *)r->ents + r->n * size;
 	memcpy(d, e, size);
 	uint32_t off[4];
 	int rc = strs_put(&r->strs, str, len, 4, off);

@@ -18,6 +18,7 @@
  * straight into the shim's file structure.
  */
 #include "wal_vfs.h"
+#include "io/buf.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -99,17 +100,9 @@ static int w_write(sqlite3_file *f, const void *data, int n, sqlite3_int64 off)
 		int rc = flush(w);
 		return rc != SQLITE_OK ? rc : w->real->pMethods->xWrite(w->real, data, n, off);
 	}
-	if (need > w->cap) {
-		size_t cap = w->cap ? w->cap : 64 * 1024;
-		while (cap < need)
-			cap *= 2;
-		char *b = realloc(w->buf, cap);
-		if (!b) {
-			int rc = flush(w);
-			return rc != SQLITE_OK ? rc : w->real->pMethods->xWrite(w->real, data, n, off);
-		}
-		w->buf = b;
-		w->cap = cap;
+	if (PC__GROW(w->buf, w->cap, need, 64 * 1024)) {
+		int rc = flush(w);
+		return rc != SQLITE_OK ? rc : w->real->pMethods->xWrite(w->real, data, n, off);
 	}
 	if (w->len == 0)
 		w->at = off;

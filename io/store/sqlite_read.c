@@ -1,0 +1,401 @@
+/*
+ * The SQLite backend's reading side: a pool of read-only connections,
+ * opened on demand, each with its statements prepared once, and the reads
+ * the store answers from them (history, a run, a page of sessions, the
+ * open runs, usage). WAL mode lets them see the last committed state while
+ * the writer (sqlite.c) is in a batch.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sqlite_internal.h"
+
+enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_OPEN,
+       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_N };
+
+/* A usage record's columns. */
+#define USAGE_COLUMNS                                                                                       \
+	"SELECT attempt_idx, call_idx, input, output, cache_read, cache_write, total, created_ms, run_id,"   \
+	" session_key, provider, model FROM usage "
+#define USAGE_SUMS                                                                                          \
+	"SELECT count(*), coalesce(sum(input), 0), coalesce(sum(output), 0), coalesce(sum(cache_read), 0),"  \
+	" coalesce(sum(cache_write), 0), coalesce(sum(total), 0), coalesce(max(created_ms), 0) FROM usage "
+
+/* A listed session's columns. ?1 the cursor key (NULL: the first page),
+ * ?2 the cursor time, ?3 the page size plus one (to tell whether more
+ * follow). */
+#define LIST_COLUMNS                                                                                       \
+	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id" \
+	" FROM sessions s "
+
+static const char *const rsql[R_N] = {
+	[R_BEGIN] = "BEGIN",
+	[R_COMMIT] = "COMMIT",
+	[R_ROLLBACK] = "ROLLBACK",
+	[R_LAST] = "SELECT last_seq, id, agent, metadata, created_ms, updated_ms FROM sessions WHERE key = ?1",
+	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
+		   " WHERE session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY seq",
+	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
+	/* started: the transcript holds a message of it (a rare read: it
+	 * scans the session's messages) */
+	[R_OPEN] = "SELECT r.run_id, r.session_key, r.owner, r.prompt, r.started_ms,"
+		   " EXISTS (SELECT 1 FROM messages m JOIN sessions s ON m.session_id = s.sid"
+		   "  WHERE s.key = r.session_key AND m.run_id = r.run_id)"
+		   " FROM runs r WHERE r.status = 'accepted' ORDER BY r.rowid LIMIT ?1",
+	[R_LIST_UPDATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.updated_ms < ?2 OR (s.updated_ms = ?2 AND s.key > ?1)"
+				       " ORDER BY s.updated_ms DESC, s.key LIMIT ?3",
+	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
+				       " ORDER BY s.created_ms DESC, s.key LIMIT ?3",
+	[R_LIST_KEY] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.key > ?1 ORDER BY s.key LIMIT ?3",
+	/* ?2: the listing's size plus one (to tell whether more follow) */
+	[R_USAGE_RUN] = USAGE_COLUMNS "WHERE run_id = ?1 ORDER BY attempt_idx, call_idx LIMIT ?2",
+	[R_USAGE_KEY] = USAGE_COLUMNS "WHERE session_key = ?1 ORDER BY created_ms, run_id, attempt_idx, call_idx"
+				      " LIMIT ?2",
+	[R_USAGE_SUM_RUN] = USAGE_SUMS "WHERE run_id = ?1",
+	[R_USAGE_SUM_KEY] = USAGE_SUMS "WHERE session_key = ?1",
+};
+
+struct pc__sq_reader {
+	struct pc__sq_reader *next;
+	sqlite3 *db;
+	sqlite3_stmt *st[R_N];
+};
+
+static void reader_free(pc__sq_reader_t *r)
+{
+	if (!r)
+		return;
+	pc__sq_finalize_all(r->st, R_N);
+	sqlite3_close_v2(r->db);
+	free(r);
+}
+
+static int reader_get(pc__sq_be_t *be, pc__sq_reader_t **out)
+{
+	pthread_mutex_lock(&be->lock);
+	pc__sq_reader_t *r = be->idle;
+	if (r)
+		be->idle = r->next;
+	pthread_mutex_unlock(&be->lock);
+	if (r) {
+		*out = r;
+		return 0;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return PC_ENOMEM;
+	int rc = sqlite3_open_v2(be->path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	rc = pc__sq_map_rc(r->db, rc);
+	if (rc == 0)
+		rc = pc__sq_map_rc(r->db, sqlite3_busy_timeout(r->db, PC__SQ_BUSY_TIMEOUT_MS));
+	if (rc == 0)
+		rc = pc__sq_map_rc(r->db, sqlite3_exec(r->db, "PRAGMA query_only = 1", NULL, NULL, NULL));
+	if (rc == 0)
+		rc = pc__sq_prepare_all(r->db, rsql, r->st, R_N);
+	if (rc != 0) {
+		reader_free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+static void reader_put(pc__sq_be_t *be, pc__sq_reader_t *r)
+{
+	pthread_mutex_lock(&be->lock);
+	r->next = be->idle;
+	be->idle = r;
+	pthread_mutex_unlock(&be->lock);
+}
+
+static int read_history(pc__sq_reader_t *r, const char *key, pc__store_hist_builder_t *b, int64_t *last)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_LAST];
+	pc__sq_bind_t(&berr, st, 1, key, -1);
+	int rc = pc__sq_step_b(r->db, st, berr);
+	if (rc == 0)
+		return PC_ENOTFOUND;
+	if (rc < 0)
+		return rc;
+	*last = sqlite3_column_int64(st, 0);
+	const char *ss[3];
+	size_t sl[3];
+	for (int k = 0; k < 3; k++) {
+		ss[k] = (const char *)sqlite3_column_text(st, 1 + k);
+		sl[k] = (size_t)sqlite3_column_bytes(st, 1 + k);
+	}
+	rc = pc__store_hist_session(b, ss, sl, sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5));
+	pc__sq_done(st);
+	if (rc != 0)
+		return rc;
+	st = r->st[R_MSGS];
+	pc__sq_bind_t(&berr, st, 1, key, -1);
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		const char *s[4];
+		size_t l[4];
+		for (int k = 0; k < 4; k++) {
+			s[k] = (const char *)sqlite3_column_text(st, 2 + k);
+			l[k] = (size_t)sqlite3_column_bytes(st, 2 + k);
+		}
+		rc = pc__store_hist_add(b, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), s, l);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *run_get(pc__sq_be_t *be, const pc__store_op_t *op)
+{
+	int berr = 0;
+	pc_store_reply_t res = {0};
+	pc__sq_reader_t *r = NULL;
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		sqlite3_stmt *st = r->st[R_RUN];
+		pc__sq_bind_s(&berr, st, 1, op, S_RG_RUN);
+		rc = pc__sq_step_b(r->db, st, berr);
+		if (rc == 1) {
+			const char *code = (const char *)sqlite3_column_text(st, 3);
+			res.status = pc__sq_status_from_name((const char *)sqlite3_column_text(st, 0));
+			res.started_ms = sqlite3_column_int64(st, 1);
+			res.ended_ms = sqlite3_column_int64(st, 2);
+			snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
+			snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
+			pc__sq_done(st);
+			rc = 0;
+		} else if (rc == 0) {
+			rc = PC_ENOTFOUND;
+		}
+		reader_put(be, r);
+	}
+	res.rc = rc;
+	return pc__store_reply_msg(&res);
+}
+
+static pc_msg_t *history(pc__sq_be_t *be, const char *key)
+{
+	pc__sq_reader_t *r = NULL;
+	pc__store_hist_builder_t b = {0};
+	int64_t last = 0;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_hist_error(rc);
+	/* One read transaction: last_seq and the rows are one snapshot. */
+	rc = pc__sq_exec_st(r->db, r->st[R_BEGIN]);
+	if (rc == 0) {
+		rc = read_history(r, key, &b, &last);
+		if (rc == 0)
+			rc = pc__sq_exec_st(r->db, r->st[R_COMMIT]);
+		if (rc != 0 && !sqlite3_get_autocommit(r->db))
+			pc__sq_exec_st(r->db, r->st[R_ROLLBACK]);
+	}
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_hist_clear(&b);
+		return pc__store_hist_error(rc);
+	}
+	pc_msg_t *m = pc__store_hist_finish(&b, last);
+	return m ? m : pc__store_hist_error(PC_ENOMEM);
+}
+
+/* One page of sessions into b; *more when a row beyond it exists. */
+static int read_sessions(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_list_builder_t *b, bool *more)
+{
+	int64_t limit = op->i[I_SL_LIMIT], order = op->i[I_SL_ORDER];
+	sqlite3_stmt *st = r->st[order == PC_STORE_SESSIONS_KEY		? R_LIST_KEY
+				 : order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED
+								      : R_LIST_UPDATED];
+	int berr = 0;
+	pc__sq_bind_s(&berr, st, 1, op, S_SL_AFTER);
+	if (order != PC_STORE_SESSIONS_KEY)
+		pc__sq_bind_i(&berr, st, 2, op->i[I_SL_AFTER_MS]);
+	pc__sq_bind_i(&berr, st, 3, limit + 1);
+	int rc;
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		if ((int64_t)b->rows.n == limit) {
+			*more = true;
+			pc__sq_done(st);
+			return 0;
+		}
+		static const int text_cols[4] = {0, 1, 2, 7};
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, text_cols[k]);
+			len[k] = (size_t)sqlite3_column_bytes(st, text_cols[k]);
+		}
+		pc__store_list_ent_t e = {
+			.created_ms = sqlite3_column_int64(st, 3),
+			.updated_ms = sqlite3_column_int64(st, 4),
+			.last_seq = sqlite3_column_int64(st, 5),
+			.runs = (uint64_t)sqlite3_column_int64(st, 6),
+		};
+		rc = pc__store_list_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *sessions(pc__sq_be_t *be, const pc__store_op_t *op)
+{
+	pc__sq_reader_t *r = NULL;
+	pc__store_list_builder_t b = {0};
+	bool more = false;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
+	rc = read_sessions(r, op, &b, &more);
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_list_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
+	}
+	pc_msg_t *m = pc__store_list_finish(&b, more);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
+}
+
+static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_OPEN];
+	pc__sq_bind_i(&berr, st, 1, PC_STORE_RUNS_OPEN_MAX);
+	int rc;
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, k);
+			len[k] = (size_t)sqlite3_column_bytes(st, k);
+		}
+		pc__store_run_ent_t e = {.accepted_ms = sqlite3_column_int64(st, 4),
+					 .started = sqlite3_column_int(st, 5) != 0};
+		rc = pc__store_runs_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *open_runs(pc__sq_be_t *be)
+{
+	pc__sq_reader_t *r = NULL;
+	pc__store_runs_builder_t b = {0};
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		rc = read_open_runs(r, &b);
+		reader_put(be, r);
+	}
+	if (rc != 0) {
+		pc__store_runs_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, rc);
+	}
+	pc_msg_t *m = pc__store_runs_finish(&b);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
+}
+
+/* The listing's records and the sums over all of them, in one read
+ * transaction so that both are one snapshot. */
+static int read_usage(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b, bool *more)
+{
+	bool by_run = op->s[S_UL_RUN] != NULL;
+	uint32_t key = by_run ? S_UL_RUN : S_UL_KEY;
+	int berr = 0;
+	sqlite3_stmt *st = r->st[by_run ? R_USAGE_SUM_RUN : R_USAGE_SUM_KEY];
+	pc__sq_bind_s(&berr, st, 1, op, key);
+	int rc = pc__sq_step_b(r->db, st, berr);
+	if (rc != 1)
+		return rc < 0 ? rc : PC_STORE_EIO; /* an aggregate always has its row */
+	b->head.records = sqlite3_column_int64(st, 0);
+	for (int k = 0; k < 5; k++)
+		b->head.sum[k] = sqlite3_column_int64(st, 1 + k);
+	b->head.latest_ms = sqlite3_column_int64(st, 6);
+	pc__sq_done(st);
+	st = r->st[by_run ? R_USAGE_RUN : R_USAGE_KEY];
+	pc__sq_bind_s(&berr, st, 1, op, key);
+	pc__sq_bind_i(&berr, st, 2, (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		if (b->rows.n == PC_STORE_USAGE_LIST_MAX) {
+			*more = true;
+			pc__sq_done(st);
+			return 0;
+		}
+		pc__store_usage_ent_t e = {.created_ms = sqlite3_column_int64(st, 7)};
+		for (int k = 0; k < 7; k++)
+			e.n[k] = sqlite3_column_int64(st, k);
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, 8 + k);
+			len[k] = (size_t)sqlite3_column_bytes(st, 8 + k);
+		}
+		rc = pc__store_usage_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
+{
+	pc__sq_reader_t *r = NULL;
+	pc__store_usage_builder_t b = {0};
+	bool more = false;
+	int rc = reader_get(be, &r);
+	if (rc != 0)
+		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+	rc = pc__sq_exec_st(r->db, r->st[R_BEGIN]);
+	if (rc == 0) {
+		rc = read_usage(r, op, &b, &more);
+		if (rc == 0)
+			rc = pc__sq_exec_st(r->db, r->st[R_COMMIT]);
+		if (rc != 0 && !sqlite3_get_autocommit(r->db))
+			pc__sq_exec_st(r->db, r->st[R_ROLLBACK]);
+	}
+	reader_put(be, r);
+	if (rc != 0) {
+		pc__store_usage_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+	}
+	pc_msg_t *m = pc__store_usage_finish(&b, more);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, PC_ENOMEM);
+}
+
+pc_msg_t *pc__sq_read(void *p, const pc__store_op_t *op)
+{
+	pc__sq_be_t *be = p;
+	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
+		return usage_list(be, op);
+	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
+		return run_get(be, op);
+	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
+		return history(be, op->s[S_HI_KEY]);
+	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
+	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
+		return sessions(be, op);
+	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
+		return open_runs(be);
+	return pc__store_error_reply(op->kind, PC_EINVAL);
+}
+
+void pc__sq_readers_free(pc__sq_be_t *be)
+{
+	while (be->idle) {
+		pc__sq_reader_t *r = be->idle;
+		be->idle = r->next;
+		reader_free(r);
+	}
+}
+
