@@ -5,7 +5,8 @@
  * its own timers, its share of the listening sockets, and one libcurl multi
  * handle driven on the same epoll. Actors never touch sockets or curl: they
  * hand an I/O thread a command (start a request, write a frame, cancel) and
- * get messages back. See io/http_client.h and io/http_server.h.
+ * get messages back. See io/http_client.h (HTTP requests on libcurl),
+ * io/ws_client.h (WebSocket connections) and io/http_server.h.
  *
  * Threads: pc_io_new and pc_io_free from one controlling thread; everything
  * else in io/ may be called from any thread unless it says otherwise.
