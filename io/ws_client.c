@@ -68,7 +68,7 @@ struct pc_wsc {
 	size_t in_off;        /* bytes of `in` already handed to wslay */
 	wslay_event_context_ptr ctx;
 	bool close_received;
-	uint16_t close_code;  /* received, or ours when we closed first */
+	uint16_t close_code;  /* the server's close frame's; 0 until one came */
 	char close_text[124];
 	int reason, sys_errno, http_status;
 };
@@ -490,7 +490,6 @@ static void on_head(pc_wsc_t *c, size_t end)
 	/* A close asked for before the open: it goes now. */
 	if (__atomic_load_n(&c->close_asked, __ATOMIC_ACQUIRE) && !wslay_event_get_close_sent(ctx)) {
 		(void)wslay_event_queue_close(ctx, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0);
-		c->close_code = WSLAY_CODE_NORMAL_CLOSURE;
 		wsc_set(c, PC_WSC_CLOSING, "owner close");
 		pc__ioloop_timer_arm(c->loop, &c->timer, CLOSE_GRACE_MS, on_timer, c);
 	}
@@ -647,7 +646,6 @@ static void cmd_close(pc_wsc_t *c, wsc_cmd_t *p)
 		return;
 	size_t rl = p->len > 123 ? 123 : p->len;
 	if (wslay_event_queue_close(c->ctx, p->code, (const uint8_t *)p->data, rl) == 0) {
-		c->close_code = p->code;
 		wsc_set(c, PC_WSC_CLOSING, "owner close");
 		pc__ioloop_timer_arm(c->loop, &c->timer, CLOSE_GRACE_MS, on_timer, c);
 	}
@@ -699,10 +697,8 @@ static int resolve(pc_wsc_t *c, const char *host, uint16_t port)
 	snprintf(ps, sizeof(ps), "%u", (unsigned)port);
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	struct addrinfo *res = NULL;
-	if (getaddrinfo(host, ps, &hints, &res) != 0 || !res) {
-		errno = ENOENT;
+	if (getaddrinfo(host, ps, &hints, &res) != 0 || !res)
 		return PC_ESYS;
-	}
 	for (struct addrinfo *ai = res; ai && c->naddrs < MAX_ADDRS; ai = ai->ai_next) {
 		if (ai->ai_addrlen > sizeof(c->addrs[0]))
 			continue;

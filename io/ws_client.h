@@ -119,8 +119,8 @@ typedef struct pc_wsc_closed_msg {
 			       * broke the protocol), PC_ENOMEM */
 	int sys_errno;
 	int http_status;      /* the upgrade's answer; 0 when none came */
-	uint16_t code;        /* the close code the server sent (or ours when
-			       * we closed first); 1006 without a close frame */
+	uint16_t code;        /* the close code the server sent (1005 when its
+			       * frame had none); 1006 when no close frame came */
 	char text[124];       /* the close frame's reason, "" when none */
 } pc_wsc_closed_msg_t;
 
