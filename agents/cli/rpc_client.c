@@ -117,25 +117,25 @@ static int inbox_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 static const pc_behavior_t inbox_b = {.name = "cli-rpc-inbox", .receive = inbox_receive};
 
-/* Waits, with c->mu held, until `cond` or `until` (< 0: for ever). False
- * when the time ran out first. */
-#define WAIT_UNTIL(c, cond, until)                                                                 \
-	({                                                                                         \
-		bool ok_ = true;                                                                   \
-		while (!(cond)) {                                                                  \
-			if ((until) < 0) {                                                         \
-				pthread_cond_wait(&(c)->cv, &(c)->mu);                             \
-				continue;                                                          \
-			}                                                                          \
-			int64_t ms_ = (until);                                                     \
-			struct timespec ts_ = {ms_ / 1000, (long)(ms_ % 1000) * 1000000};         \
-			if (pthread_cond_timedwait(&(c)->cv, &(c)->mu, &ts_) == ETIMEDOUT && !(cond)) { \
-				ok_ = false;                                                       \
-				break;                                                             \
-			}                                                                          \
-		}                                                                                  \
-		ok_;                                                                               \
-	})
+static bool has_frame(const pc_cli_rpc_t *c) { return c->head || c->ended; }
+static bool has_opened(const pc_cli_rpc_t *c) { return c->opened || c->ended; }
+static bool has_ended(const pc_cli_rpc_t *c) { return c->ended; }
+
+/* Waits, with c->mu held, until `cond` holds or the monotonic clock
+ * reaches `until` (< 0: no limit). False when the time ran out first. */
+static bool wait_for(pc_cli_rpc_t *c, bool (*cond)(const pc_cli_rpc_t *), int64_t until)
+{
+	while (!cond(c)) {
+		if (until < 0) {
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		struct timespec ts = {until / 1000, (long)(until % 1000) * 1000000};
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+			return cond(c);
+	}
+	return true;
+}
 
 /* ---- frames ---- */
 
@@ -144,7 +144,7 @@ int pc_cli_rpc_next(pc_cli_rpc_t *c, int64_t timeout_ms, cJSON **frame)
 	*frame = NULL;
 	int64_t until = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
 	pthread_mutex_lock(&c->mu);
-	bool any = WAIT_UNTIL(c, c->head || c->ended, until);
+	bool any = wait_for(c, has_frame, until);
 	frame_node_t *n = c->head;
 	if (n) {
 		c->head = n->next;
@@ -275,7 +275,7 @@ void pc_cli_rpc_free(pc_cli_rpc_t *c)
 		if (live && pc_wsc_close(c->ws, 1000, "bye") == 0) {
 			int64_t until = mono_ms() + BYE_MS;
 			pthread_mutex_lock(&c->mu);
-			(void)WAIT_UNTIL(c, c->ended, until);
+			(void)wait_for(c, has_ended, until);
 			pthread_mutex_unlock(&c->mu);
 		}
 		pc_wsc_release(c->ws);
@@ -339,7 +339,7 @@ static int open_ws(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t timeo
 	/* the client's own deadline ends the wait; this one only bounds it */
 	int64_t until = mono_ms() + timeout + 1000;
 	pthread_mutex_lock(&c->mu);
-	bool any = WAIT_UNTIL(c, c->opened || c->ended, until);
+	bool any = wait_for(c, has_opened, until);
 	bool opened = c->opened;
 	pc_wsc_closed_msg_t end = c->end;
 	pthread_mutex_unlock(&c->mu);
