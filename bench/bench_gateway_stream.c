@@ -31,7 +31,7 @@
 
 #include "agent_env.h"
 #include "agents/gateway/gateway.h"
-#include "agents/gateway/ws_client.h"
+#include "tests/ws_blocking.h"
 
 #define TOKEN "bench-token"
 #define DELTA_BYTES 10u
@@ -43,7 +43,7 @@
 static const size_t sizes[CASES] = {10000, 100000, 1000000};
 
 typedef struct client {
-	pc_ws_client_t *ws;
+	tws_t *ws;
 	uint16_t port;  /* an SSE client's gateway (it has no ws) */
 	const char *reply;
 	size_t size;
@@ -78,7 +78,7 @@ static const char *str_of(const cJSON *o, const char *k)
 }
 
 /* Sends one request frame. */
-static void send_req(pc_ws_client_t *ws, const char *id, const char *method, cJSON *params)
+static void send_req(tws_t *ws, const char *id, const char *method, cJSON *params)
 {
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "type", "req");
@@ -87,19 +87,19 @@ static void send_req(pc_ws_client_t *ws, const char *id, const char *method, cJS
 	cJSON_AddItemToObject(f, "params", params);
 	char *t = cJSON_PrintUnformatted(f);
 	cJSON_Delete(f);
-	if (!t || pc_ws_client_send_text(ws, t, strlen(t)) != 0)
+	if (!t || tws_send_text(ws, t, strlen(t)) != 0)
 		bench_fail("send %s", method);
 	free(t);
 }
 
 /* Reads frames until the answer to request `id`; returns it (the
  * caller's). */
-static cJSON *await_res(pc_ws_client_t *ws, const char *id)
+static cJSON *await_res(tws_t *ws, const char *id)
 {
 	for (;;) {
 		char *m = NULL;
 		size_t len = 0;
-		if (pc_ws_client_recv(ws, 30000, &m, &len) != 0)
+		if (tws_recv(ws, 30000, &m, &len) != 0)
 			bench_fail("no answer to %s", id);
 		cJSON *f = cJSON_ParseWithLength(m, len);
 		free(m);
@@ -109,15 +109,15 @@ static cJSON *await_res(pc_ws_client_t *ws, const char *id)
 	}
 }
 
-static pc_ws_client_t *client_connect(uint16_t port)
+static tws_t *client_connect(uint16_t port)
 {
-	pc_ws_client_options_t o = {.port = port};
-	pc_ws_client_t *ws = NULL;
-	if (pc_ws_client_connect(&o, &ws, NULL) != 0)
+	tws_options_t o = {.port = port};
+	tws_t *ws = NULL;
+	if (tws_connect(&o, &ws, NULL) != 0)
 		bench_fail("connect");
 	char *m = NULL;
 	size_t len = 0;
-	if (pc_ws_client_recv(ws, 10000, &m, &len) != 0) /* connect.challenge */
+	if (tws_recv(ws, 10000, &m, &len) != 0) /* connect.challenge */
 		bench_fail("no challenge");
 	free(m);
 	cJSON *p = cJSON_CreateObject();
@@ -148,7 +148,7 @@ static void *client_read(void *arg)
 	while (!c->done) {
 		char *m = NULL;
 		size_t len = 0;
-		if (pc_ws_client_recv(c->ws, 60000, &m, &len) != 0)
+		if (tws_recv(c->ws, 60000, &m, &len) != 0)
 			break;
 		c->bytes += len;
 		cJSON *f = cJSON_ParseWithLength(m, len);
@@ -316,7 +316,7 @@ static case_t run_case(uint32_t workers, size_t size, uint32_t n)
 	r.server_cpu_s = bench_cpu_s() - cpu0 - client_cpu;
 	r.frames = cs[0].frames;
 	for (uint32_t i = 0; i < n; i++)
-		pc_ws_client_free(cs[i].ws);
+		tws_free(cs[i].ws);
 	free(cs);
 	free(th);
 	pc_gateway_free(g);

@@ -88,7 +88,7 @@ struct pc__h2_stream {
 	pc__http_conn_t *c;
 	pc__h2_stream_t *prev, *next; /* h2->streams */
 	int32_t sid;
-	stream_state_t state;
+	stream_state_t stage;
 	pc_actor_t *handler;  /* borrowed from the route while ent is in the table */
 	pc_io_timer_t timer;  /* the request's arrival deadline */
 	pc__buf_t fields;     /* name NUL value NUL per field, pseudo-headers included */
@@ -376,7 +376,7 @@ static void answer_done(pc__h2_stream_t *s)
 {
 	s->handler = NULL;
 	stream_forget(s, 0);
-	s->state = S_DONE;
+	s->stage = S_DONE;
 	s->c->served = true;
 }
 
@@ -385,7 +385,7 @@ static void answer_done(pc__h2_stream_t *s)
 static void stream_fail(pc__h2_stream_t *s, int reason)
 {
 	stream_forget(s, reason);
-	s->state = S_DONE;
+	s->stage = S_DONE;
 	out_drop(s);
 	/* Short of memory even for that, the stream waits for the
 	 * connection's end. */
@@ -405,7 +405,7 @@ static void stream_refuse(pc__h2_stream_t *s, int status)
 {
 	pc__ioloop_timer_cancel(s->c->sl->loop, &s->timer);
 	request_drop(s);
-	s->state = S_DONE;
+	s->stage = S_DONE;
 	s->c->served = true;
 	char rid[64];
 	pc__server_request_id(rid, NULL);
@@ -474,7 +474,7 @@ static void stream_dispatch(pc__h2_stream_t *s)
 	/* In the table before the actor can answer. */
 	pc__srv_ent_add(c->sl, &s->ent, req->id);
 	s->handler = r->handler;
-	s->state = S_SERVICE;
+	s->stage = S_SERVICE;
 	s->t0_ns = s->c->srv->on_access ? pc__clock_mono_ns() : 0;
 	c->served = true;
 	if (pc_send(r->handler, m) != 0) {
@@ -510,7 +510,7 @@ static void on_stream_timer(pc_ioloop_t *loop, void *arg)
 	(void)loop;
 	pc__h2_stream_t *s = arg;
 	pc__http_conn_t *c = s->c;
-	if (s->state != S_RECV)
+	if (s->stage != S_RECV)
 		return;
 	stream_refuse(s, 408);
 	h2_pump(c);
@@ -545,7 +545,7 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
 	s->sid = frame->hd.stream_id;
 	s->ent.conn = c;
 	s->ent.stream = s;
-	s->state = S_RECV;
+	s->stage = S_RECV;
 	s->next = h2->streams;
 	if (h2->streams)
 		h2->streams->prev = s;
@@ -570,7 +570,7 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
 	(void)flags;
 	pc__http_conn_t *c = user;
 	pc__h2_stream_t *s = stream_of(ss, frame->hd.stream_id);
-	if (!s || s->state != S_RECV || s->refuse)
+	if (!s || s->stage != S_RECV || s->refuse)
 		return 0;
 	size_t cost = nl + vl + 4;
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
@@ -604,7 +604,7 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t sid, const 
 	(void)flags;
 	pc__http_conn_t *c = user;
 	pc__h2_stream_t *s = stream_of(ss, sid);
-	if (!s || s->state != S_RECV || s->refuse)
+	if (!s || s->stage != S_RECV || s->refuse)
 		return 0;
 	/* Refused as soon as it is too long, or too much arrives at once on
 	 * the connection; the rest is read and dropped (nghttp2 still returns
@@ -666,7 +666,7 @@ static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
 		return 0;
 	pc__h2_stream_t *s = stream_of(ss, frame->hd.stream_id);
-	if (!s || s->state != S_RECV)
+	if (!s || s->stage != S_RECV)
 		return 0;
 	bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 	bool head = frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST;
@@ -740,7 +740,7 @@ static bool h2_input(pc__http_conn_t *c, const char *p, size_t n)
 static void h2_read(pc__http_conn_t *c)
 {
 	char *rbuf = c->sl->rbuf;
-	for (int i = 0; i < READS_PER_EVENT && !c->closed && pc__h2_want_read(c); i++) {
+	for (int i = 0; i < READS_PER_EVENT && !pc__conn_closed(c) && pc__h2_want_read(c); i++) {
 		/* the peer being done leaves its unanswered requests gone */
 		ssize_t n = pc__conn_recv(c, rbuf, PC__HTTP_RBUF);
 		if (n == 0)
@@ -849,7 +849,7 @@ out:
 static void h2_attach(pc__http_conn_t *c, struct pc__h2 *h2)
 {
 	c->h2 = h2;
-	c->state = PC__C_H2;
+	pc__conn_set(c, PC__C_H2, "http/2 preface");
 	pc__conn_disarm(c); /* HTTP/1.1's deadline; h2_pump sets HTTP/2's */
 }
 
@@ -899,7 +899,7 @@ static pc__h2_stream_t *upgrade_stream(pc__http_conn_t *c, const char *method, c
 	s->sid = 1;
 	s->ent.conn = c;
 	s->ent.stream = s;
-	s->state = S_RECV;
+	s->stage = S_RECV;
 	s->body = c->body;
 	c->body = (pc__buf_t){0};
 	return s;
@@ -934,7 +934,7 @@ int pc__h2_upgrade(pc__http_conn_t *c, const char *method, const char *target, c
 	h2_attach(c, h2);
 	struct iovec iov = {(void *)switching, sizeof(switching) - 1};
 	pc__conn_send(c, &iov, 1);
-	if (c->closed)
+	if (pc__conn_closed(c))
 		return 0;
 	pc__buf_t early = c->pending; /* the client's preface, if it came already */
 	c->pending = (pc__buf_t){0};
@@ -958,7 +958,7 @@ void pc__h2_on_event(pc__http_conn_t *c, uint32_t events)
 	}
 	if (events & (EPOLLIN | EPOLLRDHUP)) {
 		h2_read(c);
-		if (c->closed)
+		if (pc__conn_closed(c))
 			return;
 	}
 	h2_pump(c);
@@ -997,7 +997,7 @@ void pc__h2_finish(pc__http_conn_t *c, int reason)
 		pc__ioloop_timer_cancel(c->sl->loop, &s->timer);
 		out_drop(s);
 		stream_forget(s, reason);
-		s->state = S_DONE;
+		s->stage = S_DONE;
 	}
 	/* Best effort, once the streams are settled (sending may close
 	 * some): the connection closes right after. */
@@ -1025,7 +1025,7 @@ void pc__h2_free(struct pc__h2 *h2)
 void pc__h2_respond(pc__h2_stream_t *s, int status, const char *hdrs, size_t hlen, const char *body,
 		    size_t len)
 {
-	if (s->state != S_SERVICE)
+	if (s->stage != S_SERVICE)
 		return; /* answered already */
 	pc__http_conn_t *c = s->c;
 	bool bodiless = status == 204 || status == 304;
@@ -1049,11 +1049,11 @@ void pc__h2_respond(pc__h2_stream_t *s, int status, const char *hdrs, size_t hle
 
 void pc__h2_stream_start(pc__h2_stream_t *s, int status, const char *hdrs, size_t hlen)
 {
-	if (s->state != S_SERVICE)
+	if (s->stage != S_SERVICE)
 		return;
 	pc__http_conn_t *c = s->c;
 	s->no_body = s->no_body || status == 204 || status == 304;
-	s->state = S_STREAM;
+	s->stage = S_STREAM;
 	s->status = status;
 	pc__note_request_id(s->req_id, sizeof(s->req_id), hdrs, hlen);
 	if (submit_head(s, status, hdrs, hlen, -1, !s->no_body) != 0)
@@ -1063,7 +1063,7 @@ void pc__h2_stream_start(pc__h2_stream_t *s, int status, const char *hdrs, size_
 
 void pc__h2_stream_write(pc__h2_stream_t *s, const char *data, size_t len)
 {
-	if (s->state != S_STREAM || s->no_body || !len)
+	if (s->stage != S_STREAM || s->no_body || !len)
 		return;
 	pc__http_conn_t *c = s->c;
 	if (over_cap(c, len)) {
@@ -1082,7 +1082,7 @@ void pc__h2_stream_write(pc__h2_stream_t *s, const char *data, size_t len)
 
 void pc__h2_stream_end(pc__h2_stream_t *s)
 {
-	if (s->state != S_STREAM)
+	if (s->stage != S_STREAM)
 		return;
 	pc__http_conn_t *c = s->c;
 	s->out_end = true;

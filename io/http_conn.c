@@ -206,7 +206,7 @@ static void flush_held(void *arg)
 {
 	pc__http_conn_t *c = arg;
 	c->flush_due = false;
-	if (!c->closed)
+	if (!pc__conn_closed(c))
 		conn_on_event(c->sl->loop, c, EPOLLOUT);
 }
 
@@ -227,7 +227,7 @@ bool pc__conn_hold(pc__http_conn_t *c, size_t pending)
 
 void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n)
 {
-	if (c->closed || c->state == PC__C_LINGER)
+	if (pc__conn_closed(c) || c->state == PC__C_LINGER)
 		return;
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
@@ -312,7 +312,7 @@ int pc__conn_flush(pc__http_conn_t *c)
 
 void pc__conn_rewatch(pc__http_conn_t *c)
 {
-	if (c->closed)
+	if (pc__conn_closed(c))
 		return;
 	uint32_t ev = 0;
 	/* Held output does not wait on the socket: its flush comes anyway,
@@ -350,6 +350,10 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 		 * must make progress all the same. */
 		stall = pc__h2_holding(c);
 		break;
+	case PC__C_NEW:
+	case PC__C_CLOSED:
+	case PC__C_COUNT:
+		break;
 	}
 	if (out)
 		ev |= EPOLLOUT;
@@ -360,6 +364,63 @@ void pc__conn_rewatch(pc__http_conn_t *c)
 		pc__ioloop_timer_arm(c->sl->loop, &c->wtimer, c->srv->lim.idle_timeout_ms, on_stall, c);
 	if (pc__ioloop_rewatch(c->sl->loop, &c->watch, ev) != 0)
 		pc__conn_close(c, PC_ESYS);
+}
+
+/* ---- the connection's machine ------------------------------------------------- */
+
+#define BIT(s) (1u << (s))
+/* every state but closed may close */
+#define CLOSE BIT(PC__C_CLOSED)
+
+static const char *const lc_names[PC__C_COUNT] = {
+	[PC__C_NEW] = "new",         [PC__C_HEAD] = "head",       [PC__C_BODY] = "body",
+	[PC__C_SERVICE] = "service", [PC__C_STREAM] = "stream",   [PC__C_CLOSING] = "closing",
+	[PC__C_LINGER] = "linger",   [PC__C_WS] = "ws",           [PC__C_H2] = "h2",
+	[PC__C_CLOSED] = "closed",
+};
+
+/* lc_next[from]: the states `from` may go to. */
+static const unsigned lc_next[PC__C_COUNT] = {
+	[PC__C_NEW] = BIT(PC__C_HEAD) | CLOSE,
+	[PC__C_HEAD] = BIT(PC__C_BODY) | BIT(PC__C_H2) | BIT(PC__C_CLOSING) | BIT(PC__C_LINGER) | CLOSE,
+	/* a refused head answers from body */
+	[PC__C_BODY] = BIT(PC__C_SERVICE) | BIT(PC__C_CLOSING) | BIT(PC__C_LINGER) | CLOSE,
+	/* an h2c upgrade leaves from service */
+	[PC__C_SERVICE] = BIT(PC__C_HEAD) | BIT(PC__C_STREAM) | BIT(PC__C_WS) | BIT(PC__C_H2) | BIT(PC__C_CLOSING) |
+			  BIT(PC__C_LINGER) | CLOSE,
+	[PC__C_STREAM] = BIT(PC__C_HEAD) | BIT(PC__C_CLOSING) | BIT(PC__C_LINGER) | CLOSE,
+	[PC__C_CLOSING] = BIT(PC__C_LINGER) | CLOSE,
+	[PC__C_LINGER] = CLOSE,
+	/* a close frame sent with reading stopped: drain the peer */
+	[PC__C_WS] = BIT(PC__C_LINGER) | CLOSE,
+	[PC__C_H2] = BIT(PC__C_CLOSING) | BIT(PC__C_LINGER) | CLOSE,
+};
+
+const char *pc__conn_lc_name(pc__conn_state_t s)
+{
+	return (unsigned)s < PC__C_COUNT ? lc_names[s] : "unknown";
+}
+
+bool pc__conn_lc_legal(pc__conn_state_t from, pc__conn_state_t to)
+{
+	return (unsigned)from < PC__C_COUNT && (unsigned)to < PC__C_COUNT && (lc_next[from] & BIT(to));
+}
+
+void pc__conn_set(pc__http_conn_t *c, pc__conn_state_t to, const char *why)
+{
+	pc__conn_state_t from = c->state;
+	if (!pc__conn_lc_legal(from, to)) {
+		PC__IO_STAT_ADD(c->sl->loop, transitions_refused, 1);
+		if (pc__io_traced(PC__IO_TRACE_HTTP))
+			pc__io_trace("http", c->serial, pc__conn_lc_name(from), pc__conn_lc_name(to), "refused");
+#ifdef PC__LC_STRICT
+		abort();
+#endif
+		return;
+	}
+	c->state = to;
+	if (pc__io_traced(PC__IO_TRACE_HTTP))
+		pc__io_trace("http", c->serial, pc__conn_lc_name(from), pc__conn_lc_name(to), why);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -382,7 +443,7 @@ static void conn_destroy(void *arg)
 
 void pc__conn_close(pc__http_conn_t *c, int reason)
 {
-	if (c->closed)
+	if (pc__conn_closed(c))
 		return;
 	pc__srv_loop_t *sl = c->sl;
 	uint64_t id = c->id;
@@ -402,7 +463,7 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 	 * the hold: it still goes, as far as the socket takes it. */
 	if (c->flush_due && c->out_head)
 		(void)pc__conn_flush(c);
-	c->closed = true;
+	pc__conn_set(c, PC__C_CLOSED, reason ? pc_strerror(reason) : "closed");
 	c->handler = NULL;
 	pc__ioloop_unwatch(sl->loop, &c->watch);
 	pc__ioloop_timer_cancel(sl->loop, &c->timer);
@@ -429,7 +490,7 @@ void pc__conn_close(pc__http_conn_t *c, int reason)
 
 void pc__conn_linger(pc__http_conn_t *c)
 {
-	c->state = PC__C_LINGER;
+	pc__conn_set(c, PC__C_LINGER, "linger");
 	pc__ioloop_timer_cancel(c->sl->loop, &c->wtimer);
 	if (shutdown(c->fd, SHUT_WR) != 0) {
 		pc__conn_close(c, 0);
@@ -442,7 +503,7 @@ void pc__conn_linger(pc__http_conn_t *c)
 /* The last response is queued: flush it, then linger. */
 void pc__conn_closing(pc__http_conn_t *c)
 {
-	c->state = PC__C_CLOSING;
+	pc__conn_set(c, PC__C_CLOSING, "last response");
 	pc__conn_disarm(c);
 	if (!c->out_head)
 		pc__conn_linger(c);
@@ -560,14 +621,14 @@ static void conn_reply(pc__http_conn_t *c, int status, const char *extra)
 /* The request cannot be served: answer `status` and close. */
 static void conn_fail(pc__http_conn_t *c, int status)
 {
-	if (c->closed)
+	if (pc__conn_closed(c))
 		return;
 	c->keep_alive = false;
 	if (status == 408 || status == 413 || status == 431)
 		pc__conn_drop(c);
 	conn_reply(c, status, NULL);
 	pc__conn_access(c, true);
-	if (!c->closed)
+	if (!pc__conn_closed(c))
 		pc__conn_closing(c);
 }
 
@@ -594,7 +655,7 @@ static void conn_response_done(pc__http_conn_t *c)
 		pc__conn_closing(c);
 		return;
 	}
-	c->state = PC__C_HEAD;
+	pc__conn_set(c, PC__C_HEAD, "keep-alive");
 	llhttp_resume(&c->parser);
 	/* The idle clock starts once the response has left. */
 	if (!c->out_head)
@@ -608,7 +669,7 @@ static void conn_response_done(pc__http_conn_t *c)
 static void conn_reply_done(pc__http_conn_t *c, int status, const char *extra)
 {
 	conn_reply(c, status, extra);
-	if (!c->closed)
+	if (!pc__conn_closed(c))
 		conn_response_done(c);
 }
 
@@ -692,7 +753,7 @@ static int on_headers_complete(llhttp_t *p)
 {
 	pc__http_conn_t *c = p->data;
 	const pc_http_server_limits_t *l = &c->srv->lim;
-	c->state = PC__C_BODY;
+	pc__conn_set(c, PC__C_BODY, "head complete");
 	c->http_minor = p->http_minor;
 	/* The raw head, padding included, up to its last header value. */
 	if (c->head_raw + (size_t)(c->span_end - c->chunk) > l->max_header_bytes)
@@ -707,7 +768,7 @@ static int on_headers_complete(llhttp_t *p)
 	if (expect && c->http_minor >= 1 && strcasecmp(expect, "100-continue") == 0) {
 		struct iovec iov = {(void *)continue_100, sizeof(continue_100) - 1};
 		pc__conn_send(c, &iov, 1);
-		if (c->closed)
+		if (pc__conn_closed(c))
 			return HPE_USER;
 	}
 	pc__conn_arm(c, l->body_timeout_ms);
@@ -845,7 +906,7 @@ static bool conn_upgrade_h2c(pc__http_conn_t *c, const char *method, const char 
 /* A request completed: hand it to its route's actor, or answer it here. */
 static void conn_dispatch(pc__http_conn_t *c)
 {
-	c->state = PC__C_SERVICE;
+	pc__conn_set(c, PC__C_SERVICE, "request complete");
 	c->req_t0_ns = c->srv->on_access ? pc__clock_mono_ns() : 0;
 	c->resp_status = 0;
 	c->resp_bytes = 0;
@@ -917,7 +978,7 @@ static size_t conn_parse(pc__http_conn_t *c, const char *p, size_t n)
 	bool in_head = c->state == PC__C_HEAD;
 	c->chunk = c->span_end = p;
 	llhttp_errno_t e = llhttp_execute(&c->parser, p, n);
-	if (c->closed)
+	if (pc__conn_closed(c))
 		return n;
 	size_t used = n;
 	if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
@@ -949,23 +1010,23 @@ static void conn_drive(pc__http_conn_t *c)
 			c->done = false;
 			conn_dispatch(c);
 		}
-		if (c->closed || (c->state != PC__C_HEAD && c->state != PC__C_BODY) || !c->pending.len)
+		if (pc__conn_closed(c) || (c->state != PC__C_HEAD && c->state != PC__C_BODY) || !c->pending.len)
 			break;
 		size_t used = conn_parse(c, c->pending.p, c->pending.len);
-		if (c->closed)
+		if (pc__conn_closed(c))
 			break;
 		memmove(c->pending.p, c->pending.p + used, c->pending.len - used);
 		c->pending.len -= used;
 	}
 	c->in_drive = false;
-	if (!c->closed && !c->pending.len)
+	if (!pc__conn_closed(c) && !c->pending.len)
 		pc__buf_free(&c->pending);
 }
 
 static void conn_input(pc__http_conn_t *c, const char *data, size_t n)
 {
 	size_t used = conn_parse(c, data, n);
-	if (c->closed || !c->done)
+	if (pc__conn_closed(c) || !c->done)
 		return;
 	if (used < n && pc__buf_append(&c->pending, data + used, n - used) != 0) {
 		pc__conn_close(c, PC_ENOMEM);
@@ -1018,7 +1079,7 @@ ssize_t pc__conn_recv(pc__http_conn_t *c, char *buf, size_t len)
 static void conn_readable(pc__http_conn_t *c, uint32_t events)
 {
 	char *rbuf = c->sl->rbuf;
-	for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+	for (int i = 0; i < READS_PER_EVENT && !pc__conn_closed(c); i++) {
 		if (c->state == PC__C_H2)
 			return; /* HTTP/2 now: the rest is read there */
 		size_t room = PC__HTTP_RBUF;
@@ -1119,6 +1180,9 @@ static void on_phase_timer(pc_ioloop_t *loop, void *arg)
 	case PC__C_SERVICE:
 	case PC__C_STREAM:
 	case PC__C_CLOSING:
+	case PC__C_NEW:
+	case PC__C_CLOSED:
+	case PC__C_COUNT:
 		break;
 	}
 }
@@ -1158,7 +1222,7 @@ void pc__conn_respond(pc__http_conn_t *c, int status, const char *hdrs, size_t h
 		{(void *)body, bodiless || c->no_body ? 0 : len},
 	};
 	pc__conn_send(c, iov, 4);
-	if (!c->closed)
+	if (!pc__conn_closed(c))
 		conn_response_done(c);
 }
 
@@ -1185,7 +1249,7 @@ void pc__conn_stream_start(pc__http_conn_t *c, int status, const char *hdrs, siz
 		return;
 	}
 	struct iovec iov[3] = {{line, (size_t)a}, {(void *)hdrs, hlen}, {tail, (size_t)b}};
-	c->state = PC__C_STREAM;
+	pc__conn_set(c, PC__C_STREAM, "stream start");
 	pc__conn_send(c, iov, 3);
 }
 
@@ -1216,7 +1280,7 @@ void pc__conn_stream_end(pc__http_conn_t *c)
 	if (c->chunked) {
 		struct iovec iov = {(void *)"0\r\n\r\n", 5};
 		pc__conn_send(c, &iov, 1);
-		if (c->closed)
+		if (pc__conn_closed(c))
 			return;
 	}
 	conn_response_done(c);
@@ -1266,7 +1330,8 @@ void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, sock
 	c->sl = sl;
 	c->srv = srv;
 	c->fd = fd;
-	c->state = PC__C_HEAD;
+	c->serial = pc__io_serial();
+	pc__conn_set(c, PC__C_HEAD, "accepted");
 	llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
 	c->parser.data = c;
 	if (salen >= sizeof(sa_family_t))

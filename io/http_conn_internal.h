@@ -101,7 +101,25 @@ struct pc_http_server {
 	pc__srv_loop_t loops[];
 };
 
+/*
+ * A server connection's lifecycle ("http"; docs/architecture.md, "one
+ * state machine per lifecycle"):
+ *
+ *   new -> head                           accepted
+ *   head -> body -> service               a request's head, then its body
+ *   head | service -> h2                  the preface, or an h2c upgrade
+ *   service -> stream                     a streamed answer starts
+ *   service | stream -> head              answered, kept alive
+ *   service -> ws                         upgraded (ws.c)
+ *   head | body | service | stream -> closing   the last answer flushes
+ *   closing | ws | h2 | ... -> linger     write side shut, input drained
+ *   any but closed -> closed              the socket is closed
+ *
+ * Only pc__conn_set assigns it (it refuses and counts what the table
+ * does not allow, and traces); scripts/check-lifecycles checks.
+ */
 typedef enum pc__conn_state {
+	PC__C_NEW,     /* accepted, not yet set up */
 	PC__C_HEAD,    /* waiting for, or reading, a request head */
 	PC__C_BODY,    /* reading a request body */
 	PC__C_SERVICE, /* a request is with its actor, no answer yet */
@@ -110,7 +128,14 @@ typedef enum pc__conn_state {
 	PC__C_LINGER,  /* write side shut, draining input until EOF */
 	PC__C_WS,      /* a WebSocket (ws.c) */
 	PC__C_H2,      /* HTTP/2 (http2_server.c) */
+	PC__C_CLOSED,  /* the socket is closed; memory goes after the batch */
+	PC__C_COUNT,
 } pc__conn_state_t;
+
+/* "new", "head", ..., "closed"; "unknown" out of range. */
+const char *pc__conn_lc_name(pc__conn_state_t s);
+/* Whether the table allows `from` -> `to`. */
+bool pc__conn_lc_legal(pc__conn_state_t from, pc__conn_state_t to);
 
 /* A piece of queued output. */
 typedef struct pc__out {
@@ -132,7 +157,8 @@ struct pc__http_conn {
 	uint64_t id;                  /* the request in service or the WebSocket; 0: none
 				       * (mirrors ent.link.id; set only by pc__srv_id_*) */
 	int fd;
-	pc__conn_state_t state;
+	uint64_t serial;              /* names the connection in traces */
+	pc__conn_state_t state;       /* set only by pc__conn_set */
 	pc_io_watch_t watch;
 	pc_io_timer_t timer;  /* the current phase's deadline */
 	pc_io_timer_t wtimer; /* output that makes no progress */
@@ -168,7 +194,6 @@ struct pc__http_conn {
 	bool chunked;    /* the streamed response uses chunked encoding */
 	bool in_drive;
 	bool dropped;    /* counted in connections_dropped */
-	bool closed;
 	bool flush_due;  /* output held for the end of the loop's command batch */
 	char peer[48];
 	char ws_key[32];
@@ -228,6 +253,12 @@ typedef struct pc__req_parts {
  * set), or NULL when memory is short. */
 pc_msg_t *pc__request_msg(pc_http_server_t *srv, const pc__req_parts_t *p);
 
+/* The one place a connection's state changes: refuses (and counts in
+ * transitions_refused) what pc__conn_lc_legal does not allow, and writes
+ * a trace line when "http" is traced. `why` says what moved it. */
+void pc__conn_set(pc__http_conn_t *c, pc__conn_state_t to, const char *why);
+static inline bool pc__conn_closed(const pc__http_conn_t *c) { return c->state == PC__C_CLOSED; }
+
 /* Takes over an accepted socket (closing it on failure). */
 void pc__conn_accept(pc__srv_loop_t *sl, int fd, const struct sockaddr *sa, socklen_t salen);
 /* Closes at once: the actor in charge gets GONE / CLOSED with `reason`;
@@ -242,7 +273,7 @@ void pc__conn_linger(pc__http_conn_t *c);
 /* Reads no more: flushes what is queued, then lingers. */
 void pc__conn_closing(pc__http_conn_t *c);
 /* Sends what the socket takes and queues the rest; past the output cap the
- * connection is dropped. Check c->closed afterwards. */
+ * connection is dropped. Check pc__conn_closed(c) afterwards. */
 void pc__conn_send(pc__http_conn_t *c, const struct iovec *iov, int n);
 /* Queues bytes without writing them, for a caller that flushes once after
  * a batch (and checks the output cap itself). PC_ENOMEM. */
@@ -257,7 +288,7 @@ int pc__conn_flush(pc__http_conn_t *c);
  * wait for the end of the batch, whose flush is then due (an EPOLLOUT
  * event, as the socket would give). */
 bool pc__conn_hold(pc__http_conn_t *c, size_t pending);
-/* Sets the epoll mask and the stall timer from the state. Check c->closed. */
+/* Sets the epoll mask and the stall timer from the state. Check pc__conn_closed(c). */
 void pc__conn_rewatch(pc__http_conn_t *c);
 /* Output made progress (re-arms the stall timer). */
 void pc__conn_progress(pc__http_conn_t *c);

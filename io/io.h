@@ -5,7 +5,8 @@
  * its own timers, its share of the listening sockets, and one libcurl multi
  * handle driven on the same epoll. Actors never touch sockets or curl: they
  * hand an I/O thread a command (start a request, write a frame, cancel) and
- * get messages back. See io/http_client.h and io/http_server.h.
+ * get messages back. See io/http_client.h (HTTP requests on libcurl),
+ * io/ws_client.h (WebSocket connections) and io/http_server.h.
  *
  * Threads: pc_io_new and pc_io_free from one controlling thread; everything
  * else in io/ may be called from any thread unless it says otherwise.
@@ -72,11 +73,27 @@ typedef struct pc_io_stats {
 				      * (written, not yet taken by the socket) */
 	uint64_t trims;              /* times an I/O thread gave free heap memory back
 				      * after a busy stretch (runtime.h, trim_after_ms) */
+	uint64_t transitions_refused; /* illegal lifecycle transitions of a connection
+				       * (HTTP, WebSocket, WebSocket client) refused */
 } pc_io_stats_t;
 
 /* Sums the counters of every I/O thread; each is read without stopping
  * the threads, so the sum is a snapshot, not an atomic cut. */
 void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
+
+/*
+ * Lifecycle traces of the connection machines ("http": a server
+ * connection, "ws": a server WebSocket, "wsclient": a client WebSocket).
+ * With a machine traced, each transition writes one line
+ *   trace <machine> <connection serial> <from> -> <to> (<why>)
+ * to `fn(user, line)`, or to standard error when fn is NULL. `spec` is a
+ * comma list of machine names or "all"; NULL takes PINCER_TRACE (which is
+ * read on first use when this is never called). Other names are ignored.
+ * Any thread; set it before the traffic it should see. fn is called on
+ * the I/O threads and must be thread-safe.
+ */
+typedef void (*pc_io_trace_fn)(void *user, const char *line);
+void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -130,6 +130,22 @@ bool pc__ioloop_in_commands(const pc_ioloop_t *loop);
 /* True when called on this loop's thread. */
 bool pc__ioloop_on_thread(const pc_ioloop_t *loop);
 
+/* ---- lifecycle traces (trace.c) ------------------------------------------ */
+
+/* The machines pc_io_trace_set / PINCER_TRACE may name. */
+enum {
+	PC__IO_TRACE_HTTP = 1u << 0,     /* a server connection (http_conn.c) */
+	PC__IO_TRACE_WS = 1u << 1,       /* a server WebSocket (ws.c) */
+	PC__IO_TRACE_WSCLIENT = 1u << 2, /* a client WebSocket (ws_client.c) */
+};
+/* Any thread. Whether `machine` (one bit) is traced. */
+bool pc__io_traced(unsigned machine);
+/* Any thread. Writes "trace <machine> <id> <from> -> <to> (<why>)" to the
+ * registered sink, else to standard error. `why` may be NULL. */
+void pc__io_trace(const char *machine, uint64_t id, const char *from, const char *to, const char *why);
+/* Any thread. A process-wide serial number naming a connection in traces. */
+uint64_t pc__io_serial(void);
+
 /* Per-loop state of the HTTP client (http_client.c): created on the loop's
  * thread before its first turn; torn down on that thread after the
  * shutdown hooks, which ends every transfer with an END message. */

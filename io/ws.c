@@ -38,8 +38,8 @@ struct pc__ws {
 	uint8_t frame_opcode; /* the frame being received */
 	bool ignore;          /* a limit was hit: take no more data */
 	bool gather;          /* ws_send queues frames for one sendmsg (ws_pump) */
+	pc__ws_state_t ws_state; /* set only by ws_set */
 	bool local_close;     /* the close was ours */
-	bool notified;        /* CLOSED sent */
 	bool drain_wanted;    /* the owner waits for PC_MSG_WS_DRAINED */
 	uint16_t local_code;
 	uint32_t cap;         /* this connection's message cap; 0: the server's */
@@ -50,6 +50,52 @@ struct pc__ws {
 /* Frames gathered for one sendmsg: what a held batch may hold (http_conn.c),
  * with room for the frames' headers. */
 #define GATHER_MAX (2 * PC__CONN_HOLD_MAX)
+
+/* ---- the machine ---------------------------------------------------------------- */
+
+#define BIT(s) (1u << (s))
+
+static const char *const lc_names[PC__WS_COUNT] = {
+	[PC__WS_NEW] = "new",
+	[PC__WS_OPEN] = "open",
+	[PC__WS_CLOSING] = "closing",
+	[PC__WS_CLOSED] = "closed",
+};
+
+static const unsigned lc_next[PC__WS_COUNT] = {
+	[PC__WS_NEW] = BIT(PC__WS_OPEN) | BIT(PC__WS_CLOSED),
+	[PC__WS_OPEN] = BIT(PC__WS_CLOSING) | BIT(PC__WS_CLOSED),
+	[PC__WS_CLOSING] = BIT(PC__WS_CLOSED),
+};
+
+const char *pc__ws_lc_name(pc__ws_state_t s)
+{
+	return (unsigned)s < PC__WS_COUNT ? lc_names[s] : "unknown";
+}
+
+bool pc__ws_lc_legal(pc__ws_state_t from, pc__ws_state_t to)
+{
+	return (unsigned)from < PC__WS_COUNT && (unsigned)to < PC__WS_COUNT && (lc_next[from] & BIT(to));
+}
+
+/* The one place a WebSocket's state changes (pc__conn_set's rules). */
+static void ws_set(pc__http_conn_t *c, pc__ws_state_t to, const char *why)
+{
+	struct pc__ws *ws = c->ws;
+	pc__ws_state_t from = ws->ws_state;
+	if (!pc__ws_lc_legal(from, to)) {
+		PC__IO_STAT_ADD(c->sl->loop, transitions_refused, 1);
+		if (pc__io_traced(PC__IO_TRACE_WS))
+			pc__io_trace("ws", c->serial, pc__ws_lc_name(from), pc__ws_lc_name(to), "refused");
+#ifdef PC__LC_STRICT
+		abort();
+#endif
+		return;
+	}
+	ws->ws_state = to;
+	if (pc__io_traced(PC__IO_TRACE_WS))
+		pc__io_trace("ws", c->serial, pc__ws_lc_name(from), pc__ws_lc_name(to), why);
+}
 
 /* ---- the handshake ---------------------------------------------------------- */
 
@@ -136,6 +182,8 @@ static void ws_local_close(pc__http_conn_t *c, uint16_t code, int reason, const 
 		ws->local_close = true;
 		ws->local_code = code;
 		ws->reason = reason;
+		if (ws->ws_state == PC__WS_OPEN)
+			ws_set(c, PC__WS_CLOSING, text);
 	}
 	if (stop_reading) {
 		ws->ignore = true;
@@ -146,9 +194,9 @@ static void ws_local_close(pc__http_conn_t *c, uint16_t code, int reason, const 
 void pc__ws_finish(pc__http_conn_t *c, uint64_t id, int reason)
 {
 	struct pc__ws *ws = c->ws;
-	if (ws->notified)
+	if (ws->ws_state == PC__WS_CLOSED)
 		return;
-	ws->notified = true;
+	ws_set(c, PC__WS_CLOSED, reason ? pc_strerror(reason) : "connection ends");
 	if (c->id)
 		pc__srv_id_remove(c->sl, c); /* before CLOSED: see pc__conn_close */
 	if (reason == PC_ESTOPPED && !wslay_event_get_close_sent(ws->ctx)) {
@@ -270,6 +318,8 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 	(void)ctx;
 	pc__http_conn_t *c = user;
 	struct pc__ws *ws = c->ws;
+	if (arg->opcode == WSLAY_CONNECTION_CLOSE && ws->ws_state == PC__WS_OPEN)
+		ws_set(c, PC__WS_CLOSING, "peer close");
 	if (ws->ignore || wslay_is_ctrl_frame(arg->opcode))
 		return;
 	size_t len = ws->msg.len;
@@ -440,13 +490,14 @@ void pc__ws_start(pc__http_conn_t *c, pc_actor_t *owner, const char *protocol, u
 	c->keep_alive = false;
 	c->resp_status = 101;
 	pc__conn_access(c, true); /* the upgrade; its close is reported apart */
-	c->state = PC__C_WS;
+	pc__conn_set(c, PC__C_WS, "upgrade");
+	ws_set(c, PC__WS_OPEN, "upgrade");
 	if (c->srv->lim.ws_idle_timeout_ms)
 		pc__conn_arm(c, c->srv->lim.ws_idle_timeout_ms);
 	else
 		pc__conn_disarm(c);
 	pc__conn_send(c, iov, 3);
-	if (!c->closed)
+	if (!pc__conn_closed(c))
 		pc__ws_on_event(c, EPOLLIN); /* frames that came early */
 	return;
 fail:
@@ -509,6 +560,8 @@ void pc__ws_close(pc__http_conn_t *c, uint16_t code, const char *reason, size_t 
 	    wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason, rlen) == 0) {
 		ws->local_close = true;
 		ws->local_code = code;
+		if (ws->ws_state == PC__WS_OPEN)
+			ws_set(c, PC__WS_CLOSING, "owner close");
 		pc__conn_arm(c, CLOSE_GRACE_MS);
 	}
 	ws_pump(c);

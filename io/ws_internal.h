@@ -12,6 +12,27 @@
 
 #include "http_conn_internal.h"
 
+/*
+ * A server WebSocket's lifecycle ("ws"), next to its connection's (which
+ * stays in PC__C_WS until it lingers or closes):
+ *
+ *   new -> open                 the 101 is queued, frames flow
+ *   open -> closing             a close frame was queued or received
+ *   new | open | closing -> closed   CLOSED was sent to the owner
+ *
+ * Only pc__ws_set assigns it; scripts/check-lifecycles checks.
+ */
+typedef enum pc__ws_state {
+	PC__WS_NEW,
+	PC__WS_OPEN,
+	PC__WS_CLOSING,
+	PC__WS_CLOSED,
+	PC__WS_COUNT,
+} pc__ws_state_t;
+
+const char *pc__ws_lc_name(pc__ws_state_t s);
+bool pc__ws_lc_legal(pc__ws_state_t from, pc__ws_state_t to);
+
 /* Checks a request that asked to upgrade to websocket: 0 when it is a
  * valid handshake that the origin hook accepts (the key is kept in the
  * connection), else the HTTP status to refuse it with (400, 403, 426). */

@@ -2,7 +2,7 @@
  * The gateway for tests: a whole agent layer (agent_harness.h: runtime,
  * I/O, store, agent and the embedded mock LLM) with a gateway on an
  * ephemeral loopback port, and a small RPC client over the blocking
- * WebSocket client (agents/gateway/ws_client.h).
+ * WebSocket fixture (tests/ws_blocking.h).
  */
 #ifndef PC_TESTS_GATEWAY_HARNESS_H
 #define PC_TESTS_GATEWAY_HARNESS_H
@@ -11,7 +11,7 @@
 
 #include "agent_harness.h"
 #include "agents/gateway/gateway.h"
-#include "agents/gateway/ws_client.h"
+#include "tests/ws_blocking.h"
 
 #define GW_TOKEN "s3cret-token"
 
@@ -67,18 +67,18 @@ static inline int64_t left_ms(uint64_t until)
 }
 
 typedef struct cl {
-	pc_ws_client_t *ws;
+	tws_t *ws;
 	unsigned next_id;
 	cJSON *events;   /* frames read while waiting for others, oldest first */
 	uint64_t last_seq; /* of the last event frame read */
 	bool seq_gap;    /* an event frame's seq was not the last + 1 */
 } cl_t;
 
-static inline cl_t *cl_open_with(const pc_ws_client_options_t *o)
+static inline cl_t *cl_open_with(const tws_options_t *o)
 {
 	cl_t *c = calloc(1, sizeof(*c));
 	cr_assert_not_null(c);
-	int rc = pc_ws_client_connect(o, &c->ws, NULL);
+	int rc = tws_connect(o, &c->ws, NULL);
 	cr_assert_eq(rc, 0, "connect: %s", pc_strerror(rc));
 	c->events = cJSON_CreateArray();
 	return c;
@@ -86,7 +86,7 @@ static inline cl_t *cl_open_with(const pc_ws_client_options_t *o)
 
 static inline cl_t *cl_open(uint16_t port)
 {
-	pc_ws_client_options_t o = {.port = port};
+	tws_options_t o = {.port = port};
 	return cl_open_with(&o);
 }
 
@@ -94,7 +94,7 @@ static inline void cl_free(cl_t *c)
 {
 	if (!c)
 		return;
-	pc_ws_client_free(c->ws);
+	tws_free(c->ws);
 	cJSON_Delete(c->events);
 	free(c);
 }
@@ -104,7 +104,7 @@ static inline cJSON *cl_frame(cl_t *c, int64_t timeout_ms)
 {
 	char *m = NULL;
 	size_t len = 0;
-	if (pc_ws_client_recv(c->ws, timeout_ms, &m, &len) != 0)
+	if (tws_recv(c->ws, timeout_ms, &m, &len) != 0)
 		return NULL;
 	cJSON *f = cJSON_ParseWithLength(m, len);
 	cr_assert_not_null(f, "not JSON: %s", m);
@@ -123,20 +123,20 @@ static inline void cl_send(cl_t *c, cJSON *frame)
 {
 	char *t = cJSON_PrintUnformatted(frame);
 	cr_assert_not_null(t);
-	cr_assert_eq(pc_ws_client_send_text(c->ws, t, strlen(t)), 0);
+	cr_assert_eq(tws_send_text(c->ws, t, strlen(t)), 0);
 	cJSON_free(t);
 	cJSON_Delete(frame);
 }
 
 static inline void cl_send_raw(cl_t *c, const char *text)
 {
-	cr_assert_eq(pc_ws_client_send_text(c->ws, text, strlen(text)), 0);
+	cr_assert_eq(tws_send_text(c->ws, text, strlen(text)), 0);
 }
 
 /* The same bytes in a binary frame, which the gateway reads as text too. */
 static inline void cl_send_binary(cl_t *c, const char *text)
 {
-	cr_assert_eq(pc_ws_client_send_binary(c->ws, text, strlen(text)), 0);
+	cr_assert_eq(tws_send_binary(c->ws, text, strlen(text)), 0);
 }
 
 /* Sends a request (takes `params`, may be NULL); the id goes to id_out. */
@@ -279,11 +279,11 @@ static inline void cl_expect_close(cl_t *c, uint16_t code)
 	for (;;) {
 		cJSON *f = cl_frame(c, 200);
 		cJSON_Delete(f);
-		if (pc_ws_client_close_code(c->ws) || now_ms() >= until)
+		if (tws_close_code(c->ws) || now_ms() >= until)
 			break;
 	}
-	cr_assert_eq(pc_ws_client_close_code(c->ws), code, "closed with %u (%s)", pc_ws_client_close_code(c->ws),
-		     pc_ws_client_close_reason(c->ws));
+	cr_assert_eq(tws_close_code(c->ws), code, "closed with %u (%s)", tws_close_code(c->ws),
+		     tws_close_reason(c->ws));
 }
 
 /* Expects the answer to request `id`, within timeout_ms, to be an

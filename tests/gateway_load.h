@@ -325,7 +325,7 @@ static inline int gl_pick_retry(gl_ledger_t *l, unsigned *rnd, gl_via_t via, int
 /* ---- a WebSocket client that never asserts ---- */
 
 /* Sends a request frame (takes `params`): 0 or the client's error. */
-static inline int gl_ws_req(pc_ws_client_t *ws, const char *id, const char *method, cJSON *params)
+static inline int gl_ws_req(tws_t *ws, const char *id, const char *method, cJSON *params)
 {
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "type", "req");
@@ -334,25 +334,25 @@ static inline int gl_ws_req(pc_ws_client_t *ws, const char *id, const char *meth
 	cJSON_AddItemToObject(f, "params", params);
 	char *t = cJSON_PrintUnformatted(f);
 	cJSON_Delete(f);
-	int rc = pc_ws_client_send_text(ws, t, strlen(t));
+	int rc = tws_send_text(ws, t, strlen(t));
 	cJSON_free(t);
 	return rc;
 }
 
 /* Connected and past the handshake, or NULL. */
-static inline pc_ws_client_t *gl_ws_connect(uint16_t port)
+static inline tws_t *gl_ws_connect(uint16_t port)
 {
-	pc_ws_client_options_t o = {.port = port, .timeout_ms = 5000};
-	pc_ws_client_t *ws = NULL;
-	if (pc_ws_client_connect(&o, &ws, NULL) != 0)
+	tws_options_t o = {.port = port, .timeout_ms = 5000};
+	tws_t *ws = NULL;
+	if (tws_connect(&o, &ws, NULL) != 0)
 		return NULL;
 	char *m = NULL;
 	size_t len = 0;
-	if (pc_ws_client_recv(ws, 5000, &m, &len) != 0) /* the challenge */
+	if (tws_recv(ws, 5000, &m, &len) != 0) /* the challenge */
 		goto fail;
 	free(m);
 	int rc = gl_ws_req(ws, "c0", "connect", connect_params(GW_TOKEN, NULL));
-	if (rc != 0 || pc_ws_client_recv(ws, 10000, &m, &len) != 0)
+	if (rc != 0 || tws_recv(ws, 10000, &m, &len) != 0)
 		goto fail;
 	cJSON *f = cJSON_ParseWithLength(m, len);
 	free(m);
@@ -361,7 +361,7 @@ static inline pc_ws_client_t *gl_ws_connect(uint16_t port)
 	if (ok)
 		return ws;
 fail:
-	pc_ws_client_free(ws);
+	tws_free(ws);
 	return NULL;
 }
 
@@ -457,7 +457,7 @@ static inline void *gl_ws_thread(void *arg)
 {
 	gl_load_t *ld = arg;
 	unsigned rnd = ld->seed;
-	pc_ws_client_t *ws = gl_ws_connect(ld->port);
+	tws_t *ws = gl_ws_connect(ld->port);
 	if (!ws) {
 		STORE(ld->done, 1);
 		return NULL;
@@ -504,7 +504,7 @@ static inline void *gl_ws_thread(void *arg)
 		}
 		char *t = NULL;
 		size_t len = 0;
-		int rc = pc_ws_client_recv(ws, 10, &t, &len);
+		int rc = tws_recv(ws, 10, &t, &len);
 		if (rc == PC_ETIMEDOUT)
 			continue;
 		if (rc != 0)
@@ -515,7 +515,7 @@ static inline void *gl_ws_thread(void *arg)
 			gl_ws_frame(ld, pend, f);
 		cJSON_Delete(f);
 	}
-	pc_ws_client_free(ws);
+	tws_free(ws);
 	STORE(ld->done, 1);
 	return NULL;
 }

@@ -290,7 +290,7 @@ Test(agent_gateway_guard, failed_secrets_lock_out_one_address_and_no_other)
 	/* nobody else is */
 	cr_assert_eq(models_as(&f, "198.51.100.2", GW_TOKEN, &retry), 200);
 	/* the WebSocket connect from that address is refused the same way */
-	pc_ws_client_options_t o = {.port = f.port, .headers = "X-Forwarded-For: 198.51.100.1\r\n"};
+	tws_options_t o = {.port = f.port, .headers = "X-Forwarded-For: 198.51.100.1\r\n"};
 	cl_t *c = cl_open_with(&o);
 	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
 	cr_assert_not(jok(r));

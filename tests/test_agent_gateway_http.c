@@ -667,6 +667,7 @@ Test(gateway_http, metrics_parse_and_move_with_requests)
 		     metric(before, "pincer_provider_ttft_seconds_count{provider=\"mock\",model=\"m1\"}") + 2);
 	cr_assert_eq(metric(after, "pincer_gateway_ws_connections"), 0, "no WebSocket client");
 	cr_assert_geq(metric(after, "pincer_io_output_queued_bytes"), 0);
+	cr_assert_eq(metric(after, "pincer_io_transitions_refused_total"), 0);
 	cr_assert_gt(metric(after, "pincer_io_connections_accepted_total"),
 		     metric(before, "pincer_io_connections_accepted_total"));
 	cr_assert_geq(metric(after, "pincer_runtime_worker_messages_total{worker=\"0\"}"), 1);

@@ -202,9 +202,9 @@ Test(gateway_ops, runs_are_logged_without_secrets_or_content)
 		curl_request(g.port, "GET", "/v1/models", NULL, NULL, 0, 5000, &q2);
 		cr_assert_eq(q2.status, 401, "h2c: %ld", q2.status);
 		resp_free(&q2);
-		pc_ws_client_t *ws = gl_ws_connect(g.port);
+		tws_t *ws = gl_ws_connect(g.port);
 		cr_assert_not_null(ws);
-		pc_ws_client_free(ws);
+		tws_free(ws);
 		/* its close reaches the gateway before it stops */
 		for (int i = 0; i < 1000; i++) {
 			char *text = read_file(g.err);

@@ -124,10 +124,10 @@ Test(agent_gateway_proxy, a_gateway_without_auth_serves_nobody_through_an_untrus
 	cr_assert_eq(raw_http(f.port, MODELS, NULL, out, sizeof(out)), 200, "direct: %s", out);
 	cr_assert_eq(raw_http(p.port, MODELS, NULL, out, sizeof(out)), 403, "through nginx: %s", out);
 	/* the WebSocket through it too */
-	pc_ws_client_t *ws = NULL;
+	tws_t *ws = NULL;
 	int status = 0;
-	pc_ws_client_options_t o = {.port = p.port};
-	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	tws_options_t o = {.port = p.port};
+	cr_assert_eq(tws_connect(&o, &ws, &status), PC_ESTATE);
 	cr_assert_eq(status, 403);
 	proxy_stop(&p);
 	gw_stop(&f);
@@ -164,7 +164,7 @@ Test(agent_gateway_proxy, behind_a_trusted_proxy_each_client_has_its_own_address
 	cr_assert_eq(raw_http(p.port, MODELS "Authorization: Bearer " GW_TOKEN "\r\n", NULL, out, sizeof(out)), 200,
 		     "nor the proxy's own clients: %s", out);
 	/* the WebSocket upgrade passes through it, with the token */
-	pc_ws_client_options_t o = {.port = p.port, .headers = "X-Forwarded-For: 198.51.100.3\r\n"};
+	tws_options_t o = {.port = p.port, .headers = "X-Forwarded-For: 198.51.100.3\r\n"};
 	cl_t *c = cl_open_with(&o);
 	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
 	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));

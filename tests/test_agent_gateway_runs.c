@@ -632,7 +632,7 @@ Test(agent_gateway_runs, a_client_that_never_reads_is_cut_off_and_others_are_una
 	snprintf(scenario + n, cap - n, "\"}}");
 	gw_start_scenario(&f, GW_CONFIG(""), scenario, small_buffer);
 	free(scenario);
-	pc_ws_client_options_t o = {.port = f.port, .rcvbuf = 4096};
+	tws_options_t o = {.port = f.port, .rcvbuf = 4096};
 	cl_t *slow = cl_open_with(&o);
 	cJSON *r = cl_handshake(slow, connect_params(GW_TOKEN, NULL));
 	cr_assert(jok(r));
@@ -678,7 +678,7 @@ Test(agent_gateway_runs, a_client_that_never_reads_is_cut_off_and_others_are_una
 		final = final || (!strcmp(jstr(fr, "type"), "res") && !strcmp(jstr(jget(fr, "payload"), "status"), "ok"));
 		cJSON_Delete(fr);
 	}
-	cr_assert_eq(pc_ws_client_close_code(slow->ws), 1006);
+	cr_assert_eq(tws_close_code(slow->ws), 1006);
 	cr_assert_not(final);
 	cl_free(slow);
 	cl_free(c);

@@ -82,7 +82,7 @@ static void *read_run(void *arg)
 	while (!r->done && now_ms() < until) {
 		char *m = NULL;
 		size_t len = 0;
-		if (pc_ws_client_recv(r->c->ws, left_ms(until), &m, &len) != 0)
+		if (tws_recv(r->c->ws, left_ms(until), &m, &len) != 0)
 			break;
 		r->bytes += len;
 		cJSON *f = cJSON_ParseWithLength(m, len);
@@ -227,7 +227,7 @@ static uint16_t port_of(int fd, bool peer)
  * (loopback's buffers grow to megabytes and would hide the backpressure). */
 static void shrink_server_sndbuf(cl_t *c, uint16_t server_port)
 {
-	uint16_t client_port = port_of(pc_ws_client_fd(c->ws), false);
+	uint16_t client_port = port_of(tws_fd(c->ws), false);
 	cr_assert_neq(client_port, 0);
 	for (int fd = 3; fd < 4096; fd++) {
 		if (port_of(fd, false) != server_port || port_of(fd, true) != client_port)
@@ -250,7 +250,7 @@ Test(agent_gateway_stream, a_full_socket_gets_merged_frames)
 	gw_t f;
 	gw_start_scenario(&f, GW_CONFIG(""), scenario, NULL);
 	free(scenario);
-	pc_ws_client_options_t o = {.port = f.port, .rcvbuf = 4096};
+	tws_options_t o = {.port = f.port, .rcvbuf = 4096};
 	cl_t *c = cl_open_with(&o);
 	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
 	cr_assert(jok(r));

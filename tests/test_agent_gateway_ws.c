@@ -127,7 +127,7 @@ Test(agent_gateway_ws, a_wrong_or_missing_token_is_refused_and_closed)
 	cr_assert(strstr(jstr(jget(r, "error"), "message"), "unauthorized"));
 	cJSON_Delete(r);
 	cl_expect_close(c, 1008);
-	cr_assert(strstr(pc_ws_client_close_reason(c->ws), "token mismatch"));
+	cr_assert(strstr(tws_close_reason(c->ws), "token mismatch"));
 	cl_free(c);
 
 	c = cl_open(f.port);
@@ -158,8 +158,8 @@ Test(agent_gateway_ws, the_first_frame_must_be_connect)
 	cJSON_Delete(cl_challenge(c));
 	cl_send_raw(c, "hello there");
 	cl_expect_close(c, 1008);
-	cr_assert(strstr(pc_ws_client_close_reason(c->ws), "malformed JSON"), "reason %s",
-		  pc_ws_client_close_reason(c->ws));
+	cr_assert(strstr(tws_close_reason(c->ws), "malformed JSON"), "reason %s",
+		  tws_close_reason(c->ws));
 	cl_free(c);
 	/* connect without its required params */
 	c = cl_open(f.port);
@@ -187,14 +187,14 @@ Test(agent_gateway_ws, frames_over_64_kib_before_connect_close_with_1009)
 	char *big = malloc(n + 1);
 	memset(big, 'a', n);
 	big[n] = 0;
-	cr_assert_eq(pc_ws_client_send_text(c->ws, big, n), 0);
+	cr_assert_eq(tws_send_text(c->ws, big, n), 0);
 	cl_expect_close(c, 1009);
 	cl_free(c);
 	/* after connect the cap is maxPayload: the same frame is a request */
 	c = cl_connect(f.port);
 	memcpy(big, "{\"type\":\"req\",\"id\":\"big\",\"method\":\"health\",\"params\":{\"pad\":\"", 60);
 	memcpy(big + n - 3, "\"}}", 3);
-	cr_assert_eq(pc_ws_client_send_text(c->ws, big, n), 0);
+	cr_assert_eq(tws_send_text(c->ws, big, n), 0);
 	cJSON *r = cl_await_res(c, "big", 10000);
 	cr_assert_not_null(r, "no answer to a 70 KiB request after connect");
 	cr_assert(jok(r));
@@ -213,7 +213,7 @@ Test(agent_gateway_ws, frames_over_max_payload_after_connect_close_with_1009)
 	cl_t *c = cl_connect(f.port);
 	char big[8192];
 	memset(big, ' ', sizeof(big));
-	cr_assert_eq(pc_ws_client_send_text(c->ws, big, sizeof(big)), 0);
+	cr_assert_eq(tws_send_text(c->ws, big, sizeof(big)), 0);
 	cl_expect_close(c, 1009);
 	cl_free(c);
 	gw_stop(&f);
@@ -232,7 +232,7 @@ Test(agent_gateway_ws, a_client_that_never_connects_is_closed_after_the_handshak
 	uint64_t took = now_ms() - t0;
 	cr_assert_geq(took, 250, "closed after %llu ms", (unsigned long long)took);
 	cr_assert_lt(took, 3000, "closed after %llu ms", (unsigned long long)took);
-	cr_assert_str_eq(pc_ws_client_close_reason(c->ws), "handshake timeout");
+	cr_assert_str_eq(tws_close_reason(c->ws), "handshake timeout");
 	cl_free(c);
 	/* a client that connects in time stays */
 	c = cl_connect(f.port);
@@ -639,14 +639,14 @@ Test(agent_gateway_ws, plain_get_is_told_to_upgrade_and_foreign_origins_are_refu
 	char buf[1024];
 	cr_assert_eq(raw_http(f.port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", NULL, buf, sizeof(buf)), 426, "%s", buf);
 	/* without auth a web page elsewhere must not reach the agent */
-	pc_ws_client_options_t o = {.port = f.port, .origin = "https://evil.example"};
-	pc_ws_client_t *ws = NULL;
+	tws_options_t o = {.port = f.port, .origin = "https://evil.example"};
+	tws_t *ws = NULL;
 	int status = 0;
-	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	cr_assert_eq(tws_connect(&o, &ws, &status), PC_ESTATE);
 	cr_assert_eq(status, 403);
 	/* another page of this machine is another site too */
 	o.origin = "http://localhost:5173";
-	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	cr_assert_eq(tws_connect(&o, &ws, &status), PC_ESTATE);
 	cr_assert_eq(status, 403);
 	/* the gateway's own pages may; auth mode none needs no token */
 	char own[64];
@@ -672,7 +672,7 @@ Test(agent_gateway_ws, an_allowed_origin_connects_but_pairs_no_device_on_sight)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), allow_dev_server);
-	pc_ws_client_options_t o = {.port = f.port, .origin = "http://localhost:5173"};
+	tws_options_t o = {.port = f.port, .origin = "http://localhost:5173"};
 	cl_t *c = cl_open_with(&o);
 	cJSON *r = cl_handshake(c, connect_params(GW_TOKEN, NULL));
 	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
@@ -680,9 +680,9 @@ Test(agent_gateway_ws, an_allowed_origin_connects_but_pairs_no_device_on_sight)
 	cl_free(c);
 	/* the token does not let a foreign page in */
 	o.origin = "https://evil.example";
-	pc_ws_client_t *ws = NULL;
+	tws_t *ws = NULL;
 	int status = 0;
-	cr_assert_eq(pc_ws_client_connect(&o, &ws, &status), PC_ESTATE);
+	cr_assert_eq(tws_connect(&o, &ws, &status), PC_ESTATE);
 	cr_assert_eq(status, 403);
 	/* a device on loopback behind an allowed page elsewhere is not paired
 	 * at once: only the gateway's own pages are this machine */
@@ -709,7 +709,7 @@ Test(agent_gateway_ws, forwarding_headers_from_an_untrusted_loopback_peer_pair_n
 	static const char *const proxied[] = {"X-Forwarded-For: 203.0.113.9\r\n", "Forwarded: for=203.0.113.9\r\n",
 					      "X-Real-IP: 203.0.113.9\r\n"};
 	for (size_t i = 0; i < sizeof(proxied) / sizeof(proxied[0]); i++) {
-		pc_ws_client_options_t o = {.port = f.port, .headers = proxied[i]};
+		tws_options_t o = {.port = f.port, .headers = proxied[i]};
 		cl_t *c = cl_open_with(&o);
 		cJSON *r = dev_connect(c, &d, &(dev_opts_t){0});
 		cr_assert_str_eq(jdetail(r), "PAIRING_REQUIRED", "%s: %s", proxied[i], cJSON_PrintUnformatted(r));

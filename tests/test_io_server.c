@@ -1612,3 +1612,81 @@ Test(shutdown, answers_racing_free)
 	quiesce(rt);
 	stop_server();
 }
+
+/* ---- the connection machines ----------------------------------------------------- */
+
+/* Trace lines of the machines, as the I/O threads write them. */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char trace_text[8192];
+
+static void trace_sink(void *user, const char *line)
+{
+	(void)user;
+	pthread_mutex_lock(&trace_mu);
+	/* "trace <machine> <serial> " is cut: one connection, one serial */
+	const char *p = line;
+	for (int i = 0; i < 3 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	char m[16] = "";
+	sscanf(line, "trace %15s", m);
+	size_t used = strlen(trace_text);
+	snprintf(trace_text + used, sizeof(trace_text) - used, "%s %s\n", m, p ? p : line);
+	pthread_mutex_unlock(&trace_mu);
+}
+
+static bool trace_has(const char *tail)
+{
+	pthread_mutex_lock(&trace_mu);
+	bool yes = strstr(trace_text, tail) != NULL;
+	pthread_mutex_unlock(&trace_mu);
+	return yes;
+}
+
+/* One connection through a request, keep-alive, the upgrade to a
+ * WebSocket and the close: every transition of its two machines is
+ * traced, in order, and none is refused. */
+Test(lifecycle, request_keep_alive_upgrade_close_are_traced_in_order)
+{
+	pc_io_trace_set("http,ws", trace_sink, NULL);
+	start_server(NULL);
+	int fd = cconnect();
+	rd_t rd;
+	rd_init(&rd, fd);
+	resp_t r;
+	send_str(fd, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+	cr_assert_eq(read_resp(&rd, &r), 0);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	send_str(fd, "GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+		     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+	cr_assert_eq(read_resp(&rd, &r), 0);
+	cr_assert_eq(r.status, 101);
+	resp_free(&r);
+	ws_frame(fd, true, 1, "hi", 2);
+	expect_frame(&rd, 1, "hi", 2);
+	ws_frame(fd, true, 8, "\x03\xe8", 2);
+	expect_close(&rd, 1000);
+	cr_assert(closed_within(fd, 2000));
+	close(fd);
+	AWAIT(trace_has("http ws -> closed"), 3000);
+	AWAIT(iost().connections_live == 0, 2000);
+	pthread_mutex_lock(&trace_mu);
+	const char *want = "http new -> head (accepted)\n"
+			   "http head -> body (head complete)\n"
+			   "http body -> service (request complete)\n"
+			   "http service -> head (keep-alive)\n"
+			   "http head -> body (head complete)\n"
+			   "http body -> service (request complete)\n"
+			   "http service -> ws (upgrade)\n"
+			   "ws new -> open (upgrade)\n"
+			   "ws open -> closing (peer close)\n"
+			   "ws closing -> closed (connection ends)\n"
+			   "http ws -> closed (closed)\n";
+	cr_assert_str_eq(trace_text, want, "traced:\n%s", trace_text);
+	pthread_mutex_unlock(&trace_mu);
+	cr_assert_eq(iost().transitions_refused, 0);
+	stop_server();
+}

@@ -1,27 +1,58 @@
 /*
  * The commands' RPC client (rpc_client.h): the gateway handshake and
- * request / answer matching over the blocking WebSocket client, and how a
- * command finds its gateway (flags, environment, configuration).
+ * request / answer matching over the I/O layer's WebSocket client
+ * (io/ws_client.h), and how a command finds its gateway (flags,
+ * environment, configuration).
+ *
+ * A client runs a small runtime of its own (one worker, one I/O thread).
+ * The connection's messages go to an inbox actor, which queues them for
+ * the command's thread; pc_cli_rpc_next waits on that queue with a
+ * deadline, so a frame that arrives after a wait gave up is still there
+ * for the next one.
  */
 #include "rpc_client.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "runtime/clock.h"
+#include "runtime/runtime.h"
 #include "runtime/version.h"
 #include "agents/config/config.h"
-#include "agents/gateway/ws_client.h"
+#include "io/http_server.h"
+#include "io/io.h"
+#include "io/ws_client.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
+/* How long pc_cli_rpc_free waits for the gateway's close. */
+#define BYE_MS 1000
+
+/* A message the inbox queued. */
+typedef struct frame_node {
+	struct frame_node *next;
+	size_t len;
+	char text[];
+} frame_node_t;
 
 struct pc_cli_rpc {
-	pc_ws_client_t *ws;
+	pc_runtime_t *rt;
+	pc_io_t *io;
+	pc_actor_t *inbox;
+	pc_wsc_t *ws;
 	unsigned next_id;
 	cJSON *hello; /* the hello-ok payload */
+
+	/* Shared with the inbox actor. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	frame_node_t *head, *tail;
+	bool opened;
+	bool ended;
+	pc_wsc_closed_msg_t end; /* once ended */
 };
 
 /* Milliseconds left until `until` (0 once past). */
@@ -38,20 +69,87 @@ static const char *str(const cJSON *o, const char *k)
 
 static bool is(const char *a, const char *b) { return a && !strcmp(a, b); }
 
+/* ---- the inbox ---- */
+
+static int inbox_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	(void)ctx;
+	pc_cli_rpc_t *c = state;
+	frame_node_t *n = NULL;
+	if (msg->type == PC_MSG_WSC_MESSAGE) {
+		const pc_wsc_message_msg_t *m = pc_msg_cdata(msg);
+		n = malloc(sizeof(*n) + m->len + 1);
+		if (n) {
+			n->next = NULL;
+			n->len = m->len;
+			memcpy(n->text, m->data, m->len + 1);
+		}
+	}
+	pthread_mutex_lock(&c->mu);
+	if (msg->type == PC_MSG_WSC_OPEN) {
+		c->opened = true;
+	} else if (msg->type == PC_MSG_WSC_CLOSED) {
+		c->end = *(const pc_wsc_closed_msg_t *)pc_msg_cdata(msg);
+		c->ended = true;
+	} else if (n) {
+		if (c->tail)
+			c->tail->next = n;
+		else
+			c->head = n;
+		c->tail = n;
+	} else if (msg->type == PC_MSG_WSC_MESSAGE) {
+		/* a frame lost to memory: the conversation cannot go on */
+		c->end.outcome = PC_WSC_FAILED;
+		c->end.reason = PC_ENOMEM;
+		c->end.code = 1006;
+		c->ended = true;
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+static const pc_behavior_t inbox_b = {.name = "cli-rpc-inbox", .receive = inbox_receive};
+
+static bool has_frame(const pc_cli_rpc_t *c) { return c->head || c->ended; }
+static bool has_opened(const pc_cli_rpc_t *c) { return c->opened || c->ended; }
+static bool has_ended(const pc_cli_rpc_t *c) { return c->ended; }
+
+/* Waits, with c->mu held, until `cond` holds or the monotonic clock
+ * reaches `until` (< 0: no limit). False when the time ran out first. */
+static bool wait_for(pc_cli_rpc_t *c, bool (*cond)(const pc_cli_rpc_t *), int64_t until)
+{
+	while (!cond(c)) {
+		if (until < 0) {
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		struct timespec ts = {until / 1000, (long)(until % 1000) * 1000000};
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+			return cond(c);
+	}
+	return true;
+}
+
 /* ---- frames ---- */
 
 int pc_cli_rpc_next(pc_cli_rpc_t *c, int64_t timeout_ms, cJSON **frame)
 {
-	char *m = NULL;
-	size_t len = 0;
 	*frame = NULL;
-	int rc = pc_ws_client_recv(c->ws, timeout_ms, &m, &len);
-	if (rc == PC_ELIMIT || rc == PC_ENOMEM)
-		rc = PC_ESTOPPED; /* the client closed the connection: it is gone either way */
-	if (rc != 0)
-		return rc;
-	cJSON *f = cJSON_ParseWithLength(m, len);
-	free(m);
+	int64_t until = timeout_ms < 0 ? -1 : pc__clock_mono_ms() + timeout_ms;
+	pthread_mutex_lock(&c->mu);
+	bool any = wait_for(c, has_frame, until);
+	frame_node_t *n = c->head;
+	if (n) {
+		c->head = n->next;
+		if (!c->head)
+			c->tail = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!n)
+		return any ? PC_ESTOPPED : PC_ETIMEDOUT; /* ended: the gateway closed, or the client did */
+	cJSON *f = cJSON_ParseWithLength(n->text, n->len);
+	free(n);
 	if (!cJSON_IsObject(f)) {
 		cJSON_Delete(f);
 		return PC_EINVAL;
@@ -106,7 +204,7 @@ int pc_cli_rpc_send(pc_cli_rpc_t *c, const char *method, cJSON *params, char *id
 	cJSON_Delete(f);
 	if (!text)
 		return PC_ENOMEM;
-	int rc = pc_ws_client_send_text(c->ws, text, strlen(text));
+	int rc = pc_wsc_send(c->ws, PC_WS_TEXT, text, strlen(text));
 	cJSON_free(text);
 	if (rc == 0 && id)
 		memcpy(id, own, sizeof(own));
@@ -131,9 +229,15 @@ const char *pc_cli_rpc_error_text(const cJSON *res, char *buf, size_t cap)
 
 const char *pc_cli_rpc_lost(const pc_cli_rpc_t *c, char *buf, size_t cap)
 {
-	uint16_t code = pc_ws_client_close_code(c->ws);
-	const char *why = pc_ws_client_close_reason(c->ws);
-	if (code && code != 1006)
+	pc_cli_rpc_t *m = (pc_cli_rpc_t *)c; /* the lock only */
+	pthread_mutex_lock(&m->mu);
+	bool ended = c->ended;
+	uint16_t code = c->end.code;
+	char why[sizeof(c->end.text)];
+	memcpy(why, c->end.text, sizeof(why));
+	pthread_mutex_unlock(&m->mu);
+	/* the server's close frame, when one came */
+	if (ended && code && code != 1006)
 		snprintf(buf, cap, "the gateway closed the connection (%u%s%s)", (unsigned)code, why[0] ? ": " : "",
 			 why);
 	else
@@ -157,11 +261,89 @@ void pc_cli_rpc_free(pc_cli_rpc_t *c)
 {
 	if (!c)
 		return;
-	if (c->ws && !pc_ws_client_close_code(c->ws))
-		(void)pc_ws_client_close(c->ws, 1000, "bye", 1000); /* a courtesy: the socket closes anyway */
-	pc_ws_client_free(c->ws);
+	if (c->ws) {
+		pthread_mutex_lock(&c->mu);
+		bool live = c->opened && !c->ended;
+		pthread_mutex_unlock(&c->mu);
+		/* a courtesy: the connection ends anyway */
+		if (live && pc_wsc_close(c->ws, 1000, "bye") == 0) {
+			int64_t until = pc__clock_mono_ms() + BYE_MS;
+			pthread_mutex_lock(&c->mu);
+			(void)wait_for(c, has_ended, until);
+			pthread_mutex_unlock(&c->mu);
+		}
+		pc_wsc_release(c->ws);
+	}
+	/* Ends what is left; the inbox's messages are then dropped with it. */
+	pc_io_free(c->io);
+	pc_actor_release(c->inbox);
+	pc_runtime_free(c->rt);
+	while (c->head) {
+		frame_node_t *n = c->head;
+		c->head = n->next;
+		free(n);
+	}
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	cJSON_Delete(c->hello);
 	free(c);
+}
+
+/* A client with its runtime, I/O thread and inbox, not connected. */
+static int client_new(pc_cli_rpc_t **out)
+{
+	pc_cli_rpc_t *c = calloc(1, sizeof(*c));
+	if (!c)
+		return PC_ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pc_runtime_config_t rcfg;
+	pc_runtime_config_init(&rcfg);
+	rcfg.workers = 1;
+	rcfg.blocking_threads = 1;
+	pc_io_config_t icfg = {.threads = 1};
+	int rc = pc_runtime_new(&rcfg, &c->rt);
+	if (rc == 0)
+		rc = pc_runtime_start(c->rt);
+	if (rc == 0)
+		rc = pc_io_new(c->rt, &icfg, &c->io);
+	if (rc == 0)
+		rc = pc_spawn(c->rt, &inbox_b, c, &c->inbox);
+	if (rc != 0) {
+		pc_cli_rpc_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Opens the WebSocket and waits for the upgrade (or its failure). On
+ * failure *http is the upgrade's status, errno what the system said. */
+static int open_ws(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t timeout, int *http)
+{
+	pc_wsc_options_t wo = {.host = o->host, .port = o->port, .path = o->path,
+			       .open_timeout_ms = (uint32_t)timeout};
+	int rc = pc_wsc_open(c->io, &wo, c->inbox, &c->ws);
+	if (rc != 0)
+		return rc;
+	/* the client's own deadline ends the wait; this one only bounds it */
+	int64_t until = pc__clock_mono_ms() + timeout + 1000;
+	pthread_mutex_lock(&c->mu);
+	bool any = wait_for(c, has_opened, until);
+	bool opened = c->opened;
+	pc_wsc_closed_msg_t end = c->end;
+	pthread_mutex_unlock(&c->mu);
+	if (opened)
+		return 0;
+	if (!any)
+		return PC_ETIMEDOUT;
+	*http = end.http_status;
+	errno = end.sys_errno;
+	return end.reason == PC_ESTOPPED ? PC_ESTATE : end.reason;
 }
 
 /* ---- the handshake ---- */
@@ -247,13 +429,15 @@ int pc_cli_rpc_connect(const pc_cli_rpc_options_t *o, pc_cli_rpc_t **out, char *
 	}
 	int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	int64_t until = pc__clock_mono_ms() + timeout;
-	pc_cli_rpc_t *c = calloc(1, sizeof(*c));
-	if (!c)
-		return PC_ENOMEM;
-	pc_ws_client_options_t wo = {.host = o->host, .port = o->port, .path = o->path, .timeout_ms = timeout};
+	pc_cli_rpc_t *c = NULL;
+	int rc = client_new(&c);
+	if (rc != 0) {
+		snprintf(err, cap, "cannot start the client: %s", pc_strerror(rc));
+		return rc;
+	}
 	int http = 0;
 	errno = 0;
-	int rc = pc_ws_client_connect(&wo, &c->ws, &http);
+	rc = open_ws(c, o, timeout, &http);
 	if (rc == PC_ESYS)
 		snprintf(err, cap, "cannot connect (%s): is `pincer gateway` running there?",
 			 errno && errno != EINPROGRESS ? strerror(errno) : "refused or unreachable");

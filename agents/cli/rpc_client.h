@@ -1,7 +1,8 @@
 /*
  * The `pincer` commands' way to a running gateway: a small synchronous
- * client of the WebSocket RPC (docs/gateway.md) over the blocking
- * WebSocket client (agents/gateway/ws_client.h), and the flags every
+ * client of the WebSocket RPC (docs/gateway.md) over the I/O layer's
+ * WebSocket client (io/ws_client.h, on a runtime and I/O thread the
+ * client starts for itself), and the flags every
  * gateway-backed command shares (--url, --token, --password, --config,
  * each with its PINCER_… variable).
  *

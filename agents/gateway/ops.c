@@ -167,6 +167,8 @@ static const scalar_t io_scalars[] = {
 	COUNTER("pincer_io_wakeups_total", U64, io.wakeups, "Returns from epoll."),
 	GAUGE("pincer_io_output_queued_bytes", U64, io.output_queued,
 	      "Bytes server connections hold for their peers, not yet taken by the sockets."),
+	COUNTER("pincer_io_transitions_refused_total", U64, io.transitions_refused,
+		"Connection lifecycle transitions (HTTP, WebSocket, WebSocket client) refused as illegal."),
 };
 
 static const scalar_t store_scalars[] = {

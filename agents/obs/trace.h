@@ -7,6 +7,11 @@
  * names (run, attempt, session, model_call, tool_call, tool), or "all";
  * names of machines that are not traced yet are accepted and ignored. It
  * is read once, when the agent is made.
+ *
+ * The I/O layer's connection machines ("http", "ws", "wsclient") sit
+ * below obs: io reads the same variable itself and writes their lines in
+ * the same form to standard error, or to a sink registered with
+ * pc_io_trace_set (io/io.h).
  */
 #ifndef PINCER_AGENTS_OBS_TRACE_H
 #define PINCER_AGENTS_OBS_TRACE_H
