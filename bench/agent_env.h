@@ -1,7 +1,7 @@
 /*
  * What the agent benchmarks share: a whole agent layer in-process
  * (runtime, I/O, a store in a fresh temporary directory, a configuration,
- * the agent host), as tests/agent_harness.h builds it, but failing with
+ * the agent host), as tests/support/agent_harness.h builds it, but failing with
  * bench_fail instead of assertions; the open-file limit; RSS after giving
  * freed memory back; a driver actor keeping N sessions busy and the
  * measured window it closes.

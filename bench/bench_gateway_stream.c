@@ -31,7 +31,7 @@
 
 #include "agent_env.h"
 #include "agents/gateway/gateway.h"
-#include "tests/ws_blocking.h"
+#include "tests/support/ws_blocking.h"
 
 #define TOKEN "bench-token"
 #define DELTA_BYTES 10u

@@ -2,7 +2,7 @@
  * A JSON-Schema validator for tool arguments: the draft-7 subset that tool
  * schemas use, compiled once into a tree of nodes so that validation never
  * compares keyword names, and checked against the official draft-7 test
- * suite (tests/test_tool_schema.c).
+ * suite (tests/tools/unit/test_tool_schema.c).
  *
  * Keywords (draft-7 semantics):
  *   type (a name or an array of names; "integer" is any number with an

@@ -11,7 +11,7 @@
 
 #include "agents/mock/scenario.h"
 #include "io/sse.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 #define SEQ 7
 #define CREATED 1700000000

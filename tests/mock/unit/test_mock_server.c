@@ -16,7 +16,7 @@
 #include "agents/mock/mock_server.h"
 #include "agents/mock/scenario.h"
 #include "io/io.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #include "curl_client.h"
 
 static pc_runtime_t *rt;

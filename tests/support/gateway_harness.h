@@ -2,7 +2,7 @@
  * The gateway for tests: a whole agent layer (agent_harness.h: runtime,
  * I/O, store, agent and the embedded mock LLM) with a gateway on an
  * ephemeral loopback port, and a small RPC client over the blocking
- * WebSocket fixture (tests/ws_blocking.h).
+ * WebSocket fixture (tests/support/ws_blocking.h).
  */
 #ifndef PC_TESTS_GATEWAY_HARNESS_H
 #define PC_TESTS_GATEWAY_HARNESS_H
@@ -11,7 +11,7 @@
 
 #include "agent_harness.h"
 #include "agents/gateway/gateway.h"
-#include "tests/ws_blocking.h"
+#include "tests/support/ws_blocking.h"
 
 #define GW_TOKEN "s3cret-token"
 

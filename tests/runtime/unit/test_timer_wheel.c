@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/timer_wheel_internal.h"
+#include "runtime/timer_wheel_internal.h"
 
 #define HORIZON ((uint64_t)1 << 36) /* what the six levels cover */
 #define HOURS_10 (10ull * 3600 * 1000)
