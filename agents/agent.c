@@ -12,12 +12,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "io/utf8.h"
+#include "io/io.h"
 #include "agent_internal.h"
 #include "session/lease.h"
 #include "session/recovery_internal.h"
-#include "agents/tools/exec_tool.h"
-#include "agents/tools/fs_tools.h"
+#include "agents/tools/tools.h"
 #include "session/diagnostics.h"
 
 /* The embedded mock's demo: every run calls the clock tool once, then

@@ -36,10 +36,9 @@
 #include "agents/config/config.h"
 #include "events/event_bus.h"
 #include "agents/hooks/hooks.h"
-#include "agents/obs/log.h"
-#include "agents/obs/metrics.h"
+#include "agents/obs/obs.h"
 #include "run/run_registry.h"
-#include "agents/tools/tool.h"
+#include "agents/tools/tools.h"
 
 #ifdef __cplusplus
 extern "C" {

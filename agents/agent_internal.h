@@ -24,14 +24,13 @@
 #include "actors/actor.h"
 #include "actors/timer.h"
 #include "agent.h"
-#include "agents/obs/trace.h"
-#include "agents/providers/cooldowns.h"
+#include "agents/obs/obs.h"
+#include "agents/providers/providers.h"
 #include "run/run_decide.h"
 #include "session/lane.h"
 #include "session/queue_policy.h"
 #include "slab.h"
-#include "agents/tools/loop_detect.h"
-#include "agents/tools/process_table.h"
+#include "agents/tools/tools.h"
 
 #define PC__SESSION_SHARDS 64u
 #define PC__KEY_MAX 255u

@@ -5,8 +5,14 @@
  * its own timers, its share of the listening sockets, and one libcurl multi
  * handle driven on the same epoll. Actors never touch sockets or curl: they
  * hand an I/O thread a command (start a request, write a frame, cancel) and
- * get messages back. See io/http_client.h (HTTP requests on libcurl),
- * io/ws_client.h (WebSocket connections) and io/http_server.h.
+ * get messages back.
+ *
+ * This is the I/O part's one public header: it gathers the rest at its
+ * end (the HTTP client on libcurl, http_client.h; the WebSocket client,
+ * ws_client.h; the HTTP/1.1 + WebSocket + h2c server, http_server.h; the
+ * byte buffer and grow-array, buf.h; JSON printing and checking,
+ * json_print.h, json_text.h; UTF-8, base64, addresses and origins; the
+ * SSE parser), each of which states its own rules.
  *
  * Threads: pc_io_new and pc_io_free from one controlling thread; everything
  * else in io/ may be called from any thread unless it says otherwise.
@@ -98,4 +104,18 @@ void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user);
 #ifdef __cplusplus
 }
 #endif
+
+/* The rest of the I/O part: including io/io.h is enough for any of it. */
+#include "base64.h"
+#include "buf.h"
+#include "http_client.h"
+#include "http_server.h"
+#include "json_print.h"
+#include "json_text.h"
+#include "netaddr.h"
+#include "origin.h"
+#include "sse.h"
+#include "utf8.h"
+#include "ws_client.h"
+
 #endif

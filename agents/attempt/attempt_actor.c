@@ -26,15 +26,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/blocking.h"
 #include "../compaction/compaction.h"
-#include "agents/providers/model_call.h"
-#include "agents/providers/request.h"
+#include "agents/providers/providers.h"
 #include "attempt_internal.h"
 #include "context_guard.h"
-#include "agents/obs/trace.h"
-#include "io/json_print.h"
+#include "agents/obs/obs.h"
 #include "payload.h"
 #include "steering.h"
 #include "runtime/clock.h"

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "actors/timer.h"
-#include "io/buf.h"
+#include "io/io.h"
 #include "../agent_internal.h"
 #include "agents/hooks/hooks.h"
 #include "attempt_lifecycle.h"

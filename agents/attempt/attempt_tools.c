@@ -10,9 +10,9 @@
 
 #include "actors/hash.h"
 #include "agents/hooks/hooks.h"
-#include "agents/tools/loop_detect.h"
+#include "agents/tools/tools.h"
 #include "attempt_internal.h"
-#include "io/json_print.h"
+#include "io/io.h"
 #include "steering.h"
 
 static void start_tool(pc_ctx_t *ctx, attempt_t *t, size_t i);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../agent_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/blocking.h"
 
 /* Workspace files whose text joins the system prompt (§2.1 step 5). */

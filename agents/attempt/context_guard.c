@@ -5,7 +5,7 @@
  * literally, in integers where the spec floors or ceils.
  */
 #include "context_guard.h"
-#include "agents/providers/request.h"
+#include "agents/providers/providers.h"
 
 #include <ctype.h>
 #include <math.h>

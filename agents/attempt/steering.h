@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "runtime/error.h"
-#include "agents/config/vocab.h"
+#include "agents/config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

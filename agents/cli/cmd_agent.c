@@ -27,9 +27,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/utf8.h"
+#include "io/io.h"
 #include "agents/agent.h"
-#include "agents/providers/request.h"
+#include "agents/providers/providers.h"
 #include "commands.h"
 #include "host.h"
 #include "rpc_client.h"

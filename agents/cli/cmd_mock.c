@@ -17,8 +17,7 @@
 
 #include "io/io.h"
 #include "runtime/runtime.h"
-#include "agents/mock/mock_server.h"
-#include "agents/mock/scenario.h"
+#include "agents/mock/mock.h"
 #include "commands.h"
 
 #define MAX_SCENARIO_BYTES ((size_t)64 << 20)

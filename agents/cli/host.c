@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "agents/hooks/plugin.h"
-#include "agents/mock/mock_server.h"
+#include "agents/hooks/hooks.h"
+#include "agents/mock/mock.h"
 #include "host.h"
 
 /* One hook report as a JSON line on stderr (any thread: one write each). */

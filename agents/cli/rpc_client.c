@@ -23,9 +23,7 @@
 #include "runtime/runtime.h"
 #include "runtime/version.h"
 #include "agents/config/config.h"
-#include "io/http_server.h"
 #include "io/io.h"
-#include "io/ws_client.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 /* How long pc_cli_rpc_free waits for the gateway's close. */

@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "../attempt/context_guard.h"
-#include "io/json_print.h"
 
 /* A tool result (or tool-call arguments) is cut to this many bytes in the
  * rendering: the summary needs what a call did, not its whole output. */

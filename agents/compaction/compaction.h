@@ -28,10 +28,9 @@
 
 #include "actors/actor.h"
 #include "io/io.h"
-#include "io/lock/session_lock.h"
 #include "io/store/store.h"
 #include "agents/hooks/hooks.h"
-#include "agents/providers/provider.h"
+#include "agents/providers/providers.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -36,9 +36,7 @@
 #include "actors/timer.h"
 #include "runtime/blocking.h"
 #include "../attempt/context_guard.h"
-#include "agents/providers/model_call.h"
-#include "agents/providers/request.h"
-#include "agents/providers/wire.h"
+#include "agents/providers/providers.h"
 #include "compaction.h"
 
 #define DEFAULT_MAX_TOKENS 4096

@@ -30,8 +30,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/netaddr.h"
-#include "io/origin.h"
+#include "io/io.h"
 #include "exec_launchers.h"
 
 /* The largest integer a JSON number (a double) holds exactly. */

@@ -321,4 +321,8 @@ int pc_config_to_json(const pc_config_t *c, char **out);
 #ifdef __cplusplus
 }
 #endif
+
+/* The exec launchers' table is part of the configuration's API. */
+#include "exec_launchers.h"
+
 #endif

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 #include "config_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -38,8 +38,7 @@
 #include "mailbox/atomics.h"
 #include "runtime/clock.h"
 #include "runtime/sync.h"
-#include "io/buf.h"
-#include "io/json_print.h"
+#include "io/io.h"
 
 /* ---- shared text ---- */
 

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "gateway_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 typedef struct entry {
 	pc_netaddr_t key;

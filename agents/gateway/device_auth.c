@@ -21,7 +21,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "io/base64.h"
+#include "io/io.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
 

@@ -18,9 +18,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "io/http_server.h"
-#include "io/netaddr.h"
-#include "io/origin.h"
+#include "io/io.h"
 #include "gateway.h"
 
 enum {

@@ -16,8 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/netaddr.h"
-#include "io/origin.h"
+#include "io/io.h"
 #include "gateway_internal.h"
 
 int pc__gw_guard_new(pc_gateway_t *g)

@@ -33,12 +33,10 @@
 #include <time.h>
 
 #include "actors/timer.h"
-#include "io/buf.h"
+#include "io/io.h"
 #include "io/store/store.h"
-#include "agents/obs/redact.h"
-#include "agents/providers/usage.h"
-#include "io/json_text.h"
-#include "io/utf8.h"
+#include "agents/obs/obs.h"
+#include "agents/providers/providers.h"
 #include "openai_internal.h"
 
 

@@ -12,10 +12,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "agents/obs/redact.h"
-#include "agents/providers/usage.h"
-#include "io/json_text.h"
-#include "io/utf8.h"
+#include "agents/obs/obs.h"
+#include "agents/providers/providers.h"
+#include "io/io.h"
 #include "openai_internal.h"
 #include "runtime/clock.h"
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "actors/timer.h"
-#include "io/buf.h"
+#include "io/io.h"
 #include "io/store/store.h"
 #include "http_util_internal.h"
 

@@ -24,8 +24,7 @@
 #include <string.h>
 
 #include "runtime/version.h"
-#include "agents/obs/metrics.h"
-#include "agents/obs/process_stats.h"
+#include "agents/obs/obs.h"
 #include "http_util_internal.h"
 
 enum { OPS_LIVEZ = 0, OPS_READYZ, OPS_HEALTHZ, OPS_HEALTH, OPS_METRICS, OPS_ROUTES };

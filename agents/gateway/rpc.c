@@ -16,8 +16,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/version.h"
-#include "io/json_print.h"
-#include "io/json_text.h"
+#include "io/io.h"
 #include "rpc_internal.h"
 
 /* ---- sending ---- */

@@ -11,7 +11,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/version.h"
-#include "io/json_print.h"
+#include "io/io.h"
 #include "rpc_internal.h"
 
 

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/json_print.h"
+#include "io/io.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
 

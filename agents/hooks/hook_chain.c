@@ -36,7 +36,7 @@
 
 #include "actors/timer.h"
 #include "runtime/blocking.h"
-#include "io/json_print.h"
+#include "io/io.h"
 #include "runtime/clock.h"
 
 enum {

@@ -9,7 +9,7 @@
  * the common case of a point with no handler.
  */
 #include "hooks_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

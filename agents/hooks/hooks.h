@@ -293,4 +293,8 @@ int pc_hooks_notify(pc_runtime_t *rt, const pc_hooks_t *h, pc_hook_point_t p, cJ
 #ifdef __cplusplus
 }
 #endif
+
+/* Loading plugins is part of the hooks' API. */
+#include "plugin.h"
+
 #endif

@@ -15,7 +15,7 @@
  * the bridge prints {"hook","event","ctx"} as text, calls the plugin with a
  * result slot on its stack, and parses what set_result copied into it.
  */
-#include "io/json_print.h"
+#include "io/io.h"
 #include "plugin.h"
 
 #include <dlfcn.h>

@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/error.h"
-#include "io/json_print.h"
 #include "mock_internal.h"
 
 /* ---- splitting text into pieces ------------------------------------------- */

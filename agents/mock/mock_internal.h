@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "scenario.h"
 
 /* ---- steps (step.c) ---- */

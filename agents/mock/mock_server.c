@@ -16,7 +16,7 @@
  * the freed server. The server state itself is reference counted (owner,
  * router, each responder): the last one out frees it.
  */
-#include "io/json_print.h"
+#include "io/io.h"
 #include "mock_server.h"
 
 #include <errno.h>
@@ -28,7 +28,6 @@
 #include <time.h>
 
 #include "actors/timer.h"
-#include "io/http_server.h"
 #include "mailbox/atomics.h"
 #include "scenario.h"
 #include "runtime/clock.h"

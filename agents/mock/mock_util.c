@@ -9,9 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/error.h"
-#include "io/json_print.h"
 #include "mock_internal.h"
 
 int pc__mock_fail(char *err, size_t cap, const char *fmt, ...)

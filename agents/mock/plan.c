@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "runtime/error.h"
-#include "io/json_print.h"
+#include "io/io.h"
 #include "mock_internal.h"
 
 static void plan_headers(pc_mock_api_t api, const char *req_id, const char *type,

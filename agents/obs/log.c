@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/clock.h"
 
 struct pc_log {

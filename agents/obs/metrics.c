@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 
 struct pc_metric {
 	pc_metric_family_t *fam;

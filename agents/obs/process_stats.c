@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "io/lock/session_lock.h"
+#include "io/store/store.h"
 #include "runtime/error.h"
 
 /* The boot time (Unix seconds), from /proc/stat's btime line; 0 unknown. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 
 #define MASK "***"
 

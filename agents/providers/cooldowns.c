@@ -5,7 +5,7 @@
  * Thread-safe (one mutex; every call is a few comparisons).
  */
 #include "cooldowns.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <pthread.h>
 #include <stdlib.h>

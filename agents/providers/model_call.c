@@ -12,10 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/http_client.h"
-#include "agents/obs/redact.h"
-#include "agents/obs/trace.h"
-#include "io/json_print.h"
+#include "io/io.h"
+#include "agents/obs/obs.h"
 #include "model_call.h"
 #include "model_call_lifecycle.h"
 #include "wire.h"

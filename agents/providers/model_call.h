@@ -20,8 +20,7 @@
 #include <stdint.h>
 
 #include "io/io.h"
-#include "agents/obs/log.h"
-#include "agents/obs/metrics.h"
+#include "agents/obs/obs.h"
 #include "failover.h"
 #include "provider.h"
 #include "stream.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "wire.h"
 
 /* ---- thinking levels ---- */

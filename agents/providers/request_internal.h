@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/json_print.h"
+#include "io/io.h"
 #include "request.h"
 
 static inline bool pc__req_is_type(const cJSON *block, const char *type)

@@ -5,7 +5,7 @@
  * format's `feed` (wire.h) turns its events into calls on this.
  */
 #include "stream_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <stdint.h>
 #include <stdio.h>

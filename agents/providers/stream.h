@@ -28,7 +28,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/sse.h"
+#include "io/io.h"
 #include "runtime/error.h"
 #include "provider.h"
 #include "usage.h"

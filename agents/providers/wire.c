@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/utf8.h"
+#include "io/io.h"
 
 /* Every wire format Pincer speaks: a new one is a file and a line here. */
 static const pc_provider_wire_t *const wires[] = {

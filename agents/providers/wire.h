@@ -19,7 +19,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "io/sse.h"
+#include "io/io.h"
 #include "provider.h"
 
 #ifdef __cplusplus

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agents/config/vocab.h"
+#include "agents/config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,8 +24,7 @@
 #include <stdint.h>
 
 #include "runtime/error.h"
-#include "agents/providers/failover.h"
-#include "agents/providers/usage.h"
+#include "agents/providers/providers.h"
 #include "run_state.h"
 
 #ifdef __cplusplus

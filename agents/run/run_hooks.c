@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json_print.h"
+#include "io/io.h"
 #include "run_internal.h"
 
 /* What every hook of the run reads as its context. */

@@ -3,7 +3,7 @@
  * texts and the trace.
  */
 #include "run_state.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -25,12 +25,10 @@
 #include <stdint.h>
 
 #include "runtime/error.h"
-#include "agents/providers/failover.h"
-#include "agents/providers/request.h"
-#include "agents/providers/usage.h"
+#include "agents/providers/providers.h"
 #include "idle_breaker.h"
 #include "loop_guard.h"
-#include "agents/config/vocab.h"
+#include "agents/config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
 #include "runtime/blocking.h"
 #include "../agent_internal.h"
 #include "../attempt/context_guard.h"
-#include "io/json_print.h"
+#include "io/io.h"
 
 typedef struct truncate_job {
 	pc_store_t *store;

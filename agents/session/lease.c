@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/lock/session_lock.h"
+#include "io/store/store.h"
 #include "../agent_internal.h"
 
 int pc__owner_make(char *buf, size_t len, const char *nonce)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 
 pc_queue_priority_t pc_queue_priority_for_trigger(const char *trigger)
 {

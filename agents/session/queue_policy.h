@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "runtime/error.h"
-#include "agents/config/vocab.h"
+#include "agents/config/config.h"
 
 #ifdef __cplusplus
 extern "C" {

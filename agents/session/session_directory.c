@@ -16,8 +16,7 @@
 #include "actors/hash.h"
 #include "actors/timer.h"
 #include "../agent_internal.h"
-#include "io/buf.h"
-#include "io/utf8.h"
+#include "io/io.h"
 
 typedef struct pc_session_slot {
 	pc_actor_t *actor;      /* NULL when retired */

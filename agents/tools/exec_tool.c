@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agents/config/exec_launchers.h"
-#include "io/buf.h"
+#include "agents/config/config.h"
+#include "io/io.h"
 
 extern char **environ;
 

@@ -20,8 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/buf.h"
-#include "io/utf8.h"
+#include "io/io.h"
 #include "fs_tools.h"
 #include "workspace.h"
 

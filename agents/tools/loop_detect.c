@@ -2,7 +2,7 @@
  * Tool-call loop detection (loop_detect.h): a ring of the run's latest
  * calls, scanned by each detector before a call runs.
  */
-#include "io/buf.h"
+#include "io/io.h"
 #include "loop_detect.h"
 
 #include <math.h>

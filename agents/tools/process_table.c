@@ -44,7 +44,7 @@
 #include "runtime/blocking.h"
 #include "exec_cgroup.h"
 #include "exec_supervisor.h"
-#include "io/utf8.h"
+#include "io/io.h"
 #include "tool.h"
 #include "runtime/clock.h"
 

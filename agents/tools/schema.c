@@ -19,7 +19,7 @@
  * furthest into the instance so that its message is the one reported.
  */
 #include "schema_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <float.h>
 #include <math.h>

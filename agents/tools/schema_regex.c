@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/error.h"
 
 /*

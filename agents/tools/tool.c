@@ -36,10 +36,9 @@
 #include <time.h>
 
 #include "actors/timer.h"
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/blocking.h"
-#include "agents/obs/trace.h"
-#include "io/utf8.h"
+#include "agents/obs/obs.h"
 #include "schema.h"
 #include "runtime/clock.h"
 #include "tool_lifecycle.h"

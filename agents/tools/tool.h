@@ -50,8 +50,7 @@
 #include <cjson/cJSON.h>
 
 #include "actors/actor.h"
-#include "agents/obs/log.h"
-#include "agents/obs/metrics.h"
+#include "agents/obs/obs.h"
 #include "runtime/error.h"
 
 #ifdef __cplusplus

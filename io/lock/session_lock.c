@@ -32,7 +32,7 @@
 
 #include <openssl/evp.h>
 
-#include "io/buf.h"
+#include "io/io.h"
 #include "runtime/clock.h"
 #include "runtime/runtime.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "store_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 struct pc_store_repaired {
 	pc_store_msg_t *v;

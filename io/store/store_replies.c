@@ -5,7 +5,7 @@
  * and read back by the caller without copying.
  */
 #include "store_internal.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,7 +18,7 @@
  * straight into the shim's file structure.
  */
 #include "wal_vfs.h"
-#include "io/buf.h"
+#include "io/io.h"
 
 #include <pthread.h>
 #include <stdlib.h>
