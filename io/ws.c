@@ -13,6 +13,7 @@
  * it lingers after our close frame, when that frame has been sent.
  */
 #include "ws_internal.h"
+#include "wslay_fd_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -224,18 +225,8 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 		c->pending.len -= n;
 		return (ssize_t)n;
 	}
-	for (;;) {
-		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
-		if (n > 0)
-			return n;
-		if (n < 0 && errno == EINTR)
-			continue;
-		/* EOF or a reset: the peer is gone, and wslay_event_recv fails. */
-		wslay_event_set_error(ctx, n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-						   ? WSLAY_ERR_WOULDBLOCK
-						   : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	/* EOF or a reset: the peer is gone, and wslay_event_recv fails. */
+	return pc__wslay_fd_recv(ctx, c->fd, buf, len);
 }
 
 static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
@@ -264,19 +255,10 @@ static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return -1;
 	}
-	int fl = MSG_NOSIGNAL | MSG_DONTWAIT | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0);
-	for (;;) {
-		ssize_t n = send(c->fd, data, len, fl);
-		if (n >= 0) {
-			pc__conn_progress(c);
-			return n;
-		}
-		if (errno == EINTR)
-			continue;
-		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ? WSLAY_ERR_WOULDBLOCK
-										  : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	ssize_t n = pc__wslay_fd_send(ctx, c->fd, data, len, flags);
+	if (n >= 0)
+		pc__conn_progress(c);
+	return n;
 }
 
 static void on_frame_start(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,

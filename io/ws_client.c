@@ -26,6 +26,7 @@
 #include "buf.h"
 #include "http_server.h"
 #include "loop_internal.h"
+#include "wslay_fd_internal.h"
 
 #define DEFAULT_OPEN_TIMEOUT_MS 10000
 #define DEFAULT_MAX_MESSAGE ((size_t)64 << 20)
@@ -211,33 +212,13 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 		}
 		return (ssize_t)n;
 	}
-	for (;;) {
-		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
-		if (n > 0)
-			return n;
-		if (n < 0 && errno == EINTR)
-			continue;
-		wslay_event_set_error(ctx, n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
-						   ? WSLAY_ERR_WOULDBLOCK
-						   : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	return pc__wslay_fd_recv(ctx, c->fd, buf, len);
 }
 
 static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *user)
 {
 	pc_wsc_t *c = user;
-	int fl = MSG_NOSIGNAL | MSG_DONTWAIT | ((flags & WSLAY_MSG_MORE) ? MSG_MORE : 0);
-	for (;;) {
-		ssize_t n = send(c->fd, data, len, fl);
-		if (n >= 0)
-			return n;
-		if (errno == EINTR)
-			continue;
-		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK ? WSLAY_ERR_WOULDBLOCK
-										  : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
-	}
+	return pc__wslay_fd_send(ctx, c->fd, data, len, flags);
 }
 
 static int ws_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
