@@ -95,6 +95,20 @@ void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
 typedef void (*pc_io_trace_fn)(void *user, const char *line);
 void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user);
 
+/*
+ * The sink without the machine set, for an owner of a logger (the
+ * gateway): the set stays what PINCER_TRACE or pc_io_trace_set made it.
+ * The sink is one per process, and the first claim wins: a claim while
+ * another holder's sink is set returns false and changes nothing, so with
+ * two agents in one process the lines go to the first one's logger (and
+ * to standard error again once it releases). Release drops the sink only
+ * when `user` still holds it; once it returns, fn is not running and is
+ * not called again with `user`, so the holder may free what `user` points
+ * to. pc_io_trace_set replaces any sink, claimed or not.
+ */
+bool pc_io_trace_claim(pc_io_trace_fn fn, void *user);
+void pc_io_trace_release(void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,7 @@ struct pc_gateway {
 	const pc_gateway_config_t *gcfg; /* cfg->gateway */
 	const pc_hooks_t *hooks;
 	pc_log_t *log;             /* borrowed; NULL: none */
+	bool io_trace_claimed;     /* the io trace's sink is log (gateway.c) */
 	pc_http_server_t *srv;
 	char host[64];
 	uint16_t port;

@@ -51,3 +51,11 @@ void pc_trace_transition(pc_log_t *lg, const char *machine, const char *id, cons
 	else
 		fprintf(stderr, "%s\n", line);
 }
+
+void pc_trace_io_line(void *lg, const char *line)
+{
+	if (lg)
+		(void)pc_log_kv((pc_log_t *)lg, PC_LOG_INFO, line);
+	else
+		fprintf(stderr, "%s\n", line);
+}

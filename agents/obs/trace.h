@@ -11,7 +11,8 @@
  * The I/O layer's connection machines ("http", "ws", "wsclient") sit
  * below obs: io reads the same variable itself and writes their lines in
  * the same form to standard error, or to a sink registered with
- * pc_io_trace_set (io/io.h).
+ * pc_io_trace_set or pc_io_trace_claim (io/io.h); pc_trace_io_line is
+ * that sink for a logger (the gateway claims it with its own).
  */
 #ifndef PINCER_AGENTS_OBS_TRACE_H
 #define PINCER_AGENTS_OBS_TRACE_H
@@ -41,6 +42,10 @@ unsigned pc_trace_parse(const char *spec);
  * NULL. */
 void pc_trace_transition(pc_log_t *lg, const char *machine, const char *id, const char *from, const char *to,
 			 const char *why);
+
+/* A pc_io_trace_fn (io/io.h): writes one io trace line, already in the
+ * form above, as the message of an info line of the logger `lg`. */
+void pc_trace_io_line(void *lg, const char *line);
 
 #ifdef __cplusplus
 }
