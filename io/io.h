@@ -74,7 +74,8 @@ typedef struct pc_io_stats {
 	uint64_t trims;              /* times an I/O thread gave free heap memory back
 				      * after a busy stretch (runtime.h, trim_after_ms) */
 	uint64_t transitions_refused; /* illegal lifecycle transitions of a connection
-				       * (HTTP, WebSocket, WebSocket client) refused */
+				       * (HTTP, WebSocket, WebSocket client) or an
+				       * HTTP/2 stream refused */
 } pc_io_stats_t;
 
 /* Sums the counters of every I/O thread; each is read without stopping
@@ -83,7 +84,8 @@ void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
 
 /*
  * Lifecycle traces of the connection machines ("http": a server
- * connection, "ws": a server WebSocket, "wsclient": a client WebSocket).
+ * connection, "ws": a server WebSocket, "wsclient": a client WebSocket,
+ * "h2stream": an HTTP/2 stream, whose id is <connection serial>/<stream>).
  * With a machine traced, each transition writes one line
  *   trace <machine> <connection serial> <from> -> <to> (<why>)
  * to `fn(user, line)`, or to standard error when fn is NULL. `spec` is a

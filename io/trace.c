@@ -24,6 +24,7 @@ static const struct {
 	{"http", PC__IO_TRACE_HTTP},
 	{"ws", PC__IO_TRACE_WS},
 	{"wsclient", PC__IO_TRACE_WSCLIENT},
+	{"h2stream", PC__IO_TRACE_H2STREAM},
 };
 
 static unsigned trace_mask;
@@ -92,6 +93,15 @@ void pc__io_trace(const char *machine, uint64_t id, const char *from, const char
 	char line[256];
 	snprintf(line, sizeof(line), "trace %s %llu %s -> %s (%s)", machine, (unsigned long long)id, from, to,
 		 why ? why : "");
+	emit(line);
+}
+
+void pc__io_trace_sub(const char *machine, uint64_t id, uint64_t sub, const char *from, const char *to,
+		      const char *why)
+{
+	char line[256];
+	snprintf(line, sizeof(line), "trace %s %llu/%llu %s -> %s (%s)", machine, (unsigned long long)id,
+		 (unsigned long long)sub, from, to, why ? why : "");
 	emit(line);
 }
 

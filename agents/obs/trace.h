@@ -8,7 +8,8 @@
  * names of machines that are not traced yet are accepted and ignored. It
  * is read once, when the agent is made.
  *
- * The I/O layer's connection machines ("http", "ws", "wsclient") sit
+ * The I/O layer's connection machines ("http", "ws", "wsclient",
+ * "h2stream") sit
  * below obs: io reads the same variable itself and writes their lines in
  * the same form to standard error, or to a sink registered with
  * pc_io_trace_set or pc_io_trace_claim (io/io.h); pc_trace_io_line is
