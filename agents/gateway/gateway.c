@@ -93,6 +93,8 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	 * the first one's log. */
 	if (g->log)
 		g->io_trace_claimed = pc_io_trace_claim(pc_trace_io_line, g->log);
+	g->trace_gwclient = (pc_trace_parse(getenv("PINCER_TRACE")) & PC_TRACE_GWCLIENT) != 0;
+	g->gwclient_illegal = pc_agent_lifecycle_illegal(g->agent, "gwclient");
 	/* The server enforces the post-connect caps; the tighter pre-connect
 	 * cap is the connection's own (ws.c). */
 	pc_http_server_config_t sc = {

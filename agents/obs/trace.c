@@ -16,6 +16,7 @@ static const struct {
 	{"model_call", PC_TRACE_MODEL_CALL},
 	{"tool_call", PC_TRACE_TOOL_CALL},
 	{"tool", PC_TRACE_TOOL},
+	{"gwclient", PC_TRACE_GWCLIENT},
 };
 
 unsigned pc_trace_parse(const char *spec)

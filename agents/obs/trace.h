@@ -4,14 +4,14 @@
  *   trace <machine> <id> <from> -> <to> (<why>)
  * as the message of an info line of the agent's logger (standard error
  * when the agent has none). PINCER_TRACE is a comma list of machine
- * names (run, attempt, session, model_call, tool_call, tool), or "all";
- * names of machines that are not traced yet are accepted and ignored. It
- * is read once, when the agent is made.
+ * names (run, attempt, session, model_call, tool_call, tool, gwclient),
+ * or "all"; names of machines that are not traced yet are accepted and
+ * ignored. It is read once, when the agent is made (gwclient: when the
+ * gateway is made).
  *
  * The I/O layer's connection machines ("http", "ws", "wsclient",
- * "h2stream") sit
- * below obs: io reads the same variable itself and writes their lines in
- * the same form to standard error, or to a sink registered with
+ * "h2stream") sit below obs: io reads the same variable itself and
+ * writes their lines in the same form to standard error, or to a sink registered with
  * pc_io_trace_set or pc_io_trace_claim (io/io.h); pc_trace_io_line is
  * that sink for a logger (the gateway claims it with its own).
  */
@@ -32,6 +32,7 @@ typedef enum pc_trace_machine {
 	PC_TRACE_MODEL_CALL = 1u << 3,
 	PC_TRACE_TOOL_CALL = 1u << 4,
 	PC_TRACE_TOOL = 1u << 5,
+	PC_TRACE_GWCLIENT = 1u << 6, /* the gateway's WebSocket client (gateway/ws.c) */
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu
