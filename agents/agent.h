@@ -291,6 +291,12 @@ int pc_agent_active_run(pc_agent_t *a, const char *session_key, char *run_id);
  */
 pc_metrics_t *pc_agent_metrics(pc_agent_t *a);
 
+/* The series of pincer_lifecycle_illegal_total for a machine that lives
+ * above the agent but counts with the agent's own ("gwclient": the
+ * gateway's WebSocket client); NULL for any other name. Valid until
+ * pc_agent_free. */
+pc_metric_t *pc_agent_lifecycle_illegal(pc_agent_t *a, const char *machine);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,6 +111,8 @@ typedef enum pc__lc_machine {
 	PC__LC_MODEL_CALL,
 	PC__LC_TOOL_CALL,
 	PC__LC_TOOL,
+	PC__LC_GWCLIENT, /* the gateway's WebSocket client (gateway/ws.c), counted via
+			  * pc_agent_lifecycle_illegal */
 	PC__LC_MACHINES,
 } pc__lc_machine_t;
 

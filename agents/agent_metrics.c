@@ -110,8 +110,8 @@ int pc__agent_metrics_new(pc_agent_t *a)
 	if (rc == 0) {
 		/* one series per lifecycle machine, in pc__lc_machine_t order */
 		static const char *const machine_labels[] = {"machine", NULL};
-		static const char *const machines[PC__LC_MACHINES] = {"run", "attempt", "session", "model_call",
-										"tool_call", "tool"};
+		static const char *const machines[PC__LC_MACHINES] = {
+		    "run", "attempt", "session", "model_call", "tool_call", "tool", "gwclient"};
 		pc_metric_desc_t id = {.type = PC_METRIC_COUNTER, .name = "pincer_lifecycle_illegal_total",
 				       .help = "Lifecycle transitions refused as illegal, by state machine.",
 				       .labels = machine_labels, .max_series = 8};
@@ -184,3 +184,10 @@ uint64_t pc_agent_retry_estimate_ms(pc_agent_t *a, const char *session_key)
 }
 
 pc_metrics_t *pc_agent_metrics(pc_agent_t *a) { return a ? a->metrics.reg : NULL; }
+
+pc_metric_t *pc_agent_lifecycle_illegal(pc_agent_t *a, const char *machine)
+{
+	if (a && machine && !strcmp(machine, "gwclient"))
+		return a->metrics.illegal[PC__LC_GWCLIENT];
+	return NULL;
+}

@@ -16,6 +16,35 @@
 
 typedef struct pc__h2_stream pc__h2_stream_t;
 
+/*
+ * A stream's lifecycle ("h2stream" in PINCER_TRACE; one line per
+ * transition, the id <connection serial>/<stream id>):
+ *   new -> recv          its request's HEADERS began (or an h2c upgrade)
+ *   recv -> service      the request is whole and with its route's actor
+ *   recv -> done         refused here (4xx, 503) or the connection ended
+ *   service -> stream    the actor started a streamed answer
+ *   service|stream -> done  answered whole, failed, or the connection ended
+ *   any but closed -> closed  nghttp2 closed the stream (after its answer,
+ *                        or a reset), or the connection was freed
+ * http2_server.c's one transition function (stream_set) refuses (counted
+ * in pc_io_stats_t.transitions_refused, traced "refused") what the table
+ * does not allow.
+ */
+typedef enum pc__h2_stage {
+	PC__H2_S_NEW,
+	PC__H2_S_RECV,    /* the request is arriving */
+	PC__H2_S_SERVICE, /* with its actor, no answer yet */
+	PC__H2_S_STREAM,  /* a streamed answer is under way */
+	PC__H2_S_DONE,    /* answered, by the actor or here; the body may still be leaving */
+	PC__H2_S_CLOSED,  /* nghttp2 is done with it; its memory goes next */
+	PC__H2_S_COUNT
+} pc__h2_stage_t;
+
+/* The stage's name ("unknown" out of range); whether the table allows
+ * from -> to. */
+const char *pc__h2_lc_name(pc__h2_stage_t s);
+bool pc__h2_lc_legal(pc__h2_stage_t from, pc__h2_stage_t to);
+
 /* Tells the first bytes of a connection apart: 1 when they begin with the
  * HTTP/2 client preface, 0 when they are a proper prefix of it (wait for
  * more), -1 when they are something else (HTTP/1.1). */

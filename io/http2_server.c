@@ -76,19 +76,13 @@
 /* A response buffer larger than this is given back once drained. */
 #define KEEP_OUT_BUF ((size_t)64 << 10)
 
-typedef enum stream_state {
-	S_RECV,    /* the request is arriving */
-	S_SERVICE, /* with its actor, no answer yet */
-	S_STREAM,  /* a streamed answer is under way */
-	S_DONE,    /* answered, by the actor or here; the body may still be leaving */
-} stream_state_t;
 
 struct pc__h2_stream {
 	pc__srv_ent_t ent;   /* in the id table from dispatch until the answer is complete */
 	pc__http_conn_t *c;
 	pc__h2_stream_t *prev, *next; /* h2->streams */
 	int32_t sid;
-	stream_state_t stage;
+	pc__h2_stage_t stage; /* stream_set only */
 	pc_actor_t *handler;  /* borrowed from the route while ent is in the table */
 	pc_io_timer_t timer;  /* the request's arrival deadline */
 	pc__buf_t fields;     /* name NUL value NUL per field, pseudo-headers included */
@@ -329,6 +323,66 @@ static void body_drop(pc__h2_stream_t *s)
 	pc__buf_free(&s->body);
 }
 
+/* ---- the stream's machine ------------------------------------------------------------- */
+
+#define BIT(s) (1u << (s))
+/* every stage but closed may close: nghttp2 closes a stream when its peer
+ * resets it, whatever we were doing */
+#define CLOSE BIT(PC__H2_S_CLOSED)
+
+static const char *const lc_names[PC__H2_S_COUNT] = {
+	[PC__H2_S_NEW] = "new",       [PC__H2_S_RECV] = "recv", [PC__H2_S_SERVICE] = "service",
+	[PC__H2_S_STREAM] = "stream", [PC__H2_S_DONE] = "done", [PC__H2_S_CLOSED] = "closed",
+};
+
+/* lc_next[from]: the stages `from` may go to. */
+static const unsigned lc_next[PC__H2_S_COUNT] = {
+	[PC__H2_S_NEW] = BIT(PC__H2_S_RECV) | CLOSE,
+	[PC__H2_S_RECV] = BIT(PC__H2_S_SERVICE) | BIT(PC__H2_S_DONE) | CLOSE,
+	[PC__H2_S_SERVICE] = BIT(PC__H2_S_STREAM) | BIT(PC__H2_S_DONE) | CLOSE,
+	[PC__H2_S_STREAM] = BIT(PC__H2_S_DONE) | CLOSE,
+	[PC__H2_S_DONE] = CLOSE,
+};
+
+const char *pc__h2_lc_name(pc__h2_stage_t s)
+{
+	return (unsigned)s < PC__H2_S_COUNT ? lc_names[s] : "unknown";
+}
+
+bool pc__h2_lc_legal(pc__h2_stage_t from, pc__h2_stage_t to)
+{
+	return (unsigned)from < PC__H2_S_COUNT && (unsigned)to < PC__H2_S_COUNT && (lc_next[from] & BIT(to));
+}
+
+/* The one place a stream's stage changes: what the table does not allow
+ * is refused (the stage stays), counted and traced. */
+static void stream_set(pc__h2_stream_t *s, pc__h2_stage_t to, const char *why)
+{
+	pc__h2_stage_t from = s->stage;
+	uint64_t serial = s->c ? s->c->serial : 0;
+	if (!pc__h2_lc_legal(from, to)) {
+		if (s->c)
+			PC__IO_STAT_ADD(s->c->sl->loop, transitions_refused, 1);
+		if (pc__io_traced(PC__IO_TRACE_H2STREAM))
+			pc__io_trace_sub("h2stream", serial, (uint64_t)s->sid, pc__h2_lc_name(from), pc__h2_lc_name(to),
+					 "refused");
+#ifdef PC__LC_STRICT
+		abort();
+#endif
+		return;
+	}
+	s->stage = to;
+	if (pc__io_traced(PC__IO_TRACE_H2STREAM))
+		pc__io_trace_sub("h2stream", serial, (uint64_t)s->sid, pc__h2_lc_name(from), pc__h2_lc_name(to), why);
+}
+
+/* A stream that is answered already stays so. */
+static void stream_settle(pc__h2_stream_t *s, const char *why)
+{
+	if (s->stage != PC__H2_S_DONE && s->stage != PC__H2_S_CLOSED)
+		stream_set(s, PC__H2_S_DONE, why);
+}
+
 static void stream_free(pc__h2_stream_t *s)
 {
 	free(s->access_line);
@@ -352,6 +406,7 @@ static void stream_close(pc__h2_stream_t *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	h2->nstreams--;
+	stream_set(s, PC__H2_S_CLOSED, s->end_sent ? "closed" : "reset");
 	stream_free(s);
 }
 
@@ -376,7 +431,7 @@ static void answer_done(pc__h2_stream_t *s)
 {
 	s->handler = NULL;
 	stream_forget(s, 0);
-	s->stage = S_DONE;
+	stream_set(s, PC__H2_S_DONE, "answered");
 	s->c->served = true;
 }
 
@@ -385,7 +440,7 @@ static void answer_done(pc__h2_stream_t *s)
 static void stream_fail(pc__h2_stream_t *s, int reason)
 {
 	stream_forget(s, reason);
-	s->stage = S_DONE;
+	stream_settle(s, "failed");
 	out_drop(s);
 	/* Short of memory even for that, the stream waits for the
 	 * connection's end. */
@@ -405,7 +460,9 @@ static void stream_refuse(pc__h2_stream_t *s, int status)
 {
 	pc__ioloop_timer_cancel(s->c->sl->loop, &s->timer);
 	request_drop(s);
-	s->stage = S_DONE;
+	char why[16];
+	snprintf(why, sizeof(why), "refused %d", status);
+	stream_set(s, PC__H2_S_DONE, why);
 	s->c->served = true;
 	char rid[64];
 	pc__server_request_id(rid, NULL);
@@ -474,7 +531,7 @@ static void stream_dispatch(pc__h2_stream_t *s)
 	/* In the table before the actor can answer. */
 	pc__srv_ent_add(c->sl, &s->ent, req->id);
 	s->handler = r->handler;
-	s->stage = S_SERVICE;
+	stream_set(s, PC__H2_S_SERVICE, "request complete");
 	s->t0_ns = s->c->srv->on_access ? pc__clock_mono_ns() : 0;
 	c->served = true;
 	if (pc_send(r->handler, m) != 0) {
@@ -510,7 +567,7 @@ static void on_stream_timer(pc_ioloop_t *loop, void *arg)
 	(void)loop;
 	pc__h2_stream_t *s = arg;
 	pc__http_conn_t *c = s->c;
-	if (s->stage != S_RECV)
+	if (s->stage != PC__H2_S_RECV)
 		return;
 	stream_refuse(s, 408);
 	h2_pump(c);
@@ -545,7 +602,7 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
 	s->sid = frame->hd.stream_id;
 	s->ent.conn = c;
 	s->ent.stream = s;
-	s->stage = S_RECV;
+	stream_set(s, PC__H2_S_RECV, "headers");
 	s->next = h2->streams;
 	if (h2->streams)
 		h2->streams->prev = s;
@@ -570,7 +627,7 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
 	(void)flags;
 	pc__http_conn_t *c = user;
 	pc__h2_stream_t *s = stream_of(ss, frame->hd.stream_id);
-	if (!s || s->stage != S_RECV || s->refuse)
+	if (!s || s->stage != PC__H2_S_RECV || s->refuse)
 		return 0;
 	size_t cost = nl + vl + 4;
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
@@ -604,7 +661,7 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t sid, const 
 	(void)flags;
 	pc__http_conn_t *c = user;
 	pc__h2_stream_t *s = stream_of(ss, sid);
-	if (!s || s->stage != S_RECV || s->refuse)
+	if (!s || s->stage != PC__H2_S_RECV || s->refuse)
 		return 0;
 	/* Refused as soon as it is too long, or too much arrives at once on
 	 * the connection; the rest is read and dropped (nghttp2 still returns
@@ -666,7 +723,7 @@ static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
 		return 0;
 	pc__h2_stream_t *s = stream_of(ss, frame->hd.stream_id);
-	if (!s || s->stage != S_RECV)
+	if (!s || s->stage != PC__H2_S_RECV)
 		return 0;
 	bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 	bool head = frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST;
@@ -899,7 +956,7 @@ static pc__h2_stream_t *upgrade_stream(pc__http_conn_t *c, const char *method, c
 	s->sid = 1;
 	s->ent.conn = c;
 	s->ent.stream = s;
-	s->stage = S_RECV;
+	stream_set(s, PC__H2_S_RECV, "upgrade");
 	s->body = c->body;
 	c->body = (pc__buf_t){0};
 	return s;
@@ -997,7 +1054,7 @@ void pc__h2_finish(pc__http_conn_t *c, int reason)
 		pc__ioloop_timer_cancel(c->sl->loop, &s->timer);
 		out_drop(s);
 		stream_forget(s, reason);
-		s->stage = S_DONE;
+		stream_settle(s, "connection ends");
 	}
 	/* Best effort, once the streams are settled (sending may close
 	 * some): the connection closes right after. */
@@ -1015,6 +1072,7 @@ void pc__h2_free(struct pc__h2 *h2)
 	while (h2->streams) {
 		pc__h2_stream_t *s = h2->streams;
 		h2->streams = s->next;
+		stream_set(s, PC__H2_S_CLOSED, "connection ends");
 		stream_free(s);
 	}
 	free(h2);
@@ -1025,7 +1083,7 @@ void pc__h2_free(struct pc__h2 *h2)
 void pc__h2_respond(pc__h2_stream_t *s, int status, const char *hdrs, size_t hlen, const char *body,
 		    size_t len)
 {
-	if (s->stage != S_SERVICE)
+	if (s->stage != PC__H2_S_SERVICE)
 		return; /* answered already */
 	pc__http_conn_t *c = s->c;
 	bool bodiless = status == 204 || status == 304;
@@ -1049,11 +1107,11 @@ void pc__h2_respond(pc__h2_stream_t *s, int status, const char *hdrs, size_t hle
 
 void pc__h2_stream_start(pc__h2_stream_t *s, int status, const char *hdrs, size_t hlen)
 {
-	if (s->stage != S_SERVICE)
+	if (s->stage != PC__H2_S_SERVICE)
 		return;
 	pc__http_conn_t *c = s->c;
 	s->no_body = s->no_body || status == 204 || status == 304;
-	s->stage = S_STREAM;
+	stream_set(s, PC__H2_S_STREAM, "stream start");
 	s->status = status;
 	pc__note_request_id(s->req_id, sizeof(s->req_id), hdrs, hlen);
 	if (submit_head(s, status, hdrs, hlen, -1, !s->no_body) != 0)
@@ -1063,7 +1121,7 @@ void pc__h2_stream_start(pc__h2_stream_t *s, int status, const char *hdrs, size_
 
 void pc__h2_stream_write(pc__h2_stream_t *s, const char *data, size_t len)
 {
-	if (s->stage != S_STREAM || s->no_body || !len)
+	if (s->stage != PC__H2_S_STREAM || s->no_body || !len)
 		return;
 	pc__http_conn_t *c = s->c;
 	if (over_cap(c, len)) {
@@ -1082,7 +1140,7 @@ void pc__h2_stream_write(pc__h2_stream_t *s, const char *data, size_t len)
 
 void pc__h2_stream_end(pc__h2_stream_t *s)
 {
-	if (s->stage != S_STREAM)
+	if (s->stage != PC__H2_S_STREAM)
 		return;
 	pc__http_conn_t *c = s->c;
 	s->out_end = true;

@@ -80,7 +80,8 @@ typedef struct pc_io_stats {
 	uint64_t trims;              /* times an I/O thread gave free heap memory back
 				      * after a busy stretch (runtime.h, trim_after_ms) */
 	uint64_t transitions_refused; /* illegal lifecycle transitions of a connection
-				       * (HTTP, WebSocket, WebSocket client) refused */
+				       * (HTTP, WebSocket, WebSocket client) or an
+				       * HTTP/2 stream refused */
 } pc_io_stats_t;
 
 /* Sums the counters of every I/O thread; each is read without stopping
@@ -89,7 +90,8 @@ void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
 
 /*
  * Lifecycle traces of the connection machines ("http": a server
- * connection, "ws": a server WebSocket, "wsclient": a client WebSocket).
+ * connection, "ws": a server WebSocket, "wsclient": a client WebSocket,
+ * "h2stream": an HTTP/2 stream, whose id is <connection serial>/<stream>).
  * With a machine traced, each transition writes one line
  *   trace <machine> <connection serial> <from> -> <to> (<why>)
  * to `fn(user, line)`, or to standard error when fn is NULL. `spec` is a
@@ -100,6 +102,20 @@ void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
  */
 typedef void (*pc_io_trace_fn)(void *user, const char *line);
 void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user);
+
+/*
+ * The sink without the machine set, for an owner of a logger (the
+ * gateway): the set stays what PINCER_TRACE or pc_io_trace_set made it.
+ * The sink is one per process, and the first claim wins: a claim while
+ * another holder's sink is set returns false and changes nothing, so with
+ * two agents in one process the lines go to the first one's logger (and
+ * to standard error again once it releases). Release drops the sink only
+ * when `user` still holds it; once it returns, fn is not running and is
+ * not called again with `user`, so the holder may free what `user` points
+ * to. pc_io_trace_set replaces any sink, claimed or not.
+ */
+bool pc_io_trace_claim(pc_io_trace_fn fn, void *user);
+void pc_io_trace_release(void *user);
 
 #ifdef __cplusplus
 }

@@ -137,12 +137,16 @@ enum {
 	PC__IO_TRACE_HTTP = 1u << 0,     /* a server connection (http_conn.c) */
 	PC__IO_TRACE_WS = 1u << 1,       /* a server WebSocket (ws.c) */
 	PC__IO_TRACE_WSCLIENT = 1u << 2, /* a client WebSocket (ws_client.c) */
+	PC__IO_TRACE_H2STREAM = 1u << 3, /* an HTTP/2 stream (http2_server.c) */
 };
 /* Any thread. Whether `machine` (one bit) is traced. */
 bool pc__io_traced(unsigned machine);
 /* Any thread. Writes "trace <machine> <id> <from> -> <to> (<why>)" to the
  * registered sink, else to standard error. `why` may be NULL. */
 void pc__io_trace(const char *machine, uint64_t id, const char *from, const char *to, const char *why);
+/* The same for a machine within a connection: the id is <id>/<sub>. */
+void pc__io_trace_sub(const char *machine, uint64_t id, uint64_t sub, const char *from, const char *to,
+		      const char *why);
 /* Any thread. A process-wide serial number naming a connection in traces. */
 uint64_t pc__io_serial(void);
 

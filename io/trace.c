@@ -6,7 +6,9 @@
  * lines go to standard error unless whoever owns a logger registers a sink
  * (an upward call by registration). The set of traced machines and the
  * sink are read with relaxed atomics: set them before the traffic that
- * should be traced.
+ * should be traced. The sink and its user are read and called under one
+ * lock, so a release (pc_io_trace_release) never races a line in flight;
+ * only traced transitions take it.
  */
 #include "loop_internal.h"
 
@@ -22,11 +24,13 @@ static const struct {
 	{"http", PC__IO_TRACE_HTTP},
 	{"ws", PC__IO_TRACE_WS},
 	{"wsclient", PC__IO_TRACE_WSCLIENT},
+	{"h2stream", PC__IO_TRACE_H2STREAM},
 };
 
 static unsigned trace_mask;
-static pc_io_trace_fn trace_fn;
-static void *trace_user;
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static pc_io_trace_fn trace_fn; /* sink_lock */
+static void *trace_user;        /* sink_lock */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static bool explicit_set;
 
@@ -61,8 +65,10 @@ void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user)
 {
 	__atomic_store_n(&explicit_set, true, __ATOMIC_RELEASE);
 	pthread_once(&env_once, read_env);
-	__atomic_store_n(&trace_user, user, __ATOMIC_RELAXED);
-	__atomic_store_n(&trace_fn, fn, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&sink_lock);
+	trace_user = user;
+	trace_fn = fn;
+	pthread_mutex_unlock(&sink_lock);
 	__atomic_store_n(&trace_mask, parse(spec ? spec : getenv("PINCER_TRACE")), __ATOMIC_RELEASE);
 }
 
@@ -72,16 +78,55 @@ bool pc__io_traced(unsigned machine)
 	return (__atomic_load_n(&trace_mask, __ATOMIC_ACQUIRE) & machine) != 0;
 }
 
+static void emit(const char *line)
+{
+	pthread_mutex_lock(&sink_lock);
+	if (trace_fn)
+		trace_fn(trace_user, line);
+	else
+		fprintf(stderr, "%s\n", line);
+	pthread_mutex_unlock(&sink_lock);
+}
+
 void pc__io_trace(const char *machine, uint64_t id, const char *from, const char *to, const char *why)
 {
 	char line[256];
 	snprintf(line, sizeof(line), "trace %s %llu %s -> %s (%s)", machine, (unsigned long long)id, from, to,
 		 why ? why : "");
-	pc_io_trace_fn fn = __atomic_load_n(&trace_fn, __ATOMIC_ACQUIRE);
-	if (fn)
-		fn(__atomic_load_n(&trace_user, __ATOMIC_RELAXED), line);
-	else
-		fprintf(stderr, "%s\n", line);
+	emit(line);
+}
+
+void pc__io_trace_sub(const char *machine, uint64_t id, uint64_t sub, const char *from, const char *to,
+		      const char *why)
+{
+	char line[256];
+	snprintf(line, sizeof(line), "trace %s %llu/%llu %s -> %s (%s)", machine, (unsigned long long)id,
+		 (unsigned long long)sub, from, to, why ? why : "");
+	emit(line);
+}
+
+bool pc_io_trace_claim(pc_io_trace_fn fn, void *user)
+{
+	if (!fn)
+		return false;
+	pthread_mutex_lock(&sink_lock);
+	bool free_ = trace_fn == NULL;
+	if (free_) {
+		trace_fn = fn;
+		trace_user = user;
+	}
+	pthread_mutex_unlock(&sink_lock);
+	return free_;
+}
+
+void pc_io_trace_release(void *user)
+{
+	pthread_mutex_lock(&sink_lock);
+	if (trace_fn && trace_user == user) {
+		trace_fn = NULL;
+		trace_user = NULL;
+	}
+	pthread_mutex_unlock(&sink_lock);
 }
 
 uint64_t pc__io_serial(void)

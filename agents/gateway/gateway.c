@@ -9,6 +9,8 @@
 
 #include "gateway_internal.h"
 #include "http_util_internal.h"
+#include "agents/obs/trace.h"
+#include "io/io.h"
 #include "runtime/clock.h"
 
 static uint32_t cap32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; }
@@ -45,10 +47,14 @@ static int check_bind(const pc_gateway_config_t *gc, const char *host)
 }
 
 /* Frees the server, then the parts it served, then the gateway: no
- * request reaches the parts once the server is gone. */
+ * request reaches the parts once the server is gone. The io trace's sink
+ * goes back after the server, so its connections' last lines still reach
+ * the log. */
 static void free_parts(pc_gateway_t *g)
 {
 	pc_http_server_free(g->srv);
+	if (g->io_trace_claimed)
+		pc_io_trace_release(g->log);
 	pc__gw_ops_free(g);
 	pc__gw_openai_free(g);
 	pc__gw_ws_free(g);
@@ -81,6 +87,14 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 	g->started_wall_ms = pc__clock_wall_ms();
 	g->started_mono_ms = pc_runtime_now_ms();
 	snprintf(g->host, sizeof(g->host), "%s", host);
+	/* The io machines' trace lines (PINCER_TRACE=http,ws,...) go to the
+	 * gateway's log, as the agent's own do. The sink is one per process
+	 * and the first claim keeps it (io.h): a second gateway's lines go to
+	 * the first one's log. */
+	if (g->log)
+		g->io_trace_claimed = pc_io_trace_claim(pc_trace_io_line, g->log);
+	g->trace_gwclient = (pc_trace_parse(getenv("PINCER_TRACE")) & PC_TRACE_GWCLIENT) != 0;
+	g->gwclient_illegal = pc_agent_lifecycle_illegal(g->agent, "gwclient");
 	/* The server enforces the post-connect caps; the tighter pre-connect
 	 * cap is the connection's own (ws.c). */
 	pc_http_server_config_t sc = {

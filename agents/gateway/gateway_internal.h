@@ -55,6 +55,9 @@ struct pc_gateway {
 	const pc_gateway_config_t *gcfg; /* cfg->gateway */
 	const pc_hooks_t *hooks;
 	pc_log_t *log;             /* borrowed; NULL: none */
+	bool io_trace_claimed;     /* the io trace's sink is log (gateway.c) */
+	bool trace_gwclient;       /* PINCER_TRACE names "gwclient" (read by pc_gateway_new) */
+	pc_metric_t *gwclient_illegal; /* the agent's pincer_lifecycle_illegal_total{machine="gwclient"} */
 	pc_http_server_t *srv;
 	char host[64];
 	uint16_t port;

@@ -77,7 +77,7 @@ void pc__gw_reply_error_after(pc__gw_conn_t *c, const char *id, const char *code
 
 void pc__gw_event_text(pc__gw_conn_t *c, const char *name, const char *payload, size_t len)
 {
-	if (c->phase == PC__GW_C_CLOSING)
+	if (pc__gw_conn_gone(c))
 		return;
 	/* Put together as text: agent events are the hot path, and their
 	 * payload is JSON already. The name is one of ours (no escaping). */
@@ -429,7 +429,7 @@ static void opened(pc__gw_conn_t *c)
 {
 	const pc_gateway_config_t *gc = c->g->gcfg;
 	pc_runtime_t *rt = c->g->rt;
-	c->phase = PC__GW_C_OPEN;
+	pc__gw_phase_set(c, PC__GW_C_OPEN, "connect");
 	pc_timer_cancel(rt, c->handshake_timer);
 	c->handshake_timer = 0;
 	__atomic_add_fetch(&c->ws->opened, 1, __ATOMIC_RELAXED);
@@ -565,7 +565,7 @@ static cJSON *parse_refused(const char *data, size_t len)
 
 void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len)
 {
-	if (c->phase == PC__GW_C_CLOSING)
+	if (pc__gw_conn_gone(c))
 		return;
 	/* Text frames and binary ones alike: the RPC is JSON, and only text
 	 * may reach a session (io/json_text.h). */
@@ -581,7 +581,7 @@ void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t l
 	}
 	const char *method = ok ? pc__gw_str(f, "method") : NULL;
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "params");
-	if (c->phase == PC__GW_C_HANDSHAKE) {
+	if (c->phase == PC__GW_C_CHALLENGE) {
 		if (ok && !strcmp(method, "connect")) {
 			on_connect(c, frame_id(f), params);
 		} else {

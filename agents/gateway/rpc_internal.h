@@ -84,7 +84,29 @@ enum {
 	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
 };
 
-enum { PC__GW_C_HANDSHAKE = 0, PC__GW_C_OPEN, PC__GW_C_CLOSING };
+/*
+ * The gateway's view of one WebSocket client ("gwclient" in PINCER_TRACE,
+ * its connId for id), pc__gw_conn_t.phase:
+ *   new -> challenge          accepted, connect.challenge sent
+ *   new -> closed             not accepted (the client left before the
+ *                             upgrade, no randomness)
+ *   challenge -> open         connect passed: hello-ok
+ *   challenge | open -> closing   our close frame (a refused connect, the
+ *                             handshake timeout, a protocol error, busy)
+ *   challenge | open | closing -> closed   the server said CLOSED, or the
+ *                             actor stopped
+ * pc__gw_phase_set (ws.c) is the one place it changes: what the table
+ * does not allow is refused (the phase stays), logged and counted in
+ * pincer_lifecycle_illegal_total{machine="gwclient"}.
+ */
+typedef enum pc__gw_phase {
+	PC__GW_C_NEW = 0,
+	PC__GW_C_CHALLENGE, /* waiting for connect, the handshake's deadline running */
+	PC__GW_C_OPEN,      /* connected: requests, events, ticks */
+	PC__GW_C_CLOSING,   /* our close frame went; nothing more is sent */
+	PC__GW_C_CLOSED,    /* the socket is gone */
+	PC__GW_C_COUNT
+} pc__gw_phase_t;
 enum { PC__GW_RUN_AGENT = 0, PC__GW_RUN_CHAT };
 
 /* A device that was paired and holds a device token (memory only: tokens
@@ -135,7 +157,7 @@ typedef struct pc__gw_conn {
 	pc_actor_t *self;        /* a reference the registry holds */
 	struct pc__gw_conn *prev, *next; /* ws->conns */
 	bool registered;
-	uint8_t phase;           /* PC__GW_C_* */
+	uint8_t phase;           /* pc__gw_phase_t: pc__gw_phase_set only */
 	bool loopback;           /* a loopback client (guard.c) on none or its own origin */
 	pc__gw_client_t client;  /* who it is, for the backoff of failed secrets */
 	bool tool_events;        /* the client advertised cap "tool-events" */
@@ -155,6 +177,14 @@ typedef struct pc__gw_conn {
 } pc__gw_conn_t;
 
 /* ---- ws.c ---- */
+
+/* The phase's name ("unknown" out of range); whether the table allows
+ * from -> to; the one transition function. */
+const char *pc__gw_phase_name(pc__gw_phase_t p);
+bool pc__gw_phase_legal(pc__gw_phase_t from, pc__gw_phase_t to);
+void pc__gw_phase_set(pc__gw_conn_t *c, pc__gw_phase_t to, const char *why);
+/* Closing or closed: nothing more goes to the client. */
+static inline bool pc__gw_conn_gone(const pc__gw_conn_t *c) { return c->phase >= PC__GW_C_CLOSING; }
 
 /* Sends one text frame (dropped once the connection is closing). */
 void pc__gw_send(pc__gw_conn_t *c, const char *text, size_t len);

@@ -658,7 +658,7 @@ void pc__gw_on_events(pc_ctx_t *ctx, pc__gw_conn_t *c, uint64_t tag)
 {
 	(void)ctx;
 	pc__gw_ssub_t *s = ssub_by_tag(c, tag);
-	if (!s || c->phase == PC__GW_C_CLOSING)
+	if (!s || pc__gw_conn_gone(c))
 		return;
 	s->refs++; /* s stays while its runs end under our feet */
 	pc_event_t *ev[EVENT_BATCH];

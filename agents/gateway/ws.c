@@ -18,14 +18,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agents/obs/trace.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
+
+/* ---- the client's machine ---- */
+
+#define BIT(p) (1u << (p))
+
+static const char *const phase_names[PC__GW_C_COUNT] = {
+	[PC__GW_C_NEW] = "new",         [PC__GW_C_CHALLENGE] = "challenge", [PC__GW_C_OPEN] = "open",
+	[PC__GW_C_CLOSING] = "closing", [PC__GW_C_CLOSED] = "closed",
+};
+
+/* phase_next[from]: the phases `from` may go to. */
+static const unsigned phase_next[PC__GW_C_COUNT] = {
+	[PC__GW_C_NEW] = BIT(PC__GW_C_CHALLENGE) | BIT(PC__GW_C_CLOSED),
+	[PC__GW_C_CHALLENGE] = BIT(PC__GW_C_OPEN) | BIT(PC__GW_C_CLOSING) | BIT(PC__GW_C_CLOSED),
+	[PC__GW_C_OPEN] = BIT(PC__GW_C_CLOSING) | BIT(PC__GW_C_CLOSED),
+	[PC__GW_C_CLOSING] = BIT(PC__GW_C_CLOSED),
+};
+
+const char *pc__gw_phase_name(pc__gw_phase_t p)
+{
+	return (unsigned)p < PC__GW_C_COUNT ? phase_names[p] : "unknown";
+}
+
+bool pc__gw_phase_legal(pc__gw_phase_t from, pc__gw_phase_t to)
+{
+	return (unsigned)from < PC__GW_C_COUNT && (unsigned)to < PC__GW_C_COUNT && (phase_next[from] & BIT(to));
+}
+
+void pc__gw_phase_set(pc__gw_conn_t *c, pc__gw_phase_t to, const char *why)
+{
+	pc__gw_phase_t from = (pc__gw_phase_t)c->phase;
+	pc_gateway_t *g = c->g;
+	if (!pc__gw_phase_legal(from, to)) {
+		if (g->gwclient_illegal)
+			(void)pc_metric_inc(g->gwclient_illegal);
+		if (g->log)
+			(void)pc_log_kv(g->log, PC_LOG_WARN, "illegal gwclient transition", PC_LF_STR("connId", c->conn_id),
+					PC_LF_STR("from", pc__gw_phase_name(from)), PC_LF_STR("to", pc__gw_phase_name(to)),
+					PC_LF_STR("why", why));
+		return;
+	}
+	c->phase = (uint8_t)to;
+	if (g->trace_gwclient)
+		pc_trace_transition(g->log, "gwclient", c->conn_id, pc__gw_phase_name(from), pc__gw_phase_name(to), why);
+}
 
 /* ---- sending ---- */
 
 void pc__gw_send(pc__gw_conn_t *c, const char *text, size_t len)
 {
-	if (c->phase == PC__GW_C_CLOSING)
+	if (pc__gw_conn_gone(c))
 		return;
 	/* PC_ENOTFOUND: the client has gone and CLOSED is on its way. */
 	(void)pc_ws_send(c->srv, c->id, PC_WS_TEXT, text, len);
@@ -33,9 +79,9 @@ void pc__gw_send(pc__gw_conn_t *c, const char *text, size_t len)
 
 void pc__gw_close(pc__gw_conn_t *c, uint16_t code, const char *reason)
 {
-	if (c->phase == PC__GW_C_CLOSING)
+	if (pc__gw_conn_gone(c))
 		return;
-	c->phase = PC__GW_C_CLOSING;
+	pc__gw_phase_set(c, PC__GW_C_CLOSING, reason);
 	pc_timer_cancel(c->g->rt, c->handshake_timer);
 	pc_timer_cancel(c->g->rt, c->tick_timer);
 	c->handshake_timer = c->tick_timer = 0;
@@ -89,10 +135,11 @@ static void conn_start(pc_ctx_t *ctx, pc__gw_conn_t *c)
 		 * server answered it or will close it; nothing to say. */
 		if (rc != PC_ENOTFOUND)
 			(void)pc_http_respond(c->srv, c->id, 503, NULL, NULL, 0);
-		c->phase = PC__GW_C_CLOSING;
+		pc__gw_phase_set(c, PC__GW_C_CLOSED, rc == PC_ENOTFOUND ? "client gone" : "not accepted");
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		return;
 	}
+	pc__gw_phase_set(c, PC__GW_C_CHALLENGE, "accepted");
 	pc__gw_send_challenge(c);
 	pc_msg_t *t = pc_msg_new(PC__GW_MSG_HANDSHAKE_TIMEOUT, 0);
 	if (!t || pc_timer_after(c->self, c->g->gcfg->handshake_ms, t, &c->handshake_timer) != 0) {
@@ -122,12 +169,12 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		pc__gw_on_drained(c);
 		break;
 	case PC_MSG_WS_CLOSED:
-		c->phase = PC__GW_C_CLOSING;
+		pc__gw_phase_set(c, PC__GW_C_CLOSED, "socket closed");
 		pc__gw_release_work(c);
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		break;
 	case PC__GW_MSG_HANDSHAKE_TIMEOUT:
-		if (c->phase == PC__GW_C_HANDSHAKE)
+		if (c->phase == PC__GW_C_CHALLENGE)
 			pc__gw_close(c, 1008, "handshake timeout");
 		break;
 	case PC__GW_MSG_TICK:
@@ -179,7 +226,8 @@ static void conn_stop(pc_ctx_t *ctx, void *state, int reason)
 	(void)reason;
 	pc__gw_conn_t *c = state;
 	struct pc__gw_ws *ws = c->ws;
-	c->phase = PC__GW_C_CLOSING;
+	if (c->phase != PC__GW_C_CLOSED)
+		pc__gw_phase_set(c, PC__GW_C_CLOSED, "stopped");
 	pc__gw_release_work(c);
 	pc_timer_cancel(c->g->rt, c->handshake_timer);
 	pc_timer_cancel(c->g->rt, c->tick_timer);

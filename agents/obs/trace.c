@@ -16,6 +16,7 @@ static const struct {
 	{"model_call", PC_TRACE_MODEL_CALL},
 	{"tool_call", PC_TRACE_TOOL_CALL},
 	{"tool", PC_TRACE_TOOL},
+	{"gwclient", PC_TRACE_GWCLIENT},
 };
 
 unsigned pc_trace_parse(const char *spec)
@@ -48,6 +49,14 @@ void pc_trace_transition(pc_log_t *lg, const char *machine, const char *id, cons
 		 why ? why : "");
 	if (lg)
 		(void)pc_log_kv(lg, PC_LOG_INFO, line);
+	else
+		fprintf(stderr, "%s\n", line);
+}
+
+void pc_trace_io_line(void *lg, const char *line)
+{
+	if (lg)
+		(void)pc_log_kv((pc_log_t *)lg, PC_LOG_INFO, line);
 	else
 		fprintf(stderr, "%s\n", line);
 }

@@ -4,14 +4,16 @@
  *   trace <machine> <id> <from> -> <to> (<why>)
  * as the message of an info line of the agent's logger (standard error
  * when the agent has none). PINCER_TRACE is a comma list of machine
- * names (run, attempt, session, model_call, tool_call, tool), or "all";
- * names of machines that are not traced yet are accepted and ignored. It
- * is read once, when the agent is made.
+ * names (run, attempt, session, model_call, tool_call, tool, gwclient),
+ * or "all"; names of machines that are not traced yet are accepted and
+ * ignored. It is read once, when the agent is made (gwclient: when the
+ * gateway is made).
  *
- * The I/O layer's connection machines ("http", "ws", "wsclient") sit
- * below obs: io reads the same variable itself and writes their lines in
- * the same form to standard error, or to a sink registered with
- * pc_io_trace_set (io/io.h).
+ * The I/O layer's connection machines ("http", "ws", "wsclient",
+ * "h2stream") sit below obs: io reads the same variable itself and
+ * writes their lines in the same form to standard error, or to a sink registered with
+ * pc_io_trace_set or pc_io_trace_claim (io/io.h); pc_trace_io_line is
+ * that sink for a logger (the gateway claims it with its own).
  */
 #ifndef PINCER_AGENTS_OBS_TRACE_H
 #define PINCER_AGENTS_OBS_TRACE_H
@@ -30,6 +32,7 @@ typedef enum pc_trace_machine {
 	PC_TRACE_MODEL_CALL = 1u << 3,
 	PC_TRACE_TOOL_CALL = 1u << 4,
 	PC_TRACE_TOOL = 1u << 5,
+	PC_TRACE_GWCLIENT = 1u << 6, /* the gateway's WebSocket client (gateway/ws.c) */
 } pc_trace_machine_t;
 
 #define PC_TRACE_ALL 0xffffffffu
@@ -41,6 +44,10 @@ unsigned pc_trace_parse(const char *spec);
  * NULL. */
 void pc_trace_transition(pc_log_t *lg, const char *machine, const char *id, const char *from, const char *to,
 			 const char *why);
+
+/* A pc_io_trace_fn (io/io.h): writes one io trace line, already in the
+ * form above, as the message of an info line of the logger `lg`. */
+void pc_trace_io_line(void *lg, const char *line);
 
 #ifdef __cplusplus
 }

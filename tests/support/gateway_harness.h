@@ -36,7 +36,8 @@ static inline void gw_start_scenario(gw_t *f, const char *config, const char *sc
 	harness_start_with(&f->h, config, scenario, NULL);
 	if (tune)
 		tune(f->h.cfg);
-	pc_gateway_options_t o = {.rt = f->h.rt, .io = f->h.io, .agent = f->h.agent, .config = f->h.cfg, .port = 0};
+	pc_gateway_options_t o = {
+	    .rt = f->h.rt, .io = f->h.io, .agent = f->h.agent, .config = f->h.cfg, .port = 0, .log = harness_log};
 	cr_assert_eq(pc_gateway_new(&o, &f->g), 0);
 	cr_assert_eq(pc_gateway_start(f->g), 0);
 	f->port = pc_gateway_port(f->g);

@@ -14,6 +14,7 @@
 #include "agents/gateway/gateway.h"
 #include "agents/gateway/http_util_internal.h"
 #include "curl_client.h"
+#include "trace_capture.h"
 
 TestSuite(gateway_http, .timeout = 120);
 
@@ -38,7 +39,8 @@ static void gw_start(gw_t *e, const char *gateway_json)
 	snprintf(cfg, sizeof(cfg), "{" PROVIDERS "%s%s}", gateway_json ? ",\"gateway\":" : "",
 		 gateway_json ? gateway_json : "");
 	harness_start_with(&e->h, cfg, "[]", NULL); /* no script: every answer is the echo */
-	pc_gateway_options_t o = {.rt = e->h.rt, .io = e->h.io, .agent = e->h.agent, .config = e->h.cfg, .port = 0};
+	pc_gateway_options_t o = {
+	    .rt = e->h.rt, .io = e->h.io, .agent = e->h.agent, .config = e->h.cfg, .port = 0, .log = harness_log};
 	cr_assert_eq(pc_gateway_new(&o, &e->g), 0);
 	cr_assert_not(pc_gateway_ready(e->g));
 	cr_assert_eq(pc_gateway_start(e->g), 0);
@@ -1226,4 +1228,30 @@ Test(gateway_http, a_provider_error_keeps_its_status_class_and_message)
 	/* the gateway's own provider key, not the client's: an upstream error */
 	provider_refuses(&e, 401, 502, "upstream_error");
 	gw_stop(&e);
+}
+
+/* PINCER_TRACE=http: the server connection's transitions, which io writes,
+ * reach the gateway's logger as the agent's own traces do, in the same
+ * form; a keep-alive request ends back in head, and the connection closes
+ * when the gateway goes. */
+Test(gateway_http, the_io_trace_goes_through_the_gateway_log)
+{
+	trace_capture_t c;
+	trace_capture_begin(&c, "http");
+	gw_t e;
+	gw_start(&e, NULL);
+	trace_capture_started(&c);
+	resp_t r = {0};
+	get(&e, "/livez", NULL, &r);
+	cr_assert_eq(r.status, 200);
+	resp_free(&r);
+	gw_stop(&e);
+	char *log = trace_capture_end(&c);
+	char got[2048];
+	trace_of(log, "http", "", got, sizeof(got));
+	cr_assert(strstr(got, "new -> head (accepted); head -> body (head complete); "
+			      "body -> service (request complete); service -> head (keep-alive)"),
+		  "traced: %s", got);
+	cr_assert(strstr(got, "-> closed"), "traced: %s", got);
+	free(log);
 }

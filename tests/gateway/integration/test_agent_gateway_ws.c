@@ -17,6 +17,7 @@
 
 #include "gateway_harness.h"
 #include "raw_http.h"
+#include "trace_capture.h"
 
 TestSuite(agent_gateway_ws, .timeout = 120);
 
@@ -724,4 +725,45 @@ Test(agent_gateway_ws, forwarding_headers_from_an_untrusted_loopback_peer_pair_n
 	cl_free(c);
 	EVP_PKEY_free(d.key);
 	gw_stop(&f);
+}
+
+/* ---- the client's machine ---- */
+
+/* Whether the capture's log holds `text` yet (the logger writes to the
+ * file's descriptor as it goes). */
+static bool log_has(trace_capture_t *c, const char *text)
+{
+	char buf[65536];
+	ssize_t n = pread(fileno(c->out), buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return strstr(buf, text) != NULL;
+}
+
+/* PINCER_TRACE=gwclient: a client that connects, makes a request and
+ * closes goes new -> challenge -> open -> closed, each traced once in the
+ * gateway's log under its connId, and none is refused (gw_stop checks
+ * the agent's counters, gwclient's included). */
+Test(agent_gateway_ws, the_client_machine_traces_connect_request_and_close)
+{
+	trace_capture_t tc;
+	trace_capture_begin(&tc, "gwclient");
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	trace_capture_started(&tc);
+	cl_t *c = cl_connect(f.port);
+	cJSON *r = cl_call(c, "health", NULL);
+	cr_assert(jok(r));
+	cJSON_Delete(r);
+	cr_assert_eq(tws_close(c->ws, 1000, "bye", 5000), 0);
+	cl_free(c);
+	AWAIT(log_has(&tc, "closed (socket closed)"), 5000);
+	gw_stop(&f);
+	char *log = trace_capture_end(&tc);
+	char got[1024];
+	trace_of(log, "gwclient", "conn-", got, sizeof(got));
+	cr_assert_str_eq(got, "new -> challenge (accepted); challenge -> open (connect); open -> closed (socket closed)",
+			 "traced: %s", got);
+	free(log);
 }

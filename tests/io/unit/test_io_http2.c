@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -715,6 +716,72 @@ Test(io_http2, requests_and_answers_as_on_http1)
 	}
 	cr_assert_eq(LOAD(app.h2_requests), 4);
 	stop();
+}
+
+/* Trace lines of the stream machine, as the I/O thread writes them, with
+ * "trace h2stream <serial>/<stream id> " cut: one connection. */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char trace_text[4096];
+static unsigned trace_closed;
+
+static void trace_sink(void *user, const char *line)
+{
+	(void)user;
+	pthread_mutex_lock(&trace_mu);
+	const char *p = line;
+	for (int i = 0; i < 3 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	size_t used = strlen(trace_text);
+	snprintf(trace_text + used, sizeof(trace_text) - used, "%s\n", p ? p : line);
+	if (strstr(line, "-> closed"))
+		trace_closed++;
+	pthread_mutex_unlock(&trace_mu);
+}
+
+static unsigned traced_closed(void)
+{
+	pthread_mutex_lock(&trace_mu);
+	unsigned n = trace_closed;
+	pthread_mutex_unlock(&trace_mu);
+	return n;
+}
+
+/* A plain answer, then a streamed one, each on its own stream, then the
+ * connection's end: every transition of the stream machine is traced, in
+ * order, and none is refused. */
+Test(io_http2, the_stream_machine_traces_each_transition)
+{
+	pc_io_trace_set("h2stream", trace_sink, NULL);
+	start(&(stage_t){0});
+	fetch(0, "/echo");
+	await_ends(1);
+	fetch(1, "/stream");
+	await_ends(2);
+	cr_assert_eq(recs[0].status, 200);
+	cr_assert_eq(recs[1].status, 200);
+	AWAIT(traced_closed() >= 1, WAIT_MS);
+	cr_assert_eq(iost().transitions_refused, 0);
+	stop();
+	pc_io_trace_set("", NULL, NULL);
+	cr_assert_eq(traced_closed(), 2);
+	pthread_mutex_lock(&trace_mu);
+	/* The client's first request upgrades (h2c) and is stream 1, which
+	 * nghttp2 keeps open until the connection ends; stream 3 closes as
+	 * soon as its answer is out. */
+	const char *want = "new -> recv (upgrade)\n"
+			   "recv -> service (request complete)\n"
+			   "service -> done (answered)\n"
+			   "new -> recv (headers)\n"
+			   "recv -> service (request complete)\n"
+			   "service -> stream (stream start)\n"
+			   "stream -> done (answered)\n"
+			   "done -> closed (closed)\n"
+			   "done -> closed (connection ends)\n";
+	cr_assert_str_eq(trace_text, want, "traced:\n%s", trace_text);
+	pthread_mutex_unlock(&trace_mu);
 }
 
 Test(io_http2, many_streams_share_one_connection)

@@ -1,9 +1,11 @@
 /*
  * The connection machines' tables (io/http_conn_internal.h,
- * io/ws_internal.h): which transitions are legal, and their names.
+ * io/ws_internal.h, io/http2_internal.h): which transitions are legal,
+ * and their names.
  */
 #include <criterion/criterion.h>
 
+#include "io/http2_internal.h"
 #include "io/http_conn_internal.h"
 #include "io/ws_internal.h"
 
@@ -60,4 +62,35 @@ Test(ws_lifecycle, the_table)
 		cr_assert(!pc__ws_lc_legal(PC__WS_CLOSED, (pc__ws_state_t)s), "closed is terminal");
 	cr_assert_str_eq(pc__ws_lc_name(PC__WS_OPEN), "open");
 	cr_assert_str_eq(pc__ws_lc_name(PC__WS_COUNT), "unknown");
+}
+
+Test(h2stream_lifecycle, the_table)
+{
+	/* a plain answer, a streamed one */
+	cr_assert(pc__h2_lc_legal(PC__H2_S_NEW, PC__H2_S_RECV));
+	cr_assert(pc__h2_lc_legal(PC__H2_S_RECV, PC__H2_S_SERVICE));
+	cr_assert(pc__h2_lc_legal(PC__H2_S_SERVICE, PC__H2_S_DONE));
+	cr_assert(pc__h2_lc_legal(PC__H2_S_SERVICE, PC__H2_S_STREAM));
+	cr_assert(pc__h2_lc_legal(PC__H2_S_STREAM, PC__H2_S_DONE));
+	/* refused here while it arrives */
+	cr_assert(pc__h2_lc_legal(PC__H2_S_RECV, PC__H2_S_DONE));
+	/* a reset, or the connection's end, closes any stage */
+	for (int s = 0; s < PC__H2_S_CLOSED; s++)
+		cr_assert(pc__h2_lc_legal((pc__h2_stage_t)s, PC__H2_S_CLOSED), "%s -> closed",
+			  pc__h2_lc_name((pc__h2_stage_t)s));
+	for (int s = 0; s < PC__H2_S_COUNT; s++)
+		cr_assert(!pc__h2_lc_legal(PC__H2_S_CLOSED, (pc__h2_stage_t)s), "closed is terminal");
+	for (int s = 0; s < PC__H2_S_CLOSED; s++)
+		cr_assert(!pc__h2_lc_legal(PC__H2_S_DONE, (pc__h2_stage_t)s), "done only closes");
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_NEW, PC__H2_S_SERVICE), "a request arrives before its service");
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_RECV, PC__H2_S_STREAM), "a stream needs its actor");
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_STREAM, PC__H2_S_SERVICE));
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_RECV, PC__H2_S_RECV));
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_COUNT, PC__H2_S_CLOSED));
+	cr_assert(!pc__h2_lc_legal(PC__H2_S_RECV, PC__H2_S_COUNT));
+	cr_assert_str_eq(pc__h2_lc_name(PC__H2_S_RECV), "recv");
+	cr_assert_str_eq(pc__h2_lc_name(PC__H2_S_CLOSED), "closed");
+	cr_assert_str_eq(pc__h2_lc_name(PC__H2_S_COUNT), "unknown");
+	for (int s = 0; s < PC__H2_S_COUNT; s++)
+		cr_assert_str_neq(pc__h2_lc_name((pc__h2_stage_t)s), "unknown");
 }
