@@ -9,7 +9,7 @@
 
 #include "gateway_internal.h"
 #include "http_util_internal.h"
-#include "agents/obs/trace.h"
+#include "agents/obs/obs.h"
 #include "io/io.h"
 #include "runtime/clock.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/obs/trace.h"
+#include "agents/obs/obs.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
 
