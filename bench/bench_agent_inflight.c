@@ -45,6 +45,7 @@
 
 #include "agent_env.h"
 #include "agents/agent_internal.h" /* the run registry, to sweep its terminal cache */
+#include "runtime/clock.h"
 #include "agents/providers/model_call.h"
 
 #define CONFIG                                                                                     \
@@ -187,7 +188,7 @@ static void run_phase(agent_env_t *e, driver_t *d, pid_t mock, phase_t *ph)
  * have dropped their transcripts (and the workers have trimmed). */
 static uint64_t sweep_and_settle(agent_env_t *e)
 {
-	pc_run_registry_sweep(e->agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
+	pc_run_registry_sweep(e->agent->runs, pc__clock_wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
 	/* the sessions let their transcripts go, and then the threads that
 	 * freed them give the memory back once idle for trim_after_ms */
 	sleep_ms(PC__TRANSCRIPT_KEEP_MS + PC_RUNTIME_DEFAULT_TRIM_AFTER_MS + 1500);

@@ -64,6 +64,7 @@
 
 #include "agent_env.h"
 #include "agents/agent_internal.h" /* the run registry, to sweep its terminal cache */
+#include "runtime/clock.h"
 #include "agents/gateway/gateway.h"
 #include "agents/obs/histogram.h"
 
@@ -763,7 +764,7 @@ static void run_inproc(agent_env_t *e, uint32_t sessions, uint32_t turns, bool o
  * idle sessions. Trimmed RSS, KiB. */
 static uint64_t settled_rss(genv_t *v)
 {
-	pc_run_registry_sweep(v->e.agent->runs, pc__wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
+	pc_run_registry_sweep(v->e.agent->runs, pc__clock_wall_ms() + (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS + 60000);
 	nap_ms(PC__TRANSCRIPT_KEEP_MS + 1500);
 	return env_trimmed_rss_kib();
 }

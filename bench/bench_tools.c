@@ -295,7 +295,7 @@ static double validate_ns(const pc_schema_t *s, const cJSON *args, uint64_t n)
 	return ns;
 }
 
-static void run_schema(const params_t *p)
+static void run_schema(void)
 {
 	enum { S_PATTERNS = 0, S_PLAIN, S__COUNT, REPS = 5 };
 	const uint64_t n = 200000;
@@ -558,7 +558,7 @@ int main(int argc, char **argv)
 	if (p.only == ONLY_ALL || p.only == ONLY_HOOKS || p.only == ONLY_CHECK)
 		run_check(&p);
 	if (p.only == ONLY_ALL || p.only == ONLY_HOOKS || p.only == ONLY_SCHEMA)
-		run_schema(&p);
+		run_schema();
 	if (p.only == ONLY_CHECK || p.only == ONLY_SCHEMA)
 		return 0;
 	const uint32_t set[] = {1, 100};
