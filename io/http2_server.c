@@ -977,6 +977,11 @@ int pc__h2_upgrade(pc__http_conn_t *c, const char *method, const char *target, c
 		 * half-closed: its request is whole. */
 		status = plen >= 0 && nghttp2_session_upgrade2(h2->ss, payload, (size_t)plen,
 							       strcmp(method, "HEAD") == 0, s) == 0 ? 0 : 400;
+		/* A server's nghttp2 opens stream 1 without the user data it
+		 * was given; without it the stream's close would go unseen
+		 * and the connection, a stream still counted, never idle. */
+		if (!status && nghttp2_session_set_stream_user_data(h2->ss, 1, s) != 0)
+			status = 503;
 	}
 	free(payload);
 	if (status) {

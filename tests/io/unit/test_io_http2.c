@@ -768,18 +768,17 @@ Test(io_http2, the_stream_machine_traces_each_transition)
 	pc_io_trace_set("", NULL, NULL);
 	cr_assert_eq(traced_closed(), 2);
 	pthread_mutex_lock(&trace_mu);
-	/* The client's first request upgrades (h2c) and is stream 1, which
-	 * nghttp2 keeps open until the connection ends; stream 3 closes as
-	 * soon as its answer is out. */
+	/* The client's first request upgrades (h2c) and is stream 1; each
+	 * stream closes as soon as its answer is out, the upgraded one too. */
 	const char *want = "new -> recv (upgrade)\n"
 			   "recv -> service (request complete)\n"
 			   "service -> done (answered)\n"
+			   "done -> closed (closed)\n"
 			   "new -> recv (headers)\n"
 			   "recv -> service (request complete)\n"
 			   "service -> stream (stream start)\n"
 			   "stream -> done (answered)\n"
-			   "done -> closed (closed)\n"
-			   "done -> closed (connection ends)\n";
+			   "done -> closed (closed)\n";
 	cr_assert_str_eq(trace_text, want, "traced:\n%s", trace_text);
 	pthread_mutex_unlock(&trace_mu);
 }
@@ -1219,6 +1218,19 @@ Test(io_http2, an_idle_connection_ends_with_goaway)
 	cr_assert(r.goaway);
 	raw_free(&r);
 	cr_assert_eq(iost().connections_dropped, 1);
+	stop();
+}
+
+/* An upgraded connection (h2c: its first request is stream 1) idles out
+ * like any other once its answers are out. */
+Test(io_http2, an_upgraded_connection_idles_out)
+{
+	start(&(stage_t){.lim = {.idle_timeout_ms = 300}});
+	fetch(0, "/echo");
+	await_ends(1);
+	cr_assert_eq(recs[0].status, 200);
+	AWAIT(iost().connections_live == 0, WAIT_MS);
+	cr_assert_eq(iost().connections_dropped, 0, "served, then idle: a normal end");
 	stop();
 }
 
