@@ -250,3 +250,28 @@ Test(agent_gateway_ui, the_setting_parses_and_enabled_false_turns_it_off)
 	cr_assert_eq(pc_config_parse(json, strlen(json), NULL, &c, &e), PC_EINVAL);
 	pc_config_errors_free(&e);
 }
+
+Test(agent_gateway_ui, a_matching_etag_is_not_modified_and_a_huge_file_is_refused)
+{
+	gw_t f;
+	start_ui(&f);
+	cr_assert_eq(get(f.port, "GET", "/favicon.svg"), 200, "%s", out);
+	const char *e = strcasestr(out, "\r\nETag: ");
+	cr_assert_not_null(e);
+	char tag[128];
+	cr_assert_eq(sscanf(e + 8, "%127[^\r]", tag), 1);
+	char head[512];
+	snprintf(head, sizeof(head), "GET /favicon.svg HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nIf-None-Match: %s\r\n", f.port,
+		 tag);
+	cr_assert_eq(raw_http(f.port, head, NULL, out, sizeof(out)), 304, "%s", out);
+
+	char p[512];
+	snprintf(p, sizeof(p), "%s/big.js", ui_dir);
+	FILE *fp = fopen(p, "w");
+	cr_assert_not_null(fp);
+	cr_assert_eq(ftruncate(fileno(fp), ((off_t)16 << 20) + 1), 0);
+	fclose(fp);
+	cr_assert_eq(get(f.port, "GET", "/big.js"), 500, "%s", out);
+	cr_assert(strstr(body(), "16 MiB"), "%s", out);
+	stop_ui(&f);
+}
