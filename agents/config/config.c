@@ -1080,8 +1080,9 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	static const char *const keys[] = {"bind",	     "port",	       "auth",
 					   "tickIntervalMs", "maxPayloadBytes", "maxBufferedBytes",
 					   "handshakeTimeoutMs", "drainSeconds", "allowedOrigins",
-					   "trustedProxies", "http", "deltaIntervalMs", NULL};
+					   "trustedProxies", "http", "deltaIntervalMs", "controlUi", NULL};
 	static const char *const http_keys[] = {"sseKeepAliveMs", NULL};
+	static const char *const ui_keys[] = {"enabled", "root", NULL};
 	static const char *const auth_keys[] = {"mode", "token", "password", "rateLimit", NULL};
 	pc_gateway_config_t *g = &x->cfg->pub.gateway;
 	const char *path = "gateway", *s = NULL;
@@ -1101,6 +1102,11 @@ static void parse_gateway(pctx_t *x, const cJSON *root)
 	get_u64(x, gj, "deltaIntervalMs", path, 0, 10000, &g->delta_interval_ms);
 	get_seconds_ms(x, gj, "drainSeconds", path, 0, &g->drain_ms);
 	parse_gateway_lists(x, gj, g);
+	const cJSON *uj = cJSON_GetObjectItemCaseSensitive(gj, "controlUi");
+	if (uj && check_object(x, uj, sub(q, path, "controlUi"), ui_keys)) {
+		get_bool(x, uj, "enabled", q, &g->control_ui_enabled);
+		get_str(x, uj, "root", q, true, &g->control_ui_root);
+	}
 	const cJSON *hj = cJSON_GetObjectItemCaseSensitive(gj, "http");
 	/* 0 turns it off; below 10 ms a stream would be mostly comments */
 	uint64_t ms = 0;
@@ -1205,6 +1211,7 @@ static void set_defaults(pc_config_t *c)
 	c->gateway.delta_interval_ms = PC_GATEWAY_DEFAULT_DELTA_INTERVAL_MS;
 	c->gateway.drain_ms = PC_GATEWAY_DEFAULT_DRAIN_MS;
 	c->gateway.sse_keepalive_ms = PC_GATEWAY_DEFAULT_SSE_KEEPALIVE_MS;
+	c->gateway.control_ui_enabled = true;
 	c->gateway.auth_limit = (pc_gateway_auth_limit_t){
 		.max_attempts = PC_GATEWAY_DEFAULT_AUTH_ATTEMPTS,
 		.window_ms = PC_GATEWAY_DEFAULT_AUTH_WINDOW_MS,

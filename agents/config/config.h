@@ -244,6 +244,10 @@ typedef struct pc_gateway_config {
 	 * headers name the client (pc_netcidr_parse) */
 	const char *const *trusted_proxies;
 	size_t trusted_proxy_count;
+	/* gateway.controlUi (docs/control-ui.md): the directory holding a
+	 * Control UI build, served at "/" over plain GET; NULL: none */
+	const char *control_ui_root;
+	bool control_ui_enabled; /* gateway.controlUi.enabled; default true */
 } pc_gateway_config_t;
 
 typedef struct pc_config {

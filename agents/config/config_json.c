@@ -266,6 +266,12 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 		j_names(&ok, gw, "allowedOrigins", c->gateway.allowed_origins, c->gateway.allowed_origin_count);
 	if (c->gateway.trusted_proxy_count)
 		j_names(&ok, gw, "trustedProxies", c->gateway.trusted_proxies, c->gateway.trusted_proxy_count);
+	if (c->gateway.control_ui_root || !c->gateway.control_ui_enabled) {
+		cJSON *ui = j_obj(&ok, gw, "controlUi");
+		j_bool(&ok, ui, "enabled", c->gateway.control_ui_enabled);
+		if (c->gateway.control_ui_root)
+			j_str(&ok, ui, "root", c->gateway.control_ui_root);
+	}
 	if (c->plugin_count) {
 		cJSON *pe = j_obj(&ok, j_obj(&ok, root, "plugins"), "entries");
 		for (size_t i = 0; ok && i < c->plugin_count; i++) {

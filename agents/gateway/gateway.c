@@ -1,6 +1,6 @@
 /*
  * The gateway's life cycle (gateway.h): the HTTP server and its routes,
- * ready, drain, free. The routes' work is in ws.c, openai.c and ops.c.
+ * ready, drain, free. The routes' work is in ws.c, openai.c, ops.c and ui.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +23,9 @@ static int add_routes(pc_gateway_t *g)
 		rc = pc_http_server_route(g->srv, NULL, "/v1/*", g->openai_route);
 	for (size_t i = 0; rc == 0 && i < sizeof(ops_paths) / sizeof(ops_paths[0]); i++)
 		rc = pc_http_server_route(g->srv, NULL, ops_paths[i], g->ops_route);
+	/* last: whatever no other route took is the UI's */
+	if (rc == 0 && g->ui_route)
+		rc = pc_http_server_route(g->srv, NULL, "/*", g->ui_route);
 	return rc;
 }
 
@@ -52,9 +55,11 @@ static int check_bind(const pc_gateway_config_t *gc, const char *host)
  * the log. */
 static void free_parts(pc_gateway_t *g)
 {
+	pc__gw_ui_quiesce(g);
 	pc_http_server_free(g->srv);
 	if (g->io_trace_claimed)
 		pc_io_trace_release(g->log);
+	pc__gw_ui_free(g);
 	pc__gw_ops_free(g);
 	pc__gw_openai_free(g);
 	pc__gw_ws_free(g);
@@ -120,6 +125,8 @@ int pc_gateway_new(const pc_gateway_options_t *o, pc_gateway_t **out)
 		rc = pc__gw_openai_new(g);
 	if (rc == 0)
 		rc = pc__gw_ops_new(g);
+	if (rc == 0)
+		rc = pc__gw_ui_new(g);
 	if (rc == 0)
 		rc = add_routes(g);
 	if (rc != 0) {

@@ -6,6 +6,7 @@
  *                  methods, events)
  *   openai.c       /v1/chat/completions, /v1/models
  *   ops.c          /livez /readyz /healthz /health /metrics
+ *   ui.c           the Control UI's files, when gateway.controlUi.root is set
  *
  * A part is created after the server (its route actor registered before
  * the server starts) and freed after the server is gone (no request can
@@ -45,6 +46,7 @@ static inline const char *pc__gw_refusal_name(int r)
 struct pc__gw_ws;
 struct pc__gw_openai;
 struct pc__gw_ops;
+struct pc__gw_ui;
 typedef struct pc__gw_limiter pc__gw_limiter_t;
 
 struct pc_gateway {
@@ -69,7 +71,8 @@ struct pc_gateway {
 	struct pc__gw_ws *ws;
 	struct pc__gw_openai *openai;
 	struct pc__gw_ops *ops;
-	pc_actor_t *ws_route, *openai_route, *ops_route;
+	struct pc__gw_ui *ui;     /* NULL: no Control UI (ui.c) */
+	pc_actor_t *ws_route, *openai_route, *ops_route, *ui_route;
 	uint64_t answers_owed;    /* atomic: WebSocket runs and submits whose
 				   * final answer is not yet sent (drain waits) */
 	/* admission (guard.c): parsed once from the configuration */
@@ -182,6 +185,18 @@ void pc__gw_openai_free(pc_gateway_t *g);
 /* ops.c */
 int pc__gw_ops_new(pc_gateway_t *g);
 void pc__gw_ops_free(pc_gateway_t *g);
+
+/* ui.c: the Control UI (gateway.controlUi). New makes nothing when no
+ * root is set. */
+int pc__gw_ui_new(pc_gateway_t *g);
+/* The Control UI is served (a plain GET on "/" goes to it). */
+bool pc__gw_ui_serves(const pc_gateway_t *g);
+/* Answers a plain GET or HEAD from the UI's files (any route actor). */
+void pc__gw_ui_request(pc_gateway_t *g, const pc_http_request_msg_t *q);
+/* Serves nothing more and waits for the files being read: before the
+ * server is freed. */
+void pc__gw_ui_quiesce(pc_gateway_t *g);
+void pc__gw_ui_free(pc_gateway_t *g);
 
 /* The HTTP server's access hook: a line per request and per WebSocket
  * closed, in the gateway's log (access_log.c). */

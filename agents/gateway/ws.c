@@ -251,6 +251,10 @@ static void answer_plain(const pc_http_request_msg_t *req, int status, const cha
 
 static void on_request(pc_ctx_t *ctx, struct pc__gw_ws *ws, const pc_http_request_msg_t *req)
 {
+	if (!req->upgrade && pc__gw_ui_serves(ws->g)) {
+		pc__gw_ui_request(ws->g, req); /* the Control UI's page (ui.c) */
+		return;
+	}
 	pc__gw_client_t who;
 	const char *why;
 	int status = pc__gw_admit(ws->g, req, &who, &why);

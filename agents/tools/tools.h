@@ -8,6 +8,8 @@
  *   exec_tool.h      commands run under supervision, with their process
  *                    table (process_table.h) and limits
  *   loop_detect.h    a run calling the same tool the same way again
+ *   workspace.h      opening paths beneath a directory and never outside
+ *                    it (the fs tools' workspace, the gateway's Control UI)
  *
  * Ownership: a registry belongs to its maker and outlives every
  * invocation it started; an invocation's actor owns its arguments and
@@ -24,5 +26,6 @@
 #include "process_table.h"
 #include "tool.h"
 #include "tool_lifecycle.h"
+#include "workspace.h"
 
 #endif
