@@ -135,7 +135,8 @@ void pc_exit(pc_ctx_t *ctx, int reason);
  * sent, after which the actor stops. Any thread. */
 int pc_actor_stop(pc_actor_t *a, int reason);
 
-/* True once the actor has stopped. */
+/* True once the actor has stopped: its stop handler has returned (a
+ * handler that reports its own end is seen before this turns true). */
 bool pc_actor_stopped(const pc_actor_t *a);
 
 /* Links the running actor with `other`, both ways: when either stops with

@@ -112,7 +112,9 @@ void pc_io_trace_set(const char *spec, pc_io_trace_fn fn, void *user);
  * to standard error again once it releases). Release drops the sink only
  * when `user` still holds it; once it returns, fn is not running and is
  * not called again with `user`, so the holder may free what `user` points
- * to. pc_io_trace_set replaces any sink, claimed or not.
+ * to. pc_io_trace_set replaces any sink, claimed or not. A successful
+ * claim reads PINCER_TRACE again (unless pc_io_trace_set chose the set),
+ * as an agent reads it when it is made.
  */
 bool pc_io_trace_claim(pc_io_trace_fn fn, void *user);
 void pc_io_trace_release(void *user);

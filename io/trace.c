@@ -116,6 +116,10 @@ bool pc_io_trace_claim(pc_io_trace_fn fn, void *user)
 		trace_user = user;
 	}
 	pthread_mutex_unlock(&sink_lock);
+	/* The claimant is being made: PINCER_TRACE is read again, as the
+	 * agent reads it when it is made (unless pc_io_trace_set chose). */
+	if (free_ && !__atomic_load_n(&explicit_set, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&trace_mask, parse(getenv("PINCER_TRACE")), __ATOMIC_RELEASE);
 	return free_;
 }
 

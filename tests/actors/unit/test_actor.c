@@ -157,7 +157,9 @@ Test(actor, spawn_send_stop)
 	AWAIT(LOAD(p.stops) == 1, 5000);
 	cr_assert_eq(LOAD(p.received), 500, "messages before the stop request are handled first");
 	cr_assert_eq(LOAD(p.reason), PC_EXIT_NORMAL);
-	cr_assert(pc_actor_stopped(a));
+	/* The flag is set once the stop handler has returned, just after the
+	 * handler counted itself. */
+	AWAIT(pc_actor_stopped(a), 5000);
 	pc_actor_release(a);
 	quiesce(rt);
 	cr_assert_eq(LOAD(p.stops), 1);
