@@ -11,7 +11,8 @@
  * end (the HTTP client on libcurl, http_client.h; the WebSocket client,
  * ws_client.h; the HTTP/1.1 + WebSocket + h2c server, http_server.h; the
  * byte buffer and grow-array, buf.h; JSON printing and checking,
- * json_print.h, json_text.h; UTF-8, base64, addresses and origins; the
+ * json_print.h, json_text.h; UTF-8, base64, percent-encoding, addresses
+ * and origins; the
  * SSE parser), each of which states its own rules.
  *
  * Threads: pc_io_new and pc_io_free from one controlling thread; everything
@@ -133,6 +134,7 @@ void pc_io_trace_release(void *user);
 #include "netaddr.h"
 #include "origin.h"
 #include "sse.h"
+#include "uri.h"
 #include "utf8.h"
 #include "ws_client.h"
 

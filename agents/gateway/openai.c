@@ -351,28 +351,6 @@ static cJSON *model_object(const pc_gateway_t *g, const char *id)
 	return o;
 }
 
-/* %XX escapes decoded in place; false for a malformed one or a NUL. */
-static bool percent_decode(char *s)
-{
-	char *w = s;
-	for (const char *r = s; *r; r++) {
-		if (*r != '%') {
-			*w++ = *r;
-			continue;
-		}
-		if (!isxdigit((unsigned char)r[1]) || !isxdigit((unsigned char)r[2]))
-			return false;
-		char hex[3] = {r[1], r[2], '\0'};
-		char ch = (char)strtol(hex, NULL, 16);
-		if (ch == '\0')
-			return false;
-		*w++ = ch;
-		r += 2;
-	}
-	*w = '\0';
-	return true;
-}
-
 /* The list: {"object":"list","data":[model, ...]}. */
 static cJSON *model_list(const pc_gateway_t *g, const cJSON *ids)
 {
@@ -401,7 +379,7 @@ static cJSON *model_one(const pc_gateway_t *g, const cJSON *ids, const char *wan
 	cJSON *body = NULL;
 	if (!id) {
 		pc__oa_fail(e, 500, NULL, NULL, "out of memory");
-	} else if (!id[0] || !percent_decode(id)) {
+	} else if (!id[0] || !pc_percent_decode(id)) {
 		pc__oa_fail(e, 400, NULL, "invalid_model_id", "Invalid model id.");
 	} else {
 		const cJSON *it;

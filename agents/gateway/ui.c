@@ -136,36 +136,21 @@ static bool hashed_asset(const char *rel)
 	return p > base && n >= 8 && digit;
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
 /* The request's path as a file name relative to the root, decoded, into
- * out[0..cap); "" for the root. False for what may not name a file: an
- * encoded '.', '/', '\' or NUL, a bad escape, a backslash, a ".."
- * component. "/x/assets/y" is "assets/y", as OpenClaw maps it. */
+ * out[0..cap); "" for the root. False for what may not name a file: a bad
+ * escape or NUL, a backslash, a "..", "." or empty component (all judged
+ * after decoding, so an encoded one is refused alike). "/x/assets/y" is
+ * "assets/y", as OpenClaw maps it. */
 static bool ui_rel(const char *path, char *out, size_t cap)
 {
 	const char *a = strstr(path, "/assets/");
 	const char *p = a ? a + 1 : path[0] == '/' ? path + 1 : path;
-	size_t n = 0;
-	for (; *p; p++) {
-		char c = *p;
-		if (c == '%') {
-			int h = hexval(p[1]), l = h < 0 ? -1 : hexval(p[2]);
-			if (l < 0)
-				return false;
-			c = (char)(h * 16 + l);
-			if (c == '.' || c == '/' || c == '\\' || c == '\0')
-				return false;
-			p += 2;
-		}
-		if (c == '\\' || n + 1 >= cap)
-			return false;
-		out[n++] = c;
-	}
-	out[n] = '\0';
+	size_t n = strlen(p);
+	if (n >= cap)
+		return false;
+	memcpy(out, p, n + 1);
+	if (!pc_percent_decode(out) || strchr(out, '\\'))
+		return false;
 	/* no "..", and no empty or "." component in the middle either */
 	for (const char *s = out; *s;) {
 		const char *e = strchr(s, '/');

@@ -745,22 +745,6 @@ static node_t *compile_at(cctx_t *c, const cJSON *json)
 	return c->rc ? NULL : n;
 }
 
-/* Percent-decodes a URI fragment: false for a malformed escape or a NUL. */
-static bool percent_decode(const char *s, pc__buf_t *out)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		long v = *p;
-		if (*p == '%') {
-			v = pc__schema_hex_n((const char *)p + 1, 2);
-			if (v <= 0)
-				return false;
-			p += 2;
-		}
-		pc__buf_append_char(out, (char)v);
-	}
-	return true;
-}
-
 /* The location a JSON pointer names in doc: 0 and *out, PC_EINVAL with
  * *why, or PC_ENOMEM. */
 static int resolve_pointer(const cJSON *doc, const char *ptr, const cJSON **out, const char **why)
@@ -824,8 +808,10 @@ static void resolve_refs(cctx_t *c)
 		pc__buf_t ptr = {0};
 		const char *why = "a malformed percent-encoding";
 		const cJSON *loc = NULL;
-		int rc = percent_decode(ref + 1, &ptr) ? resolve_pointer(c->s->doc, ptr.p ? ptr.p : "", &loc, &why)
-						       : PC_EINVAL;
+		/* the fragment, percent-decoded (an append always leaves a string) */
+		int rc = pc__buf_append_str(&ptr, ref + 1) == 0 && pc_percent_decode(ptr.p)
+				 ? resolve_pointer(c->s->doc, ptr.p, &loc, &why)
+				 : PC_EINVAL;
 		if (ptr.err || rc == PC_ENOMEM)
 			oom(c);
 		/* errors name the $ref; the target compiles at the path it names */
