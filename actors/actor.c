@@ -91,9 +91,9 @@ static uint32_t enqueue(pc_actor_t *a, pc_msg_t *first, pc_msg_t *last, uint32_t
 	return d;
 }
 
-/* Pushes the running actor's outbox. Must run before anything that could
- * end the sender's hold on the receiver (the handler returning, a release
- * of it) and before sending elsewhere, so causal order is kept. */
+/* Pushes the running actor's outbox, and drops the outbox's reference to
+ * its receiver. Runs before sending elsewhere, so causal order is kept,
+ * and when the handler returns. */
 static void flush_outbox(pc_ctx_t *ctx)
 {
 	pc_actor_t *to = ctx->out_to;
@@ -105,12 +105,15 @@ static void flush_outbox(pc_ctx_t *ctx)
 	ctx->out_to = NULL;
 	ctx->out_first = ctx->out_last = NULL;
 	ctx->out_n = 0;
-	/* Backpressure: remember a receiver that is too far behind; the
-	 * sender is held back at the end of its turn. */
-	if (depth >= PC__DEPTH_HIGH && ctx->actor != to && !ctx->mute_target)
-		ctx->mute_target = pc_actor_retain(to);
 	if (schedule)
 		pc__schedule(to->rt, to);
+	/* Backpressure: remember a receiver that is too far behind (the
+	 * outbox's reference becomes the mute's); the sender is held back at
+	 * the end of its turn. */
+	if (depth >= PC__DEPTH_HIGH && ctx->actor != to && !ctx->mute_target)
+		ctx->mute_target = to;
+	else
+		pc_actor_release(to);
 }
 
 int pc_spawn(pc_runtime_t *rt, const pc_behavior_t *b, void *state, pc_actor_t **out)
@@ -160,11 +163,6 @@ void pc_actor_release(pc_actor_t *a)
 {
 	if (!a)
 		return;
-	/* Messages this worker still holds for `a` go first: they were sent
-	 * under the reference being dropped. */
-	pc__worker_t *w = pc__current_worker();
-	if (w && w->ctx.out_to == a)
-		flush_outbox(&w->ctx);
 	if (pc_atomic_faa_u32(&a->refs, (uint32_t)-1) != 1)
 		return;
 	/* Shutdown frees every actor itself, mailboxes included. */
@@ -228,11 +226,15 @@ int pc_send(pc_actor_t *to, pc_msg_t *m)
 		ctx->sends++;
 		if (ctx->out_to != to)
 			flush_outbox(ctx);
-		if (ctx->out_to)
+		if (ctx->out_to) {
 			pc_atomic_store_ptr((void **)&ctx->out_last->next, m);
-		else
+		} else {
+			/* The outbox holds a reference of its own: the one the
+			 * message was sent under may be shared, and dropped by
+			 * another thread before the turn ends. */
 			ctx->out_first = m;
-		ctx->out_to = to;
+			ctx->out_to = pc_actor_retain(to);
+		}
 		ctx->out_last = m;
 		if (++ctx->out_n == PC__OUTBOX_MAX)
 			flush_outbox(ctx);

@@ -23,6 +23,26 @@
 #include "../mailbox/atomics.h"
 #include "actor_internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PC__POOL_QUARANTINE 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PC__POOL_QUARANTINE 1
+#endif
+#endif
+
+#ifdef PC__POOL_QUARANTINE
+#include <sanitizer/asan_interface.h>
+/* Under AddressSanitizer a freed slot is poisoned and held back for the
+ * next QUARANTINE_SLOTS frees, so a send or a release that reaches an
+ * actor after its last reference is reported where it happens instead of
+ * corrupting whichever actor takes the slot next. */
+#define QUARANTINE_SLOTS 65536u
+#define slot_retired(s) __asan_address_is_poisoned(s)
+#else
+#define slot_retired(s) false
+#endif
+
 /* A chunk is 64 bytes short of 128 KiB: aligned to 64, a chunk of exactly
  * 128 KiB takes mimalloc's next size class, 192 KiB. */
 #define CHUNK_BYTES (((size_t)128 << 10) - 64)
@@ -37,6 +57,10 @@ struct pc__actor_pool {
 	void **mags;       /* depot: full magazines of free slots */
 	uint32_t nmags, mags_cap;
 	pc__mag_t loose;   /* free slots not in a full magazine */
+#ifdef PC__POOL_QUARANTINE
+	pc_actor_t **held; /* ring of poisoned slots, oldest at held_at */
+	uint32_t nheld, held_at;
+#endif
 };
 
 int pc__actor_pool_new(pc_runtime_t *rt)
@@ -133,10 +157,41 @@ pc_actor_t *pc__actor_alloc(pc_runtime_t *rt, pc__worker_t *w)
 	return pc__mags_pop(&w->actor_cache);
 }
 
+#ifdef PC__POOL_QUARANTINE
+/* The slot to recycle in a's place: NULL while the ring fills (or when it
+ * cannot be had; then a simply stays poisoned until the pool goes). */
+static pc_actor_t *quarantine(struct pc__actor_pool *p, pc_actor_t *a)
+{
+	pc_actor_t *out = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (!p->held)
+		p->held = malloc(sizeof(*p->held) * QUARANTINE_SLOTS);
+	if (p->held) {
+		if (p->nheld == QUARANTINE_SLOTS) {
+			out = p->held[p->held_at];
+			p->held[p->held_at] = a;
+			p->held_at = (p->held_at + 1) % QUARANTINE_SLOTS;
+		} else {
+			p->held[(p->held_at + p->nheld++) % QUARANTINE_SLOTS] = a;
+		}
+	}
+	ASAN_POISON_MEMORY_REGION(a, sizeof(*a));
+	if (out)
+		ASAN_UNPOISON_MEMORY_REGION(out, sizeof(*out));
+	pthread_mutex_unlock(&p->lock);
+	return out;
+}
+#endif
+
 void pc__actor_free(pc_runtime_t *rt, pc__worker_t *w, pc_actor_t *a)
 {
 	struct pc__actor_pool *p = rt->actor_pool;
 	__atomic_store_n(&a->rt, NULL, __ATOMIC_RELAXED);
+#ifdef PC__POOL_QUARANTINE
+	a = quarantine(p, a);
+	if (!a)
+		return;
+#endif
 	void *full = w ? pc__mags_push(&w->actor_cache, a, MAG_SLOTS) : NULL;
 	if (w && !full)
 		return;
@@ -208,7 +263,11 @@ void pc__actor_pool_shrink(const pc_runtime_t *rt, pc__worker_t *w)
 		flush_cache(p, &w->actor_cache);
 	/* the chunk being carved stays, and is last in p->chunks */
 	uint32_t n = p->nchunks ? p->nchunks - 1 : 0;
-	if (n == 0 || p->loose.n + p->nmags * MAG_SLOTS < CHUNK_SLOTS) {
+	uint32_t nfree = p->loose.n + p->nmags * MAG_SLOTS;
+#ifdef PC__POOL_QUARANTINE
+	nfree += p->nheld;
+#endif
+	if (n == 0 || nfree < CHUNK_SLOTS) {
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -226,8 +285,27 @@ void pc__actor_pool_shrink(const pc_runtime_t *rt, pc__worker_t *w)
 		if (c < n && ++free_in[c] == CHUNK_SLOTS)
 			empty++;
 	}
+#ifdef PC__POOL_QUARANTINE
+	for (uint32_t k = 0; k < p->nheld; k++) {
+		uint32_t c = chunk_of(sorted, n, p->held[(p->held_at + k) % QUARANTINE_SLOTS]);
+		if (c < n && ++free_in[c] == CHUNK_SLOTS)
+			empty++;
+	}
+#endif
 	if (empty == 0)
 		goto out;
+#ifdef PC__POOL_QUARANTINE
+	/* held slots of chunks about to go leave the ring; a late touch of
+	 * them is then a use after free, which the sanitizer reports itself */
+	uint32_t held = 0;
+	for (uint32_t k = 0; k < p->nheld; k++) {
+		pc_actor_t *s = p->held[(p->held_at + k) % QUARANTINE_SLOTS];
+		uint32_t c = chunk_of(sorted, n, s);
+		if (c >= n || free_in[c] != CHUNK_SLOTS)
+			p->held[(p->held_at + held++) % QUARANTINE_SLOTS] = s;
+	}
+	p->nheld = held;
+#endif
 	/* drop the empty chunks' slots from the loose list, then the chunks */
 	void *prev = NULL;
 	for (void *s = p->loose.top; s;) {
@@ -248,8 +326,12 @@ void pc__actor_pool_shrink(const pc_runtime_t *rt, pc__worker_t *w)
 	for (uint32_t c = 0; c < p->nchunks; c++) {
 		pc_actor_t *chunk = p->chunks[c];
 		uint32_t i = c + 1 < p->nchunks ? chunk_of(sorted, n, chunk) : n;
-		if (i < n && free_in[i] == CHUNK_SLOTS)
+		if (i < n && free_in[i] == CHUNK_SLOTS) {
+#ifdef PC__POOL_QUARANTINE
+			ASAN_UNPOISON_MEMORY_REGION(chunk, sizeof(pc_actor_t) * CHUNK_SLOTS);
+#endif
 			free(chunk);
+		}
 		else
 			p->chunks[kept++] = chunk;
 	}
@@ -266,7 +348,7 @@ void pc__actor_pool_each(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *arg),
 	for (uint32_t c = 0; c < p->nchunks; c++) {
 		uint32_t n = c + 1 == p->nchunks ? p->carved : CHUNK_SLOTS;
 		for (uint32_t i = 0; i < n; i++)
-			if (p->chunks[c][i].rt)
+			if (!slot_retired(&p->chunks[c][i]) && p->chunks[c][i].rt)
 				fn(&p->chunks[c][i], arg);
 	}
 }
@@ -278,7 +360,8 @@ void pc__actor_pool_each_live(pc_runtime_t *rt, void (*fn)(pc_actor_t *a, void *
 	for (uint32_t c = 0; c < p->nchunks; c++) {
 		uint32_t n = c + 1 == p->nchunks ? p->carved : CHUNK_SLOTS;
 		for (uint32_t i = 0; i < n; i++)
-			if (__atomic_load_n(&p->chunks[c][i].rt, __ATOMIC_RELAXED))
+			if (!slot_retired(&p->chunks[c][i]) &&
+			    __atomic_load_n(&p->chunks[c][i].rt, __ATOMIC_RELAXED))
 				fn(&p->chunks[c][i], arg);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -289,6 +372,11 @@ void pc__actor_pool_free(pc_runtime_t *rt)
 	struct pc__actor_pool *p = rt->actor_pool;
 	if (!p)
 		return;
+#ifdef PC__POOL_QUARANTINE
+	for (uint32_t c = 0; c < p->nchunks; c++)
+		ASAN_UNPOISON_MEMORY_REGION(p->chunks[c], sizeof(pc_actor_t) * CHUNK_SLOTS);
+	free(p->held);
+#endif
 	for (uint32_t c = 0; c < p->nchunks; c++)
 		free(p->chunks[c]);
 	free(p->chunks);

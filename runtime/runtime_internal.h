@@ -39,7 +39,7 @@ struct pc_ctx {
 	uint32_t sends;             /* messages sent in this turn */
 	/* Outbox: consecutive sends to one receiver, pushed as one chain when
 	 * the receiver changes, the handler returns, or it is full. */
-	pc_actor_t *out_to;         /* borrowed: the sender's reference covers it */
+	pc_actor_t *out_to;         /* retained while the outbox holds messages */
 	pc_msg_t *out_first, *out_last;
 	uint32_t out_n;
 	bool exit_req;

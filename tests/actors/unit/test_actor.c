@@ -43,6 +43,7 @@ enum {
 	T_LINK,     /* pc_link to the actor in value */
 	T_MONITOR,  /* pc_monitor the actor in value */
 	T_EXIT_AND_FAIL, /* pc_exit(NORMAL) then return an error: exit wins */
+	T_SEND_AND_GATE, /* send T_INC to the actor in value, then as T_GATE */
 };
 
 typedef struct probe {
@@ -78,6 +79,9 @@ static int probe_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 	case T_EXIT_AND_FAIL:
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		return PC_EINVAL;
+	case T_SEND_AND_GATE:
+		STORE(p->rc, pc_send_u64((pc_actor_t *)(uintptr_t)pc_msg_u64(m), T_INC, 0));
+		/* fall through */
 	case T_GATE: {
 		STORE(p->entered, 1);
 		uint64_t until = now_ms() + 10000;
@@ -528,6 +532,37 @@ Test(actor, reclaimed_after_last_reference)
 	pc_actor_release(extra[2]);
 	quiesce(rt);
 	cr_assert_eq(live_count(rt), 0);
+	FREE_RUNTIME_CHECKED(rt);
+}
+
+/* A handler's send waits in its outbox until the turn ends. The reference
+ * it was sent under may be shared (an event subscription's, a registry's)
+ * and dropped meanwhile by another thread: the receiver must outlive the
+ * outbox anyway, and the message is then a dead letter. */
+Test(actor, a_send_outlives_the_shared_reference_it_went_under)
+{
+	pc_runtime_t *rt = start_rt(2);
+	STORE(gate, 0);
+	probe_t tp, sp;
+	pc_actor_t *target = spawn_probe(rt, &tp); /* its reference: the shared one */
+	pc_actor_t *sender = spawn_probe(rt, &sp);
+	send_ptr(sender, T_SEND_AND_GATE, target);
+	AWAIT(LOAD(sp.entered) == 1, 5000);
+	cr_assert_eq(LOAD(sp.rc), 0);
+	send(target, T_EXIT, PC_EXIT_NORMAL);
+	AWAIT(LOAD(tp.stops) == 1, 5000);
+	pc_actor_release(target);
+	/* give the other worker time to reclaim it, were nothing holding it */
+	for (int i = 0; i < 50 && live_count(rt) > 1; i++)
+		sleep_ms(2);
+	cr_assert_eq(live_count(rt), 2, "the receiver of a pending send was reclaimed");
+	STORE(gate, 1);
+	AWAIT(LOAD(sp.left) == 1, 5000);
+	quiesce(rt);
+	cr_assert_eq(LOAD(tp.received), 0);
+	cr_assert_eq(stats(rt).dead_letters, 1);
+	cr_assert_eq(live_count(rt), 1);
+	pc_actor_release(sender);
 	FREE_RUNTIME_CHECKED(rt);
 }
 
