@@ -111,12 +111,8 @@ static int parse_flags(int argc, char **argv, opts_t *o)
 		case 'l': o->local = true; break;
 		case 'h': usage(stdout); return -1;
 		default:
-			if (!pc_cli_gw_flag(&o->gw, c, optarg)) {
-				if (c == '?')
-					pc_cli_suggest_option(argc, argv, longs);
-				usage(stderr);
+			if (!pc_cli_gw_flag_or_usage(&o->gw, c, argc, argv, longs, usage))
 				return PC_CLI_USAGE;
-			}
 		}
 	}
 	if (optind < argc) {
@@ -691,9 +687,6 @@ int pc_cmd_agent(int argc, char **argv)
 	if (block_signals(&sigs))
 		return PC_CLI_FAIL;
 	status = o.local ? run_local(&o, &sigs) : run_remote(&o, &sigs);
-	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
-		perror(CMD ": stdout");
-		status = PC_CLI_FAIL;
-	}
+	status = pc_cli_flush_stdout(CMD, status);
 	return status;
 }

@@ -157,10 +157,7 @@ int pc_cmd_config(int argc, char **argv)
 	status = load(&o, &c);
 	if (status == PC_CLI_OK)
 		status = !strcmp(o.action, "validate") ? validated(&o, c) : shown(&o, c);
-	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
-		perror(CMD ": stdout");
-		status = PC_CLI_FAIL;
-	}
+	status = pc_cli_flush_stdout(CMD, status);
 	pc_config_free(c);
 	return status;
 }

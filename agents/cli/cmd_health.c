@@ -42,10 +42,7 @@ static int parse(int argc, char **argv, pc_cli_gw_flags_t *gw, bool *json)
 		} else if (c == 'h') {
 			usage(stdout);
 			return -1;
-		} else if (!pc_cli_gw_flag(gw, c, optarg)) {
-			if (c == '?')
-				pc_cli_suggest_option(argc, argv, longs);
-			usage(stderr);
+		} else if (!pc_cli_gw_flag_or_usage(gw, c, argc, argv, longs, usage)) {
 			return PC_CLI_USAGE;
 		}
 	}
@@ -112,9 +109,6 @@ int pc_cmd_health(int argc, char **argv)
 	}
 	cJSON_Delete(res);
 	pc_cli_rpc_free(c);
-	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
-		perror(CMD ": stdout");
-		status = PC_CLI_FAIL;
-	}
+	status = pc_cli_flush_stdout(CMD, status);
 	return status;
 }

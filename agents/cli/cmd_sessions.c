@@ -57,12 +57,8 @@ static int parse_flags(int argc, char **argv, opts_t *o)
 		case 'j': o->json = true; break;
 		case 'h': usage(stdout); return -1;
 		default:
-			if (!pc_cli_gw_flag(&o->gw, c, optarg)) {
-				if (c == '?')
-					pc_cli_suggest_option(argc, argv, longs);
-				usage(stderr);
+			if (!pc_cli_gw_flag_or_usage(&o->gw, c, argc, argv, longs, usage))
 				return PC_CLI_USAGE;
-			}
 		}
 	}
 	return 0;
@@ -306,9 +302,6 @@ int pc_cmd_sessions(int argc, char **argv)
 	}
 	cJSON_Delete(res);
 	pc_cli_rpc_free(c);
-	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
-		perror(CMD ": stdout");
-		status = PC_CLI_FAIL;
-	}
+	status = pc_cli_flush_stdout(CMD, status);
 	return status;
 }

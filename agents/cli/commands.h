@@ -30,6 +30,11 @@ struct option;
  * `longs` (nothing when none is close). */
 void pc_cli_suggest_option(int argc, char **argv, const struct option *longs);
 
+/* A command's last word: `status`, or PC_CLI_FAIL after "<cmd>: stdout:
+ * <why>" on stderr when what it printed could not be written (a full
+ * disk, a closed pipe). */
+int pc_cli_flush_stdout(const char *cmd, int status);
+
 struct cJSON;
 
 /* Prints `j` on stdout as one line of JSON: PC_CLI_OK; or, when `j` is

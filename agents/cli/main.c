@@ -205,6 +205,15 @@ int pc_cli_uint(const char *cmd, const char *what, const char *text, uint64_t mi
 	return 0;
 }
 
+int pc_cli_flush_stdout(const char *cmd, int status)
+{
+	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
+		fprintf(stderr, "%s: stdout: %s\n", cmd, strerror(errno));
+		return PC_CLI_FAIL;
+	}
+	return status;
+}
+
 void pc_cli_suggest_option(int argc, char **argv, const struct option *longs)
 {
 	/* getopt_long has just stepped past the word it refused */

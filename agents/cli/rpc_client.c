@@ -24,6 +24,7 @@
 #include "runtime/version.h"
 #include "agents/config/config.h"
 #include "io/io.h"
+#include "commands.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 /* How long pc_cli_rpc_free waits for the gateway's close. */
@@ -466,6 +467,17 @@ bool pc_cli_gw_flag(pc_cli_gw_flags_t *f, int code, const char *arg)
 	case PC_CLI_GW_OPT_CONFIG: f->config = arg; return true;
 	default: return false;
 	}
+}
+
+bool pc_cli_gw_flag_or_usage(pc_cli_gw_flags_t *f, int code, int argc, char **argv, const struct option *longs,
+			     void (*usage)(FILE *))
+{
+	if (pc_cli_gw_flag(f, code, optarg))
+		return true;
+	if (code == '?')
+		pc_cli_suggest_option(argc, argv, longs);
+	usage(stderr);
+	return false;
 }
 
 static void env_or(const char **slot, const char *name)

@@ -130,6 +130,15 @@ typedef struct pc_cli_gw_flags {
 /* Stores a getopt result that is one of the four; false for other codes. */
 bool pc_cli_gw_flag(pc_cli_gw_flags_t *f, int code, const char *arg);
 
+struct option;
+
+/* For a getopt_long code a gateway-backed command does not take itself:
+ * true when it is one of the four (stored); else, after a suggestion for a
+ * mistyped `--name`, the command's usage on stderr and false (the command
+ * then ends with PC_CLI_USAGE). */
+bool pc_cli_gw_flag_or_usage(pc_cli_gw_flags_t *f, int code, int argc, char **argv, const struct option *longs,
+			     void (*usage)(FILE *));
+
 /* Fills what the flags left NULL from PINCER_GATEWAY_URL, _TOKEN,
  * _PASSWORD and PINCER_CONFIG (set and non-empty). */
 void pc_cli_gw_env(pc_cli_gw_flags_t *f);
