@@ -233,14 +233,18 @@ static cJSON *session_info(pc__gw_conn_t *c, const char *key, const pc_store_his
 }
 
 /* Messages [from, to) of the snapshot, then only the newest that fit
- * `budget` bytes as a JSON array (what the answer's messages cost). */
+ * `budget` bytes as a JSON array (what the answer's messages cost); NULL
+ * when memory ran out. */
 static cJSON *messages(const pc_store_history_t *h, size_t from, size_t to, size_t budget)
 {
 	size_t n = to - from, used = 2, kept = 0;
 	cJSON **items = n ? calloc(n, sizeof(*items)) : NULL;
 	cJSON *out = cJSON_CreateArray();
-	if (n && !items)
-		return out;
+	if (!out || (n && !items)) {
+		cJSON_Delete(out);
+		free(items);
+		return NULL;
+	}
 	for (size_t i = n; i-- > 0;) {
 		pc_store_msg_t m;
 		pc_store_history_get(h, from + i, &m);
@@ -312,7 +316,7 @@ static cJSON *defaults(pc__gw_conn_t *c)
 }
 
 /* chat.history's answer (h NULL: no such session yet), chat.startup's with
- * the metadata too. */
+ * the metadata too; NULL when memory ran out. */
 static cJSON *history_answer(pc__gw_conn_t *c, const pc__gw_pend_t *pd, const pc_store_history_t *h)
 {
 	const cJSON *args = pd->args;
@@ -325,10 +329,12 @@ static cJSON *history_answer(pc__gw_conn_t *c, const pc__gw_pend_t *pd, const pc
 	/* offset counts back from the newest message: the page ends there */
 	size_t to = offset < total ? total - offset : 0;
 	size_t from = to > limit ? to - limit : 0;
+	cJSON *msgs = h ? messages(h, from, to, budget) : cJSON_CreateArray();
+	if (!msgs)
+		return NULL;
+	size_t got = (size_t)cJSON_GetArraySize(msgs);
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "sessionKey", pd->key);
-	cJSON *msgs = h ? messages(h, from, to, budget) : cJSON_CreateArray();
-	size_t got = (size_t)cJSON_GetArraySize(msgs);
 	if (h) {
 		pc_store_session_t sess;
 		pc_store_history_session(h, &sess);
@@ -388,7 +394,11 @@ void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg)
 	} else if (!session_matches(pd, h)) {
 		pc__gw_invalid(c, pd->req_id, method, "sessionId: does not belong to sessionKey");
 	} else {
-		pc__gw_reply_ok(c, pd->req_id, history_answer(c, pd, h));
+		cJSON *p = history_answer(c, pd, h);
+		if (p)
+			pc__gw_reply_ok(c, pd->req_id, p);
+		else
+			pc__gw_reply_error(c, pd->req_id, "UNAVAILABLE", "out of memory", NULL, NULL, true);
 	}
 	pc_store_history_free(h);
 	pc__gw_pend_free(c, pd);
