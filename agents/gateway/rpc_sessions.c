@@ -203,8 +203,8 @@ void pc__gw_on_feed(pc__gw_conn_t *c)
 
 static void subscribe_refused(pc__gw_conn_t *c, const char *id, int rc)
 {
-	pc__gw_reply_error(c, id, "UNAVAILABLE", rc == PC_ENOMEM ? "out of memory" : "the agent's feed cannot be followed",
-			   NULL, NULL, true);
+	const char *why = rc == PC_ENOMEM ? "out of memory" : "the agent's feed cannot be followed";
+	pc__gw_reply_error(c, id, "UNAVAILABLE", why, NULL, NULL, true);
 }
 
 void pc__gw_m_sessions_subscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
