@@ -216,6 +216,7 @@ Test(agent_gateway_sessions, subscribers_see_a_new_session_and_its_messages_in_o
 	cr_assert_str_eq(jstr(jget(e, "payload"), "runId"), run);
 	cJSON_Delete(e);
 	e = await_changed(watcher, "fresh", "phase", "start");
+	cr_assert_str_eq(jstr(jget(e, "payload"), "runId"), run);
 	cJSON_Delete(e);
 	e = await_changed(watcher, "fresh", "phase", "end");
 	cr_assert_str_eq(jstr(jget(e, "payload"), "status"), "ok");
@@ -249,6 +250,16 @@ Test(agent_gateway_sessions, subscribers_see_a_new_session_and_its_messages_in_o
 	cJSON_Delete(r);
 	cr_assert_null(cl_await_event(watcher, "session.message", 500));
 	cr_assert_null(cl_await_event(watcher, "sessions.changed", 10));
+
+	/* with sessions.list's params, the first page comes with the answer */
+	cJSON *lp = cJSON_CreateObject();
+	cJSON_AddNumberToObject(lp, "limit", 5);
+	r = cl_call(watcher, "sessions.subscribe", lp);
+	cr_assert(cJSON_IsTrue(jget(jget(r, "payload"), "subscribed")), "%s", cJSON_PrintUnformatted(r));
+	const cJSON *rows = jget(jget(jget(r, "payload"), "list"), "sessions");
+	cr_assert_eq(cJSON_GetArraySize(rows), 1);
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rows, 0), "key"), "fresh");
+	cJSON_Delete(r);
 	cl_free(sender);
 	cl_free(watcher);
 	gw_stop(&f);
