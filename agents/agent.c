@@ -187,6 +187,8 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 	if (rc == 0)
 		rc = pc_run_registry_new(&a->runs);
 	if (rc == 0)
+		rc = pc__agent_feed_new(a);
+	if (rc == 0)
 		rc = pc_lane_new(a->rt, a->cfg->agent.max_concurrent ? a->cfg->agent.max_concurrent : 8, &a->lane);
 	if (rc == 0)
 		rc = pc__agent_metrics_new(a);
@@ -264,6 +266,7 @@ void pc_agent_free(pc_agent_t *a, int64_t grace_ms)
 	pc__session_dir_free(a);
 	pc__slab_destroy(&a->session_slab);
 	pc_run_registry_free(a->runs);
+	pc__agent_feed_free(a);
 	cJSON_Delete(a->tool_schemas);
 	for (size_t i = 0; i < sizeof(a->tools_json) / sizeof(a->tools_json[0]); i++)
 		cJSON_free(a->tools_json[i]);

@@ -11,6 +11,9 @@
  *                     times out never stops the run.
  *   pc_agent_subscribe_run / _session
  *                     the run's (or every run of a session's) events.
+ *   pc_agent_subscribe_feed
+ *                     what changes in every session: runs queued, started
+ *                     and ended, messages appended to transcripts.
  *   pc_agent_abort_run / _session, pc_agent_steer
  *
  * A pc_agent_t borrows a running runtime, an I/O layer, a store, a
@@ -218,6 +221,24 @@ int pc_agent_result(pc_agent_t *a, const char *run_id, char **json);
 int pc_agent_subscribe_run(pc_agent_t *a, const char *run_id, pc_event_sub_t *s);
 int pc_agent_subscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s);
 void pc_agent_unsubscribe_session(pc_agent_t *a, const char *session_key, pc_event_sub_t *s);
+
+/*
+ * Subscribes `s` to the agent's feed: what changes in every session, in
+ * the order it happened, from now on. Each event's stream is lifecycle,
+ * its data {"sessionKey","runId","phase",...}:
+ *   queued    a run was accepted (a session's first makes the session)
+ *   start     it started; end: it ended, with "status" ("ok", "error",
+ *             "aborted", "timeout") and "error" when it failed
+ *   message   a message was appended to the session's transcript (the
+ *             user's turn, an assistant message, a tool result): "message"
+ *             as stored, "ts"; runId is the run that wrote it
+ * Every feed event may be dropped for a slow reader (the oldest first, as
+ * deltas are): the gap in seq says so, and the reader reads again what it
+ * shows. A message is in the feed when its write is sent, before the
+ * store commits it (it commits at the latest with the run's end).
+ */
+int pc_agent_subscribe_feed(pc_agent_t *a, pc_event_sub_t *s);
+void pc_agent_unsubscribe_feed(pc_agent_t *a, pc_event_sub_t *s);
 
 /* Aborts a run, queued or active (a user abort: never failed over).
  * PC_ENOTFOUND, PC_ESTATE when it already ended. */

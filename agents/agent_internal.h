@@ -187,6 +187,7 @@ struct pc_agent {
 	char mock_root_url[64]; /* the same without /v1: Anthropic's paths carry it */
 	pc_lane_t *lane;
 	pc_run_registry_t *runs;
+	pc_event_bus_t *feed; /* pc_agent_subscribe_feed's (agent_feed.c) */
 	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */
 	pc_timer_t reaper_tick;
 	pc_timer_t lock_tick; /* the write lock watchdog's, on the reaper (§6.4) */
@@ -294,6 +295,14 @@ size_t pc__lock_watchdog(pc_agent_t *a);
 
 /* A fresh run id. */
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
+
+/* The feed (agent_feed.c): made after the run registry, whose transitions
+ * it publishes; freed with the agent. pc__agent_feed_message publishes a
+ * message appended to session `key`'s transcript (`json`: the stored
+ * content, `role` its column), when anyone listens. */
+int pc__agent_feed_new(pc_agent_t *a);
+void pc__agent_feed_free(pc_agent_t *a);
+void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, const char *role, const char *json);
 
 /* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
  * those with %d), else its digits as raw text, since cJSON prints any

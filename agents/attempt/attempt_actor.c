@@ -123,6 +123,7 @@ int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const ch
 	if (rc == 0) {
 		t->appends_pending++;
 		t->lazy_unsynced++;
+		pc__agent_feed_message(t->agent, t->key, t->run_id, role, json);
 	}
 	return rc;
 }

@@ -396,7 +396,8 @@ static cJSON *snapshot(pc__gw_conn_t *c)
 
 static cJSON *hello(pc__gw_conn_t *c, const pc__gw_auth_t *a)
 {
-	static const char *const events[] = {"connect.challenge", "agent", "chat", "tick", "shutdown"};
+	static const char *const events[] = {"connect.challenge", "agent", "chat", "tick", "shutdown", "sessions.changed",
+					     "session.message"};
 	const pc_gateway_config_t *gc = c->g->gcfg;
 	cJSON *h = cJSON_CreateObject();
 	cJSON_AddStringToObject(h, "type", "hello-ok");

@@ -52,6 +52,11 @@
 #define PC__GW_ID_MAX 256u           /* a request id's length */
 #define PC__GW_HISTORY_DEFAULT 200
 #define PC__GW_HISTORY_MAX 1000
+/* chat.history's byte budget on its messages when the client gives none
+ * (or a larger one): OpenClaw's default cap. */
+#define PC__GW_HISTORY_MAX_BYTES ((size_t)6 << 20)
+/* Sessions one connection follows with sessions.messages.subscribe. */
+#define PC__GW_MSG_SUBS_MAX 256u
 #define PC__GW_NONCE_MAX 48          /* base64url of 32 bytes and a NUL */
 #define PC__GW_TOKEN_MAX 48
 
@@ -82,6 +87,7 @@ enum {
 	PC__GW_MSG_WAIT_TIMEOUT, /* u64: an agent.wait's tag */
 	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
 	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
+	PC__GW_MSG_FEED,         /* the connection's feed subscription has events */
 };
 
 /*
@@ -147,6 +153,7 @@ typedef struct pc__gw_list {
 typedef struct pc__gw_run pc__gw_run_t;   /* rpc_runs.c */
 typedef struct pc__gw_ssub pc__gw_ssub_t;
 typedef struct pc__gw_pend pc__gw_pend_t;
+typedef struct pc__gw_feed pc__gw_feed_t; /* rpc_sessions.c */
 
 /* One WebSocket connection: the state of its actor. */
 typedef struct pc__gw_conn {
@@ -174,6 +181,7 @@ typedef struct pc__gw_conn {
 	pc__gw_list_t runs;      /* runs it started (or repeats of runs it waits for) */
 	pc__gw_list_t ssubs;     /* a subscription per session it has runs in */
 	pc__gw_list_t pend;      /* submits, waits and store reads in flight */
+	pc__gw_feed_t *feed;     /* sessions.subscribe and sessions.messages.subscribe; NULL: none */
 } pc__gw_conn_t;
 
 /* ---- ws.c ---- */
@@ -270,6 +278,61 @@ void pc__gw_release_work(pc__gw_conn_t *c);
 /* The `health` payload, also hello-ok's snapshot.health. */
 cJSON *pc__gw_health(pc_gateway_t *g);
 
+/* Helpers of the methods in other files: c has as much in flight as it
+ * may (answered UNAVAILABLE, true); asks the store `*req` (built with code
+ * `built`) for read pd, answered with pd->corr (on failure pd is freed and
+ * the code returned); a read that could not be asked is answered
+ * (PC_EINVAL: INVALID_REQUEST with `einval`). */
+bool pc__gw_inflight_full(pc__gw_conn_t *c, const char *id);
+int pc__gw_ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int built, pc_msg_t **req);
+void pc__gw_read_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc, const char *einval);
+/* models.list's models: what the configuration offers. */
+cJSON *pc__gw_models(const pc_config_t *cfg);
+/* A sessions.list row of e (its active run from the agent). */
+cJSON *pc__gw_session_row(pc_agent_t *a, const pc_store_session_entry_t *e);
+/* sessions.list's spec, and its work for `method` (with `subscribed`:
+ * sessions.subscribe's answer, {subscribed: true, list}). */
+#define PC__GW_SESSIONS_LIST_NPARAMS 2
+extern const pc__gw_param_t pc__gw_sessions_list_spec[PC__GW_SESSIONS_LIST_NPARAMS];
+void pc__gw_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char *method, const cJSON *params,
+			  bool subscribed);
+
+/* ---- reads of a transcript (rpc_history.c) ---- */
+
+/* chat.history, chat.startup, chat.metadata, sessions.describe. */
+#define PC__GW_CHAT_HISTORY_NPARAMS 11
+#define PC__GW_CHAT_STARTUP_NPARAMS 13
+#define PC__GW_CHAT_METADATA_NPARAMS 3
+#define PC__GW_SESSIONS_DESCRIBE_NPARAMS 4
+extern const pc__gw_param_t pc__gw_chat_history_spec[PC__GW_CHAT_HISTORY_NPARAMS];
+extern const pc__gw_param_t pc__gw_chat_startup_spec[PC__GW_CHAT_STARTUP_NPARAMS];
+extern const pc__gw_param_t pc__gw_chat_metadata_spec[PC__GW_CHAT_METADATA_NPARAMS];
+extern const pc__gw_param_t pc__gw_sessions_describe_spec[PC__GW_SESSIONS_DESCRIBE_NPARAMS];
+void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_chat_startup(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_chat_metadata(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_sessions_describe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+
+/* ---- session and transcript subscriptions (rpc_sessions.c) ---- */
+
+/* sessions.subscribe / .unsubscribe, sessions.messages.subscribe /
+ * .unsubscribe, sessions.observer.visibility. */
+#define PC__GW_MESSAGES_SUBSCRIBE_NPARAMS 3
+#define PC__GW_MESSAGES_UNSUBSCRIBE_NPARAMS 2
+#define PC__GW_OBSERVER_VISIBILITY_NPARAMS 1
+extern const pc__gw_param_t pc__gw_messages_subscribe_spec[PC__GW_MESSAGES_SUBSCRIBE_NPARAMS];
+extern const pc__gw_param_t pc__gw_messages_unsubscribe_spec[PC__GW_MESSAGES_UNSUBSCRIBE_NPARAMS];
+extern const pc__gw_param_t pc__gw_observer_visibility_spec[PC__GW_OBSERVER_VISIBILITY_NPARAMS];
+void pc__gw_m_sessions_subscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_sessions_unsubscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_messages_subscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_messages_unsubscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_observer_visibility(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+/* The feed subscription has events (PC__GW_MSG_FEED); the connection ends
+ * (its feed subscription goes). */
+void pc__gw_on_feed(pc__gw_conn_t *c);
+void pc__gw_feed_release(pc__gw_conn_t *c);
+
 /* ---- a connection's runs and pending work (rpc_runs.c) ---- */
 
 struct pc__gw_ssub {
@@ -321,6 +384,9 @@ struct pc__gw_pend {
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
 	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY */
 	int limit;          /* PC__GW_P_HISTORY */
+	int view;           /* PC__GW_P_HISTORY: what answers (rpc_history.c);
+			     * PC__GW_P_SESSIONS: sessions.subscribe's */
+	cJSON *args;        /* PC__GW_P_HISTORY: the request's params (a copy) */
 	uint64_t run_tag;   /* PC__GW_P_RUNGET for a repeated agent: its run */
 	uint64_t wait_ms;   /* PC__GW_P_RUNGET for agent.wait: how long it waits */
 	char run_id[PC_RUN_ID_MAX + 1]; /* also PC__GW_P_USAGE */

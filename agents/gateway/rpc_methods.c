@@ -63,9 +63,7 @@ pc_msg_t *pc__gw_u64_msg(uint32_t type, uint64_t v)
 	return m;
 }
 
-/* True, after answering UNAVAILABLE, when c has as much in flight as it
- * may. */
-static bool inflight_full(pc__gw_conn_t *c, const char *id)
+bool pc__gw_inflight_full(pc__gw_conn_t *c, const char *id)
 {
 	if (c->runs.n + c->pend.n < PC__GW_INFLIGHT_MAX)
 		return false;
@@ -97,7 +95,7 @@ static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kin
 		unavailable_for(c, id, "the gateway is shutting down: no new runs", pc__gw_retry_after_ms(c->g));
 		return;
 	}
-	if (inflight_full(c, id))
+	if (pc__gw_inflight_full(c, id))
 		return;
 	const char *key = p->session_key && *p->session_key ? p->session_key : "main";
 	pc__gw_ssub_t *s = NULL;
@@ -209,10 +207,7 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 
 /* ---- store reads ---- */
 
-/* Asks the store `*req` (built with code `built`; NULL when that failed)
- * for pending read pd, whose answer comes back with pd->corr. On failure
- * pd is freed and the code returned. */
-static int ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int built, pc_msg_t **req)
+int pc__gw_ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int built, pc_msg_t **req)
 {
 	int rc = built;
 	if (rc == 0)
@@ -234,7 +229,7 @@ static void ask_run_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *req_id, con
 		pd->run_tag = run_tag;
 		pd->wait_ms = wait_ms;
 		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run_id);
-		rc = ask_store(ctx, c, pd, pc_store_req_run_get(run_id, &req), &req);
+		rc = pc__gw_ask_store(ctx, c, pd, pc_store_req_run_get(run_id, &req), &req);
 	}
 	if (rc == 0)
 		return;
@@ -311,42 +306,6 @@ void pc__gw_on_store_reply(pc__gw_conn_t *c, const pc_msg_t *msg)
 		pc__gw_wait_answer(c, pd, &info); /* frees pd */
 		return;
 	}
-	pc__gw_pend_free(c, pd);
-}
-
-void pc__gw_on_history(pc__gw_conn_t *c, const pc_msg_t *msg)
-{
-	pc__gw_pend_t *pd = pc__gw_pend_find(c, PC__GW_P_HISTORY, msg->corr);
-	if (!pd)
-		return;
-	pc_store_history_t *h = NULL;
-	int rc = pc_store_history_take(msg, &h);
-	if (rc != 0 && rc != PC_ENOTFOUND) {
-		char why[160];
-		snprintf(why, sizeof(why), "the transcript cannot be read: %s", pc_store_strerror(rc));
-		unavailable(c, pd->req_id, why, true);
-		pc__gw_pend_free(c, pd);
-		return;
-	}
-	cJSON *p = cJSON_CreateObject();
-	cJSON_AddStringToObject(p, "sessionKey", pd->key);
-	cJSON *msgs = cJSON_CreateArray();
-	if (h) {
-		pc_store_session_t sess;
-		pc_store_history_session(h, &sess);
-		if (sess.id)
-			cJSON_AddStringToObject(p, "sessionId", sess.id);
-		size_t n = pc_store_history_count(h);
-		for (size_t i = n > (size_t)pd->limit ? n - (size_t)pd->limit : 0; i < n; i++) {
-			pc_store_msg_t m;
-			pc_store_history_get(h, i, &m);
-			cJSON *item = cJSON_Parse(m.content);
-			cJSON_AddItemToArray(msgs, item ? item : cJSON_CreateString(m.content));
-		}
-	}
-	cJSON_AddItemToObject(p, "messages", msgs);
-	pc_store_history_free(h);
-	pc__gw_reply_ok(c, pd->req_id, p);
 	pc__gw_pend_free(c, pd);
 }
 
@@ -523,7 +482,7 @@ static void m_agent_wait(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const 
 		pc__gw_invalid(c, id, "agent.wait", "runId: is not a run id");
 		return;
 	}
-	if (inflight_full(c, id))
+	if (pc__gw_inflight_full(c, id))
 		return;
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(params, "timeoutMs");
 	uint64_t timeout = t ? (uint64_t)t->valuedouble : (uint64_t)PC_AGENT_WAIT_DEFAULT_MS;
@@ -606,8 +565,7 @@ static void m_sessions_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, co
 	abort_in(c, id, "sessions.abort", pc__gw_str(params, "sessionKey"), NULL);
 }
 
-/* A store read for `method` could not be asked. */
-static void read_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc, const char *einval)
+void pc__gw_read_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc, const char *einval)
 {
 	if (rc == PC_EINVAL)
 		pc__gw_invalid(c, id, method, einval);
@@ -626,34 +584,10 @@ static bool read_limit(pc__gw_conn_t *c, const char *id, const char *method, con
 		pc__gw_invalid(c, id, method, "limit: must be at least 1");
 		return false;
 	}
-	return !inflight_full(c, id);
+	return !pc__gw_inflight_full(c, id);
 }
 
-static const pc__gw_param_t chat_history_spec[] = {
-	{"sessionKey", PC__GW_T_NESTR, true},
-	{"limit", PC__GW_T_UINT, false},
-};
-
-static void m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
-{
-	double limit;
-	if (!read_limit(c, id, "chat.history", params, PC__GW_HISTORY_DEFAULT, 1, &limit))
-		return;
-	const char *key = pc__gw_str(params, "sessionKey");
-	pc_msg_t *req = NULL;
-	pc__gw_pend_t *pd = pc__gw_pend_new(c, PC__GW_P_HISTORY, id);
-	int rc = PC_ENOMEM;
-	if (pd && (pd->key = strdup(key))) {
-		pd->limit = limit > PC__GW_HISTORY_MAX ? PC__GW_HISTORY_MAX : (int)limit;
-		rc = ask_store(ctx, c, pd, pc_store_req_history(key, &req), &req);
-	} else if (pd) {
-		pc__gw_pend_free(c, pd);
-	}
-	if (rc != 0)
-		read_refused(c, id, "chat.history", rc, "sessionKey: is not a session key");
-}
-
-static cJSON *session_item(pc_agent_t *a, const pc_store_session_entry_t *e)
+cJSON *pc__gw_session_row(pc_agent_t *a, const pc_store_session_entry_t *e)
 {
 	cJSON *s = cJSON_CreateObject();
 	char active[PC_RUN_ID_MAX + 1];
@@ -683,7 +617,7 @@ static cJSON *sessions_page(pc_agent_t *a, const pc_store_sessions_t *l)
 	pc_store_session_entry_t e = {0};
 	for (size_t i = 0; i < n; i++) {
 		pc_store_sessions_get(l, i, &e);
-		cJSON_AddItemToArray(list, session_item(a, &e));
+		cJSON_AddItemToArray(list, pc__gw_session_row(a, &e));
 	}
 	if (pc_store_sessions_more(l) && n > 0) {
 		size_t cap = strlen(e.key) + 24;
@@ -709,18 +643,32 @@ static int cursor_parse(const char *cursor, pc_store_sessions_query_t *q)
 	return 0;
 }
 
-static const pc__gw_param_t sessions_list_spec[] = {
+const pc__gw_param_t pc__gw_sessions_list_spec[PC__GW_SESSIONS_LIST_NPARAMS] = {
 	{"limit", PC__GW_T_UINT, false},
 	{"cursor", PC__GW_T_STRING, false},
 };
 
-static void m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+/* A sessions.list answer, or with `subscribed` sessions.subscribe's:
+ * {subscribed: true, list}. */
+static cJSON *sessions_answer(pc_agent_t *a, const pc_store_sessions_t *l, bool subscribed)
+{
+	cJSON *list = sessions_page(a, l);
+	if (!subscribed)
+		return list;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddTrueToObject(p, "subscribed");
+	cJSON_AddItemToObject(p, "list", list);
+	return p;
+}
+
+void pc__gw_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char *method, const cJSON *params,
+			  bool subscribed)
 {
 	double limit;
-	if (!read_limit(c, id, "sessions.list", params, PC_STORE_SESSIONS_MAX, 0, &limit))
+	if (!read_limit(c, id, method, params, PC_STORE_SESSIONS_MAX, 0, &limit))
 		return;
 	if (limit == 0) {
-		pc__gw_reply_ok(c, id, sessions_page(c->g->agent, NULL));
+		pc__gw_reply_ok(c, id, sessions_answer(c->g->agent, NULL, subscribed));
 		return;
 	}
 	pc_store_sessions_query_t q = {
@@ -729,14 +677,21 @@ static void m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, con
 	};
 	const char *cursor = pc__gw_str(params, "cursor");
 	if (cursor && cursor_parse(cursor, &q) != 0) {
-		pc__gw_invalid(c, id, "sessions.list", "cursor: is not one sessions.list gave");
+		pc__gw_invalid(c, id, method, "cursor: is not one sessions.list gave");
 		return;
 	}
 	pc_msg_t *req = NULL;
 	pc__gw_pend_t *pd = pc__gw_pend_new(c, PC__GW_P_SESSIONS, id);
-	int rc = pd ? ask_store(ctx, c, pd, pc_store_req_sessions(&q, &req), &req) : PC_ENOMEM;
+	if (pd)
+		pd->view = subscribed;
+	int rc = pd ? pc__gw_ask_store(ctx, c, pd, pc_store_req_sessions(&q, &req), &req) : PC_ENOMEM;
 	if (rc != 0)
-		read_refused(c, id, "sessions.list", rc, "cursor: is not one sessions.list gave");
+		pc__gw_read_refused(c, id, method, rc, "cursor: is not one sessions.list gave");
+}
+
+static void m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	pc__gw_sessions_list(ctx, c, id, "sessions.list", params, false);
 }
 
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
@@ -753,7 +708,7 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 		pc__gw_pend_free(c, pd);
 		return;
 	}
-	pc__gw_reply_ok(c, pd->req_id, sessions_page(c->g->agent, l));
+	pc__gw_reply_ok(c, pd->req_id, sessions_answer(c->g->agent, l, pd->view));
 	pc_store_sessions_free(l);
 	pc__gw_pend_free(c, pd);
 }
@@ -768,7 +723,7 @@ static const pc__gw_param_t usage_run_spec[] = {
  * reported usage) and their exact sums. */
 static void m_usage_run(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
-	if (inflight_full(c, id))
+	if (pc__gw_inflight_full(c, id))
 		return;
 	const char *run = pc__gw_str(params, "runId");
 	if (strlen(run) > PC_RUN_ID_MAX) {
@@ -780,10 +735,10 @@ static void m_usage_run(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 	int rc = PC_ENOMEM;
 	if (pd) {
 		snprintf(pd->run_id, sizeof(pd->run_id), "%s", run);
-		rc = ask_store(ctx, c, pd, pc_store_req_usage_list(run, NULL, &req), &req);
+		rc = pc__gw_ask_store(ctx, c, pd, pc_store_req_usage_list(run, NULL, &req), &req);
 	}
 	if (rc != 0)
-		read_refused(c, id, "usage.run", rc, "runId: is too long");
+		pc__gw_read_refused(c, id, "usage.run", rc, "runId: is too long");
 }
 
 static cJSON *usage_counts(const pc_store_usage_t *u)
@@ -941,13 +896,9 @@ static void add_named_models(cJSON *list, const pc_config_t *cfg, const pc_provi
 	}
 }
 
-static void m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+cJSON *pc__gw_models(const pc_config_t *cfg)
 {
-	(void)ctx;
-	(void)params;
-	const pc_config_t *cfg = c->g->cfg;
-	cJSON *p = cJSON_CreateObject();
-	cJSON *list = cJSON_AddArrayToObject(p, "models");
+	cJSON *list = cJSON_CreateArray();
 	for (size_t i = 0; i < cfg->provider_count; i++) {
 		const pc_provider_config_t *pv = &cfg->providers[i];
 		for (size_t j = 0; j < pv->model_count; j++)
@@ -955,6 +906,15 @@ static void m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const
 		if (!pv->model_count)
 			add_named_models(list, cfg, pv);
 	}
+	return list;
+}
+
+static void m_models_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	(void)params;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddItemToObject(p, "models", pc__gw_models(c->g->cfg));
 	pc__gw_reply_ok(c, id, p);
 }
 
@@ -969,13 +929,25 @@ static const pc__gw_method_t methods[] = {
 	{"agent.wait", PC__GW_SCOPE_WRITE, SPEC(agent_wait_spec), true, m_agent_wait},
 	{"chat.send", PC__GW_SCOPE_WRITE, SPEC(chat_send_spec), true, m_chat_send},
 	{"chat.abort", PC__GW_SCOPE_WRITE, SPEC(chat_abort_spec), true, m_chat_abort},
-	{"chat.history", PC__GW_SCOPE_READ, SPEC(chat_history_spec), true, m_chat_history},
-	{"sessions.list", PC__GW_SCOPE_READ, SPEC(sessions_list_spec), false, m_sessions_list},
+	{"chat.history", PC__GW_SCOPE_READ, SPEC(pc__gw_chat_history_spec), true, pc__gw_m_chat_history},
+	{"sessions.list", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_list_spec), false, m_sessions_list},
 	{"sessions.abort", PC__GW_SCOPE_WRITE, SPEC(sessions_abort_spec), true, m_sessions_abort},
 	{"health", PC__GW_SCOPE_READ, NULL, 0, false, m_health},
 	{"status", PC__GW_SCOPE_READ, NULL, 0, false, m_status},
 	{"models.list", PC__GW_SCOPE_READ, NULL, 0, false, m_models_list},
 	{"usage.run", PC__GW_SCOPE_READ, SPEC(usage_run_spec), true, m_usage_run},
+	/* rpc_history.c, rpc_sessions.c */
+	{"chat.startup", PC__GW_SCOPE_READ, SPEC(pc__gw_chat_startup_spec), true, pc__gw_m_chat_startup},
+	{"chat.metadata", PC__GW_SCOPE_READ, SPEC(pc__gw_chat_metadata_spec), true, pc__gw_m_chat_metadata},
+	{"sessions.describe", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_describe_spec), true, pc__gw_m_sessions_describe},
+	{"sessions.subscribe", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_list_spec), false, pc__gw_m_sessions_subscribe},
+	{"sessions.unsubscribe", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_sessions_unsubscribe},
+	{"sessions.messages.subscribe", PC__GW_SCOPE_READ, SPEC(pc__gw_messages_subscribe_spec), true,
+	 pc__gw_m_messages_subscribe},
+	{"sessions.messages.unsubscribe", PC__GW_SCOPE_READ, SPEC(pc__gw_messages_unsubscribe_spec), true,
+	 pc__gw_m_messages_unsubscribe},
+	{"sessions.observer.visibility", PC__GW_SCOPE_READ, SPEC(pc__gw_observer_visibility_spec), true,
+	 pc__gw_m_observer_visibility},
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 

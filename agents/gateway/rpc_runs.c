@@ -245,11 +245,13 @@ void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
 	pc_timer_cancel(c->g->rt, p->timer);
 	free(p->req_id);
 	free(p->key);
+	cJSON_Delete(p->args);
 	free(p);
 }
 
 void pc__gw_release_work(pc__gw_conn_t *c)
 {
+	pc__gw_feed_release(c);
 	while (c->pend.head)
 		pc__gw_pend_free(c, (pc__gw_pend_t *)c->pend.head);
 	/* Runs first: each drops its use of its session subscription. */

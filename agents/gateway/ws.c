@@ -196,6 +196,9 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__GW_MSG_DELTA_FLUSH:
 		pc__gw_on_delta_flush(c, pc_msg_u64(msg));
 		break;
+	case PC__GW_MSG_FEED:
+		pc__gw_on_feed(c);
+		break;
 	case PC_MSG_AGENT_ACCEPTED:
 		pc__gw_on_accepted(ctx, c, msg);
 		break;

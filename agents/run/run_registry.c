@@ -83,6 +83,8 @@ struct pc_run_registry {
 	pthread_mutex_t wlock; /* guards `inside` */
 	pthread_cond_t wcond;  /* `inside` dropped to 0 while closing */
 	size_t inside;         /* threads inside pc_run_registry_wait */
+	pc_run_registry_observer_fn observer; /* set before use, read-only after */
+	void *observer_ud;
 };
 
 static const char *const status_names[] = {
@@ -299,6 +301,18 @@ fail_wlock:
 	return rc;
 }
 
+void pc_run_registry_observe(pc_run_registry_t *r, pc_run_registry_observer_fn fn, void *ud)
+{
+	r->observer = fn;
+	r->observer_ud = ud;
+}
+
+static void observed(const pc_run_registry_t *r, const pc_run_info_t *info)
+{
+	if (r->observer)
+		r->observer(r->observer_ud, info);
+}
+
 void pc_run_registry_free(pc_run_registry_t *r)
 {
 	if (!r)
@@ -450,6 +464,7 @@ int pc_run_registry_add(pc_run_registry_t *r, const char *run_id, const char *se
 
 	int rc = 0;
 	entry_t *gone = NULL;
+	pc_run_info_t info = e->info;
 	shard_t *sh = shard_of(r, e->hash);
 	pthread_mutex_lock(&sh->lock);
 	if (find_run(sh, run_id, e->hash)) {
@@ -466,6 +481,8 @@ int pc_run_registry_add(pc_run_registry_t *r, const char *run_id, const char *se
 	pthread_mutex_unlock(&sh->lock);
 	if (rc)
 		free(e);
+	else
+		observed(r, &info);
 	free_list(gone);
 	return rc;
 }
@@ -523,6 +540,7 @@ int pc_run_registry_start(pc_run_registry_t *r, const char *run_id, pc_actor_t *
 		return PC_ENOMEM;
 	int rc = 0;
 	pc_actor_t *old = NULL;
+	pc_run_info_t info;
 	shard_t *sh, *ss;
 	uint64_t sk;
 	entry_t *e = lock_run_and_session(r, run_id, &sh, &ss, &sk);
@@ -551,10 +569,13 @@ int pc_run_registry_start(pc_run_registry_t *r, const char *run_id, pc_actor_t *
 	old = a->actor;
 	a->actor = pc_actor_retain(actor);
 	copy_str(a->run_id, sizeof(a->run_id), run_id);
+	info = e->info;
 unlock:
 	unlock_pair(sh, ss);
 	free(fresh);
 	pc_actor_release(old);
+	if (rc == 0)
+		observed(r, &info);
 	return rc;
 }
 
@@ -606,6 +627,8 @@ unlock:
 	free(gone_active);
 	pc_actor_release(active_actor);
 	pc_actor_release(actor);
+	if (rc == 0)
+		observed(r, &info);
 	/* Watchers are told outside the locks: sending may wake a worker. */
 	while (watchers) {
 		watcher_t *w = watchers;

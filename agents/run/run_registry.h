@@ -67,6 +67,14 @@ int pc_run_registry_new(pc_run_registry_t **out);
  * wakes every waiter with PC_ESTOPPED. */
 void pc_run_registry_free(pc_run_registry_t *r);
 
+/* Told of every run's transitions (added: queued; started: running;
+ * finished: its terminal status) with a copy of its entry, outside the
+ * registry's locks, on the thread that made the transition: a run's
+ * transitions come in their order. Set once, before the registry is used
+ * (`fn` NULL: nobody). */
+typedef void (*pc_run_registry_observer_fn)(void *ud, const pc_run_info_t *info);
+void pc_run_registry_observe(pc_run_registry_t *r, pc_run_registry_observer_fn fn, void *ud);
+
 /* Adds run `run_id` of `session_key`, status queued. `attachment` (may be
  * NULL) is released with `release` when the entry goes. PC_EEXIST if the
  * id is known (the attachment then stays the caller's). */

@@ -44,7 +44,10 @@ Test(agent_gateway_ws, challenge_then_hello_ok_as_openclaw_describes_it)
 	cr_assert_str_neq(jstr(jget(h, "server"), "connId"), "");
 	const cJSON *methods = jget(jget(h, "features"), "methods");
 	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list",
-			      "sessions.abort", "health", "status", "models.list", "usage.run"};
+			      "sessions.abort", "health", "status", "models.list", "usage.run", "chat.startup",
+			      "chat.metadata", "sessions.describe", "sessions.subscribe", "sessions.unsubscribe",
+			      "sessions.messages.subscribe", "sessions.messages.unsubscribe",
+			      "sessions.observer.visibility"};
 	cr_assert_eq(cJSON_GetArraySize(methods), (int)(sizeof(want) / sizeof(want[0])));
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		bool found = false;
