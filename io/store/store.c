@@ -134,7 +134,7 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 {
 	if (kind == PC_STORE_REQ_HISTORY)
 		return pc__store_hist_error(rc);
-	if (kind == PC_STORE_REQ_USAGE_LIST)
+	if (kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS)
 		return pc__store_usage_error(rc);
 	if (kind == PC_STORE_REQ_SESSIONS || kind == PC_STORE_REQ_RUNS_OPEN)
 		return pc__store_list_error(kind == PC_STORE_REQ_SESSIONS ? PC_STORE_MSG_SESSIONS : PC_STORE_MSG_RUNS, rc);
@@ -145,7 +145,7 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 static bool is_read(uint32_t kind)
 {
 	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
-	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST;
+	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS;
 }
 
 /* Answers a decoded op (if it asked) with its result, `delay_ms` late
@@ -547,7 +547,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_LIST)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_DAYS)
 			return on_request(ctx, a, m);
 		return 0;
 	}
