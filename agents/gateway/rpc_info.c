@@ -288,11 +288,14 @@ void pc__gw_m_stability(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 		pc__gw_invalid(c, id, "diagnostics.stability", "limit: must be between 1 and 1000");
 		return;
 	}
-	char ts[32];
-	time_t now = (time_t)(pc__clock_wall_ms() / 1000);
+	/* OpenClaw's Date.toISOString(): milliseconds, UTC */
+	char day[24], ts[32];
+	int64_t ms = pc__clock_wall_ms();
+	time_t now = (time_t)(ms / 1000);
 	struct tm tm;
-	if (!gmtime_r(&now, &tm) || !strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm))
-		ts[0] = '\0';
+	if (!gmtime_r(&now, &tm) || !strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm))
+		day[0] = '\0';
+	snprintf(ts, sizeof(ts), "%s.%03dZ", day, (int)(ms % 1000));
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "generatedAt", ts);
 	cJSON_AddNumberToObject(p, "capacity", 0);
@@ -305,9 +308,11 @@ void pc__gw_m_stability(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 	if (pc_process_stats(&ps) == 0 && ps.resident_bytes > 0) {
 		cJSON *mem = cJSON_AddObjectToObject(sum, "memory");
 		cJSON_AddNumberToObject(cJSON_AddObjectToObject(mem, "latest"), "rssBytes", ps.resident_bytes);
+		/* the kernel's peak (KiB on Linux), sampled apart from the reading
+		 * above: never shown below it */
 		struct rusage ru;
-		if (getrusage(RUSAGE_SELF, &ru) == 0)
-			cJSON_AddNumberToObject(mem, "maxRssBytes", (double)ru.ru_maxrss * 1024.0); /* KiB on Linux */
+		double peak = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : 0;
+		cJSON_AddNumberToObject(mem, "maxRssBytes", peak > ps.resident_bytes ? peak : ps.resident_bytes);
 		cJSON_AddNumberToObject(mem, "pressureCount", 0);
 	}
 	cJSON_AddItemToObject(p, "pincer", pincer_figures(c->g));

@@ -835,6 +835,20 @@ int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_k
 	return rc;
 }
 
+int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_usage_list_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_usage_days(from_ms, to_ms, &m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_usage_list_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
+}
+
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a)
 {
 	pc_msg_t *m = NULL;

@@ -573,6 +573,7 @@ int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
 int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
 int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch);
 int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_key, pc_store_usage_list_t **out);
+int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_usage_list_t **out);
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
 /* busy (may be NULL): on PC_EBUSY, the holder (PC_STORE_ID_MAX + 1 bytes). */
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,

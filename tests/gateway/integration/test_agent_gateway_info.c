@@ -191,7 +191,11 @@ Test(agent_gateway_info, stability_reports_the_runs_made)
 	cr_assert_eq(jnum(p, "count"), 0);
 	cr_assert_eq(cJSON_GetArraySize(jget(p, "events")), 0);
 	cr_assert(cJSON_IsObject(jget(jget(p, "summary"), "byType")));
-	cr_assert_gt(jnum(jget(jget(jget(p, "summary"), "memory"), "latest"), "rssBytes"), 0);
+	const cJSON *mem = jget(jget(p, "summary"), "memory");
+	cr_assert_gt(jnum(jget(mem, "latest"), "rssBytes"), 0);
+	cr_assert_geq(jnum(mem, "maxRssBytes"), jnum(jget(mem, "latest"), "rssBytes"));
+	/* an ISO 8601 UTC time, as OpenClaw's Date.toISOString() */
+	cr_assert_eq(strlen(jstr(p, "generatedAt")), 24, "%s", jstr(p, "generatedAt"));
 	const cJSON *pin = jget(p, "pincer");
 	cr_assert_gt(jnum(pin, "uptimeMs"), 0);
 	const cJSON *runs = jget(pin, "runs");
