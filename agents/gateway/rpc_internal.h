@@ -1,8 +1,10 @@
 /*
  * The WebSocket RPC's insides, shared by ws.c (the route, the connection
  * actors, their registry), rpc.c (frames, the handshake, dispatch),
- * rpc_methods.c (the methods and what runs report) and device_auth.c
- * (shared secrets, device identities and device tokens). Private to those
+ * rpc_methods.c (the methods and what runs report), rpc_info.c,
+ * rpc_cost.c and rpc_empty.c (what OpenClaw's Control UI reads),
+ * rpc_session_id.c (`agent` by sessionId) and device_auth.c (shared
+ * secrets, device identities and device tokens). Private to those
  * files; docs/gateway.md is the protocol as a client sees it.
  *
  * One actor per connection owns a pc__gw_conn_t: nothing in it is touched
