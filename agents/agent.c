@@ -553,6 +553,9 @@ int pc_agent_steer(pc_agent_t *a, const char *session_key, const char *text)
 	return rc;
 }
 
+_Static_assert(sizeof(((pc_agent_stats_t *)0)->runs_ended) / sizeof(uint64_t) == PC__RUN_OUTCOMES,
+	       "runs_ended has a slot per outcome");
+
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -560,6 +563,11 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->runs_started = __atomic_load_n(&a->stats.runs_started, __ATOMIC_RELAXED);
 	out->runs_finished = __atomic_load_n(&a->stats.runs_finished, __ATOMIC_RELAXED);
 	out->runs_active = pc_run_registry_active_count(a->runs);
+	for (size_t k = 0; k < PC__RUN_OUTCOMES; k++) {
+		double v = 0;
+		if (pc_metric_value(a->metrics.runs[k], &v) == 0)
+			out->runs_ended[k] = (uint64_t)v;
+	}
 	out->attempts = __atomic_load_n(&a->stats.attempts, __ATOMIC_RELAXED);
 	out->tool_calls = __atomic_load_n(&a->stats.tool_calls, __ATOMIC_RELAXED);
 	out->tool_loops_blocked = __atomic_load_n(&a->stats.tool_loops_blocked, __ATOMIC_RELAXED);

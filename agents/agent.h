@@ -258,6 +258,8 @@ typedef struct pc_agent_stats {
 	uint64_t runs_started;
 	uint64_t runs_finished;
 	uint64_t runs_active;
+	uint64_t runs_ended[4];  /* by outcome: ok, error, aborted, timeout
+				  * (pincer_agent_runs_total) */
 	uint64_t attempts;
 	uint64_t tool_calls;
 	uint64_t tool_loops_blocked; /* calls refused by the loop detectors (§4.2) */

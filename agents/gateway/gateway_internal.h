@@ -43,6 +43,14 @@ static inline const char *pc__gw_refusal_name(int r)
 	return r >= 0 && r < PC__GW_REFUSALS ? names[r] : "?";
 }
 
+/* The one agent this gateway serves, as OpenClaw's clients name it, and
+ * the assistant's identity they show (the configuration gives none, so
+ * OpenClaw's defaults): the Control UI's bootstrap (ui.c) and
+ * agent.identity.get / agents.list (rpc_info.c) say the same. */
+#define PC__GW_AGENT_ID "main"
+#define PC__GW_ASSISTANT_NAME "Assistant"
+#define PC__GW_ASSISTANT_AVATAR "A"
+
 struct pc__gw_ws;
 struct pc__gw_openai;
 struct pc__gw_ops;

@@ -531,6 +531,9 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 		return;
 	}
 	const pc__gw_method_t *m = pc__gw_method_find(name);
+	const pc__gw_empty_t *empty = m ? NULL : pc__gw_empty_find(name);
+	if (empty)
+		m = &empty->m;
 	if (!m) {
 		char msg[160];
 		snprintf(msg, sizeof(msg), "unknown method: %.100s", name);
@@ -546,7 +549,10 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 		pc__gw_invalid(c, id, m->name, err);
 		return;
 	}
-	m->fn(ctx, c, id, params);
+	if (empty)
+		pc__gw_empty_answer(c, id, empty);
+	else
+		m->fn(ctx, c, id, params);
 }
 
 /* A frame whose text is refused, parsed with its bad strings blanked, so

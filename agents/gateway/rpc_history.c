@@ -128,7 +128,7 @@ static void ask_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 	pc_msg_t *req = NULL;
 	pc__gw_pend_t *pd = pc__gw_pend_new(c, PC__GW_P_HISTORY, id);
 	int rc = PC_ENOMEM;
-	if (pd && (pd->key = strdup(key)) && (pd->args = cJSON_Duplicate(params, true))) {
+	if (pd && (pd->key = strdup(key)) && (pd->params = cJSON_Duplicate(params, true))) {
 		pd->view = view;
 		rc = pc__gw_ask_store(ctx, c, pd, pc_store_req_history(key, &req), &req);
 	} else if (pd) {
@@ -319,7 +319,7 @@ static cJSON *defaults(pc__gw_conn_t *c)
  * the metadata too; NULL when memory ran out. */
 static cJSON *history_answer(pc__gw_conn_t *c, const pc__gw_pend_t *pd, const pc_store_history_t *h)
 {
-	const cJSON *args = pd->args;
+	const cJSON *args = pd->params;
 	size_t limit = (size_t)num(args, "limit", PC__GW_HISTORY_DEFAULT);
 	size_t offset = (size_t)num(args, "offset", 0);
 	size_t budget = (size_t)num(args, "maxBytes", (double)PC__GW_HISTORY_MAX_BYTES);
@@ -364,7 +364,7 @@ static cJSON *history_answer(pc__gw_conn_t *c, const pc__gw_pend_t *pd, const pc
 /* A session the snapshot was asked by id must still be that one. */
 static bool session_matches(const pc__gw_pend_t *pd, const pc_store_history_t *h)
 {
-	const char *want = pc__gw_str(pd->args, "sessionId");
+	const char *want = pc__gw_str(pd->params, "sessionId");
 	if (!want)
 		return true;
 	pc_store_session_t sess = {0};

@@ -1,8 +1,10 @@
 /*
  * The WebSocket RPC's insides, shared by ws.c (the route, the connection
  * actors, their registry), rpc.c (frames, the handshake, dispatch),
- * rpc_methods.c (the methods and what runs report) and device_auth.c
- * (shared secrets, device identities and device tokens). Private to those
+ * rpc_methods.c (the methods and what runs report), rpc_info.c,
+ * rpc_cost.c and rpc_empty.c (what OpenClaw's Control UI reads),
+ * rpc_session_id.c (`agent` by sessionId) and device_auth.c (shared
+ * secrets, device identities and device tokens). Private to those
  * files; docs/gateway.md is the protocol as a client sees it.
  *
  * One actor per connection owns a pc__gw_conn_t: nothing in it is touched
@@ -259,6 +261,44 @@ const pc__gw_method_t *pc__gw_method_find(const char *name);
 /* The methods this gateway answers, for hello-ok. */
 cJSON *pc__gw_method_names(void);
 
+/* `agent` params m_agent accepted, submitted to session `key` (NULL:
+ * "main"). */
+void pc__gw_agent_submit(pc__gw_conn_t *c, const char *id, const cJSON *params, const char *key);
+
+/* ---- rpc_session_id.c: `agent` by OpenClaw's sessionId ---- */
+
+/* Finds the session `params`' sessionId names, then submits the run to it. */
+void pc__gw_agent_by_session_id(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+/* A PC_STORE_MSG_SESSIONS reply to that search: true when it was one. */
+bool pc__gw_on_session_id(pc__gw_conn_t *c, const pc_msg_t *msg);
+
+/* ---- rpc_info.c, rpc_cost.c: what OpenClaw's clients read about the gateway ---- */
+
+extern const pc__gw_param_t pc__gw_identity_spec[2], pc__gw_stability_spec[3], pc__gw_usage_cost_spec[9];
+void pc__gw_m_identity(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_agents_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_config_get(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_config_write(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_models_auth(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_update_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_stability(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_usage_cost(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+/* A PC_STORE_MSG_USAGE reply to usage.cost: true when it was one. */
+bool pc__gw_on_usage_cost(pc__gw_conn_t *c, const pc_msg_t *msg);
+
+/* ---- rpc_empty.c: what the Control UI reads of features Pincer lacks ---- */
+
+/* A read-only method answered with OpenClaw's empty result. */
+typedef struct pc__gw_empty {
+	pc__gw_method_t m;  /* its fn is NULL */
+	const char *answer; /* the payload, JSON text */
+} pc__gw_empty_t;
+/* The one called `name`, or NULL; their names appended to array `a`; the
+ * answer to request `id`. */
+const pc__gw_empty_t *pc__gw_empty_find(const char *name);
+void pc__gw_empty_names(cJSON *a);
+void pc__gw_empty_answer(pc__gw_conn_t *c, const char *id, const pc__gw_empty_t *e);
+
 /* What the connection actor hears about the work in flight. */
 void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
 void pc__gw_on_run_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
@@ -373,7 +413,8 @@ struct pc__gw_run {
 };
 
 /* What a pending entry waits for. */
-enum { PC__GW_P_SUBMIT = 0, PC__GW_P_WAIT, PC__GW_P_HISTORY, PC__GW_P_RUNGET, PC__GW_P_SESSIONS, PC__GW_P_USAGE };
+enum { PC__GW_P_SUBMIT = 0, PC__GW_P_WAIT, PC__GW_P_HISTORY, PC__GW_P_RUNGET, PC__GW_P_SESSIONS, PC__GW_P_USAGE,
+       PC__GW_P_COST, PC__GW_P_SESSID };
 
 struct pc__gw_pend {
 	pc__gw_node_t node;
@@ -383,13 +424,15 @@ struct pc__gw_pend {
 	char *req_id;       /* NULL: a read for a run's final */
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
 	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY */
-	int limit;          /* PC__GW_P_HISTORY */
+	int limit;          /* PC__GW_P_HISTORY; PC__GW_P_COST: the days asked (0: all) */
 	int view;           /* PC__GW_P_HISTORY: what answers (rpc_history.c);
 			     * PC__GW_P_SESSIONS: sessions.subscribe's */
-	cJSON *args;        /* PC__GW_P_HISTORY: the request's params (a copy) */
 	uint64_t run_tag;   /* PC__GW_P_RUNGET for a repeated agent: its run */
 	uint64_t wait_ms;   /* PC__GW_P_RUNGET for agent.wait: how long it waits */
 	char run_id[PC_RUN_ID_MAX + 1]; /* also PC__GW_P_USAGE */
+	cJSON *params;      /* a copy of the request's params: PC__GW_P_HISTORY's,
+			     * PC__GW_P_SESSID's (the agent request waiting for
+			     * its session) */
 	pc_timer_t timer;   /* PC__GW_P_WAIT */
 };
 

@@ -364,8 +364,6 @@ static const char *agent_unsupported(const cJSON *params)
 		       "(pass bestEffortDeliver for a session-only run)";
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0)
 		return "attachments: are not supported";
-	if (pc__gw_str(params, "sessionId") && !pc__gw_str(params, "sessionKey"))
-		return "sessionId: sessions are named by sessionKey here";
 	return thinking_invalid(params);
 }
 
@@ -403,7 +401,6 @@ static const pc__gw_param_t agent_spec[] = {
 
 static void m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
-	(void)ctx;
 	char model[512];
 	const char *why = agent_unsupported(params);
 	if (!why && model_ref(params, model, sizeof(model)) != 0)
@@ -412,12 +409,24 @@ static void m_agent(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON
 		pc__gw_invalid(c, id, "agent", why);
 		return;
 	}
+	const char *key = pc__gw_str(params, "sessionKey");
+	const char *sid = pc__gw_str(params, "sessionId");
+	if ((!key || !*key) && sid && *sid)
+		pc__gw_agent_by_session_id(ctx, c, id, params); /* the session first (rpc_session_id.c) */
+	else
+		pc__gw_agent_submit(c, id, params, key);
+}
+
+void pc__gw_agent_submit(pc__gw_conn_t *c, const char *id, const cJSON *params, const char *key)
+{
+	char model[512];
+	(void)model_ref(params, model, sizeof(model)); /* m_agent checked it */
 	const char *kind = pc__gw_str(params, "bootstrapContextRunKind");
 	double timeout_s = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeout"));
 	const char *extra = pc__gw_str(params, "extraSystemPrompt");
 	const char *idem = pc__gw_str(params, "idempotencyKey");
 	pc_agent_params_t p = {
-		.session_key = pc__gw_str(params, "sessionKey"),
+		.session_key = key,
 		.message = pc__gw_str(params, "message"),
 		.idempotency_key = idem,
 		/* §8.3: the run is named by its key (a key that cannot be a run
@@ -697,8 +706,10 @@ static void m_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, con
 void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pc__gw_pend_find(c, PC__GW_P_SESSIONS, msg->corr);
-	if (!pd)
+	if (!pd) {
+		(void)pc__gw_on_session_id(c, msg);
 		return;
+	}
 	pc_store_sessions_t *l = NULL;
 	int rc = pc_store_sessions_take(msg, &l);
 	if (rc != 0) {
@@ -755,8 +766,10 @@ static cJSON *usage_counts(const pc_store_usage_t *u)
 void pc__gw_on_usage(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pc__gw_pend_find(c, PC__GW_P_USAGE, msg->corr);
-	if (!pd)
+	if (!pd) {
+		(void)pc__gw_on_usage_cost(c, msg);
 		return;
+	}
 	pc_store_usage_list_t *l = NULL;
 	int rc = pc_store_usage_list_take(msg, &l);
 	if (rc != 0) {
@@ -948,6 +961,17 @@ static const pc__gw_method_t methods[] = {
 	 pc__gw_m_messages_unsubscribe},
 	{"sessions.observer.visibility", PC__GW_SCOPE_READ, SPEC(pc__gw_observer_visibility_spec), true,
 	 pc__gw_m_observer_visibility},
+	/* rpc_info.c, rpc_cost.c: OpenClaw's reads about the gateway; writes refused */
+	{"agent.identity.get", PC__GW_SCOPE_READ, SPEC(pc__gw_identity_spec), true, pc__gw_m_identity},
+	{"agents.list", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_agents_list},
+	{"config.get", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_config_get},
+	{"config.set", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_config_write},
+	{"config.patch", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_config_write},
+	{"config.apply", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_config_write},
+	{"models.authStatus", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_models_auth},
+	{"update.status", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_update_status},
+	{"diagnostics.stability", PC__GW_SCOPE_READ, SPEC(pc__gw_stability_spec), true, pc__gw_m_stability},
+	{"usage.cost", PC__GW_SCOPE_READ, SPEC(pc__gw_usage_cost_spec), false, pc__gw_m_usage_cost},
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 
@@ -964,5 +988,7 @@ cJSON *pc__gw_method_names(void)
 	cJSON *a = cJSON_CreateArray();
 	for (size_t i = 0; a && i < NMETHODS; i++)
 		cJSON_AddItemToArray(a, cJSON_CreateString(methods[i].name));
+	if (a)
+		pc__gw_empty_names(a);
 	return a;
 }

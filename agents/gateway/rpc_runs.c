@@ -245,7 +245,7 @@ void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
 	pc_timer_cancel(c->g->rt, p->timer);
 	free(p->req_id);
 	free(p->key);
-	cJSON_Delete(p->args);
+	cJSON_Delete(p->params);
 	free(p);
 }
 

@@ -284,9 +284,9 @@ static void serve_config(struct pc__gw_ui *ui, const pc_http_request_msg_t *q, c
 	cJSON *o = cJSON_CreateObject();
 	if (o) {
 		cJSON_AddStringToObject(o, "basePath", "");
-		cJSON_AddStringToObject(o, "assistantName", "Assistant");
-		cJSON_AddStringToObject(o, "assistantAvatar", "A");
-		cJSON_AddStringToObject(o, "assistantAgentId", "main");
+		cJSON_AddStringToObject(o, "assistantName", PC__GW_ASSISTANT_NAME);
+		cJSON_AddStringToObject(o, "assistantAvatar", PC__GW_ASSISTANT_AVATAR);
+		cJSON_AddStringToObject(o, "assistantAgentId", PC__GW_AGENT_ID);
 	}
 	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
 	char head[1024];

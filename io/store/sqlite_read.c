@@ -12,8 +12,9 @@
 
 #include "sqlite_internal.h"
 
-enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_OPEN,
-       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_N };
+enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_LIST_ID,
+       R_OPEN,
+       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_USAGE_DAYS, R_USAGE_SUM_WINDOW, R_N };
 
 /* A usage record's columns. */
 #define USAGE_COLUMNS                                                                                       \
@@ -49,12 +50,19 @@ static const char *const rsql[R_N] = {
 	[R_LIST_CREATED] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.created_ms < ?2 OR (s.created_ms = ?2 AND s.key > ?1)"
 				       " ORDER BY s.created_ms DESC, s.key LIMIT ?3",
 	[R_LIST_KEY] = LIST_COLUMNS "WHERE ?1 IS NULL OR s.key > ?1 ORDER BY s.key LIMIT ?3",
+	/* ?4: a session id (ids are random, so at most one; no cursor) */
+	[R_LIST_ID] = LIST_COLUMNS "WHERE s.id = ?4 ORDER BY s.key LIMIT ?3",
 	/* ?2: the listing's size plus one (to tell whether more follow) */
 	[R_USAGE_RUN] = USAGE_COLUMNS "WHERE run_id = ?1 ORDER BY attempt_idx, call_idx LIMIT ?2",
 	[R_USAGE_KEY] = USAGE_COLUMNS "WHERE session_key = ?1 ORDER BY created_ms, run_id, attempt_idx, call_idx"
 				      " LIMIT ?2",
 	[R_USAGE_SUM_RUN] = USAGE_SUMS "WHERE run_id = ?1",
 	[R_USAGE_SUM_KEY] = USAGE_SUMS "WHERE session_key = ?1",
+	/* a window [?1, ?2) by UTC day (created_ms is never negative) */
+	[R_USAGE_DAYS] = "SELECT count(*), 0, sum(input), sum(output), sum(cache_read), sum(cache_write), sum(total),"
+			 " created_ms / 86400000 AS day FROM usage WHERE created_ms >= ?1 AND created_ms < ?2"
+			 " GROUP BY day ORDER BY day",
+	[R_USAGE_SUM_WINDOW] = USAGE_SUMS "WHERE created_ms >= ?1 AND created_ms < ?2",
 };
 
 struct pc__sq_reader {
@@ -208,12 +216,17 @@ static pc_msg_t *history(pc__sq_be_t *be, const char *key)
 static int read_sessions(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_list_builder_t *b, bool *more)
 {
 	int64_t limit = op->i[I_SL_LIMIT], order = op->i[I_SL_ORDER];
-	sqlite3_stmt *st = r->st[order == PC_STORE_SESSIONS_KEY		? R_LIST_KEY
+	bool by_id = op->s[S_SL_ID] != NULL;
+	sqlite3_stmt *st = r->st[by_id				? R_LIST_ID
+				 : order == PC_STORE_SESSIONS_KEY	? R_LIST_KEY
 				 : order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED
 								      : R_LIST_UPDATED];
 	int berr = 0;
-	pc__sq_bind_s(&berr, st, 1, op, S_SL_AFTER);
-	if (order != PC_STORE_SESSIONS_KEY)
+	if (by_id)
+		pc__sq_bind_s(&berr, st, 4, op, S_SL_ID);
+	else
+		pc__sq_bind_s(&berr, st, 1, op, S_SL_AFTER);
+	if (!by_id && order != PC_STORE_SESSIONS_KEY)
 		pc__sq_bind_i(&berr, st, 2, op->i[I_SL_AFTER_MS]);
 	pc__sq_bind_i(&berr, st, 3, limit + 1);
 	int rc;
@@ -348,6 +361,39 @@ static int read_usage(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_us
 	return rc;
 }
 
+/* The window's sums and its days, one snapshot as read_usage's. */
+static int read_usage_days(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_USAGE_SUM_WINDOW];
+	pc__sq_bind_i(&berr, st, 1, op->i[I_UD_FROM]);
+	pc__sq_bind_i(&berr, st, 2, op->i[I_UD_TO]);
+	int rc = pc__sq_step_b(r->db, st, berr);
+	if (rc != 1)
+		return rc < 0 ? rc : PC_STORE_EIO;
+	b->head.records = sqlite3_column_int64(st, 0);
+	for (int k = 0; k < 5; k++)
+		b->head.sum[k] = sqlite3_column_int64(st, 1 + k);
+	b->head.latest_ms = sqlite3_column_int64(st, 6);
+	pc__sq_done(st);
+	st = r->st[R_USAGE_DAYS];
+	pc__sq_bind_i(&berr, st, 1, op->i[I_UD_FROM]);
+	pc__sq_bind_i(&berr, st, 2, op->i[I_UD_TO]);
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		pc__store_usage_ent_t e = {.created_ms = sqlite3_column_int64(st, 7) * 86400000};
+		for (int k = 0; k < 7; k++)
+			e.n[k] = sqlite3_column_int64(st, k);
+		const char *str[4] = {NULL};
+		size_t len[4] = {0};
+		rc = pc__store_usage_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
 static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
 {
 	pc__sq_reader_t *r = NULL;
@@ -355,10 +401,10 @@ static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
 	bool more = false;
 	int rc = reader_get(be, &r);
 	if (rc != 0)
-		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+		return pc__store_error_reply(op->kind, rc);
 	rc = pc__sq_exec_st(r->db, r->st[R_BEGIN]);
 	if (rc == 0) {
-		rc = read_usage(r, op, &b, &more);
+		rc = op->kind == PC_STORE_REQ_USAGE_DAYS ? read_usage_days(r, op, &b) : read_usage(r, op, &b, &more);
 		if (rc == 0)
 			rc = pc__sq_exec_st(r->db, r->st[R_COMMIT]);
 		if (rc != 0 && !sqlite3_get_autocommit(r->db))
@@ -367,16 +413,18 @@ static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
 	reader_put(be, r);
 	if (rc != 0) {
 		pc__store_usage_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, rc);
+		return pc__store_error_reply(op->kind, rc);
 	}
 	pc_msg_t *m = pc__store_usage_finish(&b, more);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_USAGE_LIST, PC_ENOMEM);
+	return m ? m : pc__store_error_reply(op->kind, PC_ENOMEM);
 }
 
 pc_msg_t *pc__sq_read(void *p, const pc__store_op_t *op)
 {
 	pc__sq_be_t *be = p;
 	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
+		return usage_list(be, op);
+	if (op->kind == PC_STORE_REQ_USAGE_DAYS && op->nint >= I_UD_N)
 		return usage_list(be, op);
 	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
 		return run_get(be, op);

@@ -134,7 +134,7 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 {
 	if (kind == PC_STORE_REQ_HISTORY)
 		return pc__store_hist_error(rc);
-	if (kind == PC_STORE_REQ_USAGE_LIST)
+	if (kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS)
 		return pc__store_usage_error(rc);
 	if (kind == PC_STORE_REQ_SESSIONS || kind == PC_STORE_REQ_RUNS_OPEN)
 		return pc__store_list_error(kind == PC_STORE_REQ_SESSIONS ? PC_STORE_MSG_SESSIONS : PC_STORE_MSG_RUNS, rc);
@@ -145,7 +145,7 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 static bool is_read(uint32_t kind)
 {
 	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
-	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST;
+	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS;
 }
 
 /* Answers a decoded op (if it asked) with its result, `delay_ms` late
@@ -547,7 +547,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_LIST)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_DAYS)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -828,6 +828,20 @@ int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_k
 	*out = NULL;
 	pc_msg_t *m = NULL, *rep = NULL;
 	int rc = pc_store_req_usage_list(run_id, session_key, &m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_usage_list_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
+}
+
+int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_usage_list_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_usage_days(from_ms, to_ms, &m);
 	rc = ask(s, rc, m, &rep);
 	if (rc == 0)
 		rc = pc_store_usage_list_take(rep, out);

@@ -238,7 +238,7 @@ typedef struct pc_store_usage {
  * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
  * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
  * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_USAGE for
- * PC_STORE_REQ_USAGE_LIST, PC_STORE_MSG_REPLY for everything else. */
+ * PC_STORE_REQ_USAGE_LIST and _DAYS, PC_STORE_MSG_REPLY for everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -259,6 +259,7 @@ enum {
 	PC_STORE_REQ_PROBE,
 	PC_STORE_REQ_USAGE_ADD,
 	PC_STORE_REQ_USAGE_LIST,
+	PC_STORE_REQ_USAGE_DAYS,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
@@ -435,11 +436,14 @@ typedef struct pc_store_sessions_query {
 	pc_store_sessions_order_t order;
 	const char *after_key;           /* the previous page's last key; NULL: the first page */
 	int64_t after_ms;                /* that entry's updated_ms / created_ms (time orders) */
+	/* non-NULL: only the session whose id this is (no paging; ids are not
+	 * indexed: a scan of the sessions) */
+	const char *id;
 } pc_store_sessions_query_t;
 
 /* The request for a page (a read, answered from a reader connection);
  * q NULL: the first page with the defaults. PC_EINVAL for a limit over
- * PC_STORE_SESSIONS_MAX, an unknown order or a cursor key over
+ * PC_STORE_SESSIONS_MAX, an unknown order or a cursor key or id over
  * PC_STORE_NAME_MAX. Reply: PC_STORE_MSG_SESSIONS. */
 int pc_store_req_sessions(const pc_store_sessions_query_t *q, pc_msg_t **out);
 
@@ -521,6 +525,26 @@ void pc_store_usage_list_get(const pc_store_usage_list_t *l, size_t i, pc_store_
 void pc_store_usage_list_totals(const pc_store_usage_list_t *l, pc_store_usage_t *out, uint64_t *records);
 void pc_store_usage_list_free(pc_store_usage_list_t *l);
 
+/*
+ * The usage records made in [from_ms, to_ms) (wall clock ms), summed by
+ * UTC day: a listing whose entries are the days that have records, oldest
+ * first (read them with pc_store_usage_day_get), and whose totals
+ * (pc_store_usage_list_totals) are the window's. A read: answered from a
+ * reader connection; it scans the usage records. PC_EINVAL when from_ms >
+ * to_ms. Reply: PC_STORE_MSG_USAGE.
+ */
+int pc_store_req_usage_days(int64_t from_ms, int64_t to_ms, pc_msg_t **out);
+
+/* One day of such a listing. */
+typedef struct pc_store_usage_day {
+	int64_t day_ms;   /* the day's first ms (UTC midnight) */
+	uint64_t records; /* usage records summed */
+	int64_t input, output, cache_read, cache_write, total;
+} pc_store_usage_day_t;
+/* Day i (< pc_store_usage_list_count) of a listing pc_store_req_usage_days
+ * asked for. */
+void pc_store_usage_day_get(const pc_store_usage_list_t *l, size_t i, pc_store_usage_day_t *out);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -549,6 +573,7 @@ int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
 int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
 int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch);
 int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_key, pc_store_usage_list_t **out);
+int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_usage_list_t **out);
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
 /* busy (may be NULL): on PC_EBUSY, the holder (PC_STORE_ID_MAX + 1 bytes). */
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,

@@ -75,12 +75,13 @@ enum { S_HI_KEY = 0, S_HI_N };
 enum { S_RG_RUN = 0, S_RG_N };
 enum { S_SS_KEY = 0, S_SS_META, S_SS_N };
 enum { I_SS_EPOCH = 0, I_SS_N };
-enum { S_SL_AFTER = 0, S_SL_N };
+enum { S_SL_AFTER = 0, S_SL_ID, S_SL_N };
 enum { I_SL_LIMIT = 0, I_SL_ORDER, I_SL_AFTER_MS, I_SL_N };
 enum { S_UA_RUN = 0, S_UA_KEY, S_UA_PROVIDER, S_UA_MODEL, S_UA_N };
 enum { I_UA_EPOCH = 0, I_UA_ATTEMPT, I_UA_CALL, I_UA_INPUT, I_UA_OUTPUT, I_UA_CACHE_READ, I_UA_CACHE_WRITE,
        I_UA_TOTAL, I_UA_CREATED, I_UA_N };
 enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
+enum { I_UD_FROM = 0, I_UD_TO, I_UD_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
  * found by their offsets from its start (PC__STR_NULL = absent). */
@@ -202,7 +203,10 @@ typedef struct pc__store_usage_head {
 } pc__store_usage_head_t;
 
 typedef struct pc__store_usage_ent {
-	int64_t n[7];    /* attempt, call, input, output, cache_read, cache_write, total */
+	/* attempt, call, input, output, cache_read, cache_write, total; a day
+	 * (PC_STORE_REQ_USAGE_DAYS): its records' count, 0, then its sums,
+	 * with created_ms its first ms and no strings */
+	int64_t n[7];
 	int64_t created_ms;
 	uint32_t off[4]; /* run id, session key, provider, model */
 } pc__store_usage_ent_t;

@@ -474,6 +474,17 @@ void pc_store_usage_list_get(const pc_store_usage_list_t *l, size_t i, pc_store_
 				  .created_ms = e->created_ms};
 }
 
+void pc_store_usage_day_get(const pc_store_usage_list_t *l, size_t i, pc_store_usage_day_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->head.count)
+		return;
+	const pc__store_usage_ent_t *e = &l->ents[i];
+	*out = (pc_store_usage_day_t){.day_ms = e->created_ms, .records = (uint64_t)e->n[0], .input = e->n[2],
+				      .output = e->n[3], .cache_read = e->n[4], .cache_write = e->n[5],
+				      .total = e->n[6]};
+}
+
 void pc_store_usage_list_totals(const pc_store_usage_list_t *l, pc_store_usage_t *out, uint64_t *records)
 {
 	memset(out, 0, sizeof(*out));

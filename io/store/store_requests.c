@@ -291,6 +291,17 @@ int pc_store_req_usage_list(const char *run_id, const char *session_key, pc_msg_
 	return req_build(PC_STORE_REQ_USAGE_LIST, NULL, 0, s, S_UL_N, S_UL_N, 0, out);
 }
 
+int pc_store_req_usage_days(int64_t from_ms, int64_t to_ms, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (from_ms > to_ms)
+		return PC_EINVAL;
+	int64_t i[I_UD_N] = {from_ms, to_ms};
+	return req_build(PC_STORE_REQ_USAGE_DAYS, i, I_UD_N, NULL, 0, 0, 0, out);
+}
+
 /* Sets `flag` in a built request's header. */
 static void req_flag(pc_msg_t *req, uint32_t flag)
 {
@@ -394,7 +405,7 @@ int pc_store_req_sessions(const pc_store_sessions_query_t *q, pc_msg_t **out)
 	if (q->limit > PC_STORE_SESSIONS_MAX || (int)q->order < PC_STORE_SESSIONS_UPDATED ||
 	    (int)q->order > PC_STORE_SESSIONS_KEY)
 		return PC_EINVAL;
-	const char *s[S_SL_N] = {q->after_key};
+	const char *s[S_SL_N] = {q->after_key, q->id};
 	int64_t i[I_SL_N] = {q->limit ? q->limit : PC_STORE_SESSIONS_DEFAULT, q->order, q->after_ms};
 	return req_build(PC_STORE_REQ_SESSIONS, i, I_SL_N, s, S_SL_N, S_SL_N, 0, out);
 }

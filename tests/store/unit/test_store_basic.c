@@ -1006,6 +1006,39 @@ Test(store, sessions_entries_carry_ids_times_seq_and_runs)
 	fx_fini(&f);
 }
 
+/* A session found by its id: the one entry, or none. */
+Test(store, sessions_by_id_finds_the_one_session)
+{
+	fx_t f;
+	fx_five(&f);
+	pc_store_sessions_query_t q = {.order = PC_STORE_SESSIONS_KEY};
+	pc_store_sessions_t *l = NULL;
+	cr_assert_eq(pc_store_sessions(f.s, &q, &l), 0);
+	pc_store_session_entry_t e;
+	pc_store_sessions_get(l, 2, &e);
+	char key[64], id[64];
+	snprintf(key, sizeof(key), "%s", e.key);
+	snprintf(id, sizeof(id), "%s", e.id);
+	pc_store_sessions_free(l);
+	q = (pc_store_sessions_query_t){.id = id};
+	cr_assert_eq(pc_store_sessions(f.s, &q, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), 1);
+	pc_store_sessions_get(l, 0, &e);
+	cr_assert_str_eq(e.key, key);
+	cr_assert_str_eq(e.id, id);
+	pc_store_sessions_free(l);
+	q.id = "no-session-has-this-id";
+	cr_assert_eq(pc_store_sessions(f.s, &q, &l), 0);
+	cr_assert_eq(pc_store_sessions_count(l), 0);
+	pc_store_sessions_free(l);
+	char long_id[PC_STORE_NAME_MAX + 2];
+	memset(long_id, 'x', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	q.id = long_id;
+	cr_assert_eq(pc_store_sessions(f.s, &q, &l), PC_EINVAL);
+	fx_fini(&f);
+}
+
 /* Time ties break by key; pages of two cross the ties by the cursor; a
  * page that ends at the last session says no more follow. */
 Test(store, sessions_list_in_three_orders_and_in_pages)
@@ -1688,6 +1721,54 @@ static pc_store_usage_t usage_rec(const char *run, const char *key, uint32_t att
 	return (pc_store_usage_t){.run_id = run, .session_key = key, .attempt = attempt, .call = call,
 				  .provider = "p", .model = "m", .input = in, .output = out, .cache_read = cr,
 				  .cache_write = cw, .total = in + out + cr + cw};
+}
+
+#define DAY ((int64_t)86400000)
+
+/* A window's records summed by UTC day: only the days that have records,
+ * oldest first, each with its count and sums; the window's totals; a
+ * record on the window's end is outside it. */
+Test(store, usage_days_sum_a_window_by_utc_day)
+{
+	fx_t f;
+	fx_init(&f);
+	const int64_t d0 = 20000 * DAY; /* a UTC midnight */
+	static const struct {
+		const char *run;
+		int64_t at, in, out;
+	} recs[] = {
+		{"r1", 20000 * DAY + 5, 10, 1},      {"r2", 20000 * DAY + DAY - 1, 20, 2},
+		{"r3", 20002 * DAY + 7, 300, 30},    {"r4", 19999 * DAY + 3, 4000, 400}, /* before */
+		{"r5", 20003 * DAY, 50000, 5000},                                        /* on the end */
+	};
+	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++) {
+		pc_store_usage_t u = usage_rec(recs[i].run, "s", 0, 0, recs[i].in, recs[i].out, 0, 0);
+		u.created_ms = recs[i].at;
+		cr_assert_eq(pc_store_usage_add(f.s, &u, 0), 0);
+	}
+	pc_store_usage_list_t *l = NULL;
+	cr_assert_eq(pc_store_usage_days(f.s, d0, d0 + 3 * DAY, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 2);
+	pc_store_usage_day_t d;
+	pc_store_usage_day_get(l, 0, &d);
+	cr_assert(d.day_ms == d0 && d.records == 2 && d.input == 30 && d.output == 3 && d.total == 33,
+		  "%lld %llu %lld", (long long)d.day_ms, (unsigned long long)d.records, (long long)d.input);
+	pc_store_usage_day_get(l, 1, &d);
+	cr_assert(d.day_ms == d0 + 2 * DAY && d.records == 1 && d.input == 300 && d.total == 330);
+	pc_store_usage_t sum;
+	uint64_t n = 0;
+	pc_store_usage_list_totals(l, &sum, &n);
+	cr_assert(n == 3 && sum.input == 330 && sum.output == 33 && sum.total == 363);
+	pc_store_usage_list_free(l);
+	/* an empty window; a backwards one is refused */
+	cr_assert_eq(pc_store_usage_days(f.s, d0 + 10 * DAY, d0 + 11 * DAY, &l), 0);
+	cr_assert_eq(pc_store_usage_list_count(l), 0);
+	pc_store_usage_list_totals(l, &sum, &n);
+	cr_assert(n == 0 && sum.total == 0);
+	pc_store_usage_list_free(l);
+	cr_assert_eq(pc_store_usage_days(f.s, d0 + DAY, d0, &l), PC_EINVAL);
+	cr_assert_null(l);
+	fx_fini(&f);
 }
 
 /* Every model call's usage is a record: listed by run (by attempt, then
