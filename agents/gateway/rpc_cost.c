@@ -157,10 +157,7 @@ bool pc__gw_on_usage_cost(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc_store_usage_list_t *l = NULL;
 	int rc = pc_store_usage_list_take(msg, &l);
 	if (rc != 0) {
-		char why[160];
-		snprintf(why, sizeof(why), "the usage cannot be read: %s", pc_store_strerror(rc));
-		pc__gw_reply_error(c, pd->req_id, "UNAVAILABLE", why, NULL, NULL, true);
-		pc__gw_pend_free(c, pd);
+		pc__gw_pend_store_failed(c, pd, "the usage cannot be read", rc);
 		return true;
 	}
 	size_t n = pc_store_usage_list_count(l);

@@ -21,33 +21,19 @@ enum { VIEW_HISTORY = 0, VIEW_STARTUP, VIEW_DESCRIBE };
 #define INPUT_RUN_IDS_MAX 50
 #define INPUT_RUN_ID_LEN_MAX 256
 
-const pc__gw_param_t pc__gw_chat_history_spec[PC__GW_CHAT_HISTORY_NPARAMS] = {
-	{"sessionKey", PC__GW_T_NESTR, true},
-	{"agentId", PC__GW_T_NESTR, false},
-	{"cursor", PC__GW_T_STRING, false},
-	{"limit", PC__GW_T_UINT, false},
-	{"maxBytes", PC__GW_T_UINT, false},
-	{"offset", PC__GW_T_UINT, false},
-	{"pendingBefore", PC__GW_T_UINT, false},
-	{"inputRunIds", PC__GW_T_ARRAY, false},
-	{"messageId", PC__GW_T_NESTR, false},
-	{"sessionId", PC__GW_T_NESTR, false},
-	{"maxChars", PC__GW_T_UINT, false},
-};
+#define HISTORY_PARAMS(key_required)                                                               \
+	{"sessionKey", PC__GW_T_NESTR, key_required}, {"agentId", PC__GW_T_NESTR, false},          \
+	    {"cursor", PC__GW_T_STRING, false}, {"limit", PC__GW_T_UINT, false},                   \
+	    {"maxBytes", PC__GW_T_UINT, false}, {"offset", PC__GW_T_UINT, false},                  \
+	    {"pendingBefore", PC__GW_T_UINT, false}, {"inputRunIds", PC__GW_T_ARRAY, false},       \
+	    {"messageId", PC__GW_T_NESTR, false}, {"sessionId", PC__GW_T_NESTR, false},            \
+	    {"maxChars", PC__GW_T_UINT, false}
+
+const pc__gw_param_t pc__gw_chat_history_spec[PC__GW_CHAT_HISTORY_NPARAMS] = {HISTORY_PARAMS(true)};
 
 /* chat.history's, or a short chat link's (which this gateway has none of). */
 const pc__gw_param_t pc__gw_chat_startup_spec[PC__GW_CHAT_STARTUP_NPARAMS] = {
-	{"sessionKey", PC__GW_T_NESTR, false},
-	{"agentId", PC__GW_T_NESTR, false},
-	{"cursor", PC__GW_T_STRING, false},
-	{"limit", PC__GW_T_UINT, false},
-	{"maxBytes", PC__GW_T_UINT, false},
-	{"offset", PC__GW_T_UINT, false},
-	{"pendingBefore", PC__GW_T_UINT, false},
-	{"inputRunIds", PC__GW_T_ARRAY, false},
-	{"messageId", PC__GW_T_NESTR, false},
-	{"sessionId", PC__GW_T_NESTR, false},
-	{"maxChars", PC__GW_T_UINT, false},
+	HISTORY_PARAMS(false),
 	{"shortId", PC__GW_T_NESTR, false},
 	{"slugHint", PC__GW_T_NESTR, false},
 };

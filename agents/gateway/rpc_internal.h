@@ -455,6 +455,9 @@ void pc__gw_run_free(pc__gw_conn_t *c, pc__gw_run_t *r);
 pc__gw_pend_t *pc__gw_pend_new(pc__gw_conn_t *c, int kind, const char *req_id);
 pc__gw_pend_t *pc__gw_pend_find(pc__gw_conn_t *c, int kind, uint64_t corr);
 void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p);
+/* A store read for `p` failed with rc: a retryable UNAVAILABLE answer,
+ * "<what>: <the store's reason>", and p freed. */
+void pc__gw_pend_store_failed(pc__gw_conn_t *c, pc__gw_pend_t *p, const char *what, int rc);
 
 /* The second answer to an `agent` request (§8.3 step 7), and agent.wait's
  * answer from a run's registry entry. */

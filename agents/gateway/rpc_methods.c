@@ -713,10 +713,7 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc_store_sessions_t *l = NULL;
 	int rc = pc_store_sessions_take(msg, &l);
 	if (rc != 0) {
-		char why[160];
-		snprintf(why, sizeof(why), "the sessions cannot be read: %s", pc_store_strerror(rc));
-		unavailable(c, pd->req_id, why, true);
-		pc__gw_pend_free(c, pd);
+		pc__gw_pend_store_failed(c, pd, "the sessions cannot be read", rc);
 		return;
 	}
 	pc__gw_reply_ok(c, pd->req_id, sessions_answer(c->g->agent, l, pd->view));
@@ -773,10 +770,7 @@ void pc__gw_on_usage(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc_store_usage_list_t *l = NULL;
 	int rc = pc_store_usage_list_take(msg, &l);
 	if (rc != 0) {
-		char why[160];
-		snprintf(why, sizeof(why), "the usage cannot be read: %s", pc_store_strerror(rc));
-		unavailable(c, pd->req_id, why, true);
-		pc__gw_pend_free(c, pd);
+		pc__gw_pend_store_failed(c, pd, "the usage cannot be read", rc);
 		return;
 	}
 	cJSON *p = cJSON_CreateObject();

@@ -249,6 +249,14 @@ void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
 	free(p);
 }
 
+void pc__gw_pend_store_failed(pc__gw_conn_t *c, pc__gw_pend_t *p, const char *what, int rc)
+{
+	char why[160];
+	snprintf(why, sizeof(why), "%s: %s", what, pc_store_strerror(rc));
+	pc__gw_reply_error(c, p->req_id, "UNAVAILABLE", why, NULL, NULL, true);
+	pc__gw_pend_free(c, p);
+}
+
 void pc__gw_release_work(pc__gw_conn_t *c)
 {
 	pc__gw_feed_release(c);

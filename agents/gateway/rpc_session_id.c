@@ -52,10 +52,7 @@ bool pc__gw_on_session_id(pc__gw_conn_t *c, const pc_msg_t *msg)
 	pc_store_sessions_t *l = NULL;
 	int rc = pc_store_sessions_take(msg, &l);
 	if (rc != 0) {
-		char why[160];
-		snprintf(why, sizeof(why), "the session cannot be looked up: %s", pc_store_strerror(rc));
-		pc__gw_reply_error(c, pd->req_id, "UNAVAILABLE", why, NULL, NULL, true);
-		pc__gw_pend_free(c, pd);
+		pc__gw_pend_store_failed(c, pd, "the session cannot be looked up", rc);
 		return true;
 	}
 	char key[PC_STORE_NAME_MAX + 1];
