@@ -1,8 +1,8 @@
 // OpenClaw's Control UI, unchanged, served by `pincer gateway` itself
 // (gateway.controlUi.root) and run in headless chromium through
 // puppeteer-core. It must visit every top-level view of the sidebar, load an
-// existing session's history, show the mock's reply after a sent message,
-// list the new session in the sidebar and stop a slow run with Stop (the
+// existing session's history, start a new conversation and show the mock's
+// reply after a message sent there, list the new session in the sidebar and stop a slow run with Stop (the
 // store then holds the run as aborted); and along the way get no "unknown
 // method" or other error answer, show no error toast or notice, and log no
 // console error.
@@ -32,6 +32,9 @@ const { failures, check } = checker();
 
 // Where the UI shows a failure: toasts, the chat's error notices.
 const ERRORS = '.app-toast, .chat-error, .chat-history-error, [role="alert"]';
+
+// The sidebar's links to sessions.
+const SESSION_LINKS = 'a.sidebar-recent-session__link';
 
 // What the UI said and asked over its WebSocket, from the DevTools protocol.
 const methods = new Map(); // method -> {calls, error}
@@ -92,6 +95,25 @@ async function settle(page) {
   await new Promise((r) => setTimeout(r, 700));
 }
 
+// Types `text` into the chat's composer and sends it with Enter; false when
+// there is no composer or it did not take the text whole.
+async function send(page, text) {
+  // Keys typed while the view still renders land elsewhere, or in a
+  // composer that the next render replaces.
+  await settle(page);
+  // The chat's composer, or the new-conversation page's first prompt: the
+  // one shown (a chat pane kept in the background holds another).
+  const shown = await page.waitForFunction(() => [...document.querySelectorAll('main textarea')]
+    .find((e) => e.offsetParent !== null), { timeout: 20000 }).catch(() => null);
+  const composer = shown?.asElement();
+  if (!composer) return false;
+  await composer.focus();
+  await composer.type(text);
+  const whole = await composer.evaluate((el) => el.value) === text;
+  await page.keyboard.press('Enter');
+  return whole;
+}
+
 const shot = (page, name) => page.screenshot({ path: path.join(out, `${name}.png`) });
 
 function writeMethods() {
@@ -107,8 +129,6 @@ let page;
 try {
   gw = await startTokenGateway(pincer, { controlUi: { root: path.join(packageDir, 'dist', 'control-ui') } });
   client = clientEnv(gw);
-  const base = `http://127.0.0.1:${gw.port}`;
-  const suffix = `?gatewayUrl=${encodeURIComponent(gw.url)}#token=${TOKEN}`;
 
   // A session with a history before the UI opens.
   const earlier = 'an earlier answer from the mock';
@@ -132,7 +152,8 @@ try {
   cdp.on('Network.webSocketFrameSent', (e) => onFrame(e.response.payloadData, true));
   cdp.on('Network.webSocketFrameReceived', (e) => onFrame(e.response.payloadData, false));
 
-  await page.goto(`${base}/${suffix}`, { waitUntil: 'load', timeout: 30000 });
+  const url = `http://127.0.0.1:${gw.port}/?gatewayUrl=${encodeURIComponent(gw.url)}#token=${TOKEN}`;
+  await page.goto(url, { waitUntil: 'load', timeout: 30000 });
   const nav = await page.waitForSelector('nav.sidebar-nav a.nav-item[href]', { timeout: 20000 }).catch(() => null);
   check(nav !== null, 'the UI loads and shows its sidebar');
   await settle(page);
@@ -153,37 +174,32 @@ try {
   }
 
   // The existing session's history.
-  const link = await page.waitForSelector('a.sidebar-recent-session__link[href$="/earlier"]', { timeout: 10000 })
+  const link = await page.waitForSelector(`${SESSION_LINKS}[href$="/earlier"]`, { timeout: 10000 })
     .catch(() => null);
   check(link !== null, 'the sidebar lists the existing session');
-  if (link) await link.click();
+  // Near its left edge: the row's pin and archive buttons sit over its middle.
+  if (link) await link.click({ offset: { x: 8, y: 8 } });
   check(await waitText(page, earlier, 15000), 'the existing session shows its history');
   await shot(page, 'history');
 
-  // A message in a new session, and the mock's reply after it.
-  await page.goto(`${base}/chat/main/from-the-browser${suffix}`, { waitUntil: 'load', timeout: 30000 });
-  const composer = await page.waitForSelector('.agent-chat__composer-combobox textarea', { timeout: 20000 })
-    .catch(() => null);
-  check(composer !== null, 'the chat shows its composer');
+  // A message in a new conversation, and the mock's reply after it.
+  const sessions = () => page.$$eval(SESSION_LINKS, (as) => as.map((a) => a.getAttribute('href')));
+  const known = await sessions();
+  const start = await page.waitForSelector('a.sidebar-new-session', { timeout: 10000 }).catch(() => null);
+  check(start !== null, 'the sidebar offers a new conversation');
+  if (start) await start.click();
   const reply = 'the mock answers the browser';
-  const sent = `hello from the browser ${replyMarker(reply)}`;
-  if (composer) {
-    await composer.type(sent);
-    await page.keyboard.press('Enter');
-  }
+  check(await send(page, `hello from the browser ${replyMarker(reply)}`), 'the chat takes a typed message');
   const replied = await waitText(page, reply, 20000);
   check(replied && await shownAfter(page, 'hello from the browser', reply), 'shows the reply after the message');
   await shot(page, 'reply');
-  const listed = await page.waitForSelector('a.sidebar-recent-session__link[href$="/from-the-browser"]',
-    { timeout: 10000 }).catch(() => null);
-  check(listed !== null, 'the sidebar lists the new session');
+  const added = await waitFor(async () => (await sessions()).find((href) => !known.includes(href)), 10000);
+  check(added !== undefined, `the sidebar lists the new session ${added ?? JSON.stringify(known)}`);
 
   // Stop on a slow run: about 12 s of words unless stopped.
   const before = runIds.length;
-  if (composer) {
-    await composer.type(`slow ${replyMarker('slow words '.repeat(30).trim(), { delay_ms: 200 })}`);
-    await page.keyboard.press('Enter');
-  }
+  check(await send(page, `slow ${replyMarker('slow words '.repeat(30).trim(), { delay_ms: 200 })}`),
+    'the chat takes a second message');
   const stop = await page.waitForSelector('button.chat-send-btn--stop', { visible: true, timeout: 10000 })
     .catch(() => null);
   check(stop !== null, 'shows Stop during a slow run');
