@@ -456,7 +456,32 @@ static const pc__gw_param_t chat_send_spec[] = {
 	{"originatingThreadId", PC__GW_T_ANY, false},
 	{"systemInputProvenance", PC__GW_T_ANY, false},
 	{"systemProvenanceReceipt", PC__GW_T_ANY, false},
+	/* accepted as OpenClaw's schema accepts them; what they steer (fast
+	 * mode, mentions, work context, tool bindings, the expected* guards
+	 * of a branching UI) has no counterpart here */
+	{"agentId", PC__GW_T_NESTR, false},
+	{"sessionId", PC__GW_T_NESTR, false},
+	{"queueMode", PC__GW_T_STRING, false},
+	{"mentions", PC__GW_T_ANY, false},
+	{"workContext", PC__GW_T_OBJECT, false},
+	{"intent", PC__GW_T_OBJECT, false},
+	{"fastMode", PC__GW_T_ANY, false},
+	{"fastAutoOnSeconds", PC__GW_T_UINT, false},
+	{"replyToId", PC__GW_T_NESTR, false},
+	{"toolBindings", PC__GW_T_ANY, false},
+	{"suppressCommandInterpretation", PC__GW_T_BOOL, false},
+	{"expectedLeafEntryId", PC__GW_T_ANY, false},
+	{"expectedSessionRoutingContract", PC__GW_T_NESTR, false},
+	{"expectedPermissionMode", PC__GW_T_ANY, false},
+	{"expectedToolOverrides", PC__GW_T_ANY, false},
 };
+
+/* OpenClaw's queue modes, which are this loop's (§3). */
+static bool queue_mode_valid(const char *m)
+{
+	return !m || !strcmp(m, "steer") || !strcmp(m, "followup") || !strcmp(m, "collect") ||
+	       !strcmp(m, "interrupt");
+}
 
 static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
@@ -464,6 +489,9 @@ static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 	const char *why = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0
 				  ? "attachments: are not supported"
 				  : thinking_invalid(params);
+	const char *queue_mode = pc__gw_str(params, "queueMode");
+	if (!why && !queue_mode_valid(queue_mode))
+		why = "queueMode: must be steer, followup, collect or interrupt";
 	if (why) {
 		pc__gw_invalid(c, id, "chat.send", why);
 		return;
@@ -474,6 +502,7 @@ static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 		.message = pc__gw_str(params, "message"),
 		.idempotency_key = pc__gw_str(params, "idempotencyKey"),
 		.thinking = pc__gw_str(params, "thinking"),
+		.queue_mode = queue_mode,
 		.timeout_ms = timeout > 0 ? (uint64_t)timeout : 0,
 	};
 	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p);
@@ -558,6 +587,8 @@ static void abort_in(pc__gw_conn_t *c, const char *id, const char *method, const
 static const pc__gw_param_t chat_abort_spec[] = {
 	{"sessionKey", PC__GW_T_NESTR, true},
 	{"runId", PC__GW_T_NESTR, false},
+	{"agentId", PC__GW_T_NESTR, false},
+	{"preserveSideRuns", PC__GW_T_BOOL, false}, /* there are no side runs here */
 };
 
 static void m_chat_abort(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
