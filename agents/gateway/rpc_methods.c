@@ -976,6 +976,15 @@ static const pc__gw_method_t methods[] = {
 	{"status", PC__GW_SCOPE_READ, NULL, 0, false, m_status},
 	{"models.list", PC__GW_SCOPE_READ, NULL, 0, false, m_models_list},
 	{"usage.run", PC__GW_SCOPE_READ, SPEC(usage_run_spec), true, m_usage_run},
+	{"device.pair.list", PC__GW_SCOPE_PAIRING, NULL, 0, false, pc__gw_m_device_pair_list},
+	{"device.pair.approve", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,
+	 pc__gw_m_device_pair_approve},
+	{"device.pair.reject", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,
+	 pc__gw_m_device_pair_reject},
+	{"device.pair.remove", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_device_spec), true,
+	 pc__gw_m_device_pair_remove},
+	{"device.token.revoke", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_token_revoke_spec), true,
+	 pc__gw_m_device_token_revoke},
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 

@@ -327,8 +327,11 @@ int pc__gw_ws_new(pc_gateway_t *g)
 	}
 	ws->g = g;
 	ws->live = 1;
-	int rc = pc_spawn(g->rt, &route_behavior, ws, &ws->route);
+	int rc = pc__gw_devices_load(ws);
+	if (rc == 0)
+		rc = pc_spawn(g->rt, &route_behavior, ws, &ws->route);
 	if (rc != 0) {
+		pc__gw_devices_free(ws);
 		pthread_mutex_destroy(&ws->lock);
 		free(ws);
 		return rc;
