@@ -455,18 +455,25 @@ void pc__gw_m_device_pair_reject(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id
 }
 
 /* Forgets device `device_id` (its token, its row in the store and any
- * request it has pending): true when it was paired. */
+ * request it has pending) and closes the connections it has open: true
+ * when it was paired. */
 static bool unpair(struct pc__gw_ws *ws, const char *device_id)
 {
 	pthread_mutex_lock(&ws->lock);
 	pc__gw_device_t *d = device_find(ws, device_id);
+	bool paired = d != NULL;
 	if (d)
 		device_drop(ws, d);
 	pc__gw_pairing_t *p = pending_find(ws, NULL, device_id);
 	if (p)
 		pending_remove(ws, p);
+	/* A signal that cannot be allocated leaves that connection open until
+	 * it ends; its token works no more either way. */
+	for (pc__gw_conn_t *c = paired ? ws->conns : NULL; c; c = c->next)
+		if (!strcmp(c->device_id, device_id))
+			(void)pc_send_signal(c->self, PC__GW_MSG_UNPAIRED);
 	pthread_mutex_unlock(&ws->lock);
-	return d != NULL;
+	return paired;
 }
 
 void pc__gw_m_device_pair_remove(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)

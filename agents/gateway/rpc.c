@@ -499,6 +499,11 @@ static void on_connect(pc__gw_conn_t *c, const char *id, const cJSON *params)
 	}
 	c->protocol = (uint8_t)v;
 	c->scopes = a.scopes;
+	if (a.device) {
+		pthread_mutex_lock(&c->ws->lock);
+		memcpy(c->device_id, a.device_id, sizeof(c->device_id));
+		pthread_mutex_unlock(&c->ws->lock);
+	}
 	c->tool_events = has_cap(params, "tool-events");
 	opened(c);
 	pc__gw_reply_ok(c, id, hello(c, &a));

@@ -91,6 +91,7 @@ enum {
 	PC__GW_MSG_WAIT_TIMEOUT, /* u64: an agent.wait's tag */
 	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
 	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
+	PC__GW_MSG_UNPAIRED,     /* the device it connected as was unpaired: close */
 };
 
 /*
@@ -197,6 +198,8 @@ typedef struct pc__gw_conn {
 	pc_timer_t handshake_timer, tick_timer;
 	char conn_id[24];
 	char nonce[PC__GW_NONCE_MAX];
+	char device_id[65];      /* the device it connected as ("" none); written under ws->lock,
+				  * which unpairing reads it under */
 	pc__gw_list_t runs;      /* runs it started (or repeats of runs it waits for) */
 	pc__gw_list_t ssubs;     /* a subscription per session it has runs in */
 	pc__gw_list_t pend;      /* submits, waits and store reads in flight */

@@ -3,7 +3,8 @@
  * a device elsewhere is refused with PAIRING_REQUIRED and leaves a pending
  * request; an operator lists it and approves or rejects it
  * (device.pair.*); the device token then works, survives a restart on the
- * same store (which keeps only its hash), and stops working once revoked.
+ * same store (which keeps only its hash), and stops working once revoked
+ * (the device's open connections are closed).
  *
  * "Elsewhere" on a loopback-only test network: the gateway trusts a proxy
  * on 127.0.0.1, and the test client speaks as that proxy, naming the
@@ -232,7 +233,8 @@ Test(agent_gateway_devices, a_device_token_survives_a_restart_until_it_is_revoke
 	cr_assert_str_eq(sd.id, d.id);
 	pc_store_devices_free(sl);
 
-	cJSON *r = remote_connect(f.port, &d, &(dev_opts_t){.token = "", .device_token = token}, NULL);
+	cl_t *live = NULL;
+	cJSON *r = remote_connect(f.port, &d, &(dev_opts_t){.token = "", .device_token = token}, &live);
 	cr_assert(jok(r), "after a restart: %s", cJSON_PrintUnformatted(r));
 	cJSON_Delete(r);
 	op = pairing_operator(f.port);
@@ -249,6 +251,10 @@ Test(agent_gateway_devices, a_device_token_survives_a_restart_until_it_is_revoke
 	cr_assert_str_eq(jstr(jget(r, "payload"), "deviceId"), d.id);
 	cJSON_Delete(r);
 	cl_free(op);
+	/* the connection it had open is closed */
+	cl_expect_close(live, 1008);
+	cr_assert_str_eq(tws_close_reason(live->ws), "device unpaired");
+	cl_free(live);
 	r = remote_connect(f.port, &d, &(dev_opts_t){.token = "", .device_token = token}, NULL);
 	cr_assert_str_eq(jdetail(r), "AUTH_DEVICE_TOKEN_MISMATCH", "%s", cJSON_PrintUnformatted(r));
 	cJSON_Delete(r);
