@@ -6,7 +6,7 @@
  * an operator (in memory: at most PC__GW_PENDING_MAX, each for
  * PC__GW_PENDING_TTL_MS, one per device); and the methods an operator
  * uses on them, under OpenClaw's names: device.pair.list, .approve,
- * .reject, .remove and device.token.revoke.
+ * .reject, .remove, device.token.rotate and device.token.revoke.
  *
  * Everything here is under ws->lock. Store writes are sent under it too,
  * so they reach the store in the order the table changed.
@@ -332,6 +332,9 @@ const pc__gw_param_t pc__gw_pair_request_spec[1] = {{"requestId", PC__GW_T_NESTR
 const pc__gw_param_t pc__gw_pair_device_spec[1] = {{"deviceId", PC__GW_T_NESTR, true}};
 const pc__gw_param_t pc__gw_token_revoke_spec[2] = {{"deviceId", PC__GW_T_NESTR, true},
 						      {"role", PC__GW_T_NESTR, true}};
+const pc__gw_param_t pc__gw_token_rotate_spec[3] = {{"deviceId", PC__GW_T_NESTR, true},
+						      {"role", PC__GW_T_NESTR, true},
+						      {"scopes", PC__GW_T_ARRAY, false}};
 
 static void add_str_if(cJSON *o, const char *k, const char *v)
 {
@@ -454,6 +457,16 @@ void pc__gw_m_device_pair_reject(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id
 	pc__gw_reply_ok(c, id, res);
 }
 
+/* Closes the connections device `device_id` has open (under the lock). A
+ * signal that cannot be allocated leaves that connection open until it
+ * ends; the token it used works no more either way. */
+static void close_device_conns(struct pc__gw_ws *ws, const char *device_id)
+{
+	for (pc__gw_conn_t *c = ws->conns; c; c = c->next)
+		if (!strcmp(c->device_id, device_id))
+			(void)pc_send_signal(c->self, PC__GW_MSG_UNPAIRED);
+}
+
 /* Forgets device `device_id` (its token, its row in the store and any
  * request it has pending) and closes the connections it has open: true
  * when it was paired. */
@@ -467,11 +480,8 @@ static bool unpair(struct pc__gw_ws *ws, const char *device_id)
 	pc__gw_pairing_t *p = pending_find(ws, NULL, device_id);
 	if (p)
 		pending_remove(ws, p);
-	/* A signal that cannot be allocated leaves that connection open until
-	 * it ends; its token works no more either way. */
-	for (pc__gw_conn_t *c = paired ? ws->conns : NULL; c; c = c->next)
-		if (!strcmp(c->device_id, device_id))
-			(void)pc_send_signal(c->self, PC__GW_MSG_UNPAIRED);
+	if (paired)
+		close_device_conns(ws, device_id);
 	pthread_mutex_unlock(&ws->lock);
 	return paired;
 }
@@ -504,5 +514,74 @@ void pc__gw_m_device_token_revoke(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *i
 	cJSON_AddStringToObject(res, "deviceId", dev);
 	cJSON_AddStringToObject(res, "role", role);
 	cJSON_AddNumberToObject(res, "revokedAtMs", (double)pc__clock_wall_ms());
+	pc__gw_reply_ok(c, id, res);
+}
+
+/* True when `granted` satisfies every scope of `want` (admin all of them,
+ * write read too). */
+static bool scopes_within(uint32_t granted, uint32_t want)
+{
+	for (int i = 0; i < PC__GW_SCOPE_COUNT; i++)
+		if ((want & (1u << i)) && !pc__gw_scope_has(granted, 1u << i))
+			return false;
+	return true;
+}
+
+/* The scopes a rotation asks for: the device's own when `asked` is
+ * absent, else those named (an unknown name: UINT32_MAX, never granted). */
+static uint32_t rotate_scopes(const cJSON *asked, uint32_t current)
+{
+	if (!asked)
+		return current;
+	uint32_t bits = 0;
+	const cJSON *s;
+	cJSON_ArrayForEach(s, asked) {
+		uint32_t b = pc__gw_scope_bit(cJSON_GetStringValue(s));
+		if (!b)
+			return UINT32_MAX;
+		bits |= b;
+	}
+	return bits;
+}
+
+/* A new token for the device, within the scopes it was approved for (and,
+ * for a caller without operator.admin, within the caller's). The old token
+ * stops working and the device's connections close. Only the device
+ * itself hears the new token; anyone else learns that it changed. */
+void pc__gw_m_device_token_rotate(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	struct pc__gw_ws *ws = c->ws;
+	const char *dev = pc__gw_str(params, "deviceId");
+	const char *role = pc__gw_str(params, "role");
+	bool self = !strcmp(c->device_id, dev);
+	pthread_mutex_lock(&ws->lock);
+	pc__gw_device_t *d = device_find(ws, dev);
+	uint32_t want = d ? rotate_scopes(cJSON_GetObjectItemCaseSensitive(params, "scopes"), d->scopes) : 0;
+	bool allowed = d && !strcmp(role, "operator") && want != UINT32_MAX && scopes_within(d->scopes, want) &&
+		       scopes_within(c->scopes, want);
+	pc__gw_device_t nd = allowed ? *d : (pc__gw_device_t){0};
+	int rc = allowed ? issue_token(&nd) : PC_EPERM;
+	if (rc == 0) {
+		nd.scopes = want;
+		*d = nd;
+		persist(ws, d);
+		close_device_conns(ws, dev);
+	}
+	pthread_mutex_unlock(&ws->lock);
+	if (rc != 0) {
+		OPENSSL_cleanse(&nd, sizeof(nd));
+		pc__gw_reply_error(c, id, "INVALID_REQUEST", "device token rotation denied", NULL, NULL, false);
+		return;
+	}
+	cJSON *res = cJSON_CreateObject();
+	cJSON_AddStringToObject(res, "deviceId", dev);
+	cJSON_AddStringToObject(res, "role", role);
+	if (self)
+		cJSON_AddStringToObject(res, "token", nd.token);
+	cJSON_AddItemToObject(res, "scopes", scopes_json(want));
+	cJSON_AddNumberToObject(res, "rotatedAtMs", (double)nd.issued_ms);
+	cJSON_AddStringToObject(res, "tokenDelivery", self ? "in-band" : "withheld-cross-device");
+	OPENSSL_cleanse(&nd, sizeof(nd));
 	pc__gw_reply_ok(c, id, res);
 }

@@ -441,10 +441,12 @@ int pc__gw_pairing_request(struct pc__gw_ws *ws, pc__gw_pairing_t *r);
 extern const pc__gw_param_t pc__gw_pair_request_spec[1];
 extern const pc__gw_param_t pc__gw_pair_device_spec[1];
 extern const pc__gw_param_t pc__gw_token_revoke_spec[2];
+extern const pc__gw_param_t pc__gw_token_rotate_spec[3];
 void pc__gw_m_device_pair_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_device_pair_approve(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_device_pair_reject(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_device_pair_remove(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_token_rotate(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_device_token_revoke(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 
 #endif

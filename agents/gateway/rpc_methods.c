@@ -983,6 +983,8 @@ static const pc__gw_method_t methods[] = {
 	 pc__gw_m_device_pair_reject},
 	{"device.pair.remove", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_device_spec), true,
 	 pc__gw_m_device_pair_remove},
+	{"device.token.rotate", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_token_rotate_spec), true,
+	 pc__gw_m_device_token_rotate},
 	{"device.token.revoke", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_token_revoke_spec), true,
 	 pc__gw_m_device_token_revoke},
 };

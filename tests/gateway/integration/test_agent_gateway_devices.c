@@ -298,6 +298,68 @@ Test(agent_gateway_devices, a_loopback_device_paired_before_a_restart_gets_a_new
 	gw_stop(&f);
 }
 
+static cJSON *rotate(cl_t *op, const char *device_id, const char *scopes)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "deviceId", device_id);
+	cJSON_AddStringToObject(p, "role", "operator");
+	if (scopes)
+		cJSON_AddItemToObject(p, "scopes", cJSON_Parse(scopes));
+	return cl_call(op, "device.token.rotate", p);
+}
+
+Test(agent_gateway_devices, a_rotated_token_replaces_the_old_one_within_the_approved_scopes)
+{
+	gw_t f;
+	gw_start(&f, PROXIED_CONFIG, NULL);
+	device_t d;
+	dev_new(&d);
+	/* a rotation stays within the caller's scopes too */
+	cl_t *op = cl_connect_scopes(f.port, "[\"operator.pairing\",\"operator.write\"]");
+	char token[64];
+	approve_remote(f.port, op, &d, token);
+	cl_t *live = NULL;
+	cJSON *r = remote_connect(f.port, &d, &(dev_opts_t){.token = "", .device_token = token}, &live);
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+
+	/* a caller holding less than the token grants may not renew it */
+	cl_t *narrow = pairing_operator(f.port);
+	r = rotate(narrow, d.id, NULL);
+	cr_assert_str_eq(jstr(jget(r, "error"), "message"), "device token rotation denied");
+	cJSON_Delete(r);
+	cl_free(narrow);
+	/* wider than approved: refused, nothing changes */
+	r = rotate(op, d.id, "[\"operator.admin\"]");
+	cr_assert_str_eq(jstr(jget(r, "error"), "message"), "device token rotation denied");
+	cJSON_Delete(r);
+	r = rotate(op, d.id, "[\"operator.read\"]");
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	const cJSON *p = jget(r, "payload");
+	cr_assert_str_eq(jstr(p, "tokenDelivery"), "withheld-cross-device");
+	cr_assert_null(jget(p, "token"), "only the device itself hears its token");
+	cr_assert_eq(cJSON_GetArraySize(jget(p, "scopes")), 1);
+	cJSON_Delete(r);
+	cl_expect_close(live, 1008);
+	cl_free(live);
+	/* the old token is over; the device gets the new one with the secret */
+	r = remote_connect(f.port, &d, &(dev_opts_t){.token = "", .device_token = token}, NULL);
+	cr_assert_str_eq(jdetail(r), "AUTH_DEVICE_TOKEN_MISMATCH", "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	r = remote_connect(f.port, &d, &(dev_opts_t){0}, NULL);
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	const char *fresh = jstr(jget(jget(r, "payload"), "auth"), "deviceToken");
+	cr_assert_geq(strlen(fresh), 40);
+	cr_assert_str_neq(fresh, token);
+	cJSON_Delete(r);
+	r = rotate(op, "no-such-device", NULL);
+	cr_assert_str_eq(jerr(r), "INVALID_REQUEST");
+	cJSON_Delete(r);
+	cl_free(op);
+	EVP_PKEY_free(d.key);
+	gw_stop(&f);
+}
+
 #define PENDING_MAX 32 /* PC__GW_PENDING_MAX */
 
 Test(agent_gateway_devices, pending_requests_are_bounded_and_the_oldest_goes)

@@ -46,7 +46,8 @@ Test(agent_gateway_ws, challenge_then_hello_ok_as_openclaw_describes_it)
 	const cJSON *methods = jget(jget(h, "features"), "methods");
 	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list",
 			      "sessions.abort", "health", "status", "models.list", "usage.run", "device.pair.list",
-			      "device.pair.approve", "device.pair.reject", "device.pair.remove", "device.token.revoke"};
+			      "device.pair.approve", "device.pair.reject", "device.pair.remove", "device.token.rotate",
+			      "device.token.revoke"};
 	cr_assert_eq(cJSON_GetArraySize(methods), (int)(sizeof(want) / sizeof(want[0])));
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		bool found = false;
