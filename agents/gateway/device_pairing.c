@@ -8,8 +8,12 @@
  * uses on them, under OpenClaw's names: device.pair.list, .approve,
  * .reject, .remove, device.token.rotate and device.token.revoke.
  *
- * Everything here is under ws->lock. Store writes are sent under it too,
- * so they reach the store in the order the table changed.
+ * Everything here is under ws->lock. Store writes are built under it and
+ * sent without waiting for the commit. One connection's writes reach the
+ * store in the order it made them; two connections changing the same
+ * device at the same instant (a revocation racing that device's own
+ * reconnect) may reach it in either order, and the store then keeps the
+ * earlier state of that device until its next change.
  */
 #include <stdio.h>
 #include <stdlib.h>
