@@ -368,7 +368,7 @@ static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *o
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(params, "device");
 	const char *dtoken = pc__gw_str(auth, "deviceToken");
 	out->scopes = requested_scopes(params);
-	device_claim_t d;
+	device_claim_t d = {0};
 	if (dev) {
 		claim_of(params, dev, auth, &d);
 		int rc = verify_device(c, &d, out);
