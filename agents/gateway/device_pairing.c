@@ -10,10 +10,11 @@
  *
  * Everything here is under ws->lock. Store writes are built under it and
  * sent without waiting for the commit. One connection's writes reach the
- * store in the order it made them; two connections changing the same
- * device at the same instant (a revocation racing that device's own
- * reconnect) may reach it in either order, and the store then keeps the
- * earlier state of that device until its next change.
+ * store in the order it made them, but two connections' writes may cross:
+ * so a change to a known device only updates its row, and an unpairing's
+ * delete that overtakes it is not undone. What can still cross is a new
+ * pairing and a delete of that same device sent at the same instant (two
+ * operators racing each other): the store then keeps the earlier state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,14 +84,16 @@ static void store_delete(struct pc__gw_ws *ws, const char *id)
 	store_send(ws, req);
 }
 
-static void persist(struct pc__gw_ws *ws, const pc__gw_device_t *d)
+/* Writes d's row: a new device's, or (`known`) a change to one the store
+ * has, which a racing unpairing's delete must not see undone. */
+static void persist(struct pc__gw_ws *ws, const pc__gw_device_t *d, bool known)
 {
 	char hash[2 * sizeof(d->token_hash) + 1], scopes[256];
 	for (size_t i = 0; i < sizeof(d->token_hash); i++)
 		snprintf(hash + 2 * i, 3, "%02x", d->token_hash[i]);
 	scopes_text(d->scopes, scopes, sizeof(scopes));
 	pc_store_device_t sd = {.id = d->id, .public_key = d->public_key, .token_hash = hash, .scopes = scopes,
-				.approved_ms = d->approved_ms, .issued_ms = d->issued_ms};
+				.approved_ms = d->approved_ms, .issued_ms = d->issued_ms, .update_only = known};
 	pc_msg_t *req = NULL;
 	(void)pc_store_req_device_put(&sd, &req);
 	store_send(ws, req);
@@ -221,8 +224,9 @@ static int device_pair_locked(struct pc__gw_ws *ws, const char *id, const char *
 	}
 	if (rc == 0) {
 		nd.scopes = scopes;
+		bool known = d->id[0] != '\0';
 		*d = nd;
-		persist(ws, d);
+		persist(ws, d, known);
 		*out = d;
 	}
 	OPENSSL_cleanse(&nd, sizeof(nd));
@@ -569,7 +573,7 @@ void pc__gw_m_device_token_rotate(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *i
 	if (rc == 0) {
 		nd.scopes = want;
 		*d = nd;
-		persist(ws, d);
+		persist(ws, d, true);
 		close_device_conns(ws, dev);
 	}
 	pthread_mutex_unlock(&ws->lock);

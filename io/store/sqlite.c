@@ -290,6 +290,8 @@ static const char *const wsql[W_N] = {
 		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
 	[W_DEVICE_PUT] = "INSERT OR REPLACE INTO devices(id, public_key, token_hash, scopes, approved_ms, issued_ms)"
 			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[W_DEVICE_UPDATE] = "UPDATE devices SET public_key = ?2, token_hash = ?3, scopes = ?4, approved_ms = ?5,"
+			    " issued_ms = ?6 WHERE id = ?1",
 	[W_DEVICE_DELETE] = "DELETE FROM devices WHERE id = ?1",
 };
 
@@ -707,13 +709,17 @@ static int op_device_put(pc__sq_be_t *be, pc__store_op_t *op)
 	if (op->nint < I_DV_N)
 		return PC_EINVAL;
 	int berr = 0;
-	sqlite3_stmt *st = be->st[W_DEVICE_PUT];
+	bool update = op->i[I_DV_UPDATE] != 0;
+	sqlite3_stmt *st = be->st[update ? W_DEVICE_UPDATE : W_DEVICE_PUT];
 	for (uint32_t k = 0; k < S_DV_N; k++)
 		pc__sq_bind_s(&berr, st, (int)k + 1, op, k);
 	int64_t now = pc__clock_wall_ms();
 	pc__sq_bind_i(&berr, st, 5, op->i[I_DV_APPROVED] > 0 ? op->i[I_DV_APPROVED] : now);
 	pc__sq_bind_i(&berr, st, 6, op->i[I_DV_ISSUED] > 0 ? op->i[I_DV_ISSUED] : now);
-	return pc__sq_exec_b(be->db, st, berr);
+	int rc = pc__sq_exec_b(be->db, st, berr);
+	if (rc == 0 && update && sqlite3_changes(be->db) == 0)
+		rc = PC_ENOTFOUND;
+	return rc;
 }
 
 static int op_device_delete(pc__sq_be_t *be, pc__store_op_t *op)

@@ -541,6 +541,9 @@ typedef struct pc_store_device {
 	const char *scopes;     /* the scopes its token grants, names joined by ","; may be NULL */
 	int64_t approved_ms;    /* when it was paired */
 	int64_t issued_ms;      /* when its token was issued */
+	bool update_only;       /* write: change the row only if it exists (else PC_ENOTFOUND): a change
+				 * to a known device must not bring back a row a delete sent at the same
+				 * time removed first */
 } pc_store_device_t;
 
 /* At most this many devices are listed (the most recently issued). */

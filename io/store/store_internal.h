@@ -82,7 +82,7 @@ enum { I_UA_EPOCH = 0, I_UA_ATTEMPT, I_UA_CALL, I_UA_INPUT, I_UA_OUTPUT, I_UA_CA
        I_UA_TOTAL, I_UA_CREATED, I_UA_N };
 enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
 enum { S_DV_ID = 0, S_DV_KEY, S_DV_HASH, S_DV_SCOPES, S_DV_N };
-enum { I_DV_APPROVED = 0, I_DV_ISSUED, I_DV_N };
+enum { I_DV_APPROVED = 0, I_DV_ISSUED, I_DV_UPDATE, I_DV_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
  * found by their offsets from its start (PC__STR_NULL = absent). */

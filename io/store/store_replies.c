@@ -424,7 +424,7 @@ void pc_store_devices_get(const pc_store_devices_t *l, size_t i, pc_store_device
 	const pc__store_device_ent_t *e = (const pc__store_device_ent_t *)l->l.ents + i;
 	const char *f[4];
 	strs_get(l->l.bytes, e->off, 4, f);
-	*out = (pc_store_device_t){f[0], f[1], f[2], f[3], e->approved_ms, e->issued_ms};
+	*out = (pc_store_device_t){f[0], f[1], f[2], f[3], e->approved_ms, e->issued_ms, false};
 }
 
 void pc_store_devices_free(pc_store_devices_t *l)

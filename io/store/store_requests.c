@@ -299,7 +299,7 @@ int pc_store_req_device_put(const pc_store_device_t *d, pc_msg_t **out)
 	if (!d)
 		return PC_EINVAL;
 	const char *s[S_DV_N] = {d->id, d->public_key, d->token_hash, d->scopes};
-	int64_t i[I_DV_N] = {d->approved_ms, d->issued_ms};
+	int64_t i[I_DV_N] = {d->approved_ms, d->issued_ms, d->update_only};
 	return req_build(PC_STORE_REQ_DEVICE_PUT, i, I_DV_N, s, S_DV_N, S_DV_N,
 			 1u << S_DV_ID | 1u << S_DV_KEY | 1u << S_DV_HASH, out);
 }

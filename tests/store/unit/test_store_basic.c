@@ -1946,6 +1946,12 @@ Test(store, paired_devices_survive_a_reopen_and_keep_only_the_token_hash)
 	d.token_hash = "bb33";
 	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
 	cr_assert_eq(pc_store_device_put(f.s, &(pc_store_device_t){.id = "no-key", .token_hash = "x"}), PC_EINVAL);
+	/* a change to a known device does not bring back a row that is gone */
+	pc_store_device_t gone = {.id = "dev-c", .public_key = "pk-c", .token_hash = "cc", .update_only = true};
+	cr_assert_eq(pc_store_device_put(f.s, &gone), PC_ENOTFOUND);
+	d.update_only = true;
+	d.scopes = "operator.write";
+	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
 	cr_assert_eq(pc_store_device_delete(f.s, "never-there"), PC_ENOTFOUND);
 	pc_store_close(f.s);
 	f.s = NULL;
@@ -1961,7 +1967,7 @@ Test(store, paired_devices_survive_a_reopen_and_keep_only_the_token_hash)
 	pc_store_devices_get(l, 0, &got); /* most recently issued first */
 	cr_assert_str_eq(got.id, "dev-b");
 	cr_assert_str_eq(got.token_hash, "bb33");
-	cr_assert_null(got.scopes);
+	cr_assert_str_eq(got.scopes, "operator.write");
 	pc_store_devices_get(l, 1, &got);
 	cr_assert_str_eq(got.id, "dev-a");
 	cr_assert_str_eq(got.public_key, "pk-a");
