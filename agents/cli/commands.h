@@ -18,6 +18,7 @@ enum { PC_CLI_OK = 0, PC_CLI_FAIL = 1, PC_CLI_USAGE = 2 };
 int pc_cmd_mock_llm(int argc, char **argv);
 int pc_cmd_agent(int argc, char **argv);
 int pc_cmd_config(int argc, char **argv);
+int pc_cmd_devices(int argc, char **argv);
 int pc_cmd_gateway(int argc, char **argv);
 int pc_cmd_health(int argc, char **argv);
 int pc_cmd_sessions(int argc, char **argv);

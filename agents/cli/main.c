@@ -31,6 +31,7 @@ typedef struct command {
 static const command_t commands[] = {
 	{"agent", pc_cmd_agent, "run one agent turn through the gateway (--local: in-process)"},
 	{"config", pc_cmd_config, "validate or print the configuration"},
+	{"devices", pc_cmd_devices, "list, approve or reject a gateway's device pairing requests"},
 	{"gateway", pc_cmd_gateway, "serve the WebSocket RPC, the OpenAI API, probes and metrics"},
 	{"health", pc_cmd_health, "ask a running gateway how it is"},
 	{"mock-llm", pc_cmd_mock_llm, "serve a scripted OpenAI- and Anthropic-compatible LLM API"},

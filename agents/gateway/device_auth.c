@@ -8,10 +8,11 @@
  * passes the shared secret is approved at once and gets a device token in
  * hello-ok; from then on the token with the device's signature is enough,
  * from any address. A device unknown to the gateway that connects from
- * elsewhere is refused with PAIRING_REQUIRED (there is no approval flow
- * for remote devices). Tokens live in memory for the gateway's life: a
- * restart forgets them and devices pair again.
+ * elsewhere is refused with NOT_PAIRED / PAIRING_REQUIRED and leaves a
+ * pairing request for an operator (device_pairing.c keeps the devices and
+ * the requests).
  */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,91 +225,6 @@ static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw
 	return 0;
 }
 
-/* ---- device tokens (under ws->lock) ---- */
-
-static pc__gw_device_t *device_find(struct pc__gw_ws *ws, const char *id)
-{
-	for (size_t i = 0; i < ws->ndevices; i++)
-		if (!strcmp(ws->devices[i].id, id))
-			return &ws->devices[i];
-	return NULL;
-}
-
-/* Pairs device `id` with `scopes`: a known device keeps its token (and
- * gets the scopes now granted); an unknown one gets a new token when
- * `allow_new`, else PC_ENOTFOUND. */
-static int device_pair(struct pc__gw_ws *ws, const char *id, uint32_t scopes, bool allow_new, pc__gw_auth_t *out)
-{
-	unsigned char r[32];
-	int rc = 0;
-	pthread_mutex_lock(&ws->lock);
-	pc__gw_device_t *d = device_find(ws, id);
-	if (!d && !allow_new) {
-		rc = PC_ENOTFOUND;
-		goto out;
-	}
-	if (!d && RAND_bytes(r, sizeof(r)) != 1) {
-		rc = PC_ESYS;
-		goto out;
-	}
-	if (!d && ws->ndevices == PC__GW_DEVICES_MAX) {
-		/* Full: the oldest token goes; that device pairs again. */
-		size_t oldest = 0;
-		for (size_t i = 1; i < ws->ndevices; i++)
-			if (ws->devices[i].issued_ms < ws->devices[oldest].issued_ms)
-				oldest = i;
-		d = &ws->devices[oldest];
-		d->id[0] = '\0';
-	} else if (!d) {
-		pc__gw_device_t *v = realloc(ws->devices, (ws->ndevices + 1) * sizeof(*v));
-		if (!v) {
-			rc = PC_ENOMEM;
-			goto out;
-		}
-		ws->devices = v;
-		d = &v[ws->ndevices++];
-		d->id[0] = '\0';
-	}
-	if (!d->id[0]) {
-		snprintf(d->id, sizeof(d->id), "%s", id);
-		pc_base64url_encode(r, sizeof(r), d->token);
-		d->issued_ms = pc__clock_wall_ms();
-	}
-	d->scopes = scopes;
-	memcpy(out->device_token, d->token, sizeof(out->device_token));
-	out->issued_ms = d->issued_ms;
-out:
-	pthread_mutex_unlock(&ws->lock);
-	OPENSSL_cleanse(r, sizeof(r));
-	return rc;
-}
-
-/* The scopes of device `id`'s token when `token` is it (constant time),
- * else false. */
-static bool device_token_ok(struct pc__gw_ws *ws, const char *id, const char *token, uint32_t *scopes,
-			    int64_t *issued)
-{
-	pthread_mutex_lock(&ws->lock);
-	pc__gw_device_t *d = device_find(ws, id);
-	bool ok = d && pc__gw_secret_equal(token, strlen(token), d->token);
-	if (ok) {
-		*scopes = d->scopes;
-		*issued = d->issued_ms;
-	}
-	pthread_mutex_unlock(&ws->lock);
-	return ok;
-}
-
-void pc__gw_devices_free(struct pc__gw_ws *ws)
-{
-	/* Tokens are secrets: wipe them before the memory goes back. */
-	if (ws->devices)
-		OPENSSL_cleanse(ws->devices, ws->ndevices * sizeof(*ws->devices));
-	free(ws->devices);
-	ws->devices = NULL;
-	ws->ndevices = 0;
-}
-
 /* ---- the decision ---- */
 
 /* Scopes asked for (absent: read and write; names this gateway does not
@@ -378,17 +294,41 @@ static void claim_of(const cJSON *params, const cJSON *dev, const cJSON *auth, d
 		d->nonce = "";
 }
 
-/* A verified device that passed the shared secret: paired now when it is
- * on loopback (or known from before), refused otherwise. */
-static int pair(pc__gw_conn_t *c, pc__gw_auth_t *out)
+/* The client's address as text ("" when unknown). */
+static void client_ip(const pc__gw_client_t *who, char *out, size_t cap)
 {
-	int rc = device_pair(c->ws, out->device_id, out->scopes, c->loopback, out);
+	static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	bool v4 = !memcmp(who->addr.b, v4mapped, sizeof(v4mapped));
+	if (!inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? who->addr.b + 12 : who->addr.b, out, (socklen_t)cap))
+		out[0] = '\0';
+}
+
+/* Leaves a pairing request for the device of claim `d` and refuses the
+ * connect with OpenClaw's answer, which names the request. */
+static int refuse_unpaired(pc__gw_conn_t *c, const device_claim_t *d, pc__gw_auth_t *out)
+{
+	pc__gw_pairing_t r = {.scopes = out->scopes};
+	snprintf(r.device_id, sizeof(r.device_id), "%s", out->device_id);
+	snprintf(r.public_key, sizeof(r.public_key), "%s", d->public_key);
+	snprintf(r.client_id, sizeof(r.client_id), "%s", d->client_id ? d->client_id : "");
+	snprintf(r.client_mode, sizeof(r.client_mode), "%s", d->client_mode ? d->client_mode : "");
+	snprintf(r.platform, sizeof(r.platform), "%s", d->platform ? d->platform : "");
+	snprintf(r.family, sizeof(r.family), "%s", d->family ? d->family : "");
+	client_ip(&c->client, r.remote_ip, sizeof(r.remote_ip));
+	if (pc__gw_pairing_request(c->ws, &r) == 0)
+		memcpy(out->request_id, r.request_id, sizeof(out->request_id));
+	return refuse(out, "NOT_PAIRED", "PAIRING_REQUIRED", NULL, "pairing required: device is not approved yet");
+}
+
+/* A verified device that passed the shared secret: paired now when it is
+ * on loopback (or known from before), else a pairing request. */
+static int pair(pc__gw_conn_t *c, const device_claim_t *d, pc__gw_auth_t *out)
+{
+	int rc = pc__gw_device_pair(c->ws, out->device_id, d->public_key, out->scopes, c->loopback, out);
 	if (rc == 0)
 		return 0;
 	if (rc == PC_ENOTFOUND)
-		return refuse(out, "NOT_PAIRED", "PAIRING_REQUIRED", "review_auth_configuration",
-			      "pairing required: device is not approved yet (connect once from the gateway host "
-			      "to pair it, or connect without a device identity)");
+		return refuse_unpaired(c, d, out);
 	return refuse(out, "UNAVAILABLE", "DEVICE_TOKEN_UNAVAILABLE", "wait_then_retry",
 		      "the device token could not be issued");
 }
@@ -428,8 +368,8 @@ static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *o
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(params, "device");
 	const char *dtoken = pc__gw_str(auth, "deviceToken");
 	out->scopes = requested_scopes(params);
+	device_claim_t d = {0};
 	if (dev) {
-		device_claim_t d;
 		claim_of(params, dev, auth, &d);
 		int rc = verify_device(c, &d, out);
 		if (rc != 0)
@@ -437,13 +377,13 @@ static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *o
 	}
 	int secret = shared_secret(gc, auth);
 	if (secret > 0)
-		return out->device ? pair(c, out) : 0;
+		return out->device ? pair(c, &d, out) : 0;
 	if (dtoken && *dtoken) {
 		if (!out->device)
 			return refuse(out, "INVALID_REQUEST", "DEVICE_IDENTITY_REQUIRED", NULL,
 				      "device identity required: a device token goes with the signed device block");
 		uint32_t granted = 0;
-		if (!device_token_ok(c->ws, out->device_id, dtoken, &granted, &out->issued_ms)) {
+		if (!pc__gw_device_token_ok(c->ws, out->device_id, dtoken, &granted, &out->issued_ms)) {
 			out->guessed = true;
 			return refuse(out, "INVALID_REQUEST", "AUTH_DEVICE_TOKEN_MISMATCH", "update_auth_credentials",
 				      "unauthorized: device token mismatch (pair the device again)");

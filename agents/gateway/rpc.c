@@ -441,6 +441,39 @@ static void opened(pc__gw_conn_t *c)
 		c->tick_timer = 0; /* no ticks: clients see a quiet connection, nothing worse */
 }
 
+/* A refused connect's answer and close. A device waiting for approval
+ * hears OpenClaw's details: the request to approve, what it asked. */
+static void refuse_auth(pc__gw_conn_t *c, const char *id, const pc__gw_auth_t *a)
+{
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "code", a->detail);
+	if (a->request_id[0]) {
+		cJSON_AddStringToObject(d, "reason", "not-paired");
+		cJSON_AddStringToObject(d, "requestId", a->request_id);
+		cJSON_AddStringToObject(d, "remediationHint", "Approve this device from the pending pairing requests.");
+	}
+	if (a->next_step)
+		cJSON_AddStringToObject(d, "recommendedNextStep", a->next_step);
+	if (a->device_id[0])
+		cJSON_AddStringToObject(d, "deviceId", a->device_id);
+	if (a->request_id[0]) {
+		cJSON_AddStringToObject(d, "requestedRole", "operator");
+		cJSON *s = cJSON_AddArrayToObject(d, "requestedScopes");
+		for (int i = 0; s && i < PC__GW_SCOPE_COUNT; i++)
+			if (a->scopes & (1u << i))
+				cJSON_AddItemToArray(s, cJSON_CreateString(pc__gw_scope_name(i)));
+	}
+	if (a->retry_after_ms)
+		cJSON_AddNumberToObject(d, "retryAfterMs", (double)a->retry_after_ms);
+	pc__gw_reply_error(c, id, a->code, a->message, d, NULL, a->retry_after_ms > 0);
+	char reason[sizeof(a->message) + 64];
+	if (a->request_id[0])
+		snprintf(reason, sizeof(reason), "%s (requestId: %s)", a->message, a->request_id);
+	else
+		snprintf(reason, sizeof(reason), "%s", a->message);
+	close_with(c, 1008, reason);
+}
+
 static void on_connect(pc__gw_conn_t *c, const char *id, const cJSON *params)
 {
 	char err[200], msg[260];
@@ -462,20 +495,16 @@ static void on_connect(pc__gw_conn_t *c, const char *id, const cJSON *params)
 	}
 	pc__gw_auth_t a;
 	if (pc__gw_authenticate(c, params, &a) != 0) {
-		cJSON *d = cJSON_CreateObject();
-		cJSON_AddStringToObject(d, "code", a.detail);
-		if (a.next_step)
-			cJSON_AddStringToObject(d, "recommendedNextStep", a.next_step);
-		if (a.device_id[0])
-			cJSON_AddStringToObject(d, "deviceId", a.device_id);
-		if (a.retry_after_ms)
-			cJSON_AddNumberToObject(d, "retryAfterMs", (double)a.retry_after_ms);
-		pc__gw_reply_error(c, id, a.code, a.message, d, NULL, a.retry_after_ms > 0);
-		close_with(c, 1008, a.message);
+		refuse_auth(c, id, &a);
 		return;
 	}
 	c->protocol = (uint8_t)v;
 	c->scopes = a.scopes;
+	if (a.device) {
+		pthread_mutex_lock(&c->ws->lock);
+		memcpy(c->device_id, a.device_id, sizeof(c->device_id));
+		pthread_mutex_unlock(&c->ws->lock);
+	}
 	c->tool_events = has_cap(params, "tool-events");
 	opened(c);
 	pc__gw_reply_ok(c, id, hello(c, &a));

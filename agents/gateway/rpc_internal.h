@@ -3,13 +3,15 @@
  * actors, their registry), rpc.c (frames, the handshake, dispatch),
  * rpc_methods.c (the methods and what runs report), rpc_info.c,
  * rpc_cost.c and rpc_empty.c (what OpenClaw's Control UI reads),
- * rpc_session_id.c (`agent` by sessionId) and device_auth.c (shared
- * secrets, device identities and device tokens). Private to those
+ * rpc_session_id.c (`agent` by sessionId), device_auth.c (shared secrets,
+ * device identities) and device_pairing.c (paired devices, their tokens,
+ * pending pairing requests and the device.* methods). Private to those
  * files; docs/gateway.md is the protocol as a client sees it.
  *
  * One actor per connection owns a pc__gw_conn_t: nothing in it is touched
  * by another thread. What connections share (the registry for the shutdown
- * broadcast, the device tokens) is in struct pc__gw_ws under its lock.
+ * broadcast, the paired devices and pending pairing requests) is in struct
+ * pc__gw_ws under its lock.
  *
  * Like every part of the gateway, these files reach the agent only through
  * its public API (agent.h and what it includes: events, configuration,
@@ -51,6 +53,12 @@
 #define PC__GW_INFLIGHT_MAX 4096u
 /* Devices holding a device token (the oldest token goes beyond). */
 #define PC__GW_DEVICES_MAX 4096u
+/* Pairing requests waiting for an operator (the oldest goes beyond), and
+ * how long one waits (OpenClaw's 5 minutes). */
+#define PC__GW_PENDING_MAX 32u
+#define PC__GW_PENDING_TTL_MS ((int64_t)300000)
+#define PC__GW_REQUEST_ID_MAX 37     /* a UUID and a NUL */
+#define PC__GW_KEY_MAX 48            /* base64url of a 32-byte key and a NUL */
 #define PC__GW_ID_MAX 256u           /* a request id's length */
 #define PC__GW_HISTORY_DEFAULT 200
 #define PC__GW_HISTORY_MAX 1000
@@ -90,6 +98,7 @@ enum {
 	PC__GW_MSG_CHAT_FLUSH,   /* u64: a chat run's tag */
 	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
 	PC__GW_MSG_FEED,         /* the connection's feed subscription has events */
+	PC__GW_MSG_UNPAIRED,     /* the device it connected as was unpaired: close */
 };
 
 /*
@@ -117,14 +126,29 @@ typedef enum pc__gw_phase {
 } pc__gw_phase_t;
 enum { PC__GW_RUN_AGENT = 0, PC__GW_RUN_CHAT };
 
-/* A device that was paired and holds a device token (memory only: tokens
- * last as long as the gateway). */
+/* A device that was paired and holds a device token. The store keeps it
+ * (the token as its SHA-256 only), so it outlives a restart; the token
+ * itself is known only when it was issued during this gateway's life. */
 typedef struct pc__gw_device {
 	char id[65];
-	char token[PC__GW_TOKEN_MAX];
+	char public_key[PC__GW_KEY_MAX];
+	char token[PC__GW_TOKEN_MAX];      /* "" when loaded from the store */
+	unsigned char token_hash[32];      /* SHA-256 of the token */
 	uint32_t scopes;
-	int64_t issued_ms;
+	int64_t approved_ms, issued_ms;
 } pc__gw_device_t;
+
+/* A device from elsewhere that proved its key and passed the shared
+ * secret, waiting for an operator's device.pair.approve. One per device. */
+typedef struct pc__gw_pairing {
+	char request_id[PC__GW_REQUEST_ID_MAX];
+	char device_id[65];
+	char public_key[PC__GW_KEY_MAX];
+	char client_id[64], client_mode[32], platform[64], family[64];
+	char remote_ip[48];
+	uint32_t scopes;
+	int64_t ts;  /* wall ms of its latest connect */
+} pc__gw_pairing_t;
 
 struct pc__gw_conn;
 
@@ -141,6 +165,8 @@ struct pc__gw_ws {
 	char shutdown_reason[64];
 	pc__gw_device_t *devices;
 	size_t ndevices;
+	pc__gw_pairing_t pending[PC__GW_PENDING_MAX];
+	size_t npending;
 };
 
 /* An intrusive list: each element starts with a node. */
@@ -180,6 +206,8 @@ typedef struct pc__gw_conn {
 	pc_timer_t handshake_timer, tick_timer;
 	char conn_id[24];
 	char nonce[PC__GW_NONCE_MAX];
+	char device_id[65];      /* the device it connected as ("" none); written under ws->lock,
+				  * which unpairing reads it under */
 	pc__gw_list_t runs;      /* runs it started (or repeats of runs it waits for) */
 	pc__gw_list_t ssubs;     /* a subscription per session it has runs in */
 	pc__gw_list_t pend;      /* submits, waits and store reads in flight */
@@ -485,6 +513,7 @@ typedef struct pc__gw_auth {
 	char device_id[65];
 	char device_token[PC__GW_TOKEN_MAX]; /* "" unless one goes to hello-ok */
 	int64_t issued_ms;
+	char request_id[PC__GW_REQUEST_ID_MAX]; /* PAIRING_REQUIRED: the pending request */
 	/* when refused */
 	const char *code;                /* INVALID_REQUEST or NOT_PAIRED */
 	const char *detail;              /* AUTH_TOKEN_MISMATCH, DEVICE_AUTH_..., PAIRING_REQUIRED */
@@ -497,6 +526,38 @@ typedef struct pc__gw_auth {
  * and with which scopes; may issue a device token. 0, or PC_EINVAL with
  * out->code, detail and message set. */
 int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out);
+
+/* ---- device_pairing.c ---- */
+
+/* Loads the paired devices from the store (at start, from the thread that
+ * creates the gateway: it waits for the store). */
+int pc__gw_devices_load(struct pc__gw_ws *ws);
 void pc__gw_devices_free(struct pc__gw_ws *ws);
+/* Pairs device `id` (key `public_key`) with `scopes`: a known device keeps
+ * its token (and gets the scopes now granted; a token known only by its
+ * hash is replaced by a new one); an unknown one gets a new token when
+ * `allow_new`, else PC_ENOTFOUND. The token goes to out->device_token. */
+int pc__gw_device_pair(struct pc__gw_ws *ws, const char *id, const char *public_key, uint32_t scopes,
+		       bool allow_new, pc__gw_auth_t *out);
+/* True, with the token's scopes and issue time, when `token` is device
+ * `id`'s (compared in constant time). */
+bool pc__gw_device_token_ok(struct pc__gw_ws *ws, const char *id, const char *token, uint32_t *scopes,
+			    int64_t *issued);
+/* Records (or refreshes: one per device) the pending pairing request `r`
+ * describes; its id goes to r->request_id. PC_ESYS when no id could be
+ * drawn. */
+int pc__gw_pairing_request(struct pc__gw_ws *ws, pc__gw_pairing_t *r);
+
+/* The device.* methods (OpenClaw's names; scope operator.pairing). */
+extern const pc__gw_param_t pc__gw_pair_request_spec[1];
+extern const pc__gw_param_t pc__gw_pair_device_spec[1];
+extern const pc__gw_param_t pc__gw_token_revoke_spec[2];
+extern const pc__gw_param_t pc__gw_token_rotate_spec[3];
+void pc__gw_m_device_pair_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_pair_approve(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_pair_reject(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_pair_remove(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_token_rotate(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_device_token_revoke(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 
 #endif

@@ -997,6 +997,18 @@ static const pc__gw_method_t methods[] = {
 	{"update.status", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_update_status},
 	{"diagnostics.stability", PC__GW_SCOPE_READ, SPEC(pc__gw_stability_spec), true, pc__gw_m_stability},
 	{"usage.cost", PC__GW_SCOPE_READ, SPEC(pc__gw_usage_cost_spec), false, pc__gw_m_usage_cost},
+	/* device_pairing.c */
+	{"device.pair.list", PC__GW_SCOPE_PAIRING, NULL, 0, false, pc__gw_m_device_pair_list},
+	{"device.pair.approve", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,
+	 pc__gw_m_device_pair_approve},
+	{"device.pair.reject", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,
+	 pc__gw_m_device_pair_reject},
+	{"device.pair.remove", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_device_spec), true,
+	 pc__gw_m_device_pair_remove},
+	{"device.token.rotate", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_token_rotate_spec), true,
+	 pc__gw_m_device_token_rotate},
+	{"device.token.revoke", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_token_revoke_spec), true,
+	 pc__gw_m_device_token_revoke},
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 

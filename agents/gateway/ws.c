@@ -184,6 +184,10 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__GW_MSG_SHUTDOWN:
 		pc__gw_send_shutdown(c, msg_text(msg));
 		break;
+	case PC__GW_MSG_UNPAIRED:
+		if (!pc__gw_conn_gone(c))
+			pc__gw_close(c, 1008, "device unpaired");
+		break;
 	case PC__GW_MSG_EVENTS:
 		pc__gw_on_events(ctx, c, pc_msg_u64(msg));
 		break;
@@ -330,8 +334,11 @@ int pc__gw_ws_new(pc_gateway_t *g)
 	}
 	ws->g = g;
 	ws->live = 1;
-	int rc = pc_spawn(g->rt, &route_behavior, ws, &ws->route);
+	int rc = pc__gw_devices_load(ws);
+	if (rc == 0)
+		rc = pc_spawn(g->rt, &route_behavior, ws, &ws->route);
 	if (rc != 0) {
+		pc__gw_devices_free(ws);
 		pthread_mutex_destroy(&ws->lock);
 		free(ws);
 		return rc;

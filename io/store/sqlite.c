@@ -26,7 +26,7 @@
 #include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 
@@ -224,6 +224,15 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" created_ms INTEGER NOT NULL,"
 	" PRIMARY KEY (run_id, attempt_idx, call_idx)) WITHOUT ROWID;"
 	"CREATE INDEX usage_session ON usage(session_key, created_ms);",
+	/* 8: the devices the gateway paired survive a restart; a device token
+	 * is kept as its SHA-256 only, so the file does not hand it out. */
+	"CREATE TABLE devices("
+	" id TEXT PRIMARY KEY,"
+	" public_key TEXT NOT NULL,"
+	" token_hash TEXT NOT NULL,"
+	" scopes TEXT,"
+	" approved_ms INTEGER NOT NULL,"
+	" issued_ms INTEGER NOT NULL) WITHOUT ROWID;",
 };
 
 static const char *const wsql[W_N] = {
@@ -279,6 +288,11 @@ static const char *const wsql[W_N] = {
 	[W_USAGE] = "INSERT OR REPLACE INTO usage(run_id, attempt_idx, call_idx, session_key, provider, model, input,"
 		    " output, cache_read, cache_write, total, created_ms)"
 		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	[W_DEVICE_PUT] = "INSERT OR REPLACE INTO devices(id, public_key, token_hash, scopes, approved_ms, issued_ms)"
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[W_DEVICE_UPDATE] = "UPDATE devices SET public_key = ?2, token_hash = ?3, scopes = ?4, approved_ms = ?5,"
+			    " issued_ms = ?6 WHERE id = ?1",
+	[W_DEVICE_DELETE] = "DELETE FROM devices WHERE id = ?1",
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
@@ -690,6 +704,35 @@ static int op_usage_add(pc__sq_be_t *be, pc__store_op_t *op)
 	return pc__sq_exec_b(be->db, st, berr);
 }
 
+static int op_device_put(pc__sq_be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_DV_N)
+		return PC_EINVAL;
+	int berr = 0;
+	bool update = op->i[I_DV_UPDATE] != 0;
+	sqlite3_stmt *st = be->st[update ? W_DEVICE_UPDATE : W_DEVICE_PUT];
+	for (uint32_t k = 0; k < S_DV_N; k++)
+		pc__sq_bind_s(&berr, st, (int)k + 1, op, k);
+	int64_t now = pc__clock_wall_ms();
+	pc__sq_bind_i(&berr, st, 5, op->i[I_DV_APPROVED] > 0 ? op->i[I_DV_APPROVED] : now);
+	pc__sq_bind_i(&berr, st, 6, op->i[I_DV_ISSUED] > 0 ? op->i[I_DV_ISSUED] : now);
+	int rc = pc__sq_exec_b(be->db, st, berr);
+	if (rc == 0 && update && sqlite3_changes(be->db) == 0)
+		rc = PC_ENOTFOUND;
+	return rc;
+}
+
+static int op_device_delete(pc__sq_be_t *be, pc__store_op_t *op)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_DEVICE_DELETE];
+	pc__sq_bind_s(&berr, st, 1, op, 0);
+	int rc = pc__sq_exec_b(be->db, st, berr);
+	if (rc == 0 && sqlite3_changes(be->db) == 0)
+		rc = PC_ENOTFOUND;
+	return rc;
+}
+
 static int op_audit(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
@@ -817,6 +860,8 @@ static int dispatch(pc__sq_be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_RUN_ADOPT: return op_run_adopt(be, op);
 	case PC_STORE_REQ_PROBE: return pc__sq_exec_st(be->db, be->st[W_PROBE]);
 	case PC_STORE_REQ_USAGE_ADD: return op_usage_add(be, op);
+	case PC_STORE_REQ_DEVICE_PUT: return op_device_put(be, op);
+	case PC_STORE_REQ_DEVICE_DELETE: return op_device_delete(be, op);
 	default: return PC_EINVAL;
 	}
 }
@@ -832,6 +877,7 @@ static bool shape_ok(const pc__store_op_t *op)
 		{PC_STORE_REQ_LEASE_ACQUIRE, S_LS_N}, {PC_STORE_REQ_LEASE_RELEASE, S_LS_N},
 		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
 		{PC_STORE_REQ_RUN_ADOPT, S_AD_N}, {PC_STORE_REQ_USAGE_ADD, S_UA_N},
+		{PC_STORE_REQ_DEVICE_PUT, S_DV_N}, {PC_STORE_REQ_DEVICE_DELETE, 1},
 	};
 	if (op->kind == PC_STORE_REQ_PROBE)
 		return true;

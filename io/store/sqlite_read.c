@@ -13,8 +13,8 @@
 #include "sqlite_internal.h"
 
 enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_LIST_ID,
-       R_OPEN,
-       R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_USAGE_DAYS, R_USAGE_SUM_WINDOW, R_N };
+       R_OPEN, R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_USAGE_DAYS, R_USAGE_SUM_WINDOW,
+       R_DEVICES, R_N };
 
 /* A usage record's columns. */
 #define USAGE_COLUMNS                                                                                       \
@@ -63,6 +63,8 @@ static const char *const rsql[R_N] = {
 			 " created_ms / 86400000 AS day FROM usage WHERE created_ms >= ?1 AND created_ms < ?2"
 			 " GROUP BY day ORDER BY day",
 	[R_USAGE_SUM_WINDOW] = USAGE_SUMS "WHERE created_ms >= ?1 AND created_ms < ?2",
+	[R_DEVICES] = "SELECT id, public_key, token_hash, scopes, approved_ms, issued_ms FROM devices"
+		      " ORDER BY issued_ms DESC, id LIMIT ?1",
 };
 
 struct pc__sq_reader {
@@ -317,6 +319,47 @@ static pc_msg_t *open_runs(pc__sq_be_t *be)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
 }
 
+static int read_devices(pc__sq_reader_t *r, pc__store_devices_builder_t *b)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_DEVICES];
+	pc__sq_bind_i(&berr, st, 1, PC_STORE_DEVICES_MAX);
+	int rc;
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		const char *str[4];
+		size_t len[4];
+		for (int k = 0; k < 4; k++) {
+			str[k] = (const char *)sqlite3_column_text(st, k);
+			len[k] = (size_t)sqlite3_column_bytes(st, k);
+		}
+		pc__store_device_ent_t e = {.approved_ms = sqlite3_column_int64(st, 4),
+					    .issued_ms = sqlite3_column_int64(st, 5)};
+		rc = pc__store_devices_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *devices(pc__sq_be_t *be)
+{
+	pc__sq_reader_t *r = NULL;
+	pc__store_devices_builder_t b = {0};
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		rc = read_devices(r, &b);
+		reader_put(be, r);
+	}
+	if (rc != 0) {
+		pc__store_devices_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_DEVICES, rc);
+	}
+	pc_msg_t *m = pc__store_devices_finish(&b);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_DEVICES, PC_ENOMEM);
+}
+
 /* The listing's records and the sums over all of them, in one read
  * transaction so that both are one snapshot. */
 static int read_usage(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b, bool *more)
@@ -435,6 +478,8 @@ pc_msg_t *pc__sq_read(void *p, const pc__store_op_t *op)
 		return sessions(be, op);
 	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
 		return open_runs(be);
+	if (op->kind == PC_STORE_REQ_DEVICES)
+		return devices(be);
 	return pc__store_error_reply(op->kind, PC_EINVAL);
 }
 

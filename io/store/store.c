@@ -136,8 +136,12 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 		return pc__store_hist_error(rc);
 	if (kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS)
 		return pc__store_usage_error(rc);
-	if (kind == PC_STORE_REQ_SESSIONS || kind == PC_STORE_REQ_RUNS_OPEN)
-		return pc__store_list_error(kind == PC_STORE_REQ_SESSIONS ? PC_STORE_MSG_SESSIONS : PC_STORE_MSG_RUNS, rc);
+	if (kind == PC_STORE_REQ_SESSIONS)
+		return pc__store_list_error(PC_STORE_MSG_SESSIONS, rc);
+	if (kind == PC_STORE_REQ_RUNS_OPEN)
+		return pc__store_list_error(PC_STORE_MSG_RUNS, rc);
+	if (kind == PC_STORE_REQ_DEVICES)
+		return pc__store_list_error(PC_STORE_MSG_DEVICES, rc);
 	pc_store_reply_t r = {.rc = rc};
 	return pc__store_reply_msg(&r);
 }
@@ -145,7 +149,8 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 static bool is_read(uint32_t kind)
 {
 	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
-	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS;
+	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS ||
+	       kind == PC_STORE_REQ_DEVICES;
 }
 
 /* Answers a decoded op (if it asked) with its result, `delay_ms` late
@@ -547,7 +552,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_USAGE_DAYS)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_DEVICES)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -845,6 +850,34 @@ int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_
 	rc = ask(s, rc, m, &rep);
 	if (rc == 0)
 		rc = pc_store_usage_list_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
+}
+
+int pc_store_device_put(pc_store_t *s, const pc_store_device_t *d)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_device_put(d, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_device_delete(pc_store_t *s, const char *id)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_device_delete(id, &m);
+	return call(s, rc, m, NULL);
+}
+
+int pc_store_devices(pc_store_t *s, pc_store_devices_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_devices(&m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_devices_take(rep, out);
 	pc_msg_free(rep);
 	return rc;
 }

@@ -238,7 +238,8 @@ typedef struct pc_store_usage {
  * with pc_ask gets exactly one reply: PC_STORE_MSG_HISTORY for
  * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
  * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_USAGE for
- * PC_STORE_REQ_USAGE_LIST and _DAYS, PC_STORE_MSG_REPLY for everything else. */
+ * PC_STORE_REQ_USAGE_LIST and _DAYS, PC_STORE_MSG_DEVICES for
+ * PC_STORE_REQ_DEVICES, PC_STORE_MSG_REPLY for everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -260,11 +261,15 @@ enum {
 	PC_STORE_REQ_USAGE_ADD,
 	PC_STORE_REQ_USAGE_LIST,
 	PC_STORE_REQ_USAGE_DAYS,
+	PC_STORE_REQ_DEVICE_PUT,
+	PC_STORE_REQ_DEVICE_DELETE,
+	PC_STORE_REQ_DEVICES,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
 	PC_STORE_MSG_RUNS,
 	PC_STORE_MSG_USAGE,
+	PC_STORE_MSG_DEVICES,
 };
 
 /* The payload of a PC_STORE_MSG_REPLY. */
@@ -545,6 +550,49 @@ typedef struct pc_store_usage_day {
  * asked for. */
 void pc_store_usage_day_get(const pc_store_usage_list_t *l, size_t i, pc_store_usage_day_t *out);
 
+/* ---- paired devices ---- */
+
+/*
+ * The devices the gateway paired (docs/gateway.md, "Device identity"), so
+ * that a restart keeps them. A device token is kept only as its SHA-256:
+ * the store can tell a presented token from others but cannot give it
+ * back. One row per device id; a put replaces the row.
+ */
+typedef struct pc_store_device {
+	const char *id;         /* required: the device id */
+	const char *public_key; /* required */
+	const char *token_hash; /* required: lower-case hex SHA-256 of the device token */
+	const char *scopes;     /* the scopes its token grants, names joined by ","; may be NULL */
+	int64_t approved_ms;    /* when it was paired */
+	int64_t issued_ms;      /* when its token was issued */
+	bool update_only;       /* write: change the row only if it exists (else PC_ENOTFOUND): a change
+				 * to a known device must not bring back a row a delete sent at the same
+				 * time removed first */
+} pc_store_device_t;
+
+/* At most this many devices are listed (the most recently issued). */
+#define PC_STORE_DEVICES_MAX 4096u
+
+/* Writes (replaces) device d->id's row. PC_EINVAL for a missing id,
+ * key or hash, or one over PC_STORE_NAME_MAX. */
+int pc_store_req_device_put(const pc_store_device_t *d, pc_msg_t **out);
+/* Deletes device `id`'s row: its token no longer works after a restart.
+ * PC_ENOTFOUND when there was none. */
+int pc_store_req_device_delete(const char *id, pc_msg_t **out);
+/* Every device row, most recently issued first (a read). Reply:
+ * PC_STORE_MSG_DEVICES. */
+int pc_store_req_devices(pc_msg_t **out);
+
+typedef struct pc_store_devices pc_store_devices_t;
+
+/* Takes a copy of a PC_STORE_MSG_DEVICES reply (borrowed); returns the
+ * reply's code when the read failed (then *out is NULL). */
+int pc_store_devices_take(const pc_msg_t *m, pc_store_devices_t **out);
+size_t pc_store_devices_count(const pc_store_devices_t *l);
+/* Device i (< count); strings point into the listing. */
+void pc_store_devices_get(const pc_store_devices_t *l, size_t i, pc_store_device_t *out);
+void pc_store_devices_free(pc_store_devices_t *l);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -580,6 +628,9 @@ int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, in
 			   int64_t *epoch, char *busy);
 int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch);
 int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
+int pc_store_device_put(pc_store_t *s, const pc_store_device_t *d);
+int pc_store_device_delete(pc_store_t *s, const char *id);
+int pc_store_devices(pc_store_t *s, pc_store_devices_t **out);
 /* q NULL: the first page, default limit, most recently updated first. */
 int pc_store_sessions(pc_store_t *s, const pc_store_sessions_query_t *q, pc_store_sessions_t **out);
 

@@ -82,6 +82,8 @@ enum { I_UA_EPOCH = 0, I_UA_ATTEMPT, I_UA_CALL, I_UA_INPUT, I_UA_OUTPUT, I_UA_CA
        I_UA_TOTAL, I_UA_CREATED, I_UA_N };
 enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
 enum { I_UD_FROM = 0, I_UD_TO, I_UD_N };
+enum { S_DV_ID = 0, S_DV_KEY, S_DV_HASH, S_DV_SCOPES, S_DV_N };
+enum { I_DV_APPROVED = 0, I_DV_ISSUED, I_DV_UPDATE, I_DV_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
  * found by their offsets from its start (PC__STR_NULL = absent). */
@@ -223,6 +225,24 @@ int pc__store_usage_add(pc__store_usage_builder_t *b, const pc__store_usage_ent_
 pc_msg_t *pc__store_usage_finish(pc__store_usage_builder_t *b, bool more);
 void pc__store_usage_clear(pc__store_usage_builder_t *b);
 
+/* A PC_STORE_MSG_DEVICES reply (PC_STORE_REQ_DEVICES): the
+ * pc__store_list_t header, `count` entries, then the string bytes. */
+typedef struct pc__store_device_ent {
+	int64_t approved_ms, issued_ms;
+	uint32_t off[4]; /* id, public key, token hash, scopes */
+} pc__store_device_ent_t;
+
+typedef struct pc__store_devices_builder {
+	pc__store_rows_t rows;
+} pc__store_devices_builder_t;
+
+int pc__store_devices_add(pc__store_devices_builder_t *b, const pc__store_device_ent_t *e, const char *str[4],
+			  const size_t len[4]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_devices_finish(pc__store_devices_builder_t *b);
+void pc__store_devices_clear(pc__store_devices_builder_t *b);
+
 /* The reply a request of `kind` gets when it failed with `rc`: a history,
  * a sessions list or a plain reply carrying only the code (NULL on
  * ENOMEM). */
@@ -260,6 +280,7 @@ typedef struct pc__store_backend {
 	 * snapshot; PC_STORE_REQ_SESSIONS: a PC_STORE_MSG_SESSIONS page;
 	 * PC_STORE_REQ_RUNS_OPEN: a PC_STORE_MSG_RUNS listing;
 	 * PC_STORE_REQ_USAGE_LIST: a PC_STORE_MSG_USAGE listing;
+	 * PC_STORE_REQ_DEVICES: a PC_STORE_MSG_DEVICES listing;
 	 * PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only on ENOMEM. */
 	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
 } pc__store_backend_t;

@@ -270,6 +270,10 @@ struct pc_store_open_runs {
 	listing_t l;
 };
 
+struct pc_store_devices {
+	listing_t l;
+};
+
 /* A copy of listing reply `m` of `type` (entries of ent_size bytes) as a
  * new listing (*out, the caller's: listing_free). Returns the reply's code
  * when the read failed. */
@@ -381,6 +385,51 @@ void pc_store_open_runs_get(const pc_store_open_runs_t *r, size_t i, pc_store_op
 void pc_store_open_runs_free(pc_store_open_runs_t *r)
 {
 	listing_free((listing_t *)r);
+}
+
+/* ---- paired devices ---- */
+
+int pc__store_devices_add(pc__store_devices_builder_t *b, const pc__store_device_ent_t *e, const char *str[4],
+			  const size_t len[4])
+{
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_device_ent_t, off), str, len);
+}
+
+pc_msg_t *pc__store_devices_finish(pc__store_devices_builder_t *b)
+{
+	pc__store_list_t h = {.count = (uint32_t)b->rows.n};
+	return rows_finish(&b->rows, PC_STORE_MSG_DEVICES, &h, sizeof(h), sizeof(pc__store_device_ent_t));
+}
+
+void pc__store_devices_clear(pc__store_devices_builder_t *b)
+{
+	rows_clear(&b->rows);
+}
+
+int pc_store_devices_take(const pc_msg_t *m, pc_store_devices_t **out)
+{
+	return listing_take(m, PC_STORE_MSG_DEVICES, sizeof(pc__store_device_ent_t), (listing_t **)out);
+}
+
+size_t pc_store_devices_count(const pc_store_devices_t *l)
+{
+	return l ? l->l.head.count : 0;
+}
+
+void pc_store_devices_get(const pc_store_devices_t *l, size_t i, pc_store_device_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->l.head.count)
+		return;
+	const pc__store_device_ent_t *e = (const pc__store_device_ent_t *)l->l.ents + i;
+	const char *f[4];
+	strs_get(l->l.bytes, e->off, 4, f);
+	*out = (pc_store_device_t){f[0], f[1], f[2], f[3], e->approved_ms, e->issued_ms, false};
+}
+
+void pc_store_devices_free(pc_store_devices_t *l)
+{
+	listing_free((listing_t *)l);
 }
 
 /* ---- usage records ---- */

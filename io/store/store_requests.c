@@ -302,6 +302,34 @@ int pc_store_req_usage_days(int64_t from_ms, int64_t to_ms, pc_msg_t **out)
 	return req_build(PC_STORE_REQ_USAGE_DAYS, i, I_UD_N, NULL, 0, 0, 0, out);
 }
 
+int pc_store_req_device_put(const pc_store_device_t *d, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (!d)
+		return PC_EINVAL;
+	const char *s[S_DV_N] = {d->id, d->public_key, d->token_hash, d->scopes};
+	int64_t i[I_DV_N] = {d->approved_ms, d->issued_ms, d->update_only};
+	return req_build(PC_STORE_REQ_DEVICE_PUT, i, I_DV_N, s, S_DV_N, S_DV_N,
+			 1u << S_DV_ID | 1u << S_DV_KEY | 1u << S_DV_HASH, out);
+}
+
+int pc_store_req_device_delete(const char *id, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	const char *s[1] = {id};
+	return req_build(PC_STORE_REQ_DEVICE_DELETE, NULL, 0, s, 1, 1, 1u, out);
+}
+
+int pc_store_req_devices(pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	return req_build(PC_STORE_REQ_DEVICES, NULL, 0, NULL, 0, 0, 0, out);
+}
+
 /* Sets `flag` in a built request's header. */
 static void req_flag(pc_msg_t *req, uint32_t flag)
 {

@@ -54,6 +54,36 @@ static pc_log_t *harness_log;
 	"\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"fallbacks\":[\"fb/m2\"],"                \
 	"\"maxConcurrent\":16,\"sessionIdleSeconds\":1}}}"
 
+/* Opens the store in h->dir and the agent on it. */
+static inline void harness_open_agent(harness_t *h, const char *scenario, const pc_tool_registry_t *tools,
+				      const pc_hooks_t *hooks)
+{
+	char path[128], locks[128];
+	snprintf(path, sizeof(path), "%s/state.db", h->dir);
+	snprintf(locks, sizeof(locks), "%s/locks", h->dir);
+	pc_store_config_t scfg;
+	pc_store_config_init(&scfg);
+	scfg.path = path;
+	scfg.lazy_ms = harness_store_lazy_ms;
+	scfg.test_lease_delay_key = harness_lease_delay_key;
+	scfg.test_lease_delay_ms = harness_lease_delay_ms;
+	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
+	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
+				.embedded_llm = &harness_mock_llm,
+				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario,
+				.log = harness_log};
+	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);
+}
+
+/* A restart as the store sees it: the agent stops, the store closes (every
+ * write committed), both open again on the same file. */
+static inline void harness_restart_agent(harness_t *h, const char *scenario)
+{
+	pc_agent_free(h->agent, 10000);
+	cr_assert_eq(pc_store_close(h->store), 0);
+	harness_open_agent(h, scenario, NULL, NULL);
+}
+
 static inline void harness_start_hooked(harness_t *h, const char *config, const char *scenario,
 					const pc_tool_registry_t *tools, const pc_hooks_t *hooks)
 {
@@ -71,21 +101,7 @@ static inline void harness_start_hooked(harness_t *h, const char *config, const 
 	if (harness_io_as_configured)
 		pc_agent_io_config(h->cfg, 1, &icfg);
 	cr_assert_eq(pc_io_new(h->rt, &icfg, &h->io), 0);
-	char path[128], locks[128];
-	snprintf(path, sizeof(path), "%s/state.db", h->dir);
-	snprintf(locks, sizeof(locks), "%s/locks", h->dir);
-	pc_store_config_t scfg;
-	pc_store_config_init(&scfg);
-	scfg.path = path;
-	scfg.lazy_ms = harness_store_lazy_ms;
-	scfg.test_lease_delay_key = harness_lease_delay_key;
-	scfg.test_lease_delay_ms = harness_lease_delay_ms;
-	cr_assert_eq(pc_store_open(h->rt, &scfg, &h->store), 0);
-	pc_agent_options_t o = {.rt = h->rt, .io = h->io, .store = h->store, .config = h->cfg,
-				.embedded_llm = &harness_mock_llm,
-				.tools = tools, .hooks = hooks, .lock_dir = locks, .mock_scenario = scenario,
-				.log = harness_log};
-	cr_assert_eq(pc_agent_new(&o, &h->agent), 0);
+	harness_open_agent(h, scenario, tools, hooks);
 }
 
 static inline void harness_start_with(harness_t *h, const char *config, const char *scenario,

@@ -49,6 +49,19 @@ static inline void gw_start(gw_t *f, const char *config, void (*tune)(pc_config_
 	gw_start_scenario(f, config, "{}", tune);
 }
 
+/* Stops the gateway and the agent, closes the store and starts them all
+ * again on the same store file (a new port). */
+static inline void gw_restart(gw_t *f, const char *scenario)
+{
+	pc_gateway_free(f->g);
+	harness_restart_agent(&f->h, scenario);
+	pc_gateway_options_t o = {
+	    .rt = f->h.rt, .io = f->h.io, .agent = f->h.agent, .config = f->h.cfg, .port = 0, .log = harness_log};
+	cr_assert_eq(pc_gateway_new(&o, &f->g), 0);
+	cr_assert_eq(pc_gateway_start(f->g), 0);
+	f->port = pc_gateway_port(f->g);
+}
+
 /* Frees the gateway and the agent layer; no actor may be left behind, and
  * (under ASan) no memory. */
 static inline void gw_stop(gw_t *f)

@@ -2,7 +2,7 @@
  * The `pincer` command end to end: the real binary (built next to this
  * test) as child processes on loopback. `pincer gateway --port 0` serves
  * the embedded mock LLM; `pincer agent` talks to it over the WebSocket
- * RPC; `health`, `sessions`, `config`, `version`; flags from the
+ * RPC; `health`, `sessions`, `devices`, `config`, `version`; flags from the
  * environment; usage errors and --help everywhere; signals to the agent
  * (the run is aborted in the gateway) and to the gateway (the run ends,
  * the gateway exits 0); a lost gateway is never replaced by a local run.
@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gateway_device.h"
 #include "gateway_harness.h"
 #include "pincer_child.h"
 #include "raw_http.h"
@@ -322,6 +323,91 @@ Test(agent_cli, health_and_sessions_ask_the_gateway)
 	cr_assert_eq(r.status, 0);
 	cr_assert_eq(strncmp(r.out, "user: first\n", 12), 0, "%s", r.out);
 	result_free(&r);
+	down(&t);
+}
+
+/* A device on another machine, as a proxy on loopback the gateway trusts
+ * names it, connects with the shared token: the answer. */
+static cJSON *remote_device_connect(const ctx_t *t, const device_t *d)
+{
+	tws_options_t o = {.port = t->port, .headers = "X-Forwarded-For: 203.0.113.7\r\n"};
+	cl_t *c = cl_open_with(&o);
+	cJSON *r = dev_connect(c, d, &(dev_opts_t){.token = TOKEN});
+	cl_free(c);
+	return r;
+}
+
+/* The request id a refused remote device was given (64 bytes). */
+static void remote_request(const ctx_t *t, const device_t *d, char *rid)
+{
+	cJSON *r = remote_device_connect(t, d);
+	cr_assert_str_eq(jdetail(r), "PAIRING_REQUIRED", "%s", cJSON_PrintUnformatted(r));
+	snprintf(rid, 64, "%s", jstr(jget(jget(r, "error"), "details"), "requestId"));
+	cr_assert_neq(rid[0], '\0');
+	cJSON_Delete(r);
+}
+
+Test(agent_cli, devices_lists_approves_and_rejects_pairing_requests)
+{
+	ctx_t t;
+	up_with(&t, ",\"trustedProxies\":[\"127.0.0.1\"]");
+	device_t d, e;
+	dev_new(&d);
+	dev_new(&e);
+	char rid[64], rid2[64];
+	remote_request(&t, &d, rid);
+
+	result_t r = run(&t, ARGS("devices", "list", "--json", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cJSON *lines = json_lines(r.out);
+	const cJSON *p = cJSON_GetArrayItem(jget(last(lines), "pending"), 0);
+	cr_assert_str_eq(jstr(p, "requestId"), rid);
+	cr_assert_str_eq(jstr(p, "deviceId"), d.id);
+	cJSON_Delete(lines);
+	result_free(&r);
+	r = run(&t, ARGS("devices", "list", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, rid), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "203.0.113.7"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "no paired devices"), "%s", r.out);
+	result_free(&r);
+
+	r = run(&t, ARGS("devices", "approve", rid, "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, d.id), "%s", r.out);
+	result_free(&r);
+	cJSON *c = remote_device_connect(&t, &d);
+	cr_assert(jok(c), "approved: %s", cJSON_PrintUnformatted(c));
+	cr_assert_geq(strlen(jstr(jget(jget(c, "payload"), "auth"), "deviceToken")), 40);
+	cJSON_Delete(c);
+
+	remote_request(&t, &e, rid2);
+	r = run(&t, ARGS("devices", "reject", rid2, "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	result_free(&r);
+	r = run(&t, ARGS("devices", "approve", rid2, "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 1);
+	cr_assert_not_null(strstr(r.err, "unknown requestId"), "%s", r.err);
+	result_free(&r);
+	c = remote_device_connect(&t, &e);
+	cr_assert_str_eq(jdetail(c), "PAIRING_REQUIRED", "rejected: %s", cJSON_PrintUnformatted(c));
+	cJSON_Delete(c);
+	r = run(&t, ARGS("devices", "list", "--json", "--url", t.url, "--token", TOKEN));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	lines = json_lines(r.out);
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(jget(last(lines), "paired"), 0), "deviceId"), d.id);
+	cJSON_Delete(lines);
+	result_free(&r);
+
+	/* usage errors */
+	r = run(&t, ARGS("devices", "approve", "--url", t.url));
+	cr_assert_eq(r.status, 2);
+	result_free(&r);
+	r = run(&t, ARGS("devices", "frobnicate"));
+	cr_assert_eq(r.status, 2);
+	result_free(&r);
+	EVP_PKEY_free(d.key);
+	EVP_PKEY_free(e.key);
 	down(&t);
 }
 
@@ -757,7 +843,8 @@ Test(agent_cli, help_on_every_command_exits_0)
 {
 	ctx_t t;
 	dir_only(&t);
-	static const char *const names[] = {"agent", "config", "gateway", "health", "mock-llm", "sessions", "version"};
+	static const char *const names[] = {"agent",    "config",   "devices", "gateway",
+					    "health",   "mock-llm", "sessions", "version"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		char want[64];
 		snprintf(want, sizeof(want), "usage: pincer %s", names[i]);

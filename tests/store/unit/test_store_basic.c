@@ -1615,6 +1615,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
 	static const char v1[] =
 		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions; DROP TABLE attempts; DROP TABLE usage;"
+		"DROP TABLE devices;"
 		"CREATE TABLE attempts(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
 		" provider TEXT, model TEXT, profile TEXT, reason TEXT, status TEXT NOT NULL, code TEXT,"
 		" duration_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (run_id, idx));"
@@ -1679,7 +1680,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 7);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 8);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -1865,8 +1866,8 @@ Test(store, version_6_database_gains_the_usage_table)
 	cr_assert_eq(pc_store_run_end(f.s, "old", PC_STORE_RUN_OK, NULL, "{\"input\":3}"), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
-	/* what version 6 was: this schema without version 7's table */
-	exec_at(f.path, "DROP TABLE usage; PRAGMA user_version = 6;");
+	/* what version 6 was: this schema without the tables of versions 7 and 8 */
+	exec_at(f.path, "DROP TABLE usage; DROP TABLE devices; PRAGMA user_version = 6;");
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
@@ -1881,7 +1882,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	pc_store_usage_list_free(l);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 7);
+	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 8);
 	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
 					" AND sql LIKE '%WITHOUT ROWID%'"),
 		     1);
@@ -2008,5 +2009,57 @@ Test(store, health_follows_whether_writes_succeed)
 	cr_assert_eq(pc_store_history(f.s, "s", &hist), 0);
 	cr_assert_eq(pc_store_history_count(hist), 1);
 	pc_store_history_free(hist);
+	fx_fini(&f);
+}
+
+/* ---- paired devices ---- */
+
+Test(store, paired_devices_survive_a_reopen_and_keep_only_the_token_hash)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_device_t d = {.id = "dev-a", .public_key = "pk-a", .token_hash = "aa11", .scopes = "operator.read",
+			       .approved_ms = 1000, .issued_ms = 2000};
+	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
+	d = (pc_store_device_t){.id = "dev-b", .public_key = "pk-b", .token_hash = "bb22", .issued_ms = 3000};
+	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
+	/* a put replaces: a rotated token's hash */
+	d.token_hash = "bb33";
+	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
+	cr_assert_eq(pc_store_device_put(f.s, &(pc_store_device_t){.id = "no-key", .token_hash = "x"}), PC_EINVAL);
+	/* a change to a known device does not bring back a row that is gone */
+	pc_store_device_t gone = {.id = "dev-c", .public_key = "pk-c", .token_hash = "cc", .update_only = true};
+	cr_assert_eq(pc_store_device_put(f.s, &gone), PC_ENOTFOUND);
+	d.update_only = true;
+	d.scopes = "operator.write";
+	cr_assert_eq(pc_store_device_put(f.s, &d), 0);
+	cr_assert_eq(pc_store_device_delete(f.s, "never-there"), PC_ENOTFOUND);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(f.path, "SELECT count(*) FROM devices"), 2);
+
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	pc_store_devices_t *l = NULL;
+	cr_assert_eq(pc_store_devices(f.s, &l), 0);
+	cr_assert_eq(pc_store_devices_count(l), 2);
+	pc_store_device_t got;
+	pc_store_devices_get(l, 0, &got); /* most recently issued first */
+	cr_assert_str_eq(got.id, "dev-b");
+	cr_assert_str_eq(got.token_hash, "bb33");
+	cr_assert_str_eq(got.scopes, "operator.write");
+	pc_store_devices_get(l, 1, &got);
+	cr_assert_str_eq(got.id, "dev-a");
+	cr_assert_str_eq(got.public_key, "pk-a");
+	cr_assert_str_eq(got.scopes, "operator.read");
+	cr_assert_eq(got.approved_ms, 1000);
+	cr_assert_eq(got.issued_ms, 2000);
+	pc_store_devices_free(l);
+
+	cr_assert_eq(pc_store_device_delete(f.s, "dev-a"), 0);
+	cr_assert_eq(pc_store_devices(f.s, &l), 0);
+	cr_assert_eq(pc_store_devices_count(l), 1);
+	pc_store_devices_free(l);
 	fx_fini(&f);
 }
