@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include "agents/tools/tools.h"
 #include "gateway_internal.h"
@@ -43,14 +45,25 @@
 
 #define PC__GW_UI_MAX_FILE ((off_t)16 << 20)
 
-static const char ui_security[] =
-	"Content-Security-Policy: default-src 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'; "
-	"script-src 'self'; style-src 'self' 'unsafe-inline' https://fonts.googleapis.com; "
-	"img-src 'self' data: blob: https:; font-src 'self' data: https://fonts.gstatic.com; "
-	"connect-src 'self' ws: wss:\r\n"
-	"X-Content-Type-Options: nosniff\r\n"
-	"Referrer-Policy: no-referrer\r\n"
-	"X-Frame-Options: DENY\r\n";
+/* The policy OpenClaw's gateway gives its UI, less the third-party hosts
+ * of features this gateway has not (realtime talk, theme import). A page's
+ * inline scripts are allowed by their hashes, computed from the page as
+ * served (csp_script_hashes). */
+#define CSP_BEFORE_SCRIPTS                                                                                   \
+	"Content-Security-Policy: default-src 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'; " \
+	"frame-src 'self' http: https:; script-src 'self'"
+#define CSP_AFTER_SCRIPTS                                                                                    \
+	"; style-src 'self' 'unsafe-inline' https://fonts.googleapis.com; img-src 'self' data: blob: https:; "   \
+	"media-src 'self' data: blob:; font-src 'self' data: https://fonts.gstatic.com; worker-src 'self'; "     \
+	"connect-src 'self' ws: wss: data:\r\n"                                                               \
+	"X-Content-Type-Options: nosniff\r\n"                                                                   \
+	"Referrer-Policy: no-referrer\r\n"                                                                      \
+	"X-Frame-Options: DENY\r\n"
+static const char ui_security[] = CSP_BEFORE_SCRIPTS CSP_AFTER_SCRIPTS;
+/* Inline scripts of one page given a hash each; a page with more gets the
+ * first ones (the UI's index has two). */
+#define CSP_SCRIPTS_MAX 16
+#define CSP_HASH_TOKEN 56 /* " 'sha256-" + 44 base64 + "'" + NUL */
 
 struct pc__gw_ui {
 	pc_gateway_t *g;
@@ -187,6 +200,79 @@ static int open_beneath(struct pc__gw_ui *ui, const char *rel, struct stat *st, 
 	return fd;
 }
 
+/* Whether an opening <script ...> tag (without its "<script") has a src
+ * attribute: names are read as HTML does, values skipped quoted or not. */
+static bool tag_has_src(const char *p, const char *end)
+{
+	while (p < end) {
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '/'))
+			p++;
+		const char *name = p;
+		while (p < end && !strchr(" \t\n\r\f/=>", *p))
+			p++;
+		if (p - name == 3 && !strncasecmp(name, "src", 3))
+			return true;
+		if (p == name)
+			return false; /* the tag's '>' */
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f'))
+			p++;
+		if (p < end && *p == '=') {
+			p++;
+			while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f'))
+				p++;
+			if (p < end && (*p == '"' || *p == '\'')) {
+				const char *q = memchr(p + 1, *p, (size_t)(end - p - 1));
+				p = q ? q + 1 : end;
+			} else {
+				while (p < end && !strchr(" \t\n\r\f>", *p))
+					p++;
+			}
+		}
+	}
+	return false;
+}
+
+static const char *find_ci(const char *p, const char *end, const char *word)
+{
+	size_t n = strlen(word);
+	for (; p + n <= end; p++)
+		if (!strncasecmp(p, word, n))
+			return p;
+	return NULL;
+}
+
+/* Writes to out (CSP_SCRIPTS_MAX * CSP_HASH_TOKEN bytes) the hash tokens
+ * (" 'sha256-...'") of the page's non-empty inline scripts, as OpenClaw
+ * computes them: the text between <script ...> and </script>, for each tag
+ * without src. */
+static void csp_script_hashes(const char *html, size_t len, char *out)
+{
+	const char *p = html, *end = html + len;
+	size_t n = 0, at = 0;
+	out[0] = '\0';
+	while (n < CSP_SCRIPTS_MAX && (p = find_ci(p, end, "<script")) != NULL) {
+		p += 7;
+		if (p < end && !strchr(" \t\n\r\f>", *p))
+			continue; /* <scripts..., not a script tag */
+		const char *gt = memchr(p, '>', (size_t)(end - p));
+		if (!gt)
+			break;
+		const char *body = gt + 1, *close = find_ci(body, end, "</script>");
+		if (!close)
+			break;
+		if (!tag_has_src(p, gt) && close > body) {
+			unsigned char md[SHA256_DIGEST_LENGTH];
+			char b64[4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1];
+			if (SHA256((const unsigned char *)body, (size_t)(close - body), md) &&
+			    EVP_EncodeBlock((unsigned char *)b64, md, SHA256_DIGEST_LENGTH) > 0) {
+				at += (size_t)snprintf(out + at, CSP_HASH_TOKEN, " 'sha256-%s'", b64);
+				n++;
+			}
+		}
+		p = close + 9;
+	}
+}
+
 static void respond_text(ui_job_t *j, int status, const char *text)
 {
 	char head[1024];
@@ -209,18 +295,13 @@ static void serve_fd(ui_job_t *j, int fd, const struct stat *st, const char *rel
 	if (gmtime_r(&st->st_mtim.tv_sec, &tm))
 		strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
 	bool immutable = hashed_asset(rel);
-	char head[1536];
-	snprintf(head, sizeof(head),
-		 "Content-Type: %s\r\nCache-Control: %s\r\nETag: %s\r\nLast-Modified: %s\r\n%sx-request-id: %s\r\n",
-		 content_type(rel), immutable ? "public, max-age=31536000, immutable" : "no-cache", etag, date,
-		 ui_security, j->rid);
-	if (j->inm[0] && strstr(j->inm, etag)) {
-		(void)pc_http_respond(j->srv, j->id, 304, head, NULL, 0);
-		return;
-	}
+	/* a page is read even for HEAD or a revalidation: its policy names
+	 * its inline scripts */
+	bool page = !strcmp(content_type(rel), "text/html; charset=utf-8");
+	bool fresh = j->inm[0] && strstr(j->inm, etag);
 	size_t len = (size_t)st->st_size;
 	char *body = NULL;
-	if (!j->head && len) {
+	if ((page || (!j->head && !fresh)) && len) {
 		body = malloc(len);
 		size_t got = 0;
 		while (body && got < len) {
@@ -237,8 +318,19 @@ static void serve_fd(ui_job_t *j, int fd, const struct stat *st, const char *rel
 			return;
 		}
 	}
-	/* a HEAD answer is the headers alone */
-	(void)pc_http_respond(j->srv, j->id, 200, head, body, j->head ? 0 : len);
+	char scripts[CSP_SCRIPTS_MAX * CSP_HASH_TOKEN] = "";
+	if (page && body)
+		csp_script_hashes(body, len, scripts);
+	char head[2048 + sizeof(scripts)];
+	snprintf(head, sizeof(head),
+		 "Content-Type: %s\r\nCache-Control: %s\r\nETag: %s\r\nLast-Modified: %s\r\n"
+		 CSP_BEFORE_SCRIPTS "%s" CSP_AFTER_SCRIPTS "x-request-id: %s\r\n",
+		 content_type(rel), immutable ? "public, max-age=31536000, immutable" : "no-cache", etag, date,
+		 scripts, j->rid);
+	if (fresh)
+		(void)pc_http_respond(j->srv, j->id, 304, head, NULL, 0);
+	else /* a HEAD answer is the headers alone */
+		(void)pc_http_respond(j->srv, j->id, 200, head, body, j->head ? 0 : len);
 	free(body);
 }
 

@@ -6,6 +6,8 @@
  * rule beside it.
  */
 #include <criterion/criterion.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -273,5 +275,45 @@ Test(agent_gateway_ui, a_matching_etag_is_not_modified_and_a_huge_file_is_refuse
 	fclose(fp);
 	cr_assert_eq(get(f.port, "GET", "/big.js"), 500, "%s", out);
 	cr_assert(strstr(body(), "16 MiB"), "%s", out);
+	stop_ui(&f);
+}
+
+/* The page's inline scripts run under the policy: each non-empty one
+ * without src is named by its SHA-256, as OpenClaw's gateway names them;
+ * a script with src is not, and HEAD gives the same policy. */
+Test(agent_gateway_ui, the_policy_allows_the_pages_inline_scripts_by_hash)
+{
+	gw_t f;
+	make_ui();
+	char p[512];
+	snprintf(p, sizeof(p), "%s/index.html", ui_dir);
+	const char *inline1 = "window.a=1;", *inline2 = "\n  boot('x > y');\n";
+	char page[512];
+	snprintf(page, sizeof(page),
+		 "<!doctype html><SCRIPT data-x=\"1\">%s</script><script type=\"module\" crossorigin "
+		 "src=\"./assets/index-3f9a2b1c.js\">not-run</script><script></script><script data-cfasync=\"false\">%s"
+		 "</script>INDEX-PAGE",
+		 inline1, inline2);
+	write_file(p, page);
+	gw_start(&f, GW_CONFIG(""), tune_ui);
+	const char *texts[] = {inline1, inline2, "not-run"};
+	char want[3][80];
+	for (int i = 0; i < 3; i++) {
+		unsigned char md[SHA256_DIGEST_LENGTH];
+		char b64[48];
+		cr_assert_not_null(SHA256((const unsigned char *)texts[i], strlen(texts[i]), md));
+		EVP_EncodeBlock((unsigned char *)b64, md, SHA256_DIGEST_LENGTH);
+		snprintf(want[i], sizeof(want[i]), "'sha256-%s'", b64);
+	}
+	for (int head = 0; head < 2; head++) {
+		cr_assert_eq(get(f.port, head ? "HEAD" : "GET", "/"), 200, "%s", out);
+		cr_assert(has_header("Content-Security-Policy", want[0]), "%s", out);
+		cr_assert(has_header("Content-Security-Policy", want[1]), "%s", out);
+		cr_assert_not(has_header("Content-Security-Policy", want[2]), "%s", out);
+		cr_assert(has_header("Content-Security-Policy", "connect-src 'self' ws: wss: data:"), "%s", out);
+	}
+	/* an asset's policy names no script */
+	cr_assert_eq(get(f.port, "GET", "/favicon.svg"), 200, "%s", out);
+	cr_assert_not(has_header("Content-Security-Policy", "sha256-"), "%s", out);
 	stop_ui(&f);
 }
