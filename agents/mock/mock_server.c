@@ -37,6 +37,7 @@ enum { MSG_GO = 1, MSG_TICK, MSG_GONE, MSG_DONE };
 #define DEFAULT_MAX_RECORDS 10000u
 #define DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 #define DEFAULT_MAX_BODY ((uint32_t)32 << 20)
+#define DEFAULT_MAX_OUTPUT ((uint32_t)256 << 20)
 
 /* One request in the log. Immutable once pushed. */
 typedef struct record {
@@ -674,6 +675,7 @@ int pc_mock_server_start(pc_io_t *io, const pc_mock_server_config_t *cfg, pc_moc
 		.host = c.host,
 		.port = c.port,
 		.limits = {.max_body_bytes = c.max_body_bytes ? c.max_body_bytes : DEFAULT_MAX_BODY,
+			   .max_output_bytes = c.max_output_bytes ? c.max_output_bytes : DEFAULT_MAX_OUTPUT,
 			   .max_concurrent_streams = c.max_streams},
 	};
 	if (!rc)

@@ -44,6 +44,12 @@ typedef struct pc_mock_server_config {
 	uint32_t max_records;      /* requests kept for /__mock/requests; 0: 10000 */
 	size_t max_record_bytes;   /* and their total size; 0: 64 MiB */
 	uint32_t max_body_bytes;   /* largest request body; 0: 32 MiB */
+	uint32_t max_output_bytes; /* answer bytes queued for one connection before
+				    * it is dropped; 0: 256 MiB. The mock writes on its
+				    * script's schedule, not as the client reads (its
+				    * answers are in memory already), so this is what a
+				    * slow client may fall behind by: a 1 MB reply in
+				    * 10-byte deltas is ~18 MB of SSE */
 	uint32_t max_streams;      /* HTTP/2 (h2c) requests at once on one connection;
 				    * 0: the HTTP server's default (1,000) */
 } pc_mock_server_config_t;

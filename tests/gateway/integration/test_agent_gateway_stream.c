@@ -173,19 +173,23 @@ static void stream_sse(size_t size)
 	/* the content of every chunk, joined */
 	pc__buf_t text = {0};
 	size_t chunks = 0;
+	char end[256] = "no finish_reason"; /* how the stream said it ended */
 	for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
 		if (strncmp(line, "data: {", 7) != 0)
 			continue;
 		cJSON *j = cJSON_Parse(line + 6);
-		const char *c = jstr(jget(cJSON_GetArrayItem(jget(j, "choices"), 0), "delta"), "content");
+		const cJSON *choice = cJSON_GetArrayItem(jget(j, "choices"), 0);
+		const char *c = jstr(jget(choice, "delta"), "content");
 		if (c && *c) {
 			pc__buf_append(&text, c, strlen(c));
 			chunks++;
 		}
+		if (cJSON_IsString(jget(choice, "finish_reason")) || jget(j, "error"))
+			snprintf(end, sizeof(end), "%.250s", line + 6);
 		cJSON_Delete(j);
 	}
 	size_t bound = 3 * size + 100 * 1024;
-	cr_assert_eq(text.len, size, "the chunks add up to %zu bytes, not %zu", text.len, size);
+	cr_assert_eq(text.len, size, "the chunks add up to %zu bytes, not %zu (the end: %s)", text.len, size, end);
 	cr_assert(!memcmp(text.p, reply, size), "the chunks differ from the reply");
 	cr_assert_leq(r.len, bound, "%zu bytes for a %zu-byte reply", r.len, size);
 	cr_log_info("%zu bytes over SSE: %zu bytes received (bound %zu), %zu chunks", size, r.len, bound, chunks);
