@@ -738,7 +738,8 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pc__gw_pend_find(c, PC__GW_P_SESSIONS, msg->corr);
 	if (!pd) {
-		(void)pc__gw_on_session_id(c, msg);
+		if (!pc__gw_on_session_id(c, msg))
+			(void)pc__gw_on_resolve_sessions(c, msg);
 		return;
 	}
 	pc_store_sessions_t *l = NULL;
@@ -986,6 +987,8 @@ static const pc__gw_method_t methods[] = {
 	 pc__gw_m_messages_unsubscribe},
 	{"sessions.observer.visibility", PC__GW_SCOPE_READ, SPEC(pc__gw_observer_visibility_spec), true,
 	 pc__gw_m_observer_visibility},
+	/* rpc_resolve.c */
+	{"sessions.resolve", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_resolve_spec), true, pc__gw_m_sessions_resolve},
 	/* rpc_info.c, rpc_cost.c: OpenClaw's reads about the gateway; writes refused */
 	{"agent.identity.get", PC__GW_SCOPE_READ, SPEC(pc__gw_identity_spec), true, pc__gw_m_identity},
 	{"agents.list", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_agents_list},
@@ -997,6 +1000,10 @@ static const pc__gw_method_t methods[] = {
 	{"update.status", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_update_status},
 	{"diagnostics.stability", PC__GW_SCOPE_READ, SPEC(pc__gw_stability_spec), true, pc__gw_m_stability},
 	{"usage.cost", PC__GW_SCOPE_READ, SPEC(pc__gw_usage_cost_spec), false, pc__gw_m_usage_cost},
+	{"system.info", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_system_info},
+	/* rpc_empty.c: empty pages of OpenClaw's scheduler (its filters narrow nothing) */
+	{"cron.list", PC__GW_SCOPE_READ, SPEC(pc__gw_cron_page_spec), false, pc__gw_m_cron_list},
+	{"cron.runs", PC__GW_SCOPE_READ, SPEC(pc__gw_cron_page_spec), false, pc__gw_m_cron_runs},
 	/* device_pairing.c */
 	{"device.pair.list", PC__GW_SCOPE_PAIRING, NULL, 0, false, pc__gw_m_device_pair_list},
 	{"device.pair.approve", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,
