@@ -469,7 +469,8 @@ struct pc__gw_pend {
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
 	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY; PC__GW_P_RESOLVE: what is looked up */
 	int limit;          /* PC__GW_P_HISTORY; PC__GW_P_COST: the days asked (0: all) */
-	int view;           /* PC__GW_P_HISTORY: what answers (rpc_history.c);
+	int view;           /* PC__GW_P_SUBMIT: answered as sessions.create;
+			     * PC__GW_P_HISTORY: what answers (rpc_history.c);
 			     * PC__GW_P_SESSIONS: sessions.subscribe's;
 			     * PC__GW_P_RESOLVE: the store read (rpc_resolve.c) */
 	uint64_t run_tag;   /* PC__GW_P_RUNGET for a repeated agent: its run */

@@ -4,7 +4,8 @@
  * budget and with the receipts of its runs, chat.startup, sessions.describe,
  * sessions.changed after sessions.subscribe, session.message after
  * sessions.messages.subscribe (numbered per session, stopped by the
- * unsubscribe), sessions.resolve, and the params these methods refuse.
+ * unsubscribe), sessions.resolve, sessions.create, and the params these
+ * methods refuse.
  */
 #include <criterion/criterion.h>
 
@@ -425,6 +426,59 @@ Test(agent_gateway_sessions, messages_subscribe_takes_include_approvals_from_a_c
 	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
 	cr_assert(cJSON_IsTrue(jget(jget(r, "payload"), "subscribed")), "%s", cJSON_PrintUnformatted(r));
 	cJSON_Delete(r);
+	cl_free(c);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_sessions, create_starts_a_new_session_with_its_first_message)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	cJSON *r = cl_call(c, "sessions.create",
+			   cJSON_Parse("{\"agentId\":\"main\",\"message\":\"hello\",\"visibility\":\"private\"}"));
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	const cJSON *p = jget(r, "payload");
+	cr_assert(cJSON_IsTrue(jget(p, "ok")));
+	cr_assert(cJSON_IsTrue(jget(p, "runStarted")), "%s", cJSON_PrintUnformatted(p));
+	cr_assert_str_eq(jstr(p, "status"), "started");
+	char key[128], run[80], q[192];
+	snprintf(key, sizeof(key), "%s", jstr(p, "key"));
+	snprintf(run, sizeof(run), "%s", jstr(p, "runId"));
+	cJSON_Delete(r);
+	/* OpenClaw's key for a session the Control UI makes, with a UUID */
+	cr_assert_eq(strncmp(key, "agent:main:dashboard:", 21), 0, "%s", key);
+	cr_assert_eq(strlen(key), 21 + 36, "%s", key);
+	chat_final(c, run);
+	/* the session is there to find, with its message and the reply */
+	snprintf(q, sizeof(q), "{\"key\":\"%s\"}", key);
+	expect_resolved(c, q, key);
+	cJSON *h = history(c, key_params("sessionKey", key));
+	cr_assert_eq(cJSON_GetArraySize(jget(jget(h, "payload"), "messages")), 2);
+	cJSON_Delete(h);
+
+	/* a key asked for is used; the same idempotency key is the same run */
+	static const char *const again = "{\"key\":\"made\",\"message\":\"hi\",\"idempotencyKey\":\"mk-1\"}";
+	r = cl_call(c, "sessions.create", cJSON_Parse(again));
+	cr_assert_str_eq(jstr(jget(r, "payload"), "key"), "made");
+	snprintf(run, sizeof(run), "%s", jstr(jget(r, "payload"), "runId"));
+	cJSON_Delete(r);
+	chat_final(c, run);
+	r = cl_call(c, "sessions.create", cJSON_Parse(again));
+	cr_assert(cJSON_IsFalse(jget(jget(r, "payload"), "runStarted")), "%s", cJSON_PrintUnformatted(r));
+	cr_assert_str_eq(jstr(jget(r, "payload"), "runId"), run);
+	cJSON_Delete(r);
+
+	static const char *const refused[][2] = {
+		{"{\"agentId\":\"main\"}", "message: is required here"},
+		{"{\"message\":\"\"}", "message: is required here"},
+		{"{\"message\":\"x\",\"agentId\":\"other\"}", "agentId: unknown agent"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char id[32];
+		cl_req(c, "sessions.create", cJSON_Parse(refused[i][0]), id);
+		cl_expect_invalid(c, id, refused[i][1], 10000);
+	}
 	cl_free(c);
 	gw_stop(&f);
 }

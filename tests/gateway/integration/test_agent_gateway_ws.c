@@ -44,7 +44,8 @@ Test(agent_gateway_ws, challenge_then_hello_ok_as_openclaw_describes_it)
 	cr_assert_str_eq(jstr(jget(h, "server"), "version"), PC_VERSION_STRING);
 	cr_assert_str_neq(jstr(jget(h, "server"), "connId"), "");
 	const cJSON *methods = jget(jget(h, "features"), "methods");
-	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list",
+	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "sessions.create", "chat.history",
+			      "sessions.list",
 			      "sessions.abort", "health", "status", "models.list", "usage.run", "chat.startup",
 			      "chat.metadata", "sessions.describe", "sessions.subscribe", "sessions.unsubscribe",
 			      "sessions.messages.subscribe", "sessions.messages.unsubscribe",
