@@ -254,3 +254,13 @@ void pc_gateway_free(pc_gateway_t *g)
 	__atomic_store_n(&g->state, PC__GW_STOPPED, __ATOMIC_RELEASE);
 	free_parts(g);
 }
+
+void pc__gw_uuid(char out[37])
+{
+	uint8_t b[16];
+	pc__gw_random(b, sizeof(b));
+	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+		 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}

@@ -210,4 +210,7 @@ void pc__gw_ui_free(pc_gateway_t *g);
  * closed, in the gateway's log (access_log.c). */
 void pc__gw_access(void *user, const pc_http_access_t *a);
 
+/* A random UUID (v4), for a session key of the gateway's making (gateway.c). */
+void pc__gw_uuid(char out[37]);
+
 #endif

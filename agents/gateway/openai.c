@@ -148,17 +148,6 @@ static bool has_control(const char *s, size_t n)
 	return false;
 }
 
-/* A random UUID (v4) for a stateless session. */
-static void new_uuid(char out[37])
-{
-	uint8_t b[16];
-	pc__gw_random(b, sizeof(b));
-	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
-		 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
 /* ---- authorization ---- */
 
 /* The bearer credential's verdict: a wrong one counts for the client's
@@ -563,7 +552,7 @@ static bool parse_session(const pc_http_request_msg_t *q, const cJSON *body, con
 		len = snprintf(key, sizeof(key), "agent:%s:openai-user:%.*s", agent, (int)un, user);
 	} else {
 		char uuid[37];
-		new_uuid(uuid);
+		pc__gw_uuid(uuid); /* a stateless session's own */
 		len = snprintf(key, sizeof(key), "agent:%s:openai:%s", agent, uuid);
 	}
 	const char *what = hdr && n > 0 ? "the session-key header" : "`user`";

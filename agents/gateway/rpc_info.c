@@ -2,14 +2,16 @@
  * What the gateway tells OpenClaw's Control UI and CLI about itself, in
  * OpenClaw's shapes, from what Pincer has: the assistant's identity, its
  * one agent, the running configuration (secrets redacted, writes refused),
- * which providers have a key, the updater it lacks, and its stability
- * figures. Each answer is built at once from memory: nothing here waits.
+ * which providers have a key, the updater it lacks, its stability figures
+ * and the host it runs on. Each answer is built at once: nothing here
+ * waits.
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -316,5 +318,85 @@ void pc__gw_m_stability(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 		cJSON_AddNumberToObject(mem, "pressureCount", 0);
 	}
 	cJSON_AddItemToObject(p, "pincer", pincer_figures(c->g));
+	pc__gw_reply_ok(c, id, p);
+}
+
+/* ---- system.info ---- */
+
+/* Node's name for the machine's architecture, which OpenClaw reports. */
+static const char *arch_name(const char *machine)
+{
+	static const char *const names[][2] = {
+		{"x86_64", "x64"}, {"amd64", "x64"}, {"aarch64", "arm64"}, {"i686", "ia32"}, {"i386", "ia32"},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(machine, names[i][0]))
+			return names[i][1];
+	return machine;
+}
+
+/* The first "model name" of /proc/cpuinfo into out ("" when there is none). */
+static void cpu_model(char *out, size_t cap)
+{
+	out[0] = '\0';
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+		if (strncmp(line, "model name", 10) != 0 || !colon)
+			continue;
+		char *v = colon + 1;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		v[strcspn(v, "\n")] = '\0';
+		snprintf(out, cap, "%s", v);
+		break;
+	}
+	fclose(f);
+}
+
+/* OpenClaw's facts about the gateway's host and process, read now from the
+ * kernel. nodeVersion is "": the gateway is not a Node process. */
+void pc__gw_m_system_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	(void)params;
+	struct utsname u;
+	if (uname(&u) != 0) {
+		pc__gw_reply_error(c, id, "UNAVAILABLE", "the system cannot be described now", NULL, NULL, true);
+		return;
+	}
+	char platform[sizeof(u.sysname)], label[sizeof(u.sysname) + sizeof(u.release) + 1];
+	size_t n = 0;
+	for (; u.sysname[n]; n++)
+		platform[n] = (char)tolower((unsigned char)u.sysname[n]);
+	platform[n] = '\0';
+	snprintf(label, sizeof(label), "%s %s", u.sysname, u.release);
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "machineName", u.nodename);
+	cJSON_AddStringToObject(p, "hostname", u.nodename);
+	cJSON_AddStringToObject(p, "platform", platform);
+	cJSON_AddStringToObject(p, "release", u.release);
+	cJSON_AddStringToObject(p, "arch", arch_name(u.machine));
+	cJSON_AddStringToObject(p, "osLabel", label);
+	if (c->g->port)
+		cJSON_AddNumberToObject(p, "port", c->g->port);
+	cJSON_AddStringToObject(p, "nodeVersion", "");
+	cJSON_AddNumberToObject(p, "pid", (double)getpid());
+	cJSON_AddNumberToObject(p, "uptimeMs", (double)(pc_runtime_now_ms() - c->g->started_mono_ms));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cJSON_AddNumberToObject(p, "cpuCount", cpus > 0 ? (double)cpus : 1);
+	char model[256];
+	cpu_model(model, sizeof(model));
+	if (model[0])
+		cJSON_AddStringToObject(p, "cpuModel", model);
+	double load[3];
+	if (getloadavg(load, 3) == 3)
+		cJSON_AddItemToObject(p, "loadAverage", cJSON_CreateDoubleArray(load, 3));
+	long page = sysconf(_SC_PAGESIZE), total = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
+	cJSON_AddNumberToObject(p, "memoryTotalBytes", page > 0 && total > 0 ? (double)page * (double)total : 0);
+	cJSON_AddNumberToObject(p, "memoryFreeBytes", page > 0 && avail > 0 ? (double)page * (double)avail : 0);
 	pc__gw_reply_ok(c, id, p);
 }

@@ -3,7 +3,8 @@
  * actors, their registry), rpc.c (frames, the handshake, dispatch),
  * rpc_methods.c (the methods and what runs report), rpc_info.c,
  * rpc_cost.c and rpc_empty.c (what OpenClaw's Control UI reads),
- * rpc_session_id.c (`agent` by sessionId), device_auth.c (shared secrets,
+ * rpc_session_id.c (`agent` by sessionId), rpc_resolve.c
+ * (sessions.resolve), device_auth.c (shared secrets,
  * device identities) and device_pairing.c (paired devices, their tokens,
  * pending pairing requests and the device.* methods). Private to those
  * files; docs/gateway.md is the protocol as a client sees it.
@@ -300,6 +301,15 @@ void pc__gw_agent_by_session_id(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id,
 /* A PC_STORE_MSG_SESSIONS reply to that search: true when it was one. */
 bool pc__gw_on_session_id(pc__gw_conn_t *c, const pc_msg_t *msg);
 
+/* ---- rpc_resolve.c: sessions.resolve ---- */
+
+#define PC__GW_SESSIONS_RESOLVE_NPARAMS 11
+extern const pc__gw_param_t pc__gw_sessions_resolve_spec[PC__GW_SESSIONS_RESOLVE_NPARAMS];
+void pc__gw_m_sessions_resolve(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+/* A PC_STORE_MSG_HISTORY or _SESSIONS reply to a resolve: true when it was one. */
+bool pc__gw_on_resolve_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
+bool pc__gw_on_resolve_sessions(pc__gw_conn_t *c, const pc_msg_t *msg);
+
 /* ---- rpc_info.c, rpc_cost.c: what OpenClaw's clients read about the gateway ---- */
 
 extern const pc__gw_param_t pc__gw_identity_spec[2], pc__gw_stability_spec[3], pc__gw_usage_cost_spec[9];
@@ -310,6 +320,7 @@ void pc__gw_m_config_write(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, cons
 void pc__gw_m_models_auth(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_update_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_stability(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_system_info(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_usage_cost(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 /* A PC_STORE_MSG_USAGE reply to usage.cost: true when it was one. */
 bool pc__gw_on_usage_cost(pc__gw_conn_t *c, const pc_msg_t *msg);
@@ -320,12 +331,17 @@ bool pc__gw_on_usage_cost(pc__gw_conn_t *c, const pc_msg_t *msg);
 typedef struct pc__gw_empty {
 	pc__gw_method_t m;  /* its fn is NULL */
 	const char *answer; /* the payload, JSON text */
+	bool ts;            /* the payload also gets `ts`, the wall clock ms of the answer */
 } pc__gw_empty_t;
 /* The one called `name`, or NULL; their names appended to array `a`; the
  * answer to request `id`. */
 const pc__gw_empty_t *pc__gw_empty_find(const char *name);
 void pc__gw_empty_names(cJSON *a);
 void pc__gw_empty_answer(pc__gw_conn_t *c, const char *id, const pc__gw_empty_t *e);
+/* cron.list and cron.runs: an empty page, with the limit asked. */
+extern const pc__gw_param_t pc__gw_cron_page_spec[2];
+void pc__gw_m_cron_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+void pc__gw_m_cron_runs(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 
 /* What the connection actor hears about the work in flight. */
 void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
@@ -442,7 +458,7 @@ struct pc__gw_run {
 
 /* What a pending entry waits for. */
 enum { PC__GW_P_SUBMIT = 0, PC__GW_P_WAIT, PC__GW_P_HISTORY, PC__GW_P_RUNGET, PC__GW_P_SESSIONS, PC__GW_P_USAGE,
-       PC__GW_P_COST, PC__GW_P_SESSID };
+       PC__GW_P_COST, PC__GW_P_SESSID, PC__GW_P_RESOLVE };
 
 struct pc__gw_pend {
 	pc__gw_node_t node;
@@ -451,16 +467,18 @@ struct pc__gw_pend {
 	uint64_t corr;      /* our tag (submit, wait) or the store ask's */
 	char *req_id;       /* NULL: a read for a run's final */
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
-	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY */
+	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY; PC__GW_P_RESOLVE: what is looked up */
 	int limit;          /* PC__GW_P_HISTORY; PC__GW_P_COST: the days asked (0: all) */
-	int view;           /* PC__GW_P_HISTORY: what answers (rpc_history.c);
-			     * PC__GW_P_SESSIONS: sessions.subscribe's */
+	int view;           /* PC__GW_P_SUBMIT: answered as sessions.create;
+			     * PC__GW_P_HISTORY: what answers (rpc_history.c);
+			     * PC__GW_P_SESSIONS: sessions.subscribe's;
+			     * PC__GW_P_RESOLVE: the store read (rpc_resolve.c) */
 	uint64_t run_tag;   /* PC__GW_P_RUNGET for a repeated agent: its run */
 	uint64_t wait_ms;   /* PC__GW_P_RUNGET for agent.wait: how long it waits */
 	char run_id[PC_RUN_ID_MAX + 1]; /* also PC__GW_P_USAGE */
 	cJSON *params;      /* a copy of the request's params: PC__GW_P_HISTORY's,
 			     * PC__GW_P_SESSID's (the agent request waiting for
-			     * its session) */
+			     * its session), PC__GW_P_RESOLVE's */
 	pc_timer_t timer;   /* PC__GW_P_WAIT */
 };
 

@@ -88,8 +88,10 @@ static void submit_refused(pc__gw_conn_t *c, const char *id, const char *method,
 	}
 }
 
-/* Accepts a run for `kind`; the answers come with the submit's reply. */
-static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kind, const pc_agent_params_t *p)
+/* Accepts a run for `kind`; the answers come with the submit's reply
+ * (`create`: answered as sessions.create). */
+static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kind, const pc_agent_params_t *p,
+		   bool create)
 {
 	if (draining(c)) {
 		unavailable_for(c, id, "the gateway is shutting down: no new runs", pc__gw_retry_after_ms(c->g));
@@ -105,6 +107,7 @@ static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kin
 		rc = PC_ENOMEM;
 	if (pd) {
 		pd->run_kind = kind;
+		pd->view = create;
 		pd->corr = ++c->next_tag;
 		pd->ssub = s;
 		pd->key = strdup(key);
@@ -134,6 +137,19 @@ static cJSON *accepted_payload(int kind, const pc_agent_accepted_t *a, const cha
 		cJSON_AddStringToObject(p, "status", "accepted");
 		cJSON_AddNumberToObject(p, "acceptedAt", (double)a->accepted_ms);
 	}
+	return p;
+}
+
+/* sessions.create's answer: the session `key` and its first run, as
+ * chat.send's answer (`started`: a new run, not a repeat's). */
+static cJSON *created_payload(const char *key, const pc_agent_accepted_t *a, bool started, const char *status)
+{
+	cJSON *p = accepted_payload(PC__GW_RUN_CHAT, a, status);
+	cJSON_AddTrueToObject(p, "ok");
+	cJSON_AddStringToObject(p, "key", key);
+	cJSON *entry = cJSON_AddObjectToObject(p, "entry");
+	cJSON_AddNumberToObject(entry, "updatedAt", (double)a->accepted_ms);
+	cJSON_AddBoolToObject(p, "runStarted", started);
 	return p;
 }
 
@@ -180,12 +196,14 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 	s->pending--;
 	const char *id = pd->req_id;
 	int kind = pd->run_kind;
-	const char *method = kind == PC__GW_RUN_CHAT ? "chat.send" : "agent";
+	const char *method = pd->view ? "sessions.create" : kind == PC__GW_RUN_CHAT ? "chat.send" : "agent";
 	if (rep->rc != 0) {
 		submit_refused(c, id, method, rep->rc);
 	} else if (a->disposition == PC_AGENT_DROPPED) {
 		unavailable_for(c, id, "the session's queue refused the message (queue full or busy)",
 				pc_agent_retry_estimate_ms(c->g->agent, s->key));
+	} else if (a->disposition == PC_AGENT_DUPLICATE && pd->view) {
+		pc__gw_reply_ok(c, id, created_payload(pd->key, a, false, chat_repeat_status(c, a->run_id)));
 	} else if (a->disposition == PC_AGENT_DUPLICATE && kind == PC__GW_RUN_CHAT) {
 		pc__gw_reply_ok(c, id, accepted_payload(kind, a, chat_repeat_status(c, a->run_id)));
 	} else if (a->disposition == PC_AGENT_DUPLICATE) {
@@ -195,7 +213,8 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 		if (r) {
 			r->ssub = s;
 			s->refs++;
-			pc__gw_reply_ok(c, id, accepted_payload(kind, a, "started"));
+			pc__gw_reply_ok(c, id, pd->view ? created_payload(pd->key, a, true, "started")
+							  : accepted_payload(kind, a, "started"));
 			pc__gw_replay_held(c, s, r);
 		} else {
 			unavailable(c, id, "out of memory", true);
@@ -439,7 +458,7 @@ void pc__gw_agent_submit(pc__gw_conn_t *c, const char *id, const cJSON *params, 
 		/* seconds; 0 (or absent) is the configured run timeout */
 		.timeout_ms = timeout_s > 0 ? (uint64_t)(timeout_s * 1000.0) : 0,
 	};
-	submit(c, id, "agent", PC__GW_RUN_AGENT, &p);
+	submit(c, id, "agent", PC__GW_RUN_AGENT, &p, false);
 }
 
 static const pc__gw_param_t chat_send_spec[] = {
@@ -505,7 +524,54 @@ static void m_chat_send(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const c
 		.queue_mode = queue_mode,
 		.timeout_ms = timeout > 0 ? (uint64_t)timeout : 0,
 	};
-	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p);
+	submit(c, id, "chat.send", PC__GW_RUN_CHAT, &p, false);
+}
+
+/* sessions.create: the params used; OpenClaw's others (presentation,
+ * workspaces, tools, lineage) are accepted and change nothing. */
+static const pc__gw_param_t sessions_create_spec[] = {
+	{"key", PC__GW_T_NESTR, false},
+	{"agentId", PC__GW_T_NESTR, false},
+	{"message", PC__GW_T_STRING, false},
+	{"idempotencyKey", PC__GW_T_NESTR, false},
+	{"timeoutMs", PC__GW_T_UINT, false},
+	{"attachments", PC__GW_T_ARRAY, false},
+};
+
+/* A session begins in Pincer's store with its first message, so the
+ * session and that message's run are made together: the run is chat.send's
+ * in a session keyed as OpenClaw keys one the Control UI makes
+ * ("agent:main:dashboard:<uuid>") unless `key` names one. */
+static void m_sessions_create(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params)
+{
+	(void)ctx;
+	const char *agent = pc__gw_str(params, "agentId");
+	const char *message = pc__gw_str(params, "message");
+	const char *why = NULL;
+	if (agent && strcmp(agent, PC__GW_AGENT_ID) != 0)
+		why = "agentId: unknown agent (this gateway serves \"main\")";
+	else if (!message || !*message)
+		why = "message: is required here (a session begins with its first message)";
+	else if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "attachments")) > 0)
+		why = "attachments: are not supported";
+	if (why) {
+		pc__gw_invalid(c, id, "sessions.create", why);
+		return;
+	}
+	char uuid[37], key[sizeof("agent:" PC__GW_AGENT_ID ":dashboard:") + 36], idem[37];
+	pc__gw_uuid(uuid);
+	snprintf(key, sizeof(key), "agent:" PC__GW_AGENT_ID ":dashboard:%s", uuid);
+	pc__gw_uuid(idem);
+	const char *k = pc__gw_str(params, "key");
+	const char *i = pc__gw_str(params, "idempotencyKey");
+	double timeout = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "timeoutMs"));
+	pc_agent_params_t p = {
+		.session_key = k ? k : key,
+		.message = message,
+		.idempotency_key = i ? i : idem,
+		.timeout_ms = timeout > 0 ? (uint64_t)timeout : 0,
+	};
+	submit(c, id, "sessions.create", PC__GW_RUN_CHAT, &p, true);
 }
 
 static const pc__gw_param_t agent_wait_spec[] = {
@@ -738,7 +804,8 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 {
 	pc__gw_pend_t *pd = pc__gw_pend_find(c, PC__GW_P_SESSIONS, msg->corr);
 	if (!pd) {
-		(void)pc__gw_on_session_id(c, msg);
+		if (!pc__gw_on_session_id(c, msg))
+			(void)pc__gw_on_resolve_sessions(c, msg);
 		return;
 	}
 	pc_store_sessions_t *l = NULL;
@@ -967,6 +1034,7 @@ static const pc__gw_method_t methods[] = {
 	{"agent.wait", PC__GW_SCOPE_WRITE, SPEC(agent_wait_spec), true, m_agent_wait},
 	{"chat.send", PC__GW_SCOPE_WRITE, SPEC(chat_send_spec), true, m_chat_send},
 	{"chat.abort", PC__GW_SCOPE_WRITE, SPEC(chat_abort_spec), true, m_chat_abort},
+	{"sessions.create", PC__GW_SCOPE_WRITE, SPEC(sessions_create_spec), false, m_sessions_create},
 	{"chat.history", PC__GW_SCOPE_READ, SPEC(pc__gw_chat_history_spec), true, pc__gw_m_chat_history},
 	{"sessions.list", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_list_spec), false, m_sessions_list},
 	{"sessions.abort", PC__GW_SCOPE_WRITE, SPEC(sessions_abort_spec), true, m_sessions_abort},
@@ -986,6 +1054,8 @@ static const pc__gw_method_t methods[] = {
 	 pc__gw_m_messages_unsubscribe},
 	{"sessions.observer.visibility", PC__GW_SCOPE_READ, SPEC(pc__gw_observer_visibility_spec), true,
 	 pc__gw_m_observer_visibility},
+	/* rpc_resolve.c */
+	{"sessions.resolve", PC__GW_SCOPE_READ, SPEC(pc__gw_sessions_resolve_spec), true, pc__gw_m_sessions_resolve},
 	/* rpc_info.c, rpc_cost.c: OpenClaw's reads about the gateway; writes refused */
 	{"agent.identity.get", PC__GW_SCOPE_READ, SPEC(pc__gw_identity_spec), true, pc__gw_m_identity},
 	{"agents.list", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_agents_list},
@@ -997,6 +1067,10 @@ static const pc__gw_method_t methods[] = {
 	{"update.status", PC__GW_SCOPE_ADMIN, NULL, 0, false, pc__gw_m_update_status},
 	{"diagnostics.stability", PC__GW_SCOPE_READ, SPEC(pc__gw_stability_spec), true, pc__gw_m_stability},
 	{"usage.cost", PC__GW_SCOPE_READ, SPEC(pc__gw_usage_cost_spec), false, pc__gw_m_usage_cost},
+	{"system.info", PC__GW_SCOPE_READ, NULL, 0, false, pc__gw_m_system_info},
+	/* rpc_empty.c: empty pages of OpenClaw's scheduler (its filters narrow nothing) */
+	{"cron.list", PC__GW_SCOPE_READ, SPEC(pc__gw_cron_page_spec), false, pc__gw_m_cron_list},
+	{"cron.runs", PC__GW_SCOPE_READ, SPEC(pc__gw_cron_page_spec), false, pc__gw_m_cron_runs},
 	/* device_pairing.c */
 	{"device.pair.list", PC__GW_SCOPE_PAIRING, NULL, 0, false, pc__gw_m_device_pair_list},
 	{"device.pair.approve", PC__GW_SCOPE_PAIRING, SPEC(pc__gw_pair_request_spec), true,

@@ -261,12 +261,21 @@ void pc__gw_m_messages_subscribe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id
 	const char *why = agent_unknown(params);
 	if (!why && approvals && !cJSON_IsTrue(approvals))
 		why = "includeApprovals: must be true when given";
-	else if (!why && approvals)
-		why = "includeApprovals: this gateway has no approvals";
 	else if (!why && strlen(key) > PC_STORE_NAME_MAX)
 		why = "key: is not a session key";
 	if (why) {
 		pc__gw_invalid(c, id, "sessions.messages.subscribe", why);
+		return;
+	}
+	/* The session's approval requests would come with its messages, to a
+	 * client allowed to review them (OpenClaw's rule); nothing here ever
+	 * waits for an approval, so there are none to send. */
+	if (approvals && !(c->scopes & PC__GW_SCOPE_ADMIN) &&
+	    !((c->scopes & PC__GW_SCOPE_APPROVALS) && c->device_id[0])) {
+		pc__gw_reply_error(c, id, "INVALID_REQUEST",
+				   "sessions.messages.subscribe includeApprovals requires a paired device and gateway "
+				   "scope: operator.approvals",
+				   NULL, NULL, false);
 		return;
 	}
 	pc__gw_feed_t *f = NULL;

@@ -213,7 +213,8 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		pc__gw_on_store_reply(c, msg);
 		break;
 	case PC_STORE_MSG_HISTORY:
-		pc__gw_on_history(c, msg);
+		if (!pc__gw_on_resolve_history(ctx, c, msg))
+			pc__gw_on_history(c, msg);
 		break;
 	case PC_STORE_MSG_SESSIONS:
 		pc__gw_on_sessions(c, msg);

@@ -72,11 +72,17 @@ async function errorsShown(page) {
   return texts;
 }
 
-// Whether `later` is shown after (below) `earlier` on the page.
+// Whether `later` is shown after (below) `earlier` on the page. Only text
+// shown counts: the chat also reads each reply out to screen readers from a
+// visually hidden live region placed before the transcript.
 const shownAfter = (page, earlier, later) => page.evaluate((a, b) => {
+  const shown = (n) => {
+    const r = n.parentElement?.getBoundingClientRect();
+    return !!r && r.width > 1 && r.height > 1;
+  };
   const find = (s) => {
     const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (n.textContent.includes(s)) return n;
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) if (n.textContent.includes(s) && shown(n)) return n;
     return null;
   };
   const x = find(a);
@@ -109,7 +115,13 @@ async function send(page, text) {
   if (!composer) return false;
   await composer.focus();
   await composer.type(text);
-  const whole = await composer.evaluate((el) => el.value) === text;
+  // The keys go where the focus is: the chat may move it to another of its
+  // composers (it keeps more than one on the page) while they arrive, and
+  // Enter sends that one.
+  const whole = await page.evaluate(() => {
+    const e = document.activeElement;
+    return e?.tagName === 'TEXTAREA' && e.closest('main') ? e.value : '';
+  }) === text;
   await page.keyboard.press('Enter');
   return whole;
 }

@@ -3,12 +3,15 @@
  * OpenClaw's shapes: the assistant's identity, the agents, the running
  * configuration with its secrets withheld (and every write refused), the
  * providers' keys, the missing updater, the stability figures, the cost
- * summary summed from the runs' usage records, the honest empty answers of
- * the features Pincer lacks, and `agent` addressed by sessionId.
+ * summary summed from the runs' usage records, the host it runs on, the
+ * honest empty answers of the features Pincer lacks (the scheduler's pages
+ * of the size asked), and `agent` addressed by sessionId.
  */
 #include <criterion/criterion.h>
 
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gateway_harness.h"
 
@@ -315,13 +318,20 @@ Test(agent_gateway_info, features_pincer_lacks_answer_openclaw_empty_results)
 		{"exec.approval.list", "[]"},
 		{"plugin.approval.list", "[]"},
 		{"openclaw.approval.list", "[]"},
-		{"cron.list", "{\"jobs\":[],\"total\":0,\"offset\":0,\"limit\":50,\"hasMore\":false,\"nextOffset\":null}"},
 		{"cron.status", "{\"enabled\":false,\"triggersEnabled\":false,\"jobs\":0,\"nextWakeAtMs\":null}"},
 		{"tasks.list", "{\"tasks\":[]}"},
 		{"progressCard.get", "{\"card\":null}"},
 		{"sessions.branches.list", "{\"branches\":[]}"},
 		{"sessions.companion.state", "{\"exchanges\":[]}"},
+		{"environments.list", "{\"environments\":[]}"},
+		{"plugins.list", "{\"plugins\":[],\"diagnostics\":[],\"mutationAllowed\":false}"},
+		{"plugins.catalog.browse", "{\"items\":[]}"},
+		/* these two also carry `ts`, compared apart */
+		{"node.list", "{\"nodes\":[]}"},
+		{"channels.status", "{\"channelOrder\":[],\"channelLabels\":{},\"channels\":{},\"channelAccounts\":{},"
+				    "\"channelDefaultAccountId\":{}}"},
 	};
+	double before = (double)time(NULL) * 1000.0 - 1000.0;
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
 	cl_t *c = cl_connect_scopes(f.port, ALL_SCOPES);
@@ -329,6 +339,10 @@ Test(agent_gateway_info, features_pincer_lacks_answer_openclaw_empty_results)
 		cJSON *q = cJSON_CreateObject();
 		cJSON_AddStringToObject(q, "sessionKey", "main");
 		cJSON *p = call_ok(c, empty[i].method, q);
+		if (!strcmp(empty[i].method, "node.list") || !strcmp(empty[i].method, "channels.status")) {
+			cr_assert_geq(jnum(p, "ts"), before, "%s: ts is not now", empty[i].method);
+			cJSON_DeleteItemFromObject(p, "ts");
+		}
 		cJSON *want = cJSON_Parse(empty[i].answer);
 		char *got = cJSON_PrintUnformatted(p);
 		cr_assert(cJSON_Compare(p, want, true), "%s answered %s", empty[i].method, got);
@@ -346,6 +360,90 @@ Test(agent_gateway_info, features_pincer_lacks_answer_openclaw_empty_results)
 	r = cl_call(c, "exec.approval.list", NULL);
 	cr_assert_str_eq(jerr(r), "FORBIDDEN");
 	cJSON_Delete(r);
+	cl_free(c);
+	gw_stop(&f);
+}
+
+/* cron.list's page, which OpenClaw's Control UI checks against the limit
+ * and offset it asked for. */
+static cJSON *cron_page(cl_t *c, const char *method, int limit, int offset)
+{
+	cJSON *q = cJSON_CreateObject();
+	if (limit >= 0)
+		cJSON_AddNumberToObject(q, "limit", limit);
+	if (offset >= 0)
+		cJSON_AddNumberToObject(q, "offset", offset);
+	cJSON_AddBoolToObject(q, "includeDisabled", true);
+	return call_ok(c, method, q);
+}
+
+Test(agent_gateway_info, cron_pages_are_empty_pages_of_the_size_asked)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	cJSON *p = cron_page(c, "cron.list", -1, -1);
+	cJSON *want = cJSON_Parse("{\"jobs\":[],\"snapshotRevision\":\"sha256:T1PNoYwrqgwDVLtfmj7L5e0Sq02OEbqHPC8RFhICuUU\","
+				  "\"total\":0,\"offset\":0,\"limit\":50,\"hasMore\":false,\"nextOffset\":null}");
+	cr_assert(cJSON_Compare(p, want, true), "cron.list answered %s", cJSON_PrintUnformatted(p));
+	cJSON_Delete(want);
+	cJSON_Delete(p);
+	/* the limit asked comes back; an offset past the (empty) list is 0 */
+	p = cron_page(c, "cron.list", 7, 3);
+	cr_assert_eq(jnum(p, "limit"), 7);
+	cr_assert_eq(jnum(p, "offset"), 0);
+	cJSON_Delete(p);
+	p = cron_page(c, "cron.runs", 5, 0);
+	want = cJSON_Parse("{\"entries\":[],\"total\":0,\"offset\":0,\"limit\":5,\"hasMore\":false,\"nextOffset\":null}");
+	cr_assert(cJSON_Compare(p, want, true), "cron.runs answered %s", cJSON_PrintUnformatted(p));
+	cJSON_Delete(want);
+	cJSON_Delete(p);
+	/* OpenClaw's bounds of a page */
+	char id[32];
+	cJSON *q = cJSON_CreateObject();
+	cJSON_AddNumberToObject(q, "limit", 201);
+	cl_req(c, "cron.list", q, id);
+	cl_expect_invalid(c, id, "limit: must be between 1 and 200", 10000);
+	q = cJSON_CreateObject();
+	cJSON_AddNumberToObject(q, "limit", 0);
+	cl_req(c, "cron.runs", q, id);
+	cl_expect_invalid(c, id, "limit: must be between 1 and 200", 10000);
+	cl_free(c);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_info, system_info_describes_the_host_and_process)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	cJSON *p = call_ok(c, "system.info", NULL);
+	struct utsname u;
+	cr_assert_eq(uname(&u), 0);
+	cr_assert_str_eq(jstr(p, "hostname"), u.nodename);
+	cr_assert_str_eq(jstr(p, "machineName"), u.nodename);
+	cr_assert_str_eq(jstr(p, "release"), u.release);
+	char label[sizeof(u.sysname) + sizeof(u.release) + 1];
+	snprintf(label, sizeof(label), "%s %s", u.sysname, u.release);
+	cr_assert_str_eq(jstr(p, "osLabel"), label);
+#ifdef __linux__
+	cr_assert_str_eq(jstr(p, "platform"), "linux");
+#endif
+#if defined(__x86_64__)
+	cr_assert_str_eq(jstr(p, "arch"), "x64");
+#elif defined(__aarch64__)
+	cr_assert_str_eq(jstr(p, "arch"), "arm64");
+#endif
+	/* the gateway runs in this process; it is not Node */
+	cr_assert_eq(jnum(p, "pid"), (double)getpid());
+	cr_assert_str_eq(jstr(p, "nodeVersion"), "");
+	cr_assert_eq(jnum(p, "port"), f.port);
+	cr_assert_eq(jnum(p, "cpuCount"), (double)sysconf(_SC_NPROCESSORS_ONLN));
+	cr_assert_geq(jnum(p, "uptimeMs"), 0);
+	cr_assert_gt(jnum(p, "memoryTotalBytes"), 0);
+	cr_assert_leq(jnum(p, "memoryFreeBytes"), jnum(p, "memoryTotalBytes"));
+	cr_assert_eq(cJSON_GetArraySize(jget(p, "loadAverage")), 3);
+	cJSON_Delete(p);
 	cl_free(c);
 	gw_stop(&f);
 }

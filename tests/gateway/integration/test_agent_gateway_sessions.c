@@ -4,7 +4,8 @@
  * budget and with the receipts of its runs, chat.startup, sessions.describe,
  * sessions.changed after sessions.subscribe, session.message after
  * sessions.messages.subscribe (numbered per session, stopped by the
- * unsubscribe), and the params these methods refuse.
+ * unsubscribe), sessions.resolve, sessions.create, and the params these
+ * methods refuse.
  */
 #include <criterion/criterion.h>
 
@@ -301,7 +302,9 @@ Test(agent_gateway_sessions, params_outside_openclaws_schema_are_refused)
 		{"chat.metadata", "{\"sessionKey\":\"s\",\"authProfileId\":\"p\"}", "cannot be combined"},
 		{"sessions.describe", "{}", "key: is required"},
 		{"sessions.messages.subscribe", "{}", "key: is required"},
-		{"sessions.messages.subscribe", "{\"key\":\"s\",\"includeApprovals\":true}", "includeApprovals"},
+		/* a client without operator.approvals on a paired device, or admin */
+		{"sessions.messages.subscribe", "{\"key\":\"s\",\"includeApprovals\":true}",
+		 "includeApprovals requires a paired device"},
 		{"sessions.messages.unsubscribe", "{\"key\":\"s\",\"x\":1}", "x"},
 		{"sessions.observer.visibility", "{}", "visible: is required"},
 		{"sessions.observer.visibility", "{\"visible\":\"yes\"}", "visible"},
@@ -310,6 +313,171 @@ Test(agent_gateway_sessions, params_outside_openclaws_schema_are_refused)
 		char id[32];
 		cl_req(c, cases[i].method, cJSON_Parse(cases[i].params), id);
 		cl_expect_invalid(c, id, cases[i].why, 10000);
+	}
+	cl_free(c);
+	gw_stop(&f);
+}
+
+/* sessions.resolve's answer to `params` (JSON text), which must succeed. */
+static cJSON *resolve(cl_t *c, const char *params)
+{
+	cJSON *r = cl_call(c, "sessions.resolve", cJSON_Parse(params));
+	cr_assert(jok(r), "%s: %s", params, cJSON_PrintUnformatted(r));
+	cJSON *p = cJSON_DetachItemFromObject(r, "payload");
+	cJSON_Delete(r);
+	return p;
+}
+
+static void expect_resolved(cl_t *c, const char *params, const char *key)
+{
+	cJSON *p = resolve(c, params);
+	cr_assert(cJSON_IsTrue(jget(p, "ok")), "%s: %s", params, cJSON_PrintUnformatted(p));
+	cr_assert_str_eq(jstr(p, "key"), key, "%s", params);
+	cr_assert_str_eq(jstr(p, "agentId"), "main");
+	cJSON_Delete(p);
+}
+
+#define UUID_A "0f1e2d3c-4b5a-6978-8899-aabbccddeeff"
+#define UUID_B "0f1e2d3c-0000-4000-8000-000000000001"
+
+Test(agent_gateway_sessions, resolve_finds_a_session_by_key_id_reference_or_short_id)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	char run[80];
+	static const char *const keys[] = {"res-plain", "agent:main:dashboard:" UUID_A, "agent:main:dashboard:" UUID_B};
+	for (size_t i = 0; i < 3; i++) {
+		char idem[16];
+		snprintf(idem, sizeof(idem), "res-%zu", i);
+		chat_send(c, keys[i], "hello", idem, run);
+		chat_final(c, run);
+	}
+	expect_resolved(c, "{\"key\":\"res-plain\",\"agentId\":\"main\"}", "res-plain");
+	expect_resolved(c, "{\"reference\":{\"key\":\"res-plain\",\"slug\":\"any\"},\"includeGlobal\":true}",
+			"res-plain");
+	/* OpenClaw's canonical form of a key finds the session stored under
+	 * the plain one, and back */
+	expect_resolved(c, "{\"key\":\"agent:main:res-plain\",\"allowMissing\":true}", "res-plain");
+	expect_resolved(c, "{\"reference\":{\"key\":\"dashboard:" UUID_A "\"}}", "agent:main:dashboard:" UUID_A);
+	/* by the session id sessions.list shows */
+	cJSON *l = cl_call(c, "sessions.list", NULL);
+	const cJSON *row;
+	char sid[128] = "";
+	cJSON_ArrayForEach(row, jget(jget(l, "payload"), "sessions"))
+		if (!strcmp(jstr(row, "key"), "res-plain"))
+			snprintf(sid, sizeof(sid), "{\"sessionId\":\"%s\"}", jstr(row, "sessionId"));
+	cJSON_Delete(l);
+	cr_assert_str_neq(sid, "", "res-plain not listed");
+	expect_resolved(c, sid, "res-plain");
+	/* a short id: a prefix of the UUID a key ends with, dashes left out */
+	expect_resolved(c, "{\"shortId\":\"0F1E2D3C4B5A\",\"slugHint\":\"x\"}", "agent:main:dashboard:" UUID_A);
+	cJSON *p = resolve(c, "{\"shortId\":\"0f1e2d3c\"}");
+	cr_assert(cJSON_IsFalse(jget(p, "ok")));
+	cr_assert_eq(cJSON_GetArraySize(jget(p, "candidates")), 2, "%s", cJSON_PrintUnformatted(p));
+	cJSON_Delete(p);
+
+	/* nothing matches: an error, or {ok: false} when missing is allowed */
+	static const char *const missing[][2] = {
+		{"{\"key\":\"no-such\"}", "No session found: no-such"},
+		{"{\"sessionId\":\"no-such-id\"}", "No session found: no-such-id"},
+		{"{\"label\":\"work\"}", "No session found with label: work"},
+		{"{\"shortId\":\"deadbeef\"}", "No session found: deadbeef"},
+		{"{\"reference\":{\"key\":\"gone\"}}", "No session found: gone"},
+	};
+	for (size_t i = 0; i < sizeof(missing) / sizeof(missing[0]); i++) {
+		char id[32];
+		cl_req(c, "sessions.resolve", cJSON_Parse(missing[i][0]), id);
+		cl_expect_invalid(c, id, missing[i][1], 10000);
+		cJSON *q = cJSON_Parse(missing[i][0]);
+		cJSON_AddTrueToObject(q, "allowMissing");
+		cJSON *r = cl_call(c, "sessions.resolve", q);
+		cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+		cJSON *want = cJSON_Parse("{\"ok\":false}");
+		cr_assert(cJSON_Compare(jget(r, "payload"), want, true), "%s", cJSON_PrintUnformatted(r));
+		cJSON_Delete(want);
+		cJSON_Delete(r);
+	}
+	/* exactly one selector, as OpenClaw's */
+	static const char *const refused[][2] = {
+		{"{}", "Either key, sessionId, label, shortId, or reference is required"},
+		{"{\"key\":\"a\",\"label\":\"b\"}", "not multiple"},
+		{"{\"key\":\"a\",\"slugHint\":\"b\"}", "slugHint requires shortId"},
+		{"{\"shortId\":\"xyz\"}", "shortId must be 8-32 hexadecimal characters"},
+		{"{\"key\":\"res-plain\",\"agentId\":\"other\"}", "agentId: unknown agent"},
+		{"{\"reference\":{\"slug\":\"s\"}}", "reference.key: is required"},
+		{"{\"key\":\"a\",\"bogus\":1}", "bogus"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char id[32];
+		cl_req(c, "sessions.resolve", cJSON_Parse(refused[i][0]), id);
+		cl_expect_invalid(c, id, refused[i][1], 10000);
+	}
+	cl_free(c);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_sessions, messages_subscribe_takes_include_approvals_from_a_client_that_may_review_them)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect_scopes(f.port, "[\"operator.admin\"]");
+	cJSON *r = cl_call(c, "sessions.messages.subscribe", cJSON_Parse("{\"key\":\"s\",\"includeApprovals\":true}"));
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	cr_assert(cJSON_IsTrue(jget(jget(r, "payload"), "subscribed")), "%s", cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	cl_free(c);
+	gw_stop(&f);
+}
+
+Test(agent_gateway_sessions, create_starts_a_new_session_with_its_first_message)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *c = cl_connect(f.port);
+	cJSON *r = cl_call(c, "sessions.create",
+			   cJSON_Parse("{\"agentId\":\"main\",\"message\":\"hello\",\"visibility\":\"private\"}"));
+	cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+	const cJSON *p = jget(r, "payload");
+	cr_assert(cJSON_IsTrue(jget(p, "ok")));
+	cr_assert(cJSON_IsTrue(jget(p, "runStarted")), "%s", cJSON_PrintUnformatted(p));
+	cr_assert_str_eq(jstr(p, "status"), "started");
+	char key[128], run[80], q[192];
+	snprintf(key, sizeof(key), "%s", jstr(p, "key"));
+	snprintf(run, sizeof(run), "%s", jstr(p, "runId"));
+	cJSON_Delete(r);
+	/* OpenClaw's key for a session the Control UI makes, with a UUID */
+	cr_assert_eq(strncmp(key, "agent:main:dashboard:", 21), 0, "%s", key);
+	cr_assert_eq(strlen(key), 21 + 36, "%s", key);
+	chat_final(c, run);
+	/* the session is there to find, with its message and the reply */
+	snprintf(q, sizeof(q), "{\"key\":\"%s\"}", key);
+	expect_resolved(c, q, key);
+	cJSON *h = history(c, key_params("sessionKey", key));
+	cr_assert_eq(cJSON_GetArraySize(jget(jget(h, "payload"), "messages")), 2);
+	cJSON_Delete(h);
+
+	/* a key asked for is used; the same idempotency key is the same run */
+	static const char *const again = "{\"key\":\"made\",\"message\":\"hi\",\"idempotencyKey\":\"mk-1\"}";
+	r = cl_call(c, "sessions.create", cJSON_Parse(again));
+	cr_assert_str_eq(jstr(jget(r, "payload"), "key"), "made");
+	snprintf(run, sizeof(run), "%s", jstr(jget(r, "payload"), "runId"));
+	cJSON_Delete(r);
+	chat_final(c, run);
+	r = cl_call(c, "sessions.create", cJSON_Parse(again));
+	cr_assert(cJSON_IsFalse(jget(jget(r, "payload"), "runStarted")), "%s", cJSON_PrintUnformatted(r));
+	cr_assert_str_eq(jstr(jget(r, "payload"), "runId"), run);
+	cJSON_Delete(r);
+
+	static const char *const refused[][2] = {
+		{"{\"agentId\":\"main\"}", "message: is required here"},
+		{"{\"message\":\"\"}", "message: is required here"},
+		{"{\"message\":\"x\",\"agentId\":\"other\"}", "agentId: unknown agent"},
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char id[32];
+		cl_req(c, "sessions.create", cJSON_Parse(refused[i][0]), id);
+		cl_expect_invalid(c, id, refused[i][1], 10000);
 	}
 	cl_free(c);
 	gw_stop(&f);

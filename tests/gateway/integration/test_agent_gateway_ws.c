@@ -44,17 +44,20 @@ Test(agent_gateway_ws, challenge_then_hello_ok_as_openclaw_describes_it)
 	cr_assert_str_eq(jstr(jget(h, "server"), "version"), PC_VERSION_STRING);
 	cr_assert_str_neq(jstr(jget(h, "server"), "connId"), "");
 	const cJSON *methods = jget(jget(h, "features"), "methods");
-	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "chat.history", "sessions.list",
+	const char *want[] = {"agent", "agent.wait", "chat.send", "chat.abort", "sessions.create", "chat.history",
+			      "sessions.list",
 			      "sessions.abort", "health", "status", "models.list", "usage.run", "chat.startup",
 			      "chat.metadata", "sessions.describe", "sessions.subscribe", "sessions.unsubscribe",
 			      "sessions.messages.subscribe", "sessions.messages.unsubscribe",
-			      "sessions.observer.visibility", "agent.identity.get", "agents.list", "config.get",
-			      "config.set", "config.patch", "config.apply", "models.authStatus", "update.status",
-			      "diagnostics.stability", "usage.cost", "talk.catalog", "question.list",
-			      "exec.approval.list", "plugin.approval.list", "openclaw.approval.list", "cron.list",
-			      "cron.status", "tasks.list", "progressCard.get", "sessions.branches.list",
-			      "sessions.companion.state", "device.pair.list", "device.pair.approve",
-			      "device.pair.reject", "device.pair.remove", "device.token.rotate", "device.token.revoke"};
+			      "sessions.observer.visibility", "sessions.resolve", "agent.identity.get", "agents.list",
+			      "config.get", "config.set", "config.patch", "config.apply", "models.authStatus",
+			      "update.status", "diagnostics.stability", "usage.cost", "system.info", "cron.list",
+			      "cron.runs", "talk.catalog", "question.list", "exec.approval.list", "plugin.approval.list",
+			      "openclaw.approval.list", "cron.status", "tasks.list", "progressCard.get",
+			      "sessions.branches.list", "sessions.companion.state", "environments.list", "node.list",
+			      "channels.status", "plugins.list", "plugins.catalog.browse", "device.pair.list",
+			      "device.pair.approve", "device.pair.reject", "device.pair.remove", "device.token.rotate",
+			      "device.token.revoke"};
 	cr_assert_eq(cJSON_GetArraySize(methods), (int)(sizeof(want) / sizeof(want[0])));
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		bool found = false;
