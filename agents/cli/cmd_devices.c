@@ -53,10 +53,7 @@ static int parse_flags(int argc, char **argv, opts_t *o)
 		} else if (c == 'h') {
 			usage(stdout);
 			return -1;
-		} else if (!pc_cli_gw_flag(&o->gw, c, optarg)) {
-			if (c == '?')
-				pc_cli_suggest_option(argc, argv, longs);
-			usage(stderr);
+		} else if (!pc_cli_gw_flag_or_usage(&o->gw, c, argc, argv, longs, usage)) {
 			return PC_CLI_USAGE;
 		}
 	}
@@ -193,21 +190,17 @@ int pc_cmd_devices(int argc, char **argv)
 	cJSON *res = NULL;
 	char why[400];
 	int rc = pc_cli_rpc_call(c, method, params, ANSWER_MS, &res);
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(res, "payload");
+	const cJSON *p = NULL;
 	if (rc != 0) {
 		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_strerror(c, rc, why, sizeof(why)));
 		status = PC_CLI_FAIL;
-	} else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")) || !cJSON_IsObject(p)) {
-		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_error_text(res, why, sizeof(why)));
+	} else if (!(p = pc_cli_rpc_payload(CMD, res))) {
 		status = PC_CLI_FAIL;
 	} else {
 		status = show(&o, p);
 	}
 	cJSON_Delete(res);
 	pc_cli_rpc_free(c);
-	if (fflush(stdout) != 0 && status == PC_CLI_OK) {
-		perror(CMD ": stdout");
-		status = PC_CLI_FAIL;
-	}
+	status = pc_cli_flush_stdout(CMD, status);
 	return status;
 }

@@ -97,12 +97,11 @@ int pc_cmd_health(int argc, char **argv)
 	cJSON *res = NULL;
 	char why[400];
 	int rc = pc_cli_rpc_call(c, "health", NULL, ANSWER_MS, &res);
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(res, "payload");
+	const cJSON *h = NULL;
 	if (rc != 0) {
 		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_strerror(c, rc, why, sizeof(why)));
 		status = PC_CLI_FAIL;
-	} else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")) || !cJSON_IsObject(h)) {
-		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_error_text(res, why, sizeof(why)));
+	} else if (!(h = pc_cli_rpc_payload(CMD, res))) {
 		status = PC_CLI_FAIL;
 	} else {
 		status = show(h, json);

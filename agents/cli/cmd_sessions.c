@@ -252,12 +252,9 @@ static int list_pages(pc_cli_rpc_t *c, uint64_t limit, cJSON **res)
 
 static int answer(const cJSON *res, bool show, bool json)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(res, "payload");
-	char why[400];
-	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")) || !cJSON_IsObject(p)) {
-		fprintf(stderr, CMD ": %s\n", pc_cli_rpc_error_text(res, why, sizeof(why)));
+	const cJSON *p = pc_cli_rpc_payload(CMD, res);
+	if (!p)
 		return PC_CLI_FAIL;
-	}
 	if (!json) {
 		if (show)
 			print_history(p);

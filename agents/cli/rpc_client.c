@@ -226,6 +226,16 @@ const char *pc_cli_rpc_error_text(const cJSON *res, char *buf, size_t cap)
 	return buf;
 }
 
+const cJSON *pc_cli_rpc_payload(const char *cmd, const cJSON *res)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(res, "payload");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")) && cJSON_IsObject(p))
+		return p;
+	char why[400];
+	fprintf(stderr, "%s: %s\n", cmd, pc_cli_rpc_error_text(res, why, sizeof(why)));
+	return NULL;
+}
+
 const char *pc_cli_rpc_lost(const pc_cli_rpc_t *c, char *buf, size_t cap)
 {
 	pc_cli_rpc_t *m = (pc_cli_rpc_t *)c; /* the lock only */

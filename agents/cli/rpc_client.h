@@ -92,6 +92,10 @@ bool pc_cli_rpc_is_res(const cJSON *f, const char *id);
 /* An answer's error message ("CODE: message"), into buf. */
 const char *pc_cli_rpc_error_text(const cJSON *res, char *buf, size_t cap);
 
+/* An ok answer's object payload; else NULL after "<cmd>: <its error>" on
+ * stderr. */
+const cJSON *pc_cli_rpc_payload(const char *cmd, const cJSON *res);
+
 /* How the connection ended, in words ("the gateway closed the connection
  * (1001: ...)", "the connection to the gateway was lost"), into buf. */
 const char *pc_cli_rpc_lost(const pc_cli_rpc_t *c, char *buf, size_t cap);
