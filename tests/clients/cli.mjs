@@ -9,7 +9,7 @@
 import path from 'node:path';
 import { checker, finish } from '../sdk/gateway.mjs';
 import {
-  call, clientEnv, deadline, openclaw, replyMarker, startTokenGateway, stopTokenGateway, textOf,
+  TOKEN, call, clientEnv, deadline, openclaw, replyMarker, startTokenGateway, stopTokenGateway, textOf,
 } from './openclaw.mjs';
 
 const pincer = process.argv[2] && path.resolve(process.argv[2]);
@@ -80,10 +80,33 @@ try {
   check(texts.includes('reply by session key'),
     `gateway call chat.history: holds the reply ${history.error ?? JSON.stringify(texts)}`);
 
+  // Every other implemented read, each with what its answer must hold
+  // after the two runs above.
+  const reads = [
+    ['chat.startup', { sessionKey: 'cli-key' }, (a) => (a.messages ?? []).length >= 2],
+    ['chat.metadata', { sessionKey: 'cli-key' }, (a) => typeof a === 'object' && !a.error],
+    ['sessions.describe', { key: 'cli-key' }, (a) => a.session && a.session.key.endsWith('cli-key')],
+    ['sessions.resolve', { key: 'cli-key' }, (a) => a.ok === true && a.key.endsWith('cli-key')],
+    ['agent.identity.get', {}, (a) => a.agentId === 'main' && typeof a.name === 'string'],
+    ['agents.list', {}, (a) => a.defaultId === 'main' && (a.agents ?? []).length === 1],
+    ['config.get', {}, (a) => a.valid === true && !JSON.stringify(a).includes(TOKEN)],
+    ['models.authStatus', {}, (a) => Array.isArray(a.providers) && a.providers.length > 0],
+    ['system.info', {}, (a) => typeof a === 'object' && !a.error && Object.keys(a).length > 0],
+    ['diagnostics.stability', {}, (a) => a.pincer && a.pincer.runs.started >= 2],
+    ['usage.cost', {}, (a) => a.totals && a.totals.totalTokens > 0],
+    ['update.status', {}, (a) => 'updateAvailable' in a],
+  ];
+  for (const [method, params, shape] of reads) {
+    const a = await call(client, method, params);
+    check(!a.error && shape(a), `gateway call ${method} ${a.error ?? JSON.stringify(a).slice(0, 200)}`);
+  }
+
   await plainCommand(client, ['gateway', 'stability'], 'gateway stability');
-  await jsonCommand(client, ['gateway', 'stability'], () => true, 'gateway stability --json');
+  await jsonCommand(client, ['gateway', 'stability'], (a) => a.pincer?.runs?.started >= 2 || a.count === 0,
+    'gateway stability --json');
   await plainCommand(client, ['gateway', 'usage-cost'], 'gateway usage-cost');
-  await jsonCommand(client, ['gateway', 'usage-cost'], () => true, 'gateway usage-cost --json');
+  await jsonCommand(client, ['gateway', 'usage-cost'], (a) => a.totals?.totalTokens > 0,
+    'gateway usage-cost --json: counts the two runs\' tokens');
 } catch (e) {
   failures.push(String(e && e.stack ? e.stack : e));
   console.error(e);
