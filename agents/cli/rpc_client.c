@@ -347,7 +347,7 @@ static int open_ws(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t timeo
 
 /* ---- the handshake ---- */
 
-static cJSON *connect_params(const pc_cli_rpc_options_t *o)
+cJSON *pc_cli_rpc_connect_params(const pc_cli_rpc_options_t *o)
 {
 	cJSON *p = cJSON_CreateObject();
 	cJSON *cl = cJSON_AddObjectToObject(p, "client");
@@ -391,7 +391,7 @@ static int handshake(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t unt
 	int rc = pc_cli_rpc_until(c, left_ms(until), pick_challenge, NULL, &f);
 	cJSON_Delete(f);
 	if (rc == 0) {
-		cJSON *p = connect_params(o);
+		cJSON *p = pc_cli_rpc_connect_params(o);
 		rc = p ? pc_cli_rpc_call(c, "connect", p, left_ms(until), &res) : PC_ENOMEM;
 	}
 	char lost[200];

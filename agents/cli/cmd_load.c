@@ -1,0 +1,273 @@
+/*
+ * `pincer load --target URL [options]`: drives a gateway (OpenClaw's
+ * WebSocket RPC) or an OpenAI-compatible endpoint with simulated
+ * sessions and reports latency percentiles, throughput and errors
+ * (docs/load.md). This file reads the options and prints the results;
+ * load.h says where the rest is.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "load.h"
+#include "rpc_client.h"
+
+#define CMD PC_LOAD_CMD
+#define DEFAULT_MESSAGE "load test: session {session}, turn {turn}"
+#define DEFAULT_TIMEOUT_MS 60000u
+#define DEFAULT_CONNECT_TIMEOUT_MS 10000u
+/* Bounds that keep the arithmetic (ns in 64 bits) far from overflow. */
+#define MAX_SECONDS 864000.0 /* 10 days */
+#define MAX_SESSIONS 1000000u
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pincer load --target URL [options]\n\n"
+		"Drives a gateway or an OpenAI-compatible endpoint with simulated sessions and\n"
+		"reports latency percentiles (from each turn's intended send time), throughput\n"
+		"and errors. docs/load.md explains the numbers.\n\n"
+		"  --target URL           ws://HOST:PORT (OpenClaw's WebSocket RPC: `agent`), or\n"
+		"                         http://HOST:PORT/v1 (OpenAI chat completions; https too)\n"
+		"                         (env PINCER_LOAD_TARGET)\n"
+		"  --token TOKEN          ws: the gateway's token; http: a bearer token\n"
+		"                         (env PINCER_LOAD_TOKEN)\n"
+		"  --password SECRET      ws: the gateway's password (env PINCER_LOAD_PASSWORD)\n"
+		"  --model NAME           the model asked for (http default: mock)\n"
+		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
+		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
+		"                         from 0 (default: \"" DEFAULT_MESSAGE "\")\n"
+		"  --sessions N           simulated sessions (default 1)\n"
+		"  --turns K              turns per session (default 1 without --duration)\n"
+		"  --duration S           run for S seconds after the warmup (decimals allowed)\n"
+		"  --think-ms MS          closed loop: pause after each turn (default 0)\n"
+		"  --rate R               open loop: R turns/s in all, spread over the sessions\n"
+		"  --arrivals KIND        open loop: poisson (default) or constant gaps\n"
+		"  --seed N               open loop: the arrivals' random seed (default 1)\n"
+		"  --max-in-flight N      open loop: turns queued or running at most; the rest are\n"
+		"                         counted as dropped\n"
+		"  --warmup S             leave turns meant to start in the first S seconds out\n"
+		"  --timeout S            one turn's limit (default 60)\n"
+		"  --connect-timeout S    a connection's limit (default 10)\n"
+		"  --threshold EXPR       e.g. 'p99(turn_ms)<200,rate(errors)<0.001': exit 3 when\n"
+		"                         one does not hold (grammar: docs/load.md)\n"
+		"  --json                 the results as one JSON object on stdout\n"
+		"  --quiet                no progress line on stderr\n\n"
+		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
+		"crossed.\n");
+}
+
+enum {
+	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_SESSIONS, OPT_TURNS,
+	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
+	OPT_CONNECT_TIMEOUT, OPT_THRESHOLD, OPT_JSON, OPT_QUIET, OPT_HELP,
+};
+
+static const struct option longs[] = {
+	{"target", required_argument, NULL, OPT_TARGET},
+	{"token", required_argument, NULL, OPT_TOKEN},
+	{"password", required_argument, NULL, OPT_PASSWORD},
+	{"model", required_argument, NULL, OPT_MODEL},
+	{"stream", no_argument, NULL, OPT_STREAM},
+	{"message", required_argument, NULL, OPT_MESSAGE},
+	{"sessions", required_argument, NULL, OPT_SESSIONS},
+	{"turns", required_argument, NULL, OPT_TURNS},
+	{"duration", required_argument, NULL, OPT_DURATION},
+	{"think-ms", required_argument, NULL, OPT_THINK},
+	{"rate", required_argument, NULL, OPT_RATE},
+	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+	{"threshold", required_argument, NULL, OPT_THRESHOLD},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"help", no_argument, NULL, OPT_HELP},
+	{NULL, 0, NULL, 0},
+};
+
+typedef struct parsed {
+	pc_load_opts_t o;
+	const char *threshold;
+	bool arrivals_set, in_flight_set;
+} parsed_t;
+
+/* A non-negative decimal number of seconds (at most `max`), in ms. */
+static int seconds_ms(const char *what, const char *text, double min, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(v) || v < min || v > MAX_SECONDS) {
+		fprintf(stderr, CMD ": %s takes seconds from %g to %g, not '%s'\n", what, min, MAX_SECONDS, text);
+		return PC_CLI_USAGE;
+	}
+	*out = (uint64_t)llround(v * 1000);
+	return 0;
+}
+
+static int positive_rate(const char *text, double *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(v) || v <= 0 || v > 1e7) {
+		fprintf(stderr, CMD ": --rate takes turns per second above 0 (at most 1e7), not '%s'\n", text);
+		return PC_CLI_USAGE;
+	}
+	*out = v;
+	return 0;
+}
+
+/* One option into *p: 0, or an exit status (-1: --help was printed). */
+static int option(parsed_t *p, int code, const char *arg)
+{
+	pc_load_opts_t *o = &p->o;
+	uint64_t v = 0;
+	int rc = 0;
+	switch (code) {
+	case OPT_TARGET: o->target = arg; break;
+	case OPT_TOKEN: o->token = arg; break;
+	case OPT_PASSWORD: o->password = arg; break;
+	case OPT_MODEL: o->model = arg; break;
+	case OPT_STREAM: o->stream = true; break;
+	case OPT_MESSAGE: o->message = arg; break;
+	case OPT_SESSIONS:
+		rc = pc_cli_uint(CMD, "--sessions", arg, 1, MAX_SESSIONS, &v);
+		o->sessions = (uint32_t)v;
+		break;
+	case OPT_TURNS: rc = pc_cli_uint(CMD, "--turns", arg, 1, UINT32_MAX, &o->turns); break;
+	case OPT_DURATION: rc = seconds_ms("--duration", arg, 0.001, &o->duration_ms); break;
+	case OPT_THINK: rc = pc_cli_uint(CMD, "--think-ms", arg, 0, 86400000, &o->think_ms); break;
+	case OPT_RATE: rc = positive_rate(arg, &o->rate); break;
+	case OPT_ARRIVALS:
+		p->arrivals_set = true;
+		if (strcmp(arg, "poisson") && strcmp(arg, "constant")) {
+			fprintf(stderr, CMD ": --arrivals takes poisson or constant, not '%s'\n", arg);
+			rc = PC_CLI_USAGE;
+		}
+		o->poisson = !strcmp(arg, "poisson");
+		break;
+	case OPT_SEED: rc = pc_cli_uint(CMD, "--seed", arg, 0, UINT64_MAX, &o->seed); break;
+	case OPT_MAX_IN_FLIGHT:
+		p->in_flight_set = true;
+		rc = pc_cli_uint(CMD, "--max-in-flight", arg, 1, UINT32_MAX, &o->max_in_flight);
+		break;
+	case OPT_WARMUP: rc = seconds_ms("--warmup", arg, 0, &o->warmup_ms); break;
+	case OPT_TIMEOUT: rc = seconds_ms("--timeout", arg, 0.001, &o->timeout_ms); break;
+	case OPT_CONNECT_TIMEOUT: rc = seconds_ms("--connect-timeout", arg, 0.001, &o->connect_timeout_ms); break;
+	case OPT_THRESHOLD: p->threshold = arg; break;
+	case OPT_JSON: o->json = true; break;
+	case OPT_QUIET: o->progress = false; break;
+	case OPT_HELP: usage(stdout); return -1;
+	default: usage(stderr); return PC_CLI_USAGE;
+	}
+	return rc;
+}
+
+/* --target into the protocol and its address. */
+static int target(pc_load_opts_t *o)
+{
+	const char *t = o->target;
+	if (!strncmp(t, "http://", 7) || !strncmp(t, "https://", 8)) {
+		size_t n = strlen(t);
+		while (n && t[n - 1] == '/')
+			n--;
+		if (snprintf(o->url, sizeof(o->url), "%.*s/chat/completions", (int)n, t) >= (int)sizeof(o->url)) {
+			fprintf(stderr, CMD ": --target is too long\n");
+			return PC_CLI_USAGE;
+		}
+		o->proto = PC_LOAD_HTTP;
+		return 0;
+	}
+	const char *why = NULL;
+	if (pc_cli_url_parse(t, o->host, sizeof(o->host), &o->port, o->path, sizeof(o->path), &why) != 0) {
+		fprintf(stderr, CMD ": bad --target '%s': %s, or http://HOST:PORT/v1\n", t, why);
+		return PC_CLI_USAGE;
+	}
+	const char *alias = pc_cli_loopback_alias(o->host);
+	if (alias != o->host)
+		snprintf(o->host, sizeof(o->host), "%s", alias);
+	o->proto = PC_LOAD_WS;
+	return 0;
+}
+
+/* What the options say together. */
+static int check(parsed_t *p)
+{
+	pc_load_opts_t *o = &p->o;
+	if (!o->target) {
+		fprintf(stderr, CMD ": --target is required\n\n");
+		usage(stderr);
+		return PC_CLI_USAGE;
+	}
+	if (o->rate <= 0 && (p->arrivals_set || p->in_flight_set)) {
+		fprintf(stderr, CMD ": --arrivals and --max-in-flight are for the open loop: add --rate\n");
+		return PC_CLI_USAGE;
+	}
+	if (o->rate > 0 && o->think_ms) {
+		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate\n");
+		return PC_CLI_USAGE;
+	}
+	if (!o->turns && !o->duration_ms)
+		o->turns = 1;
+	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
+		return PC_CLI_USAGE;
+	return target(o);
+}
+
+static int parse(int argc, char **argv, parsed_t *p)
+{
+	pc_load_opts_t *o = &p->o;
+	*o = (pc_load_opts_t){.sessions = 1, .message = DEFAULT_MESSAGE, .poisson = true, .seed = 1,
+			      .progress = true, .timeout_ms = DEFAULT_TIMEOUT_MS,
+			      .connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS};
+	o->target = pc_cli_env("PINCER_LOAD_TARGET");
+	o->token = pc_cli_env("PINCER_LOAD_TOKEN");
+	o->password = pc_cli_env("PINCER_LOAD_PASSWORD");
+	optind = 1;
+	opterr = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+		if (c == '?')
+			pc_cli_suggest_option(argc, argv, longs);
+		int rc = option(p, c, optarg);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(stderr, CMD ": unexpected argument '%s'\n\n", argv[optind]);
+		usage(stderr);
+		return PC_CLI_USAGE;
+	}
+	return check(p);
+}
+
+int pc_cmd_load(int argc, char **argv)
+{
+	parsed_t p = {0};
+	int status = parse(argc, argv, &p);
+	if (status)
+		return status < 0 ? PC_CLI_OK : status;
+	pc_load_stats_t st;
+	if (pc_load_stats_init(&st) != 0) {
+		fprintf(stderr, CMD ": out of memory\n");
+		return PC_CLI_FAIL;
+	}
+	status = pc_load_run(&p.o, &st);
+	if (status == PC_CLI_OK) {
+		if (p.o.json)
+			status = pc_load_report_json(&p.o, &st);
+		else
+			pc_load_report_text(stdout, &p.o, &st);
+	}
+	if (status == PC_CLI_OK && p.threshold && !pc_load_threshold_eval(p.threshold, &st, stderr))
+		status = PC_LOAD_THRESHOLD_FAILED;
+	pc_load_stats_destroy(&st);
+	return pc_cli_flush_stdout(CMD, status);
+}
