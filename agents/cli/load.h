@@ -6,7 +6,7 @@
  * turns the figures into the summary, the JSON and the threshold verdict.
  *
  * Every time is on the monotonic clock in ns; every latency is kept in
- * µs in the I/O layer's shared HDR histogram (agents/obs/histogram.h, the
+ * µs in the shared HDR histogram (agents/obs/histogram.h, the
  * one bench/ and the metrics use) and printed in ms.
  */
 #ifndef PC_AGENTS_CLI_LOAD_H
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "agents/obs/histogram.h"
+#include "agents/obs/obs.h"
 
 #define PC_LOAD_CMD "pincer load"
 /* Exit status when a --threshold does not hold (k6 uses its own too). */
