@@ -204,7 +204,8 @@ static void token(session_t *s)
 		t->gaps[t->n_gaps++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 	}
 	t->last = now;
-	atomic_fetch_add(&s->st->tokens, 1);
+	if (t->measured)
+		atomic_fetch_add(&s->st->tokens, 1);
 }
 
 /* ---- WebSocket ---- */
