@@ -97,7 +97,7 @@ typedef struct progress {
 	uint64_t next_ns, last_ok, last_ns;
 } progress_t;
 
-static void progress_line(const pc_load_opts_t *o, const pc_load_stats_t *st, progress_t *p, uint64_t now)
+static void progress_line(const pc_load_stats_t *st, progress_t *p, uint64_t now)
 {
 	uint64_t ok = atomic_load(&st->ok);
 	double dt = (double)(now - p->last_ns) / 1e9;
@@ -110,7 +110,6 @@ static void progress_line(const pc_load_opts_t *o, const pc_load_stats_t *st, pr
 		(unsigned long long)atomic_load(&st->failed), (unsigned long long)atomic_load(&st->dropped),
 		(unsigned long long)atomic_load(&st->in_flight), dt > 0 ? (double)(ok - p->last_ok) / dt : 0.0,
 		(double)p50 / 1000, (double)p99 / 1000, p->tty ? "" : "\n");
-	(void)o;
 	p->last_ok = ok;
 	p->last_ns = now;
 }
@@ -153,8 +152,11 @@ static int setup(driver_t *d)
 	int rc = pc_runtime_new(&rcfg, &d->rt);
 	if (rc == 0)
 		rc = pc_runtime_start(d->rt);
+	/* every session may have its request out at once: the client's own
+	 * per-host cap would queue them and measure the harness, not the target */
+	pc_io_config_t icfg = {.max_host_connections = d->o->sessions, .max_idle_connections = d->o->sessions};
 	if (rc == 0)
-		rc = pc_io_new(d->rt, NULL, &d->io);
+		rc = pc_io_new(d->rt, &icfg, &d->io);
 	d->sessions = rc == 0 ? calloc(d->o->sessions, sizeof(*d->sessions)) : NULL;
 	if (rc == 0 && !d->sessions)
 		rc = PC_ENOMEM;
@@ -232,7 +234,7 @@ static void drive(driver_t *d)
 		if (now >= d->end_ns || done(d))
 			break;
 		if (o->progress && now >= p.next_ns) {
-			progress_line(o, st, &p, now);
+			progress_line(st, &p, now);
 			p.next_ns += PROGRESS_NS;
 		}
 		uint64_t wake = now + POLL_NS;
@@ -250,7 +252,7 @@ static void drive(driver_t *d)
 	st->in_flight_at_end = atomic_load(&st->in_flight);
 	st->wall_ns = end > st->warm_until_ns ? end - st->warm_until_ns : 0;
 	if (o->progress) {
-		progress_line(o, st, &p, end);
+		progress_line(st, &p, end);
 		if (p.tty)
 			fputc('\n', stderr);
 	}

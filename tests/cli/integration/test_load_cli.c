@@ -261,6 +261,15 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(obj(r.json, "ttft_ms"), "p50")));
 	result_free(&r);
 
+	/* 256 sessions each with a request out at once: none waits for a
+	 * connection of the harness's (by fours of 64, the p50 would be 600) */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "256", "--turns", "1", "--json", "--quiet", "--message",
+			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":300}]]"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 256, "%s", r.out);
+	cr_assert_lt(series(r.json, "turn_ms"), 550, "%s", r.out);
+	result_free(&r);
+
 	/* the connection dropped mid-stream: counted as closed */
 	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "3", "--turns", "2", "--json", "--quiet",
 			  "--message", "x [[mock:{\"text\":\"a b c d e f\",\"disconnect_after\":2}]]"));
