@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
 		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
 		"                         from 0 (default: \"" DEFAULT_MESSAGE "\")\n"
+		"  --messages FILE        JSONL, one message a line (a string or {\"message\": ...});\n"
+		"                         a session's turn k takes line k modulo their number\n"
 		"  --sessions N           simulated sessions (default 1)\n"
 		"  --turns K              turns per session (default 1 without --duration)\n"
 		"  --duration S           run for S seconds after the warmup (decimals allowed)\n"
@@ -61,7 +63,7 @@ static void usage(FILE *f)
 }
 
 enum {
-	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_SESSIONS, OPT_TURNS,
+	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
 	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
 	OPT_CONNECT_TIMEOUT, OPT_THRESHOLD, OPT_JSON, OPT_QUIET, OPT_HELP,
 };
@@ -73,6 +75,7 @@ static const struct option longs[] = {
 	{"model", required_argument, NULL, OPT_MODEL},
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"message", required_argument, NULL, OPT_MESSAGE},
+	{"messages", required_argument, NULL, OPT_MESSAGES},
 	{"sessions", required_argument, NULL, OPT_SESSIONS},
 	{"turns", required_argument, NULL, OPT_TURNS},
 	{"duration", required_argument, NULL, OPT_DURATION},
@@ -93,8 +96,8 @@ static const struct option longs[] = {
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold;
-	bool arrivals_set, in_flight_set;
+	const char *threshold, *messages;
+	bool message_set, arrivals_set, in_flight_set;
 } parsed_t;
 
 /* A non-negative decimal number of seconds (at most `max`), in ms. */
@@ -136,7 +139,11 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_PASSWORD: o->password = arg; break;
 	case OPT_MODEL: o->model = arg; break;
 	case OPT_STREAM: o->stream = true; break;
-	case OPT_MESSAGE: o->message = arg; break;
+	case OPT_MESSAGE:
+		o->message = arg;
+		p->message_set = true;
+		break;
+	case OPT_MESSAGES: p->messages = arg; break;
 	case OPT_SESSIONS:
 		rc = pc_cli_uint(CMD, "--sessions", arg, 1, MAX_SESSIONS, &v);
 		o->sessions = (uint32_t)v;
@@ -214,11 +221,16 @@ static int check(parsed_t *p)
 		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate\n");
 		return PC_CLI_USAGE;
 	}
+	if (p->message_set && p->messages) {
+		fprintf(stderr, CMD ": --message and --messages: choose one\n");
+		return PC_CLI_USAGE;
+	}
 	if (!o->turns && !o->duration_ms)
 		o->turns = 1;
 	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
 		return PC_CLI_USAGE;
-	return target(o);
+	int rc = target(o);
+	return rc == 0 && p->messages ? pc_load_messages_read(p->messages, o) : rc;
 }
 
 static int parse(int argc, char **argv, parsed_t *p)
@@ -257,6 +269,7 @@ int pc_cmd_load(int argc, char **argv)
 	pc_load_stats_t st;
 	if (pc_load_stats_init(&st) != 0) {
 		fprintf(stderr, CMD ": out of memory\n");
+		pc_load_messages_free(&p.o);
 		return PC_CLI_FAIL;
 	}
 	status = pc_load_run(&p.o, &st);
@@ -269,5 +282,6 @@ int pc_cmd_load(int argc, char **argv)
 	if (status == PC_CLI_OK && p.threshold && !pc_load_threshold_eval(p.threshold, &st, stderr))
 		status = PC_LOAD_THRESHOLD_FAILED;
 	pc_load_stats_destroy(&st);
+	pc_load_messages_free(&p.o);
 	return pc_cli_flush_stdout(CMD, status);
 }

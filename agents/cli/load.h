@@ -1,7 +1,8 @@
 /*
  * `pincer load` (docs/load.md): what its files share. cmd_load.c reads the
  * options and prints the results; load_run.c drives a run (the runtime,
- * the arrival schedule, progress, the end); load_session.c is the actor
+ * the arrival schedule, progress, the end); load_messages.c reads
+ * --messages; load_session.c is the actor
  * that plays one simulated session against the target; load_report.c
  * turns the figures into the summary, the JSON and the threshold verdict.
  *
@@ -38,6 +39,8 @@ typedef struct pc_load_opts {
 	uint16_t port;             /* ws */
 	char url[600];             /* http: the target + "/chat/completions" */
 	const char *token, *password, *model, *message;
+	char **messages;           /* --messages: one per line, or NULL */
+	size_t n_messages;
 	bool stream;               /* http: "stream": true */
 	bool json, progress;
 	uint32_t sessions;
@@ -81,6 +84,11 @@ int pc_load_stats_init(pc_load_stats_t *st);
 void pc_load_stats_destroy(pc_load_stats_t *st);
 /* One failed turn with error `code`. */
 void pc_load_stats_error(pc_load_stats_t *st, const char *code);
+
+/* Reads --messages FILE into o->messages (load_messages.c): 0, or
+ * PC_CLI_FAIL / PC_CLI_USAGE with the reason printed. */
+int pc_load_messages_read(const char *path, pc_load_opts_t *o);
+void pc_load_messages_free(pc_load_opts_t *o);
 
 /* Runs the load the options describe; progress on stderr. 0, or an error
  * already printed (PC_CLI_FAIL). */

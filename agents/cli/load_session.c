@@ -91,14 +91,17 @@ static void start_next(session_t *s, pc_ctx_t *ctx);
 
 /* ---- the message ---- */
 
-/* The template with {session} and {turn} (both 0-based) filled in. */
+/* The turn's template (--message, or its line of --messages) with
+ * {session} and {turn} (both 0-based) filled in. */
 static char *message_for(const session_t *s, uint64_t turn)
 {
 	char *out = malloc(MESSAGE_MAX);
 	if (!out)
 		return NULL;
 	size_t n = 0;
-	for (const char *p = s->o->message; *p && n < MESSAGE_MAX - 32; p++) {
+	const pc_load_opts_t *o = s->o;
+	const char *tmpl = o->messages ? o->messages[turn % o->n_messages] : o->message;
+	for (const char *p = tmpl; *p && n < MESSAGE_MAX - 32; p++) {
 		if (!strncmp(p, "{session}", 9)) {
 			n += (size_t)snprintf(out + n, 24, "%u", s->index);
 			p += 8;

@@ -333,6 +333,44 @@ Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
 	down(&t);
 }
 
+/* One stalled answer among fast ones, the mock scripted turn by turn:
+ * the closed loop waits for it and sends nothing meanwhile, so its p90
+ * never sees the stall; the open loop keeps its schedule, the turns meant
+ * for the stall queue behind it, and their wait shows. */
+Test(load_cli, coordinated_omission, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/stall.jsonl", t.dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 100; i++)
+		fprintf(f, "{\"message\":\"turn {turn} [[mock:{\\\"text\\\":\\\"ok\\\",\\\"ttft_ms\\\":%d}]]\"}\n",
+			i == 20 ? 1000 : 10);
+	cr_assert_eq(fclose(f), 0);
+	result_t r = load(&t, ARGS("--target", t.target, "--messages", path, "--turns", "100", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 100, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 1000, "%s", r.out);
+	cr_assert_lt(num(obj(r.json, "turn_ms"), "p90"), 500, "closed loop: the stall is one turn; %s", r.out);
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--messages", path, "--turns", "100", "--rate", "50", "--arrivals",
+			  "constant", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 100, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 1000, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "p90"), 500, "open loop: the queue behind it; %s", r.out);
+	result_free(&r);
+	/* a file that is not messages is refused before the run */
+	write_file(path, "{\"message\":\"a\"}\n[1]\n");
+	r = load(&t, ARGS("--target", t.target, "--messages", path));
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "stall.jsonl:2:"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
 Test(load_cli, thresholds_set_the_exit_status, .timeout = 240)
 {
 	ctx_t t;
