@@ -57,6 +57,7 @@ static void usage(FILE *f)
 		"  --threshold EXPR       e.g. 'p99(turn_ms)<200,rate(errors)<0.001': exit 3 when\n"
 		"                         one does not hold (grammar: docs/load.md)\n"
 		"  --json                 the results as one JSON object on stdout\n"
+		"  --csv FILE             one row per second (columns: docs/load.md)\n"
 		"  --quiet                no progress line on stderr\n\n"
 		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
 		"crossed.\n");
@@ -65,7 +66,7 @@ static void usage(FILE *f)
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
 	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
-	OPT_CONNECT_TIMEOUT, OPT_THRESHOLD, OPT_JSON, OPT_QUIET, OPT_HELP,
+	OPT_CONNECT_TIMEOUT, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_HELP,
 };
 
 static const struct option longs[] = {
@@ -89,6 +90,7 @@ static const struct option longs[] = {
 	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
 	{"threshold", required_argument, NULL, OPT_THRESHOLD},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"csv", required_argument, NULL, OPT_CSV},
 	{"quiet", no_argument, NULL, OPT_QUIET},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
@@ -96,7 +98,7 @@ static const struct option longs[] = {
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold, *messages;
+	const char *threshold, *messages, *csv;
 	bool message_set, arrivals_set, in_flight_set;
 } parsed_t;
 
@@ -170,6 +172,7 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_CONNECT_TIMEOUT: rc = seconds_ms("--connect-timeout", arg, 0.001, &o->connect_timeout_ms); break;
 	case OPT_THRESHOLD: p->threshold = arg; break;
 	case OPT_JSON: o->json = true; break;
+	case OPT_CSV: p->csv = arg; break;
 	case OPT_QUIET: o->progress = false; break;
 	case OPT_HELP: usage(stdout); return -1;
 	default: usage(stderr); return PC_CLI_USAGE;
@@ -267,12 +270,17 @@ int pc_cmd_load(int argc, char **argv)
 	if (status)
 		return status < 0 ? PC_CLI_OK : status;
 	pc_load_stats_t st;
-	if (pc_load_stats_init(&st) != 0) {
+	pc_load_csv_t csv = {0};
+	if (pc_load_stats_init(&st, p.csv != NULL) != 0) {
 		fprintf(stderr, CMD ": out of memory\n");
 		pc_load_messages_free(&p.o);
 		return PC_CLI_FAIL;
 	}
-	status = pc_load_run(&p.o, &st);
+	status = p.csv ? pc_load_csv_open(p.csv, &csv) : PC_CLI_OK;
+	if (status == PC_CLI_OK)
+		status = pc_load_run(&p.o, &st, p.csv ? &csv : NULL);
+	if (pc_load_csv_close(&csv) != 0)
+		status = PC_CLI_FAIL;
 	if (status == PC_CLI_OK) {
 		if (p.o.json)
 			status = pc_load_report_json(&p.o, &st);

@@ -2,7 +2,7 @@
  * `pincer load` (docs/load.md): what its files share. cmd_load.c reads the
  * options and prints the results; load_run.c drives a run (the runtime,
  * the arrival schedule, progress, the end); load_messages.c reads
- * --messages; load_session.c is the actor
+ * --messages; load_csv.c writes --csv; load_session.c is the actor
  * that plays one simulated session against the target; load_report.c
  * turns the figures into the summary, the JSON and the threshold verdict.
  *
@@ -59,10 +59,14 @@ typedef struct pc_load_opts {
 /* The latency histograms, by what they measure. */
 enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_ITL, PC_LOAD_TURN, PC_LOAD_HISTS };
 
+/* The per-second windows --csv reads and empties (load_csv.c). */
+enum { PC_LOAD_WINDOW_TURN, PC_LOAD_WINDOW_TTFT, PC_LOAD_WINDOWS };
+
 /* What a run measured. Counters are written by the session actors and
  * read by the driver's progress line while the run goes on. */
 typedef struct pc_load_stats {
 	pc_hist_t *hist[PC_LOAD_HISTS];
+	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv */
 	atomic_uint_fast64_t ok, failed, dropped, warmup, tokens;
 	atomic_uint_fast64_t in_flight;     /* queued or running now */
 	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
@@ -80,7 +84,8 @@ typedef struct pc_load_stats {
 	size_t error_kinds;
 } pc_load_stats_t;
 
-int pc_load_stats_init(pc_load_stats_t *st);
+/* `windows`: keep the per-second windows too (--csv). */
+int pc_load_stats_init(pc_load_stats_t *st, bool windows);
 void pc_load_stats_destroy(pc_load_stats_t *st);
 /* One failed turn with error `code`. */
 void pc_load_stats_error(pc_load_stats_t *st, const char *code);
@@ -90,9 +95,25 @@ void pc_load_stats_error(pc_load_stats_t *st, const char *code);
 int pc_load_messages_read(const char *path, pc_load_opts_t *o);
 void pc_load_messages_free(pc_load_opts_t *o);
 
-/* Runs the load the options describe; progress on stderr. 0, or an error
- * already printed (PC_CLI_FAIL). */
-int pc_load_run(const pc_load_opts_t *o, pc_load_stats_t *st);
+/* --csv FILE (load_csv.c). */
+typedef struct pc_load_csv {
+	FILE *f;
+	const char *path;
+	uint64_t ok, failed, dropped, last_ns; /* at the last row */
+	int write_errno;                       /* the first write's failure */
+} pc_load_csv_t;
+
+/* Creates the file and writes the header: 0, or PC_CLI_FAIL printed. */
+int pc_load_csv_open(const char *path, pc_load_csv_t *c);
+/* The row of the time since the last one (or the start), ending `now_ns`.
+ * NULL c is a no-op. */
+void pc_load_csv_row(pc_load_csv_t *c, pc_load_stats_t *st, uint64_t now_ns);
+/* Closes it: 0, or PC_CLI_FAIL with the first write error printed. */
+int pc_load_csv_close(pc_load_csv_t *c);
+
+/* Runs the load the options describe; progress on stderr, rows in `csv`
+ * (may be NULL). 0, or an error already printed (PC_CLI_FAIL). */
+int pc_load_run(const pc_load_opts_t *o, pc_load_stats_t *st, pc_load_csv_t *csv);
 
 /* ---- sessions (load_session.c) ---- */
 

@@ -2,7 +2,7 @@
  * A run of `pincer load` (load.h): the runtime and I/O threads, one
  * session actor per simulated session, and the command's own thread as
  * the clock: it sends open-loop arrivals at their intended times, prints
- * the progress line, and ends the run when the turns are done, the
+ * the progress line and the --csv rows, and ends the run when the turns are done, the
  * duration is over, or SIGINT / SIGTERM comes. It sleeps in sigtimedwait,
  * so a signal ends a wait at once.
  */
@@ -28,27 +28,28 @@
  * away from it). */
 #define STOP_WAIT_NS (5000u * NS_PER_MS)
 
-int pc_load_stats_init(pc_load_stats_t *st)
+int pc_load_stats_init(pc_load_stats_t *st, bool windows)
 {
 	memset(st, 0, sizeof(*st));
-	for (int i = 0; i < PC_LOAD_HISTS; i++) {
-		int rc = pc_hist_new(NULL, &st->hist[i]);
-		if (rc != 0) {
-			pc_load_stats_destroy(st);
-			return rc;
-		}
-	}
 	pthread_mutex_init(&st->mu, NULL);
-	return 0;
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < PC_LOAD_HISTS; i++)
+		rc = pc_hist_new(NULL, &st->hist[i]);
+	for (int i = 0; rc == 0 && windows && i < PC_LOAD_WINDOWS; i++)
+		rc = pc_hist_new(NULL, &st->window[i]);
+	if (rc != 0)
+		pc_load_stats_destroy(st);
+	return rc;
 }
 
 void pc_load_stats_destroy(pc_load_stats_t *st)
 {
 	for (int i = 0; i < PC_LOAD_HISTS; i++)
 		pc_hist_free(st->hist[i]);
-	if (st->hist[PC_LOAD_HISTS - 1])
-		pthread_mutex_destroy(&st->mu);
-	memset(st->hist, 0, sizeof(st->hist));
+	for (int i = 0; i < PC_LOAD_WINDOWS; i++)
+		pc_hist_free(st->window[i]);
+	pthread_mutex_destroy(&st->mu);
+	memset(st, 0, sizeof(*st));
 }
 
 void pc_load_stats_error(pc_load_stats_t *st, const char *code)
@@ -119,6 +120,7 @@ static void progress_line(const pc_load_stats_t *st, progress_t *p, uint64_t now
 typedef struct driver {
 	const pc_load_opts_t *o;
 	pc_load_stats_t *st;
+	pc_load_csv_t *csv;
 	pc_runtime_t *rt;
 	pc_io_t *io;
 	pc_actor_t **sessions;
@@ -233,8 +235,10 @@ static void drive(driver_t *d)
 			arrivals(d, now);
 		if (now >= d->end_ns || done(d))
 			break;
-		if (o->progress && now >= p.next_ns) {
-			progress_line(st, &p, now);
+		if (now >= p.next_ns) {
+			if (o->progress)
+				progress_line(st, &p, now);
+			pc_load_csv_row(d->csv, st, now);
 			p.next_ns += PROGRESS_NS;
 		}
 		uint64_t wake = now + POLL_NS;
@@ -251,6 +255,7 @@ static void drive(driver_t *d)
 	uint64_t end = pc__clock_mono_ns();
 	st->in_flight_at_end = atomic_load(&st->in_flight);
 	st->wall_ns = end > st->warm_until_ns ? end - st->warm_until_ns : 0;
+	pc_load_csv_row(d->csv, st, end);
 	if (o->progress) {
 		progress_line(st, &p, end);
 		if (p.tty)
@@ -258,9 +263,9 @@ static void drive(driver_t *d)
 	}
 }
 
-int pc_load_run(const pc_load_opts_t *o, pc_load_stats_t *st)
+int pc_load_run(const pc_load_opts_t *o, pc_load_stats_t *st, pc_load_csv_t *csv)
 {
-	driver_t d = {.o = o, .st = st};
+	driver_t d = {.o = o, .st = st, .csv = csv};
 	/* before any thread starts, so only sigtimedwait sees them */
 	sigemptyset(&d.sigs);
 	sigaddset(&d.sigs, SIGINT);

@@ -118,10 +118,11 @@ static char *message_for(const session_t *s, uint64_t turn)
 
 /* ---- the end of a turn ---- */
 
-static void record(pc_load_stats_t *st, int which, uint64_t from, uint64_t to)
+/* to - from in µs into h (NULL: no window), when both times are known. */
+static void record(pc_hist_t *h, uint64_t from, uint64_t to)
 {
 	if (from && to >= from)
-		pc_hist_record(st->hist[which], (to - from) / 1000);
+		pc_hist_record(h, (to - from) / 1000);
 }
 
 static void drop_connection(session_t *s)
@@ -144,9 +145,11 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 		else if (code)
 			pc_load_stats_error(st, code);
 		else {
-			record(st, PC_LOAD_ACCEPTED, t->intended, t->accepted);
-			record(st, PC_LOAD_TTFT, t->intended, t->first);
-			record(st, PC_LOAD_TURN, t->intended, now);
+			record(st->hist[PC_LOAD_ACCEPTED], t->intended, t->accepted);
+			record(st->hist[PC_LOAD_TTFT], t->intended, t->first);
+			record(st->hist[PC_LOAD_TURN], t->intended, now);
+			record(st->window[PC_LOAD_WINDOW_TURN], t->intended, now);
+			record(st->window[PC_LOAD_WINDOW_TTFT], t->intended, t->first);
 			for (size_t i = 0; i < t->n_gaps; i++)
 				pc_hist_record(st->hist[PC_LOAD_ITL], t->gaps[i]);
 			atomic_fetch_add(&st->ok, 1);

@@ -120,6 +120,8 @@ static result_t load(ctx_t *t, const char *const *args)
 	unsigned id = ++t->runs;
 	snprintf(out, sizeof(out), "%s/load.out.%u", t->dir, id);
 	snprintf(err, sizeof(err), "%s/load.err.%u", t->dir, id);
+	write_file(out, "");
+	write_file(err, "");
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
 	uint64_t t0 = now_ms();
 	pid_t pid = start_child(t->pincer, argv, envp, t->dir, out, err);
@@ -281,16 +283,48 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	down(&t);
 }
 
+/* The --csv file: its header, a row a second (the last at the end),
+ * 10 cells each, the ok column adding up to turns_ok. */
+static void assert_csv(const char *path, uint64_t ok, unsigned seconds)
+{
+	char *text = read_file(path);
+	const char *header = "elapsed_s,ok,failed,dropped,in_flight,turns_per_s,turn_p50_ms,turn_p99_ms,ttft_p50_ms,"
+			     "ttft_p99_ms\n";
+	cr_assert_eq(strncmp(text, header, strlen(header)), 0, "%s", text);
+	uint64_t sum = 0;
+	unsigned rows = 0;
+	for (char *line = text + strlen(header); *line; rows++) {
+		char *nl = strchr(line, '\n');
+		cr_assert_not_null(nl, "an unfinished row: %s", line);
+		*nl = '\0';
+		unsigned commas = 0;
+		for (const char *c = line; *c; c++)
+			commas += *c == ',';
+		cr_assert_eq(commas, 9, "row %s", line);
+		double elapsed = 0;
+		unsigned long long n = 0;
+		cr_assert_eq(sscanf(line, "%lf,%llu,", &elapsed, &n), 2, "row %s", line);
+		sum += n;
+		line = nl + 1;
+	}
+	cr_assert(rows >= seconds && rows <= seconds + 1, "%u rows for %u s", rows, seconds);
+	cr_assert_eq(sum, ok, "the rows' ok add up to %llu, not %llu", (unsigned long long)sum, (unsigned long long)ok);
+	free(text);
+}
+
 Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
 {
 	ctx_t t;
 	mock_up(&t);
 	/* constant: one arrival every 25 ms for 2 s */
+	char csv[128];
+	snprintf(csv, sizeof(csv), "%s/run.csv", t.dir);
 	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "8", "--rate", "40", "--duration",
-				   "2", "--arrivals", "constant", "--message", SCRIPTED, "--json", "--quiet"));
+				   "2", "--arrivals", "constant", "--message", SCRIPTED, "--json", "--quiet", "--csv", csv));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "arrivals"), 80, "%s", r.out);
 	assert_accounted(r.json, 80);
+	assert_csv(csv, count(r.json, "turns_ok"), 2);
 	cr_assert_geq(count(r.json, "turns_ok"), 60, "%s", r.out);
 	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "loop")), "open");
 	cr_assert_lt(r.ms, 2000 + END_SLACK_MS);
@@ -469,6 +503,46 @@ Test(load_cli, refused_and_silent_targets_end_on_time, .timeout = 240)
 		result_free(&r);
 	}
 	close(fd);
+	down(&t);
+}
+
+/* SIGINT ends a long run at once, with the results so far. */
+Test(load_cli, sigint_ends_the_run_with_its_results, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/int.out", t.dir);
+	snprintf(err, sizeof(err), "%s/int.err", t.dir);
+	/* made here, so the reads below never race the child to them */
+	write_file(out, "");
+	write_file(err, "");
+	char *argv[] = {t.pincer, "load", "--target", t.target, "--sessions", "4", "--duration", "600", "--json",
+			"--message", SCRIPTED, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	pid_t pid = start_child(t.pincer, argv, envp, t.dir, out, err);
+	/* two progress lines: it has run for two seconds */
+	uint64_t until = now_ms() + EXIT_WAIT_MS;
+	for (unsigned lines = 0; lines < 2;) {
+		char *text = read_file(err);
+		lines = 0;
+		for (const char *c = text; *c; c++)
+			lines += *c == '\n';
+		free(text);
+		cr_assert_lt(now_ms(), until, "no progress lines");
+		sleep_ms(50);
+	}
+	uint64_t t0 = now_ms();
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	int st = child_wait(&pid, EXIT_WAIT_MS);
+	cr_assert_eq(st, 0);
+	cr_assert_lt(now_ms() - t0, END_SLACK_MS);
+	char *o = read_file(out);
+	cJSON *j = cJSON_Parse(o);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted")), "%s", o);
+	cr_assert_gt(count(j, "turns_ok"), 0, "%s", o);
+	cJSON_Delete(j);
+	free(o);
 	down(&t);
 }
 
