@@ -54,6 +54,8 @@ static void usage(FILE *f)
 		"  --warmup S             leave turns meant to start in the first S seconds out\n"
 		"  --timeout S            one turn's limit (default 60)\n"
 		"  --connect-timeout S    a connection's limit (default 10)\n"
+		"  --slo LIMITS           e.g. 'ttft=500ms,tpot=50ms,turn=5s': turns within every\n"
+		"                         limit are good (goodput)\n"
 		"  --threshold EXPR       e.g. 'p99(turn_ms)<200,rate(errors)<0.001': exit 3 when\n"
 		"                         one does not hold (grammar: docs/load.md)\n"
 		"  --json                 the results as one JSON object on stdout\n"
@@ -66,7 +68,7 @@ static void usage(FILE *f)
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
 	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
-	OPT_CONNECT_TIMEOUT, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_HELP,
+	OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_HELP,
 };
 
 static const struct option longs[] = {
@@ -88,6 +90,7 @@ static const struct option longs[] = {
 	{"warmup", required_argument, NULL, OPT_WARMUP},
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+	{"slo", required_argument, NULL, OPT_SLO},
 	{"threshold", required_argument, NULL, OPT_THRESHOLD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"csv", required_argument, NULL, OPT_CSV},
@@ -126,6 +129,50 @@ static int positive_rate(const char *text, double *out)
 		return PC_CLI_USAGE;
 	}
 	*out = v;
+	return 0;
+}
+
+/* One --slo limit, "NAME=NUMBER[ms|s]", into *o. */
+static bool slo_limit(const char *text, size_t len, pc_load_opts_t *o)
+{
+	char buf[64], *end = NULL;
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	char *eq = strchr(buf, '=');
+	if (!eq)
+		return false;
+	*eq = '\0';
+	errno = 0;
+	double v = strtod(eq + 1, &end);
+	double scale = !strcmp(end, "s") ? 1e6 : (!strcmp(end, "ms") || !*end) ? 1e3 : 0;
+	if (errno || end == eq + 1 || !scale || !isfinite(v) || v <= 0 || v > MAX_SECONDS)
+		return false;
+	uint64_t us = (uint64_t)llround(v * scale);
+	uint64_t *slot = !strcmp(buf, "ttft") ? &o->slo_ttft_us : !strcmp(buf, "tpot") ? &o->slo_tpot_us
+							 : !strcmp(buf, "turn") ? &o->slo_turn_us : NULL;
+	if (!slot || !us)
+		return false;
+	*slot = us;
+	return true;
+}
+
+/* --slo: comma-separated limits. */
+static int slo(const char *arg, pc_load_opts_t *o)
+{
+	for (const char *p = arg;;) {
+		size_t n = strcspn(p, ",");
+		if (!slo_limit(p, n, o)) {
+			fprintf(stderr, CMD ": --slo '%.*s': expected ttft=, tpot= or turn= and a time (500ms, 5s)\n",
+				(int)n, p);
+			return PC_CLI_USAGE;
+		}
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+	o->slo = true;
 	return 0;
 }
 
@@ -170,6 +217,7 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_WARMUP: rc = seconds_ms("--warmup", arg, 0, &o->warmup_ms); break;
 	case OPT_TIMEOUT: rc = seconds_ms("--timeout", arg, 0.001, &o->timeout_ms); break;
 	case OPT_CONNECT_TIMEOUT: rc = seconds_ms("--connect-timeout", arg, 0.001, &o->connect_timeout_ms); break;
+	case OPT_SLO: rc = slo(arg, o); break;
 	case OPT_THRESHOLD: p->threshold = arg; break;
 	case OPT_JSON: o->json = true; break;
 	case OPT_CSV: p->csv = arg; break;

@@ -54,10 +54,13 @@ typedef struct pc_load_opts {
 	uint64_t warmup_ms;
 	uint64_t timeout_ms;       /* one turn, from its send */
 	uint64_t connect_timeout_ms;
+	/* --slo: a successful turn within each limit given (µs; 0: none) is good */
+	bool slo;
+	uint64_t slo_ttft_us, slo_tpot_us, slo_turn_us;
 } pc_load_opts_t;
 
 /* The latency histograms, by what they measure. */
-enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_ITL, PC_LOAD_TURN, PC_LOAD_HISTS };
+enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_TPOT, PC_LOAD_ITL, PC_LOAD_TURN, PC_LOAD_HISTS };
 
 /* The per-second windows --csv reads and empties (load_csv.c). */
 enum { PC_LOAD_WINDOW_TURN, PC_LOAD_WINDOW_TTFT, PC_LOAD_WINDOWS };
@@ -68,6 +71,7 @@ typedef struct pc_load_stats {
 	pc_hist_t *hist[PC_LOAD_HISTS];
 	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv */
 	atomic_uint_fast64_t ok, failed, dropped, warmup, tokens;
+	atomic_uint_fast64_t good;          /* --slo: ok turns within it */
 	atomic_uint_fast64_t in_flight;     /* queued or running now */
 	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
 	atomic_bool stopped;                /* the duration is over: nothing more is counted */

@@ -6,8 +6,9 @@
  *   thresholds := clause { "," clause }
  *   clause     := metric op number          spaces allowed around each part
  *   metric     := stat "(" series ")" | "rate(errors)" | "rate(dropped)" | "turns_per_s"
+ *               | "goodput_per_s"                  (with --slo)
  *   stat       := "p" percentile | "max" | "mean"     (p50, p99, p99.9; p999 is p99.9)
- *   series     := "turn_ms" | "ttft_ms" | "itl_ms" | "accepted_ms"
+ *   series     := "turn_ms" | "ttft_ms" | "tpot_ms" | "itl_ms" | "accepted_ms"
  *   op         := "<" | "<=" | ">" | ">="
  *
  * A latency clause on a series with no value (no turn succeeded, a
@@ -29,8 +30,8 @@
 #define JSON_VERSION 1
 
 static const char *const series_names[PC_LOAD_HISTS] = {
-	[PC_LOAD_ACCEPTED] = "accepted_ms", [PC_LOAD_TTFT] = "ttft_ms", [PC_LOAD_ITL] = "itl_ms",
-	[PC_LOAD_TURN] = "turn_ms"};
+	[PC_LOAD_ACCEPTED] = "accepted_ms", [PC_LOAD_TTFT] = "ttft_ms", [PC_LOAD_TPOT] = "tpot_ms",
+	[PC_LOAD_ITL] = "itl_ms", [PC_LOAD_TURN] = "turn_ms"};
 
 /* The percentiles every series reports, and their names. */
 static const double quantiles[] = {50, 90, 99, 99.9, 100};
@@ -48,6 +49,12 @@ static double rate_of(uint64_t n, uint64_t of) { return of ? (double)n / (double
 static double turns_per_s(const pc_load_stats_t *st)
 {
 	return st->wall_ns ? (double)atomic_load(&st->ok) / seconds(st->wall_ns) : 0.0;
+}
+
+/* --slo: the good turns per second. */
+static double goodput(const pc_load_stats_t *st)
+{
+	return st->wall_ns ? (double)atomic_load(&st->good) / seconds(st->wall_ns) : 0.0;
 }
 
 /* ---- the summary ---- */
@@ -69,6 +76,9 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 		(unsigned long long)atomic_load(&st->warmup));
 	fprintf(f, "throughput   %.1f turns/s, %llu tokens\n", turns_per_s(st),
 		(unsigned long long)atomic_load(&st->tokens));
+	if (o->slo)
+		fprintf(f, "goodput      %.1f turns/s within the SLO (%llu of %llu turns)\n", goodput(st),
+			(unsigned long long)atomic_load(&st->good), (unsigned long long)ended(st));
 	for (size_t i = 0; i < st->error_kinds; i++)
 		fprintf(f, "error        %-20s %llu\n", st->errors[i].code, (unsigned long long)st->errors[i].n);
 	fprintf(f, "\n%-12s %8s %10s %10s %10s %10s %10s\n", "ms", "count", "p50", "p90", "p99", "p99.9", "max");
@@ -132,6 +142,11 @@ int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		ok = cJSON_AddNumberToObject(errors, st->errors[i].code, (double)st->errors[i].n) != NULL;
 	ok = ok && cJSON_AddNumberToObject(j, "wall_s", seconds(st->wall_ns)) &&
 	     cJSON_AddNumberToObject(j, "turns_per_s", turns_per_s(st));
+	if (ok && o->slo)
+		ok = cJSON_AddNumberToObject(j, "turns_good", (double)atomic_load(&st->good)) &&
+		     cJSON_AddNumberToObject(j, "goodput_per_s", goodput(st));
+	else if (ok)
+		ok = cJSON_AddNullToObject(j, "turns_good") && cJSON_AddNullToObject(j, "goodput_per_s");
 	for (int h = 0; ok && h < PC_LOAD_HISTS; h++)
 		ok = add_series(j, series_names[h], st->hist[h]);
 	int status = pc_cli_print_json(PC_LOAD_CMD, ok ? j : NULL);
@@ -141,7 +156,7 @@ int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st)
 
 /* ---- --threshold ---- */
 
-typedef enum metric_kind { M_LATENCY, M_ERROR_RATE, M_DROP_RATE, M_TURNS_PER_S } metric_kind_t;
+typedef enum metric_kind { M_LATENCY, M_ERROR_RATE, M_DROP_RATE, M_TURNS_PER_S, M_GOODPUT } metric_kind_t;
 
 typedef struct clause {
 	metric_kind_t kind;
@@ -207,6 +222,10 @@ static bool parse_metric(const char **p, const char *end, clause_t *c)
 		c->kind = M_TURNS_PER_S;
 		return true;
 	}
+	if (word(p, end, "goodput_per_s")) {
+		c->kind = M_GOODPUT;
+		return true;
+	}
 	c->kind = M_LATENCY;
 	if (!parse_stat(p, end, &c->q) || !word(p, end, "("))
 		return false;
@@ -224,7 +243,8 @@ static bool parse_clause(const char *p, const char *end, clause_t *c, const char
 {
 	p = skip_space(p, end);
 	if (!parse_metric(&p, end, c)) {
-		*why = "expected p50(turn_ms), max(ttft_ms), mean(itl_ms), rate(errors), rate(dropped) or turns_per_s";
+		*why = "expected p50(turn_ms), max(ttft_ms), mean(itl_ms), rate(errors), rate(dropped), turns_per_s "
+		       "or goodput_per_s";
 		return false;
 	}
 	p = skip_space(p, end);
@@ -286,6 +306,7 @@ static bool value_of(const clause_t *c, const pc_load_stats_t *st, double *v)
 	case M_ERROR_RATE: *v = rate_of(atomic_load(&st->failed), ended(st)); return true;
 	case M_DROP_RATE: *v = rate_of(atomic_load(&st->dropped), ended(st) + atomic_load(&st->dropped)); return true;
 	case M_TURNS_PER_S: *v = turns_per_s(st); return true;
+	case M_GOODPUT: *v = goodput(st); return true;
 	case M_LATENCY: break;
 	}
 	pc_hist_stats_t hs = {0};

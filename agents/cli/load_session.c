@@ -50,6 +50,7 @@ typedef struct turn {
 	bool sent;         /* the request went out */
 	bool measured;     /* counts in the figures (not warmup) */
 	bool conn_failed;  /* ended with its connection (or could not make one) */
+	uint32_t tokens;
 	uint32_t *gaps;    /* inter-token gaps in µs, recorded when the turn succeeds */
 	size_t n_gaps, gaps_cap;
 	pc_timer_t deadline;
@@ -132,6 +133,27 @@ static void drop_connection(session_t *s)
 	s->conn = CONN_NONE;
 }
 
+/* Time per output token after the first, in µs: UINT64_MAX for an
+ * answer of fewer than two tokens. */
+static uint64_t tpot_us(const turn_t *t)
+{
+	if (t->tokens < 2)
+		return UINT64_MAX;
+	return (t->last - t->first) / 1000 / (t->tokens - 1);
+}
+
+/* Whether a successful turn ending `now` is within every --slo limit (an
+ * answer without tokens misses a TTFT limit; one of a single token has no
+ * time per token to miss). */
+static bool within_slo(const pc_load_opts_t *o, const turn_t *t, uint64_t now, uint64_t tpot)
+{
+	if (o->slo_ttft_us && (!t->first || (t->first - t->intended) / 1000 > o->slo_ttft_us))
+		return false;
+	if (o->slo_tpot_us && tpot != UINT64_MAX && tpot > o->slo_tpot_us)
+		return false;
+	return !o->slo_turn_us || (now - t->intended) / 1000 <= o->slo_turn_us;
+}
+
 /* Ends the running turn: `code` NULL when it went well. */
 static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 {
@@ -152,6 +174,11 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 			record(st->window[PC_LOAD_WINDOW_TTFT], t->intended, t->first);
 			for (size_t i = 0; i < t->n_gaps; i++)
 				pc_hist_record(st->hist[PC_LOAD_ITL], t->gaps[i]);
+			uint64_t tpot = tpot_us(t);
+			if (tpot != UINT64_MAX)
+				pc_hist_record(st->hist[PC_LOAD_TPOT], tpot);
+			if (s->o->slo && within_slo(s->o, t, now, tpot))
+				atomic_fetch_add(&st->good, 1);
 			atomic_fetch_add(&st->ok, 1);
 		}
 	}
@@ -193,6 +220,7 @@ static void token(session_t *s)
 {
 	uint64_t now = pc__clock_mono_ns();
 	turn_t *t = &s->t;
+	t->tokens++;
 	if (!t->first) {
 		t->first = now;
 	} else if (t->measured) {

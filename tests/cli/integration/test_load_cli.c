@@ -242,9 +242,13 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	ctx_t t;
 	mock_up(&t);
 	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "5", "--turns", "4", "--message",
-				   SCRIPTED, "--json", "--quiet"));
+				   SCRIPTED, "--json", "--quiet", "--slo", "ttft=60s,tpot=60000ms,turn=60s"));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 20, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_good"), 20, "every turn is within a minute: %s", r.out);
+	cr_assert_gt(num(r.json, "goodput_per_s"), 0);
+	double tpot = series(r.json, "tpot_ms");
+	cr_assert(tpot >= 20 && tpot <= 2000, "tpot p50 %g", tpot);
 	double ttft = series(r.json, "ttft_ms"), turn = series(r.json, "turn_ms"), itl = series(r.json, "itl_ms");
 	cr_assert_geq(ttft, 100, "ttft p50 %g", ttft);
 	cr_assert_leq(ttft, 5000, "ttft p50 %g", ttft);
@@ -253,11 +257,20 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	cr_assert_geq(turn, 160, "turn p50 %g", turn);
 	result_free(&r);
 
+	/* the first word comes after 100 ms: no turn is within 50 ms of it */
+	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "2", "--turns", "2", "--message", SCRIPTED,
+			  "--json", "--quiet", "--slo", "ttft=50ms", "--threshold", "goodput_per_s>0"));
+	cr_assert_eq(r.status, 3, "%s", r.err);
+	cr_assert_eq(count(r.json, "turns_ok"), 4, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_good"), 0, "%s", r.out);
+	result_free(&r);
+
 	/* not streamed: the whole answer after 100 + 3 x 20 ms, no tokens */
 	r = load(&t, ARGS("--target", t.target, "--sessions", "5", "--turns", "2", "--message", SCRIPTED, "--json",
 			  "--quiet"));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 10, "%s", r.out);
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r.json, "turns_good")), "no --slo: %s", r.out);
 	cr_assert_geq(series(r.json, "turn_ms"), 160);
 	cr_assert_eq(count(obj(r.json, "ttft_ms"), "count"), 0);
 	cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(obj(r.json, "ttft_ms"), "p50")));
@@ -565,6 +578,8 @@ Test(load_cli, usage, .timeout = 120)
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--arrivals", "bursty"),
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--think-ms", "10"),
 		ARGS("--target", "ws://127.0.0.1:1", "--duraton", "1"),
+		ARGS("--target", "ws://127.0.0.1:1", "--slo", "ttft=5m"),
+		ARGS("--target", "ws://127.0.0.1:1", "--slo", "latency=5s"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		r = load(&t, bad[i]);
