@@ -36,6 +36,8 @@ static void usage(FILE *f)
 		"  --token TOKEN          ws: the gateway's token; http: a bearer token\n"
 		"                         (env PINCER_LOAD_TOKEN)\n"
 		"  --password SECRET      ws: the gateway's password (env PINCER_LOAD_PASSWORD)\n"
+		"  --via agent|chat       ws: `agent` requests (default) or chat.send and `chat`\n"
+		"                         events, as OpenClaw's Control UI sends\n"
 		"  --model NAME           the model asked for (http default: mock)\n"
 		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
 		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
@@ -66,7 +68,7 @@ static void usage(FILE *f)
 }
 
 enum {
-	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
+	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
 	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
 	OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_HELP,
 };
@@ -75,6 +77,7 @@ static const struct option longs[] = {
 	{"target", required_argument, NULL, OPT_TARGET},
 	{"token", required_argument, NULL, OPT_TOKEN},
 	{"password", required_argument, NULL, OPT_PASSWORD},
+	{"via", required_argument, NULL, OPT_VIA},
 	{"model", required_argument, NULL, OPT_MODEL},
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"message", required_argument, NULL, OPT_MESSAGE},
@@ -186,6 +189,13 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_TARGET: o->target = arg; break;
 	case OPT_TOKEN: o->token = arg; break;
 	case OPT_PASSWORD: o->password = arg; break;
+	case OPT_VIA:
+		if (strcmp(arg, "agent") && strcmp(arg, "chat")) {
+			fprintf(stderr, CMD ": --via takes agent or chat, not '%s'\n", arg);
+			rc = PC_CLI_USAGE;
+		}
+		o->via_chat = !strcmp(arg, "chat");
+		break;
 	case OPT_MODEL: o->model = arg; break;
 	case OPT_STREAM: o->stream = true; break;
 	case OPT_MESSAGE:
@@ -281,6 +291,11 @@ static int check(parsed_t *p)
 	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
 		return PC_CLI_USAGE;
 	int rc = target(o);
+	if (rc == 0 && o->via_chat && (o->proto != PC_LOAD_WS || o->model)) {
+		/* chat.send takes no model (docs/gateway.md) */
+		fprintf(stderr, CMD ": --via chat is for a ws:// target, without --model\n");
+		rc = PC_CLI_USAGE;
+	}
 	return rc == 0 && p->messages ? pc_load_messages_read(p->messages, o) : rc;
 }
 

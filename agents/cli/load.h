@@ -28,7 +28,8 @@
 #define PC_LOAD_ERROR_KINDS 32
 
 typedef enum pc_load_proto {
-	PC_LOAD_WS,   /* OpenClaw's WebSocket RPC: `agent`, its events, its final answer */
+	PC_LOAD_WS,   /* OpenClaw's WebSocket RPC: `agent`, its events, its final answer
+		       * (or --via chat: chat.send, its answer, `chat` events) */
 	PC_LOAD_HTTP, /* OpenAI chat completions */
 } pc_load_proto_t;
 
@@ -42,6 +43,7 @@ typedef struct pc_load_opts {
 	char **messages;           /* --messages: one per line, or NULL */
 	size_t n_messages;
 	bool stream;               /* http: "stream": true */
+	bool via_chat;             /* ws: chat.send and `chat` events instead of `agent` */
 	bool json, progress;
 	uint32_t sessions;
 	uint64_t turns;            /* per session; 0 with --duration: no limit */

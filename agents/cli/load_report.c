@@ -61,8 +61,11 @@ static double goodput(const pc_load_stats_t *st)
 
 void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st)
 {
-	fprintf(f, "target       %s (%s%s)\n", o->target, o->proto == PC_LOAD_WS ? "OpenClaw WebSocket RPC" : "OpenAI chat completions",
-		o->proto == PC_LOAD_HTTP ? (o->stream ? ", streamed" : ", not streamed") : "");
+	const char *how = o->proto == PC_LOAD_HTTP ? (o->stream ? ", streamed" : ", not streamed")
+			  : o->via_chat          ? ", chat.send"
+						 : ", agent";
+	fprintf(f, "target       %s (%s%s)\n", o->target,
+		o->proto == PC_LOAD_WS ? "OpenClaw WebSocket RPC" : "OpenAI chat completions", how);
 	if (o->rate > 0)
 		fprintf(f, "load         open loop, %.1f turns/s (%s), %u sessions\n", o->rate,
 			o->poisson ? "poisson" : "constant", o->sessions);
@@ -127,6 +130,7 @@ int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st)
 	bool ok = j && cJSON_AddNumberToObject(j, "version", JSON_VERSION) &&
 		  cJSON_AddStringToObject(j, "pincer", pc_version()) && cJSON_AddStringToObject(j, "target", o->target) &&
 		  cJSON_AddStringToObject(j, "protocol", o->proto == PC_LOAD_WS ? "ws" : "http") &&
+		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : "agent")) &&
 		  cJSON_AddStringToObject(j, "loop", o->rate > 0 ? "open" : "closed") &&
 		  cJSON_AddNumberToObject(j, "sessions", o->sessions) &&
 		  cJSON_AddNumberToObject(j, "turns_ok", (double)atomic_load(&st->ok)) &&

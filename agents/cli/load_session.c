@@ -12,7 +12,8 @@
  * WebSocket: the connection is opened for the first turn and kept; the
  * challenge, `connect`, then per turn an `agent` request, its accepted
  * answer, `agent` events (assistant deltas are the tokens) and the final
- * answer. A turn that fails with the connection (lost, timed out) leaves
+ * answer; or (--via chat) a `chat.send` request, its started answer, the
+ * same `agent` events, and the run's final `chat` event. A turn that fails with the connection (lost, timed out) leaves
  * it closed; the next turn opens a new one. HTTP: one POST per turn, on
  * the client's kept-alive connections.
  */
@@ -54,7 +55,8 @@ typedef struct turn {
 	uint32_t *gaps;    /* inter-token gaps in µs, recorded when the turn succeeds */
 	size_t n_gaps, gaps_cap;
 	pc_timer_t deadline;
-	char req[PC_CLI_RPC_ID_MAX]; /* ws: the `agent` request's id */
+	char req[PC_CLI_RPC_ID_MAX]; /* ws: the `agent` (or chat.send) request's id */
+	char run_id[80];             /* ws: the run's, from the answer */
 	int http_status;
 	pc_http_call_t *call;
 	pc_sse_parser_t *sse;
@@ -289,13 +291,14 @@ static void ws_send_turn(session_t *s, pc_ctx_t *ctx)
 		  cJSON_AddStringToObject(p, "idempotencyKey", idem) && cJSON_AddStringToObject(p, "sessionKey", key) &&
 		  (!s->o->model || cJSON_AddStringToObject(p, "model", s->o->model));
 	free(text);
+	const char *method = s->o->via_chat ? "chat.send" : "agent";
 	if (!ok) {
 		cJSON_Delete(p);
 		finish(s, ctx, "client");
 		return;
 	}
 	t->sent = true;
-	if (ws_request(s, "agent", p, t->req) != 0) {
+	if (ws_request(s, method, p, t->req) != 0) {
 		t->conn_failed = true;
 		finish(s, ctx, "closed");
 	}
@@ -307,8 +310,10 @@ static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f)
 	turn_t *t = &s->t;
 	const cJSON *payload = jget(f, "payload");
 	bool ok = cJSON_IsTrue(jget(f, "ok"));
-	if (ok && !t->accepted && !strcmp(jstr(payload, "status"), "accepted")) {
+	const char *status = jstr(payload, "status");
+	if (ok && !t->accepted && (!strcmp(status, s->o->via_chat ? "started" : "accepted"))) {
 		t->accepted = pc__clock_mono_ns();
+		snprintf(t->run_id, sizeof(t->run_id), "%s", jstr(payload, "runId"));
 		return;
 	}
 	if (ok && !strcmp(jstr(payload, "status"), "ok")) {
@@ -321,6 +326,24 @@ static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f)
 	snprintf(code, sizeof(code), "%s%s", e[0] ? "rpc:" : "run:",
 		 e[0] ? e : jstr(payload, "status")[0] ? jstr(payload, "status") : "error");
 	finish(s, ctx, code);
+}
+
+/* --via chat: a `chat` event of the turn's run; its final states end it. */
+static void ws_chat(session_t *s, pc_ctx_t *ctx, const cJSON *p)
+{
+	const char *state = jstr(p, "state");
+	/* the connection carries only its own runs, one at a time: an event
+	 * before the answer named the run is this turn's */
+	if (s->t.run_id[0] && strcmp(jstr(p, "runId"), s->t.run_id) != 0)
+		return;
+	if (!strcmp(state, "final")) {
+		finish(s, ctx, NULL);
+	} else if (!strcmp(state, "error") || !strcmp(state, "aborted")) {
+		char code[48];
+		const char *kind = jstr(p, "errorKind");
+		snprintf(code, sizeof(code), "chat:%s", !strcmp(state, "aborted") ? "aborted" : kind[0] ? kind : "error");
+		finish(s, ctx, code);
+	}
 }
 
 static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
@@ -349,6 +372,8 @@ static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
 		const cJSON *p = jget(f, "payload");
 		if (!strcmp(jstr(p, "stream"), "assistant") && jstr(jget(p, "data"), "delta")[0])
 			token(s);
+	} else if (!strcmp(type, "event") && !strcmp(event, "chat") && s->t.sent && s->o->via_chat) {
+		ws_chat(s, ctx, jget(f, "payload"));
 	}
 	cJSON_Delete(f);
 }

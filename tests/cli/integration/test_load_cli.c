@@ -225,6 +225,17 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	cr_assert_null(strchr(r.err, '\r'), "carriage returns are for a terminal");
 	result_free(&r);
 
+	/* the Control UI's way: chat.send, then `chat` events to the final one */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--via", "chat", "--sessions", "5", "--turns", "2",
+			  "--message", SCRIPTED, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "via")), "chat");
+	cr_assert_eq(count(r.json, "turns_ok"), 10, "%s", r.out);
+	cr_assert_eq(count(obj(r.json, "accepted_ms"), "count"), 10, "%s", r.out);
+	cr_assert_geq(series(r.json, "ttft_ms"), 100);
+	cr_assert_geq(series(r.json, "turn_ms"), 160);
+	result_free(&r);
+
 	/* a wrong token: every turn fails with auth, nothing hangs */
 	r = load(&t, ARGS("--target", t.target, "--token", "wrong", "--sessions", "2", "--turns", "2", "--json",
 			  "--quiet"));
@@ -579,6 +590,9 @@ Test(load_cli, usage, .timeout = 120)
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--think-ms", "10"),
 		ARGS("--target", "ws://127.0.0.1:1", "--duraton", "1"),
 		ARGS("--target", "ws://127.0.0.1:1", "--slo", "ttft=5m"),
+		ARGS("--target", "ws://127.0.0.1:1", "--via", "rest"),
+		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "chat"),
+		ARGS("--target", "ws://127.0.0.1:1", "--via", "chat", "--model", "m1"),
 		ARGS("--target", "ws://127.0.0.1:1", "--slo", "latency=5s"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
