@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "commands.h"
 #include "load.h"
 #include "rpc_client.h"
@@ -61,6 +63,7 @@ static void usage(FILE *f)
 		"  --threshold EXPR       e.g. 'p99(turn_ms)<200,rate(errors)<0.001': exit 3 when\n"
 		"                         one does not hold (grammar: docs/load.md)\n"
 		"  --json                 the results as one JSON object on stdout\n"
+		"  --compare OLD.json     set an earlier run's --json beside this run's figures\n"
 		"  --csv FILE             one row per second (columns: docs/load.md)\n"
 		"  --quiet                no progress line on stderr\n\n"
 		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
@@ -70,7 +73,7 @@ static void usage(FILE *f)
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES, OPT_SESSIONS, OPT_TURNS,
 	OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT,
-	OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_QUIET, OPT_HELP,
+	OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_COMPARE, OPT_QUIET, OPT_HELP,
 };
 
 static const struct option longs[] = {
@@ -97,6 +100,7 @@ static const struct option longs[] = {
 	{"threshold", required_argument, NULL, OPT_THRESHOLD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"csv", required_argument, NULL, OPT_CSV},
+	{"compare", required_argument, NULL, OPT_COMPARE},
 	{"quiet", no_argument, NULL, OPT_QUIET},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
@@ -104,7 +108,8 @@ static const struct option longs[] = {
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold, *messages, *csv;
+	const char *threshold, *messages, *csv, *compare;
+	cJSON *old; /* --compare's object */
 	bool message_set, arrivals_set, in_flight_set;
 } parsed_t;
 
@@ -231,6 +236,7 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_THRESHOLD: p->threshold = arg; break;
 	case OPT_JSON: o->json = true; break;
 	case OPT_CSV: p->csv = arg; break;
+	case OPT_COMPARE: p->compare = arg; break;
 	case OPT_QUIET: o->progress = false; break;
 	case OPT_HELP: usage(stdout); return -1;
 	default: usage(stderr); return PC_CLI_USAGE;
@@ -296,7 +302,11 @@ static int check(parsed_t *p)
 		fprintf(stderr, CMD ": --via chat is for a ws:// target, without --model\n");
 		rc = PC_CLI_USAGE;
 	}
-	return rc == 0 && p->messages ? pc_load_messages_read(p->messages, o) : rc;
+	if (rc == 0 && p->compare && !(p->old = pc_load_compare_read(p->compare)))
+		rc = PC_CLI_USAGE;
+	if (rc == 0 && p->messages)
+		rc = pc_load_messages_read(p->messages, o);
+	return rc;
 }
 
 static int parse(int argc, char **argv, parsed_t *p)
@@ -326,17 +336,46 @@ static int parse(int argc, char **argv, parsed_t *p)
 	return check(p);
 }
 
+/* The results on stdout: the table or the JSON, each with --compare's. */
+static int report(const parsed_t *p, const pc_load_stats_t *st)
+{
+	cJSON *now = p->o.json || p->old ? pc_load_report_object(&p->o, st) : NULL;
+	int status = PC_CLI_OK;
+	if (p->o.json) {
+		bool ok = now && (!p->old || pc_load_compare_json(now, p->compare, p->old));
+		status = pc_cli_print_json(CMD, ok ? now : NULL);
+	} else {
+		pc_load_report_text(stdout, &p->o, st);
+		if (p->old && now)
+			pc_load_compare_text(stdout, p->compare, p->old, now);
+		else if (p->old) {
+			fprintf(stderr, CMD ": out of memory\n");
+			status = PC_CLI_FAIL;
+		}
+	}
+	cJSON_Delete(now);
+	return status;
+}
+
+static void parsed_free(parsed_t *p)
+{
+	pc_load_messages_free(&p->o);
+	cJSON_Delete(p->old);
+}
+
 int pc_cmd_load(int argc, char **argv)
 {
 	parsed_t p = {0};
 	int status = parse(argc, argv, &p);
-	if (status)
+	if (status) {
+		parsed_free(&p);
 		return status < 0 ? PC_CLI_OK : status;
+	}
 	pc_load_stats_t st;
 	pc_load_csv_t csv = {0};
 	if (pc_load_stats_init(&st, p.csv != NULL) != 0) {
 		fprintf(stderr, CMD ": out of memory\n");
-		pc_load_messages_free(&p.o);
+		parsed_free(&p);
 		return PC_CLI_FAIL;
 	}
 	status = p.csv ? pc_load_csv_open(p.csv, &csv) : PC_CLI_OK;
@@ -344,15 +383,11 @@ int pc_cmd_load(int argc, char **argv)
 		status = pc_load_run(&p.o, &st, p.csv ? &csv : NULL);
 	if (pc_load_csv_close(&csv) != 0)
 		status = PC_CLI_FAIL;
-	if (status == PC_CLI_OK) {
-		if (p.o.json)
-			status = pc_load_report_json(&p.o, &st);
-		else
-			pc_load_report_text(stdout, &p.o, &st);
-	}
+	if (status == PC_CLI_OK)
+		status = report(&p, &st);
 	if (status == PC_CLI_OK && p.threshold && !pc_load_threshold_eval(p.threshold, &st, stderr))
 		status = PC_LOAD_THRESHOLD_FAILED;
 	pc_load_stats_destroy(&st);
-	pc_load_messages_free(&p.o);
+	parsed_free(&p);
 	return pc_cli_flush_stdout(CMD, status);
 }

@@ -2,7 +2,8 @@
  * `pincer load` (docs/load.md): what its files share. cmd_load.c reads the
  * options and prints the results; load_run.c drives a run (the runtime,
  * the arrival schedule, progress, the end); load_messages.c reads
- * --messages; load_csv.c writes --csv; load_session.c is the actor
+ * --messages; load_csv.c writes --csv; load_compare.c reads and sets
+ * beside this run an earlier one (--compare); load_session.c is the actor
  * that plays one simulated session against the target; load_report.c
  * turns the figures into the summary, the JSON and the threshold verdict.
  *
@@ -141,8 +142,20 @@ int pc_load_session_spawn(struct pc_runtime *rt, struct pc_io *io, const pc_load
 
 /* The summary table on `f`. */
 void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st);
-/* The --json object on stdout: PC_CLI_OK or PC_CLI_FAIL. */
-int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st);
+struct cJSON;
+
+/* The --json object (docs/load.md); NULL when out of memory. */
+struct cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st);
+
+/* ---- --compare OLD.json (load_compare.c) ---- */
+
+/* The earlier run's object, or NULL with the reason printed. */
+struct cJSON *pc_load_compare_read(const char *path);
+/* The table of old, new and change on `f`. */
+void pc_load_compare_text(FILE *f, const char *path, const struct cJSON *old, const struct cJSON *now);
+/* Adds {"compare": {file, <figure>: {old, new, change}, <series>: {...}}}
+ * to `now`; false when out of memory. */
+bool pc_load_compare_json(struct cJSON *now, const char *path, const struct cJSON *old);
 
 /* Checks a --threshold expression's grammar: 0, or PC_CLI_USAGE with the
  * reason printed. */

@@ -105,6 +105,9 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 
 /* ---- --json ---- */
 
+/* The format of --json's object; it changes when a key changes meaning
+ * (load_compare.c reads this one). */
+
 /* {count, mean, p50, ..., max} in ms; the figures are null when nothing
  * was measured. */
 static bool add_series(cJSON *o, const char *key, const pc_hist_t *h)
@@ -124,7 +127,7 @@ static bool add_series(cJSON *o, const char *key, const pc_hist_t *h)
 	return ok;
 }
 
-int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st)
+cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 {
 	cJSON *j = cJSON_CreateObject(), *errors = NULL;
 	bool ok = j && cJSON_AddNumberToObject(j, "version", JSON_VERSION) &&
@@ -153,9 +156,11 @@ int pc_load_report_json(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		ok = cJSON_AddNullToObject(j, "turns_good") && cJSON_AddNullToObject(j, "goodput_per_s");
 	for (int h = 0; ok && h < PC_LOAD_HISTS; h++)
 		ok = add_series(j, series_names[h], st->hist[h]);
-	int status = pc_cli_print_json(PC_LOAD_CMD, ok ? j : NULL);
-	cJSON_Delete(j);
-	return status;
+	if (!ok) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
 }
 
 /* ---- --threshold ---- */

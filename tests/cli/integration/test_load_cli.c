@@ -266,6 +266,33 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	cr_assert_geq(itl, 20, "itl p50 %g", itl);
 	cr_assert_leq(itl, 2000, "itl p50 %g", itl);
 	cr_assert_geq(turn, 160, "turn p50 %g", turn);
+
+	/* --compare: the run above beside a slower one (the first word 200 ms
+	 * later), in the JSON and in the table */
+	char old[128];
+	snprintf(old, sizeof(old), "%s/old.json", t.dir);
+	write_file(old, r.out);
+	double old_p50 = num(obj(r.json, "turn_ms"), "p50");
+	result_free(&r);
+	const char *slower = "x [[mock:{\"text\":\"one two three four\",\"ttft_ms\":300,\"delay_ms\":20}]]";
+	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "5", "--turns", "4", "--message", slower,
+			  "--json", "--quiet", "--compare", old));
+	assert_json(&r);
+	const cJSON *row = obj(obj(obj(r.json, "compare"), "turn_ms"), "p50");
+	cr_assert_eq(num(row, "old"), old_p50);
+	cr_assert_eq(num(row, "new"), num(obj(r.json, "turn_ms"), "p50"));
+	cr_assert_gt(num(row, "change"), 0, "slower: %s", r.out);
+	cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(obj(r.json, "compare"), "turns_per_s"));
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--sessions", "1", "--message", slower, "--quiet", "--compare", old));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "compared with"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "turn_ms p50"), "%s", r.out);
+	result_free(&r);
+	write_file(old, "{\"turns_ok\":3}");
+	r = load(&t, ARGS("--target", t.target, "--compare", old));
+	cr_assert_eq(r.status, 2, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "not the --json of pincer load"), "%s", r.err);
 	result_free(&r);
 
 	/* the first word comes after 100 ms: no turn is within 50 ms of it */
