@@ -131,7 +131,8 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 {
 	cJSON *j = cJSON_CreateObject(), *errors = NULL;
 	bool ok = j && cJSON_AddNumberToObject(j, "version", JSON_VERSION) &&
-		  cJSON_AddStringToObject(j, "pincer", pc_version()) && cJSON_AddStringToObject(j, "target", o->target) &&
+		  cJSON_AddStringToObject(j, "pincer", pc_version()) &&
+		  cJSON_AddStringToObject(j, "target", o->target) &&
 		  cJSON_AddStringToObject(j, "protocol", o->proto == PC_LOAD_WS ? "ws" : "http") &&
 		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : "agent")) &&
 		  cJSON_AddStringToObject(j, "loop", o->rate > 0 ? "open" : "closed") &&

@@ -62,7 +62,8 @@ void pc_load_stats_error(pc_load_stats_t *st, const char *code)
 	if (i == st->error_kinds && i == PC_LOAD_ERROR_KINDS)
 		i--; /* the last kind takes what does not fit */
 	if (i == st->error_kinds) {
-		snprintf(st->errors[i].code, sizeof(st->errors[i].code), "%s", i + 1 < PC_LOAD_ERROR_KINDS ? code : "other");
+		const char *name = i + 1 < PC_LOAD_ERROR_KINDS ? code : "other";
+		snprintf(st->errors[i].code, sizeof(st->errors[i].code), "%s", name);
 		st->error_kinds++;
 	}
 	st->errors[i].n++;

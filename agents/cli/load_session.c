@@ -341,7 +341,8 @@ static void ws_chat(session_t *s, pc_ctx_t *ctx, const cJSON *p)
 	} else if (!strcmp(state, "error") || !strcmp(state, "aborted")) {
 		char code[48];
 		const char *kind = jstr(p, "errorKind");
-		snprintf(code, sizeof(code), "chat:%s", !strcmp(state, "aborted") ? "aborted" : kind[0] ? kind : "error");
+		const char *why = !strcmp(state, "aborted") ? "aborted" : kind[0] ? kind : "error";
+		snprintf(code, sizeof(code), "chat:%s", why);
 		finish(s, ctx, code);
 	}
 }

@@ -5,8 +5,10 @@
  * mocks' scripted delays (`ttft_ms`, `delay_ms` in a [[mock:...]] marker)
  * give the percentiles a floor they cannot be under; the upper bounds are
  * generous, for a shared and noisy machine. Also: the open loop's
- * arrivals, drops, turns in flight at the end, thresholds and exit codes,
- * and targets that refuse, drop or never answer, which must end on time.
+ * arrivals, drops, turns in flight at the end, coordinated omission,
+ * thresholds and exit codes, --csv, --compare, --slo, --via chat, SIGINT,
+ * and targets that refuse, drop or never answer (a gateway killed
+ * mid-stream among them), which must end on time.
  */
 #include <criterion/criterion.h>
 
@@ -371,7 +373,8 @@ Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
 	char csv[128];
 	snprintf(csv, sizeof(csv), "%s/run.csv", t.dir);
 	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "8", "--rate", "40", "--duration",
-				   "2", "--arrivals", "constant", "--message", SCRIPTED, "--json", "--quiet", "--csv", csv));
+				   "2", "--arrivals", "constant", "--message", SCRIPTED, "--json", "--quiet", "--csv",
+				   csv));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "arrivals"), 80, "%s", r.out);
 	assert_accounted(r.json, 80);
@@ -461,7 +464,8 @@ Test(load_cli, thresholds_set_the_exit_status, .timeout = 240)
 	ctx_t t;
 	mock_up(&t);
 	result_t r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "2", "--message", SCRIPTED,
-				   "--quiet", "--threshold", "p99(turn_ms)<60000, rate(errors)<0.5,p99.9(turn_ms)>=100"));
+				   "--quiet", "--threshold",
+				   "p99(turn_ms)<60000, rate(errors)<0.5,p99.9(turn_ms)>=100"));
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	result_free(&r);
 	r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "2", "--message", SCRIPTED, "--quiet",
@@ -545,15 +549,67 @@ Test(load_cli, refused_and_silent_targets_end_on_time, .timeout = 240)
 					   "1", "--connect-timeout", "1", "--json", "--quiet"));
 		assert_json(&r);
 		const cJSON *e = obj(r.json, "errors");
-		uint64_t timeouts = (cJSON_GetObjectItemCaseSensitive(e, "timeout") ? count(e, "timeout") : 0) +
-				    (cJSON_GetObjectItemCaseSensitive(e, "connect_timeout") ? count(e, "connect_timeout")
-											       : 0);
+		uint64_t timeouts = 0;
+		if (cJSON_GetObjectItemCaseSensitive(e, "timeout"))
+			timeouts += count(e, "timeout");
+		if (cJSON_GetObjectItemCaseSensitive(e, "connect_timeout"))
+			timeouts += count(e, "connect_timeout");
 		cr_assert_geq(timeouts, 3, "%s", r.out);
 		cr_assert_eq(count(r.json, "turns_ok"), 0);
 		cr_assert_lt(r.ms, 2500 + END_SLACK_MS);
 		result_free(&r);
 	}
 	close(fd);
+	down(&t);
+}
+
+/* Waits until `path` has `n` lines (the progress line: n seconds of run). */
+static void await_lines(const char *path, unsigned n)
+{
+	uint64_t until = now_ms() + EXIT_WAIT_MS;
+	for (unsigned lines = 0; lines < n;) {
+		char *text = read_file(path);
+		lines = 0;
+		for (const char *c = text; *c; c++)
+			lines += *c == '\n';
+		free(text);
+		cr_assert_lt(now_ms(), until, "no progress lines");
+		sleep_ms(50);
+	}
+}
+
+/* The gateway dies in the middle of streamed turns: they fail as closed,
+ * then the sessions find it refusing; the run still ends on time. */
+Test(load_cli, gateway_killed_mid_stream, .timeout = 240)
+{
+	ctx_t t;
+	gateway_up(&t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/kill.out", t.dir);
+	snprintf(err, sizeof(err), "%s/kill.err", t.dir);
+	write_file(out, "");
+	write_file(err, "");
+	/* twelve words 100 ms apart: every turn is mid-stream most of its time */
+	char *argv[] = {t.pincer, "load", "--target", t.target, "--token", TOKEN, "--sessions", "6", "--duration", "4",
+			"--json", "--message",
+			"w [[mock:{\"text\":\"a b c d e f g h i j k l\",\"ttft_ms\":50,\"delay_ms\":100}]]", NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	uint64_t t0 = now_ms();
+	pid_t pid = start_child(t.pincer, argv, envp, t.dir, out, err);
+	await_lines(err, 2);
+	cr_assert_eq(kill(t.server, SIGKILL), 0);
+	(void)child_wait(&t.server, EXIT_WAIT_MS);
+	int st = child_wait(&pid, EXIT_WAIT_MS);
+	cr_assert_eq(st, 0);
+	cr_assert_lt(now_ms() - t0, 4000 + END_SLACK_MS, "the run did not end on time");
+	char *o = read_file(out);
+	cJSON *j = cJSON_Parse(o);
+	cr_assert_not_null(j, "%s", o);
+	const cJSON *e = obj(j, "errors");
+	cr_assert_geq(count(e, "closed"), 6, "every session had a turn streaming: %s", o);
+	cr_assert_gt(count(e, "refused"), 0, "%s", o);
+	cJSON_Delete(j);
+	free(o);
 	down(&t);
 }
 
@@ -573,16 +629,7 @@ Test(load_cli, sigint_ends_the_run_with_its_results, .timeout = 240)
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
 	pid_t pid = start_child(t.pincer, argv, envp, t.dir, out, err);
 	/* two progress lines: it has run for two seconds */
-	uint64_t until = now_ms() + EXIT_WAIT_MS;
-	for (unsigned lines = 0; lines < 2;) {
-		char *text = read_file(err);
-		lines = 0;
-		for (const char *c = text; *c; c++)
-			lines += *c == '\n';
-		free(text);
-		cr_assert_lt(now_ms(), until, "no progress lines");
-		sleep_ms(50);
-	}
+	await_lines(err, 2);
 	uint64_t t0 = now_ms();
 	cr_assert_eq(kill(pid, SIGINT), 0);
 	int st = child_wait(&pid, EXIT_WAIT_MS);
