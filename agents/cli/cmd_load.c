@@ -24,6 +24,7 @@
 /* Bounds that keep the arithmetic (ns in 64 bits) far from overflow. */
 #define MAX_SECONDS 864000.0 /* 10 days */
 #define MAX_SESSIONS 1000000u
+#define MAX_STAGES 100u
 
 static void usage(FILE *f)
 {
@@ -51,6 +52,8 @@ static void usage(FILE *f)
 		"  --duration S           run for S seconds after the warmup (decimals allowed)\n"
 		"  --think-ms MS          closed loop: pause after each turn (default 0)\n"
 		"  --rate R               open loop: R turns/s in all, spread over the sessions\n"
+		"  --stages S:R,...       open loop: ramps, each S seconds to R turns/s, from the\n"
+		"                         one before (the first from --rate, else 0)\n"
 		"  --arrivals KIND        open loop: poisson (default) or constant gaps\n"
 		"  --seed N               open loop: the arrivals' random seed (default 1)\n"
 		"  --max-in-flight N      open loop: turns queued or running at most; the rest are\n"
@@ -72,7 +75,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
-	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT,
+	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED, OPT_MAX_IN_FLIGHT,
 	OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV, OPT_COMPARE,
 	OPT_QUIET, OPT_HELP,
 };
@@ -91,6 +94,7 @@ static const struct option longs[] = {
 	{"duration", required_argument, NULL, OPT_DURATION},
 	{"think-ms", required_argument, NULL, OPT_THINK},
 	{"rate", required_argument, NULL, OPT_RATE},
+	{"stages", required_argument, NULL, OPT_STAGES},
 	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
@@ -111,7 +115,7 @@ typedef struct parsed {
 	pc_load_opts_t o;
 	const char *threshold, *messages, *csv, *compare;
 	cJSON *old; /* --compare's object */
-	bool message_set, arrivals_set, in_flight_set;
+	bool duration_set, message_set, arrivals_set, in_flight_set;
 } parsed_t;
 
 /* A non-negative decimal number of seconds (at most `max`), in ms. */
@@ -133,8 +137,8 @@ static int positive_rate(const char *text, double *out)
 	char *end = NULL;
 	errno = 0;
 	double v = strtod(text, &end);
-	if (errno || end == text || *end || !isfinite(v) || v <= 0 || v > 1e7) {
-		fprintf(stderr, CMD ": --rate takes turns per second above 0 (at most 1e7), not '%s'\n", text);
+	if (errno || end == text || *end || !isfinite(v) || v < 0.01 || v > 1e7) {
+		fprintf(stderr, CMD ": --rate takes turns per second from 0.01 to 1e7, not '%s'\n", text);
 		return PC_CLI_USAGE;
 	}
 	*out = v;
@@ -185,6 +189,40 @@ static int slo(const char *arg, pc_load_opts_t *o)
 	return 0;
 }
 
+/* --stages "S:R,...": each S seconds (an "s" may follow) ramping to R
+ * turns/s. */
+static int stages(const char *arg, pc_load_opts_t *o)
+{
+	free(o->stages);
+	o->stages = NULL;
+	o->n_stages = 0;
+	o->duration_ms = 0;
+	for (const char *p = arg;;) {
+		char *end = NULL;
+		errno = 0;
+		double s = strtod(p, &end);
+		if (end && *end == 's')
+			end++;
+		double r = end && *end == ':' ? strtod(end + 1, &end) : -1;
+		struct pc_load_stage *grown = o->n_stages < MAX_STAGES
+						      ? realloc(o->stages, (o->n_stages + 1) * sizeof(*grown))
+						      : NULL;
+		if (grown)
+			o->stages = grown;
+		if (errno || !isfinite(s) || !(s > 0 && s <= MAX_SECONDS) || !isfinite(r) || r < 0 || r > 1e7 ||
+		    (*end && *end != ',') || !grown) {
+			fprintf(stderr, CMD ": --stages takes SECONDS:RATE,... (at most %u), not '%s'\n", MAX_STAGES,
+				arg);
+			return PC_CLI_USAGE;
+		}
+		o->stages[o->n_stages++] = (struct pc_load_stage){.ms = (uint64_t)llround(s * 1000), .rate = r};
+		o->duration_ms += (uint64_t)llround(s * 1000);
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
 /* One option into *p: 0, or an exit status (-1: --help was printed). */
 static int option(parsed_t *p, int code, const char *arg)
 {
@@ -214,9 +252,13 @@ static int option(parsed_t *p, int code, const char *arg)
 		o->sessions = (uint32_t)v;
 		break;
 	case OPT_TURNS: rc = pc_cli_uint(CMD, "--turns", arg, 1, UINT32_MAX, &o->turns); break;
-	case OPT_DURATION: rc = seconds_ms("--duration", arg, 0.001, &o->duration_ms); break;
+	case OPT_DURATION:
+		rc = seconds_ms("--duration", arg, 0.001, &o->duration_ms);
+		p->duration_set = true;
+		break;
 	case OPT_THINK: rc = pc_cli_uint(CMD, "--think-ms", arg, 0, 86400000, &o->think_ms); break;
 	case OPT_RATE: rc = positive_rate(arg, &o->rate); break;
+	case OPT_STAGES: rc = stages(arg, o); break;
 	case OPT_ARRIVALS:
 		p->arrivals_set = true;
 		if (strcmp(arg, "poisson") && strcmp(arg, "constant")) {
@@ -276,17 +318,23 @@ static int target(pc_load_opts_t *o)
 static int check(parsed_t *p)
 {
 	pc_load_opts_t *o = &p->o;
+	o->open = o->rate > 0 || o->n_stages;
 	if (!o->target) {
 		fprintf(stderr, CMD ": --target is required\n\n");
 		usage(stderr);
 		return PC_CLI_USAGE;
 	}
-	if (o->rate <= 0 && (p->arrivals_set || p->in_flight_set)) {
+	if (!o->open && (p->arrivals_set || p->in_flight_set)) {
 		fprintf(stderr, CMD ": --arrivals and --max-in-flight are for the open loop: add --rate\n");
 		return PC_CLI_USAGE;
 	}
-	if (o->rate > 0 && o->think_ms) {
-		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate\n");
+	if (o->open && o->think_ms) {
+		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate and --stages\n");
+		return PC_CLI_USAGE;
+	}
+	if (o->n_stages && (p->duration_set || o->warmup_ms)) {
+		/* the stages are the run's time from its start */
+		fprintf(stderr, CMD ": --stages sets the run's length: leave out --duration and --warmup\n");
 		return PC_CLI_USAGE;
 	}
 	if (p->message_set && p->messages) {
@@ -361,6 +409,7 @@ static int report(const parsed_t *p, const pc_load_stats_t *st)
 static void parsed_free(parsed_t *p)
 {
 	pc_load_messages_free(&p->o);
+	free(p->o.stages);
 	cJSON_Delete(p->old);
 }
 

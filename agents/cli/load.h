@@ -50,7 +50,13 @@ typedef struct pc_load_opts {
 	uint64_t turns;            /* per session; 0 with --duration: no limit */
 	uint64_t duration_ms;      /* 0: until the turns are done */
 	uint64_t think_ms;         /* closed loop: the pause after each turn */
-	double rate;               /* open loop: turns/s in all; 0: closed loop */
+	bool open;                 /* open loop: --rate or --stages */
+	double rate;               /* open loop: turns/s in all (with stages: where the first starts) */
+	struct pc_load_stage {
+		uint64_t ms;       /* its length */
+		double rate;       /* the rate it ramps to, linearly, from the one before */
+	} *stages;                 /* --stages, or NULL */
+	size_t n_stages;
 	bool poisson;              /* open loop: exponential gaps, else equal ones */
 	uint64_t seed;
 	uint64_t max_in_flight;    /* open loop: queued or running turns; 0: no cap */

@@ -66,7 +66,10 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 						 : ", agent";
 	fprintf(f, "target       %s (%s%s)\n", o->target,
 		o->proto == PC_LOAD_WS ? "OpenClaw WebSocket RPC" : "OpenAI chat completions", how);
-	if (o->rate > 0)
+	if (o->n_stages)
+		fprintf(f, "load         open loop, %zu stages (%s), %u sessions\n", o->n_stages,
+			o->poisson ? "poisson" : "constant", o->sessions);
+	else if (o->open)
 		fprintf(f, "load         open loop, %.1f turns/s (%s), %u sessions\n", o->rate,
 			o->poisson ? "poisson" : "constant", o->sessions);
 	else
@@ -135,7 +138,7 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		  cJSON_AddStringToObject(j, "target", o->target) &&
 		  cJSON_AddStringToObject(j, "protocol", o->proto == PC_LOAD_WS ? "ws" : "http") &&
 		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : "agent")) &&
-		  cJSON_AddStringToObject(j, "loop", o->rate > 0 ? "open" : "closed") &&
+		  cJSON_AddStringToObject(j, "loop", o->open ? "open" : "closed") &&
 		  cJSON_AddNumberToObject(j, "sessions", o->sessions) &&
 		  cJSON_AddNumberToObject(j, "turns_ok", (double)atomic_load(&st->ok)) &&
 		  cJSON_AddNumberToObject(j, "turns_failed", (double)atomic_load(&st->failed)) &&

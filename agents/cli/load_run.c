@@ -27,6 +27,8 @@
 /* How long the end waits for the sessions to stop (each is one handler
  * away from it). */
 #define STOP_WAIT_NS (5000u * NS_PER_MS)
+/* The step in which a ramp's rate is summed to find the next arrival. */
+#define RAMP_STEP_NS (1u * NS_PER_MS)
 
 int pc_load_stats_init(pc_load_stats_t *st, bool windows)
 {
@@ -81,15 +83,46 @@ static uint64_t next_random(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-/* The gap to the next arrival, in ns. */
-static uint64_t gap_ns(const pc_load_opts_t *o, uint64_t *rng)
+/* The rate `ns` after the start: --rate, or the stages' ramps (0 past
+ * the last). */
+static double rate_at(const pc_load_opts_t *o, uint64_t ns)
 {
-	double mean = 1e9 / o->rate;
-	if (!o->poisson)
-		return (uint64_t)mean;
-	/* u in (0, 1]: -ln(u) is an exponential draw of mean 1 */
-	double u = (double)((next_random(rng) >> 11) + 1) / 9007199254740992.0;
-	return (uint64_t)(-log(u) * mean);
+	double from = o->rate;
+	uint64_t start = 0;
+	for (size_t i = 0; i < o->n_stages; i++) {
+		const struct pc_load_stage *s = &o->stages[i];
+		if (ns < start + s->ms * NS_PER_MS)
+			return from + (s->rate - from) * (double)(ns - start) / ((double)s->ms * NS_PER_MS);
+		start += s->ms * NS_PER_MS;
+		from = s->rate;
+	}
+	return o->n_stages ? 0 : o->rate;
+}
+
+/* The gap from an arrival `ns` after the start to the next, in ns. The
+ * next comes when the rate's integral from here reaches 1 (constant
+ * arrivals) or an exponential draw of mean 1 (Poisson: the time-varying
+ * process by time change). A fixed rate has it in closed form; ramps are
+ * summed in steps. Past the stages' end: the gap to the end. */
+static uint64_t gap_ns(const pc_load_opts_t *o, uint64_t *rng, uint64_t ns)
+{
+	double need = 1.0;
+	if (o->poisson) {
+		/* u in (0, 1]: -ln(u) is an exponential draw of mean 1 */
+		double u = (double)((next_random(rng) >> 11) + 1) / 9007199254740992.0;
+		need = -log(u);
+	}
+	if (!o->n_stages)
+		return (uint64_t)(need * 1e9 / o->rate);
+	uint64_t end = o->duration_ms * NS_PER_MS;
+	for (uint64_t t = ns; t < end; t += RAMP_STEP_NS) {
+		double r = rate_at(o, t + RAMP_STEP_NS / 2);
+		double got = r * RAMP_STEP_NS / 1e9;
+		if (got >= need)
+			return t - ns + (uint64_t)(need / r * 1e9);
+		need -= got;
+	}
+	return end > ns ? end - ns : 0;
 }
 
 /* ---- progress ---- */
@@ -178,7 +211,7 @@ static void arrivals(driver_t *d, uint64_t now)
 	pc_load_stats_t *st = d->st;
 	while (d->next_arrival <= now && d->next_arrival < d->end_ns && st->arrivals < d->arrival_limit) {
 		uint64_t intended = d->next_arrival, k = st->arrivals++;
-		d->next_arrival += gap_ns(o, &d->rng);
+		d->next_arrival += gap_ns(o, &d->rng, d->next_arrival - st->t0_ns);
 		if (o->max_in_flight && atomic_load(&st->in_flight) >= o->max_in_flight) {
 			if (intended >= st->warm_until_ns)
 				atomic_fetch_add(&st->dropped, 1);
@@ -198,7 +231,7 @@ static bool done(const driver_t *d)
 	const pc_load_stats_t *st = d->st;
 	if (!d->o->turns)
 		return false;
-	if (d->o->rate <= 0)
+	if (!d->o->open)
 		return atomic_load(&st->sessions_done) >= d->o->sessions;
 	return st->arrivals >= d->arrival_limit && atomic_load(&st->in_flight) == 0;
 }
@@ -221,18 +254,20 @@ static void drive(driver_t *d)
 	st->t0_ns = pc__clock_mono_ns();
 	st->warm_until_ns = st->t0_ns + o->warmup_ms * NS_PER_MS;
 	d->end_ns = o->duration_ms ? st->warm_until_ns + o->duration_ms * NS_PER_MS : UINT64_MAX;
-	d->next_arrival = st->t0_ns;
+	/* the first arrival: at the start, or where the stages' ramp has
+	 * summed to one */
+	d->next_arrival = st->t0_ns + (o->n_stages ? gap_ns(o, &d->rng, 0) : 0);
 	d->arrival_limit = o->turns ? o->turns * o->sessions : UINT64_MAX;
 	d->rng = o->seed;
 	p.next_ns = st->t0_ns + PROGRESS_NS;
 	p.last_ns = st->t0_ns;
-	if (o->rate <= 0)
+	if (!o->open)
 		for (uint32_t i = 0; i < o->sessions; i++)
 			if (pc_send_signal(d->sessions[i], PC_LOAD_MSG_START) != 0)
 				atomic_fetch_add(&st->sessions_done, 1);
 	for (;;) {
 		uint64_t now = pc__clock_mono_ns();
-		if (o->rate > 0)
+		if (o->open)
 			arrivals(d, now);
 		if (now >= d->end_ns || done(d))
 			break;
@@ -243,10 +278,12 @@ static void drive(driver_t *d)
 			p.next_ns += PROGRESS_NS;
 		}
 		uint64_t wake = now + POLL_NS;
-		if (o->rate > 0 && d->next_arrival < wake)
+		if (o->open && d->next_arrival < wake)
 			wake = d->next_arrival;
 		if (d->end_ns < wake)
 			wake = d->end_ns;
+		if (p.next_ns < wake)
+			wake = p.next_ns;
 		if (sleep_until(d, wake)) {
 			st->interrupted = true;
 			break;

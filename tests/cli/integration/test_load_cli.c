@@ -384,6 +384,21 @@ Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
 	cr_assert_lt(r.ms, 2000 + END_SLACK_MS);
 	result_free(&r);
 
+	/* stages: nothing for a second, then a ramp to 40/s over a second,
+	 * which sums to 20 arrivals (the last may fall on the end) */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "8", "--stages", "1s:0,1s:40", "--arrivals", "constant",
+			  "--message", SCRIPTED, "--json", "--quiet", "--csv", csv));
+	assert_json(&r);
+	uint64_t ramped = count(r.json, "arrivals");
+	cr_assert(ramped >= 18 && ramped <= 20, "%llu arrivals in the ramp", (unsigned long long)ramped);
+	assert_accounted(r.json, ramped);
+	cr_assert_lt(r.ms, 2000 + END_SLACK_MS);
+	assert_csv(csv, count(r.json, "turns_ok"), 2);
+	char *rows = read_file(csv);
+	cr_assert_not_null(strstr(rows, "\n1.000,0,0,0,0,"), "the first second sends nothing: %s", rows);
+	free(rows);
+	result_free(&r);
+
 	/* poisson: the same seed, the same arrivals */
 	uint64_t arrivals[2];
 	for (int i = 0; i < 2; i++) {
@@ -664,6 +679,10 @@ Test(load_cli, usage, .timeout = 120)
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--think-ms", "10"),
 		ARGS("--target", "ws://127.0.0.1:1", "--duraton", "1"),
 		ARGS("--target", "ws://127.0.0.1:1", "--slo", "ttft=5m"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:x"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--duration", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--think-ms", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--rate", "0.001"),
 		ARGS("--target", "ws://127.0.0.1:1", "--via", "rest"),
 		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "chat"),
 		ARGS("--target", "ws://127.0.0.1:1", "--via", "chat", "--model", "m1"),
