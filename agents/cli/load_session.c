@@ -13,8 +13,9 @@
  * challenge, `connect`, then per turn an `agent` request, its accepted
  * answer, `agent` events (assistant deltas are the tokens) and the final
  * answer; or (--via chat) a `chat.send` request, its started answer, the
- * same `agent` events, and the run's final `chat` event. A turn that fails with the connection (lost, timed out) leaves
- * it closed; the next turn opens a new one. HTTP: one POST per turn, on
+ * same `agent` events, and the run's final `chat` event. A turn that
+ * fails with the connection (lost, timed out) leaves it closed; the next
+ * turn opens a new one. HTTP: one POST per turn, on
  * the client's kept-alive connections.
  */
 #include "load.h"
@@ -35,8 +36,6 @@
 /* The pause before a closed-loop session's next turn after a failed
  * connection, so a refusing target is not hammered in a tight loop. */
 #define RETRY_PAUSE_MS 100
-/* A message template's largest expansion. */
-#define MESSAGE_MAX 65536
 
 typedef enum conn {
 	CONN_NONE,      /* no connection (also: the last one ended) */
@@ -98,13 +97,14 @@ static void start_next(session_t *s, pc_ctx_t *ctx);
  * {session} and {turn} (both 0-based) filled in. */
 static char *message_for(const session_t *s, uint64_t turn)
 {
-	char *out = malloc(MESSAGE_MAX);
+	const pc_load_opts_t *o = s->o;
+	const char *tmpl = o->messages ? o->messages[turn % o->n_messages] : o->message;
+	/* the longest expansion, "{turn}" into 20 digits, is under 4 times */
+	char *out = malloc(strlen(tmpl) * 4 + 1);
 	if (!out)
 		return NULL;
 	size_t n = 0;
-	const pc_load_opts_t *o = s->o;
-	const char *tmpl = o->messages ? o->messages[turn % o->n_messages] : o->message;
-	for (const char *p = tmpl; *p && n < MESSAGE_MAX - 32; p++) {
+	for (const char *p = tmpl; *p; p++) {
 		if (!strncmp(p, "{session}", 9)) {
 			n += (size_t)snprintf(out + n, 24, "%u", s->index);
 			p += 8;
