@@ -353,7 +353,7 @@ cJSON *pc_cli_rpc_connect_params(const pc_cli_rpc_options_t *o)
 	cJSON *cl = cJSON_AddObjectToObject(p, "client");
 	bool ok = cl && cJSON_AddNumberToObject(p, "minProtocol", PC_CLI_RPC_PROTOCOL_MIN) &&
 		  cJSON_AddNumberToObject(p, "maxProtocol", PC_CLI_RPC_PROTOCOL_MAX) &&
-		  cJSON_AddStringToObject(cl, "id", "pincer-cli") &&
+		  cJSON_AddStringToObject(cl, "id", "cli") &&
 		  cJSON_AddStringToObject(cl, "version", pc_version()) &&
 		  cJSON_AddStringToObject(cl, "platform", "linux") && cJSON_AddStringToObject(cl, "mode", "cli") &&
 		  cJSON_AddStringToObject(p, "role", "operator");
