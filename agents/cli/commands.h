@@ -21,6 +21,7 @@ int pc_cmd_config(int argc, char **argv);
 int pc_cmd_devices(int argc, char **argv);
 int pc_cmd_gateway(int argc, char **argv);
 int pc_cmd_health(int argc, char **argv);
+int pc_cmd_load(int argc, char **argv);
 int pc_cmd_sessions(int argc, char **argv);
 int pc_cmd_version(int argc, char **argv);
 

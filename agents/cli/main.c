@@ -34,6 +34,7 @@ static const command_t commands[] = {
 	{"devices", pc_cmd_devices, "list, approve or reject a gateway's device pairing requests"},
 	{"gateway", pc_cmd_gateway, "serve the WebSocket RPC, the OpenAI API, probes and metrics"},
 	{"health", pc_cmd_health, "ask a running gateway how it is"},
+	{"load", pc_cmd_load, "load-test a gateway or an OpenAI-compatible endpoint"},
 	{"mock-llm", pc_cmd_mock_llm, "serve a scripted OpenAI- and Anthropic-compatible LLM API"},
 	{"sessions", pc_cmd_sessions, "list a gateway's sessions, or show one's transcript"},
 	{"version", pc_cmd_version, "print the version"},

@@ -357,13 +357,13 @@ static int open_ws(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t timeo
 
 /* ---- the handshake ---- */
 
-static cJSON *connect_params(const pc_cli_rpc_options_t *o)
+cJSON *pc_cli_rpc_connect_params(const pc_cli_rpc_options_t *o)
 {
 	cJSON *p = cJSON_CreateObject();
 	cJSON *cl = cJSON_AddObjectToObject(p, "client");
 	bool ok = cl && cJSON_AddNumberToObject(p, "minProtocol", PC_CLI_RPC_PROTOCOL_MIN) &&
 		  cJSON_AddNumberToObject(p, "maxProtocol", PC_CLI_RPC_PROTOCOL_MAX) &&
-		  cJSON_AddStringToObject(cl, "id", "pincer-cli") &&
+		  cJSON_AddStringToObject(cl, "id", "cli") &&
 		  cJSON_AddStringToObject(cl, "version", pc_version()) &&
 		  cJSON_AddStringToObject(cl, "platform", "linux") && cJSON_AddStringToObject(cl, "mode", "cli") &&
 		  cJSON_AddStringToObject(p, "role", "operator");
@@ -401,7 +401,7 @@ static int handshake(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t unt
 	int rc = pc_cli_rpc_until(c, left_ms(until), pick_challenge, NULL, &f);
 	cJSON_Delete(f);
 	if (rc == 0) {
-		cJSON *p = connect_params(o);
+		cJSON *p = pc_cli_rpc_connect_params(o);
 		rc = p ? pc_cli_rpc_call(c, "connect", p, left_ms(until), &res) : PC_ENOMEM;
 	}
 	char lost[200];

@@ -62,6 +62,12 @@ typedef struct pc_cli_rpc_options {
  * The caller owns *out (pc_cli_rpc_free). */
 int pc_cli_rpc_connect(const pc_cli_rpc_options_t *o, pc_cli_rpc_t **out, char *err, size_t cap);
 
+/* The params of `connect` for `o` (its token, password, scopes and
+ * tool_events; the host and port are not looked at): the caller's, NULL
+ * when out of memory. For clients that speak the protocol on their own
+ * connections (`pincer load`). */
+cJSON *pc_cli_rpc_connect_params(const pc_cli_rpc_options_t *o);
+
 /* The hello-ok payload (borrowed, valid until the client is freed). */
 const cJSON *pc_cli_rpc_hello(const pc_cli_rpc_t *c);
 

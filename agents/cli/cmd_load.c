@@ -1,0 +1,443 @@
+/*
+ * `pincer load --target URL [options]`: drives a gateway (OpenClaw's
+ * WebSocket RPC) or an OpenAI-compatible endpoint with simulated
+ * sessions and reports latency percentiles, throughput and errors
+ * (docs/load.md). This file reads the options and prints the results;
+ * load.h says where the rest is.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "commands.h"
+#include "load.h"
+#include "rpc_client.h"
+
+#define CMD PC_LOAD_CMD
+#define DEFAULT_MESSAGE "load test: session {session}, turn {turn}"
+#define DEFAULT_TIMEOUT_MS 60000u
+#define DEFAULT_CONNECT_TIMEOUT_MS 10000u
+/* Bounds that keep the arithmetic (ns in 64 bits) far from overflow. */
+#define MAX_SECONDS 864000.0 /* 10 days */
+#define MAX_SESSIONS 1000000u
+#define MAX_STAGES 100u
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: pincer load --target URL [options]\n\n"
+		"Drives a gateway or an OpenAI-compatible endpoint with simulated sessions and\n"
+		"reports latency percentiles (from each turn's intended send time), throughput\n"
+		"and errors. docs/load.md explains the numbers.\n\n"
+		"  --target URL           ws://HOST:PORT (OpenClaw's WebSocket RPC: `agent`), or\n"
+		"                         http://HOST:PORT/v1 (OpenAI chat completions; https too)\n"
+		"                         (env PINCER_LOAD_TARGET)\n"
+		"  --token TOKEN          ws: the gateway's token; http: a bearer token\n"
+		"                         (env PINCER_LOAD_TOKEN)\n"
+		"  --password SECRET      ws: the gateway's password (env PINCER_LOAD_PASSWORD)\n"
+		"  --via agent|chat       ws: `agent` requests (default) or chat.send and `chat`\n"
+		"                         events, as OpenClaw's Control UI sends\n"
+		"  --model NAME           the model asked for (http default: mock)\n"
+		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
+		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
+		"                         from 0 (default: \"" DEFAULT_MESSAGE "\")\n"
+		"  --messages FILE        JSONL, one message a line (a string or {\"message\": ...});\n"
+		"                         a session's turn k takes line k modulo their number\n"
+		"  --sessions N           simulated sessions (default 1)\n"
+		"  --turns K              turns per session (default 1 without --duration)\n"
+		"  --duration S           run for S seconds after the warmup (decimals allowed)\n"
+		"  --think-ms MS          closed loop: pause after each turn (default 0)\n"
+		"  --rate R               open loop: R turns/s in all, spread over the sessions\n"
+		"  --stages S:R,...       open loop: ramps, each S seconds to R turns/s, from the\n"
+		"                         one before (the first from --rate, else 0)\n"
+		"  --arrivals KIND        open loop: poisson (default) or constant gaps\n"
+		"  --seed N               open loop: the arrivals' random seed (default 1)\n"
+		"  --max-in-flight N      open loop: turns queued or running at most; the rest are\n"
+		"                         counted as dropped\n"
+		"  --warmup S             leave turns meant to start in the first S seconds out\n"
+		"  --timeout S            one turn's limit (default 60)\n"
+		"  --connect-timeout S    a connection's limit (default 10)\n"
+		"  --slo LIMITS           e.g. 'ttft=500ms,tpot=50ms,turn=5s': turns within every\n"
+		"                         limit are good (goodput)\n"
+		"  --threshold EXPR       e.g. 'p99(turn_ms)<200,rate(errors)<0.001': exit 3 when\n"
+		"                         one does not hold (grammar: docs/load.md)\n"
+		"  --json                 the results as one JSON object on stdout\n"
+		"  --compare OLD.json     set an earlier run's --json beside this run's figures\n"
+		"  --csv FILE             one row per second (columns: docs/load.md)\n"
+		"  --quiet                no progress line on stderr\n\n"
+		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
+		"crossed.\n");
+}
+
+enum {
+	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
+	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED,
+	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
+	OPT_COMPARE, OPT_QUIET, OPT_HELP,
+};
+
+static const struct option longs[] = {
+	{"target", required_argument, NULL, OPT_TARGET},
+	{"token", required_argument, NULL, OPT_TOKEN},
+	{"password", required_argument, NULL, OPT_PASSWORD},
+	{"via", required_argument, NULL, OPT_VIA},
+	{"model", required_argument, NULL, OPT_MODEL},
+	{"stream", no_argument, NULL, OPT_STREAM},
+	{"message", required_argument, NULL, OPT_MESSAGE},
+	{"messages", required_argument, NULL, OPT_MESSAGES},
+	{"sessions", required_argument, NULL, OPT_SESSIONS},
+	{"turns", required_argument, NULL, OPT_TURNS},
+	{"duration", required_argument, NULL, OPT_DURATION},
+	{"think-ms", required_argument, NULL, OPT_THINK},
+	{"rate", required_argument, NULL, OPT_RATE},
+	{"stages", required_argument, NULL, OPT_STAGES},
+	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+	{"slo", required_argument, NULL, OPT_SLO},
+	{"threshold", required_argument, NULL, OPT_THRESHOLD},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"csv", required_argument, NULL, OPT_CSV},
+	{"compare", required_argument, NULL, OPT_COMPARE},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"help", no_argument, NULL, OPT_HELP},
+	{NULL, 0, NULL, 0},
+};
+
+typedef struct parsed {
+	pc_load_opts_t o;
+	const char *threshold, *messages, *csv, *compare;
+	cJSON *old; /* --compare's object */
+	bool duration_set, message_set, arrivals_set, in_flight_set;
+} parsed_t;
+
+/* A non-negative decimal number of seconds (at most `max`), in ms. */
+static int seconds_ms(const char *what, const char *text, double min, uint64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(v) || v < min || v > MAX_SECONDS) {
+		fprintf(stderr, CMD ": %s takes seconds from %g to %g, not '%s'\n", what, min, MAX_SECONDS, text);
+		return PC_CLI_USAGE;
+	}
+	*out = (uint64_t)llround(v * 1000);
+	return 0;
+}
+
+static int positive_rate(const char *text, double *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(v) || v < 0.01 || v > 1e7) {
+		fprintf(stderr, CMD ": --rate takes turns per second from 0.01 to 1e7, not '%s'\n", text);
+		return PC_CLI_USAGE;
+	}
+	*out = v;
+	return 0;
+}
+
+/* One --slo limit, "NAME=NUMBER[ms|s]", into *o. */
+static bool slo_limit(const char *text, size_t len, pc_load_opts_t *o)
+{
+	char buf[64], *end = NULL;
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	char *eq = strchr(buf, '=');
+	if (!eq)
+		return false;
+	*eq = '\0';
+	errno = 0;
+	double v = strtod(eq + 1, &end);
+	double scale = !strcmp(end, "s") ? 1e6 : (!strcmp(end, "ms") || !*end) ? 1e3 : 0;
+	if (errno || end == eq + 1 || !scale || !isfinite(v) || v <= 0 || v > MAX_SECONDS)
+		return false;
+	uint64_t us = (uint64_t)llround(v * scale);
+	uint64_t *slot = !strcmp(buf, "ttft") ? &o->slo_ttft_us : !strcmp(buf, "tpot") ? &o->slo_tpot_us
+							 : !strcmp(buf, "turn") ? &o->slo_turn_us : NULL;
+	if (!slot || !us)
+		return false;
+	*slot = us;
+	return true;
+}
+
+/* --slo: comma-separated limits. */
+static int slo(const char *arg, pc_load_opts_t *o)
+{
+	for (const char *p = arg;;) {
+		size_t n = strcspn(p, ",");
+		if (!slo_limit(p, n, o)) {
+			fprintf(stderr, CMD ": --slo '%.*s': expected ttft=, tpot= or turn= and a time (500ms, 5s)\n",
+				(int)n, p);
+			return PC_CLI_USAGE;
+		}
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+	o->slo = true;
+	return 0;
+}
+
+/* --stages "S:R,...": each S seconds (an "s" may follow) ramping to R
+ * turns/s. */
+static int stages(const char *arg, pc_load_opts_t *o)
+{
+	free(o->stages);
+	o->stages = NULL;
+	o->n_stages = 0;
+	o->duration_ms = 0;
+	for (const char *p = arg;;) {
+		char *end = NULL;
+		errno = 0;
+		double s = strtod(p, &end);
+		if (end && *end == 's')
+			end++;
+		double r = end && *end == ':' ? strtod(end + 1, &end) : -1;
+		struct pc_load_stage *grown = o->n_stages < MAX_STAGES
+						      ? realloc(o->stages, (o->n_stages + 1) * sizeof(*grown))
+						      : NULL;
+		if (grown)
+			o->stages = grown;
+		if (errno || !isfinite(s) || !(s > 0 && s <= MAX_SECONDS) || !isfinite(r) || r < 0 || r > 1e7 ||
+		    (*end && *end != ',') || !grown) {
+			fprintf(stderr, CMD ": --stages takes SECONDS:RATE,... (at most %u), not '%s'\n", MAX_STAGES,
+				arg);
+			return PC_CLI_USAGE;
+		}
+		o->stages[o->n_stages++] = (struct pc_load_stage){.ms = (uint64_t)llround(s * 1000), .rate = r};
+		o->duration_ms += (uint64_t)llround(s * 1000);
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* One option into *p: 0, or an exit status (-1: --help was printed). */
+static int option(parsed_t *p, int code, const char *arg)
+{
+	pc_load_opts_t *o = &p->o;
+	uint64_t v = 0;
+	int rc = 0;
+	switch (code) {
+	case OPT_TARGET: o->target = arg; break;
+	case OPT_TOKEN: o->token = arg; break;
+	case OPT_PASSWORD: o->password = arg; break;
+	case OPT_VIA:
+		if (strcmp(arg, "agent") && strcmp(arg, "chat")) {
+			fprintf(stderr, CMD ": --via takes agent or chat, not '%s'\n", arg);
+			rc = PC_CLI_USAGE;
+		}
+		o->via_chat = !strcmp(arg, "chat");
+		break;
+	case OPT_MODEL: o->model = arg; break;
+	case OPT_STREAM: o->stream = true; break;
+	case OPT_MESSAGE:
+		o->message = arg;
+		p->message_set = true;
+		break;
+	case OPT_MESSAGES: p->messages = arg; break;
+	case OPT_SESSIONS:
+		rc = pc_cli_uint(CMD, "--sessions", arg, 1, MAX_SESSIONS, &v);
+		o->sessions = (uint32_t)v;
+		break;
+	case OPT_TURNS: rc = pc_cli_uint(CMD, "--turns", arg, 1, UINT32_MAX, &o->turns); break;
+	case OPT_DURATION:
+		rc = seconds_ms("--duration", arg, 0.001, &o->duration_ms);
+		p->duration_set = true;
+		break;
+	case OPT_THINK: rc = pc_cli_uint(CMD, "--think-ms", arg, 0, 86400000, &o->think_ms); break;
+	case OPT_RATE: rc = positive_rate(arg, &o->rate); break;
+	case OPT_STAGES: rc = stages(arg, o); break;
+	case OPT_ARRIVALS:
+		p->arrivals_set = true;
+		if (strcmp(arg, "poisson") && strcmp(arg, "constant")) {
+			fprintf(stderr, CMD ": --arrivals takes poisson or constant, not '%s'\n", arg);
+			rc = PC_CLI_USAGE;
+		}
+		o->poisson = !strcmp(arg, "poisson");
+		break;
+	case OPT_SEED: rc = pc_cli_uint(CMD, "--seed", arg, 0, UINT64_MAX, &o->seed); break;
+	case OPT_MAX_IN_FLIGHT:
+		p->in_flight_set = true;
+		rc = pc_cli_uint(CMD, "--max-in-flight", arg, 1, UINT32_MAX, &o->max_in_flight);
+		break;
+	case OPT_WARMUP: rc = seconds_ms("--warmup", arg, 0, &o->warmup_ms); break;
+	case OPT_TIMEOUT: rc = seconds_ms("--timeout", arg, 0.001, &o->timeout_ms); break;
+	case OPT_CONNECT_TIMEOUT: rc = seconds_ms("--connect-timeout", arg, 0.001, &o->connect_timeout_ms); break;
+	case OPT_SLO: rc = slo(arg, o); break;
+	case OPT_THRESHOLD: p->threshold = arg; break;
+	case OPT_JSON: o->json = true; break;
+	case OPT_CSV: p->csv = arg; break;
+	case OPT_COMPARE: p->compare = arg; break;
+	case OPT_QUIET: o->progress = false; break;
+	case OPT_HELP: usage(stdout); return -1;
+	default: usage(stderr); return PC_CLI_USAGE;
+	}
+	return rc;
+}
+
+/* --target into the protocol and its address. */
+static int target(pc_load_opts_t *o)
+{
+	const char *t = o->target;
+	if (!strncmp(t, "http://", 7) || !strncmp(t, "https://", 8)) {
+		size_t n = strlen(t);
+		while (n && t[n - 1] == '/')
+			n--;
+		if (snprintf(o->url, sizeof(o->url), "%.*s/chat/completions", (int)n, t) >= (int)sizeof(o->url)) {
+			fprintf(stderr, CMD ": --target is too long\n");
+			return PC_CLI_USAGE;
+		}
+		o->proto = PC_LOAD_HTTP;
+		return 0;
+	}
+	const char *why = NULL;
+	if (pc_cli_url_parse(t, o->host, sizeof(o->host), &o->port, o->path, sizeof(o->path), &why) != 0) {
+		fprintf(stderr, CMD ": bad --target '%s': %s, or http://HOST:PORT/v1\n", t, why);
+		return PC_CLI_USAGE;
+	}
+	const char *alias = pc_cli_loopback_alias(o->host);
+	if (alias != o->host)
+		snprintf(o->host, sizeof(o->host), "%s", alias);
+	o->proto = PC_LOAD_WS;
+	return 0;
+}
+
+/* What the options say together. */
+static int check(parsed_t *p)
+{
+	pc_load_opts_t *o = &p->o;
+	o->open = o->rate > 0 || o->n_stages;
+	if (!o->target) {
+		fprintf(stderr, CMD ": --target is required\n\n");
+		usage(stderr);
+		return PC_CLI_USAGE;
+	}
+	if (!o->open && (p->arrivals_set || p->in_flight_set)) {
+		fprintf(stderr, CMD ": --arrivals and --max-in-flight are for the open loop: add --rate\n");
+		return PC_CLI_USAGE;
+	}
+	if (o->open && o->think_ms) {
+		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate and --stages\n");
+		return PC_CLI_USAGE;
+	}
+	if (o->n_stages && (p->duration_set || o->warmup_ms)) {
+		/* the stages are the run's time from its start */
+		fprintf(stderr, CMD ": --stages sets the run's length: leave out --duration and --warmup\n");
+		return PC_CLI_USAGE;
+	}
+	if (p->message_set && p->messages) {
+		fprintf(stderr, CMD ": --message and --messages: choose one\n");
+		return PC_CLI_USAGE;
+	}
+	if (!o->turns && !o->duration_ms)
+		o->turns = 1;
+	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
+		return PC_CLI_USAGE;
+	int rc = target(o);
+	if (rc == 0 && o->via_chat && (o->proto != PC_LOAD_WS || o->model)) {
+		/* chat.send takes no model (docs/gateway.md) */
+		fprintf(stderr, CMD ": --via chat is for a ws:// target, without --model\n");
+		rc = PC_CLI_USAGE;
+	}
+	if (rc == 0 && p->compare && !(p->old = pc_load_compare_read(p->compare)))
+		rc = PC_CLI_USAGE;
+	if (rc == 0 && p->messages)
+		rc = pc_load_messages_read(p->messages, o);
+	return rc;
+}
+
+static int parse(int argc, char **argv, parsed_t *p)
+{
+	pc_load_opts_t *o = &p->o;
+	*o = (pc_load_opts_t){.sessions = 1, .message = DEFAULT_MESSAGE, .poisson = true, .seed = 1,
+			      .progress = true, .timeout_ms = DEFAULT_TIMEOUT_MS,
+			      .connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS};
+	o->target = pc_cli_env("PINCER_LOAD_TARGET");
+	o->token = pc_cli_env("PINCER_LOAD_TOKEN");
+	o->password = pc_cli_env("PINCER_LOAD_PASSWORD");
+	optind = 1;
+	opterr = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+		if (c == '?')
+			pc_cli_suggest_option(argc, argv, longs);
+		int rc = option(p, c, optarg);
+		if (rc)
+			return rc;
+	}
+	if (optind < argc) {
+		fprintf(stderr, CMD ": unexpected argument '%s'\n\n", argv[optind]);
+		usage(stderr);
+		return PC_CLI_USAGE;
+	}
+	return check(p);
+}
+
+/* The results on stdout: the table or the JSON, each with --compare's. */
+static int report(const parsed_t *p, const pc_load_stats_t *st)
+{
+	cJSON *now = p->o.json || p->old ? pc_load_report_object(&p->o, st) : NULL;
+	int status = PC_CLI_OK;
+	if (p->o.json) {
+		bool ok = now && (!p->old || pc_load_compare_json(now, p->compare, p->old));
+		status = pc_cli_print_json(CMD, ok ? now : NULL);
+	} else {
+		pc_load_report_text(stdout, &p->o, st);
+		if (p->old && now)
+			pc_load_compare_text(stdout, p->compare, p->old, now);
+		else if (p->old) {
+			fprintf(stderr, CMD ": out of memory\n");
+			status = PC_CLI_FAIL;
+		}
+	}
+	cJSON_Delete(now);
+	return status;
+}
+
+static void parsed_free(parsed_t *p)
+{
+	pc_load_messages_free(&p->o);
+	free(p->o.stages);
+	cJSON_Delete(p->old);
+}
+
+int pc_cmd_load(int argc, char **argv)
+{
+	parsed_t p = {0};
+	int status = parse(argc, argv, &p);
+	if (status) {
+		parsed_free(&p);
+		return status < 0 ? PC_CLI_OK : status;
+	}
+	pc_load_stats_t st;
+	pc_load_csv_t csv = {0};
+	if (pc_load_stats_init(&st, p.csv != NULL) != 0) {
+		fprintf(stderr, CMD ": out of memory\n");
+		parsed_free(&p);
+		return PC_CLI_FAIL;
+	}
+	status = p.csv ? pc_load_csv_open(p.csv, &csv) : PC_CLI_OK;
+	if (status == PC_CLI_OK)
+		status = pc_load_run(&p.o, &st, p.csv ? &csv : NULL);
+	if (pc_load_csv_close(&csv) != 0)
+		status = PC_CLI_FAIL;
+	if (status == PC_CLI_OK)
+		status = report(&p, &st);
+	if (status == PC_CLI_OK && p.threshold && !pc_load_threshold_eval(p.threshold, &st, stderr))
+		status = PC_LOAD_THRESHOLD_FAILED;
+	pc_load_stats_destroy(&st);
+	parsed_free(&p);
+	return pc_cli_flush_stdout(CMD, status);
+}

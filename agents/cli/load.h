@@ -1,0 +1,173 @@
+/*
+ * `pincer load` (docs/load.md): what its files share. cmd_load.c reads the
+ * options and prints the results; load_run.c drives a run (the runtime,
+ * the arrival schedule, progress, the end); load_messages.c reads
+ * --messages; load_csv.c writes --csv; load_compare.c reads and sets
+ * beside this run an earlier one (--compare); load_session.c is the actor
+ * that plays one simulated session against the target; load_report.c
+ * turns the figures into the summary, the JSON and the threshold verdict.
+ *
+ * Every time is on the monotonic clock in ns; every latency is kept in
+ * µs in the shared HDR histogram (agents/obs/histogram.h, the
+ * one bench/ and the metrics use) and printed in ms.
+ */
+#ifndef PC_AGENTS_CLI_LOAD_H
+#define PC_AGENTS_CLI_LOAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "agents/obs/obs.h"
+
+#define PC_LOAD_CMD "pincer load"
+/* Exit status when a --threshold does not hold (k6 uses its own too). */
+#define PC_LOAD_THRESHOLD_FAILED 3
+/* Distinct error codes kept; past them errors count under "other". */
+#define PC_LOAD_ERROR_KINDS 32
+
+typedef enum pc_load_proto {
+	PC_LOAD_WS,   /* OpenClaw's WebSocket RPC: `agent`, its events, its final answer
+		       * (or --via chat: chat.send, its answer, `chat` events) */
+	PC_LOAD_HTTP, /* OpenAI chat completions */
+} pc_load_proto_t;
+
+typedef struct pc_load_opts {
+	const char *target;
+	pc_load_proto_t proto;
+	char host[256], path[256]; /* ws */
+	uint16_t port;             /* ws */
+	char url[600];             /* http: the target + "/chat/completions" */
+	const char *token, *password, *model, *message;
+	char **messages;           /* --messages: one per line, or NULL */
+	size_t n_messages;
+	bool stream;               /* http: "stream": true */
+	bool via_chat;             /* ws: chat.send and `chat` events instead of `agent` */
+	bool json, progress;
+	uint32_t sessions;
+	uint64_t turns;            /* per session; 0 with --duration: no limit */
+	uint64_t duration_ms;      /* 0: until the turns are done */
+	uint64_t think_ms;         /* closed loop: the pause after each turn */
+	bool open;                 /* open loop: --rate or --stages */
+	double rate;               /* open loop: turns/s in all (with stages: where the first starts) */
+	struct pc_load_stage {
+		uint64_t ms;       /* its length */
+		double rate;       /* the rate it ramps to, linearly, from the one before */
+	} *stages;                 /* --stages, or NULL */
+	size_t n_stages;
+	bool poisson;              /* open loop: exponential gaps, else equal ones */
+	uint64_t seed;
+	uint64_t max_in_flight;    /* open loop: queued or running turns; 0: no cap */
+	uint64_t warmup_ms;
+	uint64_t timeout_ms;       /* one turn, from its send */
+	uint64_t connect_timeout_ms;
+	/* --slo: a successful turn within each limit given (µs; 0: none) is good */
+	bool slo;
+	uint64_t slo_ttft_us, slo_tpot_us, slo_turn_us;
+} pc_load_opts_t;
+
+/* The latency histograms, by what they measure. */
+enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_TPOT, PC_LOAD_ITL, PC_LOAD_TURN, PC_LOAD_HISTS };
+
+/* The per-second windows --csv reads and empties (load_csv.c). */
+enum { PC_LOAD_WINDOW_TURN, PC_LOAD_WINDOW_TTFT, PC_LOAD_WINDOWS };
+
+/* What a run measured. Counters are written by the session actors and
+ * read by the driver's progress line while the run goes on. */
+typedef struct pc_load_stats {
+	pc_hist_t *hist[PC_LOAD_HISTS];
+	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv */
+	atomic_uint_fast64_t ok, failed, dropped, warmup, tokens;
+	atomic_uint_fast64_t good;          /* --slo: ok turns within it */
+	atomic_uint_fast64_t in_flight;     /* queued or running now */
+	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
+	atomic_bool stopped;                /* the duration is over: nothing more is counted */
+	uint64_t t0_ns, warm_until_ns;
+	uint64_t wall_ns;                   /* from the start to the end, warmup excluded */
+	uint64_t in_flight_at_end;
+	uint64_t arrivals;                  /* open loop: turns the schedule asked for */
+	bool interrupted;                   /* SIGINT / SIGTERM ended the run */
+	pthread_mutex_t mu;                 /* errors */
+	struct {
+		char code[48];
+		uint64_t n;
+	} errors[PC_LOAD_ERROR_KINDS];
+	size_t error_kinds;
+} pc_load_stats_t;
+
+/* `windows`: keep the per-second windows too (--csv). */
+int pc_load_stats_init(pc_load_stats_t *st, bool windows);
+void pc_load_stats_destroy(pc_load_stats_t *st);
+/* One failed turn with error `code`. */
+void pc_load_stats_error(pc_load_stats_t *st, const char *code);
+
+/* Reads --messages FILE into o->messages (load_messages.c): 0, or
+ * PC_CLI_FAIL / PC_CLI_USAGE with the reason printed. */
+int pc_load_messages_read(const char *path, pc_load_opts_t *o);
+void pc_load_messages_free(pc_load_opts_t *o);
+
+/* --csv FILE (load_csv.c). */
+typedef struct pc_load_csv {
+	FILE *f;
+	const char *path;
+	uint64_t ok, failed, dropped, last_ns; /* at the last row */
+	int write_errno;                       /* the first write's failure */
+} pc_load_csv_t;
+
+/* Creates the file and writes the header: 0, or PC_CLI_FAIL printed. */
+int pc_load_csv_open(const char *path, pc_load_csv_t *c);
+/* The row of the time since the last one (or the start), ending `now_ns`.
+ * NULL c is a no-op. */
+void pc_load_csv_row(pc_load_csv_t *c, pc_load_stats_t *st, uint64_t now_ns);
+/* Closes it: 0, or PC_CLI_FAIL with the first write error printed. */
+int pc_load_csv_close(pc_load_csv_t *c);
+
+/* Runs the load the options describe; progress on stderr, rows in `csv`
+ * (may be NULL). 0, or an error already printed (PC_CLI_FAIL). */
+int pc_load_run(const pc_load_opts_t *o, pc_load_stats_t *st, pc_load_csv_t *csv);
+
+/* ---- sessions (load_session.c) ---- */
+
+struct pc_runtime;
+struct pc_io;
+struct pc_actor;
+
+/* Messages a session takes from the driver. */
+enum {
+	PC_LOAD_MSG_TURN = 0x10a0, /* u64: the turn's intended send time */
+	PC_LOAD_MSG_START,         /* closed loop: play --turns turns */
+};
+
+/* Spawns the actor of session `index` (0-based). */
+int pc_load_session_spawn(struct pc_runtime *rt, struct pc_io *io, const pc_load_opts_t *o, pc_load_stats_t *st,
+			  uint32_t index, struct pc_actor **out);
+
+/* ---- results (load_report.c) ---- */
+
+/* The summary table on `f`. */
+void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st);
+struct cJSON;
+
+/* The --json object (docs/load.md); NULL when out of memory. */
+struct cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st);
+
+/* ---- --compare OLD.json (load_compare.c) ---- */
+
+/* The earlier run's object, or NULL with the reason printed. */
+struct cJSON *pc_load_compare_read(const char *path);
+/* The table of old, new and change on `f`. */
+void pc_load_compare_text(FILE *f, const char *path, const struct cJSON *old, const struct cJSON *now);
+/* Adds {"compare": {file, <figure>: {old, new, change}, <series>: {...}}}
+ * to `now`; false when out of memory. */
+bool pc_load_compare_json(struct cJSON *now, const char *path, const struct cJSON *old);
+
+/* Checks a --threshold expression's grammar: 0, or PC_CLI_USAGE with the
+ * reason printed. */
+int pc_load_threshold_check(const char *expr);
+/* Evaluates it: true when every clause holds; each that does not is
+ * printed on `f`. */
+bool pc_load_threshold_eval(const char *expr, const pc_load_stats_t *st, FILE *f);
+
+#endif

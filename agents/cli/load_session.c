@@ -1,0 +1,639 @@
+/*
+ * One simulated session of `pincer load` (load.h): an actor on the I/O
+ * layer's non-blocking clients, so thousands of them share the runtime's
+ * few threads.
+ *
+ * A session plays one turn at a time. Turns come with their intended send
+ * time: from the driver's schedule (open loop), or from the session
+ * itself after its think time (closed loop). A turn that comes while
+ * another runs waits in the session's queue; every latency is measured
+ * from the intended time, so that wait counts (coordinated omission).
+ *
+ * WebSocket: the connection is opened for the first turn and kept; the
+ * challenge, `connect`, then per turn an `agent` request, its accepted
+ * answer, `agent` events (assistant deltas are the tokens) and the final
+ * answer; or (--via chat) a `chat.send` request, its started answer, the
+ * same `agent` events, and the run's final `chat` event. A turn that
+ * fails with the connection (lost, timed out) leaves it closed; the next
+ * turn opens a new one. HTTP: one POST per turn, on
+ * the client's kept-alive connections.
+ */
+#include "load.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "actors/timer.h"
+#include "runtime/clock.h"
+#include "io/io.h"
+#include "commands.h"
+#include "rpc_client.h"
+
+/* A session's own message: the running turn's time is up (u64: its serial). */
+#define MSG_DEADLINE (PC_LOAD_MSG_START + 1)
+/* The pause before a closed-loop session's next turn after a failed
+ * connection, so a refusing target is not hammered in a tight loop. */
+#define RETRY_PAUSE_MS 100
+
+typedef enum conn {
+	CONN_NONE,      /* no connection (also: the last one ended) */
+	CONN_OPENING,   /* TCP and the upgrade */
+	CONN_HANDSHAKE, /* waiting for the challenge, or the answer to `connect` */
+	CONN_READY,
+} conn_t;
+
+typedef struct turn {
+	uint64_t serial;   /* 0: none running */
+	uint64_t intended, accepted, first, last;
+	bool sent;         /* the request went out */
+	bool measured;     /* counts in the figures (not warmup) */
+	bool conn_failed;  /* ended with its connection (or could not make one) */
+	uint32_t tokens;
+	uint32_t *gaps;    /* inter-token gaps in µs, recorded when the turn succeeds */
+	size_t n_gaps, gaps_cap;
+	pc_timer_t deadline;
+	char req[PC_CLI_RPC_ID_MAX]; /* ws: the `agent` (or chat.send) request's id */
+	char run_id[80];             /* ws: the run's, from the answer */
+	int http_status;
+	pc_http_call_t *call;
+	pc_sse_parser_t *sse;
+} turn_t;
+
+typedef struct session {
+	const pc_load_opts_t *o;
+	pc_load_stats_t *st;
+	pc_io_t *io;
+	uint32_t index;
+	uint64_t serials;  /* turns begun */
+	uint64_t played;   /* closed loop: turns ended */
+	bool closed_loop;
+	/* the queue of intended times, a ring */
+	uint64_t *queue;
+	size_t q_head, q_len, q_cap;
+	turn_t t;
+	/* ws */
+	pc_wsc_t *ws;
+	uintptr_t ws_gen; /* names the current connection in its messages */
+	conn_t conn;
+	unsigned next_id;
+	char connect_id[PC_CLI_RPC_ID_MAX];
+} session_t;
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, k));
+	return s ? s : "";
+}
+
+static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+static void start_next(session_t *s, pc_ctx_t *ctx);
+
+/* ---- the message ---- */
+
+/* The turn's template (--message, or its line of --messages) with
+ * {session} and {turn} (both 0-based) filled in. */
+static char *message_for(const session_t *s, uint64_t turn)
+{
+	const pc_load_opts_t *o = s->o;
+	const char *tmpl = o->messages ? o->messages[turn % o->n_messages] : o->message;
+	/* the longest expansion, "{turn}" into 20 digits, is under 4 times */
+	char *out = malloc(strlen(tmpl) * 4 + 1);
+	if (!out)
+		return NULL;
+	size_t n = 0;
+	for (const char *p = tmpl; *p; p++) {
+		if (!strncmp(p, "{session}", 9)) {
+			n += (size_t)snprintf(out + n, 24, "%u", s->index);
+			p += 8;
+		} else if (!strncmp(p, "{turn}", 6)) {
+			n += (size_t)snprintf(out + n, 24, "%llu", (unsigned long long)turn);
+			p += 5;
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/* ---- the end of a turn ---- */
+
+/* to - from in µs into h (NULL: no window), when both times are known. */
+static void record(pc_hist_t *h, uint64_t from, uint64_t to)
+{
+	if (from && to >= from)
+		pc_hist_record(h, (to - from) / 1000);
+}
+
+static void drop_connection(session_t *s)
+{
+	pc_wsc_release(s->ws);
+	s->ws = NULL;
+	s->conn = CONN_NONE;
+}
+
+/* Time per output token after the first, in µs: UINT64_MAX for an
+ * answer of fewer than two tokens. */
+static uint64_t tpot_us(const turn_t *t)
+{
+	if (t->tokens < 2)
+		return UINT64_MAX;
+	return (t->last - t->first) / 1000 / (t->tokens - 1);
+}
+
+/* Whether a successful turn ending `now` is within every --slo limit (an
+ * answer without tokens misses a TTFT limit; one of a single token has no
+ * time per token to miss). */
+static bool within_slo(const pc_load_opts_t *o, const turn_t *t, uint64_t now, uint64_t tpot)
+{
+	if (o->slo_ttft_us && (!t->first || (t->first - t->intended) / 1000 > o->slo_ttft_us))
+		return false;
+	if (o->slo_tpot_us && tpot != UINT64_MAX && tpot > o->slo_tpot_us)
+		return false;
+	return !o->slo_turn_us || (now - t->intended) / 1000 <= o->slo_turn_us;
+}
+
+/* Ends the running turn: `code` NULL when it went well. */
+static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
+{
+	turn_t *t = &s->t;
+	uint64_t now = pc__clock_mono_ns();
+	pc_load_stats_t *st = s->st;
+	/* once the duration is over, what ends is "in flight at the end" */
+	if (!atomic_load(&st->stopped)) {
+		if (!t->measured)
+			atomic_fetch_add(&st->warmup, 1);
+		else if (code)
+			pc_load_stats_error(st, code);
+		else {
+			record(st->hist[PC_LOAD_ACCEPTED], t->intended, t->accepted);
+			record(st->hist[PC_LOAD_TTFT], t->intended, t->first);
+			record(st->hist[PC_LOAD_TURN], t->intended, now);
+			record(st->window[PC_LOAD_WINDOW_TURN], t->intended, now);
+			record(st->window[PC_LOAD_WINDOW_TTFT], t->intended, t->first);
+			for (size_t i = 0; i < t->n_gaps; i++)
+				pc_hist_record(st->hist[PC_LOAD_ITL], t->gaps[i]);
+			uint64_t tpot = tpot_us(t);
+			if (tpot != UINT64_MAX)
+				pc_hist_record(st->hist[PC_LOAD_TPOT], tpot);
+			if (s->o->slo && within_slo(s->o, t, now, tpot))
+				atomic_fetch_add(&st->good, 1);
+			atomic_fetch_add(&st->ok, 1);
+		}
+	}
+	atomic_fetch_sub(&st->in_flight, 1);
+	if (t->deadline)
+		(void)pc_timer_cancel(pc_ctx_runtime(ctx), t->deadline);
+	pc_http_call_release(t->call);
+	pc_sse_parser_free(t->sse);
+	free(t->gaps);
+	bool conn_failed = t->conn_failed || (code && !strcmp(code, "timeout"));
+	if (conn_failed && s->o->proto == PC_LOAD_WS)
+		drop_connection(s);
+	memset(t, 0, sizeof(*t));
+	if (!s->closed_loop) {
+		start_next(s, ctx);
+		return;
+	}
+	s->played++;
+	if (atomic_load(&st->stopped) || (s->o->turns && s->played >= s->o->turns)) {
+		atomic_fetch_add(&st->sessions_done, 1);
+		return;
+	}
+	uint64_t pause = s->o->think_ms;
+	if (conn_failed && pause < RETRY_PAUSE_MS)
+		pause = RETRY_PAUSE_MS;
+	pc_msg_t *m = pc_msg_new(PC_LOAD_MSG_TURN, sizeof(uint64_t));
+	if (!m) {
+		atomic_fetch_add(&st->sessions_done, 1);
+		return;
+	}
+	/* a timer is never early: its due time is the turn's intended time */
+	*(uint64_t *)pc_msg_data(m) = pc__clock_mono_ns() + pause * 1000000u;
+	if (pc_timer_after(pc_self(ctx), pause, m, NULL) != 0)
+		atomic_fetch_add(&st->sessions_done, 1);
+}
+
+/* A streamed token (a delta with text) of the running turn. */
+static void token(session_t *s)
+{
+	uint64_t now = pc__clock_mono_ns();
+	turn_t *t = &s->t;
+	t->tokens++;
+	if (!t->first) {
+		t->first = now;
+	} else if (t->measured) {
+		if (t->n_gaps == t->gaps_cap) {
+			size_t cap = t->gaps_cap ? t->gaps_cap * 2 : 16;
+			uint32_t *g = realloc(t->gaps, cap * sizeof(*g));
+			if (!g) {
+				t->last = now; /* the gap is lost, not the turn */
+				return;
+			}
+			t->gaps = g;
+			t->gaps_cap = cap;
+		}
+		uint64_t us = (now - t->last) / 1000;
+		t->gaps[t->n_gaps++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+	}
+	t->last = now;
+	if (t->measured)
+		atomic_fetch_add(&s->st->tokens, 1);
+}
+
+/* ---- WebSocket ---- */
+
+/* Sends {type:"req", id, method, params} (params taken); the id to `id`. */
+static int ws_request(session_t *s, const char *method, cJSON *params, char *id)
+{
+	snprintf(id, PC_CLI_RPC_ID_MAX, "%u", ++s->next_id);
+	cJSON *f = cJSON_CreateObject();
+	bool ok = f && cJSON_AddStringToObject(f, "type", "req") && cJSON_AddStringToObject(f, "id", id) &&
+		  cJSON_AddStringToObject(f, "method", method) && params && cJSON_AddItemToObject(f, "params", params);
+	if (!ok)
+		cJSON_Delete(params);
+	char *text = ok ? cJSON_PrintUnformatted(f) : NULL;
+	cJSON_Delete(f);
+	if (!text)
+		return PC_ENOMEM;
+	int rc = pc_wsc_send(s->ws, PC_WS_TEXT, text, strlen(text));
+	cJSON_free(text);
+	return rc;
+}
+
+static void ws_open(session_t *s, pc_ctx_t *ctx)
+{
+	pc_wsc_options_t wo = {.host = s->o->host, .port = s->o->port, .path = s->o->path,
+			       .open_timeout_ms = (uint32_t)s->o->connect_timeout_ms, .user = (void *)++s->ws_gen};
+	if (pc_wsc_open(s->io, &wo, pc_self(ctx), &s->ws) != 0) {
+		s->ws = NULL;
+		s->t.conn_failed = true;
+		finish(s, ctx, "refused");
+		return;
+	}
+	s->conn = CONN_OPENING;
+}
+
+static void ws_send_turn(session_t *s, pc_ctx_t *ctx)
+{
+	turn_t *t = &s->t;
+	char idem[64];
+	snprintf(idem, sizeof(idem), "load-%llx-%u-%llu", (unsigned long long)s->st->t0_ns, s->index,
+		 (unsigned long long)t->serial);
+	char key[32];
+	snprintf(key, sizeof(key), "load-%u", s->index);
+	char *text = message_for(s, t->serial - 1);
+	cJSON *p = cJSON_CreateObject();
+	bool ok = text && p && cJSON_AddStringToObject(p, "message", text) &&
+		  cJSON_AddStringToObject(p, "idempotencyKey", idem) && cJSON_AddStringToObject(p, "sessionKey", key) &&
+		  (!s->o->model || cJSON_AddStringToObject(p, "model", s->o->model));
+	free(text);
+	const char *method = s->o->via_chat ? "chat.send" : "agent";
+	if (!ok) {
+		cJSON_Delete(p);
+		finish(s, ctx, "client");
+		return;
+	}
+	t->sent = true;
+	if (ws_request(s, method, p, t->req) != 0) {
+		t->conn_failed = true;
+		finish(s, ctx, "closed");
+	}
+}
+
+/* The answer to `agent`: the accepted one first, then the final one. */
+static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f)
+{
+	turn_t *t = &s->t;
+	const cJSON *payload = jget(f, "payload");
+	bool ok = cJSON_IsTrue(jget(f, "ok"));
+	const char *status = jstr(payload, "status");
+	if (ok && !t->accepted && (!strcmp(status, s->o->via_chat ? "started" : "accepted"))) {
+		t->accepted = pc__clock_mono_ns();
+		snprintf(t->run_id, sizeof(t->run_id), "%s", jstr(payload, "runId"));
+		return;
+	}
+	if (ok && !strcmp(jstr(payload, "status"), "ok")) {
+		finish(s, ctx, NULL);
+		return;
+	}
+	/* the gateway's error code, or the run's status (error, timeout) */
+	char code[48];
+	const char *e = jstr(jget(f, "error"), "code");
+	snprintf(code, sizeof(code), "%s%s", e[0] ? "rpc:" : "run:",
+		 e[0] ? e : jstr(payload, "status")[0] ? jstr(payload, "status") : "error");
+	finish(s, ctx, code);
+}
+
+/* --via chat: a `chat` event of the turn's run; its final states end it. */
+static void ws_chat(session_t *s, pc_ctx_t *ctx, const cJSON *p)
+{
+	const char *state = jstr(p, "state");
+	/* the connection carries only its own runs, one at a time: an event
+	 * before the answer named the run is this turn's */
+	if (s->t.run_id[0] && strcmp(jstr(p, "runId"), s->t.run_id) != 0)
+		return;
+	if (!strcmp(state, "final")) {
+		finish(s, ctx, NULL);
+	} else if (!strcmp(state, "error") || !strcmp(state, "aborted")) {
+		char code[48];
+		const char *kind = jstr(p, "errorKind");
+		const char *why = !strcmp(state, "aborted") ? "aborted" : kind[0] ? kind : "error";
+		snprintf(code, sizeof(code), "chat:%s", why);
+		finish(s, ctx, code);
+	}
+}
+
+static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
+{
+	cJSON *f = cJSON_ParseWithLength(m->data, m->len);
+	const char *type = jstr(f, "type"), *event = jstr(f, "event");
+	if (!strcmp(type, "event") && !strcmp(event, "connect.challenge") && s->conn == CONN_HANDSHAKE) {
+		pc_cli_rpc_options_t ro = {.token = s->o->token, .password = s->o->password};
+		cJSON *p = pc_cli_rpc_connect_params(&ro);
+		if (!p || ws_request(s, "connect", p, s->connect_id) != 0) {
+			s->t.conn_failed = true;
+			finish(s, ctx, "handshake");
+		}
+	} else if (!strcmp(type, "res") && s->conn == CONN_HANDSHAKE && !strcmp(jstr(f, "id"), s->connect_id)) {
+		if (cJSON_IsTrue(jget(f, "ok"))) {
+			s->conn = CONN_READY;
+			if (s->t.serial && !s->t.sent)
+				ws_send_turn(s, ctx);
+		} else {
+			s->t.conn_failed = true;
+			finish(s, ctx, "auth");
+		}
+	} else if (!strcmp(type, "res") && s->t.sent && !strcmp(jstr(f, "id"), s->t.req)) {
+		ws_answer(s, ctx, f);
+	} else if (!strcmp(type, "event") && !strcmp(event, "agent") && s->t.sent) {
+		const cJSON *p = jget(f, "payload");
+		if (!strcmp(jstr(p, "stream"), "assistant") && jstr(jget(p, "data"), "delta")[0])
+			token(s);
+	} else if (!strcmp(type, "event") && !strcmp(event, "chat") && s->t.sent && s->o->via_chat) {
+		ws_chat(s, ctx, jget(f, "payload"));
+	}
+	cJSON_Delete(f);
+}
+
+static void ws_closed(session_t *s, pc_ctx_t *ctx, const pc_wsc_closed_msg_t *m)
+{
+	conn_t was = s->conn;
+	drop_connection(s);
+	if (!s->t.serial)
+		return; /* idle: the next turn opens a new one */
+	s->t.conn_failed = true;
+	if (was == CONN_OPENING)
+		finish(s, ctx, m->reason == PC_ETIMEDOUT ? "connect_timeout"
+			       : m->reason == PC_ESTATE   ? "upgrade"
+			       : m->reason == PC_ESYS     ? "refused"
+							  : "closed");
+	else
+		finish(s, ctx, "closed");
+}
+
+/* ---- HTTP ---- */
+
+static int sse_event(void *user, const pc_sse_event_t *ev)
+{
+	session_t *s = user;
+	if (ev->kind != PC_SSE_MESSAGE || !strcmp(ev->data, "[DONE]"))
+		return 0;
+	cJSON *j = cJSON_ParseWithLength(ev->data, ev->data_len);
+	const cJSON *choice = cJSON_GetArrayItem(jget(j, "choices"), 0);
+	if (jstr(jget(choice, "delta"), "content")[0])
+		token(s);
+	cJSON_Delete(j);
+	return 0;
+}
+
+static char *http_body(const session_t *s)
+{
+	char *text = message_for(s, s->t.serial - 1);
+	cJSON *b = cJSON_CreateObject(), *msgs = b ? cJSON_AddArrayToObject(b, "messages") : NULL;
+	cJSON *m = cJSON_CreateObject();
+	bool ok = text && msgs && m && cJSON_AddItemToArray(msgs, m);
+	if (!ok)
+		cJSON_Delete(m);
+	ok = ok && cJSON_AddStringToObject(m, "role", "user") && cJSON_AddStringToObject(m, "content", text) &&
+	     cJSON_AddStringToObject(b, "model", s->o->model ? s->o->model : "mock") &&
+	     cJSON_AddBoolToObject(b, "stream", s->o->stream);
+	free(text);
+	char *out = ok ? cJSON_PrintUnformatted(b) : NULL;
+	cJSON_Delete(b);
+	return out;
+}
+
+static void http_send_turn(session_t *s, pc_ctx_t *ctx)
+{
+	turn_t *t = &s->t;
+	char auth[300];
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->o->token ? s->o->token : "");
+	const char *headers[] = {"Content-Type: application/json", auth};
+	char *body = http_body(s);
+	if (!body || (s->o->stream && pc_sse_parser_new(NULL, sse_event, s, &t->sse) != 0)) {
+		cJSON_free(body);
+		finish(s, ctx, "client");
+		return;
+	}
+	pc_http_client_request_t rq = {.url = s->o->url, .headers = headers, .header_count = s->o->token ? 2 : 1,
+				       .body = body, .body_len = strlen(body),
+				       .connect_timeout_ms = (uint32_t)s->o->connect_timeout_ms, .tag = t->serial};
+	int rc = pc_http_fetch(s->io, &rq, pc_self(ctx), &t->call);
+	cJSON_free(body);
+	t->sent = true;
+	if (rc != 0) {
+		t->call = NULL;
+		finish(s, ctx, "client");
+	}
+}
+
+static const char *transport_code(pc_http_transport_t tr)
+{
+	switch (tr) {
+	case PC_HTTP_CONNECT: return "refused";
+	case PC_HTTP_CONNECT_TIMEOUT: return "connect_timeout";
+	case PC_HTTP_TIMEOUT:
+	case PC_HTTP_IDLE: return "timeout";
+	case PC_HTTP_CLOSED: return "closed";
+	case PC_HTTP_MALFORMED: return "malformed";
+	default: return pc_http_transport_name(tr);
+	}
+}
+
+static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
+{
+	turn_t *t = &s->t;
+	if (msg->type == PC_MSG_HTTP_RESPONSE_HEAD) {
+		const pc_http_head_msg_t *h = pc_msg_cdata(msg);
+		if (h->tag == t->serial)
+			t->http_status = h->status;
+	} else if (msg->type == PC_MSG_HTTP_RESPONSE_DATA) {
+		const pc_http_data_msg_t *d = pc_msg_cdata(msg);
+		if (d->tag != t->serial)
+			return;
+		pc_http_call_consumed(t->call, d->len);
+		if (t->sse && t->http_status == 200 && pc_sse_feed(t->sse, d->data, d->len) != 0) {
+			pc_sse_parser_free(t->sse);
+			t->sse = NULL;
+		}
+	} else {
+		const pc_http_end_msg_t *e = pc_msg_cdata(msg);
+		if (e->tag != t->serial)
+			return;
+		char code[48];
+		t->conn_failed = e->transport == PC_HTTP_CONNECT || e->transport == PC_HTTP_CONNECT_TIMEOUT ||
+				 e->transport == PC_HTTP_DNS;
+		if (e->transport != PC_HTTP_OK || e->result != 0)
+			snprintf(code, sizeof(code), "%s", transport_code(e->transport));
+		else if (e->status != 200)
+			snprintf(code, sizeof(code), "http:%d", (int)e->status);
+		else
+			code[0] = '\0';
+		finish(s, ctx, code[0] ? code : NULL);
+	}
+}
+
+/* ---- turns ---- */
+
+/* Starts the queue's next turn when none runs. */
+static void start_next(session_t *s, pc_ctx_t *ctx)
+{
+	if (s->t.serial || !s->q_len)
+		return;
+	if (atomic_load(&s->st->stopped)) {
+		/* the run is over: what waits is in flight at the end */
+		s->q_len = 0;
+		return;
+	}
+	uint64_t intended = s->queue[s->q_head];
+	s->q_head = (s->q_head + 1) % s->q_cap;
+	s->q_len--;
+	turn_t *t = &s->t;
+	t->serial = ++s->serials;
+	t->intended = intended;
+	t->measured = intended >= s->st->warm_until_ns;
+	pc_msg_t *m = pc_msg_new(MSG_DEADLINE, sizeof(uint64_t));
+	if (m) {
+		*(uint64_t *)pc_msg_data(m) = t->serial;
+		if (pc_timer_after(pc_self(ctx), s->o->timeout_ms, m, &t->deadline) != 0)
+			t->deadline = 0;
+	}
+	if (s->o->proto == PC_LOAD_HTTP)
+		http_send_turn(s, ctx);
+	else if (s->conn == CONN_READY)
+		ws_send_turn(s, ctx);
+	else if (s->conn == CONN_NONE)
+		ws_open(s, ctx);
+}
+
+static int enqueue(session_t *s, uint64_t intended)
+{
+	if (s->q_len == s->q_cap) {
+		size_t cap = s->q_cap ? s->q_cap * 2 : 4;
+		uint64_t *q = malloc(cap * sizeof(*q));
+		if (!q)
+			return PC_ENOMEM;
+		for (size_t i = 0; i < s->q_len; i++)
+			q[i] = s->queue[(s->q_head + i) % s->q_cap];
+		free(s->queue);
+		s->queue = q;
+		s->q_head = 0;
+		s->q_cap = cap;
+	}
+	s->queue[(s->q_head + s->q_len) % s->q_cap] = intended;
+	s->q_len++;
+	return 0;
+}
+
+/* A closed-loop session's next turn, unless the run is over. */
+static void closed_turn(session_t *s, uint64_t intended)
+{
+	if (atomic_load(&s->st->stopped) || enqueue(s, intended) != 0) {
+		atomic_fetch_add(&s->st->sessions_done, 1);
+		return;
+	}
+	atomic_fetch_add(&s->st->in_flight, 1);
+}
+
+static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
+{
+	session_t *s = state;
+	switch (msg->type) {
+	case PC_LOAD_MSG_START:
+		s->closed_loop = true;
+		closed_turn(s, pc__clock_mono_ns());
+		break;
+	case PC_LOAD_MSG_TURN:
+		if (s->closed_loop) {
+			closed_turn(s, pc_msg_u64(msg));
+		} else if (enqueue(s, pc_msg_u64(msg)) != 0) {
+			/* the driver counted it in flight */
+			atomic_fetch_sub(&s->st->in_flight, 1);
+			pc_load_stats_error(s->st, "client");
+		}
+		break;
+	case MSG_DEADLINE:
+		if (s->t.serial && pc_msg_u64(msg) == s->t.serial) {
+			s->t.deadline = 0;
+			finish(s, ctx, "timeout");
+		}
+		return 0;
+	case PC_MSG_WSC_OPEN:
+		if ((uintptr_t)((const pc_wsc_event_msg_t *)pc_msg_cdata(msg))->user == s->ws_gen && s->ws)
+			s->conn = CONN_HANDSHAKE;
+		return 0;
+	case PC_MSG_WSC_MESSAGE: {
+		const pc_wsc_message_msg_t *m = pc_msg_cdata(msg);
+		if ((uintptr_t)m->user == s->ws_gen && s->ws)
+			ws_frame(s, ctx, m);
+		return 0;
+	}
+	case PC_MSG_WSC_CLOSED: {
+		const pc_wsc_closed_msg_t *m = pc_msg_cdata(msg);
+		if ((uintptr_t)m->user == s->ws_gen && s->ws)
+			ws_closed(s, ctx, m);
+		return 0;
+	}
+	case PC_MSG_HTTP_RESPONSE_HEAD:
+	case PC_MSG_HTTP_RESPONSE_DATA:
+	case PC_MSG_HTTP_RESPONSE_END:
+		http_message(s, ctx, msg);
+		return 0;
+	default:
+		return 0;
+	}
+	start_next(s, ctx);
+	return 0;
+}
+
+static void stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	session_t *s = state;
+	pc_http_call_release(s->t.call);
+	pc_sse_parser_free(s->t.sse);
+	free(s->t.gaps);
+	pc_wsc_release(s->ws);
+	free(s->queue);
+	free(s);
+}
+
+static const pc_behavior_t session_b = {.name = "load-session", .receive = receive, .stop = stop};
+
+int pc_load_session_spawn(pc_runtime_t *rt, pc_io_t *io, const pc_load_opts_t *o, pc_load_stats_t *st,
+			  uint32_t index, pc_actor_t **out)
+{
+	session_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return PC_ENOMEM;
+	*s = (session_t){.o = o, .st = st, .io = io, .index = index};
+	int rc = pc_spawn(rt, &session_b, s, out);
+	if (rc != 0)
+		free(s);
+	return rc;
+}

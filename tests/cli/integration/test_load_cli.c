@@ -1,0 +1,700 @@
+/*
+ * `pincer load` end to end: the built binary as a child process against
+ * `pincer gateway` on its embedded mock (the WebSocket RPC) and against
+ * `pincer mock-llm` (OpenAI chat completions), all on loopback. The
+ * mocks' scripted delays (`ttft_ms`, `delay_ms` in a [[mock:...]] marker)
+ * give the percentiles a floor they cannot be under; the upper bounds are
+ * generous, for a shared and noisy machine. Also: the open loop's
+ * arrivals, drops, turns in flight at the end, coordinated omission,
+ * thresholds and exit codes, --csv, --compare, --slo, --via chat, SIGINT,
+ * and targets that refuse, drop or never answer (a gateway killed
+ * mid-stream among them), which must end on time.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pincer_child.h"
+
+#define TOKEN "load-s3cret"
+#define EXIT_WAIT_MS 90000 /* generous: sanitizer builds start slowly */
+/* A run with --duration S must end within S and this. */
+#define END_SLACK_MS 8000
+/* 4 words: the first after 100 ms, then one every 20 ms. */
+#define SCRIPTED "hi {session}/{turn} [[mock:{\"text\":\"one two three four\",\"ttft_ms\":100,\"delay_ms\":20}]]"
+
+typedef struct ctx {
+	char dir[64], pincer[PATH_MAX];
+	pid_t server;
+	char target[96];
+	unsigned runs;
+} ctx_t;
+
+typedef struct result {
+	int status;
+	uint64_t ms; /* how long it ran */
+	char *out, *err;
+	cJSON *json;  /* stdout parsed, when it is JSON */
+} result_t;
+
+static void result_free(result_t *r)
+{
+	free(r->out);
+	free(r->err);
+	cJSON_Delete(r->json);
+}
+
+static void dir_only(ctx_t *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->dir, sizeof(t->dir), "/tmp/pincer-load-XXXXXX");
+	cr_assert_not_null(mkdtemp(t->dir));
+	find_pincer(t->pincer, sizeof(t->pincer));
+}
+
+/* `pincer gateway` on a free port with token auth: ws:// target. */
+static void gateway_up(ctx_t *t)
+{
+	dir_only(t);
+	char cfg[128], out[128], err[128];
+	snprintf(cfg, sizeof(cfg), "%s/gateway.json", t->dir);
+	snprintf(out, sizeof(out), "%s/gw.out", t->dir);
+	snprintf(err, sizeof(err), "%s/gw.err", t->dir);
+	write_file(cfg, "{\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}}}");
+	uint16_t port = start_gateway_child(t->pincer, t->dir, cfg, out, err, EXIT_WAIT_MS, &t->server);
+	snprintf(t->target, sizeof(t->target), "ws://127.0.0.1:%u", (unsigned)port);
+}
+
+/* `pincer mock-llm` on a free port: http://.../v1 target. */
+static void mock_up(ctx_t *t)
+{
+	dir_only(t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/mock.out", t->dir);
+	snprintf(err, sizeof(err), "%s/mock.err", t->dir);
+	write_file(out, "");
+	char *argv[] = {t->pincer, "mock-llm", "--port", "0", NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	t->server = start_child(t->pincer, argv, envp, t->dir, out, err);
+	uint64_t until = now_ms() + EXIT_WAIT_MS;
+	cJSON *j = NULL;
+	while (!j && now_ms() < until) {
+		char *s = read_file(out);
+		if (strstr(s, "\"listening\""))
+			j = cJSON_Parse(s);
+		free(s);
+		if (!j)
+			sleep_ms(20);
+	}
+	cr_assert_not_null(j, "the mock did not start");
+	unsigned port = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+	cJSON_Delete(j);
+	snprintf(t->target, sizeof(t->target), "http://127.0.0.1:%u/v1", port);
+}
+
+static void down(ctx_t *t)
+{
+	if (t->server) {
+		cr_assert_eq(kill(t->server, SIGTERM), 0);
+		int st = child_wait(&t->server, EXIT_WAIT_MS);
+		cr_assert_eq(st, 0, "the server exited %d", st);
+	}
+	rm_tree(t->dir);
+}
+
+/* Runs `pincer load args...` to its end. */
+static result_t load(ctx_t *t, const char *const *args)
+{
+	char *argv[48] = {t->pincer, "load"};
+	size_t n = 2;
+	for (size_t i = 0; args[i]; i++) {
+		cr_assert_lt(n, 47);
+		argv[n++] = (char *)args[i];
+	}
+	argv[n] = NULL;
+	char out[128], err[128];
+	unsigned id = ++t->runs;
+	snprintf(out, sizeof(out), "%s/load.out.%u", t->dir, id);
+	snprintf(err, sizeof(err), "%s/load.err.%u", t->dir, id);
+	write_file(out, "");
+	write_file(err, "");
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	uint64_t t0 = now_ms();
+	pid_t pid = start_child(t->pincer, argv, envp, t->dir, out, err);
+	result_t r = {.status = child_wait(&pid, EXIT_WAIT_MS)};
+	r.ms = now_ms() - t0;
+	r.out = read_file(out);
+	r.err = read_file(err);
+	r.json = cJSON_Parse(r.out);
+	return r;
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static double num(const cJSON *j, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+	cr_assert(cJSON_IsNumber(v), "'%s' is not a number", k);
+	return v->valuedouble;
+}
+
+static const cJSON *obj(const cJSON *j, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+	cr_assert(cJSON_IsObject(v), "'%s' is not an object", k);
+	return v;
+}
+
+/* A series' percentiles exist and never decrease; its p50. */
+static double series(const cJSON *j, const char *k)
+{
+	const cJSON *s = obj(j, k);
+	static const char *const keys[] = {"p50", "p90", "p99", "p999", "max"};
+	double last = 0;
+	for (size_t i = 0; i < 5; i++) {
+		double v = num(s, keys[i]);
+		cr_assert_geq(v, last, "%s.%s %g is below the one before (%g)", k, keys[i], v, last);
+		last = v;
+	}
+	return num(s, "p50");
+}
+
+/* A count in the JSON, as an integer. */
+static uint64_t count(const cJSON *j, const char *k) { return (uint64_t)num(j, k); }
+
+/* Every turn asked for is somewhere: ok, failed, dropped or in flight. */
+static void assert_accounted(const cJSON *j, uint64_t asked)
+{
+	uint64_t sum = count(j, "turns_ok") + count(j, "turns_failed") + count(j, "dropped") +
+		       count(j, "in_flight_at_end");
+	cr_assert_eq(sum, asked, "%llu of %llu turns accounted for", (unsigned long long)sum,
+		     (unsigned long long)asked);
+}
+
+static void assert_json(const result_t *r)
+{
+	cr_assert_eq(r->status, 0, "exit %d\nstdout: %s\nstderr: %s", r->status, r->out, r->err);
+	cr_assert(cJSON_IsObject(r->json), "stdout is not one JSON object: %s", r->out);
+}
+
+/* ---- against the gateway (WebSocket RPC) ---- */
+
+Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
+{
+	ctx_t t;
+	gateway_up(&t);
+	result_t r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "10", "--turns", "3",
+				   "--message", SCRIPTED, "--json", "--quiet"));
+	assert_json(&r);
+	const cJSON *j = r.json;
+	cr_assert_eq(count(j, "version"), 1);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "target")), t.target);
+	cr_assert_eq(count(j, "sessions"), 10);
+	cr_assert_eq(count(j, "turns_ok"), 30, "%s", r.out);
+	cr_assert_eq(count(j, "turns_failed"), 0);
+	cr_assert_eq(count(j, "dropped"), 0);
+	cr_assert_null(obj(j, "errors")->child, "errors: %s", r.out);
+	cr_assert_gt(num(j, "wall_s"), 0);
+	cr_assert_gt(num(j, "turns_per_s"), 0);
+	/* the mock waits 100 ms for the first word, 20 ms for each next one */
+	double ttft = series(j, "ttft_ms"), turn = series(j, "turn_ms"), itl = series(j, "itl_ms");
+	cr_assert_geq(ttft, 100, "ttft p50 %g", ttft);
+	cr_assert_geq(turn, 160, "turn p50 %g", turn);
+	cr_assert_leq(turn, 20000, "turn p50 %g", turn);
+	cr_assert_geq(num(obj(j, "turn_ms"), "max"), num(obj(j, "ttft_ms"), "max"));
+	cr_assert_geq(itl, 10, "itl p50 %g", itl);
+	cr_assert_leq(itl, 5000, "itl p50 %g", itl);
+	/* at most 3 gaps a turn (the gateway may send two words as one delta) */
+	uint64_t gaps = count(obj(j, "itl_ms"), "count");
+	cr_assert(gaps >= 30 && gaps <= 90, "%llu gaps in 30 turns", (unsigned long long)gaps);
+	cr_assert_eq(count(obj(j, "accepted_ms"), "count"), 30);
+	cr_assert_leq(series(j, "accepted_ms"), ttft);
+	result_free(&r);
+
+	/* the table, and the progress line on stderr (not a tty: whole lines) */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "2", "--duration", "1.5", "--message",
+			  SCRIPTED));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "turn_ms"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "closed loop, 2 sessions"), "%s", r.out);
+	cr_assert_not_null(strstr(r.err, "turns/s"), "%s", r.err);
+	cr_assert_null(strchr(r.err, '\r'), "carriage returns are for a terminal");
+	result_free(&r);
+
+	/* the Control UI's way: chat.send, then `chat` events to the final one */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--via", "chat", "--sessions", "5", "--turns", "2",
+			  "--message", SCRIPTED, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "via")), "chat");
+	cr_assert_eq(count(r.json, "turns_ok"), 10, "%s", r.out);
+	cr_assert_eq(count(obj(r.json, "accepted_ms"), "count"), 10, "%s", r.out);
+	cr_assert_geq(series(r.json, "ttft_ms"), 100);
+	cr_assert_geq(series(r.json, "turn_ms"), 160);
+	result_free(&r);
+
+	/* a wrong token: every turn fails with auth, nothing hangs */
+	r = load(&t, ARGS("--target", t.target, "--token", "wrong", "--sessions", "2", "--turns", "2", "--json",
+			  "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 0);
+	cr_assert_eq(count(obj(r.json, "errors"), "auth"), 4, "%s", r.out);
+	result_free(&r);
+	down(&t);
+}
+
+/* ---- against the mock LLM (OpenAI chat completions) ---- */
+
+Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "5", "--turns", "4", "--message",
+				   SCRIPTED, "--json", "--quiet", "--slo", "ttft=60s,tpot=60000ms,turn=60s"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 20, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_good"), 20, "every turn is within a minute: %s", r.out);
+	cr_assert_gt(num(r.json, "goodput_per_s"), 0);
+	double tpot = series(r.json, "tpot_ms");
+	cr_assert(tpot >= 20 && tpot <= 2000, "tpot p50 %g", tpot);
+	double ttft = series(r.json, "ttft_ms"), turn = series(r.json, "turn_ms"), itl = series(r.json, "itl_ms");
+	cr_assert_geq(ttft, 100, "ttft p50 %g", ttft);
+	cr_assert_leq(ttft, 5000, "ttft p50 %g", ttft);
+	cr_assert_geq(itl, 20, "itl p50 %g", itl);
+	cr_assert_leq(itl, 2000, "itl p50 %g", itl);
+	cr_assert_geq(turn, 160, "turn p50 %g", turn);
+
+	/* --compare: the run above beside a slower one (the first word 200 ms
+	 * later), in the JSON and in the table */
+	char old[128];
+	snprintf(old, sizeof(old), "%s/old.json", t.dir);
+	write_file(old, r.out);
+	double old_p50 = num(obj(r.json, "turn_ms"), "p50");
+	result_free(&r);
+	const char *slower = "x [[mock:{\"text\":\"one two three four\",\"ttft_ms\":300,\"delay_ms\":20}]]";
+	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "5", "--turns", "4", "--message", slower,
+			  "--json", "--quiet", "--compare", old));
+	assert_json(&r);
+	const cJSON *row = obj(obj(obj(r.json, "compare"), "turn_ms"), "p50");
+	cr_assert_eq(num(row, "old"), old_p50);
+	cr_assert_eq(num(row, "new"), num(obj(r.json, "turn_ms"), "p50"));
+	cr_assert_gt(num(row, "change"), 0, "slower: %s", r.out);
+	cr_assert_not_null(cJSON_GetObjectItemCaseSensitive(obj(r.json, "compare"), "turns_per_s"));
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--sessions", "1", "--message", slower, "--quiet", "--compare", old));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "compared with"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "turn_ms p50"), "%s", r.out);
+	result_free(&r);
+	write_file(old, "{\"turns_ok\":3}");
+	r = load(&t, ARGS("--target", t.target, "--compare", old));
+	cr_assert_eq(r.status, 2, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "not the --json of pincer load"), "%s", r.err);
+	result_free(&r);
+
+	/* the first word comes after 100 ms: no turn is within 50 ms of it */
+	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "2", "--turns", "2", "--message", SCRIPTED,
+			  "--json", "--quiet", "--slo", "ttft=50ms", "--threshold", "goodput_per_s>0"));
+	cr_assert_eq(r.status, 3, "%s", r.err);
+	cr_assert_eq(count(r.json, "turns_ok"), 4, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_good"), 0, "%s", r.out);
+	result_free(&r);
+
+	/* not streamed: the whole answer after 100 + 3 x 20 ms, no tokens */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "5", "--turns", "2", "--message", SCRIPTED, "--json",
+			  "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 10, "%s", r.out);
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r.json, "turns_good")), "no --slo: %s", r.out);
+	cr_assert_geq(series(r.json, "turn_ms"), 160);
+	cr_assert_eq(count(obj(r.json, "ttft_ms"), "count"), 0);
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(obj(r.json, "ttft_ms"), "p50")));
+	result_free(&r);
+
+	/* 256 sessions each with a request out at once: none waits for a
+	 * connection of the harness's (by fours of 64, the p50 would be 600) */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "256", "--turns", "1", "--json", "--quiet", "--message",
+			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":300}]]"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 256, "%s", r.out);
+	cr_assert_lt(series(r.json, "turn_ms"), 550, "%s", r.out);
+	result_free(&r);
+
+	/* the connection dropped mid-stream: counted as closed */
+	r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "3", "--turns", "2", "--json", "--quiet",
+			  "--message", "x [[mock:{\"text\":\"a b c d e f\",\"disconnect_after\":2}]]"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 0);
+	cr_assert_eq(count(obj(r.json, "errors"), "closed"), 6, "%s", r.out);
+	cr_assert_eq(count(obj(r.json, "itl_ms"), "count"), 0, "a failed turn's tokens are not measured");
+	result_free(&r);
+	down(&t);
+}
+
+/* The --csv file: its header, a row a second (the last at the end),
+ * 10 cells each, the ok column adding up to turns_ok. */
+static void assert_csv(const char *path, uint64_t ok, unsigned seconds)
+{
+	char *text = read_file(path);
+	const char *header = "elapsed_s,ok,failed,dropped,in_flight,turns_per_s,turn_p50_ms,turn_p99_ms,ttft_p50_ms,"
+			     "ttft_p99_ms\n";
+	cr_assert_eq(strncmp(text, header, strlen(header)), 0, "%s", text);
+	uint64_t sum = 0;
+	unsigned rows = 0;
+	for (char *line = text + strlen(header); *line; rows++) {
+		char *nl = strchr(line, '\n');
+		cr_assert_not_null(nl, "an unfinished row: %s", line);
+		*nl = '\0';
+		unsigned commas = 0;
+		for (const char *c = line; *c; c++)
+			commas += *c == ',';
+		cr_assert_eq(commas, 9, "row %s", line);
+		double elapsed = 0;
+		unsigned long long n = 0;
+		cr_assert_eq(sscanf(line, "%lf,%llu,", &elapsed, &n), 2, "row %s", line);
+		sum += n;
+		line = nl + 1;
+	}
+	cr_assert(rows >= seconds && rows <= seconds + 1, "%u rows for %u s", rows, seconds);
+	cr_assert_eq(sum, ok, "the rows' ok add up to %llu, not %llu", (unsigned long long)sum, (unsigned long long)ok);
+	free(text);
+}
+
+Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	/* constant: one arrival every 25 ms for 2 s */
+	char csv[128];
+	snprintf(csv, sizeof(csv), "%s/run.csv", t.dir);
+	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "8", "--rate", "40", "--duration",
+				   "2", "--arrivals", "constant", "--message", SCRIPTED, "--json", "--quiet", "--csv",
+				   csv));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "arrivals"), 80, "%s", r.out);
+	assert_accounted(r.json, 80);
+	assert_csv(csv, count(r.json, "turns_ok"), 2);
+	cr_assert_geq(count(r.json, "turns_ok"), 60, "%s", r.out);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "loop")), "open");
+	cr_assert_lt(r.ms, 2000 + END_SLACK_MS);
+	result_free(&r);
+
+	/* stages: nothing for a second, then a ramp to 40/s over a second,
+	 * which sums to 20 arrivals (the last may fall on the end) */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "8", "--stages", "1s:0,1s:40", "--arrivals", "constant",
+			  "--message", SCRIPTED, "--json", "--quiet", "--csv", csv));
+	assert_json(&r);
+	uint64_t ramped = count(r.json, "arrivals");
+	cr_assert(ramped >= 18 && ramped <= 20, "%llu arrivals in the ramp", (unsigned long long)ramped);
+	assert_accounted(r.json, ramped);
+	cr_assert_lt(r.ms, 2000 + END_SLACK_MS);
+	assert_csv(csv, count(r.json, "turns_ok"), 2);
+	char *rows = read_file(csv);
+	cr_assert_not_null(strstr(rows, "\n1.000,0,0,0,0,"), "the first second sends nothing: %s", rows);
+	free(rows);
+	result_free(&r);
+
+	/* poisson: the same seed, the same arrivals */
+	uint64_t arrivals[2];
+	for (int i = 0; i < 2; i++) {
+		r = load(&t, ARGS("--target", t.target, "--sessions", "4", "--rate", "30", "--duration", "1", "--seed",
+				  "7", "--message", SCRIPTED, "--json", "--quiet"));
+		assert_json(&r);
+		arrivals[i] = count(r.json, "arrivals");
+		assert_accounted(r.json, arrivals[i]);
+		result_free(&r);
+	}
+	cr_assert_eq(arrivals[0], arrivals[1]);
+	cr_assert(arrivals[0] >= 10 && arrivals[0] <= 60, "%llu arrivals at 30/s for 1 s",
+		  (unsigned long long)arrivals[0]);
+
+	/* 2 at most in flight, each turn 300 ms, 50 arrivals a second: drops;
+	 * a turn that waited for its session counts that wait */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "1", "--rate", "50", "--duration", "1.5", "--arrivals",
+			  "constant", "--max-in-flight", "2", "--json", "--quiet", "--message",
+			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":300}]]"));
+	assert_json(&r);
+	cr_assert_gt(count(r.json, "dropped"), 20, "%s", r.out);
+	assert_accounted(r.json, count(r.json, "arrivals"));
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 550, "the second turn waits for the first: %s", r.out);
+	result_free(&r);
+
+	/* turns still running when the duration ends are reported apart */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "3", "--duration", "1", "--json", "--quiet", "--message",
+			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":4000}]]"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "in_flight_at_end"), 3, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_ok"), 0);
+	cr_assert_eq(count(obj(r.json, "turn_ms"), "count"), 0);
+	cr_assert_lt(r.ms, 1000 + END_SLACK_MS);
+	result_free(&r);
+	down(&t);
+}
+
+/* One stalled answer among fast ones, the mock scripted turn by turn:
+ * the closed loop waits for it and sends nothing meanwhile, so its p90
+ * never sees the stall; the open loop keeps its schedule, the turns meant
+ * for the stall queue behind it, and their wait shows. */
+Test(load_cli, coordinated_omission, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/stall.jsonl", t.dir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 100; i++)
+		fprintf(f, "{\"message\":\"turn {turn} [[mock:{\\\"text\\\":\\\"ok\\\",\\\"ttft_ms\\\":%d}]]\"}\n",
+			i == 20 ? 1000 : 10);
+	cr_assert_eq(fclose(f), 0);
+	result_t r = load(&t, ARGS("--target", t.target, "--messages", path, "--turns", "100", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 100, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 1000, "%s", r.out);
+	cr_assert_lt(num(obj(r.json, "turn_ms"), "p90"), 500, "closed loop: the stall is one turn; %s", r.out);
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--messages", path, "--turns", "100", "--rate", "50", "--arrivals",
+			  "constant", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 100, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 1000, "%s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "p90"), 500, "open loop: the queue behind it; %s", r.out);
+	result_free(&r);
+	/* a file that is not messages is refused before the run */
+	write_file(path, "{\"message\":\"a\"}\n[1]\n");
+	r = load(&t, ARGS("--target", t.target, "--messages", path));
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "stall.jsonl:2:"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+Test(load_cli, thresholds_set_the_exit_status, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	result_t r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "2", "--message", SCRIPTED,
+				   "--quiet", "--threshold",
+				   "p99(turn_ms)<60000, rate(errors)<0.5,p99.9(turn_ms)>=100"));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "2", "--message", SCRIPTED, "--quiet",
+			  "--threshold", "rate(errors)<0.01,p50(turn_ms)<1"));
+	cr_assert_eq(r.status, 3, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "'p50(turn_ms)<1' crossed"), "%s", r.err);
+	cr_assert_null(strstr(r.err, "rate(errors)"), "the clause that held is not named: %s", r.err);
+	result_free(&r);
+	/* nothing measured does not pass a latency threshold */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "1", "--turns", "1", "--message", SCRIPTED, "--quiet",
+			  "--threshold", "max(ttft_ms)<100000"));
+	cr_assert_eq(r.status, 3, "not streamed: no ttft_ms; %s", r.err);
+	result_free(&r);
+	const char *bad[] = {"p99(turn)<1", "p99(turn_ms)=1", "p99(turn_ms)<", "p101(turn_ms)<1", "rate(errors)<x",
+			     "p50(turn_ms)<1,"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = load(&t, ARGS("--target", t.target, "--threshold", bad[i]));
+		cr_assert_eq(r.status, 2, "'%s' was taken", bad[i]);
+		cr_assert_not_null(strstr(r.err, "--threshold"), "%s", r.err);
+		result_free(&r);
+	}
+	down(&t);
+}
+
+/* ---- targets that refuse or never answer ---- */
+
+/* A loopback port that refuses: bound, then closed. */
+static unsigned refusing_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t n = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, n), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* A loopback listener that never accepts: connections complete in the
+ * kernel's backlog and never hear a byte. The caller closes it. */
+static int silent_listener(unsigned *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t n = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, n), 0);
+	cr_assert_eq(listen(fd, 128), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+Test(load_cli, refused_and_silent_targets_end_on_time, .timeout = 240)
+{
+	ctx_t t;
+	dir_only(&t);
+	unsigned port = refusing_port();
+	char ws[64], http[64];
+	snprintf(ws, sizeof(ws), "ws://127.0.0.1:%u", port);
+	snprintf(http, sizeof(http), "http://127.0.0.1:%u/v1", port);
+	const char *targets[] = {ws, http};
+	for (size_t i = 0; i < 2; i++) {
+		result_t r = load(&t, ARGS("--target", targets[i], "--sessions", "4", "--duration", "1.5", "--json",
+					   "--quiet"));
+		assert_json(&r);
+		cr_assert_eq(count(r.json, "turns_ok"), 0);
+		uint64_t refused = count(obj(r.json, "errors"), "refused");
+		cr_assert_gt(refused, 0, "%s", r.out);
+		/* a refusing target is retried after a pause, not in a tight loop */
+		cr_assert_lt(refused, 4 * 1500 / 50, "%s", r.out);
+		cr_assert_lt(r.ms, 1500 + END_SLACK_MS);
+		result_free(&r);
+	}
+	int fd = silent_listener(&port);
+	snprintf(ws, sizeof(ws), "ws://127.0.0.1:%u", port);
+	snprintf(http, sizeof(http), "http://127.0.0.1:%u/v1", port);
+	for (size_t i = 0; i < 2; i++) {
+		result_t r = load(&t, ARGS("--target", targets[i], "--sessions", "3", "--duration", "2.5", "--timeout",
+					   "1", "--connect-timeout", "1", "--json", "--quiet"));
+		assert_json(&r);
+		const cJSON *e = obj(r.json, "errors");
+		uint64_t timeouts = 0;
+		if (cJSON_GetObjectItemCaseSensitive(e, "timeout"))
+			timeouts += count(e, "timeout");
+		if (cJSON_GetObjectItemCaseSensitive(e, "connect_timeout"))
+			timeouts += count(e, "connect_timeout");
+		cr_assert_geq(timeouts, 3, "%s", r.out);
+		cr_assert_eq(count(r.json, "turns_ok"), 0);
+		cr_assert_lt(r.ms, 2500 + END_SLACK_MS);
+		result_free(&r);
+	}
+	close(fd);
+	down(&t);
+}
+
+/* Waits until `path` has `n` lines (the progress line: n seconds of run). */
+static void await_lines(const char *path, unsigned n)
+{
+	uint64_t until = now_ms() + EXIT_WAIT_MS;
+	for (unsigned lines = 0; lines < n;) {
+		char *text = read_file(path);
+		lines = 0;
+		for (const char *c = text; *c; c++)
+			lines += *c == '\n';
+		free(text);
+		cr_assert_lt(now_ms(), until, "no progress lines");
+		sleep_ms(50);
+	}
+}
+
+/* The gateway dies in the middle of streamed turns: they fail as closed,
+ * then the sessions find it refusing; the run still ends on time. */
+Test(load_cli, gateway_killed_mid_stream, .timeout = 240)
+{
+	ctx_t t;
+	gateway_up(&t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/kill.out", t.dir);
+	snprintf(err, sizeof(err), "%s/kill.err", t.dir);
+	write_file(out, "");
+	write_file(err, "");
+	/* twelve words 100 ms apart: every turn is mid-stream most of its time */
+	char *argv[] = {t.pincer, "load", "--target", t.target, "--token", TOKEN, "--sessions", "6", "--duration", "4",
+			"--json", "--message",
+			"w [[mock:{\"text\":\"a b c d e f g h i j k l\",\"ttft_ms\":50,\"delay_ms\":100}]]", NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	uint64_t t0 = now_ms();
+	pid_t pid = start_child(t.pincer, argv, envp, t.dir, out, err);
+	await_lines(err, 2);
+	cr_assert_eq(kill(t.server, SIGKILL), 0);
+	(void)child_wait(&t.server, EXIT_WAIT_MS);
+	int st = child_wait(&pid, EXIT_WAIT_MS);
+	cr_assert_eq(st, 0);
+	cr_assert_lt(now_ms() - t0, 4000 + END_SLACK_MS, "the run did not end on time");
+	char *o = read_file(out);
+	cJSON *j = cJSON_Parse(o);
+	cr_assert_not_null(j, "%s", o);
+	const cJSON *e = obj(j, "errors");
+	cr_assert_geq(count(e, "closed"), 6, "every session had a turn streaming: %s", o);
+	cr_assert_gt(count(e, "refused"), 0, "%s", o);
+	cJSON_Delete(j);
+	free(o);
+	down(&t);
+}
+
+/* SIGINT ends a long run at once, with the results so far. */
+Test(load_cli, sigint_ends_the_run_with_its_results, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/int.out", t.dir);
+	snprintf(err, sizeof(err), "%s/int.err", t.dir);
+	/* made here, so the reads below never race the child to them */
+	write_file(out, "");
+	write_file(err, "");
+	char *argv[] = {t.pincer, "load", "--target", t.target, "--sessions", "4", "--duration", "600", "--json",
+			"--message", SCRIPTED, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	pid_t pid = start_child(t.pincer, argv, envp, t.dir, out, err);
+	/* two progress lines: it has run for two seconds */
+	await_lines(err, 2);
+	uint64_t t0 = now_ms();
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	int st = child_wait(&pid, EXIT_WAIT_MS);
+	cr_assert_eq(st, 0);
+	cr_assert_lt(now_ms() - t0, END_SLACK_MS);
+	char *o = read_file(out);
+	cJSON *j = cJSON_Parse(o);
+	cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted")), "%s", o);
+	cr_assert_gt(count(j, "turns_ok"), 0, "%s", o);
+	cJSON_Delete(j);
+	free(o);
+	down(&t);
+}
+
+/* ---- usage ---- */
+
+Test(load_cli, usage, .timeout = 120)
+{
+	ctx_t t;
+	dir_only(&t);
+	result_t r = load(&t, ARGS("--help"));
+	cr_assert_eq(r.status, 0);
+	cr_assert_not_null(strstr(r.out, "--max-in-flight"));
+	result_free(&r);
+	const char *const *bad[] = {
+		ARGS("--sessions", "3"),
+		ARGS("--target", "wss://127.0.0.1:1"),
+		ARGS("--target", "ftp://x"),
+		ARGS("--target", "ws://127.0.0.1:1", "--sessions", "0"),
+		ARGS("--target", "ws://127.0.0.1:1", "--max-in-flight", "3"),
+		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--arrivals", "bursty"),
+		ARGS("--target", "ws://127.0.0.1:1", "--rate", "5", "--think-ms", "10"),
+		ARGS("--target", "ws://127.0.0.1:1", "--duraton", "1"),
+		ARGS("--target", "ws://127.0.0.1:1", "--slo", "ttft=5m"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:x"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--duration", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--think-ms", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--rate", "0.001"),
+		ARGS("--target", "ws://127.0.0.1:1", "--via", "rest"),
+		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "chat"),
+		ARGS("--target", "ws://127.0.0.1:1", "--via", "chat", "--model", "m1"),
+		ARGS("--target", "ws://127.0.0.1:1", "--slo", "latency=5s"),
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = load(&t, bad[i]);
+		cr_assert_eq(r.status, 2, "case %zu: exit %d, %s", i, r.status, r.err);
+		result_free(&r);
+	}
+	r = load(&t, ARGS("--target", "wss://127.0.0.1:1"));
+	cr_assert_not_null(strstr(r.err, "TLS"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
