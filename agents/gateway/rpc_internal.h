@@ -437,6 +437,9 @@ struct pc__gw_run {
 	bool dup;          /* a repeated idempotency key: only the final is sent */
 	char run_id[PC_RUN_ID_MAX + 1];
 	char *req_id;      /* agent: the request answered again at the end */
+	char *idem;        /* the request's idempotency key, OpenClaw's identity of
+			    * what it sent (session.message names the run's
+			    * user message by it); NULL for a repeat */
 	pc__gw_ssub_t *ssub; /* NULL for a repeat */
 	uint64_t last_seq;
 	/* agent deltas waiting for their frame: assistant, thinking */
@@ -468,6 +471,7 @@ struct pc__gw_pend {
 	char *req_id;       /* NULL: a read for a run's final */
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
 	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY; PC__GW_P_RESOLVE: what is looked up */
+	char *idem;         /* PC__GW_P_SUBMIT: the idempotency key */
 	int limit;          /* PC__GW_P_HISTORY; PC__GW_P_COST: the days asked (0: all) */
 	int view;           /* PC__GW_P_SUBMIT: answered as sessions.create;
 			     * PC__GW_P_HISTORY: what answers (rpc_history.c);
@@ -494,6 +498,8 @@ void pc__gw_replay_held(pc__gw_conn_t *c, pc__gw_ssub_t *s, pc__gw_run_t *r);
 
 /* The runs a connection follows, by tag. */
 pc__gw_run_t *pc__gw_run_new(pc__gw_conn_t *c, int kind, const char *run_id, const char *req_id);
+/* This connection's run with this id (not a repeat), or NULL. */
+pc__gw_run_t *pc__gw_run_by_id(pc__gw_conn_t *c, const char *run_id);
 pc__gw_run_t *pc__gw_run_by_tag(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_run_free(pc__gw_conn_t *c, pc__gw_run_t *r);
 

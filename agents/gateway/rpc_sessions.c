@@ -153,6 +153,16 @@ static void message(pc__gw_conn_t *c, msg_sub_t *k, cJSON *d, const char *run_id
 	if (*run_id)
 		cJSON_AddStringToObject(p, "runId", run_id);
 	cJSON *m = cJSON_DetachItemFromObjectCaseSensitive(d, "message");
+	/* The user message of a run this client sent: OpenClaw's clients
+	 * match it to the copy they show while it is on its way by the
+	 * request's idempotency key, in __openclaw, as OpenClaw stores it. */
+	pc__gw_run_t *r = *run_id && cJSON_IsObject(m) ? pc__gw_run_by_id(c, run_id) : NULL;
+	const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
+	if (r && r->idem && role && !strcmp(role, "user") && !cJSON_HasObjectItem(m, "__openclaw")) {
+		cJSON *oc = cJSON_AddObjectToObject(m, "__openclaw");
+		if (oc)
+			cJSON_AddStringToObject(oc, "idempotencyKey", r->idem);
+	}
 	cJSON_AddItemToObject(p, "message", m ? m : cJSON_CreateNull());
 	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(d, "ts");
 	cJSON_AddNumberToObject(p, "ts", ts ? ts->valuedouble : (double)pc__clock_wall_ms());

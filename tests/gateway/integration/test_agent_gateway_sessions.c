@@ -482,3 +482,42 @@ Test(agent_gateway_sessions, create_starts_a_new_session_with_its_first_message)
 	cl_free(c);
 	gw_stop(&f);
 }
+
+/* The client that sent a message finds it in session.message under the
+ * idempotency key it sent it with, as OpenClaw's clients match the copy
+ * they show while it is on its way; another client is not told the key. */
+Test(agent_gateway_sessions, the_sender_finds_its_message_by_its_idempotency_key)
+{
+	gw_t f;
+	gw_start(&f, GW_CONFIG(""), NULL);
+	cl_t *sender = cl_connect(f.port);
+	cl_t *watcher = cl_connect(f.port);
+	cl_t *both[] = {sender, watcher};
+	for (int i = 0; i < 2; i++) {
+		cJSON *r = cl_call(both[i], "sessions.messages.subscribe", key_params("key", "own"));
+		cr_assert(jok(r), "%s", cJSON_PrintUnformatted(r));
+		cJSON_Delete(r);
+	}
+	char run[80];
+	chat_send(sender, "own", "mine", "own-1", run);
+	for (int i = 0; i < 2; i++) {
+		cJSON *e = cl_await_event(both[i], "session.message", 15000);
+		cr_assert_not_null(e);
+		const cJSON *m = jget(jget(e, "payload"), "message");
+		cr_assert_str_eq(jstr(m, "role"), "user");
+		if (i == 0)
+			cr_assert_str_eq(jstr(jget(m, "__openclaw"), "idempotencyKey"), "own-1", "%s",
+					 cJSON_PrintUnformatted(e));
+		else
+			cr_assert_null(jget(m, "__openclaw"), "%s", cJSON_PrintUnformatted(e));
+		cJSON_Delete(e);
+		e = cl_await_event(both[i], "session.message", 15000);
+		cr_assert_not_null(e);
+		cr_assert_str_eq(jstr(jget(jget(jget(e, "payload"), "message"), "__openclaw"), "idempotencyKey"), "");
+		cJSON_Delete(e);
+	}
+	chat_final(sender, run);
+	cl_free(sender);
+	cl_free(watcher);
+	gw_stop(&f);
+}
