@@ -278,6 +278,15 @@ static pc_msg_t *sessions(pc__sq_be_t *be, const pc__store_op_t *op)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
 }
 
+/* The first n columns of the current row as text and their lengths. */
+static void text_columns(sqlite3_stmt *st, int n, const char **str, size_t *len)
+{
+	for (int k = 0; k < n; k++) {
+		str[k] = (const char *)sqlite3_column_text(st, k);
+		len[k] = (size_t)sqlite3_column_bytes(st, k);
+	}
+}
+
 static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 {
 	int berr = 0;
@@ -287,10 +296,7 @@ static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
 		const char *str[4];
 		size_t len[4];
-		for (int k = 0; k < 4; k++) {
-			str[k] = (const char *)sqlite3_column_text(st, k);
-			len[k] = (size_t)sqlite3_column_bytes(st, k);
-		}
+		text_columns(st, 4, str, len);
 		pc__store_run_ent_t e = {.accepted_ms = sqlite3_column_int64(st, 4),
 					 .started = sqlite3_column_int(st, 5) != 0};
 		rc = pc__store_runs_add(b, &e, str, len);
@@ -328,10 +334,7 @@ static int read_devices(pc__sq_reader_t *r, pc__store_devices_builder_t *b)
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
 		const char *str[4];
 		size_t len[4];
-		for (int k = 0; k < 4; k++) {
-			str[k] = (const char *)sqlite3_column_text(st, k);
-			len[k] = (size_t)sqlite3_column_bytes(st, k);
-		}
+		text_columns(st, 4, str, len);
 		pc__store_device_ent_t e = {.approved_ms = sqlite3_column_int64(st, 4),
 					    .issued_ms = sqlite3_column_int64(st, 5)};
 		rc = pc__store_devices_add(b, &e, str, len);
