@@ -108,7 +108,8 @@ static int synthetic(pc_store_repaired_t *r, const pc_store_msg_t *call, const c
 		rc = own(r, tcids);
 	}
 	if (rc == 0) {
-		pc_store_msg_t m = {0, call->created_ms, "toolResult", content, tcids, call->run_id, true};
+		pc_store_msg_t m = {.created_ms = call->created_ms, .role = "toolResult", .content = content,
+				    .tool_call_ids = tcids, .run_id = call->run_id, .json_checked = true};
 		rc = push(r, &m);
 	}
 	cJSON_Delete(c);

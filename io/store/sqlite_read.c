@@ -36,8 +36,9 @@ static const char *const rsql[R_N] = {
 	[R_COMMIT] = "COMMIT",
 	[R_ROLLBACK] = "ROLLBACK",
 	[R_LAST] = "SELECT last_seq, id, agent, metadata, created_ms, updated_ms FROM sessions WHERE key = ?1",
-	[R_MSGS] = "SELECT seq, created_ms, role, content, tool_call_ids, run_id FROM messages"
-		   " WHERE session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY seq",
+	[R_MSGS] = "SELECT m.seq, m.created_ms, m.role, m.content, m.tool_call_ids, m.run_id, r.idem_key"
+		   " FROM messages m LEFT JOIN runs r ON r.run_id = m.run_id"
+		   " WHERE m.session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY m.seq",
 	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
 	/* started: the transcript holds a message of it (a rare read: it
 	 * scans the session's messages) */
@@ -121,6 +122,16 @@ static void reader_put(pc__sq_be_t *be, pc__sq_reader_t *r)
 	pthread_mutex_unlock(&be->lock);
 }
 
+/* n columns of the current row from `first` on, as text, and their
+ * lengths. */
+static void text_columns(sqlite3_stmt *st, int first, int n, const char **str, size_t *len)
+{
+	for (int k = 0; k < n; k++) {
+		str[k] = (const char *)sqlite3_column_text(st, first + k);
+		len[k] = (size_t)sqlite3_column_bytes(st, first + k);
+	}
+}
+
 static int read_history(pc__sq_reader_t *r, const char *key, pc__store_hist_builder_t *b, int64_t *last)
 {
 	int berr = 0;
@@ -145,12 +156,9 @@ static int read_history(pc__sq_reader_t *r, const char *key, pc__store_hist_buil
 	st = r->st[R_MSGS];
 	pc__sq_bind_t(&berr, st, 1, key, -1);
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
-		const char *s[4];
-		size_t l[4];
-		for (int k = 0; k < 4; k++) {
-			s[k] = (const char *)sqlite3_column_text(st, 2 + k);
-			l[k] = (size_t)sqlite3_column_bytes(st, 2 + k);
-		}
+		const char *s[PC__STORE_HIST_STRS];
+		size_t l[PC__STORE_HIST_STRS];
+		text_columns(st, 2, PC__STORE_HIST_STRS, s, l);
 		rc = pc__store_hist_add(b, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), s, l);
 		if (rc != 0) {
 			pc__sq_done(st);
@@ -278,15 +286,6 @@ static pc_msg_t *sessions(pc__sq_be_t *be, const pc__store_op_t *op)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
 }
 
-/* The first n columns of the current row as text and their lengths. */
-static void text_columns(sqlite3_stmt *st, int n, const char **str, size_t *len)
-{
-	for (int k = 0; k < n; k++) {
-		str[k] = (const char *)sqlite3_column_text(st, k);
-		len[k] = (size_t)sqlite3_column_bytes(st, k);
-	}
-}
-
 static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 {
 	int berr = 0;
@@ -296,7 +295,7 @@ static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
 		const char *str[4];
 		size_t len[4];
-		text_columns(st, 4, str, len);
+		text_columns(st, 0, 4, str, len);
 		pc__store_run_ent_t e = {.accepted_ms = sqlite3_column_int64(st, 4),
 					 .started = sqlite3_column_int(st, 5) != 0};
 		rc = pc__store_runs_add(b, &e, str, len);
@@ -334,7 +333,7 @@ static int read_devices(pc__sq_reader_t *r, pc__store_devices_builder_t *b)
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
 		const char *str[4];
 		size_t len[4];
-		text_columns(st, 4, str, len);
+		text_columns(st, 0, 4, str, len);
 		pc__store_device_ent_t e = {.approved_ms = sqlite3_column_int64(st, 4),
 					    .issued_ms = sqlite3_column_int64(st, 5)};
 		rc = pc__store_devices_add(b, &e, str, len);

@@ -180,6 +180,8 @@ typedef struct pc_store_msg {
 				    * message the calls it makes, in call order;
 				    * for a toolResult the one id it answers */
 	const char *run_id;        /* the run that produced it, if any */
+	const char *idem_key;      /* read: the idempotency key that run was
+				    * accepted under, if any (ignored on write) */
 	bool json_checked;         /* write: content and tool_call_ids were printed by a
 				    * JSON library, so they are not parsed again (the
 				    * agent's own messages); otherwise malformed JSON is

@@ -114,9 +114,15 @@ typedef struct pc__store_hist {
 	uint32_t pad;
 } pc__store_hist_t;
 
+/* The most strings a row of a listing reply carries. */
+#define PC__STORE_ROW_STRS_MAX 5
+/* role, content, tool_call_ids, run_id, the run's idempotency key */
+#define PC__STORE_HIST_STRS 5
+
 typedef struct pc__store_hist_ent {
 	int64_t seq, created_ms;
-	uint32_t off[4]; /* role, content, tool_call_ids, run_id */
+	uint32_t off[PC__STORE_HIST_STRS];
+	uint32_t pad;
 } pc__store_hist_ent_t;
 
 /* Builds a history reply on a blocking thread. */
@@ -128,8 +134,8 @@ typedef struct pc__store_hist_builder {
 /* Records the session row (call once, before or after the messages). */
 int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], const size_t len[3], int64_t created_ms,
 			   int64_t updated_ms);
-int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
-		       const size_t len[4]);
+int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms,
+		       const char *str[PC__STORE_HIST_STRS], const size_t len[PC__STORE_HIST_STRS]);
 /* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
  * either way. */
 pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq);

@@ -57,20 +57,20 @@ static pc_msg_t *payload_msg(uint32_t type, const void *head, size_t hsize, cons
 	return m;
 }
 
-/* Appends entry `e` (`size` bytes, its string offsets `off_at` bytes in)
- * with its four strings. PC_ENOMEM. */
-static int rows_add(pc__store_rows_t *r, const void *e, size_t size, size_t off_at, const char *const str[4],
-		    const size_t len[4])
+/* Appends entry `e` (`size` bytes, its `n` string offsets `off_at` bytes
+ * in) with its strings. PC_ENOMEM. */
+static int rows_add(pc__store_rows_t *r, const void *e, size_t size, size_t off_at, const char *const *str,
+		    const size_t *len, int n)
 {
 	if (pc__grow(&r->ents, &r->cap, r->n + 1, size, 64))
 		return PC_ENOMEM;
 	char *d = (char *)r->ents + r->n * size;
 	memcpy(d, e, size);
-	uint32_t off[4];
-	int rc = strs_put(&r->strs, str, len, 4, off);
+	uint32_t off[PC__STORE_ROW_STRS_MAX];
+	int rc = strs_put(&r->strs, str, len, n, off);
 	if (rc != 0)
 		return rc;
-	memcpy(d + off_at, off, sizeof(off));
+	memcpy(d + off_at, off, (size_t)n * sizeof(off[0]));
 	r->n++;
 	return 0;
 }
@@ -99,11 +99,12 @@ int pc__store_hist_session(pc__store_hist_builder_t *b, const char *str[3], cons
 	return strs_put(&b->rows.strs, str, len, 3, b->head.sess_off);
 }
 
-int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms, const char *str[4],
-		       const size_t len[4])
+int pc__store_hist_add(pc__store_hist_builder_t *b, int64_t seq, int64_t created_ms,
+		       const char *str[PC__STORE_HIST_STRS], const size_t len[PC__STORE_HIST_STRS])
 {
 	pc__store_hist_ent_t e = {.seq = seq, .created_ms = created_ms};
-	return rows_add(&b->rows, &e, sizeof(e), offsetof(pc__store_hist_ent_t, off), str, len);
+	return rows_add(&b->rows, &e, sizeof(e), offsetof(pc__store_hist_ent_t, off), str, len,
+			PC__STORE_HIST_STRS);
 }
 
 pc_msg_t *pc__store_hist_finish(pc__store_hist_builder_t *b, int64_t last_seq)
@@ -126,7 +127,7 @@ void pc__store_hist_clear(pc__store_hist_builder_t *b)
 int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
 		       const size_t len[4])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_list_ent_t, off), str, len);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_list_ent_t, off), str, len, 4);
 }
 
 pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more)
@@ -239,10 +240,11 @@ void pc_store_history_get(const pc_store_history_t *h, size_t i, pc_store_msg_t 
 	if (!h || i >= h->n)
 		return;
 	const pc__store_hist_ent_t *e = &h->ents[i];
-	const char *f[4];
-	strs_get(h->bytes, e->off, 4, f);
+	const char *f[PC__STORE_HIST_STRS];
+	strs_get(h->bytes, e->off, PC__STORE_HIST_STRS, f);
 	/* stored JSON was checked on its way in */
-	*out = (pc_store_msg_t){e->seq, e->created_ms, f[0], f[1], f[2], f[3], true};
+	*out = (pc_store_msg_t){.seq = e->seq, .created_ms = e->created_ms, .role = f[0], .content = f[1],
+				.tool_call_ids = f[2], .run_id = f[3], .idem_key = f[4], .json_checked = true};
 }
 
 void pc_store_history_free(pc_store_history_t *h)
@@ -347,7 +349,7 @@ void pc_store_sessions_free(pc_store_sessions_t *s)
 int pc__store_runs_add(pc__store_runs_builder_t *b, const pc__store_run_ent_t *e, const char *str[4],
 		       const size_t len[4])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_run_ent_t, off), str, len);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_run_ent_t, off), str, len, 4);
 }
 
 pc_msg_t *pc__store_runs_finish(pc__store_runs_builder_t *b)
@@ -392,7 +394,7 @@ void pc_store_open_runs_free(pc_store_open_runs_t *r)
 int pc__store_devices_add(pc__store_devices_builder_t *b, const pc__store_device_ent_t *e, const char *str[4],
 			  const size_t len[4])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_device_ent_t, off), str, len);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_device_ent_t, off), str, len, 4);
 }
 
 pc_msg_t *pc__store_devices_finish(pc__store_devices_builder_t *b)
@@ -437,7 +439,7 @@ void pc_store_devices_free(pc_store_devices_t *l)
 int pc__store_usage_add(pc__store_usage_builder_t *b, const pc__store_usage_ent_t *e, const char *str[4],
 		       const size_t len[4])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_usage_ent_t, off), str, len);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_usage_ent_t, off), str, len, 4);
 }
 
 pc_msg_t *pc__store_usage_finish(pc__store_usage_builder_t *b, bool more)
