@@ -71,7 +71,13 @@ void pc__agent_feed_free(pc_agent_t *a)
 	a->feed = NULL;
 }
 
-void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, const char *role, const char *json)
+bool pc__agent_feed_listened(const pc_agent_t *a)
+{
+	return pc_event_bus_listened(a->feed);
+}
+
+void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, int64_t seq, const char *idem,
+			    const char *role, const char *json)
 {
 	if (!pc_event_bus_listened(a->feed))
 		return;
@@ -85,6 +91,9 @@ void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, 
 	if (!cJSON_GetObjectItemCaseSensitive(m, "role"))
 		cJSON_AddStringToObject(m, "role", role);
 	cJSON_AddItemToObject(d, "message", m);
+	cJSON_AddNumberToObject(d, "messageSeq", (double)seq);
+	if (idem)
+		cJSON_AddStringToObject(d, "idempotencyKey", idem);
 	cJSON_AddNumberToObject(d, "ts", (double)pc__clock_wall_ms());
 	feed_emit(a, d);
 }

@@ -298,11 +298,16 @@ void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1]);
 
 /* The feed (agent_feed.c): made after the run registry, whose transitions
  * it publishes; freed with the agent. pc__agent_feed_message publishes a
- * message appended to session `key`'s transcript (`json`: the stored
- * content, `role` its column), when anyone listens. */
+ * message stored in session `key`'s transcript under `seq` (`json`: the
+ * stored content, `role` its column; `idem`: for a run's prompt, the key
+ * its request came with, or NULL), when anyone listens (which
+ * pc__agent_feed_listened tells, so that a writer keeps nothing for it
+ * otherwise). */
 int pc__agent_feed_new(pc_agent_t *a);
 void pc__agent_feed_free(pc_agent_t *a);
-void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, const char *role, const char *json);
+bool pc__agent_feed_listened(const pc_agent_t *a);
+void pc__agent_feed_message(pc_agent_t *a, const char *key, const char *run_id, int64_t seq, const char *idem,
+			    const char *role, const char *json);
 
 /* Adds integer `v` to `o`: a number when it fits an int (cJSON prints
  * those with %d), else its digits as raw text, since cJSON prints any
@@ -365,6 +370,7 @@ typedef struct pc__run_params {
 	const char *prompt;
 	const char *model;            /* "provider/model" or NULL */
 	const char *extra_system_prompt;
+	const char *idempotency_key;  /* the request's, or NULL */
 	uint64_t timeout_ms;          /* 0: configured */
 	bool has_think;               /* else the configured thinking level */
 	pc_think_level_t think;
@@ -419,6 +425,8 @@ typedef struct pc__attempt_params {
 	const char *const *additions;     /* sticky retry instructions (static strings) */
 	size_t addition_count;
 	const char *extra_system_prompt;
+	const char *idempotency_key;      /* the run's request's, or NULL: what its
+					   * prompt is named by in the feed */
 	uint64_t timeout_ms;              /* the attempt's budget; 0: unlimited */
 	pc_event_bus_t *bus;
 	pc__loop_box_t *loop;             /* retained by the attempt; may be NULL */

@@ -96,36 +96,98 @@ static void usage_write_failed(attempt_t *t, int rc)
 				PC_LF_STR("error", pc_store_strerror(rc)));
 }
 
-/* Appends `msg` (borrowed) to the transcript; the reply is counted. The
- * write is lazy: a turn's messages need to be durable only when the attempt
- * ends or compaction reads them (appends_durable), so they share one commit
- * instead of taking one each. */
-int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids)
+/* A stored message the feed hears of once the store has numbered it. */
+struct pc__att_fed {
+	uint64_t corr;
+	char *idem;      /* the run's idempotency key, for its prompt; or NULL */
+	char *role_json; /* the role, its NUL, the content */
+};
+
+/* Keeps what the feed is told of the write asked under `corr` (when
+ * nobody listens, or memory ran out, the feed misses it: it is bounded and
+ * lossy anyway, and its readers see the gap). */
+static void feed_later(attempt_t *t, uint64_t corr, const char *role, const char *json, const char *idem)
 {
-	char *content = pc_json_print(msg);
-	if (!content)
-		return PC_ENOMEM;
-	int rc = pc__att_persist_text(ctx, t, role, content, tool_ids);
-	cJSON_free(content);
+	if (!pc__agent_feed_listened(t->agent) || PC__GROW(t->fed, t->fed_cap, t->fed_n + 1, 4))
+		return;
+	size_t rl = strlen(role) + 1, jl = strlen(json) + 1;
+	char *s = malloc(rl + jl);
+	char *k = idem ? strdup(idem) : NULL;
+	if (!s || (idem && !k)) {
+		free(s);
+		free(k);
+		return;
+	}
+	memcpy(s, role, rl);
+	memcpy(s + rl, json, jl);
+	t->fed[t->fed_n++] = (struct pc__att_fed){corr, k, s};
+}
+
+/* The store answered `corr`: a kept write goes to the feed, under the seq
+ * it was stored with, if it was. */
+static void feed_answered(attempt_t *t, uint64_t corr, const pc_store_reply_t *r, bool stored)
+{
+	for (size_t i = 0; i < t->fed_n; i++) {
+		if (t->fed[i].corr != corr)
+			continue;
+		char *s = t->fed[i].role_json;
+		if (stored)
+			pc__agent_feed_message(t->agent, t->key, t->run_id, r->seq, t->fed[i].idem, s,
+					       s + strlen(s) + 1);
+		free(s);
+		free(t->fed[i].idem);
+		/* kept in the order asked, which is the feed's */
+		memmove(&t->fed[i], &t->fed[i + 1], (t->fed_n - i - 1) * sizeof(t->fed[0]));
+		t->fed_n--;
+		return;
+	}
+}
+
+/* Appends `json` to the transcript; the reply is counted. The write is
+ * lazy: a turn's messages need to be durable only when the attempt ends or
+ * compaction reads them (appends_durable), so they share one commit
+ * instead of taking one each. `idem`: the key the message is named by in
+ * the feed (the run's, for its prompt), or NULL. */
+static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids,
+		   const char *idem)
+{
+	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
+			    .json_checked = true /* printed by cJSON */};
+	pc_msg_t *req = NULL;
+	uint64_t corr = 0;
+	int rc = pc_store_req_append(t->key, t->epoch, &m, &req);
+	if (rc == 0) {
+		pc_store_req_lazy(req);
+		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, &corr);
+	}
+	if (rc == 0) {
+		t->appends_pending++;
+		t->lazy_unsynced++;
+		feed_later(t, corr, role, json, idem);
+	}
 	return rc;
 }
 
 int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids)
 {
-	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
-			    .json_checked = true /* printed by cJSON */};
-	pc_msg_t *req = NULL;
-	int rc = pc_store_req_append(t->key, t->epoch, &m, &req);
-	if (rc == 0) {
-		pc_store_req_lazy(req);
-		rc = pc_ask(ctx, pc_store_actor(t->agent->store), req, NULL);
-	}
-	if (rc == 0) {
-		t->appends_pending++;
-		t->lazy_unsynced++;
-		pc__agent_feed_message(t->agent, t->key, t->run_id, role, json);
-	}
+	return persist(ctx, t, role, json, tool_ids, NULL);
+}
+
+static int persist_json(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids,
+			const char *idem)
+{
+	char *content = pc_json_print(msg);
+	if (!content)
+		return PC_ENOMEM;
+	int rc = persist(ctx, t, role, content, tool_ids, idem);
+	cJSON_free(content);
 	return rc;
+}
+
+/* As pc__att_persist_text, `msg` (borrowed) printed. */
+int pc__att_persist(pc_ctx_t *ctx, attempt_t *t, const char *role, cJSON *msg, const char *tool_ids)
+{
+	return persist_json(ctx, t, role, msg, tool_ids, NULL);
 }
 
 /*
@@ -917,7 +979,8 @@ static void run_passed(pc_ctx_t *ctx, attempt_t *t)
 		}
 		cJSON_AddStringToObject(m, "role", "user");
 		cJSON_AddStringToObject(m, "content", turn);
-		int rc = pc__att_persist(ctx, t, "user", m, NULL);
+		/* the run's prompt is named by the key its request came with */
+		int rc = persist_json(ctx, t, "user", m, NULL, t->prompt ? t->idem : NULL);
 		cJSON_AddItemToArray(t->messages, m);
 		if (rc != 0) {
 			pc__att_fail_setup(ctx, t, pc_store_strerror(rc));
@@ -1079,6 +1142,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			if (grc != 0 || r.rc != 0)
 				usage_write_failed(t, grc != 0 ? grc : r.rc);
 		} else {
+			feed_answered(t, msg->corr, &r, grc == 0 && r.rc == 0);
 			if (grc == 0 && r.rc != 0)
 				t->store_error = r.rc;
 			/* another process owns the session now: nothing more of
@@ -1194,6 +1258,11 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 		free(t->steer[i]);
 	free(t->steer);
 	free(t->usage_corrs);
+	for (size_t i = 0; i < t->fed_n; i++) {
+		free(t->fed[i].role_json);
+		free(t->fed[i].idem);
+	}
+	free(t->fed);
 	for (size_t i = 0; t->slots && i < t->n_calls; i++)
 		free(t->slots[i].text);
 	free(t->slots);
@@ -1213,6 +1282,7 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(t->prompt);
 	free(t->continuation);
 	free(t->extra);
+	free(t->idem);
 	pc_agent_t *a = t->agent;
 	free(t);
 	__atomic_sub_fetch(&a->stats.attempts_live, 1, __ATOMIC_RELEASE);
@@ -1239,6 +1309,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 	t->prompt = dup_or_null(p->prompt);
 	t->continuation = dup_or_null(p->continuation);
 	t->extra = dup_or_null(p->extra_system_prompt);
+	t->idem = dup_or_null(p->idempotency_key);
 	t->provider = p->provider;
 	t->additions = p->additions;
 	t->addition_count = p->addition_count;
@@ -1257,7 +1328,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		rc = pc_request_provider_headers(p->provider, p->profile, p->run_id, &t->headers);
 	if (rc == 0 && (!t->url || !t->run_id || !t->key || !t->model || !t->messages ||
 			(p->prompt && !t->prompt) || (p->continuation && !t->continuation) ||
-			(p->extra_system_prompt && !t->extra)))
+			(p->extra_system_prompt && !t->extra) || (p->idempotency_key && !t->idem)))
 		rc = PC_ENOMEM;
 	pc_actor_t *actor = NULL;
 	if (rc == 0) {
@@ -1283,6 +1354,7 @@ int pc__attempt_spawn(pc_agent_t *a, const pc__attempt_params_t *p, pc_actor_t *
 		free(t->prompt);
 		free(t->continuation);
 		free(t->extra);
+	free(t->idem);
 		pc__loop_box_release(t->loop);
 		free(t);
 		return rc;

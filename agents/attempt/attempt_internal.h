@@ -48,6 +48,7 @@ typedef struct attempt {
 	pc_actor_t *run;
 	pc_event_bus_t *bus;
 	char *run_id, *key, *model, *url, *prompt, *continuation, *extra;
+	char *idem; /* the run's idempotency key, or NULL */
 	int64_t epoch; /* the session's lease, carried by every transcript write */
 	pc__model_series_t series; /* its provider and model's metrics */
 	const pc_provider_config_t *provider;
@@ -97,6 +98,11 @@ typedef struct attempt {
 	 * logged, never the attempt's */
 	uint64_t *usage_corrs;
 	size_t usage_n, usage_cap;
+	/* transcript writes told to the agent's feed once the store has
+	 * answered them, by the corr of their ask: the feed names a message by
+	 * the seq the store gave it. Kept only while the feed has a listener. */
+	struct pc__att_fed *fed;
+	size_t fed_n, fed_cap;
 	uint32_t lazy_unsynced;   /* lazy writes sent since the last sync */
 	int store_error;
 

@@ -218,6 +218,35 @@ static cJSON *session_info(pc__gw_conn_t *c, const char *key, const pc_store_his
 	return s;
 }
 
+void pc__gw_name_message(cJSON *item, int64_t seq, const char *run_id, const char *idem)
+{
+	if (!cJSON_IsObject(item) || cJSON_HasObjectItem(item, "__openclaw"))
+		return;
+	cJSON *oc = cJSON_AddObjectToObject(item, "__openclaw");
+	if (!oc)
+		return;
+	cJSON_AddNumberToObject(oc, "seq", (double)seq);
+	if (run_id && *run_id)
+		cJSON_AddStringToObject(oc, "runId", run_id);
+	if (idem)
+		cJSON_AddStringToObject(oc, "idempotencyKey", idem);
+}
+
+/* Message i of the snapshot, named: a run's prompt (a user message that
+ * begins its run's messages) by its run's idempotency key too. */
+static void name_stored(cJSON *item, const pc_store_history_t *h, size_t i, const pc_store_msg_t *m)
+{
+	const char *idem = NULL;
+	if (m->idem_key && m->role && !strcmp(m->role, "user")) {
+		pc_store_msg_t prev = {0};
+		if (i > 0)
+			pc_store_history_get(h, i - 1, &prev);
+		if (!prev.run_id || strcmp(prev.run_id, m->run_id) != 0)
+			idem = m->idem_key;
+	}
+	pc__gw_name_message(item, m->seq, m->run_id, idem);
+}
+
 /* Messages [from, to) of the snapshot, then only the newest that fit
  * `budget` bytes as a JSON array (what the answer's messages cost); NULL
  * when memory ran out. */
@@ -237,6 +266,8 @@ static cJSON *messages(const pc_store_history_t *h, size_t from, size_t to, size
 		cJSON *item = cJSON_Parse(m.content);
 		if (!item)
 			item = cJSON_CreateString(m.content);
+		else
+			name_stored(item, h, from + i, &m);
 		char *text = item ? cJSON_PrintUnformatted(item) : NULL;
 		size_t cost = text ? strlen(text) + (kept ? 1 : 0) : budget;
 		cJSON_free(text);
@@ -255,7 +286,9 @@ static cJSON *messages(const pc_store_history_t *h, size_t from, size_t to, size
 }
 
 /* For each of the client's run ids: "consumed" once the run's user turn is
- * in the transcript (its message's seq names it), else "pending". */
+ * in the transcript (its message's seq names it), else "pending". A client
+ * names a run it sent by the idempotency key it sent it under (OpenClaw
+ * names runs so), so either name finds it. */
 static void input_receipts(cJSON *p, const pc_store_history_t *h, const cJSON *ids)
 {
 	if (!ids)
@@ -270,7 +303,8 @@ static void input_receipts(cJSON *p, const pc_store_history_t *h, const cJSON *i
 		for (size_t i = 0; i < n && !seq; i++) {
 			pc_store_msg_t m;
 			pc_store_history_get(h, i, &m);
-			if (m.run_id && !strcmp(m.run_id, run) && !strcmp(m.role, "user"))
+			bool named = (m.run_id && !strcmp(m.run_id, run)) || (m.idem_key && !strcmp(m.idem_key, run));
+			if (named && !strcmp(m.role, "user"))
 				seq = m.seq;
 		}
 		cJSON *r = cJSON_CreateObject();

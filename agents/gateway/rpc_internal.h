@@ -393,6 +393,14 @@ extern const pc__gw_param_t pc__gw_chat_startup_spec[PC__GW_CHAT_STARTUP_NPARAMS
 extern const pc__gw_param_t pc__gw_chat_metadata_spec[PC__GW_CHAT_METADATA_NPARAMS];
 extern const pc__gw_param_t pc__gw_sessions_describe_spec[PC__GW_SESSIONS_DESCRIBE_NPARAMS];
 void pc__gw_m_chat_history(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
+/* Names a stored message (a JSON object; anything else is left alone) as
+ * OpenClaw's clients tell messages apart, in __openclaw: its transcript
+ * seq, its run, and for a run's prompt the idempotency key it was sent
+ * under (`idem`, else NULL), by which the client that sent it matches it to
+ * the copy it showed while it was on its way. chat.history and
+ * session.message name each message alike, so that a client holding both
+ * copies sees one message. A message carrying its own __openclaw keeps it. */
+void pc__gw_name_message(cJSON *item, int64_t seq, const char *run_id, const char *idem);
 void pc__gw_m_chat_startup(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_chat_metadata(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
 void pc__gw_m_sessions_describe(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSON *params);
@@ -437,9 +445,6 @@ struct pc__gw_run {
 	bool dup;          /* a repeated idempotency key: only the final is sent */
 	char run_id[PC_RUN_ID_MAX + 1];
 	char *req_id;      /* agent: the request answered again at the end */
-	char *idem;        /* the request's idempotency key, OpenClaw's identity of
-			    * what it sent (session.message names the run's
-			    * user message by it); NULL for a repeat */
 	pc__gw_ssub_t *ssub; /* NULL for a repeat */
 	uint64_t last_seq;
 	/* agent deltas waiting for their frame: assistant, thinking */
@@ -471,7 +476,6 @@ struct pc__gw_pend {
 	char *req_id;       /* NULL: a read for a run's final */
 	pc__gw_ssub_t *ssub; /* PC__GW_P_SUBMIT */
 	char *key;          /* PC__GW_P_SUBMIT, PC__GW_P_HISTORY; PC__GW_P_RESOLVE: what is looked up */
-	char *idem;         /* PC__GW_P_SUBMIT: the idempotency key */
 	int limit;          /* PC__GW_P_HISTORY; PC__GW_P_COST: the days asked (0: all) */
 	int view;           /* PC__GW_P_SUBMIT: answered as sessions.create;
 			     * PC__GW_P_HISTORY: what answers (rpc_history.c);
@@ -498,8 +502,6 @@ void pc__gw_replay_held(pc__gw_conn_t *c, pc__gw_ssub_t *s, pc__gw_run_t *r);
 
 /* The runs a connection follows, by tag. */
 pc__gw_run_t *pc__gw_run_new(pc__gw_conn_t *c, int kind, const char *run_id, const char *req_id);
-/* This connection's run with this id (not a repeat), or NULL. */
-pc__gw_run_t *pc__gw_run_by_id(pc__gw_conn_t *c, const char *run_id);
 pc__gw_run_t *pc__gw_run_by_tag(pc__gw_conn_t *c, uint64_t tag);
 void pc__gw_run_free(pc__gw_conn_t *c, pc__gw_run_t *r);
 

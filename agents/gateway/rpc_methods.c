@@ -111,9 +111,7 @@ static void submit(pc__gw_conn_t *c, const char *id, const char *method, int kin
 		pd->corr = ++c->next_tag;
 		pd->ssub = s;
 		pd->key = strdup(key);
-		pd->idem = p->idempotency_key ? strdup(p->idempotency_key) : NULL;
-		rc = pd->key && (pd->idem || !p->idempotency_key) ? pc_agent_submit_async(c->g->agent, p, c->self, pd->corr)
-								 : PC_ENOMEM;
+		rc = pd->key ? pc_agent_submit_async(c->g->agent, p, c->self, pd->corr) : PC_ENOMEM;
 	}
 	if (rc != 0) {
 		if (pd)
@@ -214,8 +212,6 @@ void pc__gw_on_accepted(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg)
 		pc__gw_run_t *r = pc__gw_run_new(c, kind, a->run_id, kind == PC__GW_RUN_AGENT ? id : NULL);
 		if (r) {
 			r->ssub = s;
-			r->idem = pd->idem; /* the run's now */
-			pd->idem = NULL;
 			s->refs++;
 			pc__gw_reply_ok(c, id, pd->view ? created_payload(pd->key, a, true, "started")
 							  : accepted_payload(kind, a, "started"));

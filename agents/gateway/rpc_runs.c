@@ -166,16 +166,6 @@ pc__gw_run_t *pc__gw_run_by_tag(pc__gw_conn_t *c, uint64_t tag)
 	return NULL;
 }
 
-pc__gw_run_t *pc__gw_run_by_id(pc__gw_conn_t *c, const char *run_id)
-{
-	for (pc__gw_node_t *n = c->runs.head; n; n = n->next) {
-		pc__gw_run_t *r = (pc__gw_run_t *)n;
-		if (!r->dup && !strcmp(r->run_id, run_id))
-			return r;
-	}
-	return NULL;
-}
-
 /* The run (not a repeat) of session subscription s with this id. */
 static pc__gw_run_t *run_by_id(pc__gw_conn_t *c, const pc__gw_ssub_t *s, const char *run_id)
 {
@@ -213,7 +203,6 @@ void pc__gw_run_free(pc__gw_conn_t *c, pc__gw_run_t *r)
 	if (r->ssub)
 		pc__gw_ssub_put(c, r->ssub);
 	free(r->req_id);
-	free(r->idem);
 	pc_event_release(r->merge[0].pending);
 	pc_event_release(r->merge[1].pending);
 	pc_event_release(r->chat_ev);
@@ -256,7 +245,6 @@ void pc__gw_pend_free(pc__gw_conn_t *c, pc__gw_pend_t *p)
 	pc_timer_cancel(c->g->rt, p->timer);
 	free(p->req_id);
 	free(p->key);
-	free(p->idem);
 	cJSON_Delete(p->params);
 	free(p);
 }

@@ -153,15 +153,11 @@ static void message(pc__gw_conn_t *c, msg_sub_t *k, cJSON *d, const char *run_id
 	if (*run_id)
 		cJSON_AddStringToObject(p, "runId", run_id);
 	cJSON *m = cJSON_DetachItemFromObjectCaseSensitive(d, "message");
-	/* The user message of a run this client sent: OpenClaw's clients
-	 * match it to the copy they show while it is on its way by the
-	 * request's idempotency key, in __openclaw, as OpenClaw stores it. */
-	pc__gw_run_t *r = *run_id && cJSON_IsObject(m) ? pc__gw_run_by_id(c, run_id) : NULL;
-	const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
-	if (r && r->idem && role && !strcmp(role, "user") && !cJSON_HasObjectItem(m, "__openclaw")) {
-		cJSON *oc = cJSON_AddObjectToObject(m, "__openclaw");
-		if (oc)
-			cJSON_AddStringToObject(oc, "idempotencyKey", r->idem);
+	double seq = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(d, "messageSeq"));
+	if (seq > 0) {
+		cJSON_AddNumberToObject(p, "messageSeq", seq);
+		pc__gw_name_message(m, (int64_t)seq, run_id,
+				    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "idempotencyKey")));
 	}
 	cJSON_AddItemToObject(p, "message", m ? m : cJSON_CreateNull());
 	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(d, "ts");

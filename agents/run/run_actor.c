@@ -568,6 +568,7 @@ static void dispatch(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 		.additions = additions,
 		.addition_count = n_add,
 		.extra_system_prompt = r->extra,
+		.idempotency_key = r->idem,
 		.timeout_ms = budget,
 		.bus = r->bus,
 		.loop = r->loop,
@@ -1107,6 +1108,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	free(r->key);
 	free(r->prompt);
 	free(r->extra);
+	free(r->idem);
 	free(r->model_buf);
 	pc_agent_t *a = r->agent;
 	free(r);
@@ -1174,10 +1176,14 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 	r->epoch = p->epoch;
 	r->prompt = strdup(p->prompt);
 	r->extra = p->extra_system_prompt ? strdup(p->extra_system_prompt) : NULL;
+	r->idem = p->idempotency_key ? strdup(p->idempotency_key) : NULL;
 	r->timeout_ms = p->timeout_ms ? p->timeout_ms : a->cfg->agent.run_timeout_ms;
 	r->lane_ticket = p->lane_ticket;
 	r->activity = r->told = PC_RUN_STARTING; /* as the session admitted it */
-	int rc = (!r->run_id || !r->key || !r->prompt || (p->extra_system_prompt && !r->extra)) ? PC_ENOMEM : 0;
+	int rc = (!r->run_id || !r->key || !r->prompt || (p->extra_system_prompt && !r->extra) ||
+		  (p->idempotency_key && !r->idem))
+			 ? PC_ENOMEM
+			 : 0;
 	if (rc == 0)
 		rc = resolve_chain(r, p->model);
 	if (rc == 0)
@@ -1224,6 +1230,7 @@ int pc__run_spawn(pc_agent_t *a, const pc__run_params_t *p, pc_actor_t *session,
 		free(r->key);
 		free(r->prompt);
 		free(r->extra);
+	free(r->idem);
 		free(r->model_buf);
 		pc__loop_box_release(r->loop);
 		pc_run_state_fini(&r->rs);

@@ -29,6 +29,7 @@ typedef struct run {
 	pc_actor_t *self;         /* borrowed, from the start on */
 	pc_event_bus_t *bus;
 	char *run_id, *key, *prompt, *extra, *model_buf;
+	char *idem; /* the request's idempotency key, or NULL: names the prompt to clients */
 	int64_t epoch; /* the session's lease, carried by every transcript write */
 	uint64_t timeout_ms;
 	uint64_t lane_ticket;

@@ -496,6 +496,7 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 		.prompt = s->active->prompt,
 		.model = s->active->model,
 		.extra_system_prompt = s->active->extra,
+		.idempotency_key = s->active->idem,
 		.timeout_ms = s->active->timeout_ms,
 		.has_think = s->active->has_think,
 		.think = s->active->think,

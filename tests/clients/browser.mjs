@@ -2,10 +2,11 @@
 // (gateway.controlUi.root) and run in headless chromium through
 // puppeteer-core. It must visit every top-level view of the sidebar, load an
 // existing session's history, start a new conversation and show the mock's
-// reply after a message sent there, list the new session in the sidebar and stop a slow run with Stop (the
-// store then holds the run as aborted); and along the way get no "unknown
-// method" or other error answer, show no error toast or notice, and log no
-// console error.
+// reply after a message sent there, list the new session in the sidebar,
+// stop a slow run with Stop (the store then holds the run as aborted) and
+// then show the chat idle with each message once; and along the way get no
+// "unknown method" or other error answer, show no error toast or notice,
+// and log no console error.
 //
 //   node browser.mjs PINCER_BINARY OUT_DIR      (through tests/clients/run)
 //
@@ -89,6 +90,22 @@ const shownAfter = (page, earlier, later) => page.evaluate((a, b) => {
   const y = find(b);
   return !!(x && y && x.compareDocumentPosition(y) & Node.DOCUMENT_POSITION_FOLLOWING);
 }, earlier, later);
+
+// How many shown text nodes hold `text` (as shownAfter, what is on screen).
+const shownCount = (page, text) => page.evaluate((t) => {
+  let n = 0;
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let x = walk.nextNode(); x; x = walk.nextNode()) {
+    const r = x.parentElement?.getBoundingClientRect();
+    if (x.textContent.includes(t) && r && r.width > 1 && r.height > 1) n++;
+  }
+  return n;
+}, text);
+
+// What the chat shows while it thinks a run or a send is under way: the
+// working indicator with its timer, an outbox entry's send status, Stop.
+const BUSY = '.chat-working-indicator, .chat-send-status, button.chat-send-btn--stop';
+const idleSoon = (page) => waitFor(() => page.$$eval(BUSY, (els) => els.every((e) => e.offsetParent === null)), 10000);
 
 const bodyHas = (page, text) => page.evaluate((t) => document.body.innerText.includes(t), text);
 
@@ -204,6 +221,7 @@ try {
   check(await send(page, `hello from the browser ${replyMarker(reply)}`), 'the chat takes a typed message');
   const replied = await waitText(page, reply, 20000);
   check(replied && await shownAfter(page, 'hello from the browser', reply), 'shows the reply after the message');
+  check(await idleSoon(page), 'shows the chat idle once the reply is in');
   await shot(page, 'reply');
   const added = await waitFor(async () => (await sessions()).find((href) => !known.includes(href)), 10000);
   check(added !== undefined, `the sidebar lists the new session ${added ?? JSON.stringify(known)}`);
@@ -220,7 +238,12 @@ try {
   const status = runId ? await waitFor(() => ['aborted', 'ok', 'error', 'timeout'].includes(runStatus(gw, runId))
     && runStatus(gw, runId), 20000) : null;
   check(status === 'aborted', `Stop ends the run as aborted (run ${runId ?? 'never started'}: ${status})`);
+  check(await idleSoon(page), 'shows the chat idle once stopped (no working timer, no pending send)');
   await shot(page, 'stopped');
+  for (const text of ['hello from the browser', reply, 'slow [[mock']) {
+    const n = await shownCount(page, text);
+    check(n === 1, `shows "${text}" once (${n} times)`);
+  }
 
   await errorsShown(page);
   forget();

@@ -114,19 +114,24 @@ Test(agent_gateway_sessions, history_keeps_the_newest_messages_within_max_bytes_
 	cr_assert_eq(jnum(p, "nextOffset"), 4);
 	cJSON_Delete(r);
 
-	/* inputRunIds: a run whose turn is in the transcript is consumed */
+	/* inputRunIds: a run whose turn is in the transcript is consumed,
+	 * named by its run id or by the idempotency key it was sent under
+	 * (OpenClaw's clients name a run they sent so) */
 	hp = key_params("sessionKey", "hist");
 	cJSON *ids = cJSON_AddArrayToObject(hp, "inputRunIds");
 	cJSON_AddItemToArray(ids, cJSON_CreateString(runs[1]));
 	cJSON_AddItemToArray(ids, cJSON_CreateString("not-a-run-of-this-session"));
+	cJSON_AddItemToArray(ids, cJSON_CreateString("h-2"));
 	r = history(c, hp);
 	const cJSON *rec = jget(jget(r, "payload"), "inputReceipts");
-	cr_assert_eq(cJSON_GetArraySize(rec), 2);
+	cr_assert_eq(cJSON_GetArraySize(rec), 3);
 	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rec, 0), "runId"), runs[1]);
 	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rec, 0), "state"), "consumed");
 	cr_assert_str_neq(jstr(cJSON_GetArrayItem(rec, 0), "consumedByEventId"), "");
 	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rec, 1), "state"), "pending");
-	cr_assert_eq(cJSON_GetArraySize(jget(jget(r, "payload"), "inputConsumptions")), 1);
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rec, 2), "runId"), "h-2");
+	cr_assert_str_eq(jstr(cJSON_GetArrayItem(rec, 2), "state"), "consumed");
+	cr_assert_eq(cJSON_GetArraySize(jget(jget(r, "payload"), "inputConsumptions")), 2);
 	cJSON_Delete(r);
 	cl_free(c);
 	gw_stop(&f);
@@ -483,10 +488,12 @@ Test(agent_gateway_sessions, create_starts_a_new_session_with_its_first_message)
 	gw_stop(&f);
 }
 
-/* The client that sent a message finds it in session.message under the
- * idempotency key it sent it with, as OpenClaw's clients match the copy
- * they show while it is on its way; another client is not told the key. */
-Test(agent_gateway_sessions, the_sender_finds_its_message_by_its_idempotency_key)
+/* Every subscriber gets each stored message named as chat.history names it
+ * (OpenClaw's clients keep one copy of a message they hold twice only when
+ * both are alike): its seq (also as messageSeq), its run, and for the
+ * run's prompt the idempotency key it was sent under, by which the sender
+ * matches the copy it showed while the message was on its way. */
+Test(agent_gateway_sessions, session_message_names_each_message_as_history_does)
 {
 	gw_t f;
 	gw_start(&f, GW_CONFIG(""), NULL);
@@ -500,23 +507,29 @@ Test(agent_gateway_sessions, the_sender_finds_its_message_by_its_idempotency_key
 	}
 	char run[80];
 	chat_send(sender, "own", "mine", "own-1", run);
-	for (int i = 0; i < 2; i++) {
-		cJSON *e = cl_await_event(both[i], "session.message", 15000);
-		cr_assert_not_null(e);
-		const cJSON *m = jget(jget(e, "payload"), "message");
-		cr_assert_str_eq(jstr(m, "role"), "user");
-		if (i == 0)
-			cr_assert_str_eq(jstr(jget(m, "__openclaw"), "idempotencyKey"), "own-1", "%s",
-					 cJSON_PrintUnformatted(e));
-		else
-			cr_assert_null(jget(m, "__openclaw"), "%s", cJSON_PrintUnformatted(e));
-		cJSON_Delete(e);
-		e = cl_await_event(both[i], "session.message", 15000);
-		cr_assert_not_null(e);
-		cr_assert_str_eq(jstr(jget(jget(jget(e, "payload"), "message"), "__openclaw"), "idempotencyKey"), "");
-		cJSON_Delete(e);
-	}
 	chat_final(sender, run);
+	cJSON *h = history(sender, key_params("sessionKey", "own"));
+	const cJSON *stored = jget(jget(h, "payload"), "messages");
+	cr_assert_eq(cJSON_GetArraySize(stored), 2, "%s", cJSON_PrintUnformatted(h));
+	for (int i = 0; i < 2; i++) {
+		for (int k = 0; k < 2; k++) {
+			cJSON *e = cl_await_event(both[i], "session.message", 15000);
+			cr_assert_not_null(e);
+			const cJSON *p = jget(e, "payload");
+			const cJSON *m = jget(p, "message");
+			const cJSON *want = cJSON_GetArrayItem(stored, k);
+			cr_assert(cJSON_Compare(m, want, true), "%s\n%s", cJSON_PrintUnformatted(m),
+				  cJSON_PrintUnformatted(want));
+			const cJSON *oc = jget(m, "__openclaw");
+			cr_assert_eq(jnum(oc, "seq"), k + 1);
+			cr_assert_eq(jnum(p, "messageSeq"), k + 1);
+			cr_assert_str_eq(jstr(oc, "runId"), run);
+			cr_assert_str_eq(jstr(oc, "idempotencyKey"), k == 0 ? "own-1" : "", "%s",
+					 cJSON_PrintUnformatted(m));
+			cJSON_Delete(e);
+		}
+	}
+	cJSON_Delete(h);
 	cl_free(sender);
 	cl_free(watcher);
 	gw_stop(&f);
