@@ -211,9 +211,12 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 		atomic_fetch_add(&st->sessions_done, 1);
 		return;
 	}
-	/* a timer is never early: its due time is the turn's intended time */
+	/* a timer is never early: its due time is the turn's intended time;
+	 * without a pause the turn goes straight to the mailbox (through the
+	 * timer thread it would cost a wake-up of that thread per turn) */
 	*(uint64_t *)pc_msg_data(m) = pc__clock_mono_ns() + pause * 1000000u;
-	if (pc_timer_after(pc_self(ctx), pause, m, NULL) != 0)
+	int rc = pause ? pc_timer_after(pc_self(ctx), pause, m, NULL) : pc_send(pc_self(ctx), m);
+	if (rc != 0)
 		atomic_fetch_add(&st->sessions_done, 1);
 }
 
