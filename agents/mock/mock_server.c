@@ -72,6 +72,7 @@ struct pc_mock_server {
 	size_t log_count;
 	size_t log_bytes;
 	size_t log_max_bytes;
+	uint64_t paused_until_ns;   /* atomic; POST /__mock/pause; 0: never paused */
 };
 
 /* ---- the shared state ---------------------------------------------------- */
@@ -380,6 +381,19 @@ static bool wait_for(pc_ctx_t *ctx, responder_t *r, uint32_t ms)
 	return true;
 }
 
+/* A pause of the whole server (POST /__mock/pause: a target that stops
+ * answering for a while, as a process does in a long GC pause) holds every
+ * answer where it stands. True when a timer now stands for the rest of it;
+ * the step's own wait, if one was under way, is not waited again. */
+static bool paused(pc_ctx_t *ctx, responder_t *r)
+{
+	uint64_t until = pc_atomic_load_u64(&r->m->paused_until_ns), now = pc__clock_mono_ns();
+	if (until <= now)
+		return false;
+	pc_msg_t *tick = pc_msg_new(MSG_TICK, 0);
+	return tick && !pc_timer_after(pc_self(ctx), (until - now + 999999u) / 1000000u, tick, &r->timer);
+}
+
 /* Runs the plan up to its next wait. True when nothing is left to do: the
  * answer is complete, or the client or the server is gone. */
 static bool advance(pc_ctx_t *ctx, responder_t *r)
@@ -387,6 +401,8 @@ static bool advance(pc_ctx_t *ctx, responder_t *r)
 	pc_mock_plan_t *p = &r->plan;
 	pc_mock_server_t *m = r->m;
 	int rc = 0;
+	if (paused(ctx, r))
+		return false;
 	if (r->stage == STAGE_HEAD) {
 		if (wait_for(ctx, r, p->head_wait_ms))
 			return false;
@@ -532,6 +548,29 @@ static void serve_requests(pc_mock_server_t *m, const pc_http_request_msg_t *req
 		respond_json(m, req->id, 200, arr);
 }
 
+/* The longest pause asked for: 10 minutes. */
+#define PAUSE_MS_MAX 600000u
+
+static void serve_pause(pc_mock_server_t *m, const pc_http_request_msg_t *req)
+{
+	cJSON *b = cJSON_ParseWithLength(req->body, req->body_len);
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(b, "ms");
+	double v = cJSON_IsNumber(ms) ? ms->valuedouble : -1;
+	if (!(v >= 1 && v <= PAUSE_MS_MAX) || v != (double)(uint64_t)v) {
+		cJSON_Delete(b);
+		cJSON *o = cJSON_CreateObject();
+		if (o && !cJSON_AddStringToObject(o, "error", "ms: must be a whole number of milliseconds, 1 to 600000")) {
+			cJSON_Delete(o);
+			o = NULL;
+		}
+		respond_json(m, req->id, 400, o);
+		return;
+	}
+	cJSON_Delete(b);
+	pc_atomic_store_u64(&m->paused_until_ns, pc__clock_mono_ns() + (uint64_t)v * 1000000u);
+	respond_ok(m, req->id);
+}
+
 static void serve_scenario(pc_mock_server_t *m, const pc_http_request_msg_t *req)
 {
 	char err[PC_MOCK_ERR_MAX] = "";
@@ -576,6 +615,8 @@ static int router_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		respond_ok(m, req->id);
 	} else if (!strcmp(req->path, "/__mock/scenario"))
 		serve_scenario(m, req);
+	else if (!strcmp(req->path, "/__mock/pause"))
+		serve_pause(m, req);
 	return 0;
 }
 
@@ -626,6 +667,7 @@ static const struct {
 	{"GET", "/__mock/requests"},
 	{"POST", "/__mock/reset"},
 	{"POST", "/__mock/scenario"},
+	{"POST", "/__mock/pause"},
 };
 
 /* The locks; PC_ESYS (with nothing to undo) if one cannot be made. */

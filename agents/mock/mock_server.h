@@ -9,6 +9,8 @@
  *   GET  /__mock/requests       the recorded requests, oldest first
  *   POST /__mock/reset          forget them and rewind the scenario
  *   POST /__mock/scenario       replace the scenario (body: scenario JSON)
+ *   POST /__mock/pause          hold every answer where it stands for a while
+ *                               (body: {"ms": N}), as a target in a long pause
  *
  * Each chat request gets its own responder actor, which picks the step
  * (marker, header, scenario, default), records the request and runs the

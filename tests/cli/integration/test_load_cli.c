@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "pincer_child.h"
+#include "raw_http.h"
 
 #define TOKEN "load-s3cret"
 #define EXIT_WAIT_MS 90000 /* generous: sanitizer builds start slowly */
@@ -108,8 +109,15 @@ static void down(ctx_t *t)
 	rm_tree(t->dir);
 }
 
-/* Runs `pincer load args...` to its end. */
-static result_t load(ctx_t *t, const char *const *args)
+/* A run under way: its process and where its output goes. */
+typedef struct running {
+	pid_t pid;
+	uint64_t t0;
+	char out[128], err[128];
+} running_t;
+
+/* Starts `pincer load args...`. */
+static running_t load_start(ctx_t *t, const char *const *args)
 {
 	char *argv[48] = {t->pincer, "load"};
 	size_t n = 2;
@@ -118,21 +126,34 @@ static result_t load(ctx_t *t, const char *const *args)
 		argv[n++] = (char *)args[i];
 	}
 	argv[n] = NULL;
-	char out[128], err[128];
+	running_t run;
 	unsigned id = ++t->runs;
-	snprintf(out, sizeof(out), "%s/load.out.%u", t->dir, id);
-	snprintf(err, sizeof(err), "%s/load.err.%u", t->dir, id);
-	write_file(out, "");
-	write_file(err, "");
+	snprintf(run.out, sizeof(run.out), "%s/load.out.%u", t->dir, id);
+	snprintf(run.err, sizeof(run.err), "%s/load.err.%u", t->dir, id);
+	write_file(run.out, "");
+	write_file(run.err, "");
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	uint64_t t0 = now_ms();
-	pid_t pid = start_child(t->pincer, argv, envp, t->dir, out, err);
-	result_t r = {.status = child_wait(&pid, EXIT_WAIT_MS)};
-	r.ms = now_ms() - t0;
-	r.out = read_file(out);
-	r.err = read_file(err);
+	run.t0 = now_ms();
+	run.pid = start_child(t->pincer, argv, envp, t->dir, run.out, run.err);
+	return run;
+}
+
+/* Waits for a run's end and reads what it wrote. */
+static result_t load_finish(running_t *run)
+{
+	result_t r = {.status = child_wait(&run->pid, EXIT_WAIT_MS)};
+	r.ms = now_ms() - run->t0;
+	r.out = read_file(run->out);
+	r.err = read_file(run->err);
 	r.json = cJSON_Parse(r.out);
 	return r;
+}
+
+/* Runs `pincer load args...` to its end. */
+static result_t load(ctx_t *t, const char *const *args)
+{
+	running_t run = load_start(t, args);
+	return load_finish(&run);
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -470,6 +491,54 @@ Test(load_cli, coordinated_omission, .timeout = 240)
 	r = load(&t, ARGS("--target", t.target, "--messages", path));
 	cr_assert_eq(r.status, 2);
 	cr_assert_not_null(strstr(r.err, "stall.jsonl:2:"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+/* The mock's port, from the ctx's http target. */
+static uint16_t mock_port(const ctx_t *t)
+{
+	unsigned port = 0;
+	cr_assert_eq(sscanf(t->target, "http://127.0.0.1:%u/", &port), 1);
+	return (uint16_t)port;
+}
+
+/* `pincer load args...` with the whole target stopped for 1 s (the mock's
+ * pause) 1.5 s into the run. */
+static result_t load_with_pause(ctx_t *t, const char *const *args)
+{
+	running_t run = load_start(t, args);
+	sleep_ms(1500);
+	char answer[512];
+	int st = raw_http(mock_port(t), "POST /__mock/pause HTTP/1.1\r\nHost: 127.0.0.1\r\n", "{\"ms\":1000}", answer,
+			  sizeof(answer));
+	cr_assert_eq(st, 200, "%s", answer);
+	return load_finish(&run);
+}
+
+/* The target stops answering for 1 s in the middle of the run, as a
+ * process in a long pause does. Closed loop, each session has one turn
+ * caught in it and sends nothing meanwhile: the stall is a handful of
+ * turns among thousands, out of sight below the max. Open loop, the turns
+ * meant for that second are late by up to all of it, and the percentiles
+ * show it. */
+Test(load_cli, a_stalled_target_shows_in_the_open_loop_only, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	const char *msg = "x [[mock:{\"text\":\"ok\"}]]";
+	result_t r = load_with_pause(&t, ARGS("--target", t.target, "--message", msg, "--sessions", "4", "--duration",
+					      "4", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 900, "closed loop: the stalled turns; %s", r.out);
+	cr_assert_lt(num(obj(r.json, "turn_ms"), "p99"), 500, "closed loop: the omission; %s", r.out);
+	result_free(&r);
+	r = load_with_pause(&t, ARGS("--target", t.target, "--message", msg, "--sessions", "50", "--rate", "100",
+				     "--arrivals", "constant", "--duration", "4", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "max"), 950, "open loop: nearly the whole stall; %s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "p99"), 800, "open loop: the stall in the p99; %s", r.out);
+	cr_assert_geq(num(obj(r.json, "turn_ms"), "p90"), 400, "open loop: a quarter of the turns late; %s", r.out);
 	result_free(&r);
 	down(&t);
 }
