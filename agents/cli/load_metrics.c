@@ -53,6 +53,8 @@ static size_t on_data(char *data, size_t size, size_t n, void *user)
 /* GETs the URL into *body: true, or false with the reason in `why`. */
 static bool fetch(const char *url, uint64_t timeout_ms, pc__buf_t *body, char *why, size_t why_len)
 {
+	/* the first call does libcurl's global init, which is not thread-safe:
+	 * here, before the run, the command's thread is the only one */
 	CURL *c = curl_easy_init();
 	if (!c) {
 		snprintf(why, why_len, "out of memory");

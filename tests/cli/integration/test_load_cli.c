@@ -702,7 +702,8 @@ Test(load_cli, usage, .timeout = 120)
 /* ---- tool calls, the target's process and its metrics ---- */
 
 /* Two tool calls in one answer. */
-#define TWO_TOOLS "t{turn} [[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\"},{\"name\":\"clock\"}]}]]"
+#define TWO_TOOLS                                                                                             \
+	"t{turn} [[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\"},{\"name\":\"clock\"}]}]]"
 
 static const cJSON *item(const cJSON *j, const char *k) { return cJSON_GetObjectItemCaseSensitive(j, k); }
 
