@@ -68,6 +68,12 @@ static void usage(FILE *f)
 		"  --json                 the results as one JSON object on stdout\n"
 		"  --compare OLD.json     set an earlier run's --json beside this run's figures\n"
 		"  --csv FILE             one row per second (columns: docs/load.md)\n"
+		"  --target-pid PID       report this process's CPU and memory over the run (the\n"
+		"                         target's, on this machine) beside the harness's own\n"
+		"  --metrics-url URL      read the target's Prometheus /metrics before and after\n"
+		"                         the run and report what its counters did\n"
+		"  --metrics-filter RE    the changed series the summary lists (an extended\n"
+		"                         regex; default: the 10 largest changes)\n"
 		"  --quiet                no progress line on stderr\n\n"
 		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
 		"crossed.\n");
@@ -77,7 +83,7 @@ enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
 	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED,
 	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
-	OPT_COMPARE, OPT_QUIET, OPT_HELP,
+	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_HELP,
 };
 
 static const struct option longs[] = {
@@ -107,14 +113,18 @@ static const struct option longs[] = {
 	{"csv", required_argument, NULL, OPT_CSV},
 	{"compare", required_argument, NULL, OPT_COMPARE},
 	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"target-pid", required_argument, NULL, OPT_TARGET_PID},
+	{"metrics-url", required_argument, NULL, OPT_METRICS_URL},
+	{"metrics-filter", required_argument, NULL, OPT_METRICS_FILTER},
 	{"help", no_argument, NULL, OPT_HELP},
 	{NULL, 0, NULL, 0},
 };
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold, *messages, *csv, *compare;
+	const char *threshold, *messages, *csv, *compare, *metrics_url, *metrics_filter;
 	cJSON *old; /* --compare's object */
+	pc_load_metrics_t metrics;
 	bool duration_set, message_set, arrivals_set, in_flight_set;
 } parsed_t;
 
@@ -281,6 +291,12 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_CSV: p->csv = arg; break;
 	case OPT_COMPARE: p->compare = arg; break;
 	case OPT_QUIET: o->progress = false; break;
+	case OPT_TARGET_PID:
+		rc = pc_cli_uint(CMD, "--target-pid", arg, 1, INT32_MAX, &v);
+		o->target_pid = (int)v;
+		break;
+	case OPT_METRICS_URL: p->metrics_url = arg; break;
+	case OPT_METRICS_FILTER: p->metrics_filter = arg; break;
 	case OPT_HELP: usage(stdout); return -1;
 	default: usage(stderr); return PC_CLI_USAGE;
 	}
@@ -353,6 +369,16 @@ static int check(parsed_t *p)
 	}
 	if (rc == 0 && p->compare && !(p->old = pc_load_compare_read(p->compare)))
 		rc = PC_CLI_USAGE;
+	if (rc == 0 && p->metrics_filter && !p->metrics_url) {
+		fprintf(stderr, CMD ": --metrics-filter is for --metrics-url\n");
+		rc = PC_CLI_USAGE;
+	}
+	if (rc == 0 && o->target_pid && pc_load_proc_check(o->target_pid, &o->target_starttime) != 0) {
+		fprintf(stderr, CMD ": --target-pid %d: no such process\n", o->target_pid);
+		rc = PC_CLI_USAGE;
+	}
+	if (rc == 0)
+		rc = pc_load_metrics_init(&p->metrics, p->metrics_url, p->metrics_filter);
 	if (rc == 0 && p->messages)
 		rc = pc_load_messages_read(p->messages, o);
 	return rc;
@@ -391,10 +417,12 @@ static int report(const parsed_t *p, const pc_load_stats_t *st)
 	cJSON *now = p->o.json || p->old ? pc_load_report_object(&p->o, st) : NULL;
 	int status = PC_CLI_OK;
 	if (p->o.json) {
-		bool ok = now && (!p->old || pc_load_compare_json(now, p->compare, p->old));
+		bool ok = now && pc_load_metrics_json(now, &p->metrics) &&
+			  (!p->old || pc_load_compare_json(now, p->compare, p->old));
 		status = pc_cli_print_json(CMD, ok ? now : NULL);
 	} else {
 		pc_load_report_text(stdout, &p->o, st);
+		pc_load_metrics_text(stdout, &p->metrics);
 		if (p->old && now)
 			pc_load_compare_text(stdout, p->compare, p->old, now);
 		else if (p->old) {
@@ -411,6 +439,7 @@ static void parsed_free(parsed_t *p)
 	pc_load_messages_free(&p->o);
 	free(p->o.stages);
 	cJSON_Delete(p->old);
+	pc_load_metrics_free(&p->metrics);
 }
 
 int pc_cmd_load(int argc, char **argv)
@@ -430,7 +459,11 @@ int pc_cmd_load(int argc, char **argv)
 	}
 	status = p.csv ? pc_load_csv_open(p.csv, &csv) : PC_CLI_OK;
 	if (status == PC_CLI_OK)
+		pc_load_metrics_before(&p.metrics, p.o.connect_timeout_ms);
+	if (status == PC_CLI_OK)
 		status = pc_load_run(&p.o, &st, p.csv ? &csv : NULL);
+	if (status == PC_CLI_OK)
+		pc_load_metrics_after(&p.metrics, p.o.connect_timeout_ms);
 	if (pc_load_csv_close(&csv) != 0)
 		status = PC_CLI_FAIL;
 	if (status == PC_CLI_OK)

@@ -5,7 +5,10 @@
  * --messages; load_csv.c writes --csv; load_compare.c reads and sets
  * beside this run an earlier one (--compare); load_session.c is the actor
  * that plays one simulated session against the target; load_report.c
- * turns the figures into the summary, the JSON and the threshold verdict.
+ * turns the figures into the summary, the JSON and the threshold verdict;
+ * load_proc.c samples the target's (--target-pid) and the harness's CPU
+ * and memory; load_metrics.c reads the target's /metrics before and after
+ * (--metrics-url).
  *
  * Every time is on the monotonic clock in ns; every latency is kept in
  * µs in the shared HDR histogram (agents/obs/histogram.h, the
@@ -21,6 +24,8 @@
 #include <stdio.h>
 
 #include "agents/obs/obs.h"
+
+struct cJSON;
 
 #define PC_LOAD_CMD "pincer load"
 /* Exit status when a --threshold does not hold (k6 uses its own too). */
@@ -66,6 +71,8 @@ typedef struct pc_load_opts {
 	/* --slo: a successful turn within each limit given (µs; 0: none) is good */
 	bool slo;
 	uint64_t slo_ttft_us, slo_tpot_us, slo_turn_us;
+	int target_pid;             /* --target-pid; 0: none */
+	uint64_t target_starttime;  /* its start time: tells it from a later process given its pid */
 } pc_load_opts_t;
 
 /* The latency histograms, by what they measure. */
@@ -74,12 +81,34 @@ enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_TPOT, PC_LOAD_ITL, PC_LOAD_TURN, 
 /* The per-second windows --csv reads and empties (load_csv.c). */
 enum { PC_LOAD_WINDOW_TURN, PC_LOAD_WINDOW_TTFT, PC_LOAD_WINDOWS };
 
+/* Turns by their number of tool calls: 0 .. PC_LOAD_TOOL_BUCKETS - 2, and
+ * the last bucket the rest. */
+#define PC_LOAD_TOOL_BUCKETS 17
+
+/* A process's CPU and memory at one time (load_proc.c). */
+typedef struct pc_load_proc {
+	uint64_t at_ns;  /* 0: not read */
+	double cpu_s;    /* user + system, every thread */
+	double rss_mib;  /* resident now (VmRSS) */
+	double peak_mib; /* the most resident so far (VmHWM) */
+} pc_load_proc_t;
+
+/* The target's and the harness's samples: the first, and the last two
+ * (--csv's rows take the CPU between them). Written by the driver only. */
+typedef struct pc_load_procs {
+	pc_load_proc_t target_first, target_prev, target_last;
+	bool target_gone; /* it ended during the run: its figures are its last second's */
+	pc_load_proc_t self_first, self_last;
+} pc_load_procs_t;
+
 /* What a run measured. Counters are written by the session actors and
  * read by the driver's progress line while the run goes on. */
 typedef struct pc_load_stats {
 	pc_hist_t *hist[PC_LOAD_HISTS];
 	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv */
 	atomic_uint_fast64_t ok, failed, dropped, warmup, tokens;
+	/* the tool calls of the ok turns, and those turns by their number */
+	atomic_uint_fast64_t tool_calls, tool_turns[PC_LOAD_TOOL_BUCKETS], tool_calls_max;
 	atomic_uint_fast64_t good;          /* --slo: ok turns within it */
 	atomic_uint_fast64_t in_flight;     /* queued or running now */
 	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
@@ -95,6 +124,7 @@ typedef struct pc_load_stats {
 		uint64_t n;
 	} errors[PC_LOAD_ERROR_KINDS];
 	size_t error_kinds;
+	pc_load_procs_t procs;
 } pc_load_stats_t;
 
 /* `windows`: keep the per-second windows too (--csv). */
@@ -112,7 +142,7 @@ void pc_load_messages_free(pc_load_opts_t *o);
 typedef struct pc_load_csv {
 	FILE *f;
 	const char *path;
-	uint64_t ok, failed, dropped, last_ns; /* at the last row */
+	uint64_t ok, failed, dropped, tool_calls, last_ns; /* at the last row */
 	int write_errno;                       /* the first write's failure */
 } pc_load_csv_t;
 
@@ -123,6 +153,46 @@ int pc_load_csv_open(const char *path, pc_load_csv_t *c);
 void pc_load_csv_row(pc_load_csv_t *c, pc_load_stats_t *st, uint64_t now_ns);
 /* Closes it: 0, or PC_CLI_FAIL with the first write error printed. */
 int pc_load_csv_close(pc_load_csv_t *c);
+
+/* --target-pid (load_proc.c): 0 with the process's start time, or
+ * PC_ENOTFOUND when there is no such process. */
+int pc_load_proc_check(int pid, uint64_t *starttime);
+/* Samples the harness and the target (when given) at `now_ns`: the first
+ * call is the start. A target that is gone is said once on stderr. */
+void pc_load_proc_sample(const pc_load_opts_t *o, pc_load_stats_t *st, uint64_t now_ns);
+/* The CPU between two samples in % of one core; 0 when there is no time
+ * between them. */
+double pc_load_proc_cpu_pct(const pc_load_proc_t *from, const pc_load_proc_t *to);
+
+/* --metrics-url (load_metrics.c): the target's cumulative Prometheus
+ * series (counters, histograms' and summaries' buckets, sums, counts)
+ * read before and after the run, and their changes. */
+typedef struct pc_load_metrics {
+	const char *url;      /* NULL: no --metrics-url */
+	const char *filter;   /* --metrics-filter: the series the summary lists */
+	void *re;             /* its compiled regex_t */
+	struct pc_load_series {
+		char *key;    /* name{labels} as served */
+		double value;
+	} *before, *delta;    /* before: by key; delta: the changed ones, largest first */
+	size_t n_before, n_delta;
+	bool before_read;     /* the read before the run succeeded */
+	bool read;            /* both did */
+} pc_load_metrics_t;
+
+/* Compiles --metrics-filter: 0, or PC_CLI_USAGE / PC_CLI_FAIL printed. */
+int pc_load_metrics_init(pc_load_metrics_t *m, const char *url, const char *filter);
+/* The reads before and after the run; a failed one is a warning on
+ * stderr, and the run has no deltas. No-ops without a URL. */
+void pc_load_metrics_before(pc_load_metrics_t *m, uint64_t timeout_ms);
+void pc_load_metrics_after(pc_load_metrics_t *m, uint64_t timeout_ms);
+/* The summary's lines on `f`: the changes --metrics-filter matches, else
+ * the 10 largest (buckets left out). */
+void pc_load_metrics_text(FILE *f, const pc_load_metrics_t *m);
+/* Adds "metrics_delta": {series: change} (null without both reads) to
+ * `j`; false when out of memory. */
+bool pc_load_metrics_json(struct cJSON *j, const pc_load_metrics_t *m);
+void pc_load_metrics_free(pc_load_metrics_t *m);
 
 /* Runs the load the options describe; progress on stderr, rows in `csv`
  * (may be NULL). 0, or an error already printed (PC_CLI_FAIL). */
@@ -148,7 +218,6 @@ int pc_load_session_spawn(struct pc_runtime *rt, struct pc_io *io, const pc_load
 
 /* The summary table on `f`. */
 void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st);
-struct cJSON;
 
 /* The --json object (docs/load.md); NULL when out of memory. */
 struct cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st);

@@ -9,6 +9,10 @@
  *   turns_per_s    ok over the row's length
  *   turn_p50_ms, turn_p99_ms, ttft_p50_ms, ttft_p99_ms
  *                  of the turns that ended well in it; empty when none did
+ *   tool_calls     of the turns that ended well in it
+ *   target_cpu_pct, target_rss_mib
+ *                  --target-pid's CPU over the row (% of one core) and its
+ *                  memory at its end; empty without one, or once it is gone
  */
 #include "load.h"
 
@@ -26,7 +30,8 @@ int pc_load_csv_open(const char *path, pc_load_csv_t *c)
 		fprintf(stderr, PC_LOAD_CMD ": --csv %s: %s\n", path, strerror(errno));
 		return PC_CLI_FAIL;
 	}
-	if (fputs("elapsed_s,ok,failed,dropped,in_flight,turns_per_s,turn_p50_ms,turn_p99_ms,ttft_p50_ms,ttft_p99_ms\n",
+	if (fputs("elapsed_s,ok,failed,dropped,in_flight,turns_per_s,turn_p50_ms,turn_p99_ms,ttft_p50_ms,ttft_p99_ms,"
+		  "tool_calls,target_cpu_pct,target_rss_mib\n",
 		  c->f) < 0)
 		c->write_errno = errno;
 	return 0;
@@ -59,11 +64,20 @@ void pc_load_csv_row(pc_load_csv_t *c, pc_load_stats_t *st, uint64_t now_ns)
 			dt > 0 ? (double)(ok - c->ok) / dt : 0.0);
 	window_cells(c->f, st->window[PC_LOAD_WINDOW_TURN]);
 	window_cells(c->f, st->window[PC_LOAD_WINDOW_TTFT]);
+	uint64_t tools = atomic_load(&st->tool_calls);
+	const pc_load_procs_t *p = &st->procs;
+	/* the driver sampled the target just before this row */
+	if (p->target_last.at_ns == now_ns && p->target_prev.at_ns)
+		fprintf(c->f, ",%llu,%.1f,%.1f", (unsigned long long)(tools - c->tool_calls),
+			pc_load_proc_cpu_pct(&p->target_prev, &p->target_last), p->target_last.rss_mib);
+	else
+		fprintf(c->f, ",%llu,,", (unsigned long long)(tools - c->tool_calls));
 	if (n < 0 || fputc('\n', c->f) == EOF)
 		c->write_errno = c->write_errno ? c->write_errno : errno;
 	c->ok = ok;
 	c->failed = failed;
 	c->dropped = dropped;
+	c->tool_calls = tools;
 	c->last_ns = now_ns;
 }
 

@@ -57,7 +57,65 @@ static double goodput(const pc_load_stats_t *st)
 	return st->wall_ns ? (double)atomic_load(&st->good) / seconds(st->wall_ns) : 0.0;
 }
 
+/* Turns that ended well (not in warmup). */
+static uint64_t tool_turns(const pc_load_stats_t *st)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < PC_LOAD_TOOL_BUCKETS; i++)
+		n += atomic_load(&st->tool_turns[i]);
+	return n;
+}
+
+/* A tool-call bucket's name: its number, the last "N+". */
+static void bucket_name(int i, char *out, size_t n)
+{
+	snprintf(out, n, "%d%s", i, i == PC_LOAD_TOOL_BUCKETS - 1 ? "+" : "");
+}
+
 /* ---- the summary ---- */
+
+static void tools_text(FILE *f, const pc_load_stats_t *st)
+{
+	uint64_t calls = atomic_load(&st->tool_calls), turns = tool_turns(st);
+	if (!calls)
+		return;
+	fprintf(f, "tool calls   %llu in %llu turns, %.2f per turn, at most %llu; turns by calls:",
+		(unsigned long long)calls, (unsigned long long)turns, rate_of(calls, turns),
+		(unsigned long long)atomic_load(&st->tool_calls_max));
+	for (int i = 0; i < PC_LOAD_TOOL_BUCKETS; i++) {
+		uint64_t n = atomic_load(&st->tool_turns[i]);
+		char name[8];
+		bucket_name(i, name, sizeof(name));
+		if (n)
+			fprintf(f, " %s: %llu", name, (unsigned long long)n);
+	}
+	fputc('\n', f);
+}
+
+/* A process's line: its CPU between two samples and its memory at the
+ * last. */
+static void proc_text(FILE *f, const char *label, const pc_load_proc_t *a, const pc_load_proc_t *b)
+{
+	fprintf(f, "%-12s CPU %.2f s (%.1f%% of one core), RSS %.1f MiB (peak %.1f MiB)", label, b->cpu_s - a->cpu_s,
+		pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib);
+}
+
+static void procs_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st)
+{
+	const pc_load_procs_t *p = &st->procs;
+	if (o->target_pid && p->target_first.at_ns) {
+		char label[32];
+		snprintf(label, sizeof(label), "pid %d", o->target_pid);
+		proc_text(f, label, &p->target_first, &p->target_last);
+		fprintf(f, "%s\n", p->target_gone ? ", ended during the run" : "");
+	} else if (o->target_pid) {
+		fprintf(f, "pid %-8d ended before the run\n", o->target_pid);
+	}
+	if (p->self_first.at_ns) {
+		proc_text(f, "harness", &p->self_first, &p->self_last);
+		fputc('\n', f);
+	}
+}
 
 void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st)
 {
@@ -85,6 +143,8 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 	if (o->slo)
 		fprintf(f, "goodput      %.1f turns/s within the SLO (%llu of %llu turns)\n", goodput(st),
 			(unsigned long long)atomic_load(&st->good), (unsigned long long)ended(st));
+	tools_text(f, st);
+	procs_text(f, o, st);
 	for (size_t i = 0; i < st->error_kinds; i++)
 		fprintf(f, "error        %-20s %llu\n", st->errors[i].code, (unsigned long long)st->errors[i].n);
 	fprintf(f, "\n%-12s %8s %10s %10s %10s %10s %10s\n", "ms", "count", "p50", "p90", "p99", "p99.9", "max");
@@ -130,6 +190,51 @@ static bool add_series(cJSON *o, const char *key, const pc_hist_t *h)
 	return ok;
 }
 
+/* "tool_calls" and "tool_calls_per_turn": {mean, max, turns: {calls: turns}}. */
+static bool add_tools(cJSON *j, const pc_load_stats_t *st)
+{
+	uint64_t calls = atomic_load(&st->tool_calls), turns = tool_turns(st);
+	cJSON *per = NULL, *by = NULL;
+	bool ok = cJSON_AddNumberToObject(j, "tool_calls", (double)calls) &&
+		  (per = cJSON_AddObjectToObject(j, "tool_calls_per_turn")) != NULL &&
+		  (turns ? cJSON_AddNumberToObject(per, "mean", rate_of(calls, turns))
+			 : cJSON_AddNullToObject(per, "mean")) &&
+		  cJSON_AddNumberToObject(per, "max", (double)atomic_load(&st->tool_calls_max)) &&
+		  (by = cJSON_AddObjectToObject(per, "turns")) != NULL;
+	for (int i = 0; ok && i < PC_LOAD_TOOL_BUCKETS; i++) {
+		uint64_t n = atomic_load(&st->tool_turns[i]);
+		char name[8];
+		bucket_name(i, name, sizeof(name));
+		ok = !n || cJSON_AddNumberToObject(by, name, (double)n);
+	}
+	return ok;
+}
+
+/* "<who>_cpu_s", "_cpu_pct", "_rss_mib", "_rss_peak_mib": null when
+ * there is no sample. */
+static bool add_proc(cJSON *j, const char *who, const pc_load_proc_t *a, const pc_load_proc_t *b)
+{
+	char key[48];
+	const char *const names[] = {"cpu_s", "cpu_pct", "rss_mib", "rss_peak_mib"};
+	double v[] = {b->cpu_s - a->cpu_s, pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib};
+	bool ok = true;
+	for (size_t i = 0; ok && i < sizeof(v) / sizeof(v[0]); i++) {
+		snprintf(key, sizeof(key), "%s_%s", who, names[i]);
+		ok = a->at_ns ? cJSON_AddNumberToObject(j, key, v[i]) != NULL : cJSON_AddNullToObject(j, key) != NULL;
+	}
+	return ok;
+}
+
+static bool add_procs(cJSON *j, const pc_load_opts_t *o, const pc_load_stats_t *st)
+{
+	const pc_load_procs_t *p = &st->procs;
+	return (o->target_pid ? cJSON_AddNumberToObject(j, "target_pid", o->target_pid)
+			      : cJSON_AddNullToObject(j, "target_pid")) &&
+	       cJSON_AddBoolToObject(j, "target_exited", p->target_gone) &&
+	       add_proc(j, "target", &p->target_first, &p->target_last) &&
+	       add_proc(j, "harness", &p->self_first, &p->self_last);
+}
+
 cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 {
 	cJSON *j = cJSON_CreateObject(), *errors = NULL;
@@ -158,6 +263,7 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		     cJSON_AddNumberToObject(j, "goodput_per_s", goodput(st));
 	else if (ok)
 		ok = cJSON_AddNullToObject(j, "turns_good") && cJSON_AddNullToObject(j, "goodput_per_s");
+	ok = ok && add_tools(j, st) && add_procs(j, o, st);
 	for (int h = 0; ok && h < PC_LOAD_HISTS; h++)
 		ok = add_series(j, series_names[h], st->hist[h]);
 	if (!ok) {

@@ -252,6 +252,7 @@ static void drive(driver_t *d)
 	pc_load_stats_t *st = d->st;
 	progress_t p = {.tty = isatty(STDERR_FILENO) == 1};
 	st->t0_ns = pc__clock_mono_ns();
+	pc_load_proc_sample(o, st, st->t0_ns);
 	st->warm_until_ns = st->t0_ns + o->warmup_ms * NS_PER_MS;
 	d->end_ns = o->duration_ms ? st->warm_until_ns + o->duration_ms * NS_PER_MS : UINT64_MAX;
 	/* the first arrival: at the start, or where the stages' ramp has
@@ -274,6 +275,7 @@ static void drive(driver_t *d)
 		if (now >= p.next_ns) {
 			if (o->progress)
 				progress_line(st, &p, now);
+			pc_load_proc_sample(o, st, now);
 			pc_load_csv_row(d->csv, st, now);
 			p.next_ns += PROGRESS_NS;
 		}
@@ -293,6 +295,7 @@ static void drive(driver_t *d)
 	uint64_t end = pc__clock_mono_ns();
 	st->in_flight_at_end = atomic_load(&st->in_flight);
 	st->wall_ns = end > st->warm_until_ns ? end - st->warm_until_ns : 0;
+	pc_load_proc_sample(o, st, end);
 	pc_load_csv_row(d->csv, st, end);
 	if (o->progress) {
 		progress_line(st, &p, end);

@@ -31,6 +31,9 @@
 #include "commands.h"
 #include "rpc_client.h"
 
+/* A whole answer is read for its tool calls up to this size. */
+#define MAX_BODY (16u << 20)
+
 /* A session's own message: the running turn's time is up (u64: its serial). */
 #define MSG_DEADLINE (PC_LOAD_MSG_START + 1)
 /* The pause before a closed-loop session's next turn after a failed
@@ -51,6 +54,7 @@ typedef struct turn {
 	bool measured;     /* counts in the figures (not warmup) */
 	bool conn_failed;  /* ended with its connection (or could not make one) */
 	uint32_t tokens;
+	uint32_t tool_calls;
 	uint32_t *gaps;    /* inter-token gaps in µs, recorded when the turn succeeds */
 	size_t n_gaps, gaps_cap;
 	pc_timer_t deadline;
@@ -59,6 +63,7 @@ typedef struct turn {
 	int http_status;
 	pc_http_call_t *call;
 	pc_sse_parser_t *sse;
+	pc__buf_t body;    /* http, not streamed: the answer, for its tool calls */
 } turn_t;
 
 typedef struct session {
@@ -156,6 +161,17 @@ static bool within_slo(const pc_load_opts_t *o, const turn_t *t, uint64_t now, u
 	return !o->slo_turn_us || (now - t->intended) / 1000 <= o->slo_turn_us;
 }
 
+/* The tool calls of a successful turn: the total, the turns by their
+ * number, the most in one. */
+static void count_tools(pc_load_stats_t *st, uint32_t n)
+{
+	atomic_fetch_add(&st->tool_calls, n);
+	atomic_fetch_add(&st->tool_turns[n < PC_LOAD_TOOL_BUCKETS ? n : PC_LOAD_TOOL_BUCKETS - 1], 1);
+	uint_fast64_t max = atomic_load(&st->tool_calls_max);
+	while (n > max && !atomic_compare_exchange_weak(&st->tool_calls_max, &max, n))
+		;
+}
+
 /* Ends the running turn: `code` NULL when it went well. */
 static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 {
@@ -181,6 +197,7 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 				pc_hist_record(st->hist[PC_LOAD_TPOT], tpot);
 			if (s->o->slo && within_slo(s->o, t, now, tpot))
 				atomic_fetch_add(&st->good, 1);
+			count_tools(st, t->tool_calls);
 			atomic_fetch_add(&st->ok, 1);
 		}
 	}
@@ -189,6 +206,7 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 		(void)pc_timer_cancel(pc_ctx_runtime(ctx), t->deadline);
 	pc_http_call_release(t->call);
 	pc_sse_parser_free(t->sse);
+	pc__buf_free(&t->body);
 	free(t->gaps);
 	bool conn_failed = t->conn_failed || (code && !strcmp(code, "timeout"));
 	if (conn_failed && s->o->proto == PC_LOAD_WS)
@@ -376,6 +394,9 @@ static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
 		const cJSON *p = jget(f, "payload");
 		if (!strcmp(jstr(p, "stream"), "assistant") && jstr(jget(p, "data"), "delta")[0])
 			token(s);
+		/* docs/gateway.md: a tool's events are start, update(s), result */
+		else if (!strcmp(jstr(p, "stream"), "tool") && !strcmp(jstr(jget(p, "data"), "phase"), "start"))
+			s->t.tool_calls++;
 	} else if (!strcmp(type, "event") && !strcmp(event, "chat") && s->t.sent && s->o->via_chat) {
 		ws_chat(s, ctx, jget(f, "payload"));
 	}
@@ -407,10 +428,28 @@ static int sse_event(void *user, const pc_sse_event_t *ev)
 		return 0;
 	cJSON *j = cJSON_ParseWithLength(ev->data, ev->data_len);
 	const cJSON *choice = cJSON_GetArrayItem(jget(j, "choices"), 0);
-	if (jstr(jget(choice, "delta"), "content")[0])
+	const cJSON *delta = jget(choice, "delta"), *call;
+	if (jstr(delta, "content")[0])
 		token(s);
+	/* a call comes in fragments that share its index: the calls are the
+	 * highest index and one */
+	cJSON_ArrayForEach(call, jget(delta, "tool_calls")) {
+		double i = cJSON_GetNumberValue(jget(call, "index"));
+		if (i >= s->t.tool_calls && i < UINT32_MAX)
+			s->t.tool_calls = (uint32_t)i + 1;
+	}
 	cJSON_Delete(j);
 	return 0;
+}
+
+/* A whole answer's tool calls: choices[0].message.tool_calls. */
+static uint32_t whole_tool_calls(const pc__buf_t *body)
+{
+	cJSON *j = cJSON_ParseWithLength(body->p, body->len);
+	const cJSON *choice = cJSON_GetArrayItem(jget(j, "choices"), 0);
+	int n = cJSON_GetArraySize(jget(jget(choice, "message"), "tool_calls"));
+	cJSON_Delete(j);
+	return (uint32_t)n;
 }
 
 static char *http_body(const session_t *s)
@@ -482,6 +521,9 @@ static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
 		if (t->sse && t->http_status == 200 && pc_sse_feed(t->sse, d->data, d->len) != 0) {
 			pc_sse_parser_free(t->sse);
 			t->sse = NULL;
+		} else if (!s->o->stream && t->http_status == 200 && t->body.len + d->len <= MAX_BODY &&
+			   pc__buf_append(&t->body, d->data, d->len) != 0) {
+			pc__buf_free(&t->body); /* its tool calls are not counted, the turn is */
 		}
 	} else {
 		const pc_http_end_msg_t *e = pc_msg_cdata(msg);
@@ -496,6 +538,8 @@ static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
 			snprintf(code, sizeof(code), "http:%d", (int)e->status);
 		else
 			code[0] = '\0';
+		if (!code[0] && t->body.len)
+			t->tool_calls = whole_tool_calls(&t->body);
 		finish(s, ctx, code[0] ? code : NULL);
 	}
 }
@@ -620,6 +664,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 	session_t *s = state;
 	pc_http_call_release(s->t.call);
 	pc_sse_parser_free(s->t.sse);
+	pc__buf_free(&s->t.body);
 	free(s->t.gaps);
 	pc_wsc_release(s->ws);
 	free(s->queue);

@@ -143,36 +143,41 @@ static int check_args(const char *dir, const char *key)
 	return 0;
 }
 
-int pc_proc_starttime(pid_t pid, uint64_t *out)
+int pc_proc_stat_fields(pid_t pid, const int *fields, size_t n, uint64_t *out)
 {
 	char path[48], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? PC_ENOTFOUND : PC_ESYS;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t len = read(fd, buf, sizeof(buf) - 1);
 	int e = errno;
 	(void)close(fd);
-	if (n <= 0) {
-		errno = n < 0 ? e : EIO;
-		return n < 0 && e == ESRCH ? PC_ENOTFOUND : PC_ESYS;
+	if (len <= 0) {
+		errno = len < 0 ? e : EIO;
+		return len < 0 && e == ESRCH ? PC_ENOTFOUND : PC_ESYS;
 	}
-	buf[n] = 0;
+	buf[len] = 0;
 	/* The command name (field 2) may hold spaces and parentheses: count
 	 * fields from the last ')'. */
 	char *p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
+	int field = 2;
+	for (size_t i = 0; i < n; i++) {
+		for (; p && field < fields[i]; field++) {
+			p = strchr(p, ' ');
+			if (p)
+				p++;
+		}
+		if (!p || *p < '0' || *p > '9') {
+			errno = EPROTO;
+			return PC_ESYS;
+		}
+		out[i] = strtoull(p, NULL, 10);
 	}
-	if (!p || *p < '0' || *p > '9') {
-		errno = EPROTO;
-		return PC_ESYS;
-	}
-	*out = strtoull(p, NULL, 10);
 	return 0;
 }
+
+int pc_proc_starttime(pid_t pid, uint64_t *out) { return pc_proc_stat_fields(pid, (const int[]){22}, 1, out); }
 
 /* Our own start time, read once per process (a forked child reads again). */
 static uint64_t self_starttime(void)

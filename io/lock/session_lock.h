@@ -173,6 +173,12 @@ int pc_session_lock_overdue(pc_session_lock_held_fn fn, void *user, size_t *coun
  * PC_ENOTFOUND when there is no such process, PC_ESYS otherwise. */
 int pc_proc_starttime(pid_t pid, uint64_t *out);
 
+/* Numeric fields of /proc/<pid>/stat (proc(5) numbers them from 1; each
+ * of `fields` from 3 on, ascending) into out[0..n), from one read: e.g.
+ * 14 and 15, the user and system CPU time in clock ticks. Errors as
+ * pc_proc_starttime's. */
+int pc_proc_stat_fields(pid_t pid, const int *fields, size_t n, uint64_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,7 @@
  * generous, for a shared and noisy machine. Also: the open loop's
  * arrivals, drops, turns in flight at the end, coordinated omission,
  * thresholds and exit codes, --csv, --compare, --slo, --via chat, SIGINT,
- * and targets that refuse, drop or never answer (a gateway killed
+ * tool calls, --target-pid and --metrics-url, and targets that refuse, drop or never answer (a gateway killed
  * mid-stream among them), which must end on time.
  */
 #include <criterion/criterion.h>
@@ -358,12 +358,12 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 }
 
 /* The --csv file: its header, a row a second (the last at the end),
- * 10 cells each, the ok column adding up to turns_ok. */
+ * 13 cells each, the ok column adding up to turns_ok. */
 static void assert_csv(const char *path, uint64_t ok, unsigned seconds)
 {
 	char *text = read_file(path);
 	const char *header = "elapsed_s,ok,failed,dropped,in_flight,turns_per_s,turn_p50_ms,turn_p99_ms,ttft_p50_ms,"
-			     "ttft_p99_ms\n";
+			     "ttft_p99_ms,tool_calls,target_cpu_pct,target_rss_mib\n";
 	cr_assert_eq(strncmp(text, header, strlen(header)), 0, "%s", text);
 	uint64_t sum = 0;
 	unsigned rows = 0;
@@ -374,7 +374,7 @@ static void assert_csv(const char *path, uint64_t ok, unsigned seconds)
 		unsigned commas = 0;
 		for (const char *c = line; *c; c++)
 			commas += *c == ',';
-		cr_assert_eq(commas, 9, "row %s", line);
+		cr_assert_eq(commas, 12, "row %s", line);
 		double elapsed = 0;
 		unsigned long long n = 0;
 		cr_assert_eq(sscanf(line, "%lf,%llu,", &elapsed, &n), 2, "row %s", line);
@@ -764,6 +764,188 @@ Test(load_cli, usage, .timeout = 120)
 	}
 	r = load(&t, ARGS("--target", "wss://127.0.0.1:1"));
 	cr_assert_not_null(strstr(r.err, "TLS"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
+/* ---- tool calls, the target's process and its metrics ---- */
+
+/* Two tool calls in one answer. */
+#define TWO_TOOLS                                                                                             \
+	"t{turn} [[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"clock\"},{\"name\":\"clock\"}]}]]"
+
+static const cJSON *item(const cJSON *j, const char *k) { return cJSON_GetObjectItemCaseSensitive(j, k); }
+
+/* The sum of a --csv column (0-based) over the rows. */
+static uint64_t csv_sum(const char *path, int column)
+{
+	char *text = read_file(path);
+	uint64_t sum = 0;
+	for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+		const char *c = line + 1;
+		for (int i = 0; i < column && c; i++) {
+			c = strchr(c, ',');
+			c = c ? c + 1 : NULL;
+		}
+		cr_assert_not_null(c, "a short row in %s", text);
+		sum += strtoull(c, NULL, 10);
+	}
+	free(text);
+	return sum;
+}
+
+Test(load_cli, tool_calls_of_a_scripted_mock, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char csv[128];
+	snprintf(csv, sizeof(csv), "%s/tools.csv", t.dir);
+	/* streamed: each call in fragments (id and name, then its arguments) */
+	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "3", "--turns", "4", "--message",
+				   TWO_TOOLS, "--json", "--quiet", "--csv", csv));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 12, "%s", r.out);
+	cr_assert_eq(count(r.json, "tool_calls"), 24, "%s", r.out);
+	const cJSON *per = obj(r.json, "tool_calls_per_turn");
+	cr_assert_eq(num(per, "mean"), 2);
+	cr_assert_eq(count(per, "max"), 2);
+	cr_assert_eq(count(obj(per, "turns"), "2"), 12, "%s", r.out);
+	cr_assert_eq(csv_sum(csv, 10), 24, "the tool_calls column adds up to the total");
+	result_free(&r);
+	/* whole answers: choices[0].message.tool_calls */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "3", "--message", TWO_TOOLS, "--json",
+			  "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "tool_calls"), 12, "%s", r.out);
+	result_free(&r);
+	/* no tools: 0, and every turn in the 0 bucket */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--turns", "2", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "tool_calls"), 0);
+	cr_assert_eq(count(obj(obj(r.json, "tool_calls_per_turn"), "turns"), "0"), 4, "%s", r.out);
+	result_free(&r);
+	/* the summary says it */
+	r = load(&t, ARGS("--target", t.target, "--sessions", "1", "--turns", "3", "--message", TWO_TOOLS, "--quiet"));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "tool calls   6 in 3 turns, 2.00 per turn"), "%s", r.out);
+	result_free(&r);
+	down(&t);
+}
+
+Test(load_cli, target_pid_cpu_and_memory, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	char pid[16], csv[128];
+	snprintf(pid, sizeof(pid), "%d", (int)t.server);
+	snprintf(csv, sizeof(csv), "%s/procs.csv", t.dir);
+	/* answers without delays: the mock works for the whole run */
+	result_t r = load(&t, ARGS("--target", t.target, "--stream", "--sessions", "4", "--duration", "2.5",
+				   "--message", "x [[mock:{\"text\":\"a b c\"}]]", "--target-pid", pid, "--json",
+				   "--quiet", "--csv", csv));
+	assert_json(&r);
+	const cJSON *j = r.json;
+	cr_assert_eq(count(j, "target_pid"), (uint64_t)t.server);
+	cr_assert(cJSON_IsFalse(item(j, "target_exited")), "%s", r.out);
+	cr_assert_gt(num(j, "target_cpu_s"), 0, "%s", r.out);
+	cr_assert_gt(num(j, "target_cpu_pct"), 0, "%s", r.out);
+	cr_assert_gt(num(j, "target_rss_mib"), 1, "%s", r.out);
+	cr_assert_geq(num(j, "target_rss_peak_mib"), num(j, "target_rss_mib"), "%s", r.out);
+	cr_assert_gt(num(j, "harness_cpu_s"), 0, "%s", r.out);
+	cr_assert_gt(num(j, "harness_rss_mib"), 1, "%s", r.out);
+	/* a row a second, each with the target's memory */
+	char *rows = read_file(csv);
+	char *second = strchr(strchr(rows, '\n') + 1, '\n');
+	cr_assert_not_null(second, "%s", rows);
+	*second = '\0';
+	const char *last = strrchr(rows, ',');
+	cr_assert_gt(strtod(last + 1, NULL), 1, "target_rss_mib of the first row: %s", rows);
+	free(rows);
+	result_free(&r);
+
+	/* without --target-pid: null, the harness's own still there */
+	r = load(&t, ARGS("--target", t.target, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert(cJSON_IsNull(item(r.json, "target_pid")), "%s", r.out);
+	cr_assert(cJSON_IsNull(item(r.json, "target_cpu_s")), "%s", r.out);
+	cr_assert(cJSON_IsNumber(item(r.json, "harness_cpu_s")), "%s", r.out);
+	result_free(&r);
+
+	/* no such process (above any pid_max): bad usage, before the run */
+	r = load(&t, ARGS("--target", t.target, "--target-pid", "4194305"));
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "no such process"), "%s", r.err);
+	result_free(&r);
+
+	/* a target that ends during the run: said, and the run goes on */
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/sleep.out", t.dir);
+	snprintf(err, sizeof(err), "%s/sleep.err", t.dir);
+	char *argv[] = {"/bin/sleep", "1", NULL};
+	char *envp[] = {NULL};
+	pid_t sleeper = start_child("/bin/sleep", argv, envp, t.dir, out, err);
+	snprintf(pid, sizeof(pid), "%d", (int)sleeper);
+	r = load(&t, ARGS("--target", t.target, "--sessions", "2", "--duration", "2.5", "--target-pid", pid, "--json",
+			  "--quiet"));
+	assert_json(&r);
+	cr_assert(cJSON_IsTrue(item(r.json, "target_exited")), "%s", r.out);
+	cr_assert_gt(count(r.json, "turns_ok"), 0, "%s", r.out);
+	cr_assert_not_null(strstr(r.err, "ended during the run"), "%s", r.err);
+	cr_assert_eq(child_wait(&sleeper, EXIT_WAIT_MS), 0);
+	result_free(&r);
+	down(&t);
+}
+
+Test(load_cli, gateway_metrics_delta_and_tool_events, .timeout = 240)
+{
+	ctx_t t;
+	gateway_up(&t);
+	char url[96], pid[16];
+	snprintf(url, sizeof(url), "http://%s/metrics", t.target + strlen("ws://"));
+	snprintf(pid, sizeof(pid), "%d", (int)t.server);
+	result_t r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "3", "--turns", "4",
+				   "--message", TWO_TOOLS, "--metrics-url", url, "--target-pid", pid, "--json",
+				   "--quiet"));
+	assert_json(&r);
+	const cJSON *j = r.json;
+	cr_assert_eq(count(j, "turns_ok"), 12, "%s", r.out);
+	const cJSON *delta = obj(j, "metrics_delta");
+	cr_assert_eq(count(delta, "pincer_agent_runs_total{outcome=\"ok\"}"), 12, "%s", r.out);
+	cr_assert_null(item(delta, "pincer_agent_runs_total{outcome=\"error\"}"), "unchanged: left out");
+	/* each `tool` start event is one call: as many as the gateway ran, the
+	 * marker's two (and its embedded mock's own script's) in every turn */
+	uint64_t calls = count(j, "tool_calls");
+	cr_assert_eq(calls, count(delta, "pincer_agent_tool_calls_total"), "%s", r.out);
+	const cJSON *per = obj(j, "tool_calls_per_turn");
+	cr_assert_geq(count(per, "max"), 2, "%s", r.out);
+	cr_assert_eq(count(per, "max") * 12, calls, "the same in every turn: %s", r.out);
+	cr_assert_gt(num(j, "target_cpu_s"), 0, "%s", r.out);
+	cr_assert_gt(num(j, "target_rss_mib"), 1, "%s", r.out);
+	result_free(&r);
+
+	/* the summary lists what --metrics-filter matches */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "2", "--turns", "1",
+			  "--metrics-url", url, "--metrics-filter", "^pincer_agent_runs_total", "--quiet"));
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	const char *line = strstr(r.out, "pincer_agent_runs_total{outcome=\"ok\"}");
+	cr_assert_not_null(line, "%s", r.out);
+	cr_assert_not_null(strstr(line, "+2\n"), "%s", r.out);
+	cr_assert_null(strstr(r.out, "pincer_runtime_"), "not matched: %s", r.out);
+	result_free(&r);
+
+	/* metrics that cannot be read: a warning, and the run goes on */
+	snprintf(url, sizeof(url), "http://%s/nothing-here", t.target + strlen("ws://"));
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--metrics-url", url, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 1, "%s", r.out);
+	cr_assert(cJSON_IsNull(item(r.json, "metrics_delta")), "%s", r.out);
+	cr_assert_not_null(strstr(r.err, "warning: --metrics-url"), "%s", r.err);
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--metrics-filter", "x"));
+	cr_assert_eq(r.status, 2, "--metrics-filter alone: %s", r.err);
+	result_free(&r);
+	r = load(&t, ARGS("--target", t.target, "--metrics-url", url, "--metrics-filter", "(unclosed"));
+	cr_assert_eq(r.status, 2, "a bad regex: %s", r.err);
 	result_free(&r);
 	down(&t);
 }
