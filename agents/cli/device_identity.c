@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <openssl/bio.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -140,6 +141,7 @@ static int save(const pc_cli_identity_t *id, char *err, size_t cap)
 	if (!ok && fd >= 0)
 		(void)unlink(tmp);
 	free(tmp);
+	OPENSSL_cleanse(text, len); /* it holds the private key */
 	cJSON_free(text);
 	char why[160];
 	snprintf(why, sizeof(why), "cannot write it: %s", strerror(e));
