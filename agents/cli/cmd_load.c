@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "commands.h"
+#include "device_identity.h"
 #include "load.h"
 #include "rpc_client.h"
 
@@ -39,6 +41,8 @@ static void usage(FILE *f)
 		"  --token TOKEN          ws: the gateway's token; http: a bearer token\n"
 		"                         (env PINCER_LOAD_TOKEN)\n"
 		"  --password SECRET      ws: the gateway's password (env PINCER_LOAD_PASSWORD)\n"
+		"  --identity FILE        ws: connect as the Ed25519 device in FILE (made when\n"
+		"                         missing), as OpenClaw's gateway asks of `agent` callers\n"
 		"  --via agent|chat       ws: `agent` requests (default) or chat.send and `chat`\n"
 		"                         events, as OpenClaw's Control UI sends\n"
 		"  --model NAME           the model asked for (http default: mock)\n"
@@ -83,13 +87,14 @@ enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
 	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED,
 	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
-	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_HELP,
+	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_IDENTITY, OPT_HELP,
 };
 
 static const struct option longs[] = {
 	{"target", required_argument, NULL, OPT_TARGET},
 	{"token", required_argument, NULL, OPT_TOKEN},
 	{"password", required_argument, NULL, OPT_PASSWORD},
+	{"identity", required_argument, NULL, OPT_IDENTITY},
 	{"via", required_argument, NULL, OPT_VIA},
 	{"model", required_argument, NULL, OPT_MODEL},
 	{"stream", no_argument, NULL, OPT_STREAM},
@@ -122,7 +127,7 @@ static const struct option longs[] = {
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold, *messages, *csv, *compare, *metrics_url, *metrics_filter;
+	const char *threshold, *messages, *csv, *compare, *metrics_url, *metrics_filter, *identity;
 	cJSON *old; /* --compare's object */
 	pc_load_metrics_t metrics;
 	bool duration_set, message_set, arrivals_set, in_flight_set;
@@ -243,6 +248,7 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_TARGET: o->target = arg; break;
 	case OPT_TOKEN: o->token = arg; break;
 	case OPT_PASSWORD: o->password = arg; break;
+	case OPT_IDENTITY: p->identity = arg; break;
 	case OPT_VIA:
 		if (strcmp(arg, "agent") && strcmp(arg, "chat")) {
 			fprintf(stderr, CMD ": --via takes agent or chat, not '%s'\n", arg);
@@ -367,6 +373,10 @@ static int check(parsed_t *p)
 		fprintf(stderr, CMD ": --via chat is for a ws:// target, without --model\n");
 		rc = PC_CLI_USAGE;
 	}
+	if (rc == 0 && p->identity && o->proto != PC_LOAD_WS) {
+		fprintf(stderr, CMD ": --identity is for a ws:// target\n");
+		rc = PC_CLI_USAGE;
+	}
 	if (rc == 0 && p->compare && !(p->old = pc_load_compare_read(p->compare)))
 		rc = PC_CLI_USAGE;
 	if (rc == 0 && p->metrics_filter && !p->metrics_url) {
@@ -434,9 +444,23 @@ static int report(const parsed_t *p, const pc_load_stats_t *st)
 	return status;
 }
 
+/* --identity: the device loaded (or made) and paired. */
+static int identity(parsed_t *p)
+{
+	pc_load_opts_t *o = &p->o;
+	char gw[sizeof(o->host) + sizeof(o->path) + 16], err[PATH_MAX + 160];
+	snprintf(gw, sizeof(gw), "ws://%s:%u%s", o->host, (unsigned)o->port, o->path);
+	if (pc_cli_identity_open(p->identity, gw, &o->identity, err, sizeof(err)) != 0) {
+		fprintf(stderr, CMD ": --identity %s\n", err);
+		return PC_CLI_FAIL;
+	}
+	return pc_load_identity_pair(o);
+}
+
 static void parsed_free(parsed_t *p)
 {
 	pc_load_messages_free(&p->o);
+	pc_cli_identity_free(p->o.identity);
 	free(p->o.stages);
 	cJSON_Delete(p->old);
 	pc_load_metrics_free(&p->metrics);
@@ -457,7 +481,9 @@ int pc_cmd_load(int argc, char **argv)
 		parsed_free(&p);
 		return PC_CLI_FAIL;
 	}
-	status = p.csv ? pc_load_csv_open(p.csv, &csv) : PC_CLI_OK;
+	status = p.identity ? identity(&p) : PC_CLI_OK;
+	if (status == PC_CLI_OK && p.csv)
+		status = pc_load_csv_open(p.csv, &csv);
 	if (status == PC_CLI_OK)
 		pc_load_metrics_before(&p.metrics, p.o.connect_timeout_ms);
 	if (status == PC_CLI_OK)

@@ -2,8 +2,9 @@
  * `pincer load` (docs/load.md): what its files share. cmd_load.c reads the
  * options and prints the results; load_run.c drives a run (the runtime,
  * the arrival schedule, progress, the end); load_messages.c reads
- * --messages; load_csv.c writes --csv; load_compare.c reads and sets
- * beside this run an earlier one (--compare); load_session.c is the actor
+ * --messages; load_identity.c pairs --identity's device; load_csv.c
+ * writes --csv; load_compare.c reads and sets beside this run an earlier
+ * one (--compare); load_session.c is the actor
  * that plays one simulated session against the target; load_report.c
  * turns the figures into the summary, the JSON and the threshold verdict;
  * load_proc.c samples the target's (--target-pid) and the harness's CPU
@@ -48,6 +49,7 @@ typedef struct pc_load_opts {
 	const char *token, *password, *model, *message;
 	char **messages;           /* --messages: one per line, or NULL */
 	size_t n_messages;
+	struct pc_cli_identity *identity; /* ws: --identity, the device connects sign with */
 	bool stream;               /* http: "stream": true */
 	bool via_chat;             /* ws: chat.send and `chat` events instead of `agent` */
 	bool json, progress;
@@ -193,6 +195,13 @@ void pc_load_metrics_text(FILE *f, const pc_load_metrics_t *m);
  * `j`; false when out of memory. */
 bool pc_load_metrics_json(struct cJSON *j, const pc_load_metrics_t *m);
 void pc_load_metrics_free(pc_load_metrics_t *m);
+
+/* --identity (load_identity.c): one connection before the run that pairs
+ * the device and keeps the device token the gateway gives. 0 (also when
+ * the target cannot be reached: the run then measures that), or
+ * PC_CLI_FAIL with the reason printed (the gateway refused the device:
+ * waiting for approval, with what to run to approve it). */
+int pc_load_identity_pair(const pc_load_opts_t *o);
 
 /* Runs the load the options describe; progress on stderr, rows in `csv`
  * (may be NULL). 0, or an error already printed (PC_CLI_FAIL). */

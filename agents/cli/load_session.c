@@ -10,7 +10,7 @@
  * from the intended time, so that wait counts (coordinated omission).
  *
  * WebSocket: the connection is opened for the first turn and kept; the
- * challenge, `connect`, then per turn an `agent` request, its accepted
+ * challenge, `connect` (signed with --identity's device), then per turn an `agent` request, its accepted
  * answer, `agent` events (assistant deltas are the tokens) and the final
  * answer; or (--via chat) a `chat.send` request, its started answer, the
  * same `agent` events, and the run's final `chat` event. A turn that
@@ -29,6 +29,7 @@
 #include "runtime/clock.h"
 #include "io/io.h"
 #include "commands.h"
+#include "device_identity.h"
 #include "rpc_client.h"
 
 /* A whole answer is read for its tool calls up to this size. */
@@ -375,6 +376,10 @@ static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
 	if (!strcmp(type, "event") && !strcmp(event, "connect.challenge") && s->conn == CONN_HANDSHAKE) {
 		pc_cli_rpc_options_t ro = {.token = s->o->token, .password = s->o->password};
 		cJSON *p = pc_cli_rpc_connect_params(&ro);
+		if (p && s->o->identity && pc_cli_identity_sign(s->o->identity, p, jget(f, "payload")) != 0) {
+			cJSON_Delete(p);
+			p = NULL;
+		}
 		if (!p || ws_request(s, "connect", p, s->connect_id) != 0) {
 			s->t.conn_failed = true;
 			finish(s, ctx, "handshake");

@@ -25,6 +25,7 @@
 #include "agents/config/config.h"
 #include "io/io.h"
 #include "commands.h"
+#include "device_identity.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 /* How long pc_cli_rpc_free waits for the gateway's close. */
@@ -399,11 +400,16 @@ static int handshake(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t unt
 {
 	cJSON *f = NULL, *res = NULL;
 	int rc = pc_cli_rpc_until(c, left_ms(until), pick_challenge, NULL, &f);
-	cJSON_Delete(f);
 	if (rc == 0) {
 		cJSON *p = pc_cli_rpc_connect_params(o);
-		rc = p ? pc_cli_rpc_call(c, "connect", p, left_ms(until), &res) : PC_ENOMEM;
+		const cJSON *challenge = cJSON_GetObjectItemCaseSensitive(f, "payload");
+		rc = !p ? PC_ENOMEM : o->identity ? pc_cli_identity_sign(o->identity, p, challenge) : 0;
+		if (rc == 0)
+			rc = pc_cli_rpc_call(c, "connect", p, left_ms(until), &res);
+		else
+			cJSON_Delete(p);
 	}
+	cJSON_Delete(f);
 	char lost[200];
 	if (rc == PC_ESTOPPED)
 		snprintf(err, cap, "%s during the handshake", pc_cli_rpc_lost(c, lost, sizeof(lost)));
@@ -416,6 +422,8 @@ static int handshake(pc_cli_rpc_t *c, const pc_cli_rpc_options_t *o, int64_t unt
 	else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok"))) {
 		const char *msg = str(cJSON_GetObjectItemCaseSensitive(res, "error"), "message");
 		snprintf(err, cap, "the gateway refused the connection: %s", msg ? msg : "no reason given");
+		if (o->refused)
+			*o->refused = cJSON_DetachItemFromObjectCaseSensitive(res, "error");
 		rc = PC_ESTATE;
 	} else {
 		c->hello = cJSON_DetachItemFromObjectCaseSensitive(res, "payload");

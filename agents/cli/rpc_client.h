@@ -50,6 +50,10 @@ typedef struct pc_cli_rpc_options {
 				    * (operator.read and operator.write) */
 	bool tool_events;       /* ask for tool results in tool events (cap "tool-events") */
 	int64_t timeout_ms;     /* the whole connect, challenge and hello; 0: 10 s */
+	const struct pc_cli_identity *identity; /* sign `connect` with this device
+						 * (device_identity.h), or NULL */
+	cJSON **refused;        /* when the gateway refuses `connect`: its error
+				 * object (the caller's) goes here; may be NULL */
 } pc_cli_rpc_options_t;
 
 /* Connects and completes the handshake. On failure *err (may be NULL)

@@ -89,67 +89,9 @@ static int refuse_device(pc__gw_auth_t *out, const char *detail, const char *mes
 /* ---- device identity ---- */
 
 typedef struct device_claim {
-	const char *id, *public_key, *signature, *nonce;
-	double signed_at;
-	const char *client_id, *client_mode, *role, *platform, *family;
-	const cJSON *scopes; /* the array as sent, or NULL */
-	const char *token;   /* the token the client signed: auth.token, else auth.deviceToken */
+	pc_gateway_device_claim_t claim; /* what the signature covers */
+	const char *public_key, *signature;
 } device_claim_t;
-
-/* Lower-case ASCII, trimmed: how v3 normalises platform and family. */
-static void norm_meta(const char *in, char *out, size_t cap)
-{
-	size_t n = 0;
-	if (in) {
-		while (*in == ' ' || *in == '\t' || *in == '\n' || *in == '\r')
-			in++;
-		size_t len = strlen(in);
-		while (len > 0 && (in[len - 1] == ' ' || in[len - 1] == '\t' || in[len - 1] == '\n' ||
-				   in[len - 1] == '\r'))
-			len--;
-		for (size_t i = 0; i < len && n + 1 < cap; i++)
-			out[n++] = in[i] >= 'A' && in[i] <= 'Z' ? (char)(in[i] + 32) : in[i];
-	}
-	out[n] = '\0';
-}
-
-/* The signed string: "v2|id|client|mode|role|scopes|signedAt|token|nonce"
- * and, for v3, "|platform|family". malloc'd, NULL when out of memory. */
-static char *signed_payload(const device_claim_t *d, bool v3)
-{
-	size_t scopes_len = 1;
-	const cJSON *s;
-	cJSON_ArrayForEach(s, d->scopes) scopes_len += strlen(cJSON_GetStringValue(s)) + 1;
-	char *scopes = malloc(scopes_len);
-	if (!scopes)
-		return NULL;
-	scopes[0] = '\0';
-	size_t off = 0;
-	cJSON_ArrayForEach(s, d->scopes) {
-		off += (size_t)snprintf(scopes + off, scopes_len - off, "%s%s", off ? "," : "",
-					 cJSON_GetStringValue(s));
-	}
-	char platform[128], family[128];
-	norm_meta(d->platform, platform, sizeof(platform));
-	norm_meta(d->family, family, sizeof(family));
-	const char *parts[] = {v3 ? "v3" : "v2", d->id, d->client_id, d->client_mode, d->role, scopes, NULL,
-			       d->token ? d->token : "", d->nonce, platform, family};
-	char at[32];
-	snprintf(at, sizeof(at), "%.0f", d->signed_at);
-	parts[6] = at;
-	size_t nparts = v3 ? 11 : 9;
-	size_t len = 1;
-	for (size_t i = 0; i < nparts; i++)
-		len += strlen(parts[i]) + 1;
-	char *out = malloc(len);
-	if (out) {
-		off = 0;
-		for (size_t i = 0; i < nparts; i++)
-			off += (size_t)snprintf(out + off, len - off, "%s%s", i ? "|" : "", parts[i]);
-	}
-	free(scopes);
-	return out;
-}
 
 static bool ed25519_verify(const unsigned char key[32], const unsigned char *sig, size_t sig_len, const char *msg)
 {
@@ -168,7 +110,7 @@ static bool signature_ok(const device_claim_t *d, const unsigned char key[32], c
 {
 	/* v3 is what current clients sign; v2 is still accepted. */
 	for (int v3 = 1; v3 >= 0; v3--) {
-		char *msg = signed_payload(d, v3);
+		char *msg = pc_gateway_device_payload(&d->claim, v3);
 		bool ok = msg && ed25519_verify(key, sig, sig_len, msg);
 		free(msg);
 		if (ok)
@@ -179,15 +121,10 @@ static bool signature_ok(const device_claim_t *d, const unsigned char key[32], c
 
 static bool id_matches(const char *id, const unsigned char key[32])
 {
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	char hex[2 * SHA256_DIGEST_LENGTH + 1];
-	if (!SHA256(key, 32, md))
+	char hex[65];
+	if (!pc_gateway_device_id(key, hex) || strlen(id) != 64)
 		return false;
-	for (size_t i = 0; i < sizeof(md); i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (strlen(id) != 2 * SHA256_DIGEST_LENGTH)
-		return false;
-	for (size_t i = 0; i < 2 * SHA256_DIGEST_LENGTH; i++) {
+	for (size_t i = 0; i < 64; i++) {
 		char ch = id[i] >= 'A' && id[i] <= 'F' ? (char)(id[i] + 32) : id[i];
 		if (ch != hex[i])
 			return false;
@@ -204,21 +141,21 @@ static int verify_device(const pc__gw_conn_t *c, const device_claim_t *d, pc__gw
 	if (klen != 32)
 		return refuse_device(out, "DEVICE_AUTH_PUBLIC_KEY_INVALID",
 				     "device public key invalid: expected the raw 32-byte Ed25519 key, base64url");
-	if (!id_matches(d->id, key))
+	if (!id_matches(d->claim.device_id, key))
 		return refuse_device(out, "DEVICE_AUTH_DEVICE_ID_MISMATCH",
 				     "device identity mismatch: device.id must be the SHA-256 of the public key");
-	int64_t at = (int64_t)d->signed_at;
+	int64_t at = (int64_t)d->claim.signed_at;
 	int64_t skew = at > pc__clock_wall_ms() ? at - pc__clock_wall_ms() : pc__clock_wall_ms() - at;
 	if (at != c->challenge_ts && skew > PC__GW_SIGNATURE_SKEW_MS)
 		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_EXPIRED", "device signature expired");
-	if (!d->nonce[0])
+	if (!d->claim.nonce[0])
 		return refuse_device(out, "DEVICE_AUTH_NONCE_REQUIRED", "device nonce required");
-	if (strcmp(d->nonce, c->nonce) != 0)
+	if (strcmp(d->claim.nonce, c->nonce) != 0)
 		return refuse_device(out, "DEVICE_AUTH_NONCE_MISMATCH", "device nonce mismatch");
 	long slen = pc_base64_decode(d->signature, strlen(d->signature), sig, sizeof(sig));
 	if (slen != 64 || !signature_ok(d, key, sig, (size_t)slen))
 		return refuse_device(out, "DEVICE_AUTH_SIGNATURE_INVALID", "device signature invalid");
-	snprintf(out->device_id, sizeof(out->device_id), "%s", d->id);
+	snprintf(out->device_id, sizeof(out->device_id), "%s", d->claim.device_id);
 	for (char *p = out->device_id; *p; p++)
 		*p = *p >= 'A' && *p <= 'F' ? (char)(*p + 32) : *p;
 	out->device = true;
@@ -277,21 +214,23 @@ static void claim_of(const cJSON *params, const cJSON *dev, const cJSON *auth, d
 	const char *role = pc__gw_str(params, "role");
 	const char *token = pc__gw_str(auth, "token");
 	*d = (device_claim_t){
-		.id = pc__gw_str(dev, "id"),
+		.claim = {
+			.device_id = pc__gw_str(dev, "id"),
+			.nonce = pc__gw_str(dev, "nonce"),
+			.signed_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(dev, "signedAt")),
+			.client_id = pc__gw_str(client, "id"),
+			.client_mode = pc__gw_str(client, "mode"),
+			.role = role ? role : "operator",
+			.platform = pc__gw_str(client, "platform"),
+			.family = pc__gw_str(client, "deviceFamily"),
+			.scopes = cJSON_GetObjectItemCaseSensitive(params, "scopes"),
+			.token = token ? token : pc__gw_str(auth, "deviceToken"),
+		},
 		.public_key = pc__gw_str(dev, "publicKey"),
 		.signature = pc__gw_str(dev, "signature"),
-		.nonce = pc__gw_str(dev, "nonce"),
-		.signed_at = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(dev, "signedAt")),
-		.client_id = pc__gw_str(client, "id"),
-		.client_mode = pc__gw_str(client, "mode"),
-		.role = role ? role : "operator",
-		.platform = pc__gw_str(client, "platform"),
-		.family = pc__gw_str(client, "deviceFamily"),
-		.scopes = cJSON_GetObjectItemCaseSensitive(params, "scopes"),
-		.token = token ? token : pc__gw_str(auth, "deviceToken"),
 	};
-	if (!d->nonce)
-		d->nonce = "";
+	if (!d->claim.nonce)
+		d->claim.nonce = "";
 }
 
 /* The client's address as text ("" when unknown). */
@@ -310,10 +249,10 @@ static int refuse_unpaired(pc__gw_conn_t *c, const device_claim_t *d, pc__gw_aut
 	pc__gw_pairing_t r = {.scopes = out->scopes};
 	snprintf(r.device_id, sizeof(r.device_id), "%s", out->device_id);
 	snprintf(r.public_key, sizeof(r.public_key), "%s", d->public_key);
-	snprintf(r.client_id, sizeof(r.client_id), "%s", d->client_id ? d->client_id : "");
-	snprintf(r.client_mode, sizeof(r.client_mode), "%s", d->client_mode ? d->client_mode : "");
-	snprintf(r.platform, sizeof(r.platform), "%s", d->platform ? d->platform : "");
-	snprintf(r.family, sizeof(r.family), "%s", d->family ? d->family : "");
+	snprintf(r.client_id, sizeof(r.client_id), "%s", d->claim.client_id ? d->claim.client_id : "");
+	snprintf(r.client_mode, sizeof(r.client_mode), "%s", d->claim.client_mode ? d->claim.client_mode : "");
+	snprintf(r.platform, sizeof(r.platform), "%s", d->claim.platform ? d->claim.platform : "");
+	snprintf(r.family, sizeof(r.family), "%s", d->claim.family ? d->claim.family : "");
 	client_ip(&c->client, r.remote_ip, sizeof(r.remote_ip));
 	if (pc__gw_pairing_request(c->ws, &r) == 0)
 		memcpy(out->request_id, r.request_id, sizeof(out->request_id));

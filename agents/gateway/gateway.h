@@ -83,6 +83,31 @@ int pc_gateway_drain(pc_gateway_t *g, int64_t deadline_ms);
  * pc_gateway_drain was not called. NULL is a no-op. */
 void pc_gateway_free(pc_gateway_t *g);
 
+/* ---- device identity (docs/gateway.md, "Device identity") ----
+ * What a device signs in `connect` and the gateway checks: the same
+ * string on both sides, so a client (`pincer load --identity`) and the
+ * gateway cannot drift apart. */
+
+struct cJSON;
+
+typedef struct pc_gateway_device_claim {
+	const char *device_id, *client_id, *client_mode, *role;
+	const struct cJSON *scopes; /* the connect's array as sent, or NULL */
+	double signed_at;           /* ms since the epoch */
+	const char *token;          /* auth.token, else auth.deviceToken; NULL: none */
+	const char *nonce;          /* the challenge's */
+	const char *platform, *family; /* client.platform / deviceFamily (v3); NULL: none */
+} pc_gateway_device_claim_t;
+
+/* "v2|id|client|mode|role|scopes|signedAt|token|nonce" and, for v3,
+ * "|platform|family" (both trimmed and lower-cased). malloc'd; NULL when
+ * out of memory. */
+char *pc_gateway_device_payload(const pc_gateway_device_claim_t *c, bool v3);
+
+/* A device's id: the lower-case hex SHA-256 of its raw 32-byte Ed25519
+ * public key. False when the digest fails. */
+bool pc_gateway_device_id(const unsigned char key[32], char out[65]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,57 +20,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "pincer_child.h"
+#include "load_child.h"
 #include "raw_http.h"
 
-#define TOKEN "load-s3cret"
-#define EXIT_WAIT_MS 90000 /* generous: sanitizer builds start slowly */
-/* A run with --duration S must end within S and this. */
-#define END_SLACK_MS 8000
 /* 4 words: the first after 100 ms, then one every 20 ms. */
 #define SCRIPTED "hi {session}/{turn} [[mock:{\"text\":\"one two three four\",\"ttft_ms\":100,\"delay_ms\":20}]]"
-
-typedef struct ctx {
-	char dir[64], pincer[PATH_MAX];
-	pid_t server;
-	char target[96];
-	unsigned runs;
-} ctx_t;
-
-typedef struct result {
-	int status;
-	uint64_t ms; /* how long it ran */
-	char *out, *err;
-	cJSON *json;  /* stdout parsed, when it is JSON */
-} result_t;
-
-static void result_free(result_t *r)
-{
-	free(r->out);
-	free(r->err);
-	cJSON_Delete(r->json);
-}
-
-static void dir_only(ctx_t *t)
-{
-	memset(t, 0, sizeof(*t));
-	snprintf(t->dir, sizeof(t->dir), "/tmp/pincer-load-XXXXXX");
-	cr_assert_not_null(mkdtemp(t->dir));
-	find_pincer(t->pincer, sizeof(t->pincer));
-}
-
-/* `pincer gateway` on a free port with token auth: ws:// target. */
-static void gateway_up(ctx_t *t)
-{
-	dir_only(t);
-	char cfg[128], out[128], err[128];
-	snprintf(cfg, sizeof(cfg), "%s/gateway.json", t->dir);
-	snprintf(out, sizeof(out), "%s/gw.out", t->dir);
-	snprintf(err, sizeof(err), "%s/gw.err", t->dir);
-	write_file(cfg, "{\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" TOKEN "\"}}}");
-	uint16_t port = start_gateway_child(t->pincer, t->dir, cfg, out, err, EXIT_WAIT_MS, &t->server);
-	snprintf(t->target, sizeof(t->target), "ws://127.0.0.1:%u", (unsigned)port);
-}
 
 /* `pincer mock-llm` on a free port: http://.../v1 target. */
 static void mock_up(ctx_t *t)
@@ -97,72 +51,6 @@ static void mock_up(ctx_t *t)
 	unsigned port = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
 	cJSON_Delete(j);
 	snprintf(t->target, sizeof(t->target), "http://127.0.0.1:%u/v1", port);
-}
-
-static void down(ctx_t *t)
-{
-	if (t->server) {
-		cr_assert_eq(kill(t->server, SIGTERM), 0);
-		int st = child_wait(&t->server, EXIT_WAIT_MS);
-		cr_assert_eq(st, 0, "the server exited %d", st);
-	}
-	rm_tree(t->dir);
-}
-
-/* A run under way: its process and where its output goes. */
-typedef struct running {
-	pid_t pid;
-	uint64_t t0;
-	char out[128], err[128];
-} running_t;
-
-/* Starts `pincer load args...`. */
-static running_t load_start(ctx_t *t, const char *const *args)
-{
-	char *argv[48] = {t->pincer, "load"};
-	size_t n = 2;
-	for (size_t i = 0; args[i]; i++) {
-		cr_assert_lt(n, 47);
-		argv[n++] = (char *)args[i];
-	}
-	argv[n] = NULL;
-	running_t run;
-	unsigned id = ++t->runs;
-	snprintf(run.out, sizeof(run.out), "%s/load.out.%u", t->dir, id);
-	snprintf(run.err, sizeof(run.err), "%s/load.err.%u", t->dir, id);
-	write_file(run.out, "");
-	write_file(run.err, "");
-	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	run.t0 = now_ms();
-	run.pid = start_child(t->pincer, argv, envp, t->dir, run.out, run.err);
-	return run;
-}
-
-/* Waits for a run's end and reads what it wrote. */
-static result_t load_finish(running_t *run)
-{
-	result_t r = {.status = child_wait(&run->pid, EXIT_WAIT_MS)};
-	r.ms = now_ms() - run->t0;
-	r.out = read_file(run->out);
-	r.err = read_file(run->err);
-	r.json = cJSON_Parse(r.out);
-	return r;
-}
-
-/* Runs `pincer load args...` to its end. */
-static result_t load(ctx_t *t, const char *const *args)
-{
-	running_t run = load_start(t, args);
-	return load_finish(&run);
-}
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-static double num(const cJSON *j, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-	cr_assert(cJSON_IsNumber(v), "'%s' is not a number", k);
-	return v->valuedouble;
 }
 
 static const cJSON *obj(const cJSON *j, const char *k)
@@ -513,7 +401,7 @@ static result_t load_with_pause(ctx_t *t, const char *const *args)
 	int st = raw_http(mock_port(t), "POST /__mock/pause HTTP/1.1\r\nHost: 127.0.0.1\r\n", "{\"ms\":1000}", answer,
 			  sizeof(answer));
 	cr_assert_eq(st, 200, "%s", answer);
-	return load_finish(&run);
+	return pincer_finish(&run);
 }
 
 /* The target stops answering for 1 s in the middle of the run, as a
