@@ -420,6 +420,8 @@ static void *loop_main(void *arg)
 			pc__trim_worked(&trim);
 		loop->now_ns = pc__clock_mono_ns();
 		PC__IO_STAT_ADD(loop, wakeups, 1);
+		/* what this pass sends is scheduled in one go at its end */
+		pc_runtime_hold_begin();
 		for (int i = 0; i < n; i++) {
 			pc_io_watch_t *w = evs[i].data.ptr;
 			if (w->active)
@@ -430,6 +432,7 @@ static void *loop_main(void *arg)
 		if (run_timers(loop))
 			pc__trim_worked(&trim);
 		run_defers(loop);
+		pc_runtime_hold_end();
 	}
 	shutdown_loop(loop);
 	pc__msg_cache_detach();

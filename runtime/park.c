@@ -127,6 +127,8 @@ static bool quiet_locked(pc_runtime_t *rt)
 		return false;
 	if (pc_atomic_load_u64_acq(&rt->blocking.pending) != 0)
 		return false;
+	if (pc_atomic_load_u32_acq(&rt->held) != 0)
+		return false;
 	pc_atomic_fence();
 	if (pc_atomic_load_u32(&rt->num_idle) != rt->nworkers)
 		return false;

@@ -110,6 +110,18 @@ uint64_t pc_runtime_now_ms(void);
  * locks, sleeps) must go to the blocking pool instead (pc_blocking_submit). */
 bool pc_runtime_on_worker(void);
 
+/* A thread outside the pool that makes actors runnable in bursts (an I/O
+ * thread between two polls: a response's head, body and end to one actor,
+ * many responses at once) holds what it schedules from _hold_begin and
+ * hands it all over at _hold_end: one lock of the injection queue and at
+ * most one wake-up for the burst instead of one for each send, and an
+ * actor sent several messages in it runs one turn for all of them. The
+ * messages themselves are in the mailboxes at once; only the scheduling
+ * waits. Nothing held may be waited for between the two calls. No effect
+ * on a worker (a turn batches already). */
+void pc_runtime_hold_begin(void);
+void pc_runtime_hold_end(void);
+
 typedef struct pc_worker_stats {
 	uint64_t handled;   /* messages handed to behaviours */
 	uint64_t sent;      /* messages sent from this worker */

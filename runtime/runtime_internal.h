@@ -141,6 +141,8 @@ struct pc_runtime {
 	uint32_t num_idle;       /* atomic */
 	uint32_t num_searching;  /* atomic */
 	uint32_t quiet_waiters;  /* atomic */
+	uint32_t held;           /* atomic: threads holding actors of this runtime
+				  * (pc_runtime_hold_begin), not yet queued */
 
 	pc__timers_t timers;
 	pc__blocking_t blocking;

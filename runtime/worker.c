@@ -37,9 +37,51 @@ static void count(uint64_t *c)
 	pc_atomic_store_u64(c, *c + 1);
 }
 
+/* What this thread holds (pc_runtime_hold_begin): runnable actors of one
+ * runtime, handed over when the hold ends or the buffer is full. */
+#define HOLD_MAX 64
+static __thread struct hold {
+	bool on;
+	uint32_t n;
+	pc_runtime_t *rt;
+	pc_actor_t *a[HOLD_MAX];
+} tls_hold;
+
+static void hold_flush(struct hold *h)
+{
+	if (!h->n)
+		return;
+	pc__inject_push(h->rt, h->a, h->n);
+	h->n = 0;
+	/* after the push: a quiet check that sees 0 sees the actors queued */
+	pc_atomic_faa_u32(&h->rt->held, (uint32_t)-1);
+}
+
 void pc__schedule_external(pc_runtime_t *rt, pc_actor_t *a)
 {
-	pc__inject_push(rt, &a, 1);
+	struct hold *h = &tls_hold;
+	if (!h->on) {
+		pc__inject_push(rt, &a, 1);
+		return;
+	}
+	if (h->n && (h->rt != rt || h->n == HOLD_MAX))
+		hold_flush(h);
+	if (!h->n) {
+		h->rt = rt;
+		pc_atomic_faa_u32(&rt->held, 1);
+	}
+	h->a[h->n++] = a;
+}
+
+void pc_runtime_hold_begin(void)
+{
+	tls_hold.on = tls_worker == NULL;
+}
+
+void pc_runtime_hold_end(void)
+{
+	hold_flush(&tls_hold);
+	tls_hold.on = false;
 }
 
 void pc__schedule(pc_runtime_t *rt, pc_actor_t *a)
