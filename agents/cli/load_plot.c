@@ -99,7 +99,7 @@ static void percentiles(FILE *f, const pc_load_stats_t *st)
 			most = hs.count;
 	}
 	int nines = most > 10 ? (int)ceil(log10((double)most)) : 1;
-	fputs("set logscale x\nset yrange [0:*]\nset xtics (", f);
+	fputs("set logscale x\nset yrange [0:1<*]\nset xtics (", f);
 	/* a tic's label is a format: %% is a percent sign */
 	static const char *const labels[] = {"0%%", "90%%", "99%%", "99.9%%", "99.99%%", "99.999%%", "99.9999%%",
 					     "99.99999%%", "99.999999%%", "99.9999999%%"};
@@ -132,7 +132,7 @@ static void per_second(FILE *f, bool *first, const char *column, const char *tit
 static void throughput(FILE *f, const pc_load_stats_t *st)
 {
 	begin(f, "throughput", "Turns per second", "s since the run began", "turns/s");
-	fputs("set yrange [0:*]\n", f);
+	fputs("set yrange [0:1<*]\n", f);
 	bool first = true;
 	per_second(f, &first, "ok", "ok");
 	per_second(f, &first, "failed", "failed");
@@ -145,7 +145,7 @@ static void throughput(FILE *f, const pc_load_stats_t *st)
 static void in_flight(FILE *f)
 {
 	begin(f, "in_flight", "Turns in flight", "s since the run began", "turns queued or running");
-	fputs("set yrange [0:*]\n"
+	fputs("set yrange [0:1<*]\n"
 	      "plot 'seconds.csv' using 'elapsed_s':'in_flight' with linespoints pt 7 ps 0.5 title 'in flight'\n",
 	      f);
 	end(f, "in_flight");
