@@ -68,8 +68,8 @@ static void end(FILE *f, const char *name)
 static void scatter(FILE *f, bool *first, const char *column, const char *outcome, const char *style,
 		    const char *title)
 {
-	fprintf(f, "%s 'turns.csv' using (column('intended_ms') / 1000):(strcol('outcome') eq '%s' ? column('%s') : NaN)"
-		   " with points %s title '%s'",
+	fprintf(f, "%s 'turns.csv' using (column('intended_ms') / 1000):"
+		   "(strcol('outcome') eq '%s' ? column('%s') : NaN) with points %s title '%s'",
 		*first ? "plot" : ", \\\n    ", outcome, column, style, title);
 	*first = false;
 }
@@ -79,9 +79,9 @@ static void latency(FILE *f, const pc_load_rows_t *rows)
 	begin(f, "latency", "Latency of each turn", "intended start (s since the run began)", "ms");
 	bool first = true;
 	if (rows->ok)
-		scatter(f, &first, "turn_ms", "ok", "pt 7 ps 0.35", "turn_ms");
+		scatter(f, &first, "turn_ms", "ok", "pt 7 ps 0.5", "turn_ms");
 	if (rows->with_ttft)
-		scatter(f, &first, "ttft_ms", "ok", "pt 7 ps 0.35", "ttft_ms");
+		scatter(f, &first, "ttft_ms", "ok", "pt 7 ps 0.5", "ttft_ms");
 	if (rows->failed)
 		scatter(f, &first, "turn_ms", "failed", "pt 2 ps 0.6", "failed (time to the failure)");
 	fputc('\n', f);
