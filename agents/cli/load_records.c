@@ -97,13 +97,17 @@ void pc_load_records_add(pc_load_records_t *r, const pc_load_rec_t *rec, const c
 	dst->code = error ? code_of(r, error) : 0;
 }
 
-/* ",ms" since `from`, or "," when either time is missing. */
+/* ",ms" since `from` in whole µs, as the histograms keep them (so a
+ * row's turn_ms is the figures' own); "," when either time is missing or
+ * they are out of order, which the histograms skip too. */
 static void cell_ms(FILE *f, uint64_t from, uint64_t to)
 {
-	if (from && to)
-		fprintf(f, ",%.3f", (double)(int64_t)(to - from) / 1e6);
-	else
+	if (!from || !to || to < from) {
 		fputc(',', f);
+		return;
+	}
+	uint64_t us = (to - from) / 1000;
+	fprintf(f, ",%llu.%03llu", (unsigned long long)(us / 1000), (unsigned long long)(us % 1000));
 }
 
 /* A CSV cell, quoted when it holds a comma, a quote or a line break (an
