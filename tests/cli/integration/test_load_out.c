@@ -357,6 +357,55 @@ Test(load_out, records_data_and_plots, .timeout = 240)
 		cr_skip_test("gnuplot is missing: the plots are not checked");
 }
 
+/* Turns in the warmup and turns still running at the end have their
+ * rows, marked, and agree with the figures. Closed loop, each turn 400 ms:
+ * the first of each session at least is meant for the 0.5 s of warmup,
+ * and every session has one running when the duration ends. */
+Test(load_out, warmup_and_in_flight_rows, .timeout = 240)
+{
+	ctx_t t;
+	mock_up(&t);
+	result_t r = load(&t, "/nonexistent", ARGS("--target", t.target, "--sessions", "2", "--warmup", "0.5",
+						   "--duration", "1", "--message",
+						   "x [[mock:{\"text\":\"a\",\"ttft_ms\":400}]]", "--out", t.out,
+						   "--json", "--quiet"));
+	cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.err);
+	cJSON *j = cJSON_Parse(r.out);
+	cr_assert_not_null(j, "%s", r.out);
+	char path[160], *rows[MAX_ROWS], *c[CELLS + 1];
+	snprintf(path, sizeof(path), "%s/turns.csv", t.out);
+	char *text = read_file(path);
+	size_t n = rows_of(text, TURNS_HEADER, rows, MAX_ROWS);
+	unsigned ok = 0, warm = 0, in_flight = 0, next[2] = {0};
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(cells_of(rows[i], c, CELLS + 1), CELLS, "row %zu", i);
+		unsigned s = (unsigned)number(c[0]);
+		cr_assert_lt(s, 2);
+		/* a session's rows come in its turns' order */
+		cr_assert_eq(number(c[1]), next[s]++, "session %u", s);
+		bool warmup = !strcmp(c[10], "1");
+		cr_assert(warmup == (number(c[2]) < 500), "intended %s ms, warmup %s", c[2], c[10]);
+		if (!strcmp(c[8], "in_flight")) {
+			in_flight++;
+			cr_assert_str_empty(c[6], "a turn in flight has not ended");
+		} else {
+			cr_assert_str_eq(c[8], "ok");
+			cr_assert_geq(number(c[6]), 400);
+			warm += warmup;
+			ok += !warmup;
+		}
+	}
+	cr_assert_eq(warm, json_num(j, "warmup_turns"), "%s", r.out);
+	cr_assert_geq(warm, 2, "each session's first turn is meant for the warmup: %s", r.out);
+	cr_assert_eq(ok, json_num(j, "turns_ok"), "%s", r.out);
+	/* one a session, unless the end fell between two turns of one */
+	cr_assert(in_flight >= 1 && in_flight <= 2, "%u in flight", in_flight);
+	free(text);
+	cJSON_Delete(j);
+	result_free(&r);
+	down(&t);
+}
+
 /* A gnuplot missing from PATH: the data files, a message naming the
  * package, and the run's own exit status. */
 Test(load_out, without_gnuplot, .timeout = 240)
