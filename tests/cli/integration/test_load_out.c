@@ -6,8 +6,9 @@
  * run's figures, and every plot parses (a PNG's signature and IHDR; an
  * SVG's XML declaration, <svg> root and balanced tags). Without gnuplot
  * the plot checks are skipped, except under CI=true, where that is a
- * failure (as tests/clients/run treats a missing tool). Also: a DIR that
- * is not a new or empty directory is refused before the run (exit 2), and
+ * failure (as tests/clients/run treats a missing tool). Also: warmup
+ * turns and turns in flight at the end have rows that say so; a DIR that
+ * is not a new or empty directory is refused before the run (exit 2); and
  * a gnuplot missing from PATH leaves the data files and exit 0.
  */
 #include <criterion/criterion.h>
