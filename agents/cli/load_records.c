@@ -160,20 +160,19 @@ int pc_load_records_write(const pc_load_records_t *r, const pc_load_stats_t *st,
 	if (fputs("session,turn,intended_ms,start_ms,accepted_ms,ttft_ms,turn_ms,tokens,outcome,error,warmup\n", f) < 0)
 		err = errno;
 	uint64_t slots = atomic_load(&r->slots);
-	if (slots > (uint64_t)MAX_CHUNKS * CHUNK_RECS)
-		slots = (uint64_t)MAX_CHUNKS * CHUNK_RECS;
-	/* in the order the turns ended, near enough */
-	for (uint64_t i = 0; i < slots && !err; i++) {
-		const pc_load_rec_t *chunk = atomic_load(&r->chunks[i / CHUNK_RECS]);
-		const pc_load_rec_t *x = chunk ? &chunk[i % CHUNK_RECS] : NULL;
-		if (!x || !x->outcome) {
-			i |= chunk ? 0 : CHUNK_RECS - 1; /* a chunk never made: past it */
-			continue;
+	/* in the order the turns ended, near enough; a chunk never made (no
+	 * memory) and a slot never written are passed over */
+	for (uint64_t c = 0; c < MAX_CHUNKS && c * CHUNK_RECS < slots && !err; c++) {
+		const pc_load_rec_t *chunk = atomic_load(&r->chunks[c]);
+		for (uint64_t i = 0; chunk && i < CHUNK_RECS && c * CHUNK_RECS + i < slots; i++) {
+			const pc_load_rec_t *x = &chunk[i];
+			if (!x->outcome)
+				continue;
+			row(f, r, st, x);
+			rows->ok += x->outcome == PC_LOAD_OUTCOME_OK;
+			rows->failed += x->outcome == PC_LOAD_OUTCOME_FAILED;
+			rows->with_ttft += x->outcome == PC_LOAD_OUTCOME_OK && x->first;
 		}
-		row(f, r, st, x);
-		rows->ok += x->outcome == PC_LOAD_OUTCOME_OK;
-		rows->failed += x->outcome == PC_LOAD_OUTCOME_FAILED;
-		rows->with_ttft += x->outcome == PC_LOAD_OUTCOME_OK && x->first;
 		if (ferror(f))
 			err = errno ? errno : EIO;
 	}
