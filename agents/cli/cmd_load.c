@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "device_identity.h"
 #include "load.h"
+#include "load_out.h"
 #include "rpc_client.h"
 
 #define CMD PC_LOAD_CMD
@@ -78,6 +79,8 @@ static void usage(FILE *f)
 		"                         the run and report what its counters did\n"
 		"  --metrics-filter RE    the changed series the summary lists (an extended\n"
 		"                         regex; default: the 10 largest changes)\n"
+		"  --out DIR              every turn's record, the per-second rows, percentiles\n"
+		"                         and plots (gnuplot) into DIR, new or empty\n"
 		"  --quiet                no progress line on stderr\n\n"
 		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
 		"crossed.\n");
@@ -87,7 +90,7 @@ enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
 	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED,
 	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
-	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_IDENTITY, OPT_HELP,
+	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_IDENTITY, OPT_OUT, OPT_HELP,
 };
 
 static const struct option longs[] = {
@@ -116,6 +119,7 @@ static const struct option longs[] = {
 	{"threshold", required_argument, NULL, OPT_THRESHOLD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"csv", required_argument, NULL, OPT_CSV},
+	{"out", required_argument, NULL, OPT_OUT},
 	{"compare", required_argument, NULL, OPT_COMPARE},
 	{"quiet", no_argument, NULL, OPT_QUIET},
 	{"target-pid", required_argument, NULL, OPT_TARGET_PID},
@@ -127,7 +131,7 @@ static const struct option longs[] = {
 
 typedef struct parsed {
 	pc_load_opts_t o;
-	const char *threshold, *messages, *csv, *compare, *metrics_url, *metrics_filter, *identity;
+	const char *threshold, *messages, *csv, *out, *compare, *metrics_url, *metrics_filter, *identity;
 	cJSON *old; /* --compare's object */
 	pc_load_metrics_t metrics;
 	bool duration_set, message_set, arrivals_set, in_flight_set;
@@ -295,6 +299,7 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_THRESHOLD: p->threshold = arg; break;
 	case OPT_JSON: o->json = true; break;
 	case OPT_CSV: p->csv = arg; break;
+	case OPT_OUT: p->out = arg; break;
 	case OPT_COMPARE: p->compare = arg; break;
 	case OPT_QUIET: o->progress = false; break;
 	case OPT_TARGET_PID:
@@ -363,6 +368,10 @@ static int check(parsed_t *p)
 		fprintf(stderr, CMD ": --message and --messages: choose one\n");
 		return PC_CLI_USAGE;
 	}
+	if (p->csv && p->out) {
+		fprintf(stderr, CMD ": --out writes --csv's rows to DIR/seconds.csv: leave out --csv\n");
+		return PC_CLI_USAGE;
+	}
 	if (!o->turns && !o->duration_ms)
 		o->turns = 1;
 	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
@@ -391,6 +400,9 @@ static int check(parsed_t *p)
 		rc = pc_load_metrics_init(&p->metrics, p->metrics_url, p->metrics_filter);
 	if (rc == 0 && p->messages)
 		rc = pc_load_messages_read(p->messages, o);
+	/* last: a refused option leaves no directory behind */
+	if (rc == 0 && p->out)
+		rc = pc_load_out_prepare(p->out);
 	return rc;
 }
 
@@ -476,26 +488,40 @@ int pc_cmd_load(int argc, char **argv)
 	}
 	pc_load_stats_t st;
 	pc_load_csv_t csv = {0};
-	if (pc_load_stats_init(&st, p.csv != NULL) != 0) {
+	/* --out: the per-second rows into DIR/seconds.csv */
+	char seconds[PATH_MAX];
+	const char *rows = p.out ? seconds : p.csv;
+	if (p.out && !pc_load_out_path(seconds, sizeof(seconds), p.out, "seconds.csv")) {
+		parsed_free(&p);
+		return PC_CLI_FAIL;
+	}
+	if (pc_load_stats_init(&st, rows != NULL) != 0) {
 		fprintf(stderr, CMD ": out of memory\n");
 		parsed_free(&p);
 		return PC_CLI_FAIL;
 	}
 	status = p.identity ? identity(&p) : PC_CLI_OK;
-	if (status == PC_CLI_OK && p.csv)
-		status = pc_load_csv_open(p.csv, &csv);
+	if (status == PC_CLI_OK && rows)
+		status = pc_load_csv_open(rows, &csv);
+	if (status == PC_CLI_OK && p.out && pc_load_records_new(&st.records) != 0) {
+		fprintf(stderr, CMD ": out of memory\n");
+		status = PC_CLI_FAIL;
+	}
 	if (status == PC_CLI_OK)
 		pc_load_metrics_before(&p.metrics, p.o.connect_timeout_ms);
 	if (status == PC_CLI_OK)
-		status = pc_load_run(&p.o, &st, p.csv ? &csv : NULL);
+		status = pc_load_run(&p.o, &st, rows ? &csv : NULL);
 	if (status == PC_CLI_OK)
 		pc_load_metrics_after(&p.metrics, p.o.connect_timeout_ms);
 	if (pc_load_csv_close(&csv) != 0)
 		status = PC_CLI_FAIL;
+	if (status == PC_CLI_OK && p.out)
+		status = pc_load_out_write(p.out, st.records, &st);
 	if (status == PC_CLI_OK)
 		status = report(&p, &st);
 	if (status == PC_CLI_OK && p.threshold && !pc_load_threshold_eval(p.threshold, &st, stderr))
 		status = PC_LOAD_THRESHOLD_FAILED;
+	pc_load_records_free(st.records);
 	pc_load_stats_destroy(&st);
 	parsed_free(&p);
 	return pc_cli_flush_stdout(CMD, status);

@@ -9,7 +9,8 @@
  * turns the figures into the summary, the JSON and the threshold verdict;
  * load_proc.c samples the target's (--target-pid) and the harness's CPU
  * and memory; load_metrics.c reads the target's /metrics before and after
- * (--metrics-url).
+ * (--metrics-url);
+ * load_out.h says what writes --out DIR.
  *
  * Every time is on the monotonic clock in ns; every latency is kept in
  * µs in the shared HDR histogram (agents/obs/histogram.h, the
@@ -79,6 +80,8 @@ typedef struct pc_load_opts {
 
 /* The latency histograms, by what they measure. */
 enum { PC_LOAD_ACCEPTED, PC_LOAD_TTFT, PC_LOAD_TPOT, PC_LOAD_ITL, PC_LOAD_TURN, PC_LOAD_HISTS };
+/* A series' name in the results: "turn_ms", … (load_report.c). */
+const char *pc_load_series_name(int series);
 
 /* The per-second windows --csv reads and empties (load_csv.c). */
 enum { PC_LOAD_WINDOW_TURN, PC_LOAD_WINDOW_TTFT, PC_LOAD_WINDOWS };
@@ -107,7 +110,8 @@ typedef struct pc_load_procs {
  * read by the driver's progress line while the run goes on. */
 typedef struct pc_load_stats {
 	pc_hist_t *hist[PC_LOAD_HISTS];
-	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv */
+	pc_hist_t *window[PC_LOAD_WINDOWS]; /* NULL without --csv or --out */
+	struct pc_load_records *records;    /* --out: every turn (load_out.h), or NULL */
 	atomic_uint_fast64_t ok, failed, dropped, warmup, tokens;
 	/* the tool calls of the ok turns, and those turns by their number */
 	atomic_uint_fast64_t tool_calls, tool_turns[PC_LOAD_TOOL_BUCKETS], tool_calls_max;

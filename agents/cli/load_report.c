@@ -38,6 +38,8 @@ static const double quantiles[] = {50, 90, 99, 99.9, 100};
 static const char *const quantile_keys[] = {"p50", "p90", "p99", "p999", "max"};
 #define QUANTILES (sizeof(quantiles) / sizeof(quantiles[0]))
 
+const char *pc_load_series_name(int series) { return series_names[series]; }
+
 static double ms(uint64_t us) { return (double)us / 1000.0; }
 
 static double seconds(uint64_t ns) { return (double)ns / 1e9; }

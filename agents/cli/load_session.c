@@ -30,6 +30,7 @@
 #include "io/io.h"
 #include "commands.h"
 #include "device_identity.h"
+#include "load_out.h"
 #include "rpc_client.h"
 
 /* A whole answer is read for its tool calls up to this size. */
@@ -50,7 +51,7 @@ typedef enum conn {
 
 typedef struct turn {
 	uint64_t serial;   /* 0: none running */
-	uint64_t intended, accepted, first, last;
+	uint64_t intended, started, accepted, first, last;
 	bool sent;         /* the request went out */
 	bool measured;     /* counts in the figures (not warmup) */
 	bool conn_failed;  /* ended with its connection (or could not make one) */
@@ -173,6 +174,33 @@ static void count_tools(pc_load_stats_t *st, uint32_t n)
 		;
 }
 
+/* The turn into --out's records (load_out.h): `end` 0 and no code when
+ * it was in flight at the end. */
+static void keep(const session_t *s, const turn_t *t, uint64_t end, const char *code)
+{
+	if (!s->st->records)
+		return;
+	pc_load_rec_t rec = {.intended = t->intended, .started = t->started, .accepted = t->accepted,
+			     .first = t->first, .end = end, .session = s->index, .turn = (uint32_t)(t->serial - 1),
+			     .tokens = t->tokens, .tool_calls = t->tool_calls, .warmup = !t->measured,
+			     .outcome = !end ? PC_LOAD_OUTCOME_IN_FLIGHT
+				       : code ? PC_LOAD_OUTCOME_FAILED
+					      : PC_LOAD_OUTCOME_OK};
+	pc_load_records_add(s->st->records, &rec, end ? code : NULL);
+}
+
+/* The turns still queued when the run ends: in flight at the end, never
+ * started. Empties the queue. */
+static void keep_queued(session_t *s)
+{
+	for (size_t i = 0; i < s->q_len; i++) {
+		turn_t t = {.serial = s->serials + 1 + i, .intended = s->queue[(s->q_head + i) % s->q_cap]};
+		t.measured = t.intended >= s->st->warm_until_ns;
+		keep(s, &t, 0, NULL);
+	}
+	s->q_len = 0;
+}
+
 /* Ends the running turn: `code` NULL when it went well. */
 static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 {
@@ -180,7 +208,9 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 	uint64_t now = pc__clock_mono_ns();
 	pc_load_stats_t *st = s->st;
 	/* once the duration is over, what ends is "in flight at the end" */
-	if (!atomic_load(&st->stopped)) {
+	bool after_end = atomic_load(&st->stopped);
+	keep(s, t, after_end ? 0 : now, code);
+	if (!after_end) {
 		if (!t->measured)
 			atomic_fetch_add(&st->warmup, 1);
 		else if (code)
@@ -558,7 +588,7 @@ static void start_next(session_t *s, pc_ctx_t *ctx)
 		return;
 	if (atomic_load(&s->st->stopped)) {
 		/* the run is over: what waits is in flight at the end */
-		s->q_len = 0;
+		keep_queued(s);
 		return;
 	}
 	uint64_t intended = s->queue[s->q_head];
@@ -567,6 +597,7 @@ static void start_next(session_t *s, pc_ctx_t *ctx)
 	turn_t *t = &s->t;
 	t->serial = ++s->serials;
 	t->intended = intended;
+	t->started = pc__clock_mono_ns();
 	t->measured = intended >= s->st->warm_until_ns;
 	pc_msg_t *m = pc_msg_new(MSG_DEADLINE, sizeof(uint64_t));
 	if (m) {
@@ -667,6 +698,9 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 	(void)ctx;
 	(void)reason;
 	session_t *s = state;
+	if (s->t.serial)
+		keep(s, &s->t, 0, NULL);
+	keep_queued(s);
 	pc_http_call_release(s->t.call);
 	pc_sse_parser_free(s->t.sse);
 	pc__buf_free(&s->t.body);

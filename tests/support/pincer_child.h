@@ -84,6 +84,27 @@ static inline int child_wait(pid_t *pid, uint64_t timeout_ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Waits up to `timeout_ms` for a server's "listening" line in the file
+ * `out` (`who` names it if it never comes): the port it bound. */
+static inline uint16_t await_listening_port(const char *out, uint64_t timeout_ms, const char *who)
+{
+	uint64_t until = now_ms() + timeout_ms;
+	cJSON *j = NULL;
+	while (!j && now_ms() < until) {
+		char *s = read_file(out);
+		if (strstr(s, "\"listening\""))
+			j = cJSON_Parse(s);
+		free(s);
+		if (!j)
+			sleep_ms(20);
+	}
+	cr_assert_not_null(j, "%s did not start", who);
+	uint16_t port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+	cJSON_Delete(j);
+	cr_assert_gt(port, 0);
+	return port;
+}
+
 /* Starts `pincer gateway --port 0 --config cfg` and the flags of `extra`
  * (NULL-terminated; may be NULL) in `home` (its PINCER_HOME and working
  * directory; PATH the system's), output into the files `out` and `err`
@@ -104,27 +125,26 @@ static inline uint16_t start_gateway_child_with(const char *pincer, const char *
 	}
 	char *envp[] = {env_home, "PATH=/usr/bin:/bin", NULL};
 	*pid = start_child(pincer, argv, envp, home, out, err);
-	uint64_t until = now_ms() + timeout_ms;
-	cJSON *j = NULL;
-	while (!j && now_ms() < until) {
-		char *s = read_file(out);
-		if (strstr(s, "\"listening\""))
-			j = cJSON_Parse(s);
-		free(s);
-		if (!j)
-			sleep_ms(20);
-	}
-	cr_assert_not_null(j, "the gateway did not start");
-	uint16_t port = (uint16_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
-	cJSON_Delete(j);
-	cr_assert_gt(port, 0);
-	return port;
+	return await_listening_port(out, timeout_ms, "the gateway");
 }
 
 static inline uint16_t start_gateway_child(const char *pincer, const char *home, const char *cfg, const char *out,
 					   const char *err, uint64_t timeout_ms, pid_t *pid)
 {
 	return start_gateway_child_with(pincer, home, cfg, out, err, NULL, timeout_ms, pid);
+}
+
+/* Starts `pincer mock-llm --port 0` in `dir` (PATH the system's), output
+ * into the files `out` and `err`, and waits up to `timeout_ms` for its
+ * "listening" line: the port it bound. *pid is the child's. */
+static inline uint16_t start_mock_llm_child(const char *pincer, const char *dir, const char *out, const char *err,
+					    uint64_t timeout_ms, pid_t *pid)
+{
+	write_file(out, "");
+	char *argv[] = {(char *)pincer, "mock-llm", "--port", "0", NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	*pid = start_child(pincer, argv, envp, dir, out, err);
+	return await_listening_port(out, timeout_ms, "the mock");
 }
 
 #endif
