@@ -73,6 +73,7 @@ void crl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define cr_assert_str_eq(a, b, ...) CRL_(true, strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) CRL_(true, strcmp((a), (b)) != 0, #a " != " #b, __VA_ARGS__)
 #define cr_expect_str_eq(a, b, ...) CRL_(false, strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_assert_str_empty(a, ...) CRL_(true, (a)[0] == '\0', #a " is empty", __VA_ARGS__)
 #define cr_assert_float_eq(a, b, eps, ...)                                                   \
 	CRL_(true, ((a) - (b) <= (eps)) && ((b) - (a) <= (eps)), #a " ~= " #b, __VA_ARGS__)
 
