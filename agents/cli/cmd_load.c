@@ -59,6 +59,8 @@ static void usage(FILE *f)
 		"  --rate R               open loop: R turns/s in all, spread over the sessions\n"
 		"  --stages S:R,...       open loop: ramps, each S seconds to R turns/s, from the\n"
 		"                         one before (the first from --rate, else 0)\n"
+		"  --session-stages S:N,...  closed loop: ramps, each S seconds to N sessions,\n"
+		"                         from the one before (the first from --sessions, else 0)\n"
 		"  --arrivals KIND        open loop: poisson (default) or constant gaps\n"
 		"  --seed N               open loop: the arrivals' random seed (default 1)\n"
 		"  --max-in-flight N      open loop: turns queued or running at most; the rest are\n"
@@ -88,7 +90,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
-	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_ARRIVALS, OPT_SEED,
+	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_SESSION_STAGES, OPT_ARRIVALS, OPT_SEED,
 	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
 	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_IDENTITY, OPT_OUT, OPT_HELP,
 };
@@ -109,6 +111,7 @@ static const struct option longs[] = {
 	{"think-ms", required_argument, NULL, OPT_THINK},
 	{"rate", required_argument, NULL, OPT_RATE},
 	{"stages", required_argument, NULL, OPT_STAGES},
+	{"session-stages", required_argument, NULL, OPT_SESSION_STAGES},
 	{"arrivals", required_argument, NULL, OPT_ARRIVALS},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"max-in-flight", required_argument, NULL, OPT_MAX_IN_FLIGHT},
@@ -134,7 +137,7 @@ typedef struct parsed {
 	const char *threshold, *messages, *csv, *out, *compare, *metrics_url, *metrics_filter, *identity;
 	cJSON *old; /* --compare's object */
 	pc_load_metrics_t metrics;
-	bool duration_set, message_set, arrivals_set, in_flight_set;
+	bool duration_set, message_set, arrivals_set, in_flight_set, sessions_set, turns_set;
 } parsed_t;
 
 /* A non-negative decimal number of seconds (at most `max`), in ms. */
@@ -208,13 +211,15 @@ static int slo(const char *arg, pc_load_opts_t *o)
 	return 0;
 }
 
-/* --stages "S:R,...": each S seconds (an "s" may follow) ramping to R
- * turns/s. */
-static int stages(const char *arg, pc_load_opts_t *o)
+/* --stages "S:R,..." (each S seconds, an "s" may follow, ramping to R
+ * turns/s) or --session-stages "S:N,..." (to N sessions, a whole number):
+ * into *out, their total into the run's duration. */
+static int stages(const char *arg, const char *name, double max, bool whole, struct pc_load_stage **out, size_t *n,
+		  pc_load_opts_t *o)
 {
-	free(o->stages);
-	o->stages = NULL;
-	o->n_stages = 0;
+	free(*out);
+	*out = NULL;
+	*n = 0;
 	o->duration_ms = 0;
 	for (const char *p = arg;;) {
 		char *end = NULL;
@@ -223,18 +228,16 @@ static int stages(const char *arg, pc_load_opts_t *o)
 		if (end && *end == 's')
 			end++;
 		double r = end && *end == ':' ? strtod(end + 1, &end) : -1;
-		struct pc_load_stage *grown = o->n_stages < MAX_STAGES
-						      ? realloc(o->stages, (o->n_stages + 1) * sizeof(*grown))
-						      : NULL;
+		struct pc_load_stage *grown = *n < MAX_STAGES ? realloc(*out, (*n + 1) * sizeof(*grown)) : NULL;
 		if (grown)
-			o->stages = grown;
-		if (errno || !isfinite(s) || !(s > 0 && s <= MAX_SECONDS) || !isfinite(r) || r < 0 || r > 1e7 ||
-		    (*end && *end != ',') || !grown) {
-			fprintf(stderr, CMD ": --stages takes SECONDS:RATE,... (at most %u), not '%s'\n", MAX_STAGES,
-				arg);
+			*out = grown;
+		if (errno || !isfinite(s) || !(s > 0 && s <= MAX_SECONDS) || !isfinite(r) || r < 0 || r > max ||
+		    (whole && r != floor(r)) || (*end && *end != ',') || !grown) {
+			fprintf(stderr, CMD ": --%s takes SECONDS:%s,... (at most %u), not '%s'\n", name,
+				whole ? "SESSIONS" : "RATE", MAX_STAGES, arg);
 			return PC_CLI_USAGE;
 		}
-		o->stages[o->n_stages++] = (struct pc_load_stage){.ms = (uint64_t)llround(s * 1000), .rate = r};
+		(*out)[(*n)++] = (struct pc_load_stage){.ms = (uint64_t)llround(s * 1000), .rate = r};
 		o->duration_ms += (uint64_t)llround(s * 1000);
 		if (!*end)
 			return 0;
@@ -270,15 +273,22 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_SESSIONS:
 		rc = pc_cli_uint(CMD, "--sessions", arg, 1, MAX_SESSIONS, &v);
 		o->sessions = (uint32_t)v;
+		p->sessions_set = true;
 		break;
-	case OPT_TURNS: rc = pc_cli_uint(CMD, "--turns", arg, 1, UINT32_MAX, &o->turns); break;
+	case OPT_TURNS:
+		rc = pc_cli_uint(CMD, "--turns", arg, 1, UINT32_MAX, &o->turns);
+		p->turns_set = true;
+		break;
 	case OPT_DURATION:
 		rc = seconds_ms("--duration", arg, 0.001, &o->duration_ms);
 		p->duration_set = true;
 		break;
 	case OPT_THINK: rc = pc_cli_uint(CMD, "--think-ms", arg, 0, 86400000, &o->think_ms); break;
 	case OPT_RATE: rc = positive_rate(arg, &o->rate); break;
-	case OPT_STAGES: rc = stages(arg, o); break;
+	case OPT_STAGES: rc = stages(arg, "stages", 1e7, false, &o->stages, &o->n_stages, o); break;
+	case OPT_SESSION_STAGES:
+		rc = stages(arg, "session-stages", MAX_SESSIONS, true, &o->session_stages, &o->n_session_stages, o);
+		break;
 	case OPT_ARRIVALS:
 		p->arrivals_set = true;
 		if (strcmp(arg, "poisson") && strcmp(arg, "constant")) {
@@ -359,10 +369,30 @@ static int check(parsed_t *p)
 		fprintf(stderr, CMD ": --think-ms is for the closed loop: leave out --rate and --stages\n");
 		return PC_CLI_USAGE;
 	}
-	if (o->n_stages && (p->duration_set || o->warmup_ms)) {
+	if ((o->n_stages || o->n_session_stages) && (p->duration_set || o->warmup_ms)) {
 		/* the stages are the run's time from its start */
-		fprintf(stderr, CMD ": --stages sets the run's length: leave out --duration and --warmup\n");
+		fprintf(stderr, CMD ": --stages and --session-stages set the run's length: leave out --duration and "
+				    "--warmup\n");
 		return PC_CLI_USAGE;
+	}
+	if (o->n_session_stages && (o->open || p->turns_set)) {
+		/* sessions come and go with the ramp: none has a number of turns */
+		fprintf(stderr, CMD ": --session-stages is the closed loop's ramp: leave out --rate, --stages and "
+				    "--turns\n");
+		return PC_CLI_USAGE;
+	}
+	if (o->n_session_stages) {
+		/* an actor for the most sessions the ramp reaches */
+		o->sessions_start = p->sessions_set ? o->sessions : 0;
+		uint32_t most = o->sessions_start;
+		for (size_t i = 0; i < o->n_session_stages; i++)
+			if (o->session_stages[i].rate > most)
+				most = (uint32_t)o->session_stages[i].rate;
+		if (!most) {
+			fprintf(stderr, CMD ": --session-stages: no stage has a session\n");
+			return PC_CLI_USAGE;
+		}
+		o->sessions = most;
 	}
 	if (p->message_set && p->messages) {
 		fprintf(stderr, CMD ": --message and --messages: choose one\n");
@@ -474,6 +504,7 @@ static void parsed_free(parsed_t *p)
 	pc_load_messages_free(&p->o);
 	pc_cli_identity_free(p->o.identity);
 	free(p->o.stages);
+	free(p->o.session_stages);
 	cJSON_Delete(p->old);
 	pc_load_metrics_free(&p->metrics);
 }

@@ -65,6 +65,9 @@ typedef struct pc_load_opts {
 		double rate;       /* the rate it ramps to, linearly, from the one before */
 	} *stages;                 /* --stages, or NULL */
 	size_t n_stages;
+	struct pc_load_stage *session_stages; /* --session-stages (`rate`: the sessions), or NULL */
+	size_t n_session_stages;
+	uint32_t sessions_start;   /* with session stages: the sessions at the start */
 	bool poisson;              /* open loop: exponential gaps, else equal ones */
 	uint64_t seed;
 	uint64_t max_in_flight;    /* open loop: queued or running turns; 0: no cap */
@@ -220,7 +223,8 @@ struct pc_actor;
 /* Messages a session takes from the driver. */
 enum {
 	PC_LOAD_MSG_TURN = 0x10a0, /* u64: the turn's intended send time */
-	PC_LOAD_MSG_START,         /* closed loop: play --turns turns */
+	PC_LOAD_MSG_START,         /* closed loop: play --turns turns (again, after a retire) */
+	PC_LOAD_MSG_RETIRE,        /* closed loop: stop after the turn under way */
 };
 
 /* Spawns the actor of session `index` (0-based). */

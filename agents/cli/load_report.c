@@ -132,6 +132,9 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 	else if (o->open)
 		fprintf(f, "load         open loop, %.1f turns/s (%s), %u sessions\n", o->rate,
 			o->poisson ? "poisson" : "constant", o->sessions);
+	else if (o->n_session_stages)
+		fprintf(f, "load         closed loop, %zu stages of up to %u sessions, think %llu ms\n",
+			o->n_session_stages, o->sessions, (unsigned long long)o->think_ms);
 	else
 		fprintf(f, "load         closed loop, %u sessions, think %llu ms\n", o->sessions,
 			(unsigned long long)o->think_ms);

@@ -83,20 +83,24 @@ static uint64_t next_random(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-/* The rate `ns` after the start: --rate, or the stages' ramps (0 past
- * the last). */
+/* Where the `n` ramps of `s`, starting from `from`, stand `ns` after the
+ * start (0 past the last). */
+static double ramp_at(const struct pc_load_stage *s, size_t n, double from, uint64_t ns)
+{
+	uint64_t start = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ns < start + s[i].ms * NS_PER_MS)
+			return from + (s[i].rate - from) * (double)(ns - start) / ((double)s[i].ms * NS_PER_MS);
+		start += s[i].ms * NS_PER_MS;
+		from = s[i].rate;
+	}
+	return 0;
+}
+
+/* The rate `ns` after the start: --rate, or the stages' ramps. */
 static double rate_at(const pc_load_opts_t *o, uint64_t ns)
 {
-	double from = o->rate;
-	uint64_t start = 0;
-	for (size_t i = 0; i < o->n_stages; i++) {
-		const struct pc_load_stage *s = &o->stages[i];
-		if (ns < start + s->ms * NS_PER_MS)
-			return from + (s->rate - from) * (double)(ns - start) / ((double)s->ms * NS_PER_MS);
-		start += s->ms * NS_PER_MS;
-		from = s->rate;
-	}
-	return o->n_stages ? 0 : o->rate;
+	return o->n_stages ? ramp_at(o->stages, o->n_stages, o->rate, ns) : o->rate;
 }
 
 /* The gap from an arrival `ns` after the start to the next, in ns. The
@@ -159,6 +163,7 @@ typedef struct driver {
 	pc_io_t *io;
 	pc_actor_t **sessions;
 	uint32_t spawned;
+	uint32_t active; /* closed loop: the first `active` sessions play */
 	sigset_t sigs;
 	uint64_t rng, next_arrival, arrival_limit, end_ns;
 } driver_t;
@@ -225,6 +230,25 @@ static void arrivals(driver_t *d, uint64_t now)
 	}
 }
 
+/* Closed loop: sessions [active, n) start playing, or those past n retire
+ * after their turn under way. */
+static void set_active(driver_t *d, uint32_t n)
+{
+	for (; d->active < n; d->active++)
+		if (pc_send_signal(d->sessions[d->active], PC_LOAD_MSG_START) != 0)
+			atomic_fetch_add(&d->st->sessions_done, 1);
+	for (; d->active > n; d->active--)
+		(void)pc_send_signal(d->sessions[d->active - 1], PC_LOAD_MSG_RETIRE);
+}
+
+/* --session-stages: as many sessions play as the ramp stands at now. */
+static void ramp_sessions(driver_t *d, uint64_t now)
+{
+	const pc_load_opts_t *o = d->o;
+	double want = ramp_at(o->session_stages, o->n_session_stages, o->sessions_start, now - d->st->t0_ns);
+	set_active(d, want < o->sessions ? (uint32_t)lround(want) : o->sessions);
+}
+
 /* True once every turn asked for has ended (not with --duration alone). */
 static bool done(const driver_t *d)
 {
@@ -262,14 +286,14 @@ static void drive(driver_t *d)
 	d->rng = o->seed;
 	p.next_ns = st->t0_ns + PROGRESS_NS;
 	p.last_ns = st->t0_ns;
-	if (!o->open)
-		for (uint32_t i = 0; i < o->sessions; i++)
-			if (pc_send_signal(d->sessions[i], PC_LOAD_MSG_START) != 0)
-				atomic_fetch_add(&st->sessions_done, 1);
+	if (!o->open && !o->n_session_stages)
+		set_active(d, o->sessions);
 	for (;;) {
 		uint64_t now = pc__clock_mono_ns();
 		if (o->open)
 			arrivals(d, now);
+		else if (o->n_session_stages)
+			ramp_sessions(d, now);
 		if (now >= d->end_ns || done(d))
 			break;
 		if (now >= p.next_ns) {

@@ -37,7 +37,7 @@
 #define MAX_BODY (16u << 20)
 
 /* A session's own message: the running turn's time is up (u64: its serial). */
-#define MSG_DEADLINE (PC_LOAD_MSG_START + 1)
+#define MSG_DEADLINE (PC_LOAD_MSG_RETIRE + 1)
 /* The pause before a closed-loop session's next turn after a failed
  * connection, so a refusing target is not hammered in a tight loop. */
 #define RETRY_PAUSE_MS 100
@@ -76,6 +76,8 @@ typedef struct session {
 	uint64_t serials;  /* turns begun */
 	uint64_t played;   /* closed loop: turns ended */
 	bool closed_loop;
+	bool playing;      /* closed loop: a turn, or the pause before one, is under way */
+	bool retired;      /* closed loop: no turn after the one under way */
 	/* the queue of intended times, a ring */
 	uint64_t *queue;
 	size_t q_head, q_len, q_cap;
@@ -248,6 +250,10 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 		return;
 	}
 	s->played++;
+	if (s->retired) {
+		s->playing = false;
+		return;
+	}
 	if (atomic_load(&st->stopped) || (s->o->turns && s->played >= s->o->turns)) {
 		atomic_fetch_add(&st->sessions_done, 1);
 		return;
@@ -648,9 +654,21 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	switch (msg->type) {
 	case PC_LOAD_MSG_START:
 		s->closed_loop = true;
+		s->retired = false;
+		/* one retired but still at its last turn plays on */
+		if (s->playing)
+			return 0;
+		s->playing = true;
 		closed_turn(s, pc__clock_mono_ns());
 		break;
+	case PC_LOAD_MSG_RETIRE:
+		s->retired = true;
+		return 0;
 	case PC_LOAD_MSG_TURN:
+		if (s->closed_loop && s->retired) {
+			s->playing = false; /* its pause ended after it retired */
+			return 0;
+		}
 		if (s->closed_loop) {
 			closed_turn(s, pc_msg_u64(msg));
 		} else if (enqueue(s, pc_msg_u64(msg)) != 0) {

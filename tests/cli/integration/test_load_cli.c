@@ -308,6 +308,28 @@ Test(load_cli, open_loop_arrivals_drops_and_the_end, .timeout = 240)
 	free(rows);
 	result_free(&r);
 
+	/* session stages: none for a second, 6 sessions for a second, then
+	 * none again; each turn 100 ms and a 100 ms pause, about 5 turns a
+	 * second a session: only the middle second plays */
+	r = load(&t, ARGS("--target", t.target, "--session-stages", "1:0,0.01:6,1:6,0.01:0,1:0", "--think-ms", "100",
+			  "--message", "x [[mock:{\"text\":\"ok\",\"ttft_ms\":100}]]", "--json", "--quiet", "--csv",
+			  csv));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "sessions"), 6, "%s", r.out);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "loop")), "closed");
+	uint64_t played = count(r.json, "turns_ok");
+	cr_assert(played >= 12 && played <= 40, "%llu turns by 6 sessions in a second", (unsigned long long)played);
+	assert_accounted(r.json, played);
+	assert_csv(csv, played, 3);
+	rows = read_file(csv);
+	cr_assert_not_null(strstr(rows, "\n1.000,0,0,0,0,"), "the first second plays nothing: %s", rows);
+	/* the last second: at most the turns under way when they retired */
+	char *third = strstr(rows, "\n3.0");
+	cr_assert(third && strtoul(strchr(third, ',') + 1, NULL, 10) <= 6, "no turn starts in the last second: %s",
+		  rows);
+	free(rows);
+	result_free(&r);
+
 	/* poisson: the same seed, the same arrivals */
 	uint64_t arrivals[2];
 	for (int i = 0; i < 2; i++) {
@@ -639,6 +661,11 @@ Test(load_cli, usage, .timeout = 120)
 		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:x"),
 		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--duration", "2"),
 		ARGS("--target", "ws://127.0.0.1:1", "--stages", "1:5", "--think-ms", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--session-stages", "1:2.5"),
+		ARGS("--target", "ws://127.0.0.1:1", "--session-stages", "1:0"),
+		ARGS("--target", "ws://127.0.0.1:1", "--session-stages", "1:5", "--rate", "5"),
+		ARGS("--target", "ws://127.0.0.1:1", "--session-stages", "1:5", "--turns", "2"),
+		ARGS("--target", "ws://127.0.0.1:1", "--session-stages", "1:5", "--duration", "2"),
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "0.001"),
 		ARGS("--target", "ws://127.0.0.1:1", "--via", "rest"),
 		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "chat"),
