@@ -44,8 +44,9 @@ static void usage(FILE *f)
 		"  --password SECRET      ws: the gateway's password (env PINCER_LOAD_PASSWORD)\n"
 		"  --identity FILE        ws: connect as the Ed25519 device in FILE (made when\n"
 		"                         missing), as OpenClaw's gateway asks of `agent` callers\n"
-		"  --via agent|chat       ws: `agent` requests (default) or chat.send and `chat`\n"
-		"                         events, as OpenClaw's Control UI sends\n"
+		"  --via agent|chat|wait  ws: `agent` requests (default); chat.send and `chat`\n"
+		"                         events, as OpenClaw's Control UI sends; or `agent`\n"
+		"                         and then agent.wait for its run's end\n"
 		"  --model NAME           the model asked for (http default: mock)\n"
 		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
 		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
@@ -257,11 +258,12 @@ static int option(parsed_t *p, int code, const char *arg)
 	case OPT_PASSWORD: o->password = arg; break;
 	case OPT_IDENTITY: p->identity = arg; break;
 	case OPT_VIA:
-		if (strcmp(arg, "agent") && strcmp(arg, "chat")) {
-			fprintf(stderr, CMD ": --via takes agent or chat, not '%s'\n", arg);
+		if (strcmp(arg, "agent") && strcmp(arg, "chat") && strcmp(arg, "wait")) {
+			fprintf(stderr, CMD ": --via takes agent, chat or wait, not '%s'\n", arg);
 			rc = PC_CLI_USAGE;
 		}
 		o->via_chat = !strcmp(arg, "chat");
+		o->via_wait = !strcmp(arg, "wait");
 		break;
 	case OPT_MODEL: o->model = arg; break;
 	case OPT_STREAM: o->stream = true; break;
@@ -407,6 +409,10 @@ static int check(parsed_t *p)
 	if (p->threshold && pc_load_threshold_check(p->threshold) != 0)
 		return PC_CLI_USAGE;
 	int rc = target(o);
+	if (rc == 0 && o->via_wait && o->proto != PC_LOAD_WS) {
+		fprintf(stderr, CMD ": --via wait is for a ws:// target\n");
+		rc = PC_CLI_USAGE;
+	}
 	if (rc == 0 && o->via_chat && (o->proto != PC_LOAD_WS || o->model)) {
 		/* chat.send takes no model (docs/gateway.md) */
 		fprintf(stderr, CMD ": --via chat is for a ws:// target, without --model\n");

@@ -53,6 +53,7 @@ typedef struct pc_load_opts {
 	struct pc_cli_identity *identity; /* ws: --identity, the device connects sign with */
 	bool stream;               /* http: "stream": true */
 	bool via_chat;             /* ws: chat.send and `chat` events instead of `agent` */
+	bool via_wait;             /* ws: `agent`, then agent.wait for its run's end */
 	bool json, progress;
 	uint32_t sessions;
 	uint64_t turns;            /* per session; 0 with --duration: no limit */

@@ -123,6 +123,7 @@ void pc_load_report_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t
 {
 	const char *how = o->proto == PC_LOAD_HTTP ? (o->stream ? ", streamed" : ", not streamed")
 			  : o->via_chat          ? ", chat.send"
+			  : o->via_wait          ? ", agent + agent.wait"
 						 : ", agent";
 	fprintf(f, "target       %s (%s%s)\n", o->target,
 		o->proto == PC_LOAD_WS ? "OpenClaw WebSocket RPC" : "OpenAI chat completions", how);
@@ -247,7 +248,7 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		  cJSON_AddStringToObject(j, "pincer", pc_version()) &&
 		  cJSON_AddStringToObject(j, "target", o->target) &&
 		  cJSON_AddStringToObject(j, "protocol", o->proto == PC_LOAD_WS ? "ws" : "http") &&
-		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : "agent")) &&
+		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : o->via_wait ? "wait" : "agent")) &&
 		  cJSON_AddStringToObject(j, "loop", o->open ? "open" : "closed") &&
 		  cJSON_AddNumberToObject(j, "sessions", o->sessions) &&
 		  cJSON_AddNumberToObject(j, "turns_ok", (double)atomic_load(&st->ok)) &&

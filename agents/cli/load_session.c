@@ -61,6 +61,7 @@ typedef struct turn {
 	size_t n_gaps, gaps_cap;
 	pc_timer_t deadline;
 	char req[PC_CLI_RPC_ID_MAX]; /* ws: the `agent` (or chat.send) request's id */
+	char wait_req[PC_CLI_RPC_ID_MAX]; /* --via wait: the agent.wait request's id, once sent */
 	char run_id[80];             /* ws: the run's, from the answer */
 	int http_status;
 	pc_http_call_t *call;
@@ -362,18 +363,41 @@ static void ws_send_turn(session_t *s, pc_ctx_t *ctx)
 	}
 }
 
-/* The answer to `agent`: the accepted one first, then the final one. */
-static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f)
+/* --via wait: agent.wait for the accepted run, as long as the turn may
+ * last. */
+static void ws_wait(session_t *s, pc_ctx_t *ctx)
+{
+	cJSON *p = cJSON_CreateObject();
+	if (!p || !cJSON_AddStringToObject(p, "runId", s->t.run_id) ||
+	    !cJSON_AddNumberToObject(p, "timeoutMs", (double)s->o->timeout_ms)) {
+		cJSON_Delete(p);
+		finish(s, ctx, "client");
+		return;
+	}
+	if (ws_request(s, "agent.wait", p, s->t.wait_req) != 0) {
+		s->t.conn_failed = true;
+		finish(s, ctx, "closed");
+	}
+}
+
+/* The answer to `agent`: the accepted one first, then the final one (with
+ * --via wait, agent.wait's answer instead: the final one is not waited
+ * for). */
+static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f, bool of_wait)
 {
 	turn_t *t = &s->t;
 	const cJSON *payload = jget(f, "payload");
 	bool ok = cJSON_IsTrue(jget(f, "ok"));
 	const char *status = jstr(payload, "status");
-	if (ok && !t->accepted && (!strcmp(status, s->o->via_chat ? "started" : "accepted"))) {
+	if (ok && !of_wait && !t->accepted && (!strcmp(status, s->o->via_chat ? "started" : "accepted"))) {
 		t->accepted = pc__clock_mono_ns();
 		snprintf(t->run_id, sizeof(t->run_id), "%s", jstr(payload, "runId"));
+		if (s->o->via_wait)
+			ws_wait(s, ctx);
 		return;
 	}
+	if (s->o->via_wait && !of_wait && ok)
+		return;
 	if (ok && !strcmp(jstr(payload, "status"), "ok")) {
 		finish(s, ctx, NULL);
 		return;
@@ -381,7 +405,7 @@ static void ws_answer(session_t *s, pc_ctx_t *ctx, const cJSON *f)
 	/* the gateway's error code, or the run's status (error, timeout) */
 	char code[48];
 	const char *e = jstr(jget(f, "error"), "code");
-	snprintf(code, sizeof(code), "%s%s", e[0] ? "rpc:" : "run:",
+	snprintf(code, sizeof(code), "%s%s", e[0] ? "rpc:" : of_wait ? "wait:" : "run:",
 		 e[0] ? e : jstr(payload, "status")[0] ? jstr(payload, "status") : "error");
 	finish(s, ctx, code);
 }
@@ -430,7 +454,9 @@ static void ws_frame(session_t *s, pc_ctx_t *ctx, const pc_wsc_message_msg_t *m)
 			finish(s, ctx, "auth");
 		}
 	} else if (!strcmp(type, "res") && s->t.sent && !strcmp(jstr(f, "id"), s->t.req)) {
-		ws_answer(s, ctx, f);
+		ws_answer(s, ctx, f, false);
+	} else if (!strcmp(type, "res") && s->t.wait_req[0] && !strcmp(jstr(f, "id"), s->t.wait_req)) {
+		ws_answer(s, ctx, f, true);
 	} else if (!strcmp(type, "event") && !strcmp(event, "agent") && s->t.sent) {
 		const cJSON *p = jget(f, "payload");
 		if (!strcmp(jstr(p, "stream"), "assistant") && jstr(jget(p, "data"), "delta")[0])

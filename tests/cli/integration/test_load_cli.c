@@ -147,6 +147,16 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	cr_assert_geq(series(r.json, "turn_ms"), 160);
 	result_free(&r);
 
+	/* `agent`, then agent.wait for the run's end */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--via", "wait", "--sessions", "3", "--turns", "2",
+			  "--message", SCRIPTED, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "via")), "wait");
+	cr_assert_eq(count(r.json, "turns_ok"), 6, "%s", r.out);
+	cr_assert_eq(count(obj(r.json, "accepted_ms"), "count"), 6, "%s", r.out);
+	cr_assert_geq(series(r.json, "turn_ms"), 160);
+	result_free(&r);
+
 	/* a wrong token: every turn fails with auth, nothing hangs */
 	r = load(&t, ARGS("--target", t.target, "--token", "wrong", "--sessions", "2", "--turns", "2", "--json",
 			  "--quiet"));
@@ -669,6 +679,7 @@ Test(load_cli, usage, .timeout = 120)
 		ARGS("--target", "ws://127.0.0.1:1", "--rate", "0.001"),
 		ARGS("--target", "ws://127.0.0.1:1", "--via", "rest"),
 		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "chat"),
+		ARGS("--target", "http://127.0.0.1:1/v1", "--via", "wait"),
 		ARGS("--target", "ws://127.0.0.1:1", "--via", "chat", "--model", "m1"),
 		ARGS("--target", "ws://127.0.0.1:1", "--slo", "latency=5s"),
 	};
