@@ -40,16 +40,71 @@ static void futex_wait_ms(uint32_t *word, int64_t ms)
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 }
 
+/* Takes w off the idle stack, as a waker would, but not yet as a
+ * searcher: false when a waker took it first. */
+static bool unpark_self(pc__worker_t *w)
+{
+	pc_runtime_t *rt = w->rt;
+	bool took = false;
+	pthread_mutex_lock(&rt->idle_lock);
+	for (uint32_t i = 0; i < rt->nidle_stack && !took; i++) {
+		if (rt->idle_stack[i] == w->index) {
+			rt->idle_stack[i] = rt->idle_stack[--rt->nidle_stack];
+			pc_atomic_faa_u32(&rt->num_idle, (uint32_t)-1);
+			took = true;
+		}
+	}
+	pthread_mutex_unlock(&rt->idle_lock);
+	return took;
+}
+
+/* A due trim waits for a gap of this long before the next timer, looking
+ * again every TRIM_STEP_NS, for at most another trim_after_ms: a tick
+ * more frequent than the gap must not stop it for good. */
+#define TRIM_CLEAR_NS (10u * 1000000u)
+#define TRIM_STEP_NS (2u * 1000000u)
+
+/* True when a due trim should wait for the timers (and the clock is set to
+ * look again). */
+static bool trim_put_off(pc__worker_t *w, uint64_t now)
+{
+	pc__trim_clock_t *c = &w->trim;
+	if (pc__timers_quiet_for(w->rt, now, TRIM_CLEAR_NS))
+		return false;
+	if (!c->late_ns)
+		c->late_ns = now + (uint64_t)w->rt->cfg.trim_after_ms * 1000000u;
+	if (now >= c->late_ns)
+		return false;
+	c->due_ns = now + TRIM_STEP_NS;
+	return true;
+}
+
 /* Sleeps until woken; a worker that worked since its last trim wakes when
- * its trim falls due (trim.h) and trims if still idle. */
+ * its trim falls due (trim.h) and trims if still idle. A trim takes
+ * milliseconds and makes the next allocations of every thread fault
+ * their pages back in: timer deliveries made meanwhile were late by as
+ * much (the tail of their lateness). So a trim waits for a gap in the
+ * timers (trim_put_off), and the worker trims off the idle stack and not counted as
+ * searching, as if busy, so that work made meanwhile wakes another
+ * worker; it then looks for work as a woken worker does. */
 static void sleep_until_woken(pc__worker_t *w)
 {
 	while (pc_atomic_load_u32_acq(&w->park_word) == 0) {
 		int64_t wait_ms;
-		if (pc__trim_due(&w->trim, w->rt->cfg.trim_after_ms, pc__clock_mono_ns(), &wait_ms)) {
+		uint64_t now = pc__clock_mono_ns();
+		bool due = pc__trim_due(&w->trim, w->rt->cfg.trim_after_ms, now, &wait_ms);
+		if (due && trim_put_off(w, now))
+			continue;
+		if (due) {
+			if (!unpark_self(w)) {
+				futex_wait(&w->park_word); /* a waker has it: its wake is on the way */
+				continue;
+			}
 			pc_runtime_trim_heap(w->rt);
 			pc__trim_done(&w->trim);
 			pc_atomic_store_u64(&w->c.trims, w->c.trims + 1);
+			pc_atomic_faa_u32(&w->rt->num_searching, 1);
+			pc_atomic_store_u32_rel(&w->park_word, 1);
 		} else if (wait_ms < 0) {
 			futex_wait(&w->park_word);
 		} else {

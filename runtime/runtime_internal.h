@@ -94,7 +94,9 @@ typedef struct pc__timers {
 	pc__timer_entry_t **chunks;
 	uint32_t nchunks;
 	uint32_t free_head;      /* index + 1 of the first free entry, 0 = none */
-	uint64_t sleep_until;    /* what the timer thread waits for (ns) */
+	uint64_t sleep_until;    /* what the timer thread waits for (ns; atomic
+				  * stores, read without the lock by
+				  * pc__timers_quiet_for) */
 	pc__timer_entry_t *soon_head, *soon_tail; /* due within the current ms, by due time */
 	uint64_t pending;        /* live entries (atomic reads) */
 	bool stopping;
@@ -184,6 +186,9 @@ int pc__timers_init(pc_runtime_t *rt);
 int pc__timers_start(pc_runtime_t *rt);
 void pc__timers_stop(pc_runtime_t *rt);
 void pc__timers_free(pc_runtime_t *rt);
+/* Whether no timer is due within `ns` of `now_ns` (a hint: read without
+ * the timer thread's lock). */
+bool pc__timers_quiet_for(pc_runtime_t *rt, uint64_t now_ns, uint64_t ns);
 /* A fired timer message reached its actor: true if it is to be handled,
  * false if it was cancelled (the caller frees it). Releases the entry. */
 bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg);

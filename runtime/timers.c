@@ -273,7 +273,7 @@ static void *timer_main(void *arg)
 	while (!t->stopping) {
 		struct fire_ctx fc = {t, pc__clock_mono_ns(), NULL, NULL, 0, false};
 		fc.tail = &fc.fired;
-		t->sleep_until = 0; /* awake: arming need not signal */
+		pc_atomic_store_u64(&t->sleep_until, 0); /* awake: arming need not signal */
 		pc__tw_advance(&t->wheel, fc.now_ns / 1000000u, on_wheel, &fc);
 		while (t->soon_head && t->soon_head->due_ns <= fc.now_ns) {
 			pc__timer_entry_t *e = t->soon_head;
@@ -296,7 +296,7 @@ static void *timer_main(void *arg)
 			uint64_t earliest = fc.now_ns + PC__TIMER_SLACK_NS;
 			next = t->soon_head->due_ns > earliest ? t->soon_head->due_ns : earliest;
 		}
-		t->sleep_until = next;
+		pc_atomic_store_u64(&t->sleep_until, next);
 		if (next == UINT64_MAX) {
 			pthread_cond_wait(&t->cond, &t->lock);
 		} else if (next > fc.now_ns) {
@@ -349,6 +349,13 @@ void pc__timers_free(pc_runtime_t *rt)
 	t->nchunks = 0;
 	t->free_head = 0;
 	t->soon_head = t->soon_tail = NULL;
+}
+
+bool pc__timers_quiet_for(pc_runtime_t *rt, uint64_t now_ns, uint64_t ns)
+{
+	/* 0: the thread is awake, firing or about to sleep: not quiet */
+	uint64_t next = pc_atomic_load_u64(&rt->timers.sleep_until);
+	return next != 0 && next > now_ns && next - now_ns >= ns;
 }
 
 bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)

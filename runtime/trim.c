@@ -26,6 +26,7 @@ void pc__trim_done(pc__trim_clock_t *c)
 {
 	c->worked = false;
 	c->due_ns = 0;
+	c->late_ns = 0;
 }
 
 /* mimalloc 2's option "decommit_delay" (2.1 calls it "purge_delay"). */

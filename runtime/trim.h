@@ -17,8 +17,10 @@
 #include "runtime.h"
 
 typedef struct pc__trim_clock {
-	uint64_t due_ns; /* when the trim falls due; 0: not armed */
-	bool worked;     /* did work since the last trim */
+	uint64_t due_ns;  /* when the trim falls due; 0: not armed */
+	uint64_t late_ns; /* a trim put off for the timers (park.c) goes ahead
+			   * from here on; 0: not put off */
+	bool worked;      /* did work since the last trim */
 } pc__trim_clock_t;
 
 /* The thread did some work. */
