@@ -61,6 +61,17 @@ static inline void gateway_up_with(ctx_t *t, const char *extra)
 
 static inline void gateway_up(ctx_t *t) { gateway_up_with(t, ""); }
 
+/* `pincer mock-llm` on a free port: http://.../v1 target. */
+static inline void mock_up(ctx_t *t)
+{
+	dir_only(t);
+	char out[128], err[128];
+	snprintf(out, sizeof(out), "%s/mock.out", t->dir);
+	snprintf(err, sizeof(err), "%s/mock.err", t->dir);
+	uint16_t port = start_mock_llm_child(t->pincer, t->dir, out, err, EXIT_WAIT_MS, &t->server);
+	snprintf(t->target, sizeof(t->target), "http://127.0.0.1:%u/v1", (unsigned)port);
+}
+
 static inline void down(ctx_t *t)
 {
 	if (t->server) {
@@ -78,8 +89,8 @@ typedef struct running {
 	char out[128], err[128];
 } running_t;
 
-/* Starts `pincer CMD args...`. */
-static inline running_t pincer_start(ctx_t *t, const char *cmd, const char *const *args)
+/* Starts `pincer CMD args...` with PATH `path`. */
+static inline running_t pincer_start_path(ctx_t *t, const char *cmd, const char *path, const char *const *args)
 {
 	char *argv[48] = {t->pincer, (char *)cmd};
 	size_t n = 2;
@@ -94,10 +105,18 @@ static inline running_t pincer_start(ctx_t *t, const char *cmd, const char *cons
 	snprintf(run.err, sizeof(run.err), "%s/load.err.%u", t->dir, id);
 	write_file(run.out, "");
 	write_file(run.err, "");
-	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	char env_path[128];
+	snprintf(env_path, sizeof(env_path), "PATH=%s", path);
+	char *envp[] = {env_path, NULL};
 	run.t0 = now_ms();
 	run.pid = start_child(t->pincer, argv, envp, t->dir, run.out, run.err);
 	return run;
+}
+
+/* Starts `pincer CMD args...`. */
+static inline running_t pincer_start(ctx_t *t, const char *cmd, const char *const *args)
+{
+	return pincer_start_path(t, cmd, "/usr/bin:/bin", args);
 }
 
 /* Waits for a run's end and reads what it wrote. */

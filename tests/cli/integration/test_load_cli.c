@@ -26,32 +26,6 @@
 /* 4 words: the first after 100 ms, then one every 20 ms. */
 #define SCRIPTED "hi {session}/{turn} [[mock:{\"text\":\"one two three four\",\"ttft_ms\":100,\"delay_ms\":20}]]"
 
-/* `pincer mock-llm` on a free port: http://.../v1 target. */
-static void mock_up(ctx_t *t)
-{
-	dir_only(t);
-	char out[128], err[128];
-	snprintf(out, sizeof(out), "%s/mock.out", t->dir);
-	snprintf(err, sizeof(err), "%s/mock.err", t->dir);
-	write_file(out, "");
-	char *argv[] = {t->pincer, "mock-llm", "--port", "0", NULL};
-	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	t->server = start_child(t->pincer, argv, envp, t->dir, out, err);
-	uint64_t until = now_ms() + EXIT_WAIT_MS;
-	cJSON *j = NULL;
-	while (!j && now_ms() < until) {
-		char *s = read_file(out);
-		if (strstr(s, "\"listening\""))
-			j = cJSON_Parse(s);
-		free(s);
-		if (!j)
-			sleep_ms(20);
-	}
-	cr_assert_not_null(j, "the mock did not start");
-	unsigned port = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
-	cJSON_Delete(j);
-	snprintf(t->target, sizeof(t->target), "http://127.0.0.1:%u/v1", port);
-}
 
 static const cJSON *obj(const cJSON *j, const char *k)
 {

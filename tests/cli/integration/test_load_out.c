@@ -19,9 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pincer_child.h"
+#include "load_child.h"
 
-#define EXIT_WAIT_MS 90000 /* generous: sanitizer builds start slowly */
 /* 4 words: the first after 100 ms, then one every 20 ms. */
 #define SCRIPTED "hi {session}/{turn} [[mock:{\"text\":\"one two three four\",\"ttft_ms\":100,\"delay_ms\":20}]]"
 #define TURNS_HEADER "session,turn,intended_ms,start_ms,accepted_ms,ttft_ms,turn_ms,tokens,tool_calls,outcome,error,warmup"
@@ -31,75 +30,17 @@
 static const char *const plots[] = {"latency", "percentiles", "throughput", "in_flight"};
 #define N_PLOTS (sizeof(plots) / sizeof(plots[0]))
 
-typedef struct ctx {
-	char dir[64], pincer[PATH_MAX], out[128];
-	pid_t server;
-	char target[96];
-	unsigned runs;
-} ctx_t;
-
-typedef struct result {
-	int status;
-	char *out, *err;
-} result_t;
-
-static void result_free(result_t *r)
+/* --out's directory in the test's own: `run`, not yet made. */
+static void out_dir(const ctx_t *t, char *out, size_t cap)
 {
-	free(r->out);
-	free(r->err);
+	snprintf(out, cap, "%s/run", t->dir);
 }
-
-static void dir_only(ctx_t *t)
-{
-	memset(t, 0, sizeof(*t));
-	snprintf(t->dir, sizeof(t->dir), "/tmp/pincer-load-out-XXXXXX");
-	cr_assert_not_null(mkdtemp(t->dir));
-	find_pincer(t->pincer, sizeof(t->pincer));
-	snprintf(t->out, sizeof(t->out), "%s/run", t->dir);
-}
-
-static void mock_up(ctx_t *t)
-{
-	dir_only(t);
-	char out[128], err[128];
-	snprintf(out, sizeof(out), "%s/mock.out", t->dir);
-	snprintf(err, sizeof(err), "%s/mock.err", t->dir);
-	uint16_t port = start_mock_llm_child(t->pincer, t->dir, out, err, EXIT_WAIT_MS, &t->server);
-	snprintf(t->target, sizeof(t->target), "http://127.0.0.1:%u/v1", (unsigned)port);
-}
-
-static void down(ctx_t *t)
-{
-	if (t->server) {
-		cr_assert_eq(kill(t->server, SIGTERM), 0);
-		int st = child_wait(&t->server, EXIT_WAIT_MS);
-		cr_assert_eq(st, 0, "the server exited %d", st);
-	}
-	rm_tree(t->dir);
-}
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* Runs `pincer load args...` with PATH `path` to its end. */
-static result_t load(ctx_t *t, const char *path, const char *const *args)
+static result_t load_path(ctx_t *t, const char *path, const char *const *args)
 {
-	char *argv[32] = {t->pincer, "load"};
-	size_t n = 2;
-	for (size_t i = 0; args[i]; i++) {
-		cr_assert_lt(n, 31);
-		argv[n++] = (char *)args[i];
-	}
-	char out[128], err[128], env_path[128];
-	unsigned id = ++t->runs;
-	snprintf(out, sizeof(out), "%s/load.out.%u", t->dir, id);
-	snprintf(err, sizeof(err), "%s/load.err.%u", t->dir, id);
-	snprintf(env_path, sizeof(env_path), "PATH=%s", path);
-	char *envp[] = {env_path, NULL};
-	pid_t pid = start_child(t->pincer, argv, envp, t->dir, out, err);
-	result_t r = {.status = child_wait(&pid, EXIT_WAIT_MS)};
-	r.out = read_file(out);
-	r.err = read_file(err);
-	return r;
+	running_t run = pincer_start_path(t, "load", path, args);
+	return pincer_finish(&run);
 }
 
 /* ---- the data files ---- */
@@ -322,31 +263,33 @@ Test(load_out, records_data_and_plots, .timeout = 240)
 {
 	ctx_t t;
 	mock_up(&t);
-	result_t r = load(&t, "/usr/bin:/bin", ARGS("--target", t.target, "--stream", "--sessions", "4", "--turns",
-						    "5", "--message", SCRIPTED, "--out", t.out, "--json", "--quiet"));
+	char out[128];
+	out_dir(&t, out, sizeof(out));
+	result_t r = load_path(&t, "/usr/bin:/bin", ARGS("--target", t.target, "--stream", "--sessions", "4", "--turns",
+						    "5", "--message", SCRIPTED, "--out", out, "--json", "--quiet"));
 	cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.err);
 	cJSON *j = cJSON_Parse(r.out);
 	cr_assert_not_null(j, "stdout is the JSON alone: %s", r.out);
 	cr_assert_eq(json_num(j, "turns_ok"), 20, "%s", r.out);
 	const cJSON *turn_ms = cJSON_GetObjectItemCaseSensitive(j, "turn_ms");
-	double most = assert_turns(t.out, 4, 5);
+	double most = assert_turns(out, 4, 5);
 	/* the histogram's max is at most 0.8 % above the true one, never below
 	 * (both in whole µs: the slack is the decimals') */
 	double max = json_num(turn_ms, "max");
 	cr_assert(max >= most - 0.0005 && max <= most * 1.01, "max %.3f, the rows' %.3f", max, most);
-	assert_seconds(t.out, 20);
-	assert_percentiles(t.out, turn_ms);
+	assert_seconds(out, 20);
+	assert_percentiles(out, turn_ms);
 	char path[192];
-	snprintf(path, sizeof(path), "%s/plots.gp", t.out);
+	snprintf(path, sizeof(path), "%s/plots.gp", out);
 	free(read_file(path));
 	cJSON_Delete(j);
 	bool plotted = have_gnuplot();
 	if (plotted) {
 		cr_assert_null(strstr(r.err, "gnuplot"), "%s", r.err);
 		for (size_t i = 0; i < N_PLOTS; i++) {
-			snprintf(path, sizeof(path), "%s/%s.png", t.out, plots[i]);
+			snprintf(path, sizeof(path), "%s/%s.png", out, plots[i]);
 			assert_png(path);
-			snprintf(path, sizeof(path), "%s/%s.svg", t.out, plots[i]);
+			snprintf(path, sizeof(path), "%s/%s.svg", out, plots[i]);
 			assert_svg(path);
 		}
 	}
@@ -367,15 +310,17 @@ Test(load_out, warmup_and_in_flight_rows, .timeout = 240)
 {
 	ctx_t t;
 	mock_up(&t);
-	result_t r = load(&t, "/nonexistent", ARGS("--target", t.target, "--sessions", "2", "--warmup", "0.5",
+	char out[128];
+	out_dir(&t, out, sizeof(out));
+	result_t r = load_path(&t, "/nonexistent", ARGS("--target", t.target, "--sessions", "2", "--warmup", "0.5",
 						   "--duration", "1", "--message",
-						   "x [[mock:{\"text\":\"a\",\"ttft_ms\":400}]]", "--out", t.out,
+						   "x [[mock:{\"text\":\"a\",\"ttft_ms\":400}]]", "--out", out,
 						   "--json", "--quiet"));
 	cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.err);
 	cJSON *j = cJSON_Parse(r.out);
 	cr_assert_not_null(j, "%s", r.out);
 	char path[160], *rows[MAX_ROWS], *c[CELLS + 1];
-	snprintf(path, sizeof(path), "%s/turns.csv", t.out);
+	snprintf(path, sizeof(path), "%s/turns.csv", out);
 	char *text = read_file(path);
 	size_t n = rows_of(text, TURNS_HEADER, rows, MAX_ROWS);
 	unsigned ok = 0, warm = 0, in_flight = 0, next[2] = {0};
@@ -414,15 +359,17 @@ Test(load_out, without_gnuplot, .timeout = 240)
 {
 	ctx_t t;
 	mock_up(&t);
-	result_t r = load(&t, "/nonexistent", ARGS("--target", t.target, "--stream", "--sessions", "1", "--turns",
-						   "3", "--message", SCRIPTED, "--out", t.out, "--quiet"));
+	char out[128];
+	out_dir(&t, out, sizeof(out));
+	result_t r = load_path(&t, "/nonexistent", ARGS("--target", t.target, "--stream", "--sessions", "1", "--turns",
+						   "3", "--message", SCRIPTED, "--out", out, "--quiet"));
 	cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "gnuplot is not installed"), "%s", r.err);
 	cr_assert_not_null(strstr(r.err, "gnuplot-nox"), "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "turn_ms"), "the table: %s", r.out);
-	assert_turns(t.out, 1, 3);
+	assert_turns(out, 1, 3);
 	char path[192];
-	snprintf(path, sizeof(path), "%s/latency.png", t.out);
+	snprintf(path, sizeof(path), "%s/latency.png", out);
 	cr_assert_neq(access(path, F_OK), 0, "no plot without gnuplot");
 	result_free(&r);
 	down(&t);
@@ -433,13 +380,15 @@ Test(load_out, refuses_a_dir_in_use, .timeout = 120)
 {
 	ctx_t t;
 	dir_only(&t);
+	char out[128];
+	out_dir(&t, out, sizeof(out));
 	char keep[192];
-	cr_assert_eq(mkdir(t.out, 0700), 0);
-	snprintf(keep, sizeof(keep), "%s/keep", t.out);
+	cr_assert_eq(mkdir(out, 0700), 0);
+	snprintf(keep, sizeof(keep), "%s/keep", out);
 	write_file(keep, "an earlier run's");
 	/* a target that refuses: a run would fail its turns, not exit 2 */
 	const char *target = "http://127.0.0.1:1/v1";
-	result_t r = load(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", t.out));
+	result_t r = load_path(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", out));
 	cr_assert_eq(r.status, 2, "exit %d\n%s", r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "not empty"), "%s", r.err);
 	cr_assert_str_empty(r.out, "nothing ran");
@@ -447,17 +396,17 @@ Test(load_out, refuses_a_dir_in_use, .timeout = 120)
 	cr_assert_str_eq(kept, "an earlier run's");
 	free(kept);
 	char other[192];
-	snprintf(other, sizeof(other), "%s/turns.csv", t.out);
+	snprintf(other, sizeof(other), "%s/turns.csv", out);
 	cr_assert_neq(access(other, F_OK), 0, "nothing written into it");
 	result_free(&r);
 
-	r = load(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", keep));
+	r = load_path(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", keep));
 	cr_assert_eq(r.status, 2, "a file: exit %d\n%s", r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "Not a directory"), "%s", r.err);
 	result_free(&r);
 
 	snprintf(other, sizeof(other), "%s/new", t.dir);
-	r = load(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", other, "--csv", keep));
+	r = load_path(&t, "/usr/bin:/bin", ARGS("--target", target, "--out", other, "--csv", keep));
 	cr_assert_eq(r.status, 2, "--csv too: exit %d\n%s", r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "seconds.csv"), "%s", r.err);
 	cr_assert_neq(access(other, F_OK), 0, "a refused run makes no directory");
