@@ -5,6 +5,7 @@
  * (docs/load.md). This file reads the options and prints the results;
  * load.h says where the rest is.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -85,6 +86,8 @@ static void usage(FILE *f)
 		"  --out DIR              every turn's record, the per-second rows, percentiles\n"
 		"                         and plots (gnuplot) into DIR, new or empty\n"
 		"  --quiet                no progress line on stderr\n\n"
+		"Every option also from the environment as PINCER_LOAD_<NAME> (--max-in-flight:\n"
+		"PINCER_LOAD_MAX_IN_FLIGHT; a flag: 1 or 0); the command line wins.\n"
 		"Exit status: 0 done (thresholds held), 1 failure, 2 bad usage, 3 a threshold\n"
 		"crossed.\n");
 }
@@ -442,23 +445,49 @@ static int check(parsed_t *p)
 	return rc;
 }
 
+/* Every option may come from the environment as PINCER_LOAD_<NAME> (the
+ * option's name in capitals, '-' as '_'; a flag's value 1, true, yes or
+ * on), for a CI job that sets its load once; the command line has the
+ * last word. */
+static int from_env(parsed_t *p)
+{
+	for (const struct option *l = longs; l->name; l++) {
+		if (l->val == OPT_HELP)
+			continue;
+		char name[64] = "PINCER_LOAD_";
+		size_t n = strlen(name);
+		for (const char *c = l->name; *c && n + 1 < sizeof(name); c++)
+			name[n++] = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
+		name[n] = '\0';
+		bool on = false;
+		const char *value = l->has_arg ? pc_cli_env(name) : NULL;
+		int rc = l->has_arg ? 0 : pc_cli_env_flag(CMD, name, &on);
+		if (rc)
+			return rc;
+		if ((value || on) && (rc = option(p, l->val, value)) != 0) {
+			fprintf(stderr, CMD ": (from %s)\n", name);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 static int parse(int argc, char **argv, parsed_t *p)
 {
 	pc_load_opts_t *o = &p->o;
 	*o = (pc_load_opts_t){.sessions = 1, .message = DEFAULT_MESSAGE, .poisson = true, .seed = 1,
 			      .progress = true, .timeout_ms = DEFAULT_TIMEOUT_MS,
 			      .connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS};
-	o->target = pc_cli_env("PINCER_LOAD_TARGET");
-	o->token = pc_cli_env("PINCER_LOAD_TOKEN");
-	o->password = pc_cli_env("PINCER_LOAD_PASSWORD");
+	int rc = from_env(p);
+	if (rc)
+		return rc;
 	optind = 1;
 	opterr = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == '?')
 			pc_cli_suggest_option(argc, argv, longs);
-		int rc = option(p, c, optarg);
-		if (rc)
+		if ((rc = option(p, c, optarg)) != 0)
 			return rc;
 	}
 	if (optind < argc) {

@@ -89,8 +89,10 @@ typedef struct running {
 	char out[128], err[128];
 } running_t;
 
-/* Starts `pincer CMD args...` with PATH `path`. */
-static inline running_t pincer_start_path(ctx_t *t, const char *cmd, const char *path, const char *const *args)
+/* Starts `pincer CMD args...` with PATH `path` and the variables `env`
+ * ("NAME=value", NULL-terminated; may be NULL). */
+static inline running_t pincer_start_env(ctx_t *t, const char *cmd, const char *path, const char *const *env,
+					 const char *const *args)
 {
 	char *argv[48] = {t->pincer, (char *)cmd};
 	size_t n = 2;
@@ -107,10 +109,20 @@ static inline running_t pincer_start_path(ctx_t *t, const char *cmd, const char 
 	write_file(run.err, "");
 	char env_path[128];
 	snprintf(env_path, sizeof(env_path), "PATH=%s", path);
-	char *envp[] = {env_path, NULL};
+	char *envp[16] = {env_path};
+	for (size_t i = 0; env && env[i]; i++) {
+		cr_assert_lt(i + 2, sizeof(envp) / sizeof(envp[0]));
+		envp[i + 1] = (char *)env[i];
+	}
 	run.t0 = now_ms();
 	run.pid = start_child(t->pincer, argv, envp, t->dir, run.out, run.err);
 	return run;
+}
+
+/* Starts `pincer CMD args...` with PATH `path`. */
+static inline running_t pincer_start_path(ctx_t *t, const char *cmd, const char *path, const char *const *args)
+{
+	return pincer_start_env(t, cmd, path, NULL, args);
 }
 
 /* Starts `pincer CMD args...`. */

@@ -437,6 +437,42 @@ Test(load_cli, a_stalled_target_shows_in_the_open_loop_only, .timeout = 240)
 	down(&t);
 }
 
+/* Every option from PINCER_LOAD_<NAME>, the command line having the last
+ * word; a bad value names its variable. */
+static result_t load_env(ctx_t *t, const char *const *env, const char *const *args)
+{
+	running_t run = pincer_start_env(t, "load", "/usr/bin:/bin", env, args);
+	return pincer_finish(&run);
+}
+
+Test(load_cli, options_from_the_environment, .timeout = 120)
+{
+	ctx_t t;
+	mock_up(&t);
+	char target[128];
+	snprintf(target, sizeof(target), "PINCER_LOAD_TARGET=%s", t.target);
+	const char *const env[] = {target, "PINCER_LOAD_SESSIONS=3", "PINCER_LOAD_TURNS=2", "PINCER_LOAD_JSON=1",
+				   "PINCER_LOAD_QUIET=yes", NULL};
+	result_t r = load_env(&t, env, (const char *const[]){NULL});
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "sessions"), 3, "%s", r.out);
+	cr_assert_eq(count(r.json, "turns_ok"), 6, "%s", r.out);
+	result_free(&r);
+	r = load_env(&t, env, ARGS("--turns", "1"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 3, "the command line wins: %s", r.out);
+	result_free(&r);
+	r = load_env(&t, (const char *const[]){target, "PINCER_LOAD_SESSIONS=zero", NULL}, (const char *const[]){NULL});
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "PINCER_LOAD_SESSIONS"), "%s", r.err);
+	result_free(&r);
+	r = load_env(&t, (const char *const[]){target, "PINCER_LOAD_JSON=maybe", NULL}, (const char *const[]){NULL});
+	cr_assert_eq(r.status, 2);
+	cr_assert_not_null(strstr(r.err, "PINCER_LOAD_JSON"), "%s", r.err);
+	result_free(&r);
+	down(&t);
+}
+
 Test(load_cli, thresholds_set_the_exit_status, .timeout = 240)
 {
 	ctx_t t;
