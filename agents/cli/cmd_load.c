@@ -23,6 +23,7 @@
 
 #define CMD PC_LOAD_CMD
 #define DEFAULT_MESSAGE "load test: session {session}, turn {turn}"
+#define DEFAULT_SESSION_KEY "load-{session}"
 #define DEFAULT_TIMEOUT_MS 60000u
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000u
 /* Bounds that keep the arithmetic (ns in 64 bits) far from overflow. */
@@ -50,10 +51,14 @@ static void usage(FILE *f)
 		"                         and then agent.wait for its run's end\n"
 		"  --model NAME           the model asked for (http default: mock)\n"
 		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
-		"  --message TEXT         the message; {session} and {turn} are replaced by numbers\n"
-		"                         from 0 (default: \"" DEFAULT_MESSAGE "\")\n"
+		"  --message TEXT         the message; {session}, {turn}, {turn/N} and {run} are\n"
+		"                         replaced (as in --session-key) (default:\n"
+		"                         \"" DEFAULT_MESSAGE "\")\n"
 		"  --messages FILE        JSONL, one message a line (a string or {\"message\": ...});\n"
 		"                         a session's turn k takes line k modulo their number\n"
+		"  --session-key TEXT     ws: the sessionKey; {session} and {turn} (numbers from\n"
+		"                         0), {turn/N} (a new number every N turns) and {run}\n"
+		"                         (this run's id) replaced (default: \"" DEFAULT_SESSION_KEY "\")\n"
 		"  --sessions N           simulated sessions (default 1)\n"
 		"  --turns K              turns per session (default 1 without --duration)\n"
 		"  --duration S           run for S seconds after the warmup (decimals allowed)\n"
@@ -94,7 +99,8 @@ static void usage(FILE *f)
 
 enum {
 	OPT_TARGET = 0x2001, OPT_TOKEN, OPT_PASSWORD, OPT_VIA, OPT_MODEL, OPT_STREAM, OPT_MESSAGE, OPT_MESSAGES,
-	OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_SESSION_STAGES, OPT_ARRIVALS, OPT_SEED,
+	OPT_SESSION_KEY, OPT_SESSIONS, OPT_TURNS, OPT_DURATION, OPT_THINK, OPT_RATE, OPT_STAGES, OPT_SESSION_STAGES,
+	OPT_ARRIVALS, OPT_SEED,
 	OPT_MAX_IN_FLIGHT, OPT_WARMUP, OPT_TIMEOUT, OPT_CONNECT_TIMEOUT, OPT_SLO, OPT_THRESHOLD, OPT_JSON, OPT_CSV,
 	OPT_COMPARE, OPT_QUIET, OPT_TARGET_PID, OPT_METRICS_URL, OPT_METRICS_FILTER, OPT_IDENTITY, OPT_OUT, OPT_HELP,
 };
@@ -109,6 +115,7 @@ static const struct option longs[] = {
 	{"stream", no_argument, NULL, OPT_STREAM},
 	{"message", required_argument, NULL, OPT_MESSAGE},
 	{"messages", required_argument, NULL, OPT_MESSAGES},
+	{"session-key", required_argument, NULL, OPT_SESSION_KEY},
 	{"sessions", required_argument, NULL, OPT_SESSIONS},
 	{"turns", required_argument, NULL, OPT_TURNS},
 	{"duration", required_argument, NULL, OPT_DURATION},
@@ -275,6 +282,7 @@ static int option(parsed_t *p, int code, const char *arg)
 		p->message_set = true;
 		break;
 	case OPT_MESSAGES: p->messages = arg; break;
+	case OPT_SESSION_KEY: o->session_key = arg; break;
 	case OPT_SESSIONS:
 		rc = pc_cli_uint(CMD, "--sessions", arg, 1, MAX_SESSIONS, &v);
 		o->sessions = (uint32_t)v;
@@ -475,7 +483,7 @@ static int from_env(parsed_t *p)
 static int parse(int argc, char **argv, parsed_t *p)
 {
 	pc_load_opts_t *o = &p->o;
-	*o = (pc_load_opts_t){.sessions = 1, .message = DEFAULT_MESSAGE, .poisson = true, .seed = 1,
+	*o = (pc_load_opts_t){.sessions = 1, .message = DEFAULT_MESSAGE, .session_key = DEFAULT_SESSION_KEY, .poisson = true, .seed = 1,
 			      .progress = true, .timeout_ms = DEFAULT_TIMEOUT_MS,
 			      .connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS};
 	int rc = from_env(p);

@@ -48,6 +48,7 @@ typedef struct pc_load_opts {
 	uint16_t port;             /* ws */
 	char url[600];             /* http: the target + "/chat/completions" */
 	const char *token, *password, *model, *message;
+	const char *session_key;   /* ws: the sessionKey's template */
 	char **messages;           /* --messages: one per line, or NULL */
 	size_t n_messages;
 	struct pc_cli_identity *identity; /* ws: --identity, the device connects sign with */
@@ -100,6 +101,9 @@ typedef struct pc_load_proc {
 	double cpu_s;    /* user + system, every thread */
 	double rss_mib;  /* resident now (VmRSS) */
 	double peak_mib; /* the most resident so far (VmHWM) */
+	/* voluntary context switches of every living thread: each is a
+	 * sleep the OS later woke it from */
+	uint64_t wakeups;
 } pc_load_proc_t;
 
 /* The target's and the harness's samples: the first, and the last two

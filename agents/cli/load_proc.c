@@ -4,10 +4,13 @@
  * its end, so the summary can set what the target spent beside what the
  * harness spent to load it. The target's CPU is fields 14 and 15 of
  * /proc/PID/stat (the reader the session locks use), the harness's
- * getrusage; both memories VmRSS and VmHWM of /proc/PID/status.
+ * getrusage; both memories VmRSS and VmHWM of /proc/PID/status; the
+ * wake-ups are voluntary context switches, the target's summed over
+ * /proc/PID/task/TID/status (a thread that ended takes its count along).
  */
 #include "load.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -38,6 +41,34 @@ static bool memory(int pid, pc_load_proc_t *s)
 	return got == 2;
 }
 
+/* Voluntary context switches of pid's living threads. */
+static uint64_t wakeups(int pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	uint64_t sum = 0;
+	const struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", pid, e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue; /* the thread ended meanwhile */
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24)) {
+				sum += strtoull(line + 24, NULL, 10);
+				break;
+			}
+		(void)fclose(f);
+	}
+	(void)closedir(d);
+	return sum;
+}
+
 /* The target now: PC_ENOTFOUND once it is gone (or its pid is another
  * process's). */
 static int target_sample(const pc_load_opts_t *o, pc_load_proc_t *s)
@@ -54,8 +85,10 @@ static int target_sample(const pc_load_opts_t *o, pc_load_proc_t *s)
 	 * no memory lines: it ended too */
 	if (rc == 0 && !memory(o->target_pid, s))
 		rc = PC_ENOTFOUND;
-	if (rc == 0)
+	if (rc == 0) {
 		s->cpu_s = (double)(v[0] + v[1]) / (double)hz;
+		s->wakeups = wakeups(o->target_pid);
+	}
 	return rc;
 }
 
@@ -66,6 +99,7 @@ static bool self_sample(pc_load_proc_t *s)
 		return false;
 	s->cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 		   (double)ru.ru_stime.tv_usec / 1e6;
+	s->wakeups = (uint64_t)ru.ru_nvcsw;
 	return true;
 }
 

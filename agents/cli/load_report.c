@@ -94,12 +94,22 @@ static void tools_text(FILE *f, const pc_load_stats_t *st)
 	fputc('\n', f);
 }
 
-/* A process's line: its CPU between two samples and its memory at the
- * last. */
-static void proc_text(FILE *f, const char *label, const pc_load_proc_t *a, const pc_load_proc_t *b)
+/* The turns that ended between the first and the last sample: the
+ * warmup's too, as the samples take it in. */
+static uint64_t sampled_turns(const pc_load_stats_t *st)
 {
-	fprintf(f, "%-12s CPU %.2f s (%.1f%% of one core), RSS %.1f MiB (peak %.1f MiB)", label, b->cpu_s - a->cpu_s,
-		pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib);
+	return atomic_load(&st->ok) + atomic_load(&st->failed) + atomic_load(&st->warmup);
+}
+
+/* A process's line: its CPU and wake-ups between two samples, the same
+ * per turn, and its memory at the last. */
+static void proc_text(FILE *f, const char *label, const pc_load_proc_t *a, const pc_load_proc_t *b, uint64_t turns)
+{
+	double cpu = b->cpu_s - a->cpu_s, wakeups = (double)(b->wakeups - a->wakeups);
+	fprintf(f, "%-12s CPU %.2f s (%.1f%% of one core), RSS %.1f MiB (peak %.1f MiB), %.0f wake-ups", label, cpu,
+		pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib, wakeups);
+	if (turns)
+		fprintf(f, "; a turn %.0f us CPU, %.1f wake-ups", cpu * 1e6 / (double)turns, wakeups / (double)turns);
 }
 
 static void procs_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *st)
@@ -108,13 +118,13 @@ static void procs_text(FILE *f, const pc_load_opts_t *o, const pc_load_stats_t *
 	if (o->target_pid && p->target_first.at_ns) {
 		char label[32];
 		snprintf(label, sizeof(label), "pid %d", o->target_pid);
-		proc_text(f, label, &p->target_first, &p->target_last);
+		proc_text(f, label, &p->target_first, &p->target_last, sampled_turns(st));
 		fprintf(f, "%s\n", p->target_gone ? ", ended during the run" : "");
 	} else if (o->target_pid) {
 		fprintf(f, "pid %-8d ended before the run\n", o->target_pid);
 	}
 	if (p->self_first.at_ns) {
-		proc_text(f, "harness", &p->self_first, &p->self_last);
+		proc_text(f, "harness", &p->self_first, &p->self_last, sampled_turns(st));
 		fputc('\n', f);
 	}
 }
@@ -216,17 +226,21 @@ static bool add_tools(cJSON *j, const pc_load_stats_t *st)
 	return ok;
 }
 
-/* "<who>_cpu_s", "_cpu_pct", "_rss_mib", "_rss_peak_mib": null when
- * there is no sample. */
-static bool add_proc(cJSON *j, const char *who, const pc_load_proc_t *a, const pc_load_proc_t *b)
+/* "<who>_cpu_s", "_cpu_pct", "_rss_mib", "_rss_peak_mib", "_wakeups",
+ * "_cpu_us_per_turn", "_wakeups_per_turn": null when there is no sample
+ * (the last two also without a turn). */
+static bool add_proc(cJSON *j, const char *who, const pc_load_proc_t *a, const pc_load_proc_t *b, uint64_t turns)
 {
 	char key[48];
-	const char *const names[] = {"cpu_s", "cpu_pct", "rss_mib", "rss_peak_mib"};
-	double v[] = {b->cpu_s - a->cpu_s, pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib};
+	const char *const names[] = {"cpu_s",   "cpu_pct",         "rss_mib",          "rss_peak_mib",
+				     "wakeups", "cpu_us_per_turn", "wakeups_per_turn"};
+	double cpu = b->cpu_s - a->cpu_s, wakeups = (double)(b->wakeups - a->wakeups), per = turns ? (double)turns : 0;
+	double v[] = {cpu, pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib, wakeups, cpu * 1e6 / per, wakeups / per};
 	bool ok = true;
 	for (size_t i = 0; ok && i < sizeof(v) / sizeof(v[0]); i++) {
 		snprintf(key, sizeof(key), "%s_%s", who, names[i]);
-		ok = a->at_ns ? cJSON_AddNumberToObject(j, key, v[i]) != NULL : cJSON_AddNullToObject(j, key) != NULL;
+		bool known = a->at_ns && (i < 5 || turns);
+		ok = known ? cJSON_AddNumberToObject(j, key, v[i]) != NULL : cJSON_AddNullToObject(j, key) != NULL;
 	}
 	return ok;
 }
@@ -237,8 +251,8 @@ static bool add_procs(cJSON *j, const pc_load_opts_t *o, const pc_load_stats_t *
 	return (o->target_pid ? cJSON_AddNumberToObject(j, "target_pid", o->target_pid)
 			      : cJSON_AddNullToObject(j, "target_pid")) &&
 	       cJSON_AddBoolToObject(j, "target_exited", p->target_gone) &&
-	       add_proc(j, "target", &p->target_first, &p->target_last) &&
-	       add_proc(j, "harness", &p->self_first, &p->self_last);
+	       add_proc(j, "target", &p->target_first, &p->target_last, sampled_turns(st)) &&
+	       add_proc(j, "harness", &p->self_first, &p->self_last, sampled_turns(st));
 }
 
 cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)

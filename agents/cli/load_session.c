@@ -20,6 +20,7 @@
  */
 #include "load.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,12 +104,28 @@ static void start_next(session_t *s, pc_ctx_t *ctx);
 
 /* ---- the message ---- */
 
-/* The turn's template (--message, or its line of --messages) with
- * {session} and {turn} (both 0-based) filled in. */
-static char *message_for(const session_t *s, uint64_t turn)
+/* "N}" at p, N a whole number from 1: *per = N, *end at the brace. */
+static bool turn_per(const char *p, uint64_t *per, const char **end)
 {
-	const pc_load_opts_t *o = s->o;
-	const char *tmpl = o->messages ? o->messages[turn % o->n_messages] : o->message;
+	if (*p < '1' || *p > '9')
+		return false;
+	char *e;
+	errno = 0;
+	unsigned long long v = strtoull(p, &e, 10);
+	if (errno || *e != '}')
+		return false;
+	*per = v;
+	*end = e;
+	return true;
+}
+
+/* tmpl with {session}, {turn} (both 0-based), {turn/N} (the turn divided
+ * by N, rounded down: a new number every N turns) and {run} (the run's
+ * id, as in the idempotency keys) filled in. */
+static char *expand(const session_t *s, const char *tmpl, uint64_t turn)
+{
+	uint64_t per;
+	const char *end;
 	/* the longest expansion, "{turn}" into 20 digits, is under 4 times */
 	char *out = malloc(strlen(tmpl) * 4 + 1);
 	if (!out)
@@ -121,12 +138,25 @@ static char *message_for(const session_t *s, uint64_t turn)
 		} else if (!strncmp(p, "{turn}", 6)) {
 			n += (size_t)snprintf(out + n, 24, "%llu", (unsigned long long)turn);
 			p += 5;
+		} else if (!strncmp(p, "{turn/", 6) && turn_per(p + 6, &per, &end)) {
+			n += (size_t)snprintf(out + n, 24, "%llu", (unsigned long long)(turn / per));
+			p = end;
+		} else if (!strncmp(p, "{run}", 5)) {
+			n += (size_t)snprintf(out + n, 24, "%llx", (unsigned long long)s->st->t0_ns);
+			p += 4;
 		} else {
 			out[n++] = *p;
 		}
 	}
 	out[n] = '\0';
 	return out;
+}
+
+/* The turn's message: --message, or its line of --messages, expanded. */
+static char *message_for(const session_t *s, uint64_t turn)
+{
+	const pc_load_opts_t *o = s->o;
+	return expand(s, o->messages ? o->messages[turn % o->n_messages] : o->message, turn);
 }
 
 /* ---- the end of a turn ---- */
@@ -342,13 +372,13 @@ static void ws_send_turn(session_t *s, pc_ctx_t *ctx)
 	char idem[64];
 	snprintf(idem, sizeof(idem), "load-%llx-%u-%llu", (unsigned long long)s->st->t0_ns, s->index,
 		 (unsigned long long)t->serial);
-	char key[32];
-	snprintf(key, sizeof(key), "load-%u", s->index);
+	char *key = expand(s, s->o->session_key, t->serial - 1);
 	char *text = message_for(s, t->serial - 1);
 	cJSON *p = cJSON_CreateObject();
-	bool ok = text && p && cJSON_AddStringToObject(p, "message", text) &&
+	bool ok = key && text && p && cJSON_AddStringToObject(p, "message", text) &&
 		  cJSON_AddStringToObject(p, "idempotencyKey", idem) && cJSON_AddStringToObject(p, "sessionKey", key) &&
 		  (!s->o->model || cJSON_AddStringToObject(p, "model", s->o->model));
+	free(key);
 	free(text);
 	const char *method = s->o->via_chat ? "chat.send" : "agent";
 	if (!ok) {

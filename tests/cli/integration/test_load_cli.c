@@ -131,6 +131,32 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	cr_assert_geq(series(r.json, "turn_ms"), 160);
 	result_free(&r);
 
+	/* --session-key: a new conversation every 2 turns, its key from the
+	 * template, as the gateway's log names the runs' sessions */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "2", "--turns", "4", "--session-key",
+			  "k{run}-{session}-{turn/2}", "--message", "x [[mock:{\"text\":\"ok\"}]]", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 8, "%s", r.out);
+	result_free(&r);
+	char log[128];
+	snprintf(log, sizeof(log), "%s/gw.err", t.dir);
+	char *text = read_file(log);
+	const char *k = strstr(text, "\"sessionKey\":\"k");
+	cr_assert_not_null(k, "%s", text);
+	char run[40];
+	cr_assert_eq(sscanf(k + 15, "%39[0-9a-f]-", run), 1, "%.80s", k);
+	for (int session = 0; session < 2; session++)
+		for (int conv = 0; conv < 3; conv++) {
+			char key[80];
+			snprintf(key, sizeof(key), "\"sessionKey\":\"k%s-%d-%d\"", run, session, conv);
+			/* turns 0-1 and 2-3 of each session: two keys, no third */
+			if (conv < 2)
+				cr_assert_not_null(strstr(text, key), "%s missing", key);
+			else
+				cr_assert_null(strstr(text, key), "%s", key);
+		}
+	free(text);
+
 	/* a wrong token: every turn fails with auth, nothing hangs */
 	r = load(&t, ARGS("--target", t.target, "--token", "wrong", "--sessions", "2", "--turns", "2", "--json",
 			  "--quiet"));
@@ -789,6 +815,14 @@ Test(load_cli, target_pid_cpu_and_memory, .timeout = 240)
 	cr_assert_geq(num(j, "target_rss_peak_mib"), num(j, "target_rss_mib"), "%s", r.out);
 	cr_assert_gt(num(j, "harness_cpu_s"), 0, "%s", r.out);
 	cr_assert_gt(num(j, "harness_rss_mib"), 1, "%s", r.out);
+	/* per turn: over every turn the samples took in */
+	double turns = num(j, "turns_ok") + num(j, "turns_failed") + num(j, "warmup_turns");
+	cr_assert_gt(turns, 0);
+	cr_assert_float_eq(num(j, "target_cpu_us_per_turn"), num(j, "target_cpu_s") * 1e6 / turns, 1e-6, "%s", r.out);
+	/* the mock sleeps between requests: it was woken */
+	cr_assert_gt(num(j, "target_wakeups"), 0, "%s", r.out);
+	cr_assert_float_eq(num(j, "target_wakeups_per_turn"), num(j, "target_wakeups") / turns, 1e-6, "%s", r.out);
+	cr_assert_gt(num(j, "harness_wakeups"), 0, "%s", r.out);
 	/* a row a second, each with the target's memory */
 	char *rows = read_file(csv);
 	char *second = strchr(strchr(rows, '\n') + 1, '\n');
