@@ -252,9 +252,11 @@ static void on_wheel(pc__tw_node_t *node, void *arg)
 		soon_insert(fc->t, e);
 }
 
-/* Sends what fired, outside the lock. The entries are pinned by in_flight. */
+/* Sends what fired, outside the lock, handed over together (one wake).
+ * The entries are pinned by in_flight. */
 static void deliver(pc__timer_entry_t *e)
 {
+	pc_runtime_hold_begin();
 	while (e) {
 		pc__timer_entry_t *next = e->fired_next;
 		pc_msg_t *m = e->out;
@@ -262,6 +264,7 @@ static void deliver(pc__timer_entry_t *e)
 		pc_send(e->target, m);
 		e = next;
 	}
+	pc_runtime_hold_end();
 }
 
 static void *timer_main(void *arg)
@@ -401,6 +404,7 @@ static int arm(pc_actor_t *target, uint64_t delay_ms, uint64_t period_ms, pc_msg
 	if (due == UINT64_MAX)
 		due = UINT64_MAX - 1; /* "never" still has to be a time */
 	int rc = 0;
+	bool wake = false;
 	pthread_mutex_lock(&t->lock);
 	pc__timer_entry_t *e = NULL;
 	if (pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING)
@@ -413,12 +417,17 @@ static int arm(pc_actor_t *target, uint64_t delay_ms, uint64_t period_ms, pc_msg
 		e->period_ms = period_ms;
 		e->due_ns = due;
 		wheel_add(t, e);
-		if (due < t->sleep_until)
-			pthread_cond_signal(&t->cond);
+		/* sleep_until is set under the lock before the thread waits,
+		 * and the wait gives the lock up atomically: a signal after the
+		 * unlock reaches the sleep it was meant for. Signalled under the
+		 * lock, the woken thread would block on it at once. */
+		wake = due < t->sleep_until;
 		if (id)
 			*id = ((uint64_t)e->gen << 32) | (uint64_t)(e->index + 1);
 	}
 	pthread_mutex_unlock(&t->lock);
+	if (wake)
+		pthread_cond_signal(&t->cond);
 	if (rc != 0)
 		pc_msg_free(msg);
 	return rc;
