@@ -295,16 +295,19 @@ static pc_msg_t *batch_run(void *arg)
 	uint64_t cpu1 = thread_cpu_ns();
 	if (cpu0 && cpu1 > cpu0)
 		__atomic_add_fetch(&s->stats.write_cpu_ns, cpu1 - cpu0, __ATOMIC_RELAXED);
-	/* Durable (or failed) now: answer. */
+	/* Durable (or failed) now: answer, and tell the store actor, handed
+	 * to the workers together (one wake-up for the batch, not one each). */
+	pc_runtime_hold_begin();
 	pc__store_op_t *op = b->ops;
 	while (op) {
 		pc__store_op_t *next = op->next;
 		op_answer_after(op, answer_delay(s, op));
 		op = next;
 	}
-	pc_msg_t *done = b->done;
+	(void)pc_send(s->actor, b->done); /* a stopped store needs no news */
+	pc_runtime_hold_end();
 	free(b);
-	return done;
+	return NULL;
 }
 
 static void batch_discard(void *arg)
