@@ -148,14 +148,22 @@ static bool try_become_searcher(pc__worker_t *w)
 }
 
 /* Found work while searching: stop searching, and if we were the last
- * searcher, wake another, since notifiers skipped waking because of us. */
+ * searcher and work is left in the queues, wake another, since notifiers
+ * skipped waking because of us. Only then: the actor just taken is often
+ * all there is (one message from the I/O thread), and a wake for nothing
+ * costs a futex round trip on both sides. The decrement is a full barrier
+ * and the notifier fences between its push and its read of the searchers,
+ * so one of the two sees the other: no work is left unannounced. */
 static void end_search(pc__worker_t *w)
 {
 	if (!w->searching)
 		return;
 	w->searching = false;
-	if (pc_atomic_faa_u32(&w->rt->num_searching, (uint32_t)-1) == 1)
-		pc__notify(w->rt);
+	if (pc_atomic_faa_u32(&w->rt->num_searching, (uint32_t)-1) == 1) {
+		pc_atomic_fence();
+		if (pc__work_available(w->rt))
+			pc__notify(w->rt);
+	}
 }
 
 static pc_actor_t *steal_round(pc__worker_t *w)
