@@ -30,6 +30,11 @@
 
 #define EVENT_BATCH 256
 #define CMD_BATCH 1024
+/* How long the loop's thread may run actors as a guest after a pass
+ * (pc_runtime_hold_end_here): a lone request's handling takes tens of
+ * microseconds; more waits for a worker, so that the loop's other
+ * connections are not kept waiting behind it. */
+#define GUEST_BUDGET_NS (200u * 1000u)
 
 typedef struct deferred {
 	pc_io_defer_fn fn;
@@ -49,6 +54,7 @@ struct pc_ioloop {
 	pc__msg_cache_t msg_cache; /* HEAD/DATA/END messages come from here, as on a worker */
 	bool cmds_busy;   /* popped since the queue was last marked idle */
 	bool in_commands; /* run_commands is running one */
+	bool self_posted; /* the loop's own thread posted: poll without waiting */
 	uint32_t posting; /* producers inside pc__ioloop_post */
 	uint32_t closed;  /* set once the final drain has begun */
 	bool stopping;    /* loop thread only, readable by its modules */
@@ -263,8 +269,14 @@ int pc__ioloop_post(pc_ioloop_t *loop, pc_msg_t *msg)
 		pc_msg_free(msg);
 		return PC_ESTOPPED;
 	}
-	if (pc__mailbox_push(&loop->cmds, msg))
-		wake(loop);
+	/* the loop's own thread (actors it runs as a guest) needs no
+	 * eventfd: it looks at the queue again before it sleeps */
+	if (pc__mailbox_push(&loop->cmds, msg)) {
+		if (pc__ioloop_on_thread(loop))
+			loop->self_posted = true;
+		else
+			wake(loop);
+	}
 	__atomic_fetch_sub(&loop->posting, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }
@@ -396,6 +408,9 @@ static void *loop_main(void *arg)
 		return NULL;
 	}
 
+	/* without memory for it the loop only hands its work over */
+	pc_runtime_guest_t *guest = NULL;
+	(void)pc_runtime_guest_new(loop->io->rt, &guest);
 	struct epoll_event evs[EVENT_BATCH];
 	bool pending = false; /* commands left over from a full batch */
 	/* A loop that did work gives this thread's free heap back when its
@@ -403,7 +418,8 @@ static void *loop_main(void *arg)
 	const pc_runtime_t *rt = loop->io->rt;
 	pc__trim_clock_t trim = {0};
 	while (!__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE)) {
-		int timeout = (pending || loop->defer_len) ? 0 : wait_timeout_ms(loop);
+		int timeout = (pending || loop->defer_len || loop->self_posted) ? 0 : wait_timeout_ms(loop);
+		loop->self_posted = false;
 		int64_t trim_ms = -1;
 		if (timeout != 0 && pc__trim_due(&trim, pc_runtime_trim_after_ms(rt), pc__clock_mono_ns(), &trim_ms)) {
 			pc__trim_done(&trim);
@@ -432,8 +448,12 @@ static void *loop_main(void *arg)
 		if (run_timers(loop))
 			pc__trim_worked(&trim);
 		run_defers(loop);
-		pc_runtime_hold_end();
+		/* with every worker parked, this thread runs what the pass
+		 * made runnable: a lone request is read, handled and answered
+		 * here, without a wake-up on either side */
+		pc_runtime_hold_end_here(guest, GUEST_BUDGET_NS);
 	}
+	pc_runtime_guest_free(guest);
 	shutdown_loop(loop);
 	pc__msg_cache_detach();
 	return NULL;

@@ -131,6 +131,7 @@ int pc_runtime_new(const pc_runtime_config_t *cfg, pc_runtime_t **out)
 	}
 	pthread_mutex_init(&rt->inject_lock, NULL);
 	pthread_mutex_init(&rt->idle_lock, NULL);
+	pthread_mutex_init(&rt->guests_lock, NULL);
 	if ((rc = pc__cond_init_monotonic(&rt->quiet_cond)) != 0)
 		goto fail;
 	if ((rc = pc__timers_init(rt)) != 0)
@@ -192,12 +193,11 @@ void pc_runtime_free(pc_runtime_t *rt)
 	pc_runtime_stop(rt);
 	pthread_mutex_destroy(&rt->inject_lock);
 	pthread_mutex_destroy(&rt->idle_lock);
+	pthread_mutex_destroy(&rt->guests_lock);
 	pthread_cond_destroy(&rt->quiet_cond);
 	pthread_cond_destroy(&rt->timers.cond);
 	pthread_mutex_destroy(&rt->timers.lock);
-	pthread_cond_destroy(&rt->blocking.cond);
-	pthread_mutex_destroy(&rt->blocking.lock);
-	free(rt->blocking.tids);
+	pc__blocking_free(rt);
 	free(rt->inject_buf);
 	free(rt->idle_stack);
 	free(rt->workers);
@@ -212,6 +212,9 @@ uint32_t pc_runtime_workers(const pc_runtime_t *rt)
 
 uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_stats_t *ws, uint32_t n)
 {
+	/* the external counters and the guests' together: a guest freed
+	 * meanwhile is counted in one place or the other, not both or none */
+	pthread_mutex_lock(&rt->guests_lock);
 	pc_runtime_stats_t s = {
 		.sent_external = pc_atomic_load_u64(&rt->ext_sent),
 		.spawned = pc_atomic_load_u64(&rt->ext_spawned),
@@ -221,8 +224,16 @@ uint32_t pc_runtime_stats(pc_runtime_t *rt, pc_runtime_stats_t *out, pc_worker_s
 		.blocking_done = pc_atomic_load_u64(&rt->blocking_done),
 		.blocking_trims = pc_atomic_load_u64(&rt->blocking_trims),
 	};
+	pc__worker_counters_t guests = {0};
+	pc__guests_count(rt, &guests);
+	uint64_t reclaimed = guests.reclaimed + pc_atomic_load_u64(&rt->ext_reclaimed);
+	s.mutes = guests.mutes + pc_atomic_load_u64(&rt->ext_mutes);
+	s.guest_turns = guests.turns + pc_atomic_load_u64(&rt->ext_guest_turns);
+	pthread_mutex_unlock(&rt->guests_lock);
+	s.spawned += guests.spawned;
+	s.exited += guests.exited;
+	s.dead_letters += guests.dead_letters;
 	uint64_t now = pc__clock_mono_ns();
-	uint64_t reclaimed = 0;
 	for (uint32_t i = 0; i < rt->nworkers; i++) {
 		pc__worker_counters_t *c = &rt->workers[i].c;
 		s.spawned += pc_atomic_load_u64(&c->spawned);

@@ -106,16 +106,25 @@ typedef struct pc__timers {
 
 typedef struct pc__blocking_job pc__blocking_job_t;
 
+/* A blocking thread's own wake-up (blocking.c). */
+typedef struct pc__blocking_idler {
+	pthread_cond_t cond;
+	bool called;             /* a submitter took it off the idle stack */
+} pc__blocking_idler_t;
+
 typedef struct pc__blocking {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
 	pc__blocking_job_t *head, *tail;
 	uint32_t queued, max_queued;
-	uint32_t threads, max_threads, idle;
+	uint32_t threads, max_threads;
 	uint32_t named;          /* threads that have taken a name */
 	uint64_t pending;        /* queued + running (atomic reads) */
 	bool stopping;
 	pthread_t *tids;
+	pc__blocking_idler_t *idlers; /* one per thread, by its name's number */
+	uint32_t *idle;          /* the waiting threads, the latest on top */
+	uint32_t nidle;
+	uint32_t waking;         /* called off the stack, not yet awake */
 } pc__blocking_t;
 
 struct pc__registry;
@@ -151,13 +160,28 @@ struct pc_runtime {
 	struct pc__actor_pool *actor_pool;
 	struct pc__registry *registry;
 
-	/* Counters for work done off the workers (atomic). */
+	/* Counters for work done off the workers (atomic); a guest's own go
+	 * here when it is freed. */
 	uint64_t ext_sent, ext_spawned, ext_exited, ext_dead, timers_fired, blocking_done, blocking_trims;
+	uint64_t ext_reclaimed, ext_mutes, ext_guest_turns;
+	/* The live guests (worker.c), whose counters the stats add in. */
+	pthread_mutex_t guests_lock;
+	struct pc_runtime_guest *guests;
 	uint64_t next_id;        /* atomic, handed out in blocks */
 };
 
 /* The worker running on this thread, or NULL. */
 pc__worker_t *pc__current_worker(void);
+/* How long a blocking thread runs the actors a job made runnable as a
+ * guest (pc__guest_set) when every worker is parked. */
+#define PC__GUEST_BUDGET_NS (200u * 1000u)
+/* Makes g this thread's guest: pc_runtime_hold_end then ends a hold as
+ * pc_runtime_hold_end_here(g, PC__GUEST_BUDGET_NS) does. NULL: none. */
+void pc__guest_set(pc_runtime_guest_t *g);
+/* Whether this thread is running actors as a guest now. */
+bool pc__guest_running(void);
+/* Adds the live guests' counters into `into` (stats); guests_lock held. */
+void pc__guests_count(pc_runtime_t *rt, pc__worker_counters_t *into);
 
 /* Scheduler (worker.c, park.c) */
 void pc__schedule(pc_runtime_t *rt, pc_actor_t *a);
@@ -196,6 +220,7 @@ bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg);
 /* Blocking pool (blocking.c) */
 int pc__blocking_init(pc_runtime_t *rt);
 void pc__blocking_stop(pc_runtime_t *rt);
+void pc__blocking_free(pc_runtime_t *rt);
 
 /* Actor core (actors/actor.c) */
 enum { PC__TURN_IDLE, PC__TURN_AGAIN, PC__TURN_MUTED, PC__TURN_GONE };

@@ -16,7 +16,9 @@
 #include "runtime_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "../actors/actor_internal.h"
 #include "../mailbox/atomics.h"
 #include "clock.h"
 
@@ -78,10 +80,174 @@ void pc_runtime_hold_begin(void)
 	tls_hold.on = tls_worker == NULL;
 }
 
+/* This thread's guest for pc_runtime_hold_end (a blocking thread's), and
+ * whether it is running actors now. */
+static __thread pc_runtime_guest_t *tls_guest;
+static __thread bool tls_guest_running;
+
+void pc__guest_set(pc_runtime_guest_t *g)
+{
+	tls_guest = g;
+}
+
+bool pc__guest_running(void)
+{
+	return tls_guest_running;
+}
+
 void pc_runtime_hold_end(void)
 {
+	if (tls_guest) {
+		pc_runtime_hold_end_here(tls_guest, PC__GUEST_BUDGET_NS);
+		return;
+	}
 	hold_flush(&tls_hold);
 	tls_hold.on = false;
+}
+
+/* ---- guests ---- */
+
+struct pc_runtime_guest {
+	pc__worker_t w; /* not in rt->workers: nobody steals from it, and
+			 * its queues are empty whenever it is not running */
+	struct pc_runtime_guest *next;
+};
+
+int pc_runtime_guest_new(pc_runtime_t *rt, pc_runtime_guest_t **out)
+{
+	*out = NULL;
+	if (!rt)
+		return PC_EINVAL;
+	pc_runtime_guest_t *g = aligned_alloc(64, (sizeof(*g) + 63) / 64 * 64);
+	if (!g)
+		return PC_ENOMEM;
+	memset(g, 0, sizeof(*g));
+	g->w.rt = rt;
+	g->w.index = UINT32_MAX;
+	g->w.rng = (uint64_t)(uintptr_t)g | 1;
+	g->w.ctx.w = &g->w;
+	g->w.ctx.rt = rt;
+	pthread_mutex_lock(&rt->guests_lock);
+	g->next = rt->guests;
+	rt->guests = g;
+	pthread_mutex_unlock(&rt->guests_lock);
+	*out = g;
+	return 0;
+}
+
+static void add_counters(pc__worker_counters_t *into, const pc__worker_counters_t *c)
+{
+	into->turns += pc_atomic_load_u64(&c->turns);
+	into->spawned += pc_atomic_load_u64(&c->spawned);
+	into->exited += pc_atomic_load_u64(&c->exited);
+	into->reclaimed += pc_atomic_load_u64(&c->reclaimed);
+	into->dead_letters += pc_atomic_load_u64(&c->dead_letters);
+	into->mutes += pc_atomic_load_u64(&c->mutes);
+}
+
+void pc__guests_count(pc_runtime_t *rt, pc__worker_counters_t *into)
+{
+	for (const pc_runtime_guest_t *g = rt->guests; g; g = g->next)
+		add_counters(into, &g->w.c);
+}
+
+void pc_runtime_guest_free(pc_runtime_guest_t *g)
+{
+	if (!g)
+		return;
+	pc_runtime_t *rt = g->w.rt;
+	pc__actor_pool_shrink(rt, &g->w); /* its cached actor slots go back */
+	pthread_mutex_lock(&rt->guests_lock);
+	for (pc_runtime_guest_t **p = &rt->guests; *p; p = &(*p)->next)
+		if (*p == g) {
+			*p = g->next;
+			break;
+		}
+	/* under the lock: a stats reader sees the counts here or there */
+	pc_atomic_faa_u64(&rt->ext_spawned, g->w.c.spawned);
+	pc_atomic_faa_u64(&rt->ext_exited, g->w.c.exited);
+	pc_atomic_faa_u64(&rt->ext_reclaimed, g->w.c.reclaimed);
+	pc_atomic_faa_u64(&rt->ext_dead, g->w.c.dead_letters);
+	pc_atomic_faa_u64(&rt->ext_mutes, g->w.c.mutes);
+	pc_atomic_faa_u64(&rt->ext_guest_turns, g->w.c.turns);
+	pthread_mutex_unlock(&rt->guests_lock);
+	free(g);
+}
+
+/* Every worker parked, and the runtime running: a burst handed over now
+ * would wake one. */
+static bool all_parked(pc_runtime_t *rt)
+{
+	return pc_atomic_load_u32(&rt->num_idle) == rt->nworkers &&
+	       pc_atomic_load_u32_acq(&rt->state) < PC__RT_STOPPING;
+}
+
+/* Hands the guest's runnable actors to the workers (one wake at most). */
+static void guest_hand_over(pc__worker_t *w)
+{
+	pc_actor_t *left[64];
+	uint32_t n = 0;
+	if (w->lifo) {
+		left[n++] = w->lifo;
+		w->lifo = NULL;
+	}
+	pc_actor_t *a;
+	while ((a = pc__runq_pop(w))) {
+		left[n++] = a;
+		if (n == 64) {
+			pc__inject_push(w->rt, left, n);
+			n = 0;
+		}
+	}
+	if (n)
+		pc__inject_push(w->rt, left, n);
+}
+
+/* Runs `n` runnable actors, and those their turns make runnable here, on
+ * this thread as guest `w` until none is left or the budget is spent. */
+static void guest_run(pc__worker_t *w, pc_actor_t *const *actors, uint32_t n, uint64_t budget_ns)
+{
+	tls_worker = w;
+	tls_guest_running = true;
+	for (uint32_t i = 0; i < n; i++)
+		pc__runq_push(w, actors[i]);
+	uint64_t until = pc__clock_mono_ns() + budget_ns;
+	for (;;) {
+		pc_actor_t *a = w->lifo;
+		if (a)
+			w->lifo = NULL;
+		else if (!(a = pc__runq_pop(w)))
+			break;
+		count(&w->c.turns);
+		if (pc__actor_turn(w, a) == PC__TURN_AGAIN)
+			pc__runq_push(w, a);
+		/* what it made runnable is here, where nobody else looks: no
+		 * wake for it; the hand-over below wakes a worker if need be */
+		w->notify_owed = false;
+		if (pc__clock_mono_ns() >= until)
+			break;
+	}
+	guest_hand_over(w);
+	tls_guest_running = false;
+	tls_worker = NULL;
+}
+
+void pc_runtime_hold_end_here(pc_runtime_guest_t *g, uint64_t budget_ns)
+{
+	struct hold *h = &tls_hold;
+	h->on = false;
+	if (!h->n)
+		return;
+	pc_runtime_t *rt = h->rt;
+	if (!g || g->w.rt != rt || tls_worker || !all_parked(rt)) {
+		hold_flush(h);
+		return;
+	}
+	uint32_t n = h->n;
+	h->n = 0;
+	guest_run(&g->w, h->a, n, budget_ns);
+	/* after the hand-over: a quiet check that sees 0 sees them queued */
+	pc_atomic_faa_u32(&rt->held, (uint32_t)-1);
 }
 
 void pc__schedule(pc_runtime_t *rt, pc_actor_t *a)

@@ -150,6 +150,8 @@ static const scalar_t runtime_scalars[] = {
 	COUNTER("pincer_runtime_mutes_total", U64, rt.mutes, "Times a sender was held back by backpressure."),
 	COUNTER("pincer_runtime_external_messages_total", U64, rt.sent_external,
 		"Messages sent from threads that are not workers."),
+	COUNTER("pincer_runtime_guest_turns_total", U64, rt.guest_turns,
+		"Actor turns run by I/O and blocking threads themselves while every worker was parked."),
 };
 
 static const scalar_t io_scalars[] = {

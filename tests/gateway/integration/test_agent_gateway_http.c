@@ -673,6 +673,9 @@ Test(gateway_http, metrics_parse_and_move_with_requests)
 	cr_assert_gt(metric(after, "pincer_io_connections_accepted_total"),
 		     metric(before, "pincer_io_connections_accepted_total"));
 	cr_assert_geq(metric(after, "pincer_runtime_worker_messages_total{worker=\"0\"}"), 1);
+	/* turns the I/O and blocking threads ran themselves: never fewer */
+	cr_assert_geq(metric(after, "pincer_runtime_guest_turns_total"), metric(before, "pincer_runtime_guest_turns_total"));
+	cr_assert_geq(metric(before, "pincer_runtime_guest_turns_total"), 0);
 	/* the scrape's own request is in flight, so mailboxes hold little */
 	cr_assert_geq(metric(after, "pincer_runtime_mailbox_depth_max"), 0);
 	cr_assert_leq(metric(after, "pincer_runtime_mailbox_depth_max"), metric(after, "pincer_runtime_mailbox_messages"));
