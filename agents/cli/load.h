@@ -106,10 +106,22 @@ typedef struct pc_load_proc {
 	uint64_t wakeups;
 } pc_load_proc_t;
 
+/* A thread of the target as last read (load_proc.c). */
+typedef struct pc_load_thread {
+	int tid;
+	uint64_t cpu_ns, wakeups;
+} pc_load_thread_t;
+
 /* The target's and the harness's samples: the first, and the last two
  * (--csv's rows take the CPU between them). Written by the driver only. */
 typedef struct pc_load_procs {
 	pc_load_proc_t target_first, target_prev, target_last;
+	/* the target's threads as last read, and what they did since the
+	 * first sample, summed thread by thread */
+	pc_load_thread_t *threads;
+	size_t nthreads;
+	uint64_t cpu_ns, wakeups;
+	bool per_thread; /* /proc/PID/task/TID/schedstat could be read */
 	bool target_gone; /* it ended during the run: its figures are its last second's */
 	pc_load_proc_t self_first, self_last;
 } pc_load_procs_t;

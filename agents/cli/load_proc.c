@@ -2,11 +2,14 @@
  * `pincer load --target-pid PID` (load.h): the target's CPU and memory,
  * and the harness's own, sampled at the run's start, each second and at
  * its end, so the summary can set what the target spent beside what the
- * harness spent to load it. The target's CPU is fields 14 and 15 of
- * /proc/PID/stat (the reader the session locks use), the harness's
- * getrusage; both memories VmRSS and VmHWM of /proc/PID/status; the
- * wake-ups are voluntary context switches, the target's summed over
- * /proc/PID/task/TID/status (a thread that ended takes its count along).
+ * harness spent to load it. The target's CPU and wake-ups (voluntary
+ * context switches) are summed thread by thread over what each did between
+ * two samples (/proc/PID/task/TID/schedstat, in ns, and .../status), so a
+ * run of a few turns still reads its CPU exactly and a thread that ended
+ * takes only its last second along; where the threads cannot be read, the
+ * CPU is fields 14 and 15 of /proc/PID/stat, in clock ticks. The
+ * harness's are getrusage's; both memories VmRSS and VmHWM of
+ * /proc/PID/status.
  */
 #include "load.h"
 
@@ -41,37 +44,89 @@ static bool memory(int pid, pc_load_proc_t *s)
 	return got == 2;
 }
 
-/* Voluntary context switches of pid's living threads. */
-static uint64_t wakeups(int pid)
+/* One thread's CPU (the first field of its schedstat, in ns) and
+ * voluntary context switches: false when it cannot be read (it ended). */
+static bool thread_read(int pid, const char *tid, pc_load_thread_t *t)
 {
 	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat", pid, tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	unsigned long long ns = 0;
+	bool ok = fscanf(f, "%llu", &ns) == 1;
+	(void)fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", pid, tid);
+	if (!ok || !(f = fopen(path, "re")))
+		return false;
+	ok = false;
+	while (!ok && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "voluntary_ctxt_switches:", 24)) {
+			t->wakeups = strtoull(line + 24, NULL, 10);
+			ok = true;
+		}
+	(void)fclose(f);
+	t->tid = atoi(tid);
+	t->cpu_ns = ns;
+	return ok;
+}
+
+static int by_tid(const void *a, const void *b)
+{
+	int x = ((const pc_load_thread_t *)a)->tid, y = ((const pc_load_thread_t *)b)->tid;
+	return (x > y) - (x < y);
+}
+
+/* Reads the target's threads and adds what each did since the last read
+ * to the totals (a thread new since then: all it did). A thread that ended
+ * since takes its last second along. False when none could be read. */
+static bool threads_sample(int pid, pc_load_procs_t *p)
+{
+	char path[48];
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return 0;
-	uint64_t sum = 0;
+		return false;
+	size_t n = 0, cap = p->nthreads + 8;
+	pc_load_thread_t *cur = malloc(cap * sizeof(*cur));
 	const struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
+	while (cur && (e = readdir(d)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status", pid, e->d_name);
-		FILE *f = fopen(path, "re");
-		if (!f)
-			continue; /* the thread ended meanwhile */
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "voluntary_ctxt_switches:", 24)) {
-				sum += strtoull(line + 24, NULL, 10);
+		if (n == cap) {
+			pc_load_thread_t *more = realloc(cur, 2 * cap * sizeof(*cur));
+			if (!more)
 				break;
-			}
-		(void)fclose(f);
+			cur = more;
+			cap *= 2;
+		}
+		if (thread_read(pid, e->d_name, &cur[n]))
+			n++;
 	}
 	(void)closedir(d);
-	return sum;
+	if (!cur || n == 0) {
+		free(cur);
+		return false;
+	}
+	qsort(cur, n, sizeof(*cur), by_tid);
+	bool first = p->threads == NULL;
+	for (size_t i = 0; i < n && !first; i++) {
+		const pc_load_thread_t *was = bsearch(&cur[i], p->threads, p->nthreads, sizeof(*cur), by_tid);
+		uint64_t cpu0 = was ? was->cpu_ns : 0, w0 = was ? was->wakeups : 0;
+		p->cpu_ns += cur[i].cpu_ns >= cpu0 ? cur[i].cpu_ns - cpu0 : 0;
+		p->wakeups += cur[i].wakeups >= w0 ? cur[i].wakeups - w0 : 0;
+	}
+	free(p->threads);
+	p->threads = cur;
+	p->nthreads = n;
+	return true;
 }
 
 /* The target now: PC_ENOTFOUND once it is gone (or its pid is another
- * process's). */
-static int target_sample(const pc_load_opts_t *o, pc_load_proc_t *s)
+ * process's). Its CPU and wake-ups are summed thread by thread (ns
+ * precise) when its threads can be read, else its CPU is the process's
+ * clock ticks. */
+static int target_sample(const pc_load_opts_t *o, pc_load_procs_t *p, pc_load_proc_t *s)
 {
 	static const int fields[] = {14, 15, 22}; /* utime, stime, starttime */
 	uint64_t v[3];
@@ -85,11 +140,15 @@ static int target_sample(const pc_load_opts_t *o, pc_load_proc_t *s)
 	 * no memory lines: it ended too */
 	if (rc == 0 && !memory(o->target_pid, s))
 		rc = PC_ENOTFOUND;
-	if (rc == 0) {
-		s->cpu_s = (double)(v[0] + v[1]) / (double)hz;
-		s->wakeups = wakeups(o->target_pid);
-	}
-	return rc;
+	if (rc != 0)
+		return rc;
+	bool first = !p->target_first.at_ns;
+	bool threads = threads_sample(o->target_pid, p);
+	if (first)
+		p->per_thread = threads;
+	s->cpu_s = p->per_thread ? (double)p->cpu_ns / 1e9 : (double)(v[0] + v[1]) / (double)hz;
+	s->wakeups = p->wakeups;
+	return 0;
 }
 
 static bool self_sample(pc_load_proc_t *s)
@@ -120,7 +179,7 @@ void pc_load_proc_sample(const pc_load_opts_t *o, pc_load_stats_t *st, uint64_t 
 	if (!o->target_pid || p->target_gone)
 		return;
 	s = (pc_load_proc_t){.at_ns = now_ns};
-	int rc = target_sample(o, &s);
+	int rc = target_sample(o, p, &s);
 	if (rc == PC_ENOTFOUND) {
 		/* the figures stay those of its last second */
 		p->target_gone = true;

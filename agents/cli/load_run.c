@@ -50,6 +50,7 @@ void pc_load_stats_destroy(pc_load_stats_t *st)
 		pc_hist_free(st->hist[i]);
 	for (int i = 0; i < PC_LOAD_WINDOWS; i++)
 		pc_hist_free(st->window[i]);
+	free(st->procs.threads);
 	pthread_mutex_destroy(&st->mu);
 	memset(st, 0, sizeof(*st));
 }

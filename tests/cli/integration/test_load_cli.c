@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -831,6 +832,16 @@ Test(load_cli, target_pid_cpu_and_memory, .timeout = 240)
 	const char *last = strrchr(rows, ',');
 	cr_assert_gt(strtod(last + 1, NULL), 1, "target_rss_mib of the first row: %s", rows);
 	free(rows);
+	result_free(&r);
+
+	/* three turns: a few hundred microseconds of the mock's CPU, read
+	 * thread by thread in ns (clock ticks would read 0 or 10 ms) */
+	r = load(&t, ARGS("--target", t.target, "--turns", "3", "--message", "x [[mock:{\"text\":\"a\"}]]",
+			  "--target-pid", pid, "--json", "--quiet"));
+	assert_json(&r);
+	double cpu = num(r.json, "target_cpu_s");
+	double ticks = cpu / 0.01;
+	cr_assert(cpu > 0 && fabs(ticks - round(ticks)) > 1e-6, "target_cpu_s %.9f: clock ticks, not ns", cpu);
 	result_free(&r);
 
 	/* without --target-pid: null, the harness's own still there */
