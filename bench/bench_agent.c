@@ -19,7 +19,8 @@
  * curl_multi: the loop plus Pincer's I/O layer). Between the phases, the
  * CPU of one fdatasync on the store's disk (fsync_cpu_us), times the
  * store's commits per run, gives the least a run's durable writes can
- * cost here (durability_floor_cpu_us): two commits a run at one session,
+ * cost here (durability_floor_cpu_us): three commits a run at one session
+ * (the run row, the attempt's transcript and usage, the run's end),
  * a small share of one when many sessions' writes share a commit.
  *
  * A run is one message through the real session, run and attempt actors:
