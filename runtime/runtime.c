@@ -174,6 +174,7 @@ void pc_runtime_stop(pc_runtime_t *rt)
 			return;
 	} while (!pc_atomic_cas_u32(&rt->state, s, PC__RT_STOPPING));
 	pc__workers_join(rt);
+	pc__guests_wait_out(rt);
 	pc__timers_stop(rt);
 	/* Stop handlers run before the blocking pool is joined: a job waiting
 	 * on an actor (pc_ask_sync) is released by its waiter's stop. */

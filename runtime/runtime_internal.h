@@ -167,6 +167,8 @@ struct pc_runtime {
 	/* The live guests (worker.c), whose counters the stats add in. */
 	pthread_mutex_t guests_lock;
 	struct pc_runtime_guest *guests;
+	uint32_t guests_running; /* atomic: guests in a run now; the stop waits
+				  * for none before it runs stop handlers */
 	uint64_t next_id;        /* atomic, handed out in blocks */
 };
 
@@ -180,6 +182,10 @@ pc__worker_t *pc__current_worker(void);
 void pc__guest_set(pc_runtime_guest_t *g);
 /* Whether this thread is running actors as a guest now. */
 bool pc__guest_running(void);
+/* The stop, once the state says stopping: waits until no guest runs an
+ * actor (a run started before sees the state after its turn and hands the
+ * rest over). */
+void pc__guests_wait_out(pc_runtime_t *rt);
 /* Adds the live guests' counters into `into` (stats); guests_lock held. */
 void pc__guests_count(pc_runtime_t *rt, pc__worker_counters_t *into);
 

@@ -15,6 +15,7 @@
  */
 #include "runtime_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,12 +175,25 @@ void pc_runtime_guest_free(pc_runtime_guest_t *g)
 	free(g);
 }
 
-/* Every worker parked, and the runtime running: a burst handed over now
- * would wake one. */
+static bool stopping(const pc_runtime_t *rt)
+{
+	return pc_atomic_load_u32_acq(&rt->state) >= PC__RT_STOPPING;
+}
+
+/* Every worker parked: a burst handed over now would wake one. */
 static bool all_parked(pc_runtime_t *rt)
 {
-	return pc_atomic_load_u32(&rt->num_idle) == rt->nworkers &&
-	       pc_atomic_load_u32_acq(&rt->state) < PC__RT_STOPPING;
+	return pc_atomic_load_u32(&rt->num_idle) == rt->nworkers;
+}
+
+void pc__guests_wait_out(pc_runtime_t *rt)
+{
+	/* pairs with the fence in pc_runtime_hold_end_here: the stop's state
+	 * store and this read against the guest's count and its read of the
+	 * state, so one of the two sees the other */
+	pc_atomic_fence();
+	while (pc_atomic_load_u32_acq(&rt->guests_running) != 0)
+		sched_yield();
 }
 
 /* Hands the guest's runnable actors to the workers (one wake at most). */
@@ -224,7 +238,7 @@ static void guest_run(pc__worker_t *w, pc_actor_t *const *actors, uint32_t n, ui
 		/* what it made runnable is here, where nobody else looks: no
 		 * wake for it; the hand-over below wakes a worker if need be */
 		w->notify_owed = false;
-		if (pc__clock_mono_ns() >= until)
+		if (pc__clock_mono_ns() >= until || stopping(w->rt))
 			break;
 	}
 	guest_hand_over(w);
@@ -243,11 +257,23 @@ void pc_runtime_hold_end_here(pc_runtime_guest_t *g, uint64_t budget_ns)
 		hold_flush(h);
 		return;
 	}
+	/* Counted before the state is read (with a fence between, as in
+	 * pc__guests_wait_out): a stop either sees this run and waits for
+	 * it, or this run sees the stop and does not start. Stop handlers
+	 * must never overlap a turn. */
+	pc_atomic_faa_u32(&rt->guests_running, 1);
+	pc_atomic_fence();
+	if (stopping(rt)) {
+		pc_atomic_faa_u32(&rt->guests_running, (uint32_t)-1);
+		hold_flush(h);
+		return;
+	}
 	uint32_t n = h->n;
 	h->n = 0;
 	guest_run(&g->w, h->a, n, budget_ns);
 	/* after the hand-over: a quiet check that sees 0 sees them queued */
 	pc_atomic_faa_u32(&rt->held, (uint32_t)-1);
+	pc_atomic_faa_u32(&rt->guests_running, (uint32_t)-1);
 }
 
 void pc__schedule(pc_runtime_t *rt, pc_actor_t *a)

@@ -423,3 +423,64 @@ Test(guest, chains_of_jobs_and_answers_lose_nothing, .timeout = 120)
 	cr_assert_eq(atomic_load(&done), (uint64_t)CHAINS * STEPS);
 	pc_runtime_free(rt);
 }
+
+/* ---- the stop, while guests run ---- */
+
+typedef struct spinner {
+	pc_actor_t *self;
+	pc_runtime_t *rt;
+	atomic_bool in_receive;
+	atomic_bool *overlap;
+} spinner_t;
+
+static pc_msg_t *spinner_job(void *arg)
+{
+	spinner_t *sp = arg;
+	/* as a store answers: in a hold; a stopped runtime refuses it */
+	pc_runtime_hold_begin();
+	(void)pc_send(sp->self, pc_msg_new(1, 0));
+	pc_runtime_hold_end();
+	return NULL;
+}
+
+static int spinner_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	(void)ctx;
+	(void)m;
+	spinner_t *sp = state;
+	atomic_store(&sp->in_receive, true);
+	uint64_t until = now_ms() + 1;
+	while (now_ms() < until)
+		;
+	(void)pc_blocking_submit(sp->rt, spinner_job, NULL, sp, NULL);
+	atomic_store(&sp->in_receive, false);
+	return 0;
+}
+
+/* A stop handler never runs while a turn of its actor is under way. */
+static void spinner_stop(pc_ctx_t *ctx, void *state, int reason)
+{
+	(void)ctx;
+	(void)reason;
+	spinner_t *sp = state;
+	if (atomic_load(&sp->in_receive))
+		atomic_store(sp->overlap, true);
+}
+
+Test(guest, the_stop_waits_for_a_guests_turn, .timeout = 120)
+{
+	static spinner_t spinners[8];
+	atomic_bool overlap = false;
+	pc_behavior_t spinner_b = {.name = "spinner", .receive = spinner_receive, .stop = spinner_stop};
+	for (int round = 0; round < 30 && !atomic_load(&overlap); round++) {
+		pc_runtime_t *rt = start_rt(2);
+		for (int i = 0; i < 8; i++) {
+			spinners[i] = (spinner_t){.rt = rt, .overlap = &overlap};
+			cr_assert_eq(pc_spawn(rt, &spinner_b, &spinners[i], &spinners[i].self), 0);
+			cr_assert_eq(pc_blocking_submit(rt, spinner_job, NULL, &spinners[i], NULL), 0);
+		}
+		sleep_ms(3 + (unsigned)round % 7);
+		pc_runtime_free(rt);
+	}
+	cr_assert_not(atomic_load(&overlap), "a stop handler ran during its actor's turn");
+}
