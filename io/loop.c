@@ -30,11 +30,6 @@
 
 #define EVENT_BATCH 256
 #define CMD_BATCH 1024
-/* How long the loop's thread may run actors as a guest after a pass
- * (pc_runtime_hold_end_here): a lone request's handling takes tens of
- * microseconds; more waits for a worker, so that the loop's other
- * connections are not kept waiting behind it. */
-#define GUEST_BUDGET_NS (200u * 1000u)
 
 typedef struct deferred {
 	pc_io_defer_fn fn;
@@ -408,9 +403,12 @@ static void *loop_main(void *arg)
 		return NULL;
 	}
 
-	/* without memory for it the loop only hands its work over */
+	/* With every worker parked, this thread runs what a pass made
+	 * runnable (runtime.h, guests): a lone request is read, handled and
+	 * answered here, without a wake-up on either side. Without memory
+	 * for a guest the loop only hands its work over. */
 	pc_runtime_guest_t *guest = NULL;
-	(void)pc_runtime_guest_new(loop->io->rt, &guest);
+	(void)pc_runtime_guest_new(loop->io->rt, PC_RUNTIME_GUEST_BUDGET_NS, &guest);
 	struct epoll_event evs[EVENT_BATCH];
 	bool pending = false; /* commands left over from a full batch */
 	/* A loop that did work gives this thread's free heap back when its
@@ -448,10 +446,7 @@ static void *loop_main(void *arg)
 		if (run_timers(loop))
 			pc__trim_worked(&trim);
 		run_defers(loop);
-		/* with every worker parked, this thread runs what the pass
-		 * made runnable: a lone request is read, handled and answered
-		 * here, without a wake-up on either side */
-		pc_runtime_hold_end_here(guest, GUEST_BUDGET_NS);
+		pc_runtime_hold_end();
 	}
 	pc_runtime_guest_free(guest);
 	shutdown_loop(loop);

@@ -135,8 +135,7 @@ static void *pool_main(void *arg)
 	 * them itself (runtime.h, guests). Without memory for a guest, it
 	 * hands them over. */
 	pc_runtime_guest_t *guest = NULL;
-	if (pc_runtime_guest_new(rt, &guest) == 0)
-		pc__guest_set(guest);
+	(void)pc_runtime_guest_new(rt, PC_RUNTIME_GUEST_BUDGET_NS, &guest);
 	pthread_mutex_lock(&b->lock);
 	uint32_t self = b->named++;
 	pc_thread_name("blocking", self);
@@ -164,7 +163,6 @@ static void *pool_main(void *arg)
 		pthread_mutex_lock(&b->lock);
 	}
 	pthread_mutex_unlock(&b->lock);
-	pc__guest_set(NULL);
 	pc_runtime_guest_free(guest);
 	return NULL;
 }

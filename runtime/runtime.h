@@ -122,22 +122,27 @@ bool pc_runtime_on_worker(void);
 void pc_runtime_hold_begin(void);
 void pc_runtime_hold_end(void);
 
-/* A guest: a thread outside the pool (an I/O thread) that may run the
- * actors it made runnable itself, as a worker would. Handing a burst to a
- * parked worker costs a futex wake on each side (~45 us here) and moves
- * the messages to another core; at low load, when every worker is parked,
- * the thread that read the request is the cheaper one to handle it.
- * pc_runtime_hold_end_here ends a hold (above) so: with every worker
- * parked it runs the held actors, and what they make runnable, on this
- * thread for up to `budget_ns`, then hands whatever is left to the
- * workers; otherwise, or with a NULL guest, it is pc_runtime_hold_end.
- * While the actors run, the thread counts as a worker
- * (pc_runtime_on_worker): what they do must not block, as always. One
- * guest per thread, made and freed on it, before the runtime is freed. */
+/* A guest: a thread outside the pool (an I/O thread) that runs the actors
+ * it made runnable itself, as a worker would. Handing a burst to a parked
+ * worker costs a futex wake on each side (~45 us here) and moves the
+ * messages to another core; at low load, when every worker is parked, the
+ * thread that read the request is the cheaper one to handle it.
+ * pc_runtime_guest_new makes the calling thread a guest (PC_ESTATE on a
+ * worker, or a thread that is one already): from then on its
+ * pc_runtime_hold_end, with every worker parked, runs the held actors,
+ * and what they make runnable, on this thread for up to `budget_ns`, then
+ * hands whatever is left to the workers; with a worker awake it hands
+ * everything over, as on any thread. While the actors run, the thread
+ * counts as a worker (pc_runtime_on_worker): what they do must not block,
+ * as always. pc_runtime_guest_free, on the same thread and before the
+ * runtime is freed, ends it. */
+#define PC_RUNTIME_GUEST_BUDGET_NS (200u * 1000u) /* a lone request's handling
+						   * takes tens of us; more waits for
+						   * a worker, so that what else the
+						   * thread serves does not wait */
 typedef struct pc_runtime_guest pc_runtime_guest_t;
-int pc_runtime_guest_new(pc_runtime_t *rt, pc_runtime_guest_t **out);
+int pc_runtime_guest_new(pc_runtime_t *rt, uint64_t budget_ns, pc_runtime_guest_t **out);
 void pc_runtime_guest_free(pc_runtime_guest_t *g);
-void pc_runtime_hold_end_here(pc_runtime_guest_t *g, uint64_t budget_ns);
 
 typedef struct pc_worker_stats {
 	uint64_t handled;   /* messages handed to behaviours */

@@ -174,12 +174,6 @@ struct pc_runtime {
 
 /* The worker running on this thread, or NULL. */
 pc__worker_t *pc__current_worker(void);
-/* How long a blocking thread runs the actors a job made runnable as a
- * guest (pc__guest_set) when every worker is parked. */
-#define PC__GUEST_BUDGET_NS (200u * 1000u)
-/* Makes g this thread's guest: pc_runtime_hold_end then ends a hold as
- * pc_runtime_hold_end_here(g, PC__GUEST_BUDGET_NS) does. NULL: none. */
-void pc__guest_set(pc_runtime_guest_t *g);
 /* Whether this thread is running actors as a guest now. */
 bool pc__guest_running(void);
 /* The stop, once the state says stopping: waits until no guest runs an

@@ -81,25 +81,22 @@ void pc_runtime_hold_begin(void)
 	tls_hold.on = tls_worker == NULL;
 }
 
-/* This thread's guest for pc_runtime_hold_end (a blocking thread's), and
- * whether it is running actors now. */
+/* This thread's guest (pc_runtime_guest_new), and whether it is running
+ * actors now. */
 static __thread pc_runtime_guest_t *tls_guest;
 static __thread bool tls_guest_running;
-
-void pc__guest_set(pc_runtime_guest_t *g)
-{
-	tls_guest = g;
-}
 
 bool pc__guest_running(void)
 {
 	return tls_guest_running;
 }
 
+static void hold_end_guest(pc_runtime_guest_t *g);
+
 void pc_runtime_hold_end(void)
 {
 	if (tls_guest) {
-		pc_runtime_hold_end_here(tls_guest, PC__GUEST_BUDGET_NS);
+		hold_end_guest(tls_guest);
 		return;
 	}
 	hold_flush(&tls_hold);
@@ -111,14 +108,17 @@ void pc_runtime_hold_end(void)
 struct pc_runtime_guest {
 	pc__worker_t w; /* not in rt->workers: nobody steals from it, and
 			 * its queues are empty whenever it is not running */
+	uint64_t budget_ns;
 	struct pc_runtime_guest *next;
 };
 
-int pc_runtime_guest_new(pc_runtime_t *rt, pc_runtime_guest_t **out)
+int pc_runtime_guest_new(pc_runtime_t *rt, uint64_t budget_ns, pc_runtime_guest_t **out)
 {
 	*out = NULL;
 	if (!rt)
 		return PC_EINVAL;
+	if (tls_worker || tls_guest)
+		return PC_ESTATE;
 	pc_runtime_guest_t *g = aligned_alloc(64, (sizeof(*g) + 63) / 64 * 64);
 	if (!g)
 		return PC_ENOMEM;
@@ -128,10 +128,12 @@ int pc_runtime_guest_new(pc_runtime_t *rt, pc_runtime_guest_t **out)
 	g->w.rng = (uint64_t)(uintptr_t)g | 1;
 	g->w.ctx.w = &g->w;
 	g->w.ctx.rt = rt;
+	g->budget_ns = budget_ns;
 	pthread_mutex_lock(&rt->guests_lock);
 	g->next = rt->guests;
 	rt->guests = g;
 	pthread_mutex_unlock(&rt->guests_lock);
+	tls_guest = g;
 	*out = g;
 	return 0;
 }
@@ -156,6 +158,8 @@ void pc_runtime_guest_free(pc_runtime_guest_t *g)
 {
 	if (!g)
 		return;
+	if (tls_guest == g)
+		tls_guest = NULL;
 	pc_runtime_t *rt = g->w.rt;
 	pc__actor_pool_shrink(rt, &g->w); /* its cached actor slots go back */
 	pthread_mutex_lock(&rt->guests_lock);
@@ -188,7 +192,7 @@ static bool all_parked(pc_runtime_t *rt)
 
 void pc__guests_wait_out(pc_runtime_t *rt)
 {
-	/* pairs with the fence in pc_runtime_hold_end_here: the stop's state
+	/* pairs with the fence in hold_end_guest: the stop's state
 	 * store and this read against the guest's count and its read of the
 	 * state, so one of the two sees the other */
 	pc_atomic_fence();
@@ -246,14 +250,15 @@ static void guest_run(pc__worker_t *w, pc_actor_t *const *actors, uint32_t n, ui
 	tls_worker = NULL;
 }
 
-void pc_runtime_hold_end_here(pc_runtime_guest_t *g, uint64_t budget_ns)
+/* pc_runtime_hold_end on a guest's thread. */
+static void hold_end_guest(pc_runtime_guest_t *g)
 {
 	struct hold *h = &tls_hold;
 	h->on = false;
 	if (!h->n)
 		return;
 	pc_runtime_t *rt = h->rt;
-	if (!g || g->w.rt != rt || tls_worker || !all_parked(rt)) {
+	if (g->w.rt != rt || !all_parked(rt)) {
 		hold_flush(h);
 		return;
 	}
@@ -270,7 +275,7 @@ void pc_runtime_hold_end_here(pc_runtime_guest_t *g, uint64_t budget_ns)
 	}
 	uint32_t n = h->n;
 	h->n = 0;
-	guest_run(&g->w, h->a, n, budget_ns);
+	guest_run(&g->w, h->a, n, g->budget_ns);
 	/* after the hand-over: a quiet check that sees 0 sees them queued */
 	pc_atomic_faa_u32(&rt->held, (uint32_t)-1);
 	pc_atomic_faa_u32(&rt->guests_running, (uint32_t)-1);

@@ -1,8 +1,8 @@
 /*
- * Guests (runtime.h): a thread outside the pool that ends a hold with
- * pc_runtime_hold_end_here runs the held actors itself when every worker
- * is parked, within its budget, and hands the rest to the workers; with a
- * worker awake it hands everything over. A blocking job's held answers run
+ * Guests (runtime.h): a thread outside the pool made a guest runs the
+ * actors its holds made runnable itself when every worker is parked,
+ * within its budget, and hands the rest to the workers; with a worker
+ * awake, or without a guest, it hands everything over. A blocking job's held answers run
  * on its pool thread the same way, and a job an answer submits is taken by
  * that thread. The counters of what guests ran reach the stats, and many
  * guests at once lose and duplicate nothing.
@@ -59,11 +59,19 @@ static void parked(pc_runtime_t *rt)
 	cr_assert_eq(pc_runtime_wait_quiescent(rt, WAIT_MS), 0);
 }
 
-static void send_here(pc_runtime_guest_t *g, pc_actor_t *to, uint64_t budget_ns)
+/* A guest of rt on this thread, with the budget given. */
+static pc_runtime_guest_t *guest_here(pc_runtime_t *rt, uint64_t budget_ns)
+{
+	pc_runtime_guest_t *g = NULL;
+	cr_assert_eq(pc_runtime_guest_new(rt, budget_ns, &g), 0);
+	return g;
+}
+
+static void send_held(pc_actor_t *to)
 {
 	pc_runtime_hold_begin();
 	cr_assert_eq(pc_send(to, pc_msg_new(1, 0)), 0);
-	pc_runtime_hold_end_here(g, budget_ns);
+	pc_runtime_hold_end();
 }
 
 Test(guest, every_worker_parked_the_burst_runs_here_before_the_call_returns)
@@ -71,11 +79,11 @@ Test(guest, every_worker_parked_the_burst_runs_here_before_the_call_returns)
 	pc_runtime_t *rt = start_rt(2);
 	hop_t hops[3] = {0};
 	pc_actor_t *first = chain(rt, hops, 3);
-	pc_runtime_guest_t *g = NULL;
-	cr_assert_eq(pc_runtime_guest_new(rt, &g), 0);
+	pc_runtime_guest_t *g = guest_here(rt, 1000000000u);
+	cr_assert_eq(pc_runtime_guest_new(rt, 1000, &(pc_runtime_guest_t *){NULL}), PC_ESTATE, "one guest a thread");
 	parked(rt);
 	uint64_t turns = stats(rt).guest_turns;
-	send_here(g, first, 1000000000u);
+	send_held(first);
 	cr_assert_eq(stats(rt).guest_turns - turns, 3, "a turn a hop, counted as the guest's");
 	/* handled, and what it sent too, on this thread, already */
 	for (int i = 0; i < 3; i++) {
@@ -92,10 +100,9 @@ Test(guest, the_budget_spent_the_rest_goes_to_the_workers)
 	pc_runtime_t *rt = start_rt(2);
 	hop_t hops[3] = {0};
 	pc_actor_t *first = chain(rt, hops, 3);
-	pc_runtime_guest_t *g = NULL;
-	cr_assert_eq(pc_runtime_guest_new(rt, &g), 0);
+	pc_runtime_guest_t *g = guest_here(rt, 0);
 	parked(rt);
-	send_here(g, first, 0);
+	send_held(first);
 	/* one turn here, then the budget is spent */
 	cr_assert_eq(atomic_load(&hops[0].handled), 1);
 	cr_assert(pthread_equal(atomic_load(&hops[0].ran_on), pthread_self()));
@@ -133,23 +140,22 @@ Test(guest, a_worker_awake_everything_is_handed_over)
 	cr_assert_eq(pc_spawn(rt, &busy_b, &busy, &spinner), 0);
 	hop_t hops[2] = {0};
 	pc_actor_t *first = chain(rt, hops, 2);
-	pc_runtime_guest_t *g = NULL;
-	cr_assert_eq(pc_runtime_guest_new(rt, &g), 0);
+	pc_runtime_guest_t *g = guest_here(rt, 1000000000u);
 	cr_assert_eq(pc_send(spinner, pc_msg_new(1, 0)), 0);
 	AWAIT(atomic_load(&busy.running), WAIT_MS);
-	send_here(g, first, 1000000000u);
+	send_held(first);
 	AWAIT(atomic_load(&hops[1].handled) == 1, WAIT_MS);
 	for (int i = 0; i < 2; i++)
 		cr_assert_not(pthread_equal(atomic_load(&hops[i].ran_on), pthread_self()), "hop %d ran here", i);
 	atomic_store(&busy.release, true);
-	/* without a guest: the same as pc_runtime_hold_end */
+	/* no longer a guest: a hold is handed over, as on any thread */
+	pc_runtime_guest_free(g);
 	hop_t lone = {0};
 	pc_actor_t *a = chain(rt, &lone, 1);
 	parked(rt);
-	send_here(NULL, a, 1000000000u);
+	send_held(a);
 	AWAIT(atomic_load(&lone.handled) == 1, WAIT_MS);
 	cr_assert_not(pthread_equal(atomic_load(&lone.ran_on), pthread_self()));
-	pc_runtime_guest_free(g);
 	pc_runtime_free(rt);
 }
 
@@ -187,9 +193,8 @@ Test(guest, what_a_guest_spawns_is_counted_and_reclaimed)
 	cr_assert_eq(pc_spawn(rt, &spawner_b, NULL, &spawner), 0);
 	parked(rt);
 	pc_runtime_stats_t before = stats(rt);
-	pc_runtime_guest_t *g = NULL;
-	cr_assert_eq(pc_runtime_guest_new(rt, &g), 0);
-	send_here(g, spawner, 1000000000u);
+	pc_runtime_guest_t *g = guest_here(rt, 1000000000u);
+	send_held(spawner);
 	parked(rt);
 	pc_runtime_stats_t during = stats(rt);
 	cr_assert_eq(during.spawned - before.spawned, 10);
@@ -253,8 +258,12 @@ static void *drive(void *arg)
 {
 	driver_t *d = arg;
 	pc_runtime_guest_t *g = NULL;
-	cr_assert_eq(pc_runtime_guest_new(d->rt, &g), 0);
 	for (int i = 0; i < BURSTS; i++) {
+		/* a new guest, with a random budget, every 100 bursts */
+		if (i % 100 == 0) {
+			pc_runtime_guest_free(g);
+			g = guest_here(d->rt, next_rand(&d->seed) % 50000);
+		}
 		uint32_t k = 1 + (uint32_t)(next_rand(&d->seed) % 8);
 		pc_runtime_hold_begin();
 		for (uint32_t j = 0; j < k; j++) {
@@ -265,7 +274,7 @@ static void *drive(void *arg)
 			cr_assert_eq(pc_send(d->ring[next_rand(&d->seed) % RING], m), 0);
 			d->sent += hops + 1;
 		}
-		pc_runtime_hold_end_here(g, next_rand(&d->seed) % 50000);
+		pc_runtime_hold_end();
 		if (i % 100 == 0)
 			sleep_ms(1); /* let the workers park now and then */
 	}
