@@ -234,13 +234,15 @@ static bool add_proc(cJSON *j, const char *who, const pc_load_proc_t *a, const p
 	char key[48];
 	const char *const names[] = {"cpu_s",   "cpu_pct",         "rss_mib",          "rss_peak_mib",
 				     "wakeups", "cpu_us_per_turn", "wakeups_per_turn"};
-	double cpu = b->cpu_s - a->cpu_s, wakeups = (double)(b->wakeups - a->wakeups), per = turns ? (double)turns : 0;
-	double v[] = {cpu, pc_load_proc_cpu_pct(a, b), b->rss_mib, b->peak_mib, wakeups, cpu * 1e6 / per, wakeups / per};
+	double cpu = b->cpu_s - a->cpu_s, wakeups = (double)(b->wakeups - a->wakeups);
+	double per_turn = turns ? 1.0 / (double)turns : NAN; /* NaN: null */
+	double v[] = {cpu,     pc_load_proc_cpu_pct(a, b), b->rss_mib,         b->peak_mib,
+		      wakeups, cpu * 1e6 * per_turn,       wakeups * per_turn};
 	bool ok = true;
 	for (size_t i = 0; ok && i < sizeof(v) / sizeof(v[0]); i++) {
 		snprintf(key, sizeof(key), "%s_%s", who, names[i]);
-		bool known = a->at_ns && (i < 5 || turns);
-		ok = known ? cJSON_AddNumberToObject(j, key, v[i]) != NULL : cJSON_AddNullToObject(j, key) != NULL;
+		ok = a->at_ns && !isnan(v[i]) ? cJSON_AddNumberToObject(j, key, v[i]) != NULL
+					     : cJSON_AddNullToObject(j, key) != NULL;
 	}
 	return ok;
 }
