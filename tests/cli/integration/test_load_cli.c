@@ -102,8 +102,11 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	result_free(&r);
 
 	/* the table, and the progress line on stderr (not a tty: whole lines) */
-	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "2", "--duration", "1.5", "--message",
-			  SCRIPTED));
+	/* its turns in flight at the end go on at the gateway: the runs after
+	 * it take keys of their own, or their first messages would be steered
+	 * into those turns (the default queue mode) */
+	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--sessions", "2", "--duration", "1.5",
+			  "--session-key", "table-{session}", "--message", SCRIPTED));
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "turn_ms"), "%s", r.out);
 	cr_assert_not_null(strstr(r.out, "closed loop, 2 sessions"), "%s", r.out);
@@ -113,7 +116,7 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 
 	/* the Control UI's way: chat.send, then `chat` events to the final one */
 	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--via", "chat", "--sessions", "5", "--turns", "2",
-			  "--message", SCRIPTED, "--json", "--quiet"));
+			  "--session-key", "chat-{session}", "--message", SCRIPTED, "--json", "--quiet"));
 	assert_json(&r);
 	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "via")), "chat");
 	cr_assert_eq(count(r.json, "turns_ok"), 10, "%s", r.out);
@@ -124,7 +127,7 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 
 	/* `agent`, then agent.wait for the run's end */
 	r = load(&t, ARGS("--target", t.target, "--token", TOKEN, "--via", "wait", "--sessions", "3", "--turns", "2",
-			  "--message", SCRIPTED, "--json", "--quiet"));
+			  "--session-key", "wait-{session}", "--message", SCRIPTED, "--json", "--quiet"));
 	assert_json(&r);
 	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "via")), "wait");
 	cr_assert_eq(count(r.json, "turns_ok"), 6, "%s", r.out);
