@@ -69,6 +69,10 @@ enum {
 	/* attempt -> run */
 	PC__MSG_ATTEMPT_DONE,       /* pc__attempt_done_t */
 	PC__MSG_ATTEMPT_PHASE,      /* u64: pc_run_phase_t */
+	/* u64: the store's answer (0, or the first refusal) to the writes an
+	 * attempt reported before they were durable (pc__attempt_done_t's
+	 * `unsettled`) */
+	PC__MSG_ATTEMPT_SETTLED,
 	PC__MSG_TOOL_OUTCOME,       /* pc__tool_outcome_t: for the loop guard (§1.16) */
 };
 
@@ -447,6 +451,10 @@ typedef struct pc__attempt_done {
 	uint32_t provider_message;  /* and its message, or 0 */
 	bool user_persisted;        /* the user's prompt is in the transcript now */
 	uint32_t tool_calls;        /* tool calls run in the attempt */
+	/* its transcript writes and usage records are not durable yet: they
+	 * commit with the next write the run waits for (its end's row, or a
+	 * sync), and PC__MSG_ATTEMPT_SETTLED follows once they have */
+	bool unsettled;
 	char buf[];
 } pc__attempt_done_t;
 

@@ -429,20 +429,66 @@ static void report(attempt_t *t, const char *why)
 		d->provider_message = put(d, &off, t->provider_message);
 		d->user_persisted = t->user_persisted;
 		d->tool_calls = t->tool_calls_run;
+		d->unsettled = t->settling;
 		pc_send(t->run, m);
 	}
 	cJSON_free(pay);
 }
 
-/* Ends the attempt once nothing is in flight and every write is acknowledged. */
+/* Steering that never reached a boundary goes back: the session runs it
+ * as a followup instead of losing it. Told before the run can end. */
+static void reject_steers(attempt_t *t)
+{
+	for (size_t i = 0; i < t->steer_n; i++) {
+		pc_send(t->run, pc__text_msg(PC__MSG_STEER_REJECTED, t->steer[i]));
+		free(t->steer[i]);
+	}
+	t->steer_n = 0;
+}
+
+/* Whether the attempt may report before its writes are durable: its
+ * outcome no longer depends on them (it ended cleanly, and a refusal now
+ * would not change what the run does next), and some are still only
+ * queued, so that they can commit with the run's end (one commit a turn
+ * instead of two) rather than with a sync of their own. */
+static bool settle_later(const attempt_t *t)
+{
+	return t->lazy_unsynced && !t->store_error && t->prompt_error == PC_PROMPT_ERR_NONE && !t->aborting &&
+	       !t->cancelled && !t->timed_out && !t->idle_timed_out && !t->has_failure;
+}
+
+/* Every write of a settling attempt is answered: the run learns how, once,
+ * and the attempt ends. */
+static void settle(pc_ctx_t *ctx, attempt_t *t, int rc)
+{
+	if (t->settled)
+		return;
+	t->settled = true;
+	if (rc == 0 && t->have_history && t->messages) {
+		pc__transcript_keep(t->agent, t->key, t->messages);
+		t->messages = NULL;
+	}
+	(void)pc_send_u64(t->run, PC__MSG_ATTEMPT_SETTLED, (uint64_t)(int64_t)rc);
+	if (ctx)
+		pc_exit(ctx, PC_EXIT_NORMAL);
+}
+
+/* Ends the attempt once nothing is in flight and every write is
+ * acknowledged, or reports it first when they may settle later. */
 static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 {
+	if (t->settling) {
+		if (!t->appends_pending && !t->usage_n)
+			settle(ctx, t, t->store_error);
+		return;
+	}
 	if (t->state != PC_ATT_LC_FINISHING || t->call || t->compaction)
 		return;
 	for (size_t i = 0; i < t->n_calls; i++)
 		if (t->slots[i].actor)
 			return;
-	if (!appends_durable(ctx, t))
+	t->settling = (t->appends_pending || t->usage_n) && settle_later(t);
+	if (!t->settling && !appends_durable(ctx, t))
 		return;
 	if (t->store_error && t->prompt_error == PC_PROMPT_ERR_NONE && !t->cancelled) {
 		t->prompt_error = PC_PROMPT_ERR_SETUP;
@@ -453,6 +499,11 @@ static void maybe_finish(pc_ctx_t *ctx, attempt_t *t)
 	t->oversized_results = t->messages && t->has_failure &&
 			       t->failure.reason == PC_FAILOVER_CONTEXT_OVERFLOW &&
 			       pc_ctx_reducible_chars(t->messages, pc_ctx_tool_result_max_chars(t->context_tokens, 0)) > 0;
+	if (t->settling) {
+		report(t, "reported, writes unsettled");
+		reject_steers(t);
+		return;
+	}
 	/* every message of the context was acknowledged: it is the stored
 	 * transcript, and the session's next attempt can start from it */
 	if (!t->store_error && t->prompt_error != PC_PROMPT_ERR_SETUP && t->have_history && t->messages) {
@@ -478,7 +529,8 @@ void pc__att_finish(pc_ctx_t *ctx, attempt_t *t, const char *why)
 /* Abort and timeout: stop what is in flight; its answers finish the attempt. */
 static void abort_all(pc_ctx_t *ctx, attempt_t *t)
 {
-	if (t->aborting)
+	/* reported already (settling): nothing is left to stop */
+	if (t->aborting || t->state == PC_ATT_LC_DONE)
 		return;
 	t->aborting = true;
 	if (t->call)
@@ -1242,10 +1294,10 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 		}
 		report(t, "stopped");
 	}
-	/* Steering that never reached a boundary goes back: the session runs
-	 * it as a followup instead of losing it. */
-	for (size_t i = 0; i < t->steer_n; i++)
-		pc_send(t->run, pc__text_msg(PC__MSG_STEER_REJECTED, t->steer[i]));
+	reject_steers(t);
+	/* stopped while settling (shutdown): the run still hears, once */
+	if (t->settling)
+		settle(NULL, t, PC_ESTOPPED);
 	pc_actor_release(t->run);
 	pc_event_bus_release(t->bus);
 	pc__loop_box_release(t->loop);
@@ -1254,8 +1306,6 @@ static void attempt_stop(pc_ctx_t *ctx, void *state, int reason)
 	cJSON_Delete(t->messages);
 	cJSON_Delete(t->calls);
 	cJSON_Delete(t->final_message);
-	for (size_t i = 0; i < t->steer_n; i++)
-		free(t->steer[i]);
 	free(t->steer);
 	free(t->usage_corrs);
 	for (size_t i = 0; i < t->fed_n; i++) {

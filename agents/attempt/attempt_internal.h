@@ -105,6 +105,9 @@ typedef struct attempt {
 	size_t fed_n, fed_cap;
 	uint32_t lazy_unsynced;   /* lazy writes sent since the last sync */
 	int store_error;
+	/* reported with its writes unsettled (maybe_finish): the answers are
+	 * awaited after the report, then told to the run once */
+	bool settling, settled;
 
 	pc_timer_t timer;
 	pc_attempt_timeout_t budget; /* the compaction-aware run-budget timer (§2.6) */

@@ -344,6 +344,9 @@ static void log_end(const run_t *r, int store_rc)
 static void tell_end(run_t *r, int store_rc, const char *why)
 {
 	pc__run_set(r, pc_run_lc_done(r->end_status), why);
+	const cJSON *d = r->end_data;
+	pc__run_hook_agent_end(r, r->end_status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
+			       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
 	if (store_rc != 0 && r->end_data)
 		cJSON_AddStringToObject(r->end_data, "storeError", pc_store_strerror(store_rc));
 	char *data = r->end_data ? pc_json_print(r->end_data) : NULL;
@@ -356,21 +359,11 @@ static void tell_end(run_t *r, int store_rc, const char *why)
 	__atomic_add_fetch(&r->agent->stats.runs_finished, 1, __ATOMIC_RELAXED);
 }
 
-/*
- * The run's end: the store's row first, asked like any durable write (an
- * urgent one: it commits with the transcript writes queued before it),
- * and its answer tells the session (tell_end). Until then nobody learns
- * of the end, so no answer can outlive a crash that loses it.
- * `message` is the user-facing error payload, if any.
- */
-void pc__run_finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
-		   const pc_run_action_t *act)
+/* The end as the terminal event tells it and the store's row holds it;
+ * the row asked for, fenced by the session's lease at `epoch` (0: not). */
+static void end_with(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
+		     const pc_run_action_t *act, int64_t epoch)
 {
-	if (pc_run_lc_ending(r->state))
-		return;
-	if (status == PC_RUN_STATUS_OK && pc__run_hook_message_sending(ctx, r, act))
-		return;
-	pc__run_set(r, PC_RUN_LC_ENDING, pc_run_status_name(status));
 	bool ok = status == PC_RUN_STATUS_OK;
 	const char *kind = status == PC_RUN_STATUS_ABORTED ? "aborted" : status_error_kind(act);
 	/* printed once: for the terminal event and for the store */
@@ -422,27 +415,72 @@ void pc__run_finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char 
 		}
 		cJSON_AddItemToObject(d, "attempts", trace_json(r));
 	}
-	pc__run_hook_agent_end(r, status, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")),
-		       cJSON_GetObjectItemCaseSensitive(d, "payloads"));
+	cJSON_Delete(r->end_data);
+	free(r->end_message);
 	r->end_status = status;
 	r->end_kind = kind;
 	r->end_message = !ok && message ? strdup(message) : NULL;
 	r->end_data = d;
+	r->end_answered = false;
+	r->end_rc = 0;
+	r->end_fenced = epoch != 0;
 
 	char code[64];
 	snprintf(code, sizeof(code), "run_%s", kind ? kind : "error");
 	pc_msg_t *req = NULL;
 	/* the row holds what the store projects from the state the run ends in */
-	int rc = pc_store_req_run_end(r->run_id, pc_run_lc_store_status(pc_run_lc_done(status)), ok ? NULL : code,
-				      usage, PC_STORE_REQ_JSON_CHECKED, &req);
+	pc_store_run_end_t e = {.run_id = r->run_id, .status = pc_run_lc_store_status(pc_run_lc_done(status)),
+				.error_code = ok ? NULL : code, .usage = usage, .key = r->key, .epoch = epoch,
+				.flags = PC_STORE_REQ_JSON_CHECKED};
+	int rc = pc_store_req_run_end(&e, &req);
 	if (rc == 0)
-		rc = pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL);
+		rc = pc_ask(ctx, pc_store_actor(r->agent->store), req, &r->end_corr);
 	cJSON_free(usage);
 	if (rc != 0) {
 		/* no answer will come: the end is told now, as unrecorded */
 		tell_end(r, rc, "store refused");
 		pc_exit(ctx, PC_EXIT_NORMAL);
 	}
+}
+
+/*
+ * The run's end: the store's row first, asked like any durable write (an
+ * urgent one: it commits with the transcript writes queued before it, and
+ * with those of an attempt that reported before they were durable it is
+ * fenced as they are), and its answer tells the session (tell_end). Until
+ * then nobody learns of the end, so no answer can outlive a crash that
+ * loses it. `message` is the user-facing error payload, if any.
+ */
+void pc__run_finish(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char *message,
+		   const pc_run_action_t *act)
+{
+	if (pc_run_lc_ending(r->state))
+		return;
+	if (status == PC_RUN_STATUS_OK && r->settle_rc) {
+		/* the last attempt's writes were refused after it reported */
+		status = PC_RUN_STATUS_ERROR;
+		message = pc_store_strerror(r->settle_rc);
+		act = NULL;
+	}
+	if (status == PC_RUN_STATUS_OK && pc__run_hook_message_sending(ctx, r, act))
+		return;
+	pc__run_set(r, PC_RUN_LC_ENDING, pc_run_status_name(status));
+	free(r->deferred);
+	r->deferred = NULL;
+	end_with(ctx, r, status, message, act, r->unsettled ? r->epoch : 0);
+}
+
+/* The end's row and the last attempt's writes are both answered. Refused
+ * together by the lease (another owner took the session), the run fails,
+ * as one whose write is fenced does, and that end is written unfenced. */
+static void end_answered(pc_ctx_t *ctx, run_t *r)
+{
+	if (r->end_fenced && r->end_rc == PC_STORE_EFENCED) {
+		end_with(ctx, r, PC_RUN_STATUS_ERROR, pc_store_strerror(PC_STORE_EFENCED), NULL, 0);
+		return;
+	}
+	tell_end(r, r->end_rc, r->end_rc ? "end unrecorded" : "end recorded");
+	pc_exit(ctx, PC_EXIT_NORMAL);
 }
 
 static void finish_action(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
@@ -804,6 +842,24 @@ static void fall_back(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 	iterate_after(ctx, r, act->delay_ms);
 }
 
+static void act_on(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act);
+
+/* What reads the transcript next waits for the last attempt's writes: a
+ * sync commits them now, and PC__MSG_ATTEMPT_SETTLED carries on. */
+static void defer(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
+{
+	pc_msg_t *req = NULL;
+	r->deferred = malloc(sizeof(*act));
+	if (r->deferred)
+		*r->deferred = *act;
+	if (!r->deferred || pc_store_req_sync(&req) != 0 ||
+	    pc_ask(ctx, pc_store_actor(r->agent->store), req, NULL) != 0) {
+		free(r->deferred);
+		r->deferred = NULL;
+		pc__run_finish(ctx, r, PC_RUN_STATUS_ERROR, "the transcript could not be committed", NULL);
+	}
+}
+
 static void decide(pc_ctx_t *ctx, run_t *r)
 {
 	r->outcome.error_text = r->error_text;
@@ -811,6 +867,45 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	pc_run_decide(&r->rs, &r->outcome, &act);
 	book_profiles(r, &act);
 	note_candidate_failed(r, &act, act.own_message ? NULL : r->error_text);
+	bool reads_transcript = act.next == PC_RUN_FALLBACK || act.next == PC_RUN_RETRY ||
+				act.next == PC_RUN_COMPACT || act.next == PC_RUN_TRUNCATE ||
+				act.next == PC_RUN_DISPATCH;
+	if (r->unsettled && reads_transcript)
+		defer(ctx, r, &act);
+	else
+		act_on(ctx, r, &act);
+}
+
+/* The last attempt's writes are durable (rc 0) or were refused: the end
+ * waiting for them is told, or what waited goes on. */
+static void on_settled(pc_ctx_t *ctx, run_t *r, int rc)
+{
+	if (!r->unsettled)
+		return;
+	r->unsettled = false;
+	if (r->state == PC_RUN_LC_ENDING) {
+		if (rc != 0 && r->end_rc == 0)
+			r->end_rc = rc;
+		if (r->end_answered)
+			end_answered(ctx, r);
+		return;
+	}
+	pc_run_action_t *act = r->deferred;
+	r->deferred = NULL;
+	if (!act) {
+		r->settle_rc = rc; /* the end, when it comes, fails */
+		return;
+	}
+	if (rc != 0)
+		pc__run_finish(ctx, r, PC_RUN_STATUS_ERROR, pc_store_strerror(rc), NULL);
+	else
+		act_on(ctx, r, act);
+	free(act);
+}
+
+static void act_on(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act_in)
+{
+	pc_run_action_t act = *act_in;
 	switch (act.next) {
 	case PC_RUN_FALLBACK:
 		fall_back(ctx, r, &act);
@@ -882,6 +977,7 @@ static void on_attempt_done(pc_ctx_t *ctx, run_t *r, const pc_msg_t *msg)
 	if (d->user_persisted)
 		r->user_persisted = true;
 	r->outcome = d->outcome;
+	r->unsettled = d->unsettled;
 	r->outcome.error_text = NULL;
 	r->outcome.error_code = NULL;
 	if (d->outcome.loop_guard_abort && !r->guard_text && r->error_text)
@@ -999,16 +1095,22 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		}
 		return 0;
 	case PC_STORE_MSG_REPLY: {
-		/* the only question the run asks the store: its end's row */
-		if (r->state != PC_RUN_LC_ENDING)
+		/* the question the run waits for: its end's row (a sync's answer
+		 * comes through the attempt, PC__MSG_ATTEMPT_SETTLED) */
+		if (r->state != PC_RUN_LC_ENDING || r->end_answered || msg->corr != r->end_corr)
 			return 0;
 		pc_store_reply_t rep;
 		int rc = pc_store_reply_get(msg, &rep);
 		rc = rc != 0 ? rc : rep.rc;
-		tell_end(r, rc, rc ? "end unrecorded" : "end recorded");
-		pc_exit(ctx, PC_EXIT_NORMAL);
+		r->end_answered = true;
+		r->end_rc = rc != 0 ? rc : r->end_rc;
+		if (!r->unsettled) /* else told with the attempt's writes' answer */
+			end_answered(ctx, r);
 		return 0;
 	}
+	case PC__MSG_ATTEMPT_SETTLED:
+		on_settled(ctx, r, (int)(int64_t)pc_msg_u64(msg));
+		return 0;
 	case PC__MSG_RUN_ABORT:
 		if (r->cancelled || pc_run_lc_ending(r->state))
 			return 0;
@@ -1093,6 +1195,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 	pc__loop_box_release(r->loop);
 	pc_run_state_fini(&r->rs);
 	free(r->final_act);
+	free(r->deferred);
 	cJSON_Delete(r->end_data); /* before the payloads it refers to */
 	free(r->end_message);
 	free(r->revision);

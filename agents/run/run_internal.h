@@ -42,6 +42,15 @@ typedef struct run {
 	char *hook_model;     /* before_model_resolve's model, for cand[0] */
 	bool reply_checked;   /* message_sending has had its say */
 	pc_run_action_t *final_act; /* the ok finish waiting for message_sending */
+	/* The last attempt reported before its writes were durable
+	 * (pc__attempt_done_t's `unsettled`): until PC__MSG_ATTEMPT_SETTLED,
+	 * what would read the transcript again waits (`deferred`, with a sync
+	 * asked), and so does the end's telling (`end_answered`, `end_rc`:
+	 * the store's answer to the end's row, which commits them). */
+	bool unsettled, end_answered, end_fenced;
+	int end_rc, settle_rc;
+	uint64_t end_corr;
+	pc_run_action_t *deferred;
 
 	/* The run's one state (run_lifecycle.h): queued from calloc, then
 	 * written by run_set only (scripts/check-lifecycles). */

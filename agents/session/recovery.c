@@ -95,8 +95,9 @@ int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
 			continue;
 		}
 		/* a run its process left unfinished ends as an error */
-		rc = pc_store_run_end(a->store, o.run_id, pc_run_lc_store_status(PC_RUN_LC_ERROR), "run_interrupted",
-				      NULL);
+		pc_store_run_end_t e = {.run_id = o.run_id, .status = pc_run_lc_store_status(PC_RUN_LC_ERROR),
+					.error_code = "run_interrupted"};
+		rc = pc_store_run_end(a->store, &e);
 		n.interrupted += rc == 0;
 	}
 	pc_store_open_runs_free(l);

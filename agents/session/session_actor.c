@@ -186,7 +186,8 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 	/* committed at once: until it is, a crash would leave the run to
 	 * be run again on restart, though its message was steered, collected
 	 * or refused (recovery_internal.h) */
-	if (pc_store_req_run_end(it->run_id, st, ok ? NULL : code, NULL, 0, &req) == 0) {
+	pc_store_run_end_t e = {.run_id = it->run_id, .status = st, .error_code = ok ? NULL : code};
+	if (pc_store_req_run_end(&e, &req) == 0) {
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}

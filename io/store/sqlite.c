@@ -640,11 +640,28 @@ static int op_run_adopt(pc__sq_be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
+/* Fenced like a transcript write: only the holder of the lease on the
+ * session op->s[key] names, at `epoch`, writes (0: unfenced). */
+static int fence(pc__sq_be_t *be, const pc__store_op_t *op, uint32_t key, int64_t epoch)
+{
+	if (epoch == 0)
+		return 0;
+	session_row_t row;
+	int rc = session_row(be, op, key, &row);
+	if (rc == PC_ENOTFOUND || (rc == 0 && row.epoch != epoch))
+		return PC_STORE_EFENCED;
+	return rc;
+}
+
 static int op_run_end(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
-	if (op->nint < I_RE_N || op->i[I_RE_STATUS] < 0 || op->i[I_RE_STATUS] > PC_STORE_RUN_TIMEOUT)
+	if (op->nint < I_RE_N || op->i[I_RE_STATUS] < 0 || op->i[I_RE_STATUS] > PC_STORE_RUN_TIMEOUT ||
+	    (op->i[I_RE_EPOCH] && !op->s[S_RE_KEY]))
 		return PC_EINVAL;
+	int frc = fence(be, op, S_RE_KEY, op->i[I_RE_EPOCH]);
+	if (frc != 0)
+		return frc;
 	sqlite3_stmt *st = be->st[W_RUN_END];
 	pc__sq_bind_s(&berr, st, 1, op, S_RE_RUN);
 	pc__sq_bind_t(&berr, st, 2, pc__sq_run_status_names[op->i[I_RE_STATUS]], -1);
@@ -680,16 +697,9 @@ static int op_usage_add(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_UA_N || op->nstr < S_UA_N || !op->s[S_UA_KEY])
 		return PC_EINVAL;
-	int64_t epoch = op->i[I_UA_EPOCH];
-	if (epoch != 0) {
-		/* fenced like a transcript write: only the lease's holder writes */
-		session_row_t row;
-		int rc = session_row(be, op, S_UA_KEY, &row);
-		if (rc == PC_ENOTFOUND || (rc == 0 && row.epoch != epoch))
-			return PC_STORE_EFENCED;
-		if (rc != 0)
-			return rc;
-	}
+	int rc = fence(be, op, S_UA_KEY, op->i[I_UA_EPOCH]);
+	if (rc != 0)
+		return rc;
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_USAGE];
 	pc__sq_bind_s(&berr, st, 1, op, S_UA_RUN);

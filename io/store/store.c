@@ -800,11 +800,10 @@ int pc_store_runs_open(pc_store_t *s, pc_store_open_runs_t **out)
 	return rc;
 }
 
-int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
-		     const char *usage)
+int pc_store_run_end(pc_store_t *s, const pc_store_run_end_t *e)
 {
 	pc_msg_t *m = NULL;
-	int rc = pc_store_req_run_end(run_id, status, error_code, usage, 0, &m);
+	int rc = pc_store_req_run_end(e, &m);
 	return call(s, rc, m, NULL);
 }
 

@@ -340,14 +340,23 @@ typedef struct pc_store_run_new {
  * PC_STORE_NAME_MAX, or a prompt that is not JSON. */
 #define PC_STORE_REQ_EARLY 1u
 int pc_store_req_run_begin(const pc_store_run_new_t *r, pc_msg_t **out);
-/* Ends a run: status, a short error code (never a raw message; may be
+/* A run's end: status, a short error code (never a raw message; may be
  * NULL) and usage JSON (may be NULL; malformed: PC_EINVAL at once, unless
  * `flags` has PC_STORE_REQ_JSON_CHECKED: the caller printed it with a JSON
- * library, as json_checked says of a message). PC_ENOTFOUND for an
- * unknown run. */
+ * library, as json_checked says of a message). `epoch` > 0 fences it by
+ * session `key`'s lease as a transcript write is (PC_STORE_EFENCED, the
+ * row unchanged): an end that commits with the run's last transcript
+ * writes lands only if they do. PC_ENOTFOUND for an unknown run. */
 #define PC_STORE_REQ_JSON_CHECKED 2u
-int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
-			 const char *usage, uint32_t flags, pc_msg_t **out);
+typedef struct pc_store_run_end {
+	const char *run_id;
+	pc_store_run_status_t status;
+	const char *error_code, *usage;
+	const char *key; /* with epoch > 0; else may be NULL */
+	int64_t epoch;
+	uint32_t flags;
+} pc_store_run_end_t;
+int pc_store_req_run_end(const pc_store_run_end_t *e, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
 /* Records one model call's usage. `epoch` > 0: refused with
  * PC_STORE_EFENCED unless it is the session's current lease epoch (as for
@@ -617,8 +626,7 @@ int pc_store_rewrite_locked(pc_store_t *s, const char *lock_dir, const pc_sessio
 int pc_store_run_begin(pc_store_t *s, const pc_store_run_new_t *r, pc_store_reply_t *out);
 int pc_store_run_adopt(pc_store_t *s, const char *run_id, const char *from_owner, const char *to_owner);
 int pc_store_runs_open(pc_store_t *s, pc_store_open_runs_t **out);
-int pc_store_run_end(pc_store_t *s, const char *run_id, pc_store_run_status_t status, const char *error_code,
-		     const char *usage);
+int pc_store_run_end(pc_store_t *s, const pc_store_run_end_t *e);
 int pc_store_run_get(pc_store_t *s, const char *run_id, pc_store_reply_t *out);
 int pc_store_attempt(pc_store_t *s, const pc_store_attempt_t *a);
 int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch);

@@ -239,18 +239,18 @@ int pc_store_req_runs_open(pc_msg_t **out)
 	return req_build(PC_STORE_REQ_RUNS_OPEN, NULL, 0, NULL, 0, 0, 0, out);
 }
 
-int pc_store_req_run_end(const char *run_id, pc_store_run_status_t status, const char *error_code,
-			 const char *usage, uint32_t flags, pc_msg_t **out)
+int pc_store_req_run_end(const pc_store_run_end_t *e, pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if ((int)status < PC_STORE_RUN_ACCEPTED || (int)status > PC_STORE_RUN_TIMEOUT ||
-	    (!(flags & PC_STORE_REQ_JSON_CHECKED) && !json_ok(usage)))
+	if (!e || (int)e->status < PC_STORE_RUN_ACCEPTED || (int)e->status > PC_STORE_RUN_TIMEOUT ||
+	    e->epoch < 0 || (e->epoch && !e->key) ||
+	    (!(e->flags & PC_STORE_REQ_JSON_CHECKED) && !json_ok(e->usage)))
 		return PC_EINVAL;
-	const char *s[S_RE_N] = {run_id, error_code, usage};
-	int64_t i[I_RE_N] = {status};
-	return req_build(PC_STORE_REQ_RUN_END, i, I_RE_N, s, S_RE_N, 2, 1u << S_RE_RUN, out);
+	const char *s[S_RE_N] = {e->run_id, e->key, e->error_code, e->usage};
+	int64_t i[I_RE_N] = {e->status, e->epoch};
+	return req_build(PC_STORE_REQ_RUN_END, i, I_RE_N, s, S_RE_N, 3, 1u << S_RE_RUN, out);
 }
 
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out)

@@ -133,7 +133,8 @@ Test(run_lifecycle, the_store_writes_the_values_it_always_wrote)
 		pc_store_reply_t r;
 		cr_assert_eq(pc_store_run_begin(st, &(pc_store_run_new_t){.key = "s", .run_id = runs[i].id}, &r), 0);
 		if (pc_run_lc_terminal(runs[i].state))
-			cr_assert_eq(pc_store_run_end(st, runs[i].id, pc_run_lc_store_status(runs[i].state), NULL, NULL),
+			cr_assert_eq(pc_store_run_end(st, &(pc_store_run_end_t){.run_id = runs[i].id,
+									  .status = pc_run_lc_store_status(runs[i].state)}),
 				     0);
 		cr_assert_eq(pc_store_run_get(st, runs[i].id, &r), 0);
 		cr_assert_eq(r.status, runs[i].value, "%s", runs[i].id);

@@ -249,7 +249,7 @@ Test(store, idempotency_key_returns_the_first_run)
 	cr_assert_eq(r1.flags, PC_STORE_CREATED);
 	cr_assert_str_eq(r1.id, "run-1");
 	cr_assert_eq(r1.status, PC_STORE_RUN_ACCEPTED);
-	cr_assert_eq(pc_store_run_end(f.s, "run-1", PC_STORE_RUN_OK, NULL, "{\"input\":3,\"output\":5}"), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "run-1", .status = PC_STORE_RUN_OK, .usage = "{\"input\":3,\"output\":5}"}), 0);
 	/* Same key, another proposed run: the first run, not a new one. */
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = "idem-A"}, &r2), 0);
 	cr_assert_eq(r2.flags, 0);
@@ -259,8 +259,8 @@ Test(store, idempotency_key_returns_the_first_run)
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = "idem-B"}, &r2), 0);
 	cr_assert_eq(r2.flags, PC_STORE_CREATED);
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "run-2", .idem_key = NULL}, &r2), PC_EEXIST);
-	cr_assert_eq(pc_store_run_end(f.s, "nope", PC_STORE_RUN_ERROR, "run_timeout", NULL), PC_ENOTFOUND);
-	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_ERROR, "run_provider_error", NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "nope", .status = PC_STORE_RUN_ERROR, .error_code = "run_timeout"}), PC_ENOTFOUND);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "run-2", .status = PC_STORE_RUN_ERROR, .error_code = "run_provider_error"}), 0);
 	pc_store_reply_t g;
 	cr_assert_eq(pc_store_run_get(f.s, "run-2", &g), 0);
 	cr_assert_eq(g.status, PC_STORE_RUN_ERROR);
@@ -271,12 +271,14 @@ Test(store, idempotency_key_returns_the_first_run)
 	cr_assert_eq(g.status, PC_STORE_RUN_OK);
 	cr_assert_str_eq(g.code, "");
 	cr_assert_eq(pc_store_run_get(f.s, "nope", &g), PC_ENOTFOUND);
-	cr_assert_eq(pc_store_run_end(f.s, "run-2", PC_STORE_RUN_OK, NULL, "{bad"), PC_EINVAL);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "run-2", .status = PC_STORE_RUN_OK, .usage = "{bad"}), PC_EINVAL);
 	/* usage printed by the caller's JSON library is taken as it is */
 	pc_msg_t *req = NULL;
-	cr_assert_eq(pc_store_req_run_end("run-2", PC_STORE_RUN_OK, NULL, "{bad", 0, &req), PC_EINVAL);
+	pc_store_run_end_t e = {.run_id = "run-2", .status = PC_STORE_RUN_OK, .usage = "{bad"};
+	cr_assert_eq(pc_store_req_run_end(&e, &req), PC_EINVAL);
 	cr_assert_null(req);
-	cr_assert_eq(pc_store_req_run_end("run-2", PC_STORE_RUN_OK, NULL, "{bad", PC_STORE_REQ_JSON_CHECKED, &req), 0);
+	e.flags = PC_STORE_REQ_JSON_CHECKED;
+	cr_assert_eq(pc_store_req_run_end(&e, &req), 0);
 	cr_assert_not_null(req);
 	pc_msg_free(req);
 	pc_store_attempt_t a = {.run_id = "run-1", .index = 0, .provider = "mock", .model = "m", .status = "ok",
@@ -419,7 +421,7 @@ Test(store, open_runs_list_what_a_restart_must_run_or_end)
 	cr_assert_eq(pc_store_run_begin(f.s, &q3, &r), 0);
 	pc_store_msg_t m = {.role = "user", .content = "{}", .run_id = "r1"};
 	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, NULL), 0);
-	cr_assert_eq(pc_store_run_end(f.s, "r3", PC_STORE_RUN_OK, NULL, NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r3", .status = PC_STORE_RUN_OK}), 0);
 	pc_store_open_runs_t *l = NULL;
 	cr_assert_eq(pc_store_runs_open(f.s, &l), 0);
 	cr_assert_eq(pc_store_open_runs_count(l), 2, "an ended run is not open");
@@ -440,7 +442,7 @@ Test(store, open_runs_list_what_a_restart_must_run_or_end)
 	cr_assert_eq(pc_store_run_adopt(f.s, "r2", "p1", "p4"), PC_STORE_EFENCED);
 	cr_assert_eq(pc_store_run_adopt(f.s, "r3", "p2", "p4"), PC_STORE_EFENCED);
 	/* the prompt goes with the run's end */
-	cr_assert_eq(pc_store_run_end(f.s, "r2", PC_STORE_RUN_OK, NULL, NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r2", .status = PC_STORE_RUN_OK}), 0);
 	cr_assert_eq(pc_store_runs_open(f.s, &l), 0);
 	cr_assert_eq(pc_store_open_runs_count(l), 1);
 	pc_store_open_runs_free(l);
@@ -515,6 +517,20 @@ Test(store, lease_epochs_fence_stale_writers)
 	cr_assert_eq(pc_store_lease_release(f.s, "s", "node-a", e1), PC_STORE_EFENCED);
 	cr_assert_eq(pc_store_append(f.s, "s", e2, &m, &seq), 0);
 	cr_assert_eq(seq, 2);
+	/* so is a run's end fenced by its session's lease, the row untouched */
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "fr"}, &r), 0);
+	pc_store_run_end_t end = {.run_id = "fr", .status = PC_STORE_RUN_OK, .key = "s", .epoch = e1};
+	cr_assert_eq(pc_store_run_end(f.s, &end), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_run_get(f.s, "fr", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_ACCEPTED);
+	end.key = NULL;
+	cr_assert_eq(pc_store_run_end(f.s, &end), PC_EINVAL, "an epoch without its session");
+	end.key = "s";
+	end.epoch = e2;
+	cr_assert_eq(pc_store_run_end(f.s, &end), 0);
+	cr_assert_eq(pc_store_run_get(f.s, "fr", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_OK);
 	/* An expired lease can be taken by anyone, with a new epoch. */
 	sleep_ms(5);
 	int64_t e3 = 0;
@@ -1677,7 +1693,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(seq, 3);
 	add.content = "{broken";
 	cr_assert_eq(pc_store_append(f.s, "old", 0, &add, &seq), PC_EINVAL);
-	cr_assert_eq(pc_store_run_end(f.s, "r1", PC_STORE_RUN_OK, NULL, "{broken"), PC_EINVAL);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_OK, .usage = "{broken"}), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
 	cr_assert_eq(count_rows(f.path, "PRAGMA user_version"), 8);
@@ -1863,7 +1879,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	fx_init(&f);
 	pc_store_reply_t r;
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "old"}, &r), 0);
-	cr_assert_eq(pc_store_run_end(f.s, "old", PC_STORE_RUN_OK, NULL, "{\"input\":3}"), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK, .usage = "{\"input\":3}"}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
 	/* what version 6 was: this schema without the tables of versions 7 and 8 */
