@@ -192,8 +192,14 @@ struct pc_agent {
 	pc_lane_t *lane;
 	pc_run_registry_t *runs;
 	pc_event_bus_t *feed; /* pc_agent_subscribe_feed's (agent_feed.c) */
-	pc_actor_t *reaper;  /* retires idle sessions: one timer for all of them */
-	pc_timer_t reaper_tick;
+	/* Retires idle sessions and drops their kept transcripts: one timer
+	 * for all of them, armed for the earliest thing due (none: no timer),
+	 * `reaper_due` (runtime ms, atomic; UINT64_MAX: none), which a session
+	 * going idle with something due earlier lowers, waking the reaper. */
+	pc_actor_t *reaper;
+	uint64_t reaper_due;
+	pc_timer_t reaper_tick; /* the reaper's own */
+	uint64_t reaper_gen;    /* the reaper's own: its armed tick's */
 	pc_timer_t lock_tick; /* the write lock watchdog's, on the reaper (§6.4) */
 	pc__slab_t session_slab; /* session actors' state */
 	pc__slab_t slot_slab;    /* directory slots */

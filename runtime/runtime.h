@@ -53,7 +53,10 @@ typedef struct pc_runtime_config {
  * first fell asleep since its last trim, if it is idle then: once per
  * busy-to-idle stretch, at most once per trim_after_ms while busy, never a
  * wake-up of its own beyond that one, and not put off by light work (a
- * periodic tick) in between. The blocking threads and the I/O threads
+ * periodic tick) in between. A thread that did only a little work since
+ * its last trim (a trickle, not a burst: runtime/trim.h) waits 32 times as
+ * long, so that one turn a second does not pay a trim a turn on every
+ * thread it touched. The blocking threads and the I/O threads
  * (io/loop.c) do the same: mimalloc keeps a heap per thread, and an I/O
  * thread's holds what a burst of connections left. */
 #define PC_RUNTIME_DEFAULT_TRIM_AFTER_MS 1000

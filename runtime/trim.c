@@ -12,21 +12,26 @@
 bool pc__trim_due(pc__trim_clock_t *c, int64_t after_ms, uint64_t now_ns, int64_t *wait_ms)
 {
 	*wait_ms = -1;
-	if (!c->worked || after_ms < 0)
+	if (!c->work || after_ms < 0)
 		return false;
-	if (c->due_ns == 0)
-		c->due_ns = now_ns + (uint64_t)after_ms * 1000000u;
-	if (now_ns >= c->due_ns)
+	if (!c->idle) {
+		c->idle = true;
+		c->idle_ns = now_ns;
+	}
+	uint64_t factor = c->work >= PC__TRIM_BURST ? 1 : PC__TRIM_LIGHT_FACTOR;
+	uint64_t cap = UINT64_MAX / 1000000u / PC__TRIM_LIGHT_FACTOR; /* no overflow below */
+	uint64_t due = c->idle_ns + ((uint64_t)after_ms < cap ? (uint64_t)after_ms : cap) * 1000000u * factor;
+	if (c->due_ns > due)
+		due = c->due_ns; /* put off (park.c) */
+	if (now_ns >= due)
 		return true;
-	*wait_ms = (int64_t)((c->due_ns - now_ns + 999999u) / 1000000u); /* never early */
+	*wait_ms = (int64_t)((due - now_ns + 999999u) / 1000000u); /* never early */
 	return false;
 }
 
 void pc__trim_done(pc__trim_clock_t *c)
 {
-	c->worked = false;
-	c->due_ns = 0;
-	c->late_ns = 0;
+	*c = (pc__trim_clock_t){0};
 }
 
 /* mimalloc 2's option "decommit_delay" (2.1 calls it "purge_delay"). */

@@ -7,6 +7,13 @@
  * a periodic tick (the session reaper's, a gateway's) every second or so
  * would otherwise keep whichever thread takes it from ever trimming, and
  * that thread's heap would keep whatever a burst left in it.
+ *
+ * What a burst leaves is worth a trim at once; what a trickle leaves (one
+ * session's turn a second) is not: each trim costs a wake-up and ~100 us,
+ * and at one turn a second every thread that took part would pay it for
+ * every turn. So a thread that did less than PC__TRIM_BURST units of work
+ * (actor turns, jobs, loop passes with events) since its last trim waits
+ * PC__TRIM_LIGHT_FACTOR times as long.
  */
 #ifndef PINCER_RUNTIME_TRIM_H
 #define PINCER_RUNTIME_TRIM_H
@@ -16,17 +23,22 @@
 
 #include "runtime.h"
 
+#define PC__TRIM_BURST 1024u
+#define PC__TRIM_LIGHT_FACTOR 32
+
 typedef struct pc__trim_clock {
-	uint64_t due_ns;  /* when the trim falls due; 0: not armed */
+	uint64_t idle_ns; /* the first idle moment since work, when `idle` */
+	uint64_t due_ns;  /* a put-off trim's next look (park.c); 0: none */
 	uint64_t late_ns; /* a trim put off for the timers (park.c) goes ahead
 			   * from here on; 0: not put off */
-	bool worked;      /* did work since the last trim */
+	uint32_t work;    /* units of work since the last trim (saturating) */
+	bool idle;
 } pc__trim_clock_t;
 
-/* The thread did some work. */
+/* The thread did a unit of work. */
 static inline void pc__trim_worked(pc__trim_clock_t *c)
 {
-	c->worked = true;
+	c->work += c->work < UINT32_MAX;
 }
 
 /* At now_ns the thread has nothing to do. True: its trim is due, so trim

@@ -29,7 +29,7 @@ typedef struct pc_session_slot {
 	char *key; /* owned; exact size (keys are short, the limit is not) */
 } pc_session_slot_t;
 
-enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600, LOCK_TICK };
+enum { REAPER_TICK = PC_MSG_TYPE_SYSTEM + 0x2600, LOCK_TICK, REAPER_WAKE };
 
 /* ---- the slots ---- */
 
@@ -222,46 +222,104 @@ void pc__transcript_drop(pc_agent_t *a, const char *key)
 	cJSON_Delete(pc__transcript_take(a, key));
 }
 
+/* What the reaper does for a session idle since `since`: drop its kept
+ * transcript, then tell it to retire. */
+static uint64_t idle_due_ms(const pc_agent_t *a, int64_t since)
+{
+	uint64_t keep = PC__TRANSCRIPT_KEEP_MS, retire = a->cfg->agent.session_idle_ms;
+	return (uint64_t)since + (keep < retire ? keep : retire);
+}
+
 void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
 {
 	uint64_t h = pc__hash64_str(key);
 	size_t shard = h % PC__SESSION_SHARDS;
+	int64_t now = (int64_t)pc_runtime_now_ms();
 	pthread_mutex_lock(&a->shards[shard].lock);
 	pc_session_slot_t *s = slot_find(a, shard, key, h, false);
 	if (s) {
-		s->idle_since_ms = idle ? (int64_t)pc_runtime_now_ms() : 0;
+		s->idle_since_ms = idle ? now : 0;
 		s->told = false;
 	}
 	pthread_mutex_unlock(&a->shards[shard].lock);
+	if (!s || !idle)
+		return;
+	/* after the slot is marked: a reaper that stores a later due after
+	 * this lowered it has a wake on its way, and looks again */
+	uint64_t due = idle_due_ms(a, now);
+	uint64_t cur = __atomic_load_n(&a->reaper_due, __ATOMIC_SEQ_CST);
+	while (due < cur)
+		if (__atomic_compare_exchange_n(&a->reaper_due, &cur, due, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			if (a->reaper)
+				(void)pc_send_signal(a->reaper, REAPER_WAKE);
+			break;
+		}
 }
 
-/* The reaper: one periodic tick for every session. Sessions idle for the
- * configured time are told to retire (they check again and stop only if
- * still idle and nothing is on its way to them). */
+/* Arms the reaper's one tick for `due` (UINT64_MAX: none). */
+static void reaper_arm(pc_ctx_t *ctx, pc_agent_t *a, uint64_t due)
+{
+	if (a->reaper_tick)
+		(void)pc_timer_cancel(a->rt, a->reaper_tick);
+	a->reaper_tick = 0;
+	a->reaper_gen++;
+	uint64_t now = pc_runtime_now_ms();
+	pc_msg_t *tick = due != UINT64_MAX ? pc_msg_new(REAPER_TICK, sizeof(uint64_t)) : NULL;
+	if (tick) {
+		*(uint64_t *)pc_msg_data(tick) = a->reaper_gen;
+		if (pc_timer_after(pc_self(ctx), due > now ? due - now : 0, tick, &a->reaper_tick) != 0) {
+			/* no timer: the next session to go idle tries again */
+			a->reaper_tick = 0;
+			due = UINT64_MAX;
+		}
+	} else {
+		due = UINT64_MAX;
+	}
+	__atomic_store_n(&a->reaper_due, due, __ATOMIC_SEQ_CST);
+}
+
+/* The reaper: one tick for every session, at the earliest moment one is
+ * due. Sessions idle for the configured time are told to retire (they
+ * check again and stop only if still idle and nothing is on its way to
+ * them); transcripts kept past PC__TRANSCRIPT_KEEP_MS are dropped. */
 static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
-	(void)ctx;
 	pc_agent_t *a = state;
 	if (msg->type == LOCK_TICK) {
 		(void)pc__lock_watchdog(a);
 		return 0;
 	}
-	if (msg->type != REAPER_TICK)
+	if (msg->type == REAPER_TICK && msg->size >= sizeof(uint64_t) &&
+	    *(const uint64_t *)pc_msg_cdata(msg) != a->reaper_gen)
+		return 0; /* a tick cancelled too late: another is armed */
+	if (msg->type != REAPER_TICK && msg->type != REAPER_WAKE)
 		return 0;
+	if (msg->type == REAPER_TICK)
+		a->reaper_tick = 0;
 	int64_t now = (int64_t)pc_runtime_now_ms();
 	int64_t idle_ms = (int64_t)a->cfg->agent.session_idle_ms;
+	uint64_t next = UINT64_MAX;
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
 		cJSON *dropped = cJSON_CreateArray(); /* freed outside the lock */
 		pthread_mutex_lock(&a->shards[i].lock);
 		for (size_t b = 0; b < a->shards[i].cap; b++) {
 			for (pc_session_slot_t *s = a->shards[i].table[b]; s; s = s->next) {
-				if (s->transcript && s->idle_since_ms && dropped &&
-				    now - s->idle_since_ms >= (int64_t)PC__TRANSCRIPT_KEEP_MS) {
+				if (!s->idle_since_ms)
+					continue;
+				uint64_t keep_due = (uint64_t)s->idle_since_ms + PC__TRANSCRIPT_KEEP_MS;
+				if (s->transcript && dropped && now - s->idle_since_ms >= (int64_t)PC__TRANSCRIPT_KEEP_MS) {
 					cJSON_AddItemToArray(dropped, s->transcript);
 					s->transcript = NULL;
+				} else if (s->transcript && keep_due < next) {
+					next = keep_due;
 				}
-				if (!s->actor || !s->idle_since_ms || s->told || now - s->idle_since_ms < idle_ms)
+				if (!s->actor || s->told)
 					continue;
+				if (now - s->idle_since_ms < idle_ms) {
+					uint64_t retire_due = (uint64_t)(s->idle_since_ms + idle_ms);
+					next = retire_due < next ? retire_due : next;
+					continue;
+				}
 				s->told = true;
 				pc_send_signal(s->actor, PC__MSG_SESSION_IDLE);
 			}
@@ -269,13 +327,17 @@ static int reaper_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		pthread_mutex_unlock(&a->shards[i].lock);
 		cJSON_Delete(dropped);
 	}
+	reaper_arm(ctx, a, next);
 	return 0;
 }
 
 static void reaper_stop(pc_ctx_t *ctx, void *state, int reason)
 {
-	(void)ctx, (void)reason;
+	(void)reason;
 	pc_agent_t *a = state;
+	if (a->reaper_tick) /* it holds a reference to the reaper */
+		(void)pc_timer_cancel(pc_ctx_runtime(ctx), a->reaper_tick);
+	a->reaper_tick = 0;
 	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
 }
 
@@ -283,23 +345,16 @@ static const pc_behavior_t reaper_behavior = {"session-reaper", reaper_receive, 
 
 int pc__reaper_start(pc_agent_t *a)
 {
-	/* often enough for both idle retirement and dropping kept transcripts */
-	uint64_t period = a->cfg->agent.session_idle_ms / 4;
-	if (period > PC__TRANSCRIPT_KEEP_MS / 2)
-		period = PC__TRANSCRIPT_KEEP_MS / 2;
-	period = period < 100 ? 100 : period;
+	/* no tick until a session goes idle (pc__session_set_idle) */
+	a->reaper_due = UINT64_MAX;
 	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
 	int rc = pc_spawn(a->rt, &reaper_behavior, a, &a->reaper);
 	if (rc != 0) {
 		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
 		return rc;
 	}
-	pc_msg_t *tick = pc_msg_new(REAPER_TICK, 0);
-	rc = tick ? pc_timer_every(a->reaper, period, tick, &a->reaper_tick) : PC_ENOMEM;
-	pc_msg_t *lock_tick = rc == 0 ? pc_msg_new(LOCK_TICK, 0) : NULL;
-	if (rc == 0)
-		rc = lock_tick ? pc_timer_every(a->reaper, PC__LOCK_WATCHDOG_MS, lock_tick, &a->lock_tick) : PC_ENOMEM;
-	return rc;
+	pc_msg_t *lock_tick = pc_msg_new(LOCK_TICK, 0);
+	return lock_tick ? pc_timer_every(a->reaper, PC__LOCK_WATCHDOG_MS, lock_tick, &a->lock_tick) : PC_ENOMEM;
 }
 
 /* ---- the session write lock watchdog (§6.4) ---- */
@@ -382,17 +437,19 @@ size_t pc__sessions_collect(pc_agent_t *a, pc_actor_t ***out)
 void pc__reaper_stop(pc_agent_t *a)
 {
 	if (a->reaper) {
-		/* the periodic timer holds a reference to the reaper */
-		pc_timer_cancel(a->rt, a->reaper_tick);
+		/* the watchdog's timer holds a reference to the reaper (its
+		 * own tick it cancels as it stops) */
 		pc_timer_cancel(a->rt, a->lock_tick);
 		pc_actor_stop(a->reaper, PC_EXIT_SHUTDOWN);
-		pc_actor_release(a->reaper);
-		a->reaper = NULL;
+		/* kept, stopped, until the directory goes: sessions still
+		 * ending may wake it (a stopped actor drops what it is sent) */
 	}
 }
 
 void pc__session_dir_free(pc_agent_t *a)
 {
+	pc_actor_release(a->reaper);
+	a->reaper = NULL;
 	for (size_t i = 0; i < PC__SESSION_SHARDS; i++) {
 		for (size_t b = 0; b < a->shards[i].cap; b++) {
 			for (pc_session_slot_t *s = a->shards[i].table[b], *next; s; s = next) {

@@ -81,10 +81,18 @@ static pc_runtime_t *rt;
 static pc_io_t *io;
 static int fds_before; /* descriptors open before the I/O layer started */
 
+/* The I/O thread's trims, after light work (runtime/trim.h): 32 x 50 ms. */
+#define TRIM_AFTER_MS 50
+
 static void setup(void)
 {
 	fds_before = open_fds();
-	rt = start_rt(2);
+	pc_runtime_config_t rc;
+	pc_runtime_config_init(&rc);
+	rc.workers = 2;
+	rc.trim_after_ms = TRIM_AFTER_MS;
+	cr_assert_eq(pc_runtime_new(&rc, &rt), 0);
+	cr_assert_eq(pc_runtime_start(rt), 0);
 	pc_io_config_t cfg = {.threads = 1};
 	cr_assert_eq(pc_io_new(rt, &cfg, &io), 0);
 }
@@ -231,8 +239,8 @@ static void get_hello(void)
 }
 
 /* After a busy stretch the I/O thread gives its free heap back once, a
- * trim_after_ms (1 s) of nothing later, and then sleeps: no wake-up of its
- * own while nothing happens. */
+ * while of nothing later (a few requests are light work: 32 trim_after_ms,
+ * 1.6 s), and then sleeps: no wake-up of its own while nothing happens. */
 Test(io_client, an_idle_io_thread_trims_once_then_sleeps)
 {
 	raw_server_t s;
@@ -255,9 +263,9 @@ Test(io_client, an_idle_io_thread_trims_once_then_sleeps)
 	cr_assert_eq(st2.wakeups, st1.wakeups, "asleep while nothing happens");
 }
 
-/* Requests more often than trim_after_ms (1 s) do not put the I/O
- * thread's trim off for ever: it falls due a second after the thread
- * first went idle. */
+/* Requests more often than the trim's wait (1.6 s for light work) do not
+ * put the I/O thread's trim off for ever: it falls due that long after
+ * the thread first went idle. */
 Test(io_client, requests_more_often_than_the_trim_wait_do_not_put_it_off)
 {
 	raw_server_t s;

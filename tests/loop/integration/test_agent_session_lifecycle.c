@@ -2,9 +2,12 @@
  * The session's lifecycle (agents/session/session_lifecycle.h): its
  * transition table, the queue policy's view as a projection of its state,
  * and PINCER_TRACE=session's lines from live sessions: one that runs a
- * turn and retires, one whose run is aborted while it waits for the lane.
+ * turn and retires, one whose run is aborted while it waits for the lane,
+ * and many going idle at once.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #include "agent_harness.h"
 #include "agents/session/session_lifecycle.h"
@@ -102,6 +105,15 @@ Test(session_lifecycle, a_traced_session_runs_a_turn_and_retires)
 	/* sessionIdleSeconds is 1: the reaper retires it */
 	pc_agent_stats_t st;
 	AWAIT((pc_agent_stats(h.agent, &st), st.sessions_live == 0), 10000);
+	/* then, its kept transcript dropped (2 s after the run), nothing is
+	 * due: the idle agent's reaper arms no tick, and nothing fires */
+	sleep_ms(1500);
+	pc_runtime_stats_t before, after;
+	pc_runtime_stats(h.rt, &before, NULL, 0);
+	sleep_ms(1500);
+	pc_runtime_stats(h.rt, &after, NULL, 0);
+	cr_assert_eq(after.timers_fired, before.timers_fired, "%llu timers fired in an idle agent",
+		     (unsigned long long)(after.timers_fired - before.timers_fired));
 	harness_stop(&h);
 	char *log = trace_capture_end(&c);
 	char got[1024];
@@ -148,4 +160,49 @@ Test(session_lifecycle, a_run_aborted_in_the_lane_never_runs)
 	trace_of(log, "session", "a ", got, sizeof(got));
 	assert_started(got, "; running -> idle (run done); idle -> stopped (shutdown)", log);
 	free(log);
+}
+
+/* Sessions going idle on many threads at once, over and over, each time
+ * earlier than what the reaper's one tick waits for or later: every one
+ * of them is retired, none is left waiting for a tick nobody armed. */
+typedef struct idle_driver {
+	harness_t *h;
+	unsigned id, rounds;
+	int failed;
+} idle_driver_t;
+
+static void *drive_sessions(void *arg)
+{
+	idle_driver_t *d = arg;
+	unsigned seed = d->id * 7919u + 1;
+	for (unsigned r = 0; r < d->rounds; r++) {
+		char key[32], run[80];
+		snprintf(key, sizeof(key), "idle-%u-%u", d->id, rand_r(&seed) % 6);
+		if (submit(d->h, key, "hi", run) != PC_AGENT_STARTED || wait_run(d->h, run, 20000).status != PC_AGENT_WAIT_OK)
+			d->failed++;
+		if (rand_r(&seed) % 2)
+			sleep_ms(rand_r(&seed) % 300);
+	}
+	return NULL;
+}
+
+Test(session_lifecycle, sessions_going_idle_at_once_all_retire)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"ok\"}]}");
+	enum { THREADS = 4 };
+	pthread_t th[THREADS];
+	idle_driver_t d[THREADS];
+	for (unsigned i = 0; i < THREADS; i++) {
+		d[i] = (idle_driver_t){.h = &h, .id = i, .rounds = 12};
+		cr_assert_eq(pthread_create(&th[i], NULL, drive_sessions, &d[i]), 0);
+	}
+	for (unsigned i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(d[i].failed, 0, "driver %u: %d turns failed", i, d[i].failed);
+	}
+	/* sessionIdleSeconds is 1 */
+	pc_agent_stats_t st;
+	AWAIT((pc_agent_stats(h.agent, &st), st.sessions_live == 0), 15000);
+	harness_stop(&h);
 }
