@@ -82,8 +82,17 @@ static void place(pc__timer_wheel_t *tw, pc__tw_node_t *n)
 	}
 	slot = slot_of(n->deadline, level);
 	n->level = (uint8_t)level;
+	uint64_t bit = (uint64_t)1 << slot;
+	if (!(tw->occupied[level] & bit)) {
+		tw->slot_min[level][slot] = n->deadline;
+		tw->min_stale[level] &= ~bit;
+	} else if (n->deadline < tw->slot_min[level][slot]) {
+		/* even a stale minimum is a bound below every node left */
+		tw->slot_min[level][slot] = n->deadline;
+		tw->min_stale[level] &= ~bit;
+	}
 	list_add_tail(&tw->slots[level][slot], n);
-	tw->occupied[level] |= (uint64_t)1 << slot;
+	tw->occupied[level] |= bit;
 }
 
 /* Unlinks `n` and keeps the bitmaps and overflow_min true; count is the
@@ -95,9 +104,12 @@ static void unlink_node(pc__timer_wheel_t *tw, pc__tw_node_t *n)
 	n->next = n->prev = NULL;
 	if (n->level < PC__TW_LEVELS) {
 		unsigned slot = slot_of(n->deadline, n->level);
+		uint64_t bit = (uint64_t)1 << slot;
 
 		if (list_empty(&tw->slots[n->level][slot]))
-			tw->occupied[n->level] &= ~((uint64_t)1 << slot);
+			tw->occupied[n->level] &= ~bit;
+		else if (n->deadline == tw->slot_min[n->level][slot])
+			tw->min_stale[n->level] |= bit; /* another may share it */
 	} else if (n->level == LEVEL_OVERFLOW && list_empty(&tw->overflow)) {
 		/* A stale bound could lie behind a later T and break (3). */
 		tw->overflow_min = UINT64_MAX;
@@ -269,18 +281,23 @@ void pc__tw_advance(pc__timer_wheel_t *tw, uint64_t now_ms,
 	tw->now = now_ms;
 }
 
-uint64_t pc__tw_next_deadline(const pc__timer_wheel_t *tw)
+uint64_t pc__tw_next_deadline(pc__timer_wheel_t *tw)
 {
 	if (!list_empty(&tw->pending))
 		return list_min(&tw->pending);
 	for (unsigned level = 0; level < PC__TW_LEVELS; level++) {
-		const pc__tw_node_t *head;
-
 		if (!tw->occupied[level])
 			continue;
-		head = &tw->slots[level][__builtin_ctzll(tw->occupied[level])];
+		unsigned slot = (unsigned)__builtin_ctzll(tw->occupied[level]);
+		uint64_t bit = (uint64_t)1 << slot;
 		/* A level-0 slot spans one ms: all its nodes share a deadline. */
-		return level == 0 ? head->next->deadline : list_min(head);
+		if (level == 0)
+			return tw->slots[0][slot].next->deadline;
+		if (tw->min_stale[level] & bit) {
+			tw->slot_min[level][slot] = list_min(&tw->slots[level][slot]);
+			tw->min_stale[level] &= ~bit;
+		}
+		return tw->slot_min[level][slot];
 	}
 	return list_min(&tw->overflow);
 }

@@ -622,3 +622,27 @@ Test(timer_wheel, past_deadline_fires_on_next_advance)
 	advance(&r, 1001);
 	cr_assert_eq(future.fired, 1);
 }
+
+/* A slot above level 0 remembers its earliest deadline: removing the node
+ * that held it, or one of two that share it, and adding an earlier one
+ * all leave next_deadline exact. */
+Test(timer_wheel, a_slot_s_earliest_survives_removals_and_adds)
+{
+	pc__timer_wheel_t tw;
+	pc__tw_node_t a = {0}, b = {0}, c = {0}, d = {0};
+	pc__tw_init(&tw, 0);
+	pc__tw_add(&tw, &a, 100); /* 100 = 1 * 64 + 36: level 1, slot 1 */
+	pc__tw_add(&tw, &b, 100);
+	pc__tw_add(&tw, &c, 120);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 100);
+	pc__tw_remove(&tw, &a);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 100, "b shares the earliest");
+	pc__tw_remove(&tw, &b);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 120);
+	pc__tw_add(&tw, &d, 110);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 110);
+	pc__tw_remove(&tw, &c);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 110);
+	pc__tw_remove(&tw, &d);
+	cr_assert_eq(pc__tw_next_deadline(&tw), UINT64_MAX);
+}
