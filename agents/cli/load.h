@@ -138,6 +138,7 @@ typedef struct pc_load_stats {
 	atomic_uint_fast64_t good;          /* --slo: ok turns within it */
 	atomic_uint_fast64_t in_flight;     /* queued or running now */
 	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
+	atomic_uint_fast64_t ws_live;       /* ws: connections not yet ended */
 	atomic_bool stopped;                /* the duration is over: nothing more is counted */
 	uint64_t t0_ns, warm_until_ns;
 	uint64_t wall_ns;                   /* from the start to the end, warmup excluded */
@@ -242,6 +243,7 @@ enum {
 	PC_LOAD_MSG_TURN = 0x10a0, /* u64: the turn's intended send time */
 	PC_LOAD_MSG_START,         /* closed loop: play --turns turns (again, after a retire) */
 	PC_LOAD_MSG_RETIRE,        /* closed loop: stop after the turn under way */
+	PC_LOAD_MSG_BYE,           /* the run is over: close the connection with a close frame */
 };
 
 /* Spawns the actor of session `index` (0-based). */

@@ -27,6 +27,8 @@
 /* How long the end waits for the sessions to stop (each is one handler
  * away from it). */
 #define STOP_WAIT_NS (5000u * NS_PER_MS)
+/* How long the connections' close handshakes may take at the end. */
+#define CLOSE_WAIT_NS (1000u * NS_PER_MS)
 /* The step in which a ramp's rate is summed to find the next arrival. */
 #define RAMP_STEP_NS (1u * NS_PER_MS)
 
@@ -171,12 +173,19 @@ typedef struct driver {
 
 static void teardown(driver_t *d)
 {
-	/* The sessions stop first (their stop handlers end their connections
-	 * and requests), so none opens a connection on I/O threads that are
-	 * going away. */
+	/* WebSocket connections end with a close frame, as a client that is
+	 * done says goodbye (a server logs the rest as dropped), for a bounded
+	 * while. Then the sessions stop (their stop handlers end what is left
+	 * of their connections and requests), so none opens a connection on
+	 * I/O threads that are going away. */
+	for (uint32_t i = 0; i < d->spawned; i++)
+		(void)pc_send_signal(d->sessions[i], PC_LOAD_MSG_BYE);
+	uint64_t until = pc__clock_mono_ns() + CLOSE_WAIT_NS;
+	while (atomic_load(&d->st->ws_live) > 0 && pc__clock_mono_ns() < until)
+		(void)nanosleep(&(struct timespec){0, 1000000}, NULL);
 	for (uint32_t i = 0; i < d->spawned; i++)
 		(void)pc_actor_stop(d->sessions[i], PC_EXIT_NORMAL);
-	uint64_t until = pc__clock_mono_ns() + STOP_WAIT_NS;
+	until = pc__clock_mono_ns() + STOP_WAIT_NS;
 	for (uint32_t i = 0; i < d->spawned; i++)
 		while (!pc_actor_stopped(d->sessions[i]) && pc__clock_mono_ns() < until)
 			(void)nanosleep(&(struct timespec){0, 1000000}, NULL);

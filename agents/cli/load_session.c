@@ -38,7 +38,7 @@
 #define MAX_BODY (16u << 20)
 
 /* A session's own message: the running turn's time is up (u64: its serial). */
-#define MSG_DEADLINE (PC_LOAD_MSG_RETIRE + 1)
+#define MSG_DEADLINE (PC_LOAD_MSG_BYE + 1)
 /* The pause before a closed-loop session's next turn after a failed
  * connection, so a refusing target is not hammered in a tight loop. */
 #define RETRY_PAUSE_MS 100
@@ -170,6 +170,8 @@ static void record(pc_hist_t *h, uint64_t from, uint64_t to)
 
 static void drop_connection(session_t *s)
 {
+	if (s->ws)
+		atomic_fetch_sub(&s->st->ws_live, 1);
 	pc_wsc_release(s->ws);
 	s->ws = NULL;
 	s->conn = CONN_NONE;
@@ -363,6 +365,7 @@ static void ws_open(session_t *s, pc_ctx_t *ctx)
 		finish(s, ctx, "refused");
 		return;
 	}
+	atomic_fetch_add(&s->st->ws_live, 1);
 	s->conn = CONN_OPENING;
 }
 
@@ -720,6 +723,12 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC_LOAD_MSG_RETIRE:
 		s->retired = true;
 		return 0;
+	case PC_LOAD_MSG_BYE:
+		/* a close frame once the upgrade is through (CLOSED follows);
+		 * before that the connection just ends */
+		if (s->ws && (s->conn == CONN_OPENING || pc_wsc_close(s->ws, 1000, "load run over") != 0))
+			drop_connection(s);
+		return 0;
 	case PC_LOAD_MSG_TURN:
 		if (s->closed_loop && s->retired) {
 			s->playing = false; /* its pause ended after it retired */
@@ -779,7 +788,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 	pc_sse_parser_free(s->t.sse);
 	pc__buf_free(&s->t.body);
 	free(s->t.gaps);
-	pc_wsc_release(s->ws);
+	drop_connection(s);
 	free(s->queue);
 	free(s);
 }

@@ -159,6 +159,16 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 			else
 				cr_assert_null(strstr(text, key), "%s", key);
 		}
+	/* every connection of the runs ended with a close frame: a client that
+	 * is done says so, in flight at the end or not */
+	unsigned closed = 0;
+	for (const char *p = strstr(text, "\"msg\":\"websocket closed\""); p;
+	     p = strstr(p + 1, "\"msg\":\"websocket closed\"")) {
+		const char *eol = strchr(p, '\n'), *code = strstr(p, "\"code\":");
+		cr_assert(code && (!eol || code < eol) && !strncmp(code, "\"code\":1000,", 12), "%.200s", p);
+		closed++;
+	}
+	cr_assert_geq(closed, 10, "%u connections closed", closed);
 	free(text);
 
 	/* a wrong token: every turn fails with auth, nothing hangs */
