@@ -256,7 +256,12 @@ void pc__session_set_idle(pc_agent_t *a, const char *key, bool idle)
 		}
 }
 
-/* Arms the reaper's one tick for `due` (UINT64_MAX: none). */
+/* Ticks at most this often: sessions that go idle a few milliseconds
+ * apart (a burst ending) are handled together, not a tick each. */
+#define REAPER_GAP_MS 250u
+
+/* Arms the reaper's one tick for `due` (UINT64_MAX: none), or for
+ * REAPER_GAP_MS from now if that is later. */
 static void reaper_arm(pc_ctx_t *ctx, pc_agent_t *a, uint64_t due)
 {
 	if (a->reaper_tick)
@@ -264,6 +269,8 @@ static void reaper_arm(pc_ctx_t *ctx, pc_agent_t *a, uint64_t due)
 	a->reaper_tick = 0;
 	a->reaper_gen++;
 	uint64_t now = pc_runtime_now_ms();
+	if (due != UINT64_MAX && due < now + REAPER_GAP_MS)
+		due = now + REAPER_GAP_MS;
 	pc_msg_t *tick = due != UINT64_MAX ? pc_msg_new(REAPER_TICK, sizeof(uint64_t)) : NULL;
 	if (tick) {
 		*(uint64_t *)pc_msg_data(tick) = a->reaper_gen;
