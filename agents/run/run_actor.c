@@ -867,13 +867,7 @@ static void decide(pc_ctx_t *ctx, run_t *r)
 	pc_run_decide(&r->rs, &r->outcome, &act);
 	book_profiles(r, &act);
 	note_candidate_failed(r, &act, act.own_message ? NULL : r->error_text);
-	bool reads_transcript = act.next == PC_RUN_FALLBACK || act.next == PC_RUN_RETRY ||
-				act.next == PC_RUN_COMPACT || act.next == PC_RUN_TRUNCATE ||
-				act.next == PC_RUN_DISPATCH;
-	if (r->unsettled && reads_transcript)
-		defer(ctx, r, &act);
-	else
-		act_on(ctx, r, &act);
+	act_on(ctx, r, &act);
 }
 
 /* The last attempt's writes are durable (rc 0) or were refused: the end
@@ -903,18 +897,25 @@ static void on_settled(pc_ctx_t *ctx, run_t *r, int rc)
 	free(act);
 }
 
-static void act_on(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act_in)
+/* Does what the decision says. Anything but the run's end reads the
+ * transcript again, so with the last attempt's writes unsettled it waits
+ * for them (defer). */
+static void act_on(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act)
 {
-	pc_run_action_t act = *act_in;
-	switch (act.next) {
+	bool ends = act->next == PC_RUN_FINISH_OK || act->next == PC_RUN_FINISH_ERROR || act->next == PC_RUN_FAIL;
+	if (r->unsettled && !ends) {
+		defer(ctx, r, act);
+		return;
+	}
+	switch (act->next) {
 	case PC_RUN_FALLBACK:
-		fall_back(ctx, r, &act);
+		fall_back(ctx, r, act);
 		return;
 	case PC_RUN_RETRY:
-		iterate_after(ctx, r, act.delay_ms);
+		iterate_after(ctx, r, act->delay_ms);
 		return;
 	case PC_RUN_COMPACT:
-		start_compaction(ctx, r, act.compaction);
+		start_compaction(ctx, r, act->compaction);
 		return;
 	case PC_RUN_TRUNCATE:
 		pc__transcript_drop(r->agent, r->key); /* it is about to be rewritten */
@@ -927,10 +928,10 @@ static void act_on(pc_ctx_t *ctx, run_t *r, const pc_run_action_t *act_in)
 		pc__run_set(r, PC_RUN_LC_TRUNCATING, "truncate");
 		return;
 	case PC_RUN_DISPATCH:
-		dispatch(ctx, r, &act);
+		dispatch(ctx, r, act);
 		return;
 	default:
-		finish_action(ctx, r, &act);
+		finish_action(ctx, r, act);
 		return;
 	}
 }
