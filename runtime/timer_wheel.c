@@ -1,21 +1,26 @@
 /*
- * Hierarchical timing wheel; the layout and the cascading rule are described
- * in timer_wheel_internal.h. Invariants the code relies on, with T = tw->now:
- * (1) a node on level k differs from T in digit k and agrees above it, so
- *     its slot is above T's digit k and starts after T;
- * (2) the next slot to expire is the lowest set bit of the lowest non-empty
- *     level, and time never moves past it without running it, which keeps
- *     (1) true as T moves;
- * (3) every overflow deadline is at or after the end of T's 2^36 ms window,
- *     and overflow_min is at most the smallest of them.
+ * Hierarchical timing wheel; the layout and the rule it keeps are described
+ * in timer_wheel_internal.h. With T = tw->now and B_k(x) = x >> 6(k+1), the
+ * level-k block of x, the code relies on:
+ * (1) a node on level k was placed with B_k(deadline) <= B_k(T') + 1 for
+ *     some T' <= T, and has deadline >= T; so the level's slots, read as a
+ *     ring from T's slot, are in time order (they span fewer than 128
+ *     slots from T's);
+ * (2) once T has moved (move_to), no node on a level above k has
+ *     B_k(deadline) == B_k(T): T's own slot on every level above 0 is
+ *     empty, and what is due in T's level-0 block is on level 0;
+ * (3) every overflow deadline is beyond the top level's two blocks as of
+ *     the last time T entered a top-level block, so beyond every level.
+ * place() puts a node on the lowest level its deadline fits, so it never
+ * lands in a slot that (2) or drain_ahead is emptying.
  */
 #include "timer_wheel_internal.h"
 
 #include <assert.h>
 
-#define BITS 6                                  /* log2(PC__TW_SLOTS) */
-#define SLOT_MASK ((uint64_t)PC__TW_SLOTS - 1)
-#define WHEEL_MASK (((uint64_t)1 << (BITS * PC__TW_LEVELS)) - 1)
+#define BITS 6                                  /* log2 of a block's slots */
+#define RING_MASK ((unsigned)PC__TW_SLOTS - 1)
+#define TOP (PC__TW_LEVELS - 1)
 #define LEVEL_PENDING PC__TW_LEVELS
 #define LEVEL_OVERFLOW (PC__TW_LEVELS + 1)
 
@@ -57,46 +62,81 @@ static uint64_t list_min(const pc__tw_node_t *head)
 	return min;
 }
 
+static uint64_t block_of(uint64_t t, unsigned level)
+{
+	return t >> (BITS * (level + 1));
+}
+
 static unsigned slot_of(uint64_t deadline, unsigned level)
 {
-	return (unsigned)((deadline >> (BITS * level)) & SLOT_MASK);
+	return (unsigned)(deadline >> (BITS * level)) & RING_MASK;
 }
 
-/* Links `n`, whose deadline is set, where it belongs relative to tw->now. */
+static uint64_t slot_bit(unsigned slot)
+{
+	return (uint64_t)1 << (slot & 63);
+}
+
+static int bit_set(const uint64_t bits[2], unsigned slot)
+{
+	return (bits[slot >> 6] & slot_bit(slot)) != 0;
+}
+
+/* Where `slot` of `level` starts, read as a ring from T's slot; no
+ * overflow for an occupied slot, which starts before a deadline. */
+static uint64_t slot_start(uint64_t now, unsigned level, unsigned slot)
+{
+	unsigned shift = BITS * level;
+	uint64_t ahead = (slot - slot_of(now, level)) & RING_MASK;
+
+	return ((now >> shift) + ahead) << shift;
+}
+
+/* First set bit of a 128-slot ring read from `from` onwards; -1 if none. */
+static int ring_first(const uint64_t bits[2], unsigned from)
+{
+	unsigned w = from >> 6;
+	uint64_t here = bits[w] & (~(uint64_t)0 << (from & 63));
+
+	if (here)
+		return (int)(w * 64 + (unsigned)__builtin_ctzll(here));
+	if (bits[w ^ 1])
+		return (int)((w ^ 1) * 64 + (unsigned)__builtin_ctzll(bits[w ^ 1]));
+	if (bits[w])
+		return (int)(w * 64 + (unsigned)__builtin_ctzll(bits[w]));
+	return -1;
+}
+
+/* Links `n`, whose deadline is >= T, on the lowest level that holds it. */
 static void place(pc__timer_wheel_t *tw, pc__tw_node_t *n)
 {
-	unsigned level, slot;
+	unsigned level = 0;
 
-	if (n->deadline <= tw->now) {
-		n->level = LEVEL_PENDING;
-		list_add_tail(&tw->pending, n);
-		return;
-	}
-	level = (unsigned)(63 - __builtin_clzll(n->deadline ^ tw->now)) / BITS;
-	if (level >= PC__TW_LEVELS) {
+	while (level < PC__TW_LEVELS &&
+	       block_of(n->deadline, level) - block_of(tw->now, level) > 1)
+		level++;
+	if (level == PC__TW_LEVELS) {
 		n->level = LEVEL_OVERFLOW;
 		list_add_tail(&tw->overflow, n);
-		if (n->deadline < tw->overflow_min)
-			tw->overflow_min = n->deadline;
 		return;
 	}
-	slot = slot_of(n->deadline, level);
+	unsigned slot = slot_of(n->deadline, level);
+	uint64_t bit = slot_bit(slot);
+	unsigned w = slot >> 6;
+
 	n->level = (uint8_t)level;
-	uint64_t bit = (uint64_t)1 << slot;
-	if (!(tw->occupied[level] & bit)) {
+	/* even a stale minimum is a bound below every node left */
+	if (!(tw->occupied[level][w] & bit) ||
+	    n->deadline < tw->slot_min[level][slot]) {
 		tw->slot_min[level][slot] = n->deadline;
-		tw->min_stale[level] &= ~bit;
-	} else if (n->deadline < tw->slot_min[level][slot]) {
-		/* even a stale minimum is a bound below every node left */
-		tw->slot_min[level][slot] = n->deadline;
-		tw->min_stale[level] &= ~bit;
+		tw->min_stale[level][w] &= ~bit;
 	}
 	list_add_tail(&tw->slots[level][slot], n);
-	tw->occupied[level] |= bit;
+	tw->occupied[level][w] |= bit;
 }
 
-/* Unlinks `n` and keeps the bitmaps and overflow_min true; count is the
- * caller's business since cascading relinks at once. */
+/* Unlinks `n` and keeps the bitmaps true; count is the caller's business
+ * since moving a node down relinks it at once. */
 static void unlink_node(pc__timer_wheel_t *tw, pc__tw_node_t *n)
 {
 	n->prev->next = n->next;
@@ -104,15 +144,13 @@ static void unlink_node(pc__timer_wheel_t *tw, pc__tw_node_t *n)
 	n->next = n->prev = NULL;
 	if (n->level < PC__TW_LEVELS) {
 		unsigned slot = slot_of(n->deadline, n->level);
-		uint64_t bit = (uint64_t)1 << slot;
+		uint64_t bit = slot_bit(slot);
+		unsigned w = slot >> 6;
 
 		if (list_empty(&tw->slots[n->level][slot]))
-			tw->occupied[n->level] &= ~bit;
+			tw->occupied[n->level][w] &= ~bit;
 		else if (n->deadline == tw->slot_min[n->level][slot])
-			tw->min_stale[n->level] |= bit; /* another may share it */
-	} else if (n->level == LEVEL_OVERFLOW && list_empty(&tw->overflow)) {
-		/* A stale bound could lie behind a later T and break (3). */
-		tw->overflow_min = UINT64_MAX;
+			tw->min_stale[n->level][w] |= bit; /* another may share it */
 	}
 }
 
@@ -173,52 +211,111 @@ static void fire_pending(pc__timer_wheel_t *tw, pc__tw_fire_fn fire, void *arg)
 		fire_node(tw, due.next, fire, arg);
 }
 
-/*
- * T has reached the start of the slot (or overflow window) whose nodes are
- * on `head`: those due now fire, the rest are placed anew, on lower levels.
- * Neither they nor anything a callback adds can land on `head` again (a
- * deadline in this slot, after T, differs from T below its level), so the
- * loop ends. Popping one node at a time lets callbacks remove the others.
- */
-static void run_list(pc__timer_wheel_t *tw, pc__tw_node_t *head,
-		     pc__tw_fire_fn fire, void *arg)
+/* Moves at most `budget` nodes of a slot down; returns how many. */
+static size_t drain_slot(pc__timer_wheel_t *tw, unsigned level, unsigned slot,
+			 size_t budget)
 {
-	while (!list_empty(head)) {
+	pc__tw_node_t *head = &tw->slots[level][slot];
+	size_t moved = 0;
+
+	while (moved < budget && !list_empty(head)) {
 		pc__tw_node_t *n = head->next;
 
-		if (n->deadline <= tw->now) {
-			fire_node(tw, n, fire, arg);
-		} else {
+		unlink_node(tw, n);
+		place(tw, n);
+		moved++;
+	}
+	tw->moved += moved;
+	return moved;
+}
+
+/*
+ * T moves to `to`, which no deadline in the wheel precedes, and (2) is
+ * made true again: T's own slot on each level above 0 is emptied, top
+ * down, so that what falls from one level is already where it belongs when
+ * the level below is looked at. After drain_ahead has run, there is
+ * nothing left to move here.
+ */
+static void move_to(pc__timer_wheel_t *tw, uint64_t to)
+{
+	uint64_t from = tw->now;
+
+	tw->now = to;
+	if (block_of(to, TOP) != block_of(from, TOP) && !list_empty(&tw->overflow)) {
+		pc__tw_node_t moving;
+
+		list_move_all(&tw->overflow, &moving);
+		while (!list_empty(&moving)) {
+			pc__tw_node_t *n = moving.next;
+
 			unlink_node(tw, n);
 			place(tw, n);
 		}
 	}
+	for (unsigned level = TOP; level >= 1; level--) {
+		unsigned slot = slot_of(to, level);
+
+		if (bit_set(tw->occupied[level], slot))
+			drain_slot(tw, level, slot, SIZE_MAX);
+	}
 }
 
-/*
- * T has reached the start of the 2^36 ms window of the earliest overflow
- * deadline, and the levels are empty. A deadline on that first ms is due
- * now; the rest move down or, if still beyond this window, back to a fresh
- * overflow list, which is why the old one is emptied first.
- */
-static void run_overflow(pc__timer_wheel_t *tw, pc__tw_fire_fn fire, void *arg)
+/* The exact earliest deadline on the levels and the overflow list; 0 when
+ * they are empty. */
+static int earliest(pc__timer_wheel_t *tw, uint64_t *out)
 {
-	pc__tw_node_t moving;
+	uint64_t best = UINT64_MAX;
+	int found = 0;
 
-	list_move_all(&tw->overflow, &moving);
-	tw->overflow_min = UINT64_MAX;
-	run_list(tw, &moving, fire, arg);
+	for (unsigned level = 0; level < PC__TW_LEVELS; level++) {
+		/* By (2), the levels from here up hold nothing in T's block of
+		 * the level below. */
+		if (found && block_of(best, level - 1) == block_of(tw->now, level - 1))
+			break;
+		int slot = ring_first(tw->occupied[level], slot_of(tw->now, level));
+
+		if (slot < 0)
+			continue;
+		uint64_t min;
+		if (level == 0) {
+			min = tw->slots[0][slot].next->deadline;
+		} else {
+			unsigned w = (unsigned)slot >> 6;
+			uint64_t bit = slot_bit((unsigned)slot);
+
+			/* Nothing in the slot precedes its start: when that is
+			 * past the best so far, its minimum is not needed, and a
+			 * stale one (thousands of nodes) is not scanned for it. */
+			if (found && best <= slot_start(tw->now, level, (unsigned)slot))
+				continue;
+			if (tw->min_stale[level][w] & bit) {
+				tw->slot_min[level][slot] = list_min(&tw->slots[level][slot]);
+				tw->min_stale[level][w] &= ~bit;
+			}
+			min = tw->slot_min[level][slot];
+		}
+		if (!found || min < best)
+			best = min;
+		found = 1;
+	}
+	if (!found && !list_empty(&tw->overflow)) {
+		best = list_min(&tw->overflow);
+		found = 1;
+	}
+	*out = best;
+	return found;
 }
 
 void pc__tw_init(pc__timer_wheel_t *tw, uint64_t now_ms)
 {
 	tw->now = now_ms;
 	tw->count = 0;
-	tw->overflow_min = UINT64_MAX;
+	tw->moved = 0;
 	list_init(&tw->pending);
 	list_init(&tw->overflow);
 	for (unsigned l = 0; l < PC__TW_LEVELS; l++) {
-		tw->occupied[l] = 0;
+		tw->occupied[l][0] = tw->occupied[l][1] = 0;
+		tw->min_stale[l][0] = tw->min_stale[l][1] = 0;
 		for (unsigned s = 0; s < PC__TW_SLOTS; s++)
 			list_init(&tw->slots[l][s]);
 	}
@@ -228,7 +325,12 @@ void pc__tw_add(pc__timer_wheel_t *tw, pc__tw_node_t *node, uint64_t deadline_ms
 {
 	assert(!pc__tw_linked(node));
 	node->deadline = deadline_ms;
-	place(tw, node);
+	if (deadline_ms <= tw->now) {
+		node->level = LEVEL_PENDING;
+		list_add_tail(&tw->pending, node);
+	} else {
+		place(tw, node);
+	}
 	tw->count++;
 }
 
@@ -244,62 +346,55 @@ int pc__tw_linked(const pc__tw_node_t *node)
 	return node->next != NULL;
 }
 
+/*
+ * T steps from one due deadline to the next. After move_to, (2) puts every
+ * node due at T on level 0, in T's slot, and only there: a callback's node
+ * due at T or before goes to pending, so the slot empties and the loop
+ * ends.
+ */
 void pc__tw_advance(pc__timer_wheel_t *tw, uint64_t now_ms,
 		    pc__tw_fire_fn fire, void *arg)
 {
+	uint64_t due;
+
 	if (now_ms < tw->now)
 		now_ms = tw->now;
 	fire_pending(tw, fire, arg);
-	for (;;) {
-		unsigned level = 0, slot, shift;
-		uint64_t delta;
+	while (earliest(tw, &due) && due <= now_ms) {
+		move_to(tw, due);
+		pc__tw_node_t *head = &tw->slots[0][slot_of(due, 0)];
 
-		while (level < PC__TW_LEVELS && !tw->occupied[level])
-			level++;
-		if (level == PC__TW_LEVELS) {
-			/* Levels empty: jump straight to the overflow's window,
-			 * which (3) puts after T. */
-			uint64_t start = tw->overflow_min & ~WHEEL_MASK;
-
-			if (list_empty(&tw->overflow) || start > now_ms)
-				break;
-			tw->now = start;
-			run_overflow(tw, fire, arg);
-			continue;
-		}
-		/* Distance to the slot's start, computed from T's offset so it
-		 * cannot overflow near UINT64_MAX. */
-		slot = (unsigned)__builtin_ctzll(tw->occupied[level]);
-		shift = BITS * level;
-		delta = ((uint64_t)(slot - slot_of(tw->now, level)) << shift) -
-			(tw->now & (((uint64_t)1 << shift) - 1));
-		if (delta > now_ms - tw->now)
-			break;
-		tw->now += delta;
-		run_list(tw, &tw->slots[level][slot], fire, arg);
+		while (!list_empty(head))
+			fire_node(tw, head->next, fire, arg);
 	}
-	tw->now = now_ms;
+	move_to(tw, now_ms);
+}
+
+/* The slot after T's on each level above 0 is the next to be emptied by
+ * move_to; its nodes fit on lower levels already. Nearest first. */
+int pc__tw_drain_ahead(pc__timer_wheel_t *tw, size_t budget)
+{
+	int left = 0;
+
+	for (unsigned level = 1; level < PC__TW_LEVELS; level++) {
+		unsigned slot = (slot_of(tw->now, level) + 1) & RING_MASK;
+
+		if (!bit_set(tw->occupied[level], slot))
+			continue;
+		budget -= drain_slot(tw, level, slot, budget);
+		if (bit_set(tw->occupied[level], slot))
+			left = 1;
+	}
+	return left;
 }
 
 uint64_t pc__tw_next_deadline(pc__timer_wheel_t *tw)
 {
+	uint64_t due;
+
 	if (!list_empty(&tw->pending))
 		return list_min(&tw->pending);
-	for (unsigned level = 0; level < PC__TW_LEVELS; level++) {
-		if (!tw->occupied[level])
-			continue;
-		unsigned slot = (unsigned)__builtin_ctzll(tw->occupied[level]);
-		uint64_t bit = (uint64_t)1 << slot;
-		/* A level-0 slot spans one ms: all its nodes share a deadline. */
-		if (level == 0)
-			return tw->slots[0][slot].next->deadline;
-		if (tw->min_stale[level] & bit) {
-			tw->slot_min[level][slot] = list_min(&tw->slots[level][slot]);
-			tw->min_stale[level] &= ~bit;
-		}
-		return tw->slot_min[level][slot];
-	}
-	return list_min(&tw->overflow);
+	return earliest(tw, &due) ? due : UINT64_MAX;
 }
 
 size_t pc__tw_count(const pc__timer_wheel_t *tw)

@@ -2,37 +2,40 @@
  * Hierarchical timing wheel behind the runtime's timers: millisecond ticks,
  * intrusive nodes, no allocation. Not thread-safe; the caller holds a lock.
  *
- * Six levels of 64 slots. A slot of level k spans 64^k ms, so level k covers
- * 64^(k+1) ms and the six levels together 2^36 ms (~2.2 years). A node goes
- * to the level of the highest 6-bit digit in which its deadline differs from
- * the wheel's time `now`, in the slot named by the deadline's digit at that
- * level. So every node of level k shares all digits above k with `now` and
- * has a larger digit k: levels never wrap, the earliest slot of a level is
- * its lowest set bit, and any slot of level j < k ends before the first
- * slot of level k begins.
+ * Six levels, each a ring of 128 slots: two blocks of 64. A slot of level k
+ * spans 64^k ms and a block 64^(k+1) ms. With T the wheel's time `now`, a
+ * node goes to the lowest level whose two blocks starting at T's block
+ * hold its deadline: level 0 takes what is due before the end of the next
+ * 64 ms block, level 1 before the end of the next 4,096 ms block, and so
+ * on; a level-0 slot is one millisecond, so all its nodes are due at once.
  *
- * Cascading: time only ever moves to the start of the earliest occupied
- * slot (or to the target of advance, when that comes first). When it
- * reaches a slot of level k, the slot's nodes whose deadline is now fire
- * and the others are re-inserted relative to the new time, which puts them
- * on a level below k. A node thus moves at most five times before firing.
+ * The rule that makes timers fire on time: a level-k slot may not hold
+ * anything once T is inside the span of that slot (the level-(k-1) block
+ * it stands for); its nodes must by then sit on lower levels, and the due
+ * ones on level 0. Moving them down is the wheel's cascading. A classic
+ * wheel does it when T reaches the slot, all of it at once: a 64 ms slot
+ * holding thousands of timers stalls every timer due meanwhile. Here the
+ * ring has room for the next block, so a slot can be moved down a whole
+ * block ahead of time, a little at a time (pc__tw_drain_ahead, which the
+ * timer thread calls between deliveries with the lock let go in between).
+ * Only what is still there when T arrives is moved then.
  *
- * The per-level occupancy bitmaps find that earliest slot with one ctz per
- * level, so advance over a long idle gap costs one step per occupied slot,
- * not one per millisecond, and next_deadline never walks empty slots. A
- * slot above level 0 keeps its earliest deadline, so that next_deadline,
- * asked after every idle moment of the timer thread, does not walk a slot
- * of thousands of nodes each time (a 64 ms slot holds 6,400 timers at a
- * hundred a millisecond): it walks one only when the node that was the
- * earliest has been removed, once.
+ * The per-level occupancy bitmaps find a level's earliest slot with a few
+ * ctz, so advance over a long idle gap costs one step per due deadline,
+ * not one per millisecond. A slot above level 0 keeps its earliest
+ * deadline, so next_deadline, asked after every idle moment of the timer
+ * thread, walks a slot of thousands of nodes only after the node that
+ * was its earliest has been removed, once, and only if nothing on a
+ * lower level comes before the slot starts. (With most timers cancelled,
+ * as timeouts are, nearly every slot's earliest goes; walking one on every
+ * block's last millisecond, cold, was a stall of a millisecond and more.)
  *
  * Two lists sit outside the levels:
  * - pending: deadline <= now when added; fired (in deadline order) at the
  *   start of the next advance. Adding an overdue node from a callback thus
  *   cannot make advance loop forever.
- * - overflow: deadline beyond the top level's window. All of it is
- *   re-inserted when time reaches the window that holds the earliest of
- *   them, never firing from there, so a far deadline is never early.
+ * - overflow: deadline beyond the top level's two blocks (2^37 ms). It is
+ *   placed anew each time T enters another top-level block.
  *
  * Node order within a slot is insertion order; ties fire in any order.
  * The wheel holds pointers into itself: it must not be copied after init.
@@ -44,7 +47,7 @@
 #include <stdint.h>
 
 #define PC__TW_LEVELS 6
-#define PC__TW_SLOTS 64
+#define PC__TW_SLOTS 128 /* two blocks of 64 */
 
 typedef struct pc__tw_node {
 	struct pc__tw_node *next, *prev; /* NULL while not in the wheel */
@@ -55,12 +58,12 @@ typedef struct pc__tw_node {
 typedef struct pc__timer_wheel {
 	uint64_t now;               /* every deadline <= now has fired or is pending */
 	size_t count;               /* nodes in the wheel, all lists included */
-	uint64_t overflow_min;      /* <= every overflow deadline (UINT64_MAX: none added) */
-	uint64_t occupied[PC__TW_LEVELS];       /* bit s: slot s is non-empty */
+	uint64_t moved;             /* nodes moved down a level since init */
+	uint64_t occupied[PC__TW_LEVELS][2];    /* bit s: slot s is non-empty */
 	/* Levels 1 and up: the earliest deadline of each non-empty slot, true
 	 * unless the slot's bit in min_stale is set (its earliest node left). */
 	uint64_t slot_min[PC__TW_LEVELS][PC__TW_SLOTS];
-	uint64_t min_stale[PC__TW_LEVELS];
+	uint64_t min_stale[PC__TW_LEVELS][2];
 	pc__tw_node_t pending;      /* list heads: circular, sentinel nodes */
 	pc__tw_node_t overflow;
 	pc__tw_node_t slots[PC__TW_LEVELS][PC__TW_SLOTS];
@@ -81,8 +84,12 @@ typedef void (*pc__tw_fire_fn)(pc__tw_node_t *node, void *arg);
  * in this call; those at or before the deadline being fired wait for the
  * next advance. The wheel's time never moves backwards. */
 void pc__tw_advance(pc__timer_wheel_t *tw, uint64_t now_ms, pc__tw_fire_fn fire, void *arg);
-/* Earliest deadline in the wheel, exact; UINT64_MAX when empty. O(1)
- * unless the earliest slot's earliest node was removed since it was last
+/* Moves at most `budget` nodes down from the slots the wheel's time enters
+ * next, so that advance finds them in place. Returns 1 while such nodes
+ * are left, 0 when there is nothing to move ahead of time. */
+int pc__tw_drain_ahead(pc__timer_wheel_t *tw, size_t budget);
+/* Earliest deadline in the wheel, exact; UINT64_MAX when empty. A few
+ * bit scans, unless a slot's earliest node was removed since it was last
  * asked (then it scans that slot once) or it lies on the pending or
  * overflow list. */
 uint64_t pc__tw_next_deadline(pc__timer_wheel_t *tw);

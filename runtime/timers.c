@@ -6,6 +6,10 @@
  * timer is armed: an idle runtime wakes for nothing. Arming an earlier
  * deadline than the one slept for signals it.
  *
+ * The wheel's cascading (moving timers down its levels as their time
+ * nears) is done ahead, a chunk per round of the thread, the lock let go
+ * in between.
+ *
  * The wheel counts milliseconds; a timer's exact due time is kept in
  * nanoseconds. The wheel hands over every timer due within the current
  * millisecond, and those not yet due wait on a short "soon" list, ordered by
@@ -35,6 +39,12 @@
 /* The timer thread wakes at most once per this many ns for sub-millisecond
  * due times: the bound on lateness it adds. */
 #define PC__TIMER_SLACK_NS 200000u
+/* The wheel's cascading done ahead of time (pc__tw_drain_ahead): at most
+ * this many nodes per round of the thread, tens of microseconds, and a
+ * round at least this often while some are left. 256 a millisecond moves
+ * a 64 ms slot of 16,000 timers before it is due. */
+#define PC__TIMER_DRAIN_BUDGET 256u
+#define PC__TIMER_DRAIN_EVERY_NS 1000000u
 
 struct pc__timer_entry {
 	pc__tw_node_t node;
@@ -291,8 +301,15 @@ static void *timer_main(void *arg)
 			pthread_mutex_lock(&t->lock);
 			continue;
 		}
+		/* A chunk of the wheel's cascading each time round, ahead of
+		 * when it is due; while more is left, round again within a
+		 * millisecond. Moving a slot of thousands in one go took a core
+		 * for a millisecond and more, and the deliveries waited for it. */
+		bool more = pc__tw_drain_ahead(&t->wheel, PC__TIMER_DRAIN_BUDGET);
 		uint64_t next_ms = pc__tw_next_deadline(&t->wheel);
 		uint64_t next = next_ms < UINT64_MAX / 1000000u ? next_ms * 1000000u : UINT64_MAX;
+		if (more && next > fc.now_ns + PC__TIMER_DRAIN_EVERY_NS)
+			next = fc.now_ns + PC__TIMER_DRAIN_EVERY_NS;
 		if (t->soon_head && t->soon_head->due_ns < next) {
 			/* Timers due close together are fired together: waking for
 			 * each would cost a context switch per timer. */

@@ -631,18 +631,111 @@ Test(timer_wheel, a_slot_s_earliest_survives_removals_and_adds)
 	pc__timer_wheel_t tw;
 	pc__tw_node_t a = {0}, b = {0}, c = {0}, d = {0};
 	pc__tw_init(&tw, 0);
-	pc__tw_add(&tw, &a, 100); /* 100 = 1 * 64 + 36: level 1, slot 1 */
-	pc__tw_add(&tw, &b, 100);
-	pc__tw_add(&tw, &c, 120);
-	cr_assert_eq(pc__tw_next_deadline(&tw), 100);
+	pc__tw_add(&tw, &a, 200); /* 200 = 3 * 64 + 8: past level 0's two blocks */
+	pc__tw_add(&tw, &b, 200);
+	pc__tw_add(&tw, &c, 220);
+	cr_assert_eq(a.level, 1);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 200);
 	pc__tw_remove(&tw, &a);
-	cr_assert_eq(pc__tw_next_deadline(&tw), 100, "b shares the earliest");
+	cr_assert_eq(pc__tw_next_deadline(&tw), 200, "b shares the earliest");
 	pc__tw_remove(&tw, &b);
-	cr_assert_eq(pc__tw_next_deadline(&tw), 120);
-	pc__tw_add(&tw, &d, 110);
-	cr_assert_eq(pc__tw_next_deadline(&tw), 110);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 220);
+	pc__tw_add(&tw, &d, 210);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 210);
 	pc__tw_remove(&tw, &c);
-	cr_assert_eq(pc__tw_next_deadline(&tw), 110);
+	cr_assert_eq(pc__tw_next_deadline(&tw), 210);
 	pc__tw_remove(&tw, &d);
 	cr_assert_eq(pc__tw_next_deadline(&tw), UINT64_MAX);
+}
+
+/* A wheel at `now` with its recorder, n[] unlinked, the random seeded. */
+static void start(pc__timer_wheel_t *tw, rec_t *r, tnode_t *n, size_t count,
+		  uint64_t now, uint64_t seed)
+{
+	memset(n, 0, count * sizeof(*n));
+	rng = seed;
+	pc__tw_init(tw, now);
+	rec_init(r, tw, now, 1);
+}
+
+/*
+ * What makes the tail short: a slot of thousands of timers is moved down a
+ * level in bounded chunks while the block before it runs, so the advance
+ * that enters its block moves nothing and fires its first timer at once.
+ * Without drain_ahead the same advance would move all of them.
+ */
+Test(timer_wheel, drain_ahead_moves_the_next_slot_in_chunks)
+{
+	enum { N = 6400, BUDGET = 256 };
+	static tnode_t n[N];
+	pc__timer_wheel_t tw;
+	rec_t r;
+
+	start(&tw, &r, n, N, 1000, 0x9e3779b97f4a7c15ull);
+	/* All due in the block 128..191 ms after T's: level 1, one slot. */
+	uint64_t block = ((1000 >> 6) + 2) << 6;
+	for (unsigned i = 0; i < N; i++) {
+		pc__tw_add(&tw, &n[i].node, block + rnd_below(64));
+		cr_assert_eq(n[i].node.level, 1);
+	}
+	cr_assert_eq(pc__tw_drain_ahead(&tw, BUDGET), 0,
+		     "not the next slot yet: nothing to move ahead");
+	cr_assert_eq(tw.moved, 0);
+	advance(&r, block - 64); /* the block before theirs */
+	cr_assert_eq(tw.moved, 0);
+	unsigned chunks = 0;
+	uint64_t before = tw.moved;
+	while (pc__tw_drain_ahead(&tw, BUDGET)) {
+		cr_assert_eq(tw.moved - before, BUDGET, "a chunk moves its budget");
+		before = tw.moved;
+		chunks++;
+	}
+	cr_assert_eq(tw.moved, N);
+	cr_assert_eq(chunks, N / BUDGET - 1);
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(n[i].node.level, 0);
+	advance(&r, block);
+	cr_assert_eq(tw.moved, N, "entering the block moved nothing more");
+	advance(&r, block + 64);
+	cr_assert_eq(r.fired, N);
+	cr_assert_eq(pc__tw_count(&tw), 0);
+}
+
+/* Removing nodes and adding new ones while a slot is being moved down in
+ * chunks, then jumping past it: everything fires exactly once, on time,
+ * in order, and every deadline added lands where next_deadline sees it. */
+Test(timer_wheel, drain_ahead_interleaved_with_adds_and_removes)
+{
+	enum { N = 20000 };
+	static tnode_t n[N];
+	pc__timer_wheel_t tw;
+	rec_t r;
+
+	start(&tw, &r, n, N, 5000, 0x2545f4914f6cdd1dull);
+	uint64_t now = 5000;
+	unsigned added = 0, removed = 0;
+	while (added < N) {
+		for (unsigned k = 0; k < 100 && added < N; k++, added++)
+			pc__tw_add(&tw, &n[added].node, now + 1 + rnd_scale(14));
+		for (unsigned k = 0; k < 40; k++) {
+			tnode_t *v = &n[rnd_below(added)];
+			if (pc__tw_linked(&v->node)) {
+				pc__tw_remove(&tw, &v->node);
+				v->removed = 1;
+				removed++;
+			}
+		}
+		pc__tw_drain_ahead(&tw, 1 + rnd_below(64));
+		uint64_t next = pc__tw_next_deadline(&tw), min = UINT64_MAX;
+		for (unsigned i = 0; i < added; i++)
+			if (pc__tw_linked(&n[i].node) && n[i].node.deadline < min)
+				min = n[i].node.deadline;
+		cr_assert_eq(next, min);
+		now += rnd_below(3) ? rnd_below(8) : rnd_below(300);
+		advance(&r, now);
+	}
+	advance(&r, now + (1u << 15));
+	cr_assert_eq(r.fired + removed, N);
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(n[i].fired + n[i].removed, 1, "node %u", i);
 }
