@@ -299,6 +299,8 @@ static void *timer_main(void *arg)
 			pthread_mutex_unlock(&t->lock);
 			deliver(fc.fired);
 			pthread_mutex_lock(&t->lock);
+			/* rounds that always fire must move the wheel on too */
+			(void)pc__tw_drain_ahead(&t->wheel, PC__TIMER_DRAIN_BUDGET);
 			continue;
 		}
 		/* A chunk of the wheel's cascading each time round, ahead of
