@@ -35,6 +35,17 @@ pc_msg_t *pc__text_msg(uint32_t type, const char *text)
 	return m;
 }
 
+pc_msg_t *pc__steer_msg(uint32_t type, const char *run_id, const char *text)
+{
+	size_t a = strlen(run_id ? run_id : "") + 1, b = strlen(text ? text : "") + 1;
+	pc_msg_t *m = pc_msg_new(type, a + b);
+	if (m) {
+		memcpy(pc_msg_data(m), run_id ? run_id : "", a);
+		memcpy((char *)pc_msg_data(m) + a, text ? text : "", b);
+	}
+	return m;
+}
+
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1])
 {
 	uint64_t n = __atomic_add_fetch(&a->next_id, 1, __ATOMIC_RELAXED);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "actors/actor.h"
 #include "actors/timer.h"
@@ -52,18 +53,20 @@ enum {
 	/* run -> session */
 	PC__MSG_RUN_DONE,           /* pc__run_done_t */
 	PC__MSG_RUN_PHASE,          /* u64: pc_run_phase_t */
-	PC__MSG_STEER_REJECTED,     /* text: the run could not take it */
+	PC__MSG_STEER_REJECTED,     /* steer (pc__steer_msg): the run could not take it */
+	PC__MSG_STEER_TAKEN,        /* text: the run id of a steer the attempt injected
+				     * (attempt -> run -> session) */
 	/* to a run actor */
 	PC__MSG_RUN_START,
 	PC__MSG_RUN_ABORT,
-	PC__MSG_RUN_STEER,          /* text */
+	PC__MSG_RUN_STEER,          /* steer (pc__steer_msg) */
 	PC__MSG_RUN_DELAY,          /* its backoff timer */
 	PC__MSG_RUN_NOTICE,         /* its overload-retry notice timer (§1.12) */
 	PC__MSG_RUN_TRUNCATED,      /* the truncation job's result: int64 count or code */
 	/* to an attempt actor */
 	PC__MSG_ATTEMPT_START,
 	PC__MSG_ATTEMPT_ABORT,
-	PC__MSG_ATTEMPT_STEER,      /* text */
+	PC__MSG_ATTEMPT_STEER,      /* steer (pc__steer_msg) */
 	PC__MSG_ATTEMPT_TIMEOUT,    /* its deadline */
 	PC__MSG_ATTEMPT_CONTEXT,    /* the context files job's result */
 	/* attempt -> run */
@@ -474,5 +477,18 @@ int pc__context_get(pc_agent_t *a, pc_actor_t *reply_to, char **out);
 
 /* Builds a message of `type` with a NUL-terminated text payload. */
 pc_msg_t *pc__text_msg(uint32_t type, const char *text);
+/* A steering message: the run id of the message it came from (empty for
+ * pc_agent_steer's, which has none), then its text, each NUL-terminated.
+ * The id travels so that the message's own run ends when its text is
+ * injected, or runs as a followup under that id when it is not. */
+pc_msg_t *pc__steer_msg(uint32_t type, const char *run_id, const char *text);
+static inline const char *pc__steer_id(const char *payload) { return payload; }
+static inline const char *pc__steer_text(const char *payload) { return payload + strlen(payload) + 1; }
+/* The payload's size: both strings with their NULs. */
+static inline size_t pc__steer_size(const char *payload)
+{
+	const char *t = pc__steer_text(payload);
+	return (size_t)(t - payload) + strlen(t) + 1;
+}
 
 #endif

@@ -440,7 +440,8 @@ static void report(attempt_t *t, const char *why)
 static void reject_steers(attempt_t *t)
 {
 	for (size_t i = 0; i < t->steer_n; i++) {
-		pc_send(t->run, pc__text_msg(PC__MSG_STEER_REJECTED, t->steer[i]));
+		const char *p = t->steer[i];
+		pc_send(t->run, pc__steer_msg(PC__MSG_STEER_REJECTED, pc__steer_id(p), pc__steer_text(p)));
 		free(t->steer[i]);
 	}
 	t->steer_n = 0;
@@ -1233,9 +1234,13 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC__MSG_ATTEMPT_STEER: {
 		if (PC__GROW(t->steer, t->steer_cap, t->steer_n + 1, 4))
 			return 0;
-		char *s = strdup(pc_msg_cdata(msg));
-		if (s)
+		const char *p = pc_msg_cdata(msg);
+		size_t n = pc__steer_size(p);
+		char *s = malloc(n);
+		if (s) {
+			memcpy(s, p, n);
 			t->steer[t->steer_n++] = s;
+		}
 		return 0;
 	}
 	case PC__MSG_ATTEMPT_ABORT:

@@ -89,7 +89,7 @@ typedef struct attempt {
 	tool_slot_t *slots;
 	size_t n_calls, next_call, calls_done;
 
-	char **steer;
+	char **steer; /* queued steers, each a pc__steer_msg payload */
 	size_t steer_n, steer_cap;
 
 	uint32_t appends_pending; /* transcript writes (and syncs) not yet answered */

@@ -144,19 +144,22 @@ static void skip_calls(pc_ctx_t *ctx, attempt_t *t, size_t from)
 void pc__att_inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n)
 {
 	for (size_t i = 0; i < n && t->steer_n > 0; i++) {
-		char *text = t->steer[0];
+		char *steer = t->steer[0];
 		memmove(t->steer, t->steer + 1, (t->steer_n - 1) * sizeof(char *));
 		t->steer_n--;
 		cJSON *m = cJSON_CreateObject();
 		if (m) {
 			cJSON_AddStringToObject(m, "role", "user");
-			cJSON_AddStringToObject(m, "content", text);
+			cJSON_AddStringToObject(m, "content", pc__steer_text(steer));
 			int rc = pc__att_persist(ctx, t, "user", m, NULL);
 			if (rc != 0)
 				t->store_error = rc;
 			cJSON_AddItemToArray(t->messages, m);
 		}
-		free(text);
+		/* the message it came from has had its turn: its run can end */
+		if (*pc__steer_id(steer))
+			pc_send(t->run, pc__text_msg(PC__MSG_STEER_TAKEN, pc__steer_id(steer)));
+		free(steer);
 	}
 }
 

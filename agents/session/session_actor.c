@@ -67,6 +67,11 @@ typedef struct session {
 	pc_agent_t *agent;
 	item_t *queue;
 	size_t qn, qcap;
+	/* messages steered into the active run, each until its text is
+	 * injected (its run then ends "steered") or refused (it then waits
+	 * its turn as a followup, under its own run id) */
+	item_t *steered;
+	size_t sn, scap;
 	uint32_t dropped;
 	char **drop_lines;
 	size_t n_drop_lines;
@@ -550,13 +555,19 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 
 /* ---- the queue ---- */
 
-static int queue_push(session_t *s, item_t *it)
+/* Moves *it to the end of an item array (it is left empty). */
+static int items_push(item_t **items, size_t *n, size_t *cap, size_t first, item_t *it)
 {
-	if (PC__GROW(s->queue, s->qcap, s->qn + 1, 4))
+	if (PC__GROW(*items, *cap, *n + 1, first))
 		return PC_ENOMEM;
-	s->queue[s->qn++] = *it;
+	(*items)[(*n)++] = *it;
 	memset(it, 0, sizeof(*it));
 	return 0;
+}
+
+static int queue_push(session_t *s, item_t *it)
+{
+	return items_push(&s->queue, &s->qn, &s->qcap, 4, it);
 }
 
 /* Empties the queue (its items already ended or moved out). An idle
@@ -568,6 +579,42 @@ static void queue_clear(session_t *s)
 	free(s->queue);
 	s->queue = NULL;
 	s->qcap = 0;
+}
+
+static int steered_push(session_t *s, item_t *it)
+{
+	return items_push(&s->steered, &s->sn, &s->scap, 2, it);
+}
+
+/* Takes the steered message with this run id out into *out; false when
+ * none has it (pc_agent_steer's text, or one settled already). */
+static bool steered_take(session_t *s, const char *run_id, item_t *out)
+{
+	for (size_t i = 0; run_id[0] && i < s->sn; i++) {
+		if (strcmp(s->steered[i].run_id, run_id) != 0)
+			continue;
+		*out = s->steered[i];
+		memmove(&s->steered[i], &s->steered[i + 1], (s->sn - i - 1) * sizeof(item_t));
+		if (--s->sn == 0) {
+			free(s->steered);
+			s->steered = NULL;
+			s->scap = 0;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* The active run is being aborted: what was steered into it goes with
+ * it, as queued messages do; a refusal or an injection still on its way
+ * finds nothing to settle. */
+static void steered_end_all(session_t *s, pc_run_status_t status, const char *why)
+{
+	for (size_t i = 0; i < s->sn; i++)
+		end_unrun(s, &s->steered[i], status, why);
+	free(s->steered);
+	s->steered = NULL;
+	s->sn = s->scap = 0;
 }
 
 static void queue_remove(session_t *s, size_t i)
@@ -746,6 +793,20 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 
 /* A run ended: the lane is freed first, then the run's terminal event goes
  * out and its waiters wake, then the next message runs. */
+/* The run answered every steer it received before its end (taken or
+ * refused, in order, ahead of this report): one still here never reached
+ * it, and waits its turn like a refused one. */
+static void steered_requeue(session_t *s)
+{
+	while (s->sn) {
+		item_t it;
+		steered_take(s, s->steered[0].run_id, &it);
+		s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
+		if (queue_push(s, &it) != 0)
+			end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+	}
+}
+
 static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 {
 	pc_event_bus_t *bus = NULL;
@@ -776,6 +837,8 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);
 		pc__lease_check(&lc);
 	}
+	if (mine)
+		steered_requeue(s);
 	if (mine)
 		drain(ctx, s);
 }
@@ -1032,10 +1095,9 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 			start_item(ctx, s, &it);
 		}
 		return;
-	case PC_QUEUE_INJECT:
+	case PC_QUEUE_INJECT: {
 		answer(p, 0, it.run_id, PC_AGENT_STEERED);
-		if (s->run)
-			pc_send(s->run, pc__text_msg(PC__MSG_RUN_STEER, it.prompt));
+		pc_msg_t *steer = s->run ? pc__steer_msg(PC__MSG_RUN_STEER, it.run_id, it.prompt) : NULL;
 		if (d.also_enqueue) {
 			drop_victims(s, d.drop_count, d.summarize);
 			item_t copy = {0};
@@ -1045,8 +1107,18 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 				queue_push(s, &copy);
 			}
 		}
-		end_unrun(s, &it, PC_RUN_STATUS_OK, "steered");
+		/* it ends when the run says its text went in; a run that cannot
+		 * take it says so, and it runs after, as a followup */
+		if (steer && steered_push(s, &it) == 0) {
+			pc_send(s->run, steer);
+		} else {
+			pc_msg_free(steer);
+			s->last_enqueue_ms = now;
+			if (queue_push(s, &it) != 0)
+				end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
+		}
 		return;
+	}
 	case PC_QUEUE_ENQUEUE:
 		answer(p, 0, it.run_id, PC_AGENT_QUEUED);
 		drop_victims(s, d.drop_count, d.summarize);
@@ -1061,6 +1133,7 @@ static void admit(pc_ctx_t *ctx, session_t *s, pending_t *p)
 		for (size_t i = 0; i < s->qn; i++)
 			end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "interrupted");
 		queue_clear(s);
+		steered_end_all(s, PC_RUN_STATUS_ABORTED, "interrupted");
 		/* the run it replaces, or room for it: kept apart from the session's
 		 * state, which an idle session would otherwise carry empty */
 		if (s->interrupt)
@@ -1236,6 +1309,7 @@ static void abort_all(pc_ctx_t *ctx, session_t *s)
 	for (size_t i = 0; i < s->qn; i++)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "aborted");
 	queue_clear(s);
+	steered_end_all(s, PC_RUN_STATUS_ABORTED, "aborted");
 	clear_drops(s);
 	if (s->interrupt) {
 		cancel_timer(ctx, &s->interrupt_timer);
@@ -1251,7 +1325,7 @@ static void on_steer(session_t *s, const pc_msg_t *msg)
 {
 	int64_t rc = PC_ENOTFOUND;
 	if (s->active && s->run && msg->reply_to) {
-		pc_msg_t *fwd = pc__text_msg(PC__MSG_RUN_STEER, pc_msg_cdata(msg));
+		pc_msg_t *fwd = pc__steer_msg(PC__MSG_RUN_STEER, "", pc_msg_cdata(msg));
 		if (fwd && pc_ask_as(s->run, fwd, msg->reply_to, msg->corr) == 0)
 			return;
 		rc = PC_ESTATE;
@@ -1336,16 +1410,30 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		on_run_done(ctx, s, pc_msg_cdata(msg));
 		return 0;
 	case PC__MSG_STEER_REJECTED: {
-		/* it could not be steered in: run it after the active run */
+		/* it could not be steered in: run it after the active run, as
+		 * its own message's run when it has one */
+		const char *p = pc_msg_cdata(msg);
 		item_t it;
-		char *prompt = strdup(pc_msg_cdata(msg));
-		if (prompt && synthetic_item(s, prompt, &it) == 0) {
+		bool have;
+		if (*pc__steer_id(p)) {
+			have = steered_take(s, pc__steer_id(p), &it); /* else aborted since */
+		} else {
+			char *prompt = strdup(pc__steer_text(p));
+			have = prompt && synthetic_item(s, prompt, &it) == 0;
+		}
+		if (have) {
 			s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
 			if (queue_push(s, &it) != 0)
 				end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
 			if (!s->active)
 				drain(ctx, s);
 		}
+		return 0;
+	}
+	case PC__MSG_STEER_TAKEN: {
+		item_t it;
+		if (steered_take(s, pc_msg_cdata(msg), &it))
+			end_unrun(s, &it, PC_RUN_STATUS_OK, "steered");
 		return 0;
 	}
 	case PC__MSG_SESSION_DIAG:
@@ -1398,6 +1486,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 	for (size_t i = 0; i < s->qn; i++)
 		end_unrun(s, &s->queue[i], PC_RUN_STATUS_ABORTED, "shutdown");
 	free(s->queue);
+	steered_end_all(s, PC_RUN_STATUS_ABORTED, "shutdown");
 	if (s->interrupt)
 		slot_end(s, &s->interrupt, PC_RUN_STATUS_ABORTED, "shutdown");
 	if (s->active) {

@@ -125,6 +125,16 @@ Test(agent_queue, collect_turns_queued_messages_into_one_run)
 	harness_stop_no_leaks(&h);
 }
 
+/* Both messages ended up in the transcript, each with its answer. */
+static void two_turns_then_stop(harness_t *h, pc_event_sub_t *sub)
+{
+	char roles[256];
+	history_roles(h, "s", roles, sizeof(roles));
+	cr_assert_str_eq(roles, "user,assistant,user,assistant");
+	session_unsub(h, "s", sub);
+	harness_stop_no_leaks(h);
+}
+
 Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 {
 	harness_t h;
@@ -149,9 +159,62 @@ Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 	cr_assert_not_null(strstr(body, "a b c d e f"), "the streamed answer is in the context: %s", body);
 	cJSON_free(body);
 	cJSON_Delete(reqs);
-	char roles[256];
-	history_roles(&h, "s", roles, sizeof(roles));
-	cr_assert_str_eq(roles, "user,assistant,user,assistant");
+	two_turns_then_stop(&h, sub);
+}
+
+/* A steered message whose text the run never took (the attempt streaming
+ * when it arrived failed, and the run went on to its fallback model) is
+ * neither lost nor reported done: it runs after that run, as its own run
+ * id, which ends with its own answer. */
+#define SHORTER "make it shorter [[mock:{\"text\":\"the short one\"}]]"
+Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":300,\"error_after\":4,"
+			  "\"type\":\"invalid_request_error\",\"message\":\"bad request\"},"
+			  "{\"text\":\"the fallback's story\"}]}");
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char r1[80], r2[80];
+	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
+	cr_assert_eq(submit_mode(&h, "s", SHORTER, "steer", r2), PC_AGENT_STEERED);
+	cJSON *d = finish_of(&h, r1, 20000);
+	cr_assert_str_eq(payload_text(d), "the fallback's story");
+	cJSON_Delete(d);
+	cr_assert_eq(wait_run(&h, r2, 20000).status, PC_AGENT_WAIT_OK);
+	d = finish_of(&h, r2, 20000);
+	cr_assert_str_eq(jstr(d, "phase"), "end");
+	cr_assert_str_eq(payload_text(d), "the short one");
+	cJSON_Delete(d);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+	assert_last_user(reqs, 1, "tell me a story");
+	assert_last_user(reqs, 2, SHORTER);
+	cJSON_Delete(reqs);
+	two_turns_then_stop(&h, sub);
+}
+
+/* A message steered into a run that is then aborted ends with it, as a
+ * queued one would: aborted, and never run afterwards. */
+Test(agent_queue, a_steer_into_an_aborted_run_ends_with_it)
+{
+	harness_t h;
+	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f g h\",\"delay_ms\":2000}]}");
+	pc_event_sub_t *sub = session_sub(&h, "s");
+	char r1[80], r2[80];
+	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
+	cr_assert_eq(submit_mode(&h, "s", SHORTER, "steer", r2), PC_AGENT_STEERED);
+	cr_assert_eq(pc_agent_abort_session(h.agent, "s"), 0);
+	cr_assert_eq(wait_run(&h, r1, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	cr_assert_eq(wait_run(&h, r2, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	/* a message requeued by mistake would run before the next one */
+	char r3[80];
+	cr_assert_eq(submit(&h, "s", "next [[mock:{\"text\":\"next\"}]]", r3), PC_AGENT_STARTED);
+	cr_assert_eq(wait_run(&h, r3, 20000).status, PC_AGENT_WAIT_OK);
+	cJSON *reqs = mock_requests(&h);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 2, "the steered message ran after the abort");
+	cJSON_Delete(reqs);
 	session_unsub(&h, "s", sub);
 	harness_stop_no_leaks(&h);
 }
