@@ -129,10 +129,22 @@ static void per_second(FILE *f, bool *first, const char *column, const char *tit
 	*first = false;
 }
 
+/* The y axis from 0 for a series of seconds.csv; [0:1] when every value
+ * is 0, where gnuplot's autoscale has no range to draw and warns (on each
+ * output), as a run shorter than a second does for its turns in flight. */
+static void y_from_zero(FILE *f, const char *expr)
+{
+	fprintf(f,
+		"STATS_max = 0\n"
+		"stats 'seconds.csv' using %s nooutput\n"
+		"if (STATS_max <= 0) { set yrange [0:1] } else { set yrange [0:*] }\n",
+		expr);
+}
+
 static void throughput(FILE *f, const pc_load_stats_t *st)
 {
 	begin(f, "throughput", "Turns per second", "s since the run began", "turns/s");
-	fputs("set yrange [0:1<*]\n", f);
+	y_from_zero(f, "(column('ok') + column('failed') + column('dropped'))");
 	bool first = true;
 	per_second(f, &first, "ok", "ok");
 	per_second(f, &first, "failed", "failed");
@@ -145,9 +157,8 @@ static void throughput(FILE *f, const pc_load_stats_t *st)
 static void in_flight(FILE *f)
 {
 	begin(f, "in_flight", "Turns in flight", "s since the run began", "turns queued or running");
-	fputs("set yrange [0:1<*]\n"
-	      "plot 'seconds.csv' using 'elapsed_s':'in_flight' with linespoints pt 7 ps 0.5 title 'in flight'\n",
-	      f);
+	y_from_zero(f, "'in_flight'");
+	fputs("plot 'seconds.csv' using 'elapsed_s':'in_flight' with linespoints pt 7 ps 0.5 title 'in flight'\n", f);
 	end(f, "in_flight");
 }
 
