@@ -473,7 +473,7 @@ static void yield_lane(session_t *s)
  */
 static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 {
-	/* a collected batch or a rejected steer has no one acceptance time */
+	/* a collected batch has no one acceptance time */
 	uint64_t now = pc_runtime_now_ms();
 	if (it->enqueued_ms > 0 && now >= (uint64_t)it->enqueued_ms)
 		pc__observe_ms(s->agent->metrics.queue_wait_seconds, now - (uint64_t)it->enqueued_ms);
@@ -579,6 +579,22 @@ static void queue_clear(session_t *s)
 	free(s->queue);
 	s->queue = NULL;
 	s->qcap = 0;
+}
+
+/* A steer the run refused goes back in the order messages arrived:
+ * before what was queued after it came. */
+static int queue_push_in_order(session_t *s, item_t *it)
+{
+	size_t at = s->qn;
+	while (at > 0 && s->queue[at - 1].enqueued_ms > it->enqueued_ms)
+		at--;
+	int rc = queue_push(s, it);
+	if (rc == 0 && at < s->qn - 1) {
+		item_t moved = s->queue[s->qn - 1];
+		memmove(&s->queue[at + 1], &s->queue[at], (s->qn - 1 - at) * sizeof(item_t));
+		s->queue[at] = moved;
+	}
+	return rc;
 }
 
 static int steered_push(session_t *s, item_t *it)
@@ -802,7 +818,7 @@ static void steered_requeue(session_t *s)
 		item_t it;
 		steered_take(s, s->steered[0].run_id, &it);
 		s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
-		if (queue_push(s, &it) != 0)
+		if (queue_push_in_order(s, &it) != 0)
 			end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
 	}
 }
@@ -1418,12 +1434,15 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (*pc__steer_id(p)) {
 			have = steered_take(s, pc__steer_id(p), &it); /* else aborted since */
 		} else {
+			/* pc_agent_steer's text: it waits from now, after the rest */
 			char *prompt = strdup(pc__steer_text(p));
 			have = prompt && synthetic_item(s, prompt, &it) == 0;
+			if (have)
+				it.enqueued_ms = (int64_t)pc_runtime_now_ms();
 		}
 		if (have) {
 			s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
-			if (queue_push(s, &it) != 0)
+			if (queue_push_in_order(s, &it) != 0)
 				end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
 			if (!s->active)
 				drain(ctx, s);

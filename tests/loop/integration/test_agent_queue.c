@@ -165,8 +165,9 @@ Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 /* A steered message whose text the run never took (the attempt streaming
  * when it arrived failed, and the run went on to its fallback model) is
  * neither lost nor reported done: it runs after that run, as its own run
- * id, which ends with its own answer. */
+ * id, which ends with its own answer, ahead of a followup sent after it. */
 #define SHORTER "make it shorter [[mock:{\"text\":\"the short one\"}]]"
+#define LATER "and then [[mock:{\"text\":\"later\"}]]"
 Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
 {
 	harness_t h;
@@ -178,6 +179,8 @@ Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
 	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
 	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
 	cr_assert_eq(submit_mode(&h, "s", SHORTER, "steer", r2), PC_AGENT_STEERED);
+	char r3[80];
+	cr_assert_eq(submit_mode(&h, "s", LATER, "followup", r3), PC_AGENT_QUEUED);
 	cJSON *d = finish_of(&h, r1, 20000);
 	cr_assert_str_eq(payload_text(d), "the fallback's story");
 	cJSON_Delete(d);
@@ -186,12 +189,20 @@ Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
 	cr_assert_str_eq(jstr(d, "phase"), "end");
 	cr_assert_str_eq(payload_text(d), "the short one");
 	cJSON_Delete(d);
+	cr_assert_eq(wait_run(&h, r3, 20000).status, PC_AGENT_WAIT_OK);
 	cJSON *reqs = mock_requests(&h);
-	cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+	cr_assert_eq(cJSON_GetArraySize(reqs), 4);
 	assert_last_user(reqs, 1, "tell me a story");
+	/* it goes back in the order the messages came: before the followup
+	 * sent after it, though that one was queued first */
 	assert_last_user(reqs, 2, SHORTER);
+	assert_last_user(reqs, 3, LATER);
 	cJSON_Delete(reqs);
-	two_turns_then_stop(&h, sub);
+	char roles[256];
+	history_roles(&h, "s", roles, sizeof(roles));
+	cr_assert_str_eq(roles, "user,assistant,user,assistant,user,assistant");
+	session_unsub(&h, "s", sub);
+	harness_stop_no_leaks(&h);
 }
 
 /* A message steered into a run that is then aborted ends with it, as a
