@@ -46,6 +46,15 @@ pc_msg_t *pc__steer_msg(uint32_t type, const char *run_id, const char *text)
 	return m;
 }
 
+pc_msg_t *pc__steer_copy(uint32_t type, const char *payload)
+{
+	size_t n = pc__steer_size(payload);
+	pc_msg_t *m = pc_msg_new(type, n);
+	if (m)
+		memcpy(pc_msg_data(m), payload, n);
+	return m;
+}
+
 void pc__agent_run_id(pc_agent_t *a, char out[PC_RUN_ID_MAX + 1])
 {
 	uint64_t n = __atomic_add_fetch(&a->next_id, 1, __ATOMIC_RELAXED);

@@ -490,5 +490,7 @@ static inline size_t pc__steer_size(const char *payload)
 	const char *t = pc__steer_text(payload);
 	return (size_t)(t - payload) + strlen(t) + 1;
 }
+/* The same steer, passed on as a message of `type`. */
+pc_msg_t *pc__steer_copy(uint32_t type, const char *payload);
 
 #endif

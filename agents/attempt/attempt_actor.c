@@ -440,8 +440,7 @@ static void report(attempt_t *t, const char *why)
 static void reject_steers(attempt_t *t)
 {
 	for (size_t i = 0; i < t->steer_n; i++) {
-		const char *p = t->steer[i];
-		pc_send(t->run, pc__steer_msg(PC__MSG_STEER_REJECTED, pc__steer_id(p), pc__steer_text(p)));
+		pc_send(t->run, pc__steer_copy(PC__MSG_STEER_REJECTED, t->steer[i]));
 		free(t->steer[i]);
 	}
 	t->steer_n = 0;

@@ -1133,8 +1133,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		return 0;
 	case PC__MSG_STEER_REJECTED:
 		/* a steer the attempt could not inject before it ended */
-		pc_send(r->session, pc__steer_msg(PC__MSG_STEER_REJECTED, pc__steer_id(pc_msg_cdata(msg)),
-						 pc__steer_text(pc_msg_cdata(msg))));
+		pc_send(r->session, pc__steer_copy(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
 		return 0;
 	case PC__MSG_STEER_TAKEN:
 		/* or did: the session ends the message's run */
@@ -1144,8 +1143,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		/* only a streaming attempt takes steering (never while compacting) */
 		bool take = r->attempt && r->streaming && !r->cancelled;
 		if (take)
-			pc_send(r->attempt, pc__steer_msg(PC__MSG_ATTEMPT_STEER, pc__steer_id(pc_msg_cdata(msg)),
-							 pc__steer_text(pc_msg_cdata(msg))));
+			pc_send(r->attempt, pc__steer_copy(PC__MSG_ATTEMPT_STEER, pc_msg_cdata(msg)));
 		if (msg->reply_to) {
 			/* pc_agent_steer asked: the caller learns the answer */
 			pc_msg_t *rep = pc_msg_new(PC__MSG_SESSION_STEER, sizeof(int64_t));
@@ -1155,8 +1153,7 @@ static int run_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 			}
 		} else if (!take) {
 			/* a steer-mode message: it runs after this run instead */
-			pc_send(r->session, pc__steer_msg(PC__MSG_STEER_REJECTED, pc__steer_id(pc_msg_cdata(msg)),
-							 pc__steer_text(pc_msg_cdata(msg))));
+			pc_send(r->session, pc__steer_copy(PC__MSG_STEER_REJECTED, pc_msg_cdata(msg)));
 		}
 		return 0;
 	}

@@ -588,13 +588,12 @@ static int queue_push_in_order(session_t *s, item_t *it)
 	size_t at = s->qn;
 	while (at > 0 && s->queue[at - 1].enqueued_ms > it->enqueued_ms)
 		at--;
-	int rc = queue_push(s, it);
-	if (rc == 0 && at < s->qn - 1) {
-		item_t moved = s->queue[s->qn - 1];
-		memmove(&s->queue[at + 1], &s->queue[at], (s->qn - 1 - at) * sizeof(item_t));
-		s->queue[at] = moved;
-	}
-	return rc;
+	if (queue_push(s, it) != 0)
+		return PC_ENOMEM;
+	item_t moved = s->queue[s->qn - 1];
+	memmove(&s->queue[at + 1], &s->queue[at], (s->qn - 1 - at) * sizeof(item_t));
+	s->queue[at] = moved;
+	return 0;
 }
 
 static int steered_push(session_t *s, item_t *it)
@@ -604,6 +603,13 @@ static int steered_push(session_t *s, item_t *it)
 
 /* Takes the steered message with this run id out into *out; false when
  * none has it (pc_agent_steer's text, or one settled already). */
+static void steered_clear(session_t *s)
+{
+	free(s->steered);
+	s->steered = NULL;
+	s->sn = s->scap = 0;
+}
+
 static bool steered_take(session_t *s, const char *run_id, item_t *out)
 {
 	for (size_t i = 0; run_id[0] && i < s->sn; i++) {
@@ -611,11 +617,8 @@ static bool steered_take(session_t *s, const char *run_id, item_t *out)
 			continue;
 		*out = s->steered[i];
 		memmove(&s->steered[i], &s->steered[i + 1], (s->sn - i - 1) * sizeof(item_t));
-		if (--s->sn == 0) {
-			free(s->steered);
-			s->steered = NULL;
-			s->scap = 0;
-		}
+		if (--s->sn == 0)
+			steered_clear(s);
 		return true;
 	}
 	return false;
@@ -628,9 +631,20 @@ static void steered_end_all(session_t *s, pc_run_status_t status, const char *wh
 {
 	for (size_t i = 0; i < s->sn; i++)
 		end_unrun(s, &s->steered[i], status, why);
-	free(s->steered);
-	s->steered = NULL;
-	s->sn = s->scap = 0;
+	steered_clear(s);
+}
+
+/* The run answered every steer it received before its end (taken or
+ * refused, in order, ahead of that report): one still here never reached
+ * it, and waits its turn like a refused one. */
+static void steered_requeue(session_t *s)
+{
+	if (s->sn)
+		s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
+	for (size_t i = 0; i < s->sn; i++)
+		if (queue_push_in_order(s, &s->steered[i]) != 0)
+			end_unrun(s, &s->steered[i], PC_RUN_STATUS_ERROR, "no_memory");
+	steered_clear(s);
 }
 
 static void queue_remove(session_t *s, size_t i)
@@ -809,20 +823,6 @@ static void release_stuck_lane(pc_ctx_t *ctx, session_t *s)
 
 /* A run ended: the lane is freed first, then the run's terminal event goes
  * out and its waiters wake, then the next message runs. */
-/* The run answered every steer it received before its end (taken or
- * refused, in order, ahead of this report): one still here never reached
- * it, and waits its turn like a refused one. */
-static void steered_requeue(session_t *s)
-{
-	while (s->sn) {
-		item_t it;
-		steered_take(s, s->steered[0].run_id, &it);
-		s->last_enqueue_ms = (int64_t)pc_runtime_now_ms();
-		if (queue_push_in_order(s, &it) != 0)
-			end_unrun(s, &it, PC_RUN_STATUS_ERROR, "no_memory");
-	}
-}
-
 static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 {
 	pc_event_bus_t *bus = NULL;
@@ -853,10 +853,10 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);
 		pc__lease_check(&lc);
 	}
-	if (mine)
+	if (mine) {
 		steered_requeue(s);
-	if (mine)
 		drain(ctx, s);
+	}
 }
 
 /* ---- accepting ---- */

@@ -125,26 +125,26 @@ Test(agent_queue, collect_turns_queued_messages_into_one_run)
 	harness_stop_no_leaks(&h);
 }
 
-/* Both messages ended up in the transcript, each with its answer. */
-static void two_turns_then_stop(harness_t *h, pc_event_sub_t *sub)
+/* A slow story under way (its answer streamed as `scenario` says) and
+ * `steer` steered into it; r1 is the story's run, r2 the steer's. */
+static pc_event_sub_t *steer_into_story(harness_t *h, const char *scenario, const char *steer, char r1[80],
+					char r2[80])
 {
-	char roles[256];
-	history_roles(h, "s", roles, sizeof(roles));
-	cr_assert_str_eq(roles, "user,assistant,user,assistant");
-	session_unsub(h, "s", sub);
-	harness_stop_no_leaks(h);
+	harness_start(h, scenario);
+	pc_event_sub_t *sub = session_sub(h, "s");
+	cr_assert_eq(submit_mode(h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
+	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
+	cr_assert_eq(submit_mode(h, "s", steer, "steer", r2), PC_AGENT_STEERED);
+	return sub;
 }
 
 Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 {
 	harness_t h;
-	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":200}]}");
-	pc_event_sub_t *sub = session_sub(&h, "s");
 	char r1[80], r2[80];
-	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
-	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
-	cr_assert_eq(submit_mode(&h, "s", "make it shorter", "steer", r2), PC_AGENT_STEERED);
-	/* the steered message's own run id ends at once, well */
+	pc_event_sub_t *sub = steer_into_story(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":200}]}",
+					       "make it shorter", r1, r2);
+	/* the steered message's own run id ends, well, once its text is in */
 	cr_assert_eq(wait_run(&h, r2, 5000).status, PC_AGENT_WAIT_OK);
 	cJSON *d = finish_of(&h, r1, 20000);
 	cr_assert_str_eq(jstr(d, "phase"), "end");
@@ -159,7 +159,11 @@ Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 	cr_assert_not_null(strstr(body, "a b c d e f"), "the streamed answer is in the context: %s", body);
 	cJSON_free(body);
 	cJSON_Delete(reqs);
-	two_turns_then_stop(&h, sub);
+	char roles[256];
+	history_roles(&h, "s", roles, sizeof(roles));
+	cr_assert_str_eq(roles, "user,assistant,user,assistant");
+	session_unsub(&h, "s", sub);
+	harness_stop_no_leaks(&h);
 }
 
 /* A steered message whose text the run never took (the attempt streaming
@@ -171,14 +175,11 @@ Test(agent_queue, steer_is_injected_at_the_next_model_boundary)
 Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
 {
 	harness_t h;
-	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":300,\"error_after\":4,"
-			  "\"type\":\"invalid_request_error\",\"message\":\"bad request\"},"
-			  "{\"text\":\"the fallback's story\"}]}");
-	pc_event_sub_t *sub = session_sub(&h, "s");
 	char r1[80], r2[80];
-	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
-	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
-	cr_assert_eq(submit_mode(&h, "s", SHORTER, "steer", r2), PC_AGENT_STEERED);
+	pc_event_sub_t *sub = steer_into_story(&h, "{\"steps\":[{\"text\":\"a b c d e f\",\"delay_ms\":300,\"error_after\":4,"
+					       "\"type\":\"invalid_request_error\",\"message\":\"bad request\"},"
+					       "{\"text\":\"the fallback's story\"}]}",
+					       SHORTER, r1, r2);
 	char r3[80];
 	cr_assert_eq(submit_mode(&h, "s", LATER, "followup", r3), PC_AGENT_QUEUED);
 	cJSON *d = finish_of(&h, r1, 20000);
@@ -210,12 +211,9 @@ Test(agent_queue, a_steer_the_run_never_took_runs_under_its_own_id)
 Test(agent_queue, a_steer_into_an_aborted_run_ends_with_it)
 {
 	harness_t h;
-	harness_start(&h, "{\"steps\":[{\"text\":\"a b c d e f g h\",\"delay_ms\":2000}]}");
-	pc_event_sub_t *sub = session_sub(&h, "s");
 	char r1[80], r2[80];
-	cr_assert_eq(submit_mode(&h, "s", "tell me a story", "steer", r1), PC_AGENT_STARTED);
-	cr_assert(await_event(sub, PC_EVENT_ASSISTANT, NULL, 10000, NULL, 0), "no delta from the slow answer");
-	cr_assert_eq(submit_mode(&h, "s", SHORTER, "steer", r2), PC_AGENT_STEERED);
+	pc_event_sub_t *sub = steer_into_story(&h, "{\"steps\":[{\"text\":\"a b c d e f g h\",\"delay_ms\":2000}]}",
+					       SHORTER, r1, r2);
 	cr_assert_eq(pc_agent_abort_session(h.agent, "s"), 0);
 	cr_assert_eq(wait_run(&h, r1, 20000).run.status, PC_RUN_STATUS_ABORTED);
 	cr_assert_eq(wait_run(&h, r2, 20000).run.status, PC_RUN_STATUS_ABORTED);
