@@ -583,7 +583,7 @@ static int run_by_idem(pc__sq_be_t *be, pc__store_op_t *op, int64_t now)
 		return rc;
 	const char *id = (const char *)sqlite3_column_text(st, 0);
 	snprintf(op->res.id, sizeof(op->res.id), "%s", id ? id : "");
-	op->res.status = pc__sq_status_from_name((const char *)sqlite3_column_text(st, 1));
+	op->res.status = pc__store_status_from_name((const char *)sqlite3_column_text(st, 1));
 	bool kept = sqlite3_column_int64(st, 2) >= now - be->cfg.idem_ttl_ms;
 	const char *fp = (const char *)sqlite3_column_text(st, 3);
 	const char *asked = op->s[S_RB_FP];
@@ -664,7 +664,7 @@ static int op_run_end(pc__sq_be_t *be, pc__store_op_t *op)
 		return frc;
 	sqlite3_stmt *st = be->st[W_RUN_END];
 	pc__sq_bind_s(&berr, st, 1, op, S_RE_RUN);
-	pc__sq_bind_t(&berr, st, 2, pc__sq_run_status_names[op->i[I_RE_STATUS]], -1);
+	pc__sq_bind_t(&berr, st, 2, pc__store_run_status_names[op->i[I_RE_STATUS]], -1);
 	pc__sq_bind_i(&berr, st, 3, pc__clock_wall_ms());
 	pc__sq_bind_s(&berr, st, 4, op, S_RE_CODE);
 	pc__sq_bind_s(&berr, st, 5, op, S_RE_USAGE);
@@ -1174,5 +1174,5 @@ const pc__store_backend_t pc__store_sqlite = {
 	.apply = sq_apply,
 	.commit = sq_commit,
 	.rollback = sq_rollback,
-	.read = pc__sq_read,
+	.reads = &pc__sq_reads,
 };

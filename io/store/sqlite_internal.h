@@ -81,17 +81,10 @@ int pc__sq_exec_b(sqlite3 *db, sqlite3_stmt *st, int berr);
 int pc__sq_prepare_all(sqlite3 *db, const char *const *sql, sqlite3_stmt **st, int n);
 void pc__sq_finalize_all(sqlite3_stmt **st, int n);
 
-/* Run statuses as the runs table spells them, by pc_store_run_status_t;
- * and back (an unknown name reads as PC_STORE_RUN_ERROR). */
-#define PC__SQ_RUN_STATUS_N 6
-extern const char *const pc__sq_run_status_names[PC__SQ_RUN_STATUS_N];
-int pc__sq_status_from_name(const char *s);
-
 /* ---- the reading side (sqlite_read.c) ---- */
 
-/* The backend's read: history, a run, a page of sessions, the open runs
- * or usage, answered from a pooled reader connection. */
-pc_msg_t *pc__sq_read(void *p, const pc__store_op_t *op);
+/* The backend's reads, answered from a pooled reader connection. */
+extern const pc__store_reads_t pc__sq_reads;
 /* Closes the idle reader connections (the backend's close). */
 void pc__sq_readers_free(pc__sq_be_t *be);
 

@@ -168,8 +168,9 @@ static int read_history(pc__sq_reader_t *r, const char *key, pc__store_hist_buil
 	return rc;
 }
 
-static pc_msg_t *run_get(pc__sq_be_t *be, const pc__store_op_t *op)
+static pc_msg_t *run_get(void *p, const pc__store_op_t *op)
 {
+	pc__sq_be_t *be = p;
 	int berr = 0;
 	pc_store_reply_t res = {0};
 	pc__sq_reader_t *r = NULL;
@@ -180,7 +181,7 @@ static pc_msg_t *run_get(pc__sq_be_t *be, const pc__store_op_t *op)
 		rc = pc__sq_step_b(r->db, st, berr);
 		if (rc == 1) {
 			const char *code = (const char *)sqlite3_column_text(st, 3);
-			res.status = pc__sq_status_from_name((const char *)sqlite3_column_text(st, 0));
+			res.status = pc__store_status_from_name((const char *)sqlite3_column_text(st, 0));
 			res.started_ms = sqlite3_column_int64(st, 1);
 			res.ended_ms = sqlite3_column_int64(st, 2);
 			snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
@@ -196,8 +197,9 @@ static pc_msg_t *run_get(pc__sq_be_t *be, const pc__store_op_t *op)
 	return pc__store_reply_msg(&res);
 }
 
-static pc_msg_t *history(pc__sq_be_t *be, const char *key)
+static pc_msg_t *history(void *p, const char *key)
 {
+	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_hist_builder_t b = {0};
 	int64_t last = 0;
@@ -268,8 +270,9 @@ static int read_sessions(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store
 	return rc;
 }
 
-static pc_msg_t *sessions(pc__sq_be_t *be, const pc__store_op_t *op)
+static pc_msg_t *sessions(void *p, const pc__store_op_t *op)
 {
+	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_list_builder_t b = {0};
 	bool more = false;
@@ -307,8 +310,9 @@ static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 	return rc;
 }
 
-static pc_msg_t *open_runs(pc__sq_be_t *be)
+static pc_msg_t *open_runs(void *p)
 {
+	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_runs_builder_t b = {0};
 	int rc = reader_get(be, &r);
@@ -345,8 +349,9 @@ static int read_devices(pc__sq_reader_t *r, pc__store_devices_builder_t *b)
 	return rc;
 }
 
-static pc_msg_t *devices(pc__sq_be_t *be)
+static pc_msg_t *devices(void *p)
 {
+	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_devices_builder_t b = {0};
 	int rc = reader_get(be, &r);
@@ -439,8 +444,9 @@ static int read_usage_days(pc__sq_reader_t *r, const pc__store_op_t *op, pc__sto
 	return rc;
 }
 
-static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
+static pc_msg_t *usage_list(void *p, const pc__store_op_t *op)
 {
+	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_usage_builder_t b = {0};
 	bool more = false;
@@ -464,26 +470,14 @@ static pc_msg_t *usage_list(pc__sq_be_t *be, const pc__store_op_t *op)
 	return m ? m : pc__store_error_reply(op->kind, PC_ENOMEM);
 }
 
-pc_msg_t *pc__sq_read(void *p, const pc__store_op_t *op)
-{
-	pc__sq_be_t *be = p;
-	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
-		return usage_list(be, op);
-	if (op->kind == PC_STORE_REQ_USAGE_DAYS && op->nint >= I_UD_N)
-		return usage_list(be, op);
-	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
-		return run_get(be, op);
-	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
-		return history(be, op->s[S_HI_KEY]);
-	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
-	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
-		return sessions(be, op);
-	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
-		return open_runs(be);
-	if (op->kind == PC_STORE_REQ_DEVICES)
-		return devices(be);
-	return pc__store_error_reply(op->kind, PC_EINVAL);
-}
+const pc__store_reads_t pc__sq_reads = {
+	.history = history,
+	.run_get = run_get,
+	.sessions = sessions,
+	.open_runs = open_runs,
+	.devices = devices,
+	.usage = usage_list,
+};
 
 void pc__sq_readers_free(pc__sq_be_t *be)
 {

@@ -1,17 +1,12 @@
 /*
  * The SQLite backend's statement helpers: SQLite's result codes as the
- * store's, binding, stepping and preparing statements, and the run
- * statuses' names; shared by the writer (sqlite.c) and the readers
- * (sqlite_read.c).
+ * store's, binding, stepping and preparing statements; shared by the
+ * writer (sqlite.c) and the readers (sqlite_read.c).
  */
 #include <errno.h>
 #include <string.h>
 
 #include "sqlite_internal.h"
-
-const char *const pc__sq_run_status_names[PC__SQ_RUN_STATUS_N] = {
-	"accepted", "running", "ok", "error", "aborted", "timeout",
-};
 
 /* ---- errors ---- */
 
@@ -162,12 +157,4 @@ void pc__sq_finalize_all(sqlite3_stmt **st, int n)
 		sqlite3_finalize(st[k]);
 		st[k] = NULL;
 	}
-}
-
-int pc__sq_status_from_name(const char *s)
-{
-	for (int k = 0; k < (int)(sizeof(pc__sq_run_status_names) / sizeof(*pc__sq_run_status_names)); k++)
-		if (s && strcmp(s, pc__sq_run_status_names[k]) == 0)
-			return k;
-	return PC_STORE_RUN_ERROR;
 }

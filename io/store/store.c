@@ -67,6 +67,8 @@ const char *pc_store_strerror(int code)
 	case PC_STORE_EFENCED: return "store: stale lease epoch";
 	case PC_STORE_ECONFLICT: return "store: the transcript changed since the snapshot";
 	case PC_STORE_ECANTOPEN: return "store: the database file cannot be opened";
+	case PC_STORE_EUNAVAIL: return "store: the database server cannot be reached";
+	case PC_STORE_EUNKNOWN: return "store: connection lost during commit, outcome unknown";
 	default: return pc_strerror(code);
 	}
 }
@@ -92,6 +94,8 @@ static void config_resolve(pc_store_config_t *c)
 		c->timeout_ms = PC_STORE_DEFAULT_TIMEOUT_MS;
 	if (c->idem_ttl_ms <= 0)
 		c->idem_ttl_ms = PC_STORE_DEFAULT_IDEM_TTL_MS;
+	if (c->statement_timeout_ms == 0)
+		c->statement_timeout_ms = PC_STORE_DEFAULT_STATEMENT_TIMEOUT_MS;
 }
 
 int pc_store_default_path(char *buf, size_t len)
@@ -250,6 +254,8 @@ static uint64_t thread_cpu_ns(void)
  * others in. */
 static int batch_pass(pc_store_t *s, batch_t *b, bool guarded)
 {
+	if (s->ops->batch)
+		return s->ops->batch(s->be, b->ops, guarded);
 	int rc = s->ops->begin(s->be);
 	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next) {
 		if (op->kind == PC_STORE_REQ_SYNC)
@@ -275,14 +281,20 @@ static pc_msg_t *batch_run(void *arg)
 	 * size) fails alone. */
 	int rc = batch_pass(s, b, false);
 	if (rc != 0) {
-		s->ops->rollback(s->be);
+		if (s->ops->rollback)
+			s->ops->rollback(s->be);
 		rc = batch_pass(s, b, true);
 	}
 	if (rc != 0) {
-		s->ops->rollback(s->be);
+		if (s->ops->rollback)
+			s->ops->rollback(s->be);
 		batch_fail(b->ops, rc);
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
 	}
+	/* a database that went away mid-commit: writes fail until it is back */
+	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next)
+		if (op->res.rc == PC_STORE_EUNKNOWN || op->res.rc == PC_STORE_EUNAVAIL)
+			rc = op->res.rc;
 	/* one writer thread at a time: the pair is written by it alone */
 	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
 		__atomic_store_n(&s->health_since_ms, pc__clock_wall_ms(), __ATOMIC_RELAXED);
@@ -336,10 +348,32 @@ typedef struct read_job {
 	pc__store_op_t *op;
 } read_job_t;
 
+/* A read the backend answers, once the op is checked: its reply. */
+static pc_msg_t *read_answer(pc_store_t *s, const pc__store_op_t *op)
+{
+	const pc__store_reads_t *r = s->ops->reads;
+	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
+		return r->usage(s->be, op);
+	if (op->kind == PC_STORE_REQ_USAGE_DAYS && op->nint >= I_UD_N)
+		return r->usage(s->be, op);
+	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
+		return r->run_get(s->be, op);
+	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
+		return r->history(s->be, op->s[S_HI_KEY]);
+	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
+	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
+		return r->sessions(s->be, op);
+	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
+		return r->open_runs(s->be);
+	if (op->kind == PC_STORE_REQ_DEVICES)
+		return r->devices(s->be);
+	return pc__store_error_reply(op->kind, PC_EINVAL);
+}
+
 static pc_msg_t *read_run(void *arg)
 {
 	read_job_t *j = arg;
-	pc_msg_t *m = j->s->ops->read(j->s->be, j->op);
+	pc_msg_t *m = read_answer(j->s, j->op);
 	if (m)
 		m->corr = j->op->corr;
 	__atomic_add_fetch(&j->s->stats.reads, 1, __ATOMIC_RELAXED);
@@ -616,7 +650,7 @@ int pc_store_open(pc_runtime_t *rt, const pc_store_config_t *cfg, pc_store_t **o
 	if (cfg)
 		s->cfg = *cfg;
 	config_resolve(&s->cfg);
-	const char *path = s->cfg.path;
+	const char *path = s->cfg.url ? s->cfg.url : s->cfg.path;
 	if (!path) {
 		rc = pc_store_default_path(defpath, sizeof(defpath));
 		if (rc == 0)
@@ -627,7 +661,8 @@ int pc_store_open(pc_runtime_t *rt, const pc_store_config_t *cfg, pc_store_t **o
 	}
 	s->cfg.path = NULL;
 	s->rt = rt;
-	s->ops = &pc__store_sqlite;
+	s->ops = s->cfg.url ? &pc__store_pg : &pc__store_sqlite;
+	s->cfg.url = NULL; /* borrowed, like the path: not kept past open */
 	if (pthread_mutex_init(&s->lock, NULL) != 0) {
 		rc = PC_ESYS;
 		goto fail;

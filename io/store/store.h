@@ -59,6 +59,11 @@ enum {
 	PC_STORE_EFENCED = -107,   /* a write carried a stale lease epoch */
 	PC_STORE_ECONFLICT = -108, /* a rewrite's expected last sequence was stale */
 	PC_STORE_ECANTOPEN = -109, /* the file could not be opened or created */
+	PC_STORE_EUNAVAIL = -110,  /* the database server cannot be reached (or
+				    * went away): nothing of the write was kept */
+	PC_STORE_EUNKNOWN = -111,  /* the connection was lost after COMMIT was
+				    * sent and the outcome could not be proved:
+				    * the write may or may not be there */
 };
 
 const char *pc_store_strerror(int code);
@@ -71,6 +76,7 @@ const char *pc_store_strerror(int code);
 #define PC_STORE_DEFAULT_AUDIT_DAYS 30u
 #define PC_STORE_DEFAULT_TIMEOUT_MS 30000
 #define PC_STORE_DEFAULT_IDEM_TTL_MS ((int64_t)24 * 3600 * 1000)
+#define PC_STORE_DEFAULT_STATEMENT_TIMEOUT_MS 10000u
 /* Longest session key, session id, run id, owner, role, kind... (bytes). */
 #define PC_STORE_NAME_MAX 255u
 #define PC_STORE_ID_MAX 128u
@@ -80,6 +86,13 @@ typedef struct pc_store_config {
 	/* The database file. NULL: $PINCER_HOME/state.db, where PINCER_HOME
 	 * defaults to ./.pincer (created, mode 0700, if missing). */
 	const char *path;
+	/* A PostgreSQL database instead of the file: a postgresql:// URI or a
+	 * libpq conninfo string (docs/store.md, "PostgreSQL"). NULL: SQLite
+	 * at `path`. */
+	const char *url;
+	uint32_t statement_timeout_ms; /* PostgreSQL: the server cancels a
+					* statement after this long. 0 = default
+					* PC_STORE_DEFAULT_STATEMENT_TIMEOUT_MS */
 	uint32_t window_ms;  /* group commit: how long the first write of an
 			      * idle store waits for company before its
 			      * transaction starts. 0 (the default) = no wait:

@@ -264,6 +264,24 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
 #define PC__STORE_REPLY_HEAD offsetof(pc_store_reply_t, id)
 
 /*
+ * A backend's reads, each called on a blocking thread (several at once,
+ * beside a batch) with an op the store has checked, and answering with
+ * its reply message (NULL only on ENOMEM): history, a PC_STORE_MSG_HISTORY
+ * snapshot; run_get, a PC_STORE_MSG_REPLY; sessions, a
+ * PC_STORE_MSG_SESSIONS page; open_runs, a PC_STORE_MSG_RUNS listing;
+ * devices, a PC_STORE_MSG_DEVICES listing; usage (PC_STORE_REQ_USAGE_LIST
+ * and _DAYS), a PC_STORE_MSG_USAGE listing.
+ */
+typedef struct pc__store_reads {
+	pc_msg_t *(*history)(void *be, const char *key);
+	pc_msg_t *(*run_get)(void *be, const pc__store_op_t *op);
+	pc_msg_t *(*sessions)(void *be, const pc__store_op_t *op);
+	pc_msg_t *(*open_runs)(void *be);
+	pc_msg_t *(*devices)(void *be);
+	pc_msg_t *(*usage)(void *be, const pc__store_op_t *op);
+} pc__store_reads_t;
+
+/*
  * A backend. Writer calls (begin/apply/commit/rollback) come from one
  * blocking thread at a time, in batches; reads may run on several
  * blocking threads at once, beside a batch.
@@ -282,16 +300,25 @@ typedef struct pc__store_backend {
 	int (*apply)(void *be, pc__store_op_t *op, bool guarded);
 	int (*commit)(void *be);
 	void (*rollback)(void *be);
-	/* Answers a read (PC_STORE_REQ_HISTORY: a PC_STORE_MSG_HISTORY
-	 * snapshot; PC_STORE_REQ_SESSIONS: a PC_STORE_MSG_SESSIONS page;
-	 * PC_STORE_REQ_RUNS_OPEN: a PC_STORE_MSG_RUNS listing;
-	 * PC_STORE_REQ_USAGE_LIST: a PC_STORE_MSG_USAGE listing;
-	 * PC_STORE_REQ_DEVICES: a PC_STORE_MSG_DEVICES listing;
-	 * PC_STORE_REQ_RUN_GET: a PC_STORE_MSG_REPLY). NULL only on ENOMEM. */
-	pc_msg_t *(*read)(void *be, const pc__store_op_t *op);
+	/* Instead of begin/apply/commit (then those are NULL): runs the whole
+	 * batch (PC_STORE_REQ_SYNC ops included, which ask only for the
+	 * commit). Returns 0 when every op's outcome is in its op->res (a
+	 * committed op with rc 0; one that failed alone, or whose commit was
+	 * lost, with its code), or a negative code when nothing of the batch
+	 * was kept (then the store runs it again guarded, and fails it whole
+	 * if that fails too). There is no provisional answer. */
+	int (*batch)(void *be, pc__store_op_t *ops, bool guarded);
+	const struct pc__store_reads *reads;
 } pc__store_backend_t;
 
 extern const pc__store_backend_t pc__store_sqlite;
+extern const pc__store_backend_t pc__store_pg;
+
+/* Run statuses as the backends spell them, by pc_store_run_status_t;
+ * and back (an unknown name reads as PC_STORE_RUN_ERROR). */
+#define PC__STORE_RUN_STATUS_N 6
+extern const char *const pc__store_run_status_names[PC__STORE_RUN_STATUS_N];
+int pc__store_status_from_name(const char *s);
 
 /* store_replies.c: a failed listing (PC_STORE_MSG_SESSIONS / _RUNS) or
  * usage answer with code rc; a history snapshot taken over from its

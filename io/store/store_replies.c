@@ -575,3 +575,15 @@ int pc_store_reply_get(const pc_msg_t *m, pc_store_reply_t *out)
 	memcpy(out->code, code, cl);
 	return 0;
 }
+
+const char *const pc__store_run_status_names[PC__STORE_RUN_STATUS_N] = {
+	"accepted", "running", "ok", "error", "aborted", "timeout",
+};
+
+int pc__store_status_from_name(const char *s)
+{
+	for (int k = 0; k < PC__STORE_RUN_STATUS_N; k++)
+		if (s && strcmp(s, pc__store_run_status_names[k]) == 0)
+			return k;
+	return PC_STORE_RUN_ERROR;
+}
