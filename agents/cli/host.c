@@ -113,6 +113,8 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 	pc_store_config_t scfg;
 	pc_store_config_init(&scfg);
 	scfg.path = h->cfg->store_path;
+	scfg.url = h->cfg->store_url;
+	scfg.statement_timeout_ms = h->cfg->store_statement_timeout_ms;
 	scfg.window_ms = h->cfg->store_window_ms;
 	scfg.group_max = h->cfg->store_group_max;
 	scfg.lazy_ms = h->cfg->store_lazy_ms;

@@ -1155,14 +1155,26 @@ static void check_gateway(pctx_t *x)
 		err(x, "gateway.bind", "binding beyond loopback requires auth (a token or a password)");
 }
 
+/* The one database Pincer speaks besides its file; a typo in the scheme
+ * must not quietly mean SQLite. */
+static void check_store_url(pctx_t *x, const char *url, const char *path)
+{
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0)
+		err(x, path, "must be a postgresql:// URI");
+}
+
 static void parse_store(pctx_t *x, const cJSON *root)
 {
-	static const char *const keys[] = {"path", "windowMs", "groupMax", "lazyMs", "idempotencyHours", NULL};
+	static const char *const keys[] = {"path", "url", "statementTimeoutMs", "windowMs", "groupMax", "lazyMs",
+					   "idempotencyHours", NULL};
 	const cJSON *sj = cJSON_GetObjectItemCaseSensitive(root, "store");
 	if (!sj || !check_object(x, sj, "store", keys))
 		return;
 	pc_config_t *c = &x->cfg->pub;
 	get_str(x, sj, "path", "store", true, &c->store_path);
+	if (get_str(x, sj, "url", "store", true, &c->store_url))
+		check_store_url(x, c->store_url, "store.url");
+	get_u32(x, sj, "statementTimeoutMs", "store", 100, 3600000, &c->store_statement_timeout_ms);
 	get_u32(x, sj, "windowMs", "store", 0, 1000, &c->store_window_ms);
 	get_u32(x, sj, "groupMax", "store", 1, 65536, &c->store_group_max);
 	get_u32(x, sj, "lazyMs", "store", 1, 60000, &c->store_lazy_ms);
@@ -1274,6 +1286,10 @@ static void apply_env(pctx_t *x)
 		g->token = arena_strdup(x, v);
 	if ((v = getenv("PINCER_GATEWAY_PASSWORD")) && *v)
 		g->password = arena_strdup(x, v);
+	if ((v = getenv("PINCER_STORE_URL")) && *v) {
+		x->cfg->pub.store_url = arena_strdup(x, v);
+		check_store_url(x, v, "env.PINCER_STORE_URL");
+	}
 }
 
 /* With no model named anywhere: the mock's model on a fresh machine, else

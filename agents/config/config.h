@@ -259,6 +259,9 @@ typedef struct pc_config {
 	size_t plugin_count;
 	pc_gateway_config_t gateway;
 	const char *store_path;  /* NULL: pc_store_default_path() */
+	const char *store_url;   /* a postgresql:// URI: the store is there, not in
+				  * the file (env PINCER_STORE_URL); NULL: SQLite */
+	uint32_t store_statement_timeout_ms; /* PostgreSQL; 0: the store's default */
 	/* the store's group commit (pc_store_config_t; 0: its default) */
 	uint32_t store_window_ms, store_group_max, store_lazy_ms;
 	uint32_t store_idem_hours; /* how long idempotency keys are kept; 0: the store's 24 h */

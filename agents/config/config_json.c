@@ -34,6 +34,36 @@ static void j_str(bool *ok, cJSON *o, const char *key, const char *v)
 	*ok = *ok && cJSON_AddStringToObject(o, key, v);
 }
 
+/* The store's URI with its password masked: in the user part
+ * (user:password@) and as a password= parameter. */
+static void store_url(bool *ok, cJSON *o, const char *url)
+{
+	size_t n = strlen(url);
+	char *m = *ok ? malloc(n + 8) : NULL; /* one "***" longer at most per mask */
+	if (!m) {
+		*ok = false;
+		return;
+	}
+	const char *auth = strstr(url, "://");
+	auth = auth ? auth + 3 : url;
+	size_t host = strcspn(auth, "/?");
+	const char *at = memchr(auth, '@', host), *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+	if (colon)
+		snprintf(m, n + 8, "%.*s***%s", (int)(colon + 1 - url), url, at);
+	else
+		snprintf(m, n + 8, "%s", url);
+	char *pw = strstr(m, "password=");
+	if (pw) {
+		pw += 9;
+		size_t len = strcspn(pw, "&");
+		char *rest = pw + len;
+		memmove(pw + 3, rest, strlen(rest) + 1);
+		memcpy(pw, "***", 3);
+	}
+	j_str(ok, o, "url", m);
+	free(m);
+}
+
 static void j_names(bool *ok, cJSON *o, const char *key, const char *const *names, size_t n)
 {
 	cJSON *arr = *ok ? cJSON_AddArrayToObject(o, key) : NULL;
@@ -225,10 +255,15 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 	j_bool(&ok, dg, "enabled", c->diagnostics.enabled);
 	j_num(&ok, dg, "stuckSessionWarnMs", (double)c->diagnostics.warn_ms);
 	j_num(&ok, dg, "stuckSessionAbortMs", (double)c->diagnostics.abort_ms);
-	if (c->store_path || c->store_window_ms || c->store_group_max || c->store_lazy_ms || c->store_idem_hours) {
+	if (c->store_path || c->store_url || c->store_statement_timeout_ms || c->store_window_ms ||
+	    c->store_group_max || c->store_lazy_ms || c->store_idem_hours) {
 		cJSON *st = j_obj(&ok, root, "store");
 		if (c->store_path)
 			j_str(&ok, st, "path", c->store_path);
+		if (c->store_url)
+			store_url(&ok, st, c->store_url);
+		if (c->store_statement_timeout_ms)
+			j_num(&ok, st, "statementTimeoutMs", c->store_statement_timeout_ms);
 		if (c->store_window_ms)
 			j_num(&ok, st, "windowMs", c->store_window_ms);
 		if (c->store_group_max)
