@@ -39,7 +39,7 @@ static void clean_env(void)
 					   "PINCER_WORKSPACE", "PINCER_CONFIG",       "PINCER_HOME",
 					   "PC_TEST_KEY_A",  "PC_TEST_KEY_B",         "PC_TEST_KEY_EMPTY",
 					   "PINCER_GATEWAY_BIND", "PINCER_GATEWAY_PORT", "PINCER_GATEWAY_TOKEN",
-					   "PINCER_GATEWAY_PASSWORD"};
+					   "PINCER_GATEWAY_PASSWORD", "PINCER_STORE_URL"};
 	for (size_t i = 0; i < N_OF(vars); i++)
 		unsetenv(vars[i]);
 }
@@ -799,6 +799,9 @@ Test(config, invalid_files_name_the_offending_path)
 		 {"diagnostics.stuckSessionAbortMs: must not be below stuckSessionWarnMs (60000)"}},
 		{"{\"store\":{\"path\":\"\"}}", {"store.path: must not be empty"}},
 		{"{\"store\":{\"file\":\"x.db\"}}", {"store.file: unknown key"}},
+		{"{\"store\":{\"url\":\"mysql://db/x\"}}", {"store.url: must be a postgresql:// URI"}},
+		{"{\"store\":{\"url\":\"postgresql://db/x\",\"statementTimeoutMs\":5}}",
+		 {"store.statementTimeoutMs: must be at least 100"}},
 	};
 	for (size_t i = 0; i < N_OF(rows); i++) {
 		size_t n = 0;
@@ -1220,6 +1223,39 @@ Test(config, gateway_defaults_file_and_environment)
 	pc_config_errors_free(&e);
 	setenv("PINCER_GATEWAY_PORT", "x", 1);
 	const char *want[] = {"env.PINCER_GATEWAY_PORT: must be an integer from 0 to 65535"};
+	expect_errors("{}", want, 1);
+	clean_env();
+	ASSERT_NO_LEAKS();
+}
+
+Test(config, a_store_url_comes_from_the_file_or_the_environment_and_is_shown_masked)
+{
+	pc_config_t *c = NULL;
+	pc_config_errors_t e;
+	cr_assert_eq(parse("{\"store\":{\"url\":\"postgresql://app:s3cret@db:5432/pincer?sslmode=require\","
+			   "\"statementTimeoutMs\":2500}}",
+			   &c, &e),
+		     0);
+	cr_assert_str_eq(c->store_url, "postgresql://app:s3cret@db:5432/pincer?sslmode=require");
+	cr_assert_eq(c->store_statement_timeout_ms, 2500);
+	char *shown = NULL;
+	cr_assert_eq(pc_config_to_json(c, &shown), 0);
+	cr_assert_null(strstr(shown, "s3cret"), "%s", shown);
+	cr_assert_not_null(strstr(shown, "postgresql://app:***@db:5432/pincer?sslmode=require"), "%s", shown);
+	free(shown);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	/* the environment wins, and a password given as a parameter is masked too */
+	setenv("PINCER_STORE_URL", "postgres:///pincer?host=/run/pg&password=pw&user=app", 1);
+	cr_assert_eq(parse("{\"store\":{\"url\":\"postgresql://db/x\"}}", &c, &e), 0);
+	cr_assert_str_eq(c->store_url, "postgres:///pincer?host=/run/pg&password=pw&user=app");
+	cr_assert_eq(pc_config_to_json(c, &shown), 0);
+	cr_assert_not_null(strstr(shown, "postgres:///pincer?host=/run/pg&password=***&user=app"), "%s", shown);
+	free(shown);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	setenv("PINCER_STORE_URL", "sqlite:///tmp/x", 1);
+	const char *want[] = {"env.PINCER_STORE_URL: must be a postgresql:// URI"};
 	expect_errors("{}", want, 1);
 	clean_env();
 	ASSERT_NO_LEAKS();

@@ -1,0 +1,572 @@
+/*
+ * The store on PostgreSQL, where the network can fail: one write of a
+ * batch failing alone in the server, the statement timeout, a writer
+ * connection terminated mid-transaction, a COMMIT whose answer is lost
+ * (decided by the transaction's id), an answer lost before the id came
+ * (unknown, never acknowledged), an unreachable server (writes fail fast,
+ * health says why, and come back), a server restarted under load (nothing
+ * acknowledged lost), two stores creating one schema at once.
+ *
+ * Runs under ctest's "pg" fixture (tests/support/pg_cluster), which sets
+ * PINCER_TEST_PG_URL (and, for the restart, PINCER_TEST_PG_CLUSTER and
+ * PINCER_TEST_PG_DIR); skipped without it.
+ */
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pg_proxy.h"
+#include "pg_test.h"
+#include "test_util.h"
+#include "io/store/store.h"
+
+/* ---- fixture ---- */
+
+typedef struct fx {
+	char url[1024], schema[64];
+	pc_runtime_t *rt;
+	pc_store_t *s;
+	pg_proxy_t *proxy;
+} fx_t;
+
+/* The server's unix socket, from PINCER_TEST_PG_URL's host=DIR. */
+static void server_socket(char *buf, size_t n)
+{
+	const char *base = getenv("PINCER_TEST_PG_URL");
+	const char *h = strstr(base, "host=");
+	cr_assert_not_null(h, "PINCER_TEST_PG_URL names no host directory");
+	h += 5;
+	snprintf(buf, n, "%.*s/.s.PGSQL.5432", (int)strcspn(h, "&"), h);
+}
+
+/* A fresh schema; with `via_proxy`, the store reaches it through a proxy
+ * that can drop the connection on cue. */
+static void fx_init(fx_t *f, bool via_proxy)
+{
+	memset(f, 0, sizeof(*f));
+	if (!pg_test_url_schema(f->url, sizeof(f->url), f->schema))
+		cr_skip_test("PINCER_TEST_PG_URL is not set (ctest runs this under the pg fixture)");
+	if (via_proxy) {
+		char sock[512], extra[128];
+		server_socket(sock, sizeof(sock));
+		f->proxy = pg_proxy_start(sock);
+		cr_assert_not_null(f->proxy);
+		snprintf(extra, sizeof(extra), "options=-csearch_path%%3D%s", f->schema);
+		pg_proxy_url(f->proxy, "pincer", "postgres", extra, f->url, sizeof(f->url));
+	}
+	f->rt = start_rt(2);
+}
+
+static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
+{
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.url = f->url;
+	cfg.statement_timeout_ms = statement_timeout_ms;
+	cfg.window_ms = 100; /* writes sent together share a batch */
+	cr_assert_eq(pc_store_open(f->rt, &cfg, &f->s), 0);
+}
+
+static void fx_fini(fx_t *f)
+{
+	pc_store_close(f->s);
+	FREE_RUNTIME_CHECKED(f->rt);
+	pg_proxy_stop(f->proxy);
+}
+
+static long long q_int(const fx_t *f, const char *sql)
+{
+	char url[1200];
+	/* straight to the server, not through the proxy */
+	snprintf(url, sizeof(url), "%s%coptions=-csearch_path%%3D%s", getenv("PINCER_TEST_PG_URL"),
+		 strchr(getenv("PINCER_TEST_PG_URL"), '?') ? '&' : '?', f->schema);
+	long long v = -1;
+	cr_assert(pg_test_query_int(url, sql, &v), "no value: %s", sql);
+	return v;
+}
+
+static pc_msg_t *append_req(const char *key, int64_t epoch, const char *role, const char *content)
+{
+	pc_store_msg_t m = {.role = role, .content = content};
+	pc_msg_t *req = NULL;
+	cr_assert_eq(pc_store_req_append(key, epoch, &m, &req), 0);
+	return req;
+}
+
+static pc_msg_t *run_req(const char *key, const char *run)
+{
+	pc_store_run_new_t r = {.key = key, .run_id = run};
+	pc_msg_t *req = NULL;
+	cr_assert_eq(pc_store_req_run_begin(&r, &req), 0);
+	return req;
+}
+
+/* ---- asking several writes at once and collecting the answers ---- */
+
+#define ASK_MAX 16
+enum { ASK_GO = 0x7e570001u };
+
+typedef struct asks {
+	pc_actor_t *store;
+	pc_msg_t *req[ASK_MAX];
+	int n;
+	uint64_t corr[ASK_MAX];
+	pc_store_reply_t res[ASK_MAX];
+	int got; /* __atomic */
+} asks_t;
+
+static int asks_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	asks_t *a = state;
+	if (m->type == ASK_GO) {
+		for (int k = 0; k < a->n; k++) {
+			cr_assert_eq(pc_ask(ctx, a->store, a->req[k], &a->corr[k]), 0);
+			a->req[k] = NULL;
+		}
+		return 0;
+	}
+	for (int k = 0; k < a->n; k++)
+		if (m->type == PC_STORE_MSG_REPLY && a->corr[k] == m->corr) {
+			cr_assert_eq(pc_store_reply_get(m, &a->res[k]), 0);
+			__atomic_add_fetch(&a->got, 1, __ATOMIC_RELEASE);
+		}
+	return 0;
+}
+
+static const pc_behavior_t asks_beh = {"asks", asks_receive, NULL};
+
+/* Asks a->req[0..n) in that order from one actor (one batch, given the
+ * store's window) and waits for every answer. */
+static void ask_all(fx_t *f, asks_t *a)
+{
+	a->store = pc_store_actor(f->s);
+	pc_actor_t *actor = NULL;
+	cr_assert_eq(pc_spawn(f->rt, &asks_beh, a, &actor), 0);
+	cr_assert_eq(pc_send_u64(actor, ASK_GO, 0), 0);
+	for (int k = 0; k < 3000 && __atomic_load_n(&a->got, __ATOMIC_ACQUIRE) < a->n; k++)
+		usleep(10 * 1000);
+	cr_assert_eq(__atomic_load_n(&a->got, __ATOMIC_ACQUIRE), a->n, "answers never came");
+	pc_actor_release(actor);
+}
+
+/* ---- one write failing in the server ---- */
+
+Test(store_pg, rule_refusals_share_one_transaction_with_the_writes_that_commit)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	int64_t e = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "fenced", "node-a", 60000, NULL, &e, NULL), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "taken"}, NULL), 0);
+	asks_t a = {.n = 5};
+	a.req[0] = append_req("s", 0, "user", "{\"n\":1}");
+	a.req[1] = run_req("s", "taken");                          /* a run id in use */
+	a.req[2] = append_req("fenced", e + 1, "user", "{\"n\":2}"); /* a stale epoch */
+	a.req[3] = run_req("s", "fresh");
+	a.req[4] = append_req("s", 0, "user", "{\"n\":3}");
+	ask_all(&f, &a);
+	cr_assert_eq(a.res[0].rc, 0);
+	cr_assert_eq(a.res[0].seq, 1);
+	cr_assert_eq(a.res[1].rc, PC_EEXIST);
+	cr_assert_eq(a.res[2].rc, PC_STORE_EFENCED);
+	cr_assert_eq(a.res[3].rc, 0);
+	cr_assert(a.res[3].flags & PC_STORE_CREATED);
+	cr_assert_eq(a.res[4].rc, 0);
+	cr_assert_eq(a.res[4].seq, 2);
+	/* the refusals were answers, not errors: the rows the batch wrote
+	 * carry one transaction id */
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 2);
+	cr_assert_eq(q_int(&f, "SELECT count(DISTINCT xmin::text) FROM messages"), 1);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.failed_batches, 0);
+	fx_fini(&f);
+}
+
+Test(store_pg, a_write_the_server_rejects_fails_alone_and_the_rest_commit)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	asks_t a = {.n = 4};
+	a.req[0] = append_req("s", 0, "user", "{\"n\":1}");
+	a.req[1] = append_req("s", 0, "us\xff\xfe", "{\"n\":2}"); /* not UTF-8: the server refuses it */
+	a.req[2] = run_req("s", "r1");
+	a.req[3] = append_req("s", 0, "user", "{\"n\":3}");
+	ask_all(&f, &a);
+	cr_assert_eq(a.res[0].rc, 0);
+	cr_assert_eq(a.res[1].rc, PC_EINVAL);
+	cr_assert_eq(a.res[2].rc, 0);
+	cr_assert_eq(a.res[3].rc, 0);
+	cr_assert_eq(a.res[0].seq, 1);
+	cr_assert_eq(a.res[3].seq, 2, "the rejected write left no sequence number behind");
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 2);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs WHERE run_id = 'r1'"), 1);
+	cr_assert_eq(q_int(&f, "SELECT last_seq FROM sessions WHERE key = 's'"), 2);
+	/* and the store goes on */
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 3);
+	fx_fini(&f);
+}
+
+/* ---- a session row held by another transaction ---- */
+
+typedef struct locker {
+	PGconn *c;
+	int pid;
+} locker_t;
+
+/* Holds session `key`'s row (FOR UPDATE) in an open transaction. */
+static void lock_row(const fx_t *f, const char *key, locker_t *l)
+{
+	char url[1200], sql[256];
+	snprintf(url, sizeof(url), "%s%coptions=-csearch_path%%3D%s", getenv("PINCER_TEST_PG_URL"),
+		 strchr(getenv("PINCER_TEST_PG_URL"), '?') ? '&' : '?', f->schema);
+	l->c = pg_test_connect(url);
+	l->pid = PQbackendPID(l->c);
+	snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM sessions WHERE key = '%s' FOR UPDATE", key);
+	PGresult *r = PQexec(l->c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(l->c));
+	cr_assert_eq(PQntuples(r), 1);
+	PQclear(r);
+}
+
+static void unlock_row(locker_t *l)
+{
+	PGresult *r = PQexec(l->c, "COMMIT");
+	PQclear(r);
+	PQfinish(l->c);
+	l->c = NULL;
+}
+
+typedef struct append_job {
+	pc_store_t *s;
+	const char *key;
+	int rc;
+	int64_t seq;
+	int done; /* __atomic */
+} append_job_t;
+
+static void *append_main(void *arg)
+{
+	append_job_t *j = arg;
+	pc_store_msg_t m = {.role = "user", .content = "{\"blocked\":true}"};
+	j->rc = pc_store_append(j->s, j->key, 0, &m, &j->seq);
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The pid of the backend that waits for `holder`'s lock (0: none yet). */
+static int waiter_of(const fx_t *f, int holder)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE %d = ANY (pg_blocking_pids(pid))", holder);
+	return (int)q_int(f, sql);
+}
+
+static int wait_for_waiter(const fx_t *f, int holder)
+{
+	int pid = 0;
+	for (int k = 0; k < 500 && pid == 0; k++) {
+		pid = waiter_of(f, holder);
+		if (pid == 0)
+			usleep(10 * 1000);
+	}
+	cr_assert_neq(pid, 0, "the store's writer never waited for the lock");
+	return pid;
+}
+
+Test(store_pg, a_statement_timeout_fails_the_write_and_leaves_nothing)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 300);
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
+	locker_t l;
+	lock_row(&f, "held", &l);
+	append_job_t j = {.s = f.s, .key = "held"};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, append_main, &j), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(j.rc, PC_ETIMEDOUT, "rc %d (%s)", j.rc, pc_store_strerror(j.rc));
+	unlock_row(&l);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
+	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 2);
+	fx_fini(&f);
+}
+
+Test(store_pg, a_writer_terminated_mid_transaction_reconnects_and_the_write_lands_once)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
+	locker_t l;
+	lock_row(&f, "held", &l);
+	append_job_t j = {.s = f.s, .key = "held"};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, append_main, &j), 0);
+	int writer = wait_for_waiter(&f, l.pid);
+	char sql[96];
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)::int", writer);
+	cr_assert_eq(q_int(&f, sql), 1);
+	/* the store learns the transaction aborted and runs the write again
+	 * on a new connection, which waits for the lock in turn */
+	int again = wait_for_waiter(&f, l.pid);
+	cr_assert_neq(again, writer);
+	unlock_row(&l);
+	pthread_join(t, NULL);
+	cr_assert_eq(j.rc, 0, "rc %d (%s)", j.rc, pc_store_strerror(j.rc));
+	cr_assert_eq(j.seq, 2);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 2);
+	fx_fini(&f);
+}
+
+/* ---- lost answers ---- */
+
+Test(store_pg, a_commit_whose_answer_is_lost_is_acknowledged_once_proved)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	pg_proxy_arm(f.proxy, PG_PROXY_CUT_AFTER_COMPLETE, "COMMIT");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	int rc = pc_store_append(f.s, "s", 0, &m, &seq);
+	cr_assert_eq(pg_proxy_fired(f.proxy), 1);
+	cr_assert_eq(rc, 0, "rc %d (%s)", rc, pc_store_strerror(rc));
+	cr_assert_eq(seq, 1);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 2);
+	fx_fini(&f);
+}
+
+Test(store_pg, a_commit_that_never_arrived_is_written_again_and_lands_once)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	pg_proxy_arm(f.proxy, PG_PROXY_CUT_BEFORE_BIND, "w_commit");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	int rc = pc_store_append(f.s, "s", 0, &m, &seq);
+	cr_assert_eq(pg_proxy_fired(f.proxy), 1);
+	cr_assert_eq(rc, 0, "rc %d (%s)", rc, pc_store_strerror(rc));
+	cr_assert_eq(seq, 1);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
+	fx_fini(&f);
+}
+
+Test(store_pg, an_outcome_that_cannot_be_proved_is_never_acknowledged)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	/* every answer is lost, the transaction's id with them: the server
+	 * commits, and nothing tells the store so */
+	pg_proxy_arm(f.proxy, PG_PROXY_CUT_AFTER_COMPLETE, "BEGIN");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	int rc = pc_store_append(f.s, "s", 0, &m, &seq);
+	cr_assert_eq(pg_proxy_fired(f.proxy), 1);
+	cr_assert_eq(rc, PC_STORE_EUNKNOWN, "rc %d (%s)", rc, pc_store_strerror(rc));
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1, "unknown, not failed: it did commit");
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 2);
+	fx_fini(&f);
+}
+
+/* ---- an unreachable server ---- */
+
+static int health_rc(pc_store_t *s)
+{
+	pc_store_health_t h;
+	pc_store_health(s, &h);
+	return h.rc;
+}
+
+Test(store_pg, an_unreachable_server_fails_writes_fast_and_health_says_why)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
+	pg_proxy_set_down(f.proxy, true);
+	for (int k = 0; k < 5; k++) {
+		uint64_t t0 = pc_runtime_now_ms();
+		int rc = pc_store_append(f.s, "s", 0, &m, &seq);
+		cr_assert_eq(rc, PC_STORE_EUNAVAIL, "rc %d (%s)", rc, pc_store_strerror(rc));
+		cr_assert_lt(pc_runtime_now_ms() - t0, 2000, "a write waited for a server that is not there");
+	}
+	cr_assert_eq(health_rc(f.s), PC_STORE_EUNAVAIL);
+	cr_assert_str_eq(pc_store_strerror(PC_STORE_EUNAVAIL), "store: the database server cannot be reached");
+	pg_proxy_set_down(f.proxy, false);
+	/* the probe a readiness check sends brings health back without
+	 * traffic, once the reconnect backoff has passed */
+	for (int k = 0; k < 100 && health_rc(f.s) != 0; k++) {
+		pc_msg_t *probe = NULL;
+		cr_assert_eq(pc_store_req_probe(&probe), 0);
+		cr_assert_eq(pc_send(pc_store_actor(f.s), probe), 0);
+		usleep(100 * 1000);
+	}
+	cr_assert_eq(health_rc(f.s), 0);
+	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 2, "nothing of the refused writes was kept");
+	fx_fini(&f);
+}
+
+Test(store_pg, opening_an_unreachable_server_fails_with_a_code)
+{
+	fx_t f;
+	fx_init(&f, true);
+	pg_proxy_set_down(f.proxy, true);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.url = f.url;
+	pc_store_t *s = NULL;
+	cr_assert_eq(pc_store_open(f.rt, &cfg, &s), PC_STORE_EUNAVAIL);
+	cr_assert_null(s);
+	fx_fini(&f);
+}
+
+/* ---- a restart under load ---- */
+
+#define LOADERS 4
+#define LOAD_MAX 4000
+
+typedef struct loader {
+	pc_store_t *s;
+	int id;
+	int stop; /* __atomic */
+	bool acked[LOAD_MAX];
+	int sent, ok, unavailable, unknown, other, last_other;
+} loader_t;
+
+static void *loader_main(void *arg)
+{
+	loader_t *l = arg;
+	char key[32], content[64];
+	snprintf(key, sizeof(key), "load-%d", l->id);
+	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) && l->sent < LOAD_MAX) {
+		snprintf(content, sizeof(content), "{\"w\":%d,\"k\":%d}", l->id, l->sent);
+		pc_store_msg_t m = {.role = "user", .content = content};
+		int64_t seq = 0;
+		int rc = pc_store_append(l->s, key, 0, &m, &seq);
+		l->acked[l->sent++] = rc == 0;
+		if (rc == 0)
+			l->ok++;
+		else if (rc == PC_STORE_EUNAVAIL)
+			l->unavailable++;
+		else if (rc == PC_STORE_EUNKNOWN)
+			l->unknown++;
+		else
+			l->other++, l->last_other = rc;
+		if (rc != 0)
+			usleep(20 * 1000);
+	}
+	return NULL;
+}
+
+Test(store_pg, a_server_restarted_under_load_loses_nothing_acknowledged, .timeout = 120)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	static loader_t ls[LOADERS];
+	pthread_t t[LOADERS];
+	for (int k = 0; k < LOADERS; k++) {
+		memset(&ls[k], 0, sizeof(ls[k]));
+		ls[k].s = f.s;
+		ls[k].id = k;
+		cr_assert_eq(pthread_create(&t[k], NULL, loader_main, &ls[k]), 0);
+	}
+	usleep(500 * 1000);
+	pg_test_cluster("restart");
+	/* writes succeed again by themselves */
+	int ok0 = 0;
+	for (int k = 0; k < LOADERS; k++)
+		ok0 += __atomic_load_n(&ls[k].ok, __ATOMIC_RELAXED);
+	int ok1 = ok0;
+	for (int w = 0; w < 200 && ok1 < ok0 + 20; w++) {
+		usleep(50 * 1000);
+		ok1 = 0;
+		for (int k = 0; k < LOADERS; k++)
+			ok1 += __atomic_load_n(&ls[k].ok, __ATOMIC_RELAXED);
+	}
+	for (int k = 0; k < LOADERS; k++)
+		__atomic_store_n(&ls[k].stop, 1, __ATOMIC_RELEASE);
+	for (int k = 0; k < LOADERS; k++)
+		pthread_join(t[k], NULL);
+	cr_assert_geq(ok1, ok0 + 20, "writes did not come back after the restart");
+	for (int k = 0; k < LOADERS; k++) {
+		cr_assert_eq(ls[k].other, 0, "loader %d: %d writes failed with %d (%s)", k, ls[k].other, ls[k].last_other,
+			     pc_store_strerror(ls[k].last_other));
+		/* every acknowledged write is there, once */
+		for (int i = 0; i < ls[k].sent; i++) {
+			if (!ls[k].acked[i])
+				continue;
+			char sql[160];
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM messages WHERE content = '{\"w\":%d,\"k\":%d}'", k,
+				 i);
+			cr_assert_eq(q_int(&f, sql), 1, "loader %d write %d was acknowledged and is not there", k, i);
+		}
+	}
+	fx_fini(&f);
+}
+
+/* ---- the schema ---- */
+
+typedef struct opener {
+	pc_runtime_t *rt;
+	const char *url;
+	int rc;
+	pc_store_t *s;
+} opener_t;
+
+static void *open_main(void *arg)
+{
+	opener_t *o = arg;
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.url = o->url;
+	o->rc = pc_store_open(o->rt, &cfg, &o->s);
+	return NULL;
+}
+
+Test(store_pg, two_stores_creating_one_schema_at_once_both_open)
+{
+	fx_t f;
+	fx_init(&f, false);
+	opener_t o[2] = {{f.rt, f.url, -1, NULL}, {f.rt, f.url, -1, NULL}};
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(pthread_create(&t[k], NULL, open_main, &o[k]), 0);
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(o[k].rc, 0, "store %d: %s", k, pc_store_strerror(o[k].rc));
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	cr_assert_eq(pc_store_append(o[0].s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(pc_store_append(o[1].s, "s", 0, &m, &seq), 0);
+	cr_assert_eq(seq, 2, "two writers, one sequence");
+	pc_store_close(o[0].s);
+	pc_store_close(o[1].s);
+	fx_fini(&f);
+}
