@@ -455,7 +455,8 @@ typedef struct loader {
 	int id;
 	int stop; /* __atomic */
 	bool acked[LOAD_MAX];
-	int sent, ok, unavailable, unknown, other, last_other;
+	int ok; /* __atomic: the main thread watches it */
+	int sent, unavailable, unknown, other, last_other;
 } loader_t;
 
 static void *loader_main(void *arg)
@@ -470,7 +471,7 @@ static void *loader_main(void *arg)
 		int rc = pc_store_append(l->s, key, 0, &m, &seq);
 		l->acked[l->sent++] = rc == 0;
 		if (rc == 0)
-			l->ok++;
+			__atomic_add_fetch(&l->ok, 1, __ATOMIC_RELAXED);
 		else if (rc == PC_STORE_EUNAVAIL)
 			l->unavailable++;
 		else if (rc == PC_STORE_EUNKNOWN)
