@@ -21,15 +21,30 @@
  * content each; written with one rewrite), loaded as a snapshot through
  * pc_store_history from the main thread: mean and p99 time per load.
  *
+ * Turns: S sessions (1, 10, 100, 1000), each running agent-turn-shaped
+ * writes back to back: a run row (waited for), then its user and
+ * assistant messages (lazy) and the run's end (waited for): turns/s, the
+ * p99 time of a turn, transactions per turn.
+ *
  * Every configuration uses a fresh database in a temporary directory
  * under /tmp (removed at the end). Figures depend on the disk's fsync
  * latency: that is the cost group commit amortises.
+ *
+ * With PINCER_BENCH_PG_URL set (bench/run store starts a PostgreSQL
+ * server for it), the eager appends and the turns run again against
+ * PostgreSQL, each configuration in a fresh schema; the rows add the
+ * server's own commits per second and per append or turn
+ * (pg_stat_database) and the statements per append or turn the store
+ * sent (a batch is BEGIN, the transaction's id, its writes and COMMIT on
+ * one pipeline: one round trip).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libpq-fe.h>
 
 #include "benchlib.h"
 #include "io/store/store.h"
@@ -106,23 +121,74 @@ typedef struct sess {
 	shared_t *sh;
 	char key[32];
 	uint64_t sent_ns, done, fails, k;
+	uint32_t waiting; /* replies still due in this append or turn */
+	bool begun;       /* turns: the run row came; its end is asked */
 	hist_t h;
 } sess_t;
 
-static int ask_one(pc_ctx_t *ctx, sess_t *s)
+static void bench_content(sess_t *s, char *buf, size_t n)
 {
-	char content[256];
-	snprintf(content, sizeof(content),
+	snprintf(buf, n,
 		 "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"message %llu of the benchmark, "
 		 "about two hundred bytes of text to look like a short chat turn\"}]}",
 		 (unsigned long long)s->k++);
+}
+
+static int ask_append(pc_ctx_t *ctx, sess_t *s, bool lazy)
+{
+	char content[256];
+	bench_content(s, content, sizeof(content));
 	pc_store_msg_t m = {.role = "user", .content = content};
 	pc_msg_t *req = NULL;
 	int rc = pc_store_req_append(s->key, 0, &m, &req);
 	if (rc != 0)
 		return rc;
-	s->sent_ns = now_ns();
+	if (lazy)
+		pc_store_req_lazy(req);
 	return pc_ask(ctx, s->store, req, NULL);
+}
+
+static int ask_one(pc_ctx_t *ctx, sess_t *s)
+{
+	s->sent_ns = now_ns();
+	s->waiting = 1;
+	return ask_append(ctx, s, false);
+}
+
+/* A turn's first write: its run row. */
+static int ask_turn(pc_ctx_t *ctx, sess_t *s)
+{
+	char run[48];
+	snprintf(run, sizeof(run), "%s-%llu", s->key, (unsigned long long)s->k);
+	pc_store_run_new_t r = {.key = s->key, .run_id = run};
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_run_begin(&r, &req);
+	if (rc != 0)
+		return rc;
+	s->sent_ns = now_ns();
+	s->waiting = 1;
+	s->begun = false;
+	return pc_ask(ctx, s->store, req, NULL);
+}
+
+/* The rest of the turn: its messages, lazily, and the run's end, which
+ * commits them. */
+static int ask_turn_end(pc_ctx_t *ctx, sess_t *s)
+{
+	char run[48];
+	snprintf(run, sizeof(run), "%s-%llu", s->key, (unsigned long long)s->k);
+	s->begun = true;
+	int rc = ask_append(ctx, s, true);
+	if (rc == 0)
+		rc = ask_append(ctx, s, true);
+	pc_store_run_end_t e = {.run_id = run, .status = PC_STORE_RUN_OK};
+	pc_msg_t *req = NULL;
+	if (rc == 0)
+		rc = pc_store_req_run_end(&e, &req);
+	if (rc == 0)
+		rc = pc_ask(ctx, s->store, req, NULL);
+	s->waiting = 4; /* three replies, and the mark that the run row came */
+	return rc;
 }
 
 static void finished(sess_t *s)
@@ -131,24 +197,27 @@ static void finished(sess_t *s)
 		bench_latch_signal(&s->sh->latch);
 }
 
-static int sess_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+static int sess_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m, bool turns)
 {
 	sess_t *s = state;
 	if (m->type == MSG_GO)
-		return ask_one(ctx, s);
+		return turns ? ask_turn(ctx, s) : ask_one(ctx, s);
 	if (m->type != PC_STORE_MSG_REPLY)
 		return 0;
-	h_add(&s->h, now_ns() - s->sent_ns);
 	pc_store_reply_t r;
 	if (pc_store_reply_get(m, &r) != 0 || r.rc != 0)
 		s->fails++;
-	else
-		s->done++;
+	if (turns && !s->begun && ask_turn_end(ctx, s) != 0)
+		s->fails++;
+	if (--s->waiting > 0)
+		return 0;
+	h_add(&s->h, now_ns() - s->sent_ns);
+	s->done++;
 	if (__atomic_load_n(&s->sh->stop, __ATOMIC_ACQUIRE)) {
 		finished(s);
 		return 0;
 	}
-	int rc = ask_one(ctx, s);
+	int rc = turns ? ask_turn(ctx, s) : ask_one(ctx, s);
 	if (rc != 0) {
 		s->fails++;
 		finished(s);
@@ -156,7 +225,18 @@ static int sess_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 	return 0;
 }
 
-static const pc_behavior_t sess_beh = {"bench-session", sess_receive, NULL};
+static int append_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	return sess_receive(ctx, state, m, false);
+}
+
+static int turn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	return sess_receive(ctx, state, m, true);
+}
+
+static const pc_behavior_t append_beh = {"bench-appends", append_receive, NULL};
+static const pc_behavior_t turn_beh = {"bench-turns", turn_receive, NULL};
 
 typedef struct mode {
 	const char *name;
@@ -181,7 +261,76 @@ static void rm_db(void)
 	}
 }
 
-static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t group_max)
+/* ---- PostgreSQL ---- */
+
+static const char *pg_base; /* PINCER_BENCH_PG_URL, or NULL */
+static char pg_url[1024];   /* the configuration's schema */
+static unsigned pg_schemas;
+
+static void pg_quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message; /* DROP ... CASCADE lists every object it drops */
+}
+
+static PGresult *pg_exec(const char *url, const char *sql)
+{
+	PGconn *c = PQconnectdb(url);
+	PQsetNoticeProcessor(c, pg_quiet, NULL);
+	if (PQstatus(c) != CONNECTION_OK)
+		bench_fail("postgresql: %s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		bench_fail("postgresql: %s: %s", sql, PQerrorMessage(c));
+	PQfinish(c);
+	return r;
+}
+
+/* A fresh schema for the next configuration: pg_url names it. */
+static void pg_fresh(void)
+{
+	char sql[96];
+	snprintf(sql, sizeof(sql), "CREATE SCHEMA bench_%d_%u", (int)getpid(), ++pg_schemas);
+	PQclear(pg_exec(pg_base, sql));
+	snprintf(pg_url, sizeof(pg_url), "%s%coptions=-csearch_path%%3Dbench_%d_%u", pg_base,
+		 strchr(pg_base, '?') ? '&' : '?', (int)getpid(), pg_schemas);
+}
+
+static void pg_drop_schemas(void)
+{
+	for (unsigned k = 1; k <= pg_schemas; k++) {
+		char sql[96];
+		snprintf(sql, sizeof(sql), "DROP SCHEMA bench_%d_%u CASCADE", (int)getpid(), k);
+		PQclear(pg_exec(pg_base, sql));
+	}
+}
+
+/* The server's commits so far (every database). */
+static int64_t pg_commits(void)
+{
+	PGresult *r = pg_exec(pg_base, "SELECT sum(xact_commit)::bigint FROM pg_stat_database");
+	int64_t n = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+	PQclear(r);
+	return n;
+}
+
+/* The statistics collector publishes a backend's counts when it goes
+ * idle, within a second: wait until the count stops moving. */
+static int64_t pg_commits_settled(void)
+{
+	int64_t a = pg_commits(), b;
+	for (int k = 0; k < 40; k++) {
+		usleep(100 * 1000);
+		b = pg_commits();
+		if (b == a && k >= 10)
+			break;
+		a = b;
+	}
+	return a;
+}
+
+static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t group_max, bool pg)
 {
 	char path[128];
 	rm_db();
@@ -189,19 +338,25 @@ static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t gro
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	cfg.path = path;
+	if (pg) {
+		pg_fresh();
+		cfg.url = pg_url;
+	}
 	cfg.window_ms = window_ms;
 	cfg.group_max = group_max;
 	pc_store_t *s = NULL;
 	int rc = pc_store_open(rt, &cfg, &s);
 	if (rc != 0)
-		bench_fail("open %s: %s", path, pc_store_strerror(rc));
+		bench_fail("open %s: %s", pg ? "postgresql" : path, pc_store_strerror(rc));
 	return s;
 }
 
-static void run_appends(const bench_opts_t *o, const commit_mode_t *md, uint32_t nsess, uint64_t dur_ms)
+/* Appends (turns false) or turns from nsess sessions for dur_ms. */
+static void run_load(const bench_opts_t *o, const commit_mode_t *md, uint32_t nsess, uint64_t dur_ms, bool pg,
+		     bool turns)
 {
 	pc_runtime_t *rt = bench_runtime(o);
-	pc_store_t *st = open_fresh(rt, md->window_ms, md->group_max);
+	pc_store_t *st = open_fresh(rt, md->window_ms, md->group_max, pg);
 	shared_t sh = {0};
 	bench_latch_init(&sh.latch);
 	sh.running = nsess;
@@ -216,16 +371,17 @@ static void run_appends(const bench_opts_t *o, const commit_mode_t *md, uint32_t
 		ss[k]->store = pc_store_actor(st);
 		ss[k]->sh = &sh;
 		snprintf(ss[k]->key, sizeof(ss[k]->key), "agent:bench:%u", k);
-		if (pc_spawn(rt, &sess_beh, ss[k], &as[k]) != 0)
+		if (pc_spawn(rt, turns ? &turn_beh : &append_beh, ss[k], &as[k]) != 0)
 			bench_fail("spawn");
 	}
+	int64_t commits0 = pg ? pg_commits_settled() : 0;
 	double t0 = bench_now_s();
 	for (uint32_t k = 0; k < nsess; k++)
 		if (pc_send_u64(as[k], MSG_GO, 0) != 0)
 			bench_fail("send");
 	usleep((useconds_t)(dur_ms * 1000));
 	__atomic_store_n(&sh.stop, 1, __ATOMIC_RELEASE);
-	bench_latch_wait(&sh.latch, BENCH_TIMEOUT_S, "appends");
+	bench_latch_wait(&sh.latch, BENCH_TIMEOUT_S, turns ? "turns" : "appends");
 	double wall = bench_now_s() - t0;
 	hist_t all = {0};
 	uint64_t done = 0, fails = 0;
@@ -237,21 +393,38 @@ static void run_appends(const bench_opts_t *o, const commit_mode_t *md, uint32_t
 	pc_store_stats_t stats;
 	pc_store_stats(st, &stats);
 	if (fails)
-		bench_fail("%llu appends failed", (unsigned long long)fails);
-	char extra[512];
-	snprintf(extra, sizeof(extra),
-		 "\"mode\":\"%s\",\"sessions\":%u,\"appends_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
-		 "\"max_us\":%.1f,\"txns\":%llu,\"appends_per_txn\":%.1f",
-		 md->name, nsess, (double)done / wall, (double)h_quantile(&all, 0.50) / 1e3,
-		 (double)h_quantile(&all, 0.99) / 1e3, (double)h_quantile(&all, 1.0) / 1e3,
-		 (unsigned long long)stats.batches, stats.batches ? (double)stats.writes / (double)stats.batches : 0.0);
-	bench_report("store_append", o->workers, wall, done, extra);
+		bench_fail("%llu %s failed", (unsigned long long)fails, turns ? "turns" : "appends");
+	char extra[768];
+	int n = snprintf(extra, sizeof(extra),
+			 "\"backend\":\"%s\",\"mode\":\"%s\",\"sessions\":%u,\"%s\":%.0f,\"p50_us\":%.1f,"
+			 "\"p99_us\":%.1f,\"max_us\":%.1f,\"txns\":%llu,\"%s\":%.2f,\"writes_per_txn\":%.1f",
+			 pg ? "postgresql" : "sqlite", md->name, nsess, turns ? "turns_per_s" : "appends_per_s",
+			 (double)done / wall, (double)h_quantile(&all, 0.50) / 1e3, (double)h_quantile(&all, 0.99) / 1e3,
+			 (double)h_quantile(&all, 1.0) / 1e3, (unsigned long long)stats.batches,
+			 turns ? "txns_per_turn" : "txns_per_append", done ? (double)stats.batches / (double)done : 0.0,
+			 stats.batches ? (double)stats.writes / (double)stats.batches : 0.0);
+	/* closed first: the last commits are counted, and the server's
+	 * statistics see the connections go idle */
 	for (uint32_t k = 0; k < nsess; k++)
 		pc_actor_release(as[k]);
 	pc_store_close(st);
+	if (pg && n > 0 && (size_t)n < sizeof(extra)) {
+		int64_t commits = pg_commits_settled() - commits0;
+		/* per batch: BEGIN, the transaction's id, COMMIT, and each write */
+		snprintf(extra + n, sizeof(extra) - (size_t)n,
+			 ",\"server_commits_per_s\":%.0f,\"server_commits_per_%s\":%.3f,\"statements_per_%s\":%.2f,"
+			 "\"round_trips_per_%s\":%.2f",
+			 (double)commits / wall, turns ? "turn" : "append", done ? (double)commits / (double)done : 0.0,
+			 turns ? "turn" : "append",
+			 done ? (double)(stats.writes + 3 * stats.batches) / (double)done : 0.0, turns ? "turn" : "append",
+			 done ? (double)stats.batches / (double)done : 0.0);
+	}
+	bench_report(turns ? "store_turn" : "store_append", o->workers, wall, done, extra);
 	pc_runtime_free(rt);
 	bench_latch_destroy(&sh.latch);
 	free(as);
+	for (uint32_t k = 0; k < nsess; k++)
+		free(ss[k]);
 	free(ss);
 }
 
@@ -260,7 +433,7 @@ static void run_appends(const bench_opts_t *o, const commit_mode_t *md, uint32_t
 static void run_history(const bench_opts_t *o, size_t nmsg, uint32_t loads)
 {
 	pc_runtime_t *rt = bench_runtime(o);
-	pc_store_t *st = open_fresh(rt, 0, 0);
+	pc_store_t *st = open_fresh(rt, 0, 0, false);
 	pc_store_msg_t *v = calloc(nmsg, sizeof(*v));
 	char *content = malloc(256);
 	if (!v || !content)
@@ -308,9 +481,20 @@ int main(int argc, char **argv)
 	if (!mkdtemp(tmpdir))
 		bench_fail("mkdtemp");
 	static const uint32_t sessions[] = {1, 10, 100, 1000};
+	const size_t nsizes = sizeof(sessions) / sizeof(*sessions);
 	for (size_t m = 0; m < sizeof(modes) / sizeof(*modes); m++)
-		for (size_t k = 0; k < sizeof(sessions) / sizeof(*sessions); k++)
-			run_appends(&o, &modes[m], sessions[k], dur_ms);
+		for (size_t k = 0; k < nsizes; k++)
+			run_load(&o, &modes[m], sessions[k], dur_ms, false, false);
+	for (size_t k = 0; k < nsizes; k++)
+		run_load(&o, &modes[0], sessions[k], dur_ms, false, true);
+	pg_base = getenv("PINCER_BENCH_PG_URL");
+	if (pg_base && *pg_base) {
+		for (size_t k = 0; k < nsizes; k++)
+			run_load(&o, &modes[0], sessions[k], dur_ms, true, false);
+		for (size_t k = 0; k < nsizes; k++)
+			run_load(&o, &modes[0], sessions[k], dur_ms, true, true);
+		pg_drop_schemas();
+	}
 	run_history(&o, 10, 1000);
 	run_history(&o, 1000, 200);
 	run_history(&o, 100000, 5);
