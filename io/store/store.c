@@ -283,6 +283,7 @@ static pc_msg_t *batch_run(void *arg)
 	if (rc != 0) {
 		if (s->ops->rollback)
 			s->ops->rollback(s->be);
+		__atomic_add_fetch(&s->stats.retried_batches, 1, __ATOMIC_RELAXED);
 		rc = batch_pass(s, b, true);
 	}
 	if (rc != 0) {
@@ -292,9 +293,16 @@ static pc_msg_t *batch_run(void *arg)
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
 	}
 	/* a database that went away mid-commit: writes fail until it is back */
-	for (pc__store_op_t *op = b->ops; op && rc == 0; op = op->next)
-		if (op->res.rc == PC_STORE_EUNKNOWN || op->res.rc == PC_STORE_EUNAVAIL)
-			rc = op->res.rc;
+	int lost = 0;
+	for (pc__store_op_t *op = b->ops; op; op = op->next) {
+		bool gone = op->res.rc == PC_STORE_EUNKNOWN || op->res.rc == PC_STORE_EUNAVAIL;
+		if (gone && rc == 0)
+			lost = op->res.rc;
+		if (op->res.rc == PC_STORE_EUNKNOWN)
+			__atomic_add_fetch(&s->stats.unknown_writes, 1, __ATOMIC_RELAXED);
+	}
+	if (rc == 0)
+		rc = lost;
 	/* one writer thread at a time: the pair is written by it alone */
 	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
 		__atomic_store_n(&s->health_since_ms, pc__clock_wall_ms(), __ATOMIC_RELAXED);
@@ -733,6 +741,8 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 	out->failed_batches = __atomic_load_n(&s->stats.failed_batches, __ATOMIC_RELAXED);
 	out->reads = __atomic_load_n(&s->stats.reads, __ATOMIC_RELAXED);
 	out->write_cpu_ns = __atomic_load_n(&s->stats.write_cpu_ns, __ATOMIC_RELAXED);
+	out->retried_batches = __atomic_load_n(&s->stats.retried_batches, __ATOMIC_RELAXED);
+	out->unknown_writes = __atomic_load_n(&s->stats.unknown_writes, __ATOMIC_RELAXED);
 }
 
 /* ---- plain-thread wrappers ---- */

@@ -158,6 +158,10 @@ typedef struct pc_store_stats {
 	uint64_t reads;          /* history snapshots served */
 	uint64_t write_cpu_ns;   /* CPU time (user and system) the writer spent
 				  * in write transactions, checkpoints included */
+	uint64_t retried_batches; /* transactions that failed and ran again, each
+				   * write alone (a write the database rejected) */
+	uint64_t unknown_writes;  /* writes answered PC_STORE_EUNKNOWN: the
+				   * connection was lost during their commit */
 } pc_store_stats_t;
 
 /* Counters since open (each read atomically). Any thread. */

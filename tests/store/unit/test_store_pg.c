@@ -185,6 +185,7 @@ Test(store_pg, rule_refusals_share_one_transaction_with_the_writes_that_commit)
 	pc_store_stats_t st;
 	pc_store_stats(f.s, &st);
 	cr_assert_eq(st.failed_batches, 0);
+	cr_assert_eq(st.retried_batches, 0, "a refusal ran the batch again");
 	fx_fini(&f);
 }
 
@@ -208,6 +209,10 @@ Test(store_pg, a_write_the_server_rejects_fails_alone_and_the_rest_commit)
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 2);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs WHERE run_id = 'r1'"), 1);
 	cr_assert_eq(q_int(&f, "SELECT last_seq FROM sessions WHERE key = 's'"), 2);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.retried_batches, 1);
+	cr_assert_eq(st.failed_batches, 0);
 	/* and the store goes on */
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
 	int64_t seq = 0;
@@ -354,6 +359,9 @@ static void lost_answer(int fault, const char *arg, int want)
 	if (want == 0)
 		cr_assert_eq(seq, 1);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_eq(st.unknown_writes, want == PC_STORE_EUNKNOWN ? 1 : 0);
 	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
 	cr_assert_eq(seq, 2);
 	fx_fini(&f);
