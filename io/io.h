@@ -90,6 +90,34 @@ typedef struct pc_io_stats {
 void pc_io_stats(pc_io_t *io, pc_io_stats_t *out);
 
 /*
+ * A descriptor another library drives (a database client's socket),
+ * polled on one of the I/O loops like the layer's own connections: fn(w,
+ * arg, events) runs on that loop's thread when the descriptor is readable
+ * (PC_IO_FD_READ, also for an error or a hang-up, which a read finds),
+ * writable (PC_IO_FD_WRITE, when asked for), when the deadline passes
+ * (events 0), or once when the I/O layer shuts down (PC_IO_FD_STOPPED).
+ * The owner does its non-blocking I/O inside fn, asks for what it waits
+ * for next with pc_io_fd_want, and ends with pc_io_fd_stop; the
+ * descriptor stays open (it is the owner's).
+ */
+typedef struct pc_io_fd pc_io_fd_t;
+typedef void (*pc_io_fd_fn)(pc_io_fd_t *w, void *arg, uint32_t events);
+#define PC_IO_FD_READ 1u
+#define PC_IO_FD_WRITE 2u
+#define PC_IO_FD_STOPPED 4u
+/* Any thread: starts watching `fd` for `want` (PC_IO_FD_READ and/or
+ * _WRITE) with a deadline `timeout_ms` from when the loop takes it (0:
+ * none). fn may run before this returns; *out (may be NULL) is for use
+ * inside fn. */
+int pc_io_fd_start(pc_io_t *io, int fd, uint32_t want, uint32_t timeout_ms, pc_io_fd_fn fn, void *arg,
+		   pc_io_fd_t **out);
+/* Loop thread, inside fn: what to wait for next (the deadline stays). */
+int pc_io_fd_want(pc_io_fd_t *w, uint32_t want);
+/* Loop thread, inside fn: stops watching; fn is not called again and w
+ * is freed. */
+void pc_io_fd_stop(pc_io_fd_t *w);
+
+/*
  * Lifecycle traces of the connection machines ("http": a server
  * connection, "ws": a server WebSocket, "wsclient": a client WebSocket,
  * "h2stream": an HTTP/2 stream, whose id is <connection serial>/<stream>).
