@@ -47,6 +47,7 @@
 #include <libpq-fe.h>
 
 #include "benchlib.h"
+#include "io/io.h"
 #include "io/store/store.h"
 
 enum { MSG_GO = 1 };
@@ -330,6 +331,8 @@ static int64_t pg_commits_settled(void)
 	return a;
 }
 
+static pc_io_t *pg_io; /* polls the PostgreSQL writer's connection, as the gateway's does */
+
 static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t group_max, bool pg)
 {
 	char path[128];
@@ -340,7 +343,11 @@ static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t gro
 	cfg.path = path;
 	if (pg) {
 		pg_fresh();
+		pc_io_config_t io = {.threads = 1};
+		if (pc_io_new(rt, &io, &pg_io) != 0)
+			bench_fail("pc_io_new");
 		cfg.url = pg_url;
+		cfg.io = pg_io;
 	}
 	cfg.window_ms = window_ms;
 	cfg.group_max = group_max;
@@ -408,6 +415,8 @@ static void run_load(const bench_opts_t *o, const commit_mode_t *md, uint32_t ns
 	for (uint32_t k = 0; k < nsess; k++)
 		pc_actor_release(as[k]);
 	pc_store_close(st);
+	pc_io_free(pg_io);
+	pg_io = NULL;
 	if (pg && n > 0 && (size_t)n < sizeof(extra)) {
 		int64_t commits = pg_commits_settled() - commits0;
 		/* per batch: BEGIN, the transaction's id, COMMIT, and each write */

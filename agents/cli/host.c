@@ -129,8 +129,10 @@ int pc_cli_host_start(const pc_cli_host_options_t *o, pc_cli_host_t *h)
 		rc = pc_runtime_start(h->rt);
 	if (rc == 0 && (what = "I/O", 1))
 		rc = pc_io_new(h->rt, &icfg, &h->io);
-	if (rc == 0 && (what = "store", 1))
+	if (rc == 0 && (what = "store", 1)) {
+		scfg.io = h->io; /* polls a PostgreSQL store's connection */
 		rc = pc_store_open(h->rt, &scfg, &h->store);
+	}
 	/* providers marked "embedded" are served by the mock LLM, in-process */
 	static const pc_agent_embedded_llm_t mock_llm = {pc_mock_server_embedded_start,
 							 pc_mock_server_embedded_stop};

@@ -412,7 +412,10 @@ static int writer_up(pc__pg_be_t *be)
 
 /* ---- a unit: one transaction on the pipeline ---- */
 
-typedef enum { UNIT_COMMITTED, UNIT_FAILED, UNIT_LOST } unit_end_t;
+typedef enum { UNIT_MORE, UNIT_COMMITTED, UNIT_FAILED, UNIT_LOST } unit_end_t;
+
+/* The statement whose answer a unit reads next. */
+enum { AT_BEGIN, AT_XID, AT_OPS, AT_TRIM, AT_COMMIT, AT_SYNC, AT_END };
 
 typedef struct unit {
 	pc__store_op_t *first, *end; /* its ops: [first, end) */
@@ -421,6 +424,14 @@ typedef struct unit {
 	bool trim;                   /* audit rows were added: trim before COMMIT */
 	char xid[32];                /* the transaction's id, once read */
 	int rc;                      /* UNIT_FAILED: the failing statement's code */
+	/* reading, resumable (a batch polled on an I/O loop reads what has
+	 * come and goes on when more does) */
+	int at;                      /* AT_* */
+	pc__store_op_t *op;          /* AT_OPS: the op answered next */
+	size_t k;                    /* its position */
+	bool need_null;              /* a result came; the NULL ending it not yet */
+	bool committed;              /* COMMIT answered COMMIT */
+	bool conn_bad;               /* the connection failed after the outcome was known */
 } unit_t;
 
 static bool send_stmt(PGconn *c, int stmt, const params_t *p)
@@ -506,56 +517,117 @@ static void unit_abandon(pc__pg_be_t *be)
 		writer_down(be);
 }
 
-/* Reads the unit's answers into its ops (an op not answered keeps
- * PC_STORE_EUNKNOWN). */
-static unit_end_t unit_read(pc__pg_be_t *be, unit_t *u)
+/* The next answer of the unit's pipeline, waiting at most wait_ms (0:
+ * only what has come): 1 with *out, 0 when it has not come yet (wait_ms
+ * 0 only), or a negative code when the connection failed or the wait ran
+ * out. */
+static int next_answer(pc__pg_be_t *be, unit_t *u, int wait_ms, PGresult **out)
 {
+	*out = NULL;
 	PGresult *r = NULL;
-	u->rc = 0;
-	if (query_result(be, &r) != 0)
-		return UNIT_LOST;
-	result_ok(be, u, r, PGRES_COMMAND_OK);
-	PQclear(r);
-	if (query_result(be, &r) != 0)
-		return UNIT_LOST;
-	if (result_ok(be, u, r, PGRES_TUPLES_OK) && PQntuples(r) == 1)
-		snprintf(u->xid, sizeof(u->xid), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
-	size_t k = u->base;
-	for (pc__store_op_t *op = u->first; op != u->end; op = op->next, k++) {
-		if (!u->sent[k])
-			continue;
-		if (query_result(be, &r) != 0)
-			return UNIT_LOST;
-		if (result_ok(be, u, r, PGRES_TUPLES_OK))
-			take_row(r, op);
-		else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED)
-			op->res = (pc_store_reply_t){.rc = pc__pg_code(r, be->w)};
+	int rc = 0;
+	if (u->need_null) {
+		rc = pc__pg_next(be->w, wait_ms, &r);
+		if (rc == PC_ETIMEDOUT && wait_ms == 0)
+			return 0;
+		if (rc != 0 || r) {
+			PQclear(r);
+			return rc ? rc : PC_STORE_EUNAVAIL;
+		}
+		u->need_null = false;
+	}
+	rc = pc__pg_next(be->w, wait_ms, &r);
+	if (rc == PC_ETIMEDOUT && wait_ms == 0)
+		return 0;
+	if (rc != 0 || !r) /* an answer was due */
+		return rc ? rc : PC_STORE_EUNAVAIL;
+	u->need_null = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+	*out = r;
+	return 1;
+}
+
+/* The next op from u->op on that was sent, or on to the statements after
+ * the ops. */
+static void seek_op(unit_t *u)
+{
+	while (u->op != u->end && !u->sent[u->k]) {
+		u->op = u->op->next;
+		u->k++;
+	}
+	if (u->op == u->end)
+		u->at = u->trim ? AT_TRIM : AT_COMMIT;
+}
+
+/* Reads the unit's answers into its ops, as far as they have come
+ * (wait_ms 0) or to the end (an op not answered keeps PC_STORE_EUNKNOWN). */
+static unit_end_t unit_step(pc__pg_be_t *be, unit_t *u, int wait_ms)
+{
+	while (u->at != AT_END) {
+		PGresult *r = NULL;
+		int got = next_answer(be, u, wait_ms, &r);
+		if (got == 0)
+			return UNIT_MORE;
+		if (got < 0) {
+			if (u->at != AT_SYNC)
+				return UNIT_LOST;
+			/* the sync point's answer: the outcome is known already, the
+			 * connection is for the next batch to replace */
+			u->conn_bad = true;
+			break;
+		}
+		switch (u->at) {
+		case AT_BEGIN:
+			result_ok(be, u, r, PGRES_COMMAND_OK);
+			u->at = AT_XID;
+			break;
+		case AT_XID:
+			if (result_ok(be, u, r, PGRES_TUPLES_OK) && PQntuples(r) == 1)
+				snprintf(u->xid, sizeof(u->xid), "%s", PQgetvalue(r, 0, 0));
+			u->at = AT_OPS;
+			u->op = u->first;
+			u->k = u->base;
+			seek_op(u);
+			break;
+		case AT_OPS:
+			if (result_ok(be, u, r, PGRES_TUPLES_OK))
+				take_row(r, u->op);
+			else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED)
+				u->op->res = (pc_store_reply_t){.rc = pc__pg_code(r, be->w)};
+			u->op = u->op->next;
+			u->k++;
+			seek_op(u);
+			break;
+		case AT_TRIM:
+			result_ok(be, u, r, PGRES_TUPLES_OK);
+			u->at = AT_COMMIT;
+			break;
+		case AT_COMMIT:
+			/* COMMIT of an aborted transaction answers "ROLLBACK" */
+			u->committed = result_ok(be, u, r, PGRES_COMMAND_OK) && strcmp(PQcmdStatus(r), "COMMIT") == 0;
+			u->at = AT_SYNC;
+			break;
+		default:
+			u->conn_bad = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+			u->at = AT_END;
+			break;
+		}
 		PQclear(r);
 	}
-	if (u->trim) {
-		if (query_result(be, &r) != 0)
-			return UNIT_LOST;
-		result_ok(be, u, r, PGRES_TUPLES_OK);
-		PQclear(r);
-	}
-	if (query_result(be, &r) != 0)
-		return UNIT_LOST;
-	/* COMMIT of an aborted transaction answers "ROLLBACK" */
-	bool committed = result_ok(be, u, r, PGRES_COMMAND_OK) && strcmp(PQcmdStatus(r), "COMMIT") == 0;
-	PQclear(r);
-	/* the sync point's answer: a connection that fails here is for the
-	 * next batch to replace, the outcome is known already */
-	if (query_result(be, &r) != 0 || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
-		writer_down(be);
-	PQclear(r);
-	if (committed)
+	if (u->committed)
 		return UNIT_COMMITTED;
 	if (u->rc == 0)
 		u->rc = PC_STORE_EIO;
-	if (be->w)
-		unit_abandon(be);
 	return UNIT_FAILED;
+}
+
+/* What the writer's connection needs after a unit ended: replaced when
+ * it failed, rolled back when the transaction failed in it. */
+static void unit_settle(pc__pg_be_t *be, unit_t *u, unit_end_t end)
+{
+	if (u->conn_bad)
+		writer_down(be);
+	if (end == UNIT_FAILED && be->w)
+		unit_abandon(be);
 }
 
 /* After a lost answer: did transaction `xid` commit? 1 yes, 0 no, or
@@ -609,6 +681,36 @@ static int unit_lost(pc__pg_be_t *be, unit_t *u)
 	return 0;
 }
 
+/* A unit about to be sent: its ops' outcomes unknown until answered, its
+ * reading at the start. */
+static void unit_begin(unit_t *u)
+{
+	size_t k = u->base;
+	u->trim = false;
+	u->xid[0] = 0;
+	u->rc = 0;
+	u->at = AT_BEGIN;
+	u->need_null = u->committed = u->conn_bad = false;
+	for (pc__store_op_t *op = u->first; op != u->end; op = op->next, k++) {
+		if (!u->sent[k])
+			continue;
+		op->res = (pc_store_reply_t){.rc = PC_STORE_EUNKNOWN};
+		u->trim |= op->kind == PC_STORE_REQ_AUDIT;
+	}
+}
+
+/* A unit that ended as `end`: 0 when each op has its outcome in op->res,
+ * or a negative code when nothing was kept. */
+static int unit_outcome(pc__pg_be_t *be, unit_t *u, unit_end_t end)
+{
+	unit_settle(be, u, end);
+	switch (end) {
+	case UNIT_COMMITTED: return 0;
+	case UNIT_FAILED: return u->rc;
+	default: return unit_lost(be, u);
+	}
+}
+
 /* Runs ops [first, end) as one transaction: 0 when each op has its
  * outcome in op->res, or a negative code when nothing was kept. */
 static int unit_run(pc__pg_be_t *be, unit_t *u)
@@ -616,40 +718,26 @@ static int unit_run(pc__pg_be_t *be, unit_t *u)
 	int rc = writer_up(be);
 	if (rc != 0)
 		return rc;
-	size_t k = u->base;
-	u->trim = false;
-	u->xid[0] = 0;
-	for (pc__store_op_t *op = u->first; op != u->end; op = op->next, k++) {
-		if (!u->sent[k])
-			continue;
-		op->res = (pc_store_reply_t){.rc = PC_STORE_EUNKNOWN};
-		u->trim |= op->kind == PC_STORE_REQ_AUDIT;
-	}
+	unit_begin(u);
 	/* libpq sends in order: a send that failed did not deliver the
 	 * COMMIT and the sync point after it, so nothing can have committed */
 	if (!unit_send(be, u)) {
 		writer_down(be);
 		return PC_STORE_EUNAVAIL;
 	}
-	switch (unit_read(be, u)) {
-	case UNIT_COMMITTED: return 0;
-	case UNIT_FAILED: return u->rc;
-	default: return unit_lost(be, u);
-	}
+	return unit_outcome(be, u, unit_step(be, u, pc__pg_wait_ms(be)));
 }
 
-static int pg_batch(void *p, pc__store_op_t *ops, bool guarded)
+/* Checks the batch's ops (a malformed one fails alone and is not sent):
+ * which are sent (NULL on ENOMEM), and how many. */
+static bool *batch_check(pc__pg_be_t *be, pc__store_op_t *ops, size_t *live)
 {
-	pc__pg_be_t *be = p;
-	size_t n = 0, live = 0;
+	size_t n = 0, k = 0;
 	for (pc__store_op_t *op = ops; op; op = op->next)
 		n++;
 	bool *sent = calloc(n ? n : 1, sizeof(*sent));
-	if (!sent)
-		return PC_ENOMEM;
-	/* checked here, so that a malformed op fails alone and is not sent */
-	size_t k = 0;
-	for (pc__store_op_t *op = ops; op; op = op->next, k++) {
+	*live = 0;
+	for (pc__store_op_t *op = ops; op && sent; op = op->next, k++) {
 		op->res = (pc_store_reply_t){0};
 		if (op->kind == PC_STORE_REQ_SYNC)
 			continue; /* it asks only for the commit */
@@ -658,8 +746,123 @@ static int pg_batch(void *p, pc__store_op_t *ops, bool guarded)
 		free(pr.json);
 		op->res.rc = rc;
 		sent[k] = rc == 0;
-		live += sent[k];
+		*live += sent[k];
 	}
+	return sent;
+}
+
+/* ---- a batch polled on an I/O loop ---- */
+
+/* A batch under way on the writer's connection with no thread of its own:
+ * its unit, whom to tell, and, when it could not end on the loop, how far
+ * it came (`end`), for the blocking path to finish. */
+typedef struct pg_async {
+	unit_t u;
+	void (*done)(void *arg, int rc);
+	void *arg;
+	bool flushing; /* the pipeline is not all in the socket yet */
+	unit_end_t end;
+} pg_async_t;
+
+static void async_free(pg_async_t *a)
+{
+	free(a->u.sent);
+	free(a);
+}
+
+/* The loop thread: the connection is ready, or the deadline passed. */
+static void async_ready(pc_io_fd_t *w, void *arg, uint32_t events)
+{
+	pc__pg_be_t *be = arg;
+	pg_async_t *a = be->async;
+	unit_end_t end = UNIT_MORE;
+	/* a deadline or the I/O layer's shutdown hands the reading over to
+	 * the blocking path, which waits result by result */
+	bool give_up = events == 0 || (events & PC_IO_FD_STOPPED);
+	if (!give_up && a->flushing) {
+		int fl = PQflush(be->w);
+		end = fl < 0 ? UNIT_LOST : UNIT_MORE;
+		a->flushing = fl == 1;
+	}
+	if (!give_up && end == UNIT_MORE)
+		end = unit_step(be, &a->u, 0);
+	if (!give_up && end == UNIT_MORE &&
+	    pc_io_fd_want(w, PC_IO_FD_READ | (a->flushing ? PC_IO_FD_WRITE : 0)) == 0)
+		return;
+	pc_io_fd_stop(w);
+	(void)PQsetnonblocking(be->w, 0); /* a failure shows in the next call */
+	if (end == UNIT_COMMITTED) {
+		unit_settle(be, &a->u, end);
+		be->async = NULL;
+		void (*done)(void *, int) = a->done;
+		void *darg = a->arg;
+		async_free(a);
+		done(darg, 0);
+		return;
+	}
+	a->end = end;
+	a->done(a->arg, PC__STORE_TO_POOL);
+}
+
+/* Sends a batch and leaves its answers to an I/O loop: the common case of
+ * a healthy connection. Connecting, a connection found dead and whatever
+ * follows a failure stay on the blocking path (PC__STORE_TO_POOL). */
+static int pg_start(void *p, pc__store_op_t *ops, void (*done)(void *arg, int rc), void *arg)
+{
+	pc__pg_be_t *be = p;
+	if (!be->cfg.io || !be->w || !pc__pg_idle_alive(be->w))
+		return PC__STORE_TO_POOL;
+	size_t live = 0;
+	pg_async_t *a = calloc(1, sizeof(*a));
+	bool *sent = a ? batch_check(be, ops, &live) : NULL;
+	if (!sent || live == 0) {
+		free(sent);
+		free(a);
+		return PC__STORE_TO_POOL;
+	}
+	a->u = (unit_t){.first = ops, .sent = sent};
+	unit_begin(&a->u);
+	int fl = -1;
+	if (PQsetnonblocking(be->w, 1) == 0 && unit_send(be, &a->u))
+		fl = PQflush(be->w);
+	if (fl < 0) { /* nothing can have committed: the blocking path starts over */
+		writer_down(be);
+		async_free(a);
+		return PC__STORE_TO_POOL;
+	}
+	*a = (pg_async_t){.u = a->u, .done = done, .arg = arg, .flushing = fl == 1, .end = UNIT_MORE};
+	be->async = a;
+	if (pc_io_fd_start(be->cfg.io, PQsocket(be->w), PC_IO_FD_READ | (a->flushing ? PC_IO_FD_WRITE : 0),
+			   (uint32_t)pc__pg_wait_ms(be), async_ready, be, NULL) != 0) {
+		(void)PQsetnonblocking(be->w, 0);
+		return PC__STORE_TO_POOL; /* sent, and read on the blocking path */
+	}
+	return 0;
+}
+
+/* The blocking path's part of a batch the loop began: reading on, rolling
+ * back, or learning what a lost commit did. */
+static int async_finish(pc__pg_be_t *be)
+{
+	pg_async_t *a = be->async;
+	be->async = NULL;
+	unit_end_t end = a->end;
+	if (end == UNIT_MORE)
+		end = unit_step(be, &a->u, pc__pg_wait_ms(be));
+	int rc = unit_outcome(be, &a->u, end);
+	async_free(a);
+	return rc;
+}
+
+static int pg_batch(void *p, pc__store_op_t *ops, bool guarded)
+{
+	pc__pg_be_t *be = p;
+	if (be->async)
+		return async_finish(be);
+	size_t live = 0;
+	bool *sent = batch_check(be, ops, &live);
+	if (!sent)
+		return PC_ENOMEM;
 	int rc = 0;
 	if (live == 0) {
 		free(sent);
@@ -671,7 +874,7 @@ static int pg_batch(void *p, pc__store_op_t *ops, bool guarded)
 	} else {
 		/* each write a transaction of its own: one that fails does not
 		 * take the others with it */
-		k = 0;
+		size_t k = 0;
 		for (pc__store_op_t *op = ops; op; op = op->next, k++) {
 			if (!sent[k])
 				continue;
@@ -693,6 +896,8 @@ static void pg_close(void *p)
 	if (!be)
 		return;
 	pc__pg_readers_free(be);
+	if (be->async) /* begun, and dropped with the runtime stopping */
+		async_free(be->async);
 	writer_down(be);
 	pthread_mutex_destroy(&be->lock);
 	free(be->url);
@@ -735,5 +940,6 @@ const pc__store_backend_t pc__store_pg = {
 	.open = pg_open,
 	.close = pg_close,
 	.batch = pg_batch,
+	.start = pg_start,
 	.reads = &pc__pg_reads,
 };

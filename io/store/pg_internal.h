@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "io/io.h"
 #include "store_internal.h"
 
 /* A pooled reader connection with its prepared statements (pg_read.c). */
@@ -29,6 +30,8 @@ typedef struct pc__pg_be {
 	int down_rc;          /* why the last connect failed */
 	pthread_mutex_t lock; /* guards idle */
 	pc__pg_reader_t *idle;
+	struct pg_async *async; /* a batch an I/O loop polls (pg.c), or one it
+				 * began and the blocking path is to finish */
 } pc__pg_be_t;
 
 /* ---- connections (pg_conn.c) ---- */

@@ -269,6 +269,8 @@ static int batch_pass(pc_store_t *s, batch_t *b, bool guarded)
 	return rc;
 }
 
+static void batch_end(batch_t *b, int rc, uint64_t cpu0);
+
 static pc_msg_t *batch_run(void *arg)
 {
 	batch_t *b = arg;
@@ -286,9 +288,19 @@ static pc_msg_t *batch_run(void *arg)
 		__atomic_add_fetch(&s->stats.retried_batches, 1, __ATOMIC_RELAXED);
 		rc = batch_pass(s, b, true);
 	}
+	if (rc != 0 && s->ops->rollback)
+		s->ops->rollback(s->be);
+	batch_end(b, rc, cpu0);
+	return NULL;
+}
+
+/* A batch over (rc: the whole batch failed with it), on the thread that
+ * ran it: its health and counters, and every answer. `cpu0`: that thread's
+ * CPU time when the batch began (0: not counted). */
+static void batch_end(batch_t *b, int rc, uint64_t cpu0)
+{
+	pc_store_t *s = b->s;
 	if (rc != 0) {
-		if (s->ops->rollback)
-			s->ops->rollback(s->be);
 		batch_fail(b->ops, rc);
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
 	}
@@ -327,8 +339,8 @@ static pc_msg_t *batch_run(void *arg)
 	(void)pc_send(s->actor, b->done); /* a stopped store needs no news */
 	pc_runtime_hold_end();
 	free(b);
-	return NULL;
 }
+
 
 static void batch_discard(void *arg)
 {
@@ -341,6 +353,23 @@ static void batch_discard(void *arg)
 	}
 	pc_msg_free(b->done);
 	free(b);
+}
+
+/* The end of a batch a backend ran with no thread of its own, on the
+ * thread that polled it: answered here, or run on the blocking pool after
+ * all when the backend says so (where a batch it began is finished). */
+static void batch_started_done(void *arg, int rc)
+{
+	batch_t *b = arg;
+	if (rc == PC__STORE_TO_POOL) {
+		if (pc_blocking_submit(b->s->rt, batch_run, batch_discard, b, NULL) == 0)
+			return;
+		/* no room on the pool: its outcome may already be decided, so
+		 * it is finished here rather than failed */
+		(void)batch_run(b);
+		return;
+	}
+	batch_end(b, rc, 0);
 }
 
 static void reads_done(pc_store_t *s)
@@ -448,7 +477,11 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 		int rc = PC_ENOMEM;
 		if (b && done) {
 			*b = (batch_t){a->s, first, writes, done};
-			rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
+			rc = PC__STORE_TO_POOL;
+			if (a->s->ops->start)
+				rc = a->s->ops->start(a->s->be, first, batch_started_done, b);
+			if (rc != 0)
+				rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
 		}
 		if (rc == 0) {
 			a->in_flight = true;

@@ -93,6 +93,11 @@ typedef struct pc_store_config {
 	uint32_t statement_timeout_ms; /* PostgreSQL: the server cancels a
 					* statement after this long. 0 = default
 					* PC_STORE_DEFAULT_STATEMENT_TIMEOUT_MS */
+	/* PostgreSQL: the I/O layer (borrowed; it must outlive the store)
+	 * whose loops poll the writer connection's socket, so a batch holds
+	 * no thread while the server answers. NULL: a blocking thread waits
+	 * for the answers. */
+	struct pc_io *io;
 	uint32_t window_ms;  /* group commit: how long the first write of an
 			      * idle store waits for company before its
 			      * transaction starts. 0 (the default) = no wait:

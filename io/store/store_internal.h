@@ -263,6 +263,9 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
  * worker's cache instead of the heap. */
 #define PC__STORE_REPLY_HEAD offsetof(pc_store_reply_t, id)
 
+/* A backend's start (below) saying: run this batch on the blocking pool. */
+#define PC__STORE_TO_POOL PC_ESTATE
+
 /*
  * A backend's reads, each called on a blocking thread (several at once,
  * beside a batch) with an op the store has checked, and answering with
@@ -308,6 +311,13 @@ typedef struct pc__store_backend {
 	 * was kept (then the store runs it again guarded, and fails it whole
 	 * if that fails too). There is no provisional answer. */
 	int (*batch)(void *be, pc__store_op_t *ops, bool guarded);
+	/* Optional, with batch: starts a batch with no thread of its own (its
+	 * connection polled on an I/O loop). 0: under way, and done(arg, rc)
+	 * follows once, on another thread: rc 0 when every op has its outcome
+	 * (as batch's 0), PC__STORE_TO_POOL when the batch is to go to batch
+	 * on the blocking pool after all (which finishes what was begun).
+	 * Non-zero: not started; batch runs it. */
+	int (*start)(void *be, pc__store_op_t *ops, void (*done)(void *arg, int rc), void *arg);
 	const struct pc__store_reads *reads;
 } pc__store_backend_t;
 

@@ -28,6 +28,7 @@
 
 #include "pg_test.h"
 #include "test_util.h"
+#include "io/io.h"
 #include "io/store/store.h"
 #include "io/store/store_internal.h"
 
@@ -39,6 +40,7 @@ typedef struct fx {
 	bool pg;       /* the store is on PostgreSQL, at url */
 	char url[512]; /* a schema of this fixture's own */
 	pc_runtime_t *rt;
+	pc_io_t *io;   /* PostgreSQL: polls the writer's connection */
 	pc_store_t *s;
 } fx_t;
 
@@ -68,6 +70,7 @@ static void fx_open_cfg(fx_t *f, pc_store_config_t *cfg)
 {
 	cfg->path = f->path;
 	cfg->url = f->pg ? f->url : NULL;
+	cfg->io = f->io;
 	int rc = pc_store_open(f->rt, cfg, &f->s);
 	cr_assert_eq(rc, 0, "%s", pc_store_strerror(rc));
 }
@@ -82,6 +85,9 @@ static void fx_setup(fx_t *f)
 	snprintf(f->path, sizeof(f->path), "%s/state.db", f->dir);
 	f->pg = pg_test_url(f->url, sizeof(f->url));
 	f->rt = start_rt(2);
+	pc_io_config_t io = {.threads = 1};
+	if (f->pg)
+		cr_assert_eq(pc_io_new(f->rt, &io, &f->io), 0);
 }
 
 static void fx_init(fx_t *f)
@@ -95,6 +101,7 @@ static void fx_init(fx_t *f)
 static void fx_fini(fx_t *f)
 {
 	pc_store_close(f->s);
+	pc_io_free(f->io);
 	FREE_RUNTIME_CHECKED(f->rt);
 	rm_dir(f->dir);
 }
@@ -1605,6 +1612,7 @@ Test(store, close_commits_what_was_sent)
 	pc_store_close(f.s);
 	f.s = NULL;
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM messages"), 300);
+	pc_io_free(f.io);
 	FREE_RUNTIME_CHECKED(f.rt);
 	rm_dir(f.dir);
 }
@@ -1657,6 +1665,7 @@ static void pg_foreign_and_newer_schemas_are_refused(fx_t *f)
 	cr_assert_eq(pc_store_open(f->rt, &cfg, &s), PC_STORE_EVERSION);
 	cr_assert_null(s);
 	cr_assert_str_neq(pc_store_strerror(PC_STORE_EVERSION), pc_strerror(-12345));
+	pc_io_free(f->io);
 	FREE_RUNTIME_CHECKED(f->rt);
 	rm_dir(f->dir);
 }

@@ -22,6 +22,7 @@
 #include "pg_proxy.h"
 #include "pg_test.h"
 #include "test_util.h"
+#include "io/io.h"
 #include "io/store/store.h"
 
 /* ---- fixture ---- */
@@ -29,6 +30,7 @@
 typedef struct fx {
 	char url[1024], schema[64];
 	pc_runtime_t *rt;
+	pc_io_t *io; /* polls the writer's connection (NULL: a blocking thread waits) */
 	pc_store_t *s;
 	pg_proxy_t *proxy;
 } fx_t;
@@ -59,6 +61,8 @@ static void fx_init(fx_t *f, bool via_proxy)
 		pg_proxy_url(f->proxy, "pincer", "postgres", extra, f->url, sizeof(f->url));
 	}
 	f->rt = start_rt(2);
+	pc_io_config_t io = {.threads = 1};
+	cr_assert_eq(pc_io_new(f->rt, &io, &f->io), 0);
 }
 
 static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
@@ -66,6 +70,7 @@ static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	cfg.url = f->url;
+	cfg.io = f->io;
 	cfg.statement_timeout_ms = statement_timeout_ms;
 	cfg.window_ms = 100; /* writes sent together share a batch */
 	cr_assert_eq(pc_store_open(f->rt, &cfg, &f->s), 0);
@@ -74,6 +79,7 @@ static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
 static void fx_fini(fx_t *f)
 {
 	pc_store_close(f->s);
+	pc_io_free(f->io);
 	FREE_RUNTIME_CHECKED(f->rt);
 	pg_proxy_stop(f->proxy);
 }
@@ -103,6 +109,16 @@ static pc_msg_t *run_req(const char *key, const char *run)
 	pc_msg_t *req = NULL;
 	cr_assert_eq(pc_store_req_run_begin(&r, &req), 0);
 	return req;
+}
+
+/* Appends an empty message to `key`, which must succeed: its seq. */
+static int64_t append_ok(pc_store_t *s, const char *key)
+{
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	int64_t seq = 0;
+	int rc = pc_store_append(s, key, 0, &m, &seq);
+	cr_assert_eq(rc, 0, "append to %s: %s", key, pc_store_strerror(rc));
+	return seq;
 }
 
 /* ---- asking several writes at once and collecting the answers ---- */
@@ -151,6 +167,38 @@ static void ask_all(fx_t *f, asks_t *a)
 		usleep(10 * 1000);
 	cr_assert_eq(__atomic_load_n(&a->got, __ATOMIC_ACQUIRE), a->n, "answers never came");
 	pc_actor_release(actor);
+}
+
+/* ---- the connection polled on an I/O loop ---- */
+
+Test(store_pg, a_polled_batch_holds_no_blocking_thread_while_the_server_answers)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	append_ok(f.s, "s");
+	quiesce(f.rt);
+	uint64_t jobs0 = stats(f.rt).blocking_done;
+	for (int k = 0; k < 20; k++)
+		append_ok(f.s, "s");
+	cr_assert_eq(append_ok(f.s, "s"), 22);
+	quiesce(f.rt);
+	cr_assert_eq(stats(f.rt).blocking_done, jobs0, "a write went to the blocking pool");
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 22);
+	/* without an I/O layer, a blocking thread waits for each batch */
+	pc_store_close(f.s);
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	cfg.url = f.url;
+	cr_assert_eq(pc_store_open(f.rt, &cfg, &f.s), 0);
+	quiesce(f.rt);
+	jobs0 = stats(f.rt).blocking_done;
+	for (int k = 0; k < 4; k++)
+		append_ok(f.s, "s");
+	cr_assert_eq(append_ok(f.s, "s"), 27);
+	quiesce(f.rt); /* a job is counted once it returned, after its answer */
+	cr_assert_geq(stats(f.rt).blocking_done, jobs0 + 5);
+	fx_fini(&f);
 }
 
 /* ---- one write failing in the server ---- */
@@ -214,10 +262,7 @@ Test(store_pg, a_write_the_server_rejects_fails_alone_and_the_rest_commit)
 	cr_assert_eq(st.retried_batches, 1);
 	cr_assert_eq(st.failed_batches, 0);
 	/* and the store goes on */
-	pc_store_msg_t m = {.role = "user", .content = "{}"};
-	int64_t seq = 0;
-	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
-	cr_assert_eq(seq, 3);
+	cr_assert_eq(append_ok(f.s, "s"), 3);
 	fx_fini(&f);
 }
 
@@ -294,9 +339,7 @@ Test(store_pg, a_statement_timeout_fails_the_write_and_leaves_nothing)
 	fx_t f;
 	fx_init(&f, false);
 	fx_open(&f, 300);
-	pc_store_msg_t m = {.role = "user", .content = "{}"};
-	int64_t seq = 0;
-	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
+	append_ok(f.s, "held");
 	locker_t l;
 	lock_row(&f, "held", &l);
 	append_job_t j = {.s = f.s, .key = "held"};
@@ -306,8 +349,7 @@ Test(store_pg, a_statement_timeout_fails_the_write_and_leaves_nothing)
 	cr_assert_eq(j.rc, PC_ETIMEDOUT, "rc %d (%s)", j.rc, pc_store_strerror(j.rc));
 	unlock_row(&l);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
-	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
-	cr_assert_eq(seq, 2);
+	cr_assert_eq(append_ok(f.s, "held"), 2);
 	fx_fini(&f);
 }
 
@@ -316,9 +358,7 @@ Test(store_pg, a_writer_terminated_mid_transaction_reconnects_and_the_write_land
 	fx_t f;
 	fx_init(&f, false);
 	fx_open(&f, 0);
-	pc_store_msg_t m = {.role = "user", .content = "{}"};
-	int64_t seq = 0;
-	cr_assert_eq(pc_store_append(f.s, "held", 0, &m, &seq), 0);
+	append_ok(f.s, "held");
 	locker_t l;
 	lock_row(&f, "held", &l);
 	append_job_t j = {.s = f.s, .key = "held"};
@@ -342,13 +382,14 @@ Test(store_pg, a_writer_terminated_mid_transaction_reconnects_and_the_write_land
 
 /* ---- lost answers ---- */
 
-/* An append through the proxy armed with `fault`: it answers `want`, and
- * in each case the write is there exactly once (retried after an abort,
- * committed when unknown) and the store goes on with the next seq. */
-static void lost_answer(int fault, const char *arg, int want)
+static void lost_answer_once(int fault, const char *arg, int want, bool polled)
 {
 	fx_t f;
 	fx_init(&f, true);
+	if (!polled) {
+		pc_io_free(f.io);
+		f.io = NULL;
+	}
 	fx_open(&f, 0);
 	pg_proxy_arm(f.proxy, fault, arg);
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
@@ -358,13 +399,34 @@ static void lost_answer(int fault, const char *arg, int want)
 	cr_assert_eq(rc, want, "rc %d (%s)", rc, pc_store_strerror(rc));
 	if (want == 0)
 		cr_assert_eq(seq, 1);
-	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 1);
+	/* unknown: the server may have committed before it found its client
+	 * gone, or not; whichever, the write is there at most once, once the
+	 * old server process has ended (the store has no writer connection
+	 * until its next write) */
+	for (int k = 0; k < 500 && q_int(&f, "SELECT count(*) FROM pg_stat_activity"
+					  " WHERE application_name = 'pincer-writer'") > 0; k++)
+		usleep(10 * 1000);
+	long long rows = q_int(&f, "SELECT count(*) FROM messages");
+	if (want == PC_STORE_EUNKNOWN)
+		cr_assert(rows == 0 || rows == 1, "%lld rows", rows);
+	else
+		cr_assert_eq(rows, 1);
 	pc_store_stats_t st;
 	pc_store_stats(f.s, &st);
 	cr_assert_eq(st.unknown_writes, want == PC_STORE_EUNKNOWN ? 1 : 0);
-	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
-	cr_assert_eq(seq, 2);
+	cr_assert_eq(append_ok(f.s, "s"), rows + 1);
 	fx_fini(&f);
+}
+
+/* An append through the proxy armed with `fault`: it answers `want`, and
+ * in each case the write is there exactly once (retried after an abort,
+ * committed when unknown) and the store goes on with the next seq. Twice:
+ * with the connection polled on an I/O loop, and waited on by a blocking
+ * thread. */
+static void lost_answer(int fault, const char *arg, int want)
+{
+	for (int polled = 1; polled >= 0; polled--)
+		lost_answer_once(fault, arg, want, polled);
 }
 
 Test(store_pg, a_commit_whose_answer_is_lost_is_acknowledged_once_proved)
@@ -377,9 +439,8 @@ Test(store_pg, a_commit_that_never_arrived_is_written_again_and_lands_once)
 	lost_answer(PG_PROXY_CUT_BEFORE_BIND, "w_commit", 0);
 }
 
-/* Every answer is lost, the transaction's id with them: the server
- * commits, and nothing tells the store so. Unknown, not failed: the write
- * is there. */
+/* Every answer is lost, the transaction's id with them: nothing tells
+ * the store whether the server committed. Unknown, never acknowledged. */
 Test(store_pg, an_outcome_that_cannot_be_proved_is_never_acknowledged)
 {
 	lost_answer(PG_PROXY_CUT_AFTER_COMPLETE, "BEGIN", PC_STORE_EUNKNOWN);
@@ -399,10 +460,10 @@ Test(store_pg, an_unreachable_server_fails_writes_fast_and_health_says_why)
 	fx_t f;
 	fx_init(&f, true);
 	fx_open(&f, 0);
+	append_ok(f.s, "s");
+	pg_proxy_set_down(f.proxy, true);
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
 	int64_t seq = 0;
-	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
-	pg_proxy_set_down(f.proxy, true);
 	for (int k = 0; k < 5; k++) {
 		uint64_t t0 = pc_runtime_now_ms();
 		int rc = pc_store_append(f.s, "s", 0, &m, &seq);
@@ -421,8 +482,7 @@ Test(store_pg, an_unreachable_server_fails_writes_fast_and_health_says_why)
 		usleep(100 * 1000);
 	}
 	cr_assert_eq(health_rc(f.s), 0);
-	cr_assert_eq(pc_store_append(f.s, "s", 0, &m, &seq), 0);
-	cr_assert_eq(seq, 2, "nothing of the refused writes was kept");
+	cr_assert_eq(append_ok(f.s, "s"), 2, "nothing of the refused writes was kept");
 	fx_fini(&f);
 }
 
@@ -557,11 +617,8 @@ Test(store_pg, two_stores_creating_one_schema_at_once_both_open)
 		pthread_join(t[k], NULL);
 	for (int k = 0; k < 2; k++)
 		cr_assert_eq(o[k].rc, 0, "store %d: %s", k, pc_store_strerror(o[k].rc));
-	pc_store_msg_t m = {.role = "user", .content = "{}"};
-	int64_t seq = 0;
-	cr_assert_eq(pc_store_append(o[0].s, "s", 0, &m, &seq), 0);
-	cr_assert_eq(pc_store_append(o[1].s, "s", 0, &m, &seq), 0);
-	cr_assert_eq(seq, 2, "two writers, one sequence");
+	append_ok(o[0].s, "s");
+	cr_assert_eq(append_ok(o[1].s, "s"), 2, "two writers, one sequence");
 	pc_store_close(o[0].s);
 	pc_store_close(o[1].s);
 	fx_fini(&f);
