@@ -1,6 +1,6 @@
 /*
  * The clock: the one place the project reads the time. Two clocks, kept
- * apart on purpose:
+ * apart on purpose (and a thread's CPU time, below):
  *   - monotonic (CLOCK_MONOTONIC): for durations, deadlines and timeouts;
  *     it never jumps, so a wall-clock change cannot stretch or cut a wait;
  *   - wall (CLOCK_REALTIME): for timestamps people and clients read (ms
@@ -38,6 +38,16 @@ static inline int64_t pc__clock_wall_ms(void)
 	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
 		return 0;
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The calling thread's CPU time (user and system), in ns; 0 if it cannot
+ * be read: what a piece of work cost on whichever thread ran it. */
+static inline uint64_t pc__clock_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 #endif

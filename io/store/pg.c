@@ -758,8 +758,9 @@ static bool *batch_check(pc__pg_be_t *be, pc__store_op_t *ops, size_t *live)
  * it came (`end`), for the blocking path to finish. */
 typedef struct pg_async {
 	unit_t u;
-	void (*done)(void *arg, int rc);
+	void (*done)(void *arg, int rc, uint64_t cpu_ns);
 	void *arg;
+	uint64_t cpu_ns; /* what sending and reading it cost, on any thread */
 	bool flushing; /* the pipeline is not all in the socket yet */
 	unit_end_t end;
 } pg_async_t;
@@ -775,6 +776,7 @@ static void async_ready(pc_io_fd_t *w, void *arg, uint32_t events)
 {
 	pc__pg_be_t *be = arg;
 	pg_async_t *a = be->async;
+	uint64_t cpu0 = pc__clock_thread_cpu_ns();
 	unit_end_t end = UNIT_MORE;
 	/* a deadline or the I/O layer's shutdown hands the reading over to
 	 * the blocking path, which waits result by result */
@@ -787,29 +789,34 @@ static void async_ready(pc_io_fd_t *w, void *arg, uint32_t events)
 	if (!give_up && end == UNIT_MORE)
 		end = unit_step(be, &a->u, 0);
 	if (!give_up && end == UNIT_MORE &&
-	    pc_io_fd_want(w, PC_IO_FD_READ | (a->flushing ? PC_IO_FD_WRITE : 0)) == 0)
+	    pc_io_fd_want(w, PC_IO_FD_READ | (a->flushing ? PC_IO_FD_WRITE : 0)) == 0) {
+		a->cpu_ns += pc__clock_thread_cpu_ns() - cpu0;
 		return;
+	}
 	pc_io_fd_stop(w);
 	(void)PQsetnonblocking(be->w, 0); /* a failure shows in the next call */
-	if (end == UNIT_COMMITTED) {
+	if (end == UNIT_COMMITTED)
 		unit_settle(be, &a->u, end);
+	uint64_t cpu = a->cpu_ns + (pc__clock_thread_cpu_ns() - cpu0);
+	void (*done)(void *, int, uint64_t) = a->done;
+	void *darg = a->arg;
+	if (end == UNIT_COMMITTED) {
 		be->async = NULL;
-		void (*done)(void *, int) = a->done;
-		void *darg = a->arg;
 		async_free(a);
-		done(darg, 0);
+		done(darg, 0, cpu);
 		return;
 	}
 	a->end = end;
-	a->done(a->arg, PC__STORE_TO_POOL);
+	done(darg, PC__STORE_TO_POOL, cpu);
 }
 
 /* Sends a batch and leaves its answers to an I/O loop: the common case of
  * a healthy connection. Connecting, a connection found dead and whatever
  * follows a failure stay on the blocking path (PC__STORE_TO_POOL). */
-static int pg_start(void *p, pc__store_op_t *ops, void (*done)(void *arg, int rc), void *arg)
+static int pg_start(void *p, pc__store_op_t *ops, void (*done)(void *arg, int rc, uint64_t cpu_ns), void *arg)
 {
 	pc__pg_be_t *be = p;
+	uint64_t cpu0 = pc__clock_thread_cpu_ns();
 	if (!be->cfg.io || !be->w || !pc__pg_idle_alive(be->w))
 		return PC__STORE_TO_POOL;
 	size_t live = 0;
@@ -830,7 +837,8 @@ static int pg_start(void *p, pc__store_op_t *ops, void (*done)(void *arg, int rc
 		async_free(a);
 		return PC__STORE_TO_POOL;
 	}
-	*a = (pg_async_t){.u = a->u, .done = done, .arg = arg, .flushing = fl == 1, .end = UNIT_MORE};
+	*a = (pg_async_t){.u = a->u, .done = done, .arg = arg, .flushing = fl == 1, .end = UNIT_MORE,
+			  .cpu_ns = pc__clock_thread_cpu_ns() - cpu0};
 	be->async = a;
 	if (pc_io_fd_start(be->cfg.io, PQsocket(be->w), PC_IO_FD_READ | (a->flushing ? PC_IO_FD_WRITE : 0),
 			   (uint32_t)pc__pg_wait_ms(be), async_ready, be, NULL) != 0) {

@@ -239,16 +239,6 @@ static void tell_early(pc__store_op_t *op)
 	}
 }
 
-/* The calling thread's CPU time: what a batch cost, whichever thread of the
- * blocking pool ran it. */
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* On a blocking thread: one pass over the batch in one transaction; with
  * `guarded`, each op in a savepoint of its own so a failed op leaves the
  * others in. */
@@ -275,7 +265,7 @@ static pc_msg_t *batch_run(void *arg)
 {
 	batch_t *b = arg;
 	pc_store_t *s = b->s;
-	uint64_t cpu0 = thread_cpu_ns();
+	uint64_t cpu0 = pc__clock_thread_cpu_ns();
 	/* Optimistic: almost every batch succeeds whole, so it first runs
 	 * without a savepoint per op (two statements fewer each). If anything
 	 * failed, the transaction is rolled back and the batch runs again
@@ -324,7 +314,7 @@ static void batch_end(batch_t *b, int rc, uint64_t cpu0)
 	}
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&s->stats.writes, b->writes, __ATOMIC_RELAXED);
-	uint64_t cpu1 = thread_cpu_ns();
+	uint64_t cpu1 = pc__clock_thread_cpu_ns();
 	if (cpu0 && cpu1 > cpu0)
 		__atomic_add_fetch(&s->stats.write_cpu_ns, cpu1 - cpu0, __ATOMIC_RELAXED);
 	/* Durable (or failed) now: answer, and tell the store actor, handed
@@ -358,9 +348,11 @@ static void batch_discard(void *arg)
 /* The end of a batch a backend ran with no thread of its own, on the
  * thread that polled it: answered here, or run on the blocking pool after
  * all when the backend says so (where a batch it began is finished). */
-static void batch_started_done(void *arg, int rc)
+static void batch_started_done(void *arg, int rc, uint64_t cpu_ns)
 {
 	batch_t *b = arg;
+	if (cpu_ns)
+		__atomic_add_fetch(&b->s->stats.write_cpu_ns, cpu_ns, __ATOMIC_RELAXED);
 	if (rc == PC__STORE_TO_POOL) {
 		if (pc_blocking_submit(b->s->rt, batch_run, batch_discard, b, NULL) == 0)
 			return;

@@ -312,12 +312,13 @@ typedef struct pc__store_backend {
 	 * if that fails too). There is no provisional answer. */
 	int (*batch)(void *be, pc__store_op_t *ops, bool guarded);
 	/* Optional, with batch: starts a batch with no thread of its own (its
-	 * connection polled on an I/O loop). 0: under way, and done(arg, rc)
-	 * follows once, on another thread: rc 0 when every op has its outcome
-	 * (as batch's 0), PC__STORE_TO_POOL when the batch is to go to batch
-	 * on the blocking pool after all (which finishes what was begun).
-	 * Non-zero: not started; batch runs it. */
-	int (*start)(void *be, pc__store_op_t *ops, void (*done)(void *arg, int rc), void *arg);
+	 * connection polled on an I/O loop). 0: under way, and done(arg, rc,
+	 * cpu_ns) follows once, on another thread: rc 0 when every op has its
+	 * outcome (as batch's 0), PC__STORE_TO_POOL when the batch is to go to
+	 * batch on the blocking pool after all (which finishes what was
+	 * begun); cpu_ns, the CPU time the batch took so far. Non-zero: not
+	 * started; batch runs it. */
+	int (*start)(void *be, pc__store_op_t *ops, void (*done)(void *arg, int rc, uint64_t cpu_ns), void *arg);
 	const struct pc__store_reads *reads;
 } pc__store_backend_t;
 

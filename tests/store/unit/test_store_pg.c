@@ -184,6 +184,9 @@ Test(store_pg, a_polled_batch_holds_no_blocking_thread_while_the_server_answers)
 	cr_assert_eq(append_ok(f.s, "s"), 22);
 	quiesce(f.rt);
 	cr_assert_eq(stats(f.rt).blocking_done, jobs0, "a write went to the blocking pool");
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_gt(st.write_cpu_ns, 0, "the loop's work on the batches is counted");
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 22);
 	/* without an I/O layer, a blocking thread waits for each batch */
 	pc_store_close(f.s);
