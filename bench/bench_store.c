@@ -32,7 +32,9 @@
  *
  * With PINCER_BENCH_PG_URL set (bench/run store starts a PostgreSQL
  * server for it), the eager appends and the turns run again against
- * PostgreSQL, each configuration in a fresh schema; the rows add the
+ * PostgreSQL, each configuration in a fresh schema, with the writer's
+ * connection polled on an I/O loop (and the appends at 1 and 100 sessions
+ * once more with a blocking thread waiting instead: eager-unpolled); the rows add the
  * server's own commits per second and per append or turn
  * (pg_stat_database) and the statements per append or turn the store
  * sent (a batch is BEGIN, the transaction's id, its writes and COMMIT on
@@ -242,12 +244,15 @@ static const pc_behavior_t turn_beh = {"bench-turns", turn_receive, NULL};
 typedef struct mode {
 	const char *name;
 	uint32_t window_ms, group_max;
+	bool unpolled; /* PostgreSQL: a blocking thread waits for each batch */
 } commit_mode_t;
 
 static const commit_mode_t modes[] = {
-	{"eager", 0, 0},
-	{"window1ms", 1, 0},
-	{"single", 0, 1},
+	{"eager", 0, 0, false},
+	{"window1ms", 1, 0, false},
+	{"single", 0, 1, false},
+	/* PostgreSQL only: eager without an I/O layer polling the connection */
+	{"eager-unpolled", 0, 0, true},
 };
 
 static char tmpdir[64];
@@ -333,7 +338,7 @@ static int64_t pg_commits_settled(void)
 
 static pc_io_t *pg_io; /* polls the PostgreSQL writer's connection, as the gateway's does */
 
-static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t group_max, bool pg)
+static pc_store_t *open_fresh(pc_runtime_t *rt, const commit_mode_t *md, bool pg)
 {
 	char path[128];
 	rm_db();
@@ -344,13 +349,13 @@ static pc_store_t *open_fresh(pc_runtime_t *rt, uint32_t window_ms, uint32_t gro
 	if (pg) {
 		pg_fresh();
 		pc_io_config_t io = {.threads = 1};
-		if (pc_io_new(rt, &io, &pg_io) != 0)
+		if (!md->unpolled && pc_io_new(rt, &io, &pg_io) != 0)
 			bench_fail("pc_io_new");
 		cfg.url = pg_url;
 		cfg.io = pg_io;
 	}
-	cfg.window_ms = window_ms;
-	cfg.group_max = group_max;
+	cfg.window_ms = md->window_ms;
+	cfg.group_max = md->group_max;
 	pc_store_t *s = NULL;
 	int rc = pc_store_open(rt, &cfg, &s);
 	if (rc != 0)
@@ -363,7 +368,7 @@ static void run_load(const bench_opts_t *o, const commit_mode_t *md, uint32_t ns
 		     bool turns)
 {
 	pc_runtime_t *rt = bench_runtime(o);
-	pc_store_t *st = open_fresh(rt, md->window_ms, md->group_max, pg);
+	pc_store_t *st = open_fresh(rt, md, pg);
 	shared_t sh = {0};
 	bench_latch_init(&sh.latch);
 	sh.running = nsess;
@@ -442,7 +447,7 @@ static void run_load(const bench_opts_t *o, const commit_mode_t *md, uint32_t ns
 static void run_history(const bench_opts_t *o, size_t nmsg, uint32_t loads)
 {
 	pc_runtime_t *rt = bench_runtime(o);
-	pc_store_t *st = open_fresh(rt, 0, 0, false);
+	pc_store_t *st = open_fresh(rt, &modes[0], false);
 	pc_store_msg_t *v = calloc(nmsg, sizeof(*v));
 	char *content = malloc(256);
 	if (!v || !content)
@@ -491,7 +496,7 @@ int main(int argc, char **argv)
 		bench_fail("mkdtemp");
 	static const uint32_t sessions[] = {1, 10, 100, 1000};
 	const size_t nsizes = sizeof(sessions) / sizeof(*sessions);
-	for (size_t m = 0; m < sizeof(modes) / sizeof(*modes); m++)
+	for (size_t m = 0; m < 3; m++) /* the SQLite modes */
 		for (size_t k = 0; k < nsizes; k++)
 			run_load(&o, &modes[m], sessions[k], dur_ms, false, false);
 	for (size_t k = 0; k < nsizes; k++)
@@ -500,6 +505,9 @@ int main(int argc, char **argv)
 	if (pg_base && *pg_base) {
 		for (size_t k = 0; k < nsizes; k++)
 			run_load(&o, &modes[0], sessions[k], dur_ms, true, false);
+		/* against a blocking thread per batch, at 1 and 100 sessions */
+		run_load(&o, &modes[3], 1, dur_ms, true, false);
+		run_load(&o, &modes[3], 100, dur_ms, true, false);
 		for (size_t k = 0; k < nsizes; k++)
 			run_load(&o, &modes[0], sessions[k], dur_ms, true, true);
 		pg_drop_schemas();
