@@ -4,8 +4,9 @@
  * connection terminated mid-transaction, a COMMIT whose answer is lost
  * (decided by the transaction's id), an answer lost before the id came
  * (unknown, never acknowledged), an unreachable server (writes fail fast,
- * health says why, and come back), a server restarted under load (nothing
- * acknowledged lost), two stores creating one schema at once.
+ * health says why, and come back), a server restarted or crashed under
+ * load (nothing acknowledged lost), two stores creating one schema at
+ * once.
  *
  * Runs under ctest's "pg" fixture (tests/support/pg_cluster), which sets
  * PINCER_TEST_PG_URL (and, for the restart, PINCER_TEST_PG_CLUSTER and
@@ -503,7 +504,7 @@ Test(store_pg, opening_an_unreachable_server_fails_with_a_code)
 	fx_fini(&f);
 }
 
-/* ---- a restart under load ---- */
+/* ---- a restart or a crash under load ---- */
 
 #define LOADERS 4
 #define LOAD_MAX 4000
@@ -542,7 +543,11 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-Test(store_pg, a_server_restarted_under_load_loses_nothing_acknowledged, .timeout = 120)
+/* Writers appending to their own sessions while the server goes down
+ * (`verb`: a pg_cluster restart or crash) and comes back: writes fail for
+ * a while, with a code saying why, then succeed again by themselves; every
+ * acknowledged one is there, once. */
+static void down_under_load(const char *verb)
 {
 	fx_t f;
 	fx_init(&f, false);
@@ -556,7 +561,7 @@ Test(store_pg, a_server_restarted_under_load_loses_nothing_acknowledged, .timeou
 		cr_assert_eq(pthread_create(&t[k], NULL, loader_main, &ls[k]), 0);
 	}
 	usleep(500 * 1000);
-	pg_test_cluster("restart");
+	pg_test_cluster(verb);
 	/* writes succeed again by themselves */
 	int ok0 = 0;
 	for (int k = 0; k < LOADERS; k++)
@@ -587,6 +592,19 @@ Test(store_pg, a_server_restarted_under_load_loses_nothing_acknowledged, .timeou
 		}
 	}
 	fx_fini(&f);
+}
+
+Test(store_pg, a_server_restarted_under_load_loses_nothing_acknowledged, .timeout = 120)
+{
+	down_under_load("restart");
+}
+
+/* An immediate stop is what a crash or a power cut leaves: committed
+ * means in the server's log, which its recovery replays
+ * (synchronous_commit on). */
+Test(store_pg, a_server_crashed_under_load_loses_nothing_acknowledged, .timeout = 120)
+{
+	down_under_load("crash");
 }
 
 /* ---- the schema ---- */
