@@ -456,7 +456,7 @@ static bool unit_send(pc__pg_be_t *be, unit_t *u)
 		int rc = params_of(&be->cfg, op, &p);
 		ok = rc == 0 && send_stmt(c, p.stmt, &p);
 		free(p.json);
-		if (rc != 0) { /* checked before: only memory can fail here */
+		if (rc != 0) { /* malformed (or no memory): it fails alone */
 			u->sent[k] = false;
 			op->res = (pc_store_reply_t){.rc = rc};
 			ok = true;
@@ -728,9 +728,10 @@ static int unit_run(pc__pg_be_t *be, unit_t *u)
 	return unit_outcome(be, u, unit_step(be, u, pc__pg_wait_ms(be)));
 }
 
-/* Checks the batch's ops (a malformed one fails alone and is not sent):
- * which are sent (NULL on ENOMEM), and how many. */
-static bool *batch_check(pc__pg_be_t *be, pc__store_op_t *ops, size_t *live)
+/* Which of the batch's ops go to the server (NULL on ENOMEM), and how
+ * many: all but syncs, which ask only for the commit. A malformed op is
+ * found when its statement is built (unit_send) and fails alone there. */
+static bool *batch_check(pc__store_op_t *ops, size_t *live)
 {
 	size_t n = 0, k = 0;
 	for (pc__store_op_t *op = ops; op; op = op->next)
@@ -739,13 +740,7 @@ static bool *batch_check(pc__pg_be_t *be, pc__store_op_t *ops, size_t *live)
 	*live = 0;
 	for (pc__store_op_t *op = ops; op && sent; op = op->next, k++) {
 		op->res = (pc_store_reply_t){0};
-		if (op->kind == PC_STORE_REQ_SYNC)
-			continue; /* it asks only for the commit */
-		params_t pr;
-		int rc = params_of(&be->cfg, op, &pr);
-		free(pr.json);
-		op->res.rc = rc;
-		sent[k] = rc == 0;
+		sent[k] = op->kind != PC_STORE_REQ_SYNC;
 		*live += sent[k];
 	}
 	return sent;
@@ -821,7 +816,7 @@ static int pg_start(void *p, pc__store_op_t *ops, void (*done)(void *arg, int rc
 		return PC__STORE_TO_POOL;
 	size_t live = 0;
 	pg_async_t *a = calloc(1, sizeof(*a));
-	bool *sent = a ? batch_check(be, ops, &live) : NULL;
+	bool *sent = a ? batch_check(ops, &live) : NULL;
 	if (!sent || live == 0) {
 		free(sent);
 		free(a);
@@ -868,7 +863,7 @@ static int pg_batch(void *p, pc__store_op_t *ops, bool guarded)
 	if (be->async)
 		return async_finish(be);
 	size_t live = 0;
-	bool *sent = batch_check(be, ops, &live);
+	bool *sent = batch_check(ops, &live);
 	if (!sent)
 		return PC_ENOMEM;
 	int rc = 0;
