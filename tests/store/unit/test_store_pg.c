@@ -338,17 +338,25 @@ static int wait_for_waiter(const fx_t *f, int holder)
 	return pid;
 }
 
+/* A store whose session "held" has a message and a row another
+ * transaction holds (*l), and a thread (*t) appending to it (*j). */
+static void held_append(fx_t *f, uint32_t statement_timeout_ms, locker_t *l, append_job_t *j, pthread_t *t)
+{
+	fx_init(f, false);
+	fx_open(f, statement_timeout_ms);
+	append_ok(f->s, "held");
+	lock_row(f, "held", l);
+	*j = (append_job_t){.s = f->s, .key = "held"};
+	cr_assert_eq(pthread_create(t, NULL, append_main, j), 0);
+}
+
 Test(store_pg, a_statement_timeout_fails_the_write_and_leaves_nothing)
 {
 	fx_t f;
-	fx_init(&f, false);
-	fx_open(&f, 300);
-	append_ok(f.s, "held");
 	locker_t l;
-	lock_row(&f, "held", &l);
-	append_job_t j = {.s = f.s, .key = "held"};
+	append_job_t j;
 	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, append_main, &j), 0);
+	held_append(&f, 300, &l, &j, &t);
 	pthread_join(t, NULL);
 	cr_assert_eq(j.rc, PC_ETIMEDOUT, "rc %d (%s)", j.rc, pc_store_strerror(j.rc));
 	unlock_row(&l);
@@ -360,14 +368,10 @@ Test(store_pg, a_statement_timeout_fails_the_write_and_leaves_nothing)
 Test(store_pg, a_writer_terminated_mid_transaction_reconnects_and_the_write_lands_once)
 {
 	fx_t f;
-	fx_init(&f, false);
-	fx_open(&f, 0);
-	append_ok(f.s, "held");
 	locker_t l;
-	lock_row(&f, "held", &l);
-	append_job_t j = {.s = f.s, .key = "held"};
+	append_job_t j;
 	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, append_main, &j), 0);
+	held_append(&f, 0, &l, &j, &t);
 	int writer = wait_for_waiter(&f, l.pid);
 	char sql[96];
 	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)::int", writer);
