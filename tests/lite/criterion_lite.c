@@ -25,6 +25,7 @@ static int nsuites;
 
 static jmp_buf escape;
 static bool failed, skipped;
+static const struct test *current; /* named in each failure, even one that ends the process */
 
 void crl_register(const char *suite, const char *name, void (*fn)(void), struct crl_opts opts)
 {
@@ -48,7 +49,7 @@ void crl_check(bool ok, bool fatal, const char *file, int line, const char *expr
 	if (ok)
 		return;
 	failed = true;
-	fprintf(stderr, "%s:%d: Assertion failed: %s", file, line, expr);
+	fprintf(stderr, "[%s::%s] %s:%d: Assertion failed: %s", current->suite, current->name, file, line, expr);
 	if (fmt[0]) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -98,12 +99,15 @@ int main(int argc, char **argv)
 		void (*init)(void) = t->opts.init ? t->opts.init : so ? so->init : NULL;
 		void (*fini)(void) = t->opts.fini ? t->opts.fini : so ? so->fini : NULL;
 		failed = skipped = false;
+		current = t;
 		if (setjmp(escape) == 0) {
 			if (init)
 				init();
 			t->fn();
 		}
-		if (fini)
+		/* A failed assertion in fini jumps here, not back into the test,
+		 * so fini never runs twice. */
+		if (fini && setjmp(escape) == 0)
 			fini();
 		if (skipped)
 			continue;
