@@ -449,6 +449,7 @@ static bool unit_send(pc__pg_be_t *be, unit_t *u)
 	 * arrives leaves the id with us, and the outcome decidable */
 	bool ok = send_stmt(c, P_BEGIN, NULL) && send_stmt(c, P_XID, NULL) && PQsendFlushRequest(c) == 1;
 	size_t k = u->base;
+	bool early = false;
 	for (pc__store_op_t *op = u->first; op != u->end && ok; op = op->next, k++) {
 		if (!u->sent[k])
 			continue;
@@ -461,6 +462,7 @@ static bool unit_send(pc__pg_be_t *be, unit_t *u)
 			op->res = (pc_store_reply_t){.rc = rc};
 			ok = true;
 		}
+		early = early || (u->sent[k] && pc__store_wants_early(op));
 	}
 	if (ok && u->trim) {
 		params_t p = {0};
@@ -468,6 +470,10 @@ static bool unit_send(pc__pg_be_t *be, unit_t *u)
 		p_int(&p, be->cfg.audit_days);
 		ok = send_stmt(c, P_AUDIT_TRIM, &p);
 	}
+	/* a provisional answer is due when its row's statement ran: the
+	 * server flushes the rows' results before it waits for the commit */
+	if (ok && early)
+		ok = PQsendFlushRequest(c) == 1;
 	return ok && send_stmt(c, P_COMMIT, NULL) && PQpipelineSync(c) == 1;
 }
 
@@ -589,9 +595,10 @@ static unit_end_t unit_step(pc__pg_be_t *be, unit_t *u, int wait_ms)
 			seek_op(u);
 			break;
 		case AT_OPS:
-			if (result_ok(be, u, r, PGRES_TUPLES_OK))
+			if (result_ok(be, u, r, PGRES_TUPLES_OK)) {
 				take_row(r, u->op);
-			else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED)
+				pc__store_tell_early(u->op);
+			} else if (PQresultStatus(r) != PGRES_PIPELINE_ABORTED)
 				u->op->res = (pc_store_reply_t){.rc = pc__pg_code(r, be->w)};
 			u->op = u->op->next;
 			u->k++;

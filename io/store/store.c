@@ -133,6 +133,24 @@ pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r)
 	return m;
 }
 
+bool pc__store_wants_early(const pc__store_op_t *op)
+{
+	return op->reply_to && op->kind == PC_STORE_REQ_RUN_BEGIN && op->nint >= I_RB_N &&
+	       (op->i[I_RB_FLAGS] & PC_STORE_REQ_EARLY);
+}
+
+void pc__store_tell_early(pc__store_op_t *op)
+{
+	if (op->told_early || op->res.rc != 0 || !pc__store_wants_early(op))
+		return;
+	pc_store_reply_t r = op->res;
+	r.flags |= PC_STORE_PROVISIONAL;
+	pc_msg_t *m = pc__store_reply_msg(&r);
+	if (m) {
+		m->corr = op->corr;
+		op->told_early = pc_send(op->reply_to, m) == 0;
+	}
+}
 
 pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 {
@@ -222,23 +240,6 @@ static void batch_fail(pc__store_op_t *op, int rc)
 		op->res = (pc_store_reply_t){.rc = rc};
 }
 
-/* The provisional answer of a run row that asked for one, once its
- * statement ran (either pass: a rolled-back pass redoes the same ops in the
- * same order, so the outcome it told stands unless the commit fails). */
-static void tell_early(pc__store_op_t *op)
-{
-	if (op->told_early || !op->reply_to || op->kind != PC_STORE_REQ_RUN_BEGIN || op->nint < I_RB_N ||
-	    !(op->i[I_RB_FLAGS] & PC_STORE_REQ_EARLY) || op->res.rc != 0)
-		return;
-	pc_store_reply_t r = op->res;
-	r.flags |= PC_STORE_PROVISIONAL;
-	pc_msg_t *m = pc__store_reply_msg(&r);
-	if (m) {
-		m->corr = op->corr;
-		op->told_early = pc_send(op->reply_to, m) == 0;
-	}
-}
-
 /* On a blocking thread: one pass over the batch in one transaction; with
  * `guarded`, each op in a savepoint of its own so a failed op leaves the
  * others in. */
@@ -252,7 +253,7 @@ static int batch_pass(pc_store_t *s, batch_t *b, bool guarded)
 			continue; /* it asks only for the commit */
 		rc = s->ops->apply(s->be, op, guarded);
 		if (rc == 0)
-			tell_early(op);
+			pc__store_tell_early(op);
 	}
 	if (rc == 0)
 		rc = s->ops->commit(s->be);

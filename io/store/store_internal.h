@@ -257,6 +257,13 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc);
 /* A PC_STORE_MSG_REPLY carrying `r` (NULL on ENOMEM). */
 pc_msg_t *pc__store_reply_msg(const pc_store_reply_t *r);
 
+/* A run row that asked for a provisional answer (PC_STORE_REQ_EARLY). */
+bool pc__store_wants_early(const pc__store_op_t *op);
+/* Tells that answer, once, after the row's statement ran with success
+ * (in either pass: a redo runs the same ops in the same order, so what it
+ * told stands unless the commit fails). */
+void pc__store_tell_early(pc__store_op_t *op);
+
 
 /* A reply travels as its fixed fields, then its id and its code as C
  * strings: most replies have neither, and fit a small message from the
