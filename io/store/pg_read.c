@@ -183,22 +183,27 @@ static void reader_free(pc__pg_reader_t *r)
 	free(r);
 }
 
-static int reader_get(pc__pg_be_t *be, pc__pg_reader_t **out)
+/* An idle reader that is still alive, or NULL. */
+static pc__pg_reader_t *reader_idle(pc__pg_be_t *be)
 {
-	pc__pg_reader_t *r;
 	for (;;) {
 		pthread_mutex_lock(&be->lock);
-		r = be->idle;
+		pc__pg_reader_t *r = be->idle;
 		if (r)
 			be->idle = r->next;
 		pthread_mutex_unlock(&be->lock);
-		if (!r)
-			break;
-		if (pc__pg_idle_alive(r->c)) {
-			*out = r;
-			return 0;
-		}
+		if (!r || pc__pg_idle_alive(r->c))
+			return r;
 		reader_free(r); /* the server went away meanwhile */
+	}
+}
+
+static int reader_get(pc__pg_be_t *be, pc__pg_reader_t **out)
+{
+	pc__pg_reader_t *r = reader_idle(be);
+	if (r) {
+		*out = r;
+		return 0;
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -230,64 +235,6 @@ static void reader_put(pc__pg_be_t *be, pc__pg_reader_t *r, int rc)
 	r->next = be->idle;
 	be->idle = r;
 	pthread_mutex_unlock(&be->lock);
-}
-
-/* One statement, its rows in *out. */
-static int query(pc__pg_be_t *be, PGconn *c, const call_t *q, PGresult **out)
-{
-	*out = NULL;
-	if (!PQsendQueryPrepared(c, rsql[q->st].name, q->n, q->v, NULL, NULL, 0))
-		return send_code(c);
-	return next_result(be, c, PGRES_TUPLES_OK, q->nfields, out);
-}
-
-/* One statement on a pooled reader: its rows in *out (the caller's). */
-static int read_one(pc__pg_be_t *be, const call_t *q, PGresult **out)
-{
-	*out = NULL;
-	pc__pg_reader_t *r = NULL;
-	int rc = reader_get(be, &r);
-	if (rc == 0) {
-		rc = query(be, r->c, q, out);
-		reader_put(be, r, rc);
-	}
-	return rc;
-}
-
-/* n statements in one read-only REPEATABLE READ transaction, sent as one
- * pipeline: their rows (out[k]) are one snapshot. */
-static int snapshot(pc__pg_be_t *be, PGconn *c, const call_t *q, int n, PGresult **out)
-{
-	for (int k = 0; k < n; k++)
-		out[k] = NULL;
-	if (!PQenterPipelineMode(c))
-		return send_code(c);
-	bool sent = PQsendQueryPrepared(c, rsql[R_BEGIN].name, 0, NULL, NULL, NULL, 0);
-	for (int k = 0; k < n && sent; k++)
-		sent = PQsendQueryPrepared(c, rsql[q[k].st].name, q[k].n, q[k].v, NULL, NULL, 0);
-	sent = sent && PQsendQueryPrepared(c, rsql[R_COMMIT].name, 0, NULL, NULL, NULL, 0);
-	if (!sent || !PQpipelineSync(c))
-		return send_code(c);
-	/* On a failure the rest of the pipeline is left unread: the
-	 * connection is closed (reader_put), not drained. */
-	PGresult *res = NULL;
-	int rc = next_result(be, c, PGRES_COMMAND_OK, -1, &res);
-	PQclear(res);
-	for (int k = 0; k < n && rc == 0; k++)
-		rc = next_result(be, c, PGRES_TUPLES_OK, q[k].nfields, &out[k]);
-	if (rc == 0) {
-		rc = next_result(be, c, PGRES_COMMAND_OK, -1, &res);
-		PQclear(res);
-	}
-	if (rc == 0)
-		rc = pipeline_end(be, c);
-	if (rc != 0) {
-		for (int k = 0; k < n; k++) {
-			PQclear(out[k]);
-			out[k] = NULL;
-		}
-	}
-	return rc;
 }
 
 /* Column `col` of row `row` as text (NULL for SQL NULL) and its length. */
@@ -345,55 +292,6 @@ static int build_history(const PGresult *last, const PGresult *msgs, pc__store_h
 	return rc;
 }
 
-static pc_msg_t *history(void *p, const char *key)
-{
-	pc__pg_be_t *be = p;
-	pc__pg_reader_t *r = NULL;
-	pc__store_hist_builder_t b = {0};
-	int64_t last = 0;
-	int rc = reader_get(be, &r);
-	if (rc != 0)
-		return pc__store_hist_error(rc);
-	/* last_seq and the rows are one snapshot */
-	const call_t q[2] = {{R_LAST, 1, {key}, 6}, {R_MSGS, 1, {key}, 7}};
-	PGresult *res[2];
-	rc = snapshot(be, r->c, q, 2, res);
-	reader_put(be, r, rc);
-	if (rc == 0)
-		rc = build_history(res[0], res[1], &b, &last);
-	PQclear(res[0]);
-	PQclear(res[1]);
-	if (rc != 0) {
-		pc__store_hist_clear(&b);
-		return pc__store_hist_error(rc);
-	}
-	pc_msg_t *m = pc__store_hist_finish(&b, last);
-	return m ? m : pc__store_hist_error(PC_ENOMEM);
-}
-
-static pc_msg_t *run_get(void *p, const pc__store_op_t *op)
-{
-	pc__pg_be_t *be = p;
-	pc_store_reply_t res = {0};
-	const call_t q = {R_RUN, 1, {op->s[S_RG_RUN]}, 4};
-	PGresult *row = NULL;
-	int rc = read_one(be, &q, &row);
-	if (rc == 0 && PQntuples(row) == 0) {
-		rc = PC_ENOTFOUND;
-	} else if (rc == 0) {
-		size_t len;
-		const char *code = col_s(row, 0, 3, &len);
-		res.status = pc__store_status_from_name(col_s(row, 0, 0, &len));
-		res.started_ms = col_i(row, 0, 1);
-		res.ended_ms = col_i(row, 0, 2);
-		snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
-		snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
-	}
-	PQclear(row);
-	res.rc = rc;
-	return pc__store_reply_msg(&res);
-}
-
 /* One page of sessions into b; *more when a row beyond it exists. */
 static int build_sessions(const PGresult *res, int64_t limit, pc__store_list_builder_t *b, bool *more)
 {
@@ -420,36 +318,6 @@ static int build_sessions(const PGresult *res, int64_t limit, pc__store_list_bui
 	return 0;
 }
 
-static pc_msg_t *sessions(void *p, const pc__store_op_t *op)
-{
-	pc__pg_be_t *be = p;
-	int64_t limit = op->i[I_SL_LIMIT], order = op->i[I_SL_ORDER];
-	char after_ms[24], lim[24];
-	num(after_ms, op->i[I_SL_AFTER_MS]);
-	num(lim, limit + 1);
-	call_t q;
-	if (op->s[S_SL_ID])
-		q = (call_t){R_LIST_ID, 2, {op->s[S_SL_ID], lim}, 8};
-	else if (order == PC_STORE_SESSIONS_KEY)
-		q = (call_t){R_LIST_KEY, 2, {op->s[S_SL_AFTER], lim}, 8};
-	else
-		q = (call_t){order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED : R_LIST_UPDATED, 3,
-			     {op->s[S_SL_AFTER], after_ms, lim}, 8};
-	pc__store_list_builder_t b = {0};
-	bool more = false;
-	PGresult *res = NULL;
-	int rc = read_one(be, &q, &res);
-	if (rc == 0)
-		rc = build_sessions(res, limit, &b, &more);
-	PQclear(res);
-	if (rc != 0) {
-		pc__store_list_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_SESSIONS, rc);
-	}
-	pc_msg_t *m = pc__store_list_finish(&b, more);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_SESSIONS, PC_ENOMEM);
-}
-
 static int build_open_runs(const PGresult *res, pc__store_runs_builder_t *b)
 {
 	for (int k = 0, n = PQntuples(res); k < n; k++) {
@@ -464,26 +332,6 @@ static int build_open_runs(const PGresult *res, pc__store_runs_builder_t *b)
 	return 0;
 }
 
-static pc_msg_t *open_runs(void *p)
-{
-	pc__pg_be_t *be = p;
-	char lim[24];
-	num(lim, PC_STORE_RUNS_OPEN_MAX);
-	const call_t q = {R_OPEN, 1, {lim}, 6};
-	pc__store_runs_builder_t b = {0};
-	PGresult *res = NULL;
-	int rc = read_one(be, &q, &res);
-	if (rc == 0)
-		rc = build_open_runs(res, &b);
-	PQclear(res);
-	if (rc != 0) {
-		pc__store_runs_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, rc);
-	}
-	pc_msg_t *m = pc__store_runs_finish(&b);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_RUNS_OPEN, PC_ENOMEM);
-}
-
 static int build_devices(const PGresult *res, pc__store_devices_builder_t *b)
 {
 	for (int k = 0, n = PQntuples(res); k < n; k++) {
@@ -496,26 +344,6 @@ static int build_devices(const PGresult *res, pc__store_devices_builder_t *b)
 			return rc;
 	}
 	return 0;
-}
-
-static pc_msg_t *devices(void *p)
-{
-	pc__pg_be_t *be = p;
-	char lim[24];
-	num(lim, PC_STORE_DEVICES_MAX);
-	const call_t q = {R_DEVICES, 1, {lim}, 6};
-	pc__store_devices_builder_t b = {0};
-	PGresult *res = NULL;
-	int rc = read_one(be, &q, &res);
-	if (rc == 0)
-		rc = build_devices(res, &b);
-	PQclear(res);
-	if (rc != 0) {
-		pc__store_devices_clear(&b);
-		return pc__store_error_reply(PC_STORE_REQ_DEVICES, rc);
-	}
-	pc_msg_t *m = pc__store_devices_finish(&b);
-	return m ? m : pc__store_error_reply(PC_STORE_REQ_DEVICES, PC_ENOMEM);
 }
 
 /* The sums row (count, five sums, the latest time) into the header. */
@@ -567,55 +395,363 @@ static int build_usage_days(const PGresult *res, pc__store_usage_builder_t *b)
 	return 0;
 }
 
-/* A usage listing (by run or session) or a window's days: the sums and
- * the rows in one snapshot. */
-static pc_msg_t *usage_list(void *p, const pc__store_op_t *op)
-{
-	pc__pg_be_t *be = p;
-	bool days = op->kind == PC_STORE_REQ_USAGE_DAYS, by_run = !days && op->s[S_UL_RUN] != NULL;
-	char a[24], c[24];
+/* ---- each read: what it asks, and its answer from the rows ---- */
+
+/* A read's statements (several: in one REPEATABLE READ snapshot) and the
+ * text of its number parameters. */
+typedef struct plan {
 	call_t q[2];
-	if (days) {
-		num(a, op->i[I_UD_FROM]);
-		num(c, op->i[I_UD_TO]);
-		q[0] = (call_t){R_USAGE_SUM_WINDOW, 2, {a, c}, 7};
-		q[1] = (call_t){R_USAGE_DAYS, 2, {a, c}, 8};
-	} else {
-		const char *key = op->s[by_run ? S_UL_RUN : S_UL_KEY];
-		num(c, (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
-		q[0] = (call_t){by_run ? R_USAGE_SUM_RUN : R_USAGE_SUM_KEY, 1, {key}, 7};
-		q[1] = (call_t){by_run ? R_USAGE_RUN : R_USAGE_KEY, 2, {key, c}, 12};
+	int n;
+	bool snap;
+	char num[2][24];
+} plan_t;
+
+static void plan_of(const pc__store_op_t *op, plan_t *p)
+{
+	*p = (plan_t){.n = 1};
+	switch (op->kind) {
+	case PC_STORE_REQ_HISTORY: /* last_seq and the rows: one snapshot */
+		p->q[0] = (call_t){R_LAST, 1, {op->s[S_HI_KEY]}, 6};
+		p->q[1] = (call_t){R_MSGS, 1, {op->s[S_HI_KEY]}, 7};
+		p->n = 2;
+		break;
+	case PC_STORE_REQ_RUN_GET:
+		p->q[0] = (call_t){R_RUN, 1, {op->s[S_RG_RUN]}, 4};
+		break;
+	case PC_STORE_REQ_SESSIONS: {
+		int64_t order = op->i[I_SL_ORDER];
+		num(p->num[0], op->i[I_SL_LIMIT] + 1);
+		num(p->num[1], op->i[I_SL_AFTER_MS]);
+		if (op->s[S_SL_ID])
+			p->q[0] = (call_t){R_LIST_ID, 2, {op->s[S_SL_ID], p->num[0]}, 8};
+		else if (order == PC_STORE_SESSIONS_KEY)
+			p->q[0] = (call_t){R_LIST_KEY, 2, {op->s[S_SL_AFTER], p->num[0]}, 8};
+		else
+			p->q[0] = (call_t){order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED : R_LIST_UPDATED, 3,
+					   {op->s[S_SL_AFTER], p->num[1], p->num[0]}, 8};
+		break;
 	}
-	pc__pg_reader_t *r = NULL;
+	case PC_STORE_REQ_RUNS_OPEN:
+		num(p->num[0], PC_STORE_RUNS_OPEN_MAX);
+		p->q[0] = (call_t){R_OPEN, 1, {p->num[0]}, 6};
+		break;
+	case PC_STORE_REQ_DEVICES:
+		num(p->num[0], PC_STORE_DEVICES_MAX);
+		p->q[0] = (call_t){R_DEVICES, 1, {p->num[0]}, 6};
+		break;
+	case PC_STORE_REQ_USAGE_DAYS: /* the sums and the rows: one snapshot */
+		num(p->num[0], op->i[I_UD_FROM]);
+		num(p->num[1], op->i[I_UD_TO]);
+		p->q[0] = (call_t){R_USAGE_SUM_WINDOW, 2, {p->num[0], p->num[1]}, 7};
+		p->q[1] = (call_t){R_USAGE_DAYS, 2, {p->num[0], p->num[1]}, 8};
+		p->n = 2;
+		break;
+	default: { /* a usage listing, by run or by session */
+		bool by_run = op->s[S_UL_RUN] != NULL;
+		const char *key = op->s[by_run ? S_UL_RUN : S_UL_KEY];
+		num(p->num[0], (int64_t)PC_STORE_USAGE_LIST_MAX + 1);
+		p->q[0] = (call_t){by_run ? R_USAGE_SUM_RUN : R_USAGE_SUM_KEY, 1, {key}, 7};
+		p->q[1] = (call_t){by_run ? R_USAGE_RUN : R_USAGE_KEY, 2, {key, p->num[0]}, 12};
+		p->n = 2;
+		break;
+	}
+	}
+	p->snap = p->n > 1;
+}
+
+static pc_msg_t *history_answer(PGresult *const *res)
+{
+	pc__store_hist_builder_t b = {0};
+	int64_t last = 0;
+	int rc = build_history(res[0], res[1], &b, &last);
+	if (rc != 0) {
+		pc__store_hist_clear(&b);
+		return pc__store_hist_error(rc);
+	}
+	return pc__store_hist_finish(&b, last);
+}
+
+static pc_msg_t *run_answer(const pc__store_op_t *op, const PGresult *row)
+{
+	if (PQntuples(row) == 0)
+		return pc__store_error_reply(op->kind, PC_ENOTFOUND);
+	size_t len;
+	const char *code = col_s(row, 0, 3, &len);
+	pc_store_reply_t res = {
+		.status = pc__store_status_from_name(col_s(row, 0, 0, &len)),
+		.started_ms = col_i(row, 0, 1),
+		.ended_ms = col_i(row, 0, 2),
+	};
+	snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
+	snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
+	return pc__store_reply_msg(&res);
+}
+
+static pc_msg_t *sessions_answer(const pc__store_op_t *op, const PGresult *res)
+{
+	pc__store_list_builder_t b = {0};
+	bool more = false;
+	int rc = build_sessions(res, op->i[I_SL_LIMIT], &b, &more);
+	if (rc != 0) {
+		pc__store_list_clear(&b);
+		return pc__store_error_reply(op->kind, rc);
+	}
+	return pc__store_list_finish(&b, more);
+}
+
+static pc_msg_t *open_runs_answer(const pc__store_op_t *op, const PGresult *res)
+{
+	pc__store_runs_builder_t b = {0};
+	int rc = build_open_runs(res, &b);
+	if (rc != 0) {
+		pc__store_runs_clear(&b);
+		return pc__store_error_reply(op->kind, rc);
+	}
+	return pc__store_runs_finish(&b);
+}
+
+static pc_msg_t *devices_answer(const pc__store_op_t *op, const PGresult *res)
+{
+	pc__store_devices_builder_t b = {0};
+	int rc = build_devices(res, &b);
+	if (rc != 0) {
+		pc__store_devices_clear(&b);
+		return pc__store_error_reply(op->kind, rc);
+	}
+	return pc__store_devices_finish(&b);
+}
+
+static pc_msg_t *usage_answer(const pc__store_op_t *op, PGresult *const *res)
+{
 	pc__store_usage_builder_t b = {0};
 	bool more = false;
-	PGresult *res[2] = {NULL, NULL};
-	int rc = reader_get(be, &r);
-	if (rc == 0) {
-		rc = snapshot(be, r->c, q, 2, res);
-		reader_put(be, r, rc);
-	}
+	int rc = usage_head(res[0], &b);
 	if (rc == 0)
-		rc = usage_head(res[0], &b);
-	if (rc == 0)
-		rc = days ? build_usage_days(res[1], &b) : build_usage(res[1], &b, &more);
-	PQclear(res[0]);
-	PQclear(res[1]);
+		rc = op->kind == PC_STORE_REQ_USAGE_DAYS ? build_usage_days(res[1], &b) : build_usage(res[1], &b, &more);
 	if (rc != 0) {
 		pc__store_usage_clear(&b);
 		return pc__store_error_reply(op->kind, rc);
 	}
-	pc_msg_t *m = pc__store_usage_finish(&b, more);
-	return m ? m : pc__store_error_reply(op->kind, PC_ENOMEM);
+	return pc__store_usage_finish(&b, more);
+}
+
+/* The reply to `op`: its answer from the rows when the read went well
+ * (`rc` 0), else its failure; the rows are cleared. */
+static pc_msg_t *answer(const pc__store_op_t *op, int rc, PGresult **res, int n)
+{
+	pc_msg_t *m = NULL;
+	if (rc == 0) {
+		switch (op->kind) {
+		case PC_STORE_REQ_HISTORY:
+			m = history_answer(res);
+			break;
+		case PC_STORE_REQ_RUN_GET:
+			m = run_answer(op, res[0]);
+			break;
+		case PC_STORE_REQ_SESSIONS:
+			m = sessions_answer(op, res[0]);
+			break;
+		case PC_STORE_REQ_RUNS_OPEN:
+			m = open_runs_answer(op, res[0]);
+			break;
+		case PC_STORE_REQ_DEVICES:
+			m = devices_answer(op, res[0]);
+			break;
+		default:
+			m = usage_answer(op, res);
+			break;
+		}
+		rc = PC_ENOMEM; /* what a NULL answer means */
+	}
+	for (int k = 0; k < n; k++)
+		PQclear(res[k]);
+	return m ? m : pc__store_error_reply(op->kind, rc);
+}
+
+/* ---- one read on a reader: sent as one pipeline, its results collected
+ * as they come (polled on an I/O loop) or waited for (blocking) ---- */
+
+typedef struct pg_read {
+	pc__pg_be_t *be;
+	const pc__store_op_t *op;
+	pc__pg_reader_t *r;
+	plan_t plan;
+	PGresult *res[2];
+	int nstmt;      /* statements sent: the plan's, with BEGIN and COMMIT around a snapshot */
+	int at;         /* the statement answered next; nstmt: the sync point */
+	bool need_null; /* a result came; the NULL ending it not yet */
+	bool flushing;  /* polled: the pipeline is not all in the socket yet */
+	int rc;         /* polled: 1 all in, a negative code, or 0: the rest is the pool's to read */
+	void (*done)(void *arg, void *job);
+	void *arg;
+} pg_read_t;
+
+static void read_plan(pg_read_t *j)
+{
+	plan_of(j->op, &j->plan);
+	j->nstmt = j->plan.n + (j->plan.snap ? 2 : 0);
+}
+
+static bool read_send(pg_read_t *j)
+{
+	PGconn *c = j->r->c;
+	const plan_t *p = &j->plan;
+	if (!PQenterPipelineMode(c))
+		return false;
+	bool ok = !p->snap || PQsendQueryPrepared(c, rsql[R_BEGIN].name, 0, NULL, NULL, NULL, 0);
+	for (int k = 0; k < p->n && ok; k++)
+		ok = PQsendQueryPrepared(c, rsql[p->q[k].st].name, p->q[k].n, p->q[k].v, NULL, NULL, 0);
+	ok = ok && (!p->snap || PQsendQueryPrepared(c, rsql[R_COMMIT].name, 0, NULL, NULL, NULL, 0));
+	return ok && PQpipelineSync(c) == 1;
+}
+
+/* Statement `at`'s result (or the sync point's). On a failure the rest of
+ * the pipeline is left unread: the connection is closed (reader_put), not
+ * drained. */
+static int read_take(pg_read_t *j, PGresult *r)
+{
+	PGconn *c = j->r->c;
+	int at = j->at++, k = j->plan.snap ? at - 1 : at;
+	bool rows = at < j->nstmt && k >= 0 && k < j->plan.n; /* else BEGIN, COMMIT or the sync */
+	ExecStatusType want = at == j->nstmt ? PGRES_PIPELINE_SYNC : rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK;
+	int rc = 0;
+	if (PQresultStatus(r) != want)
+		rc = pc__pg_code(r, c);
+	else if (rows && PQnfields(r) != j->plan.q[k].nfields)
+		rc = PC_STORE_EIO;
+	j->need_null = at < j->nstmt;
+	if (rc == 0 && rows)
+		j->res[k] = r;
+	else
+		PQclear(r);
+	return rc;
+}
+
+/* Collects the answers as far as they have come (wait_ms 0) or to the end:
+ * 1 when all are in, 0 when more are due, or a negative code. */
+static int read_step(pg_read_t *j, int wait_ms)
+{
+	PGconn *c = j->r->c;
+	while (j->at <= j->nstmt || j->need_null) {
+		PGresult *r = NULL;
+		int rc = pc__pg_next(c, wait_ms, &r);
+		if (rc == PC_ETIMEDOUT && wait_ms == 0)
+			return 0;
+		if (rc != 0)
+			return rc;
+		if (j->need_null) {
+			j->need_null = false;
+			if (r) { /* a second result: not a query of ours */
+				PQclear(r);
+				return PC_STORE_EIO;
+			}
+			continue;
+		}
+		if (!r) /* an answer was due */
+			return send_code(c);
+		rc = read_take(j, r);
+		if (rc != 0)
+			return rc;
+	}
+	return PQexitPipelineMode(c) ? 1 : send_code(c);
+}
+
+/* The blocking pool's read: a pooled reader (opened if none is idle), the
+ * pipeline, its results waited for. */
+static pc_msg_t *read_blocking(void *p, const pc__store_op_t *op)
+{
+	pg_read_t j = {.be = p, .op = op};
+	read_plan(&j);
+	int rc = reader_get(j.be, &j.r);
+	if (rc == 0) {
+		rc = read_send(&j) ? read_step(&j, pc__pg_wait_ms(j.be)) : send_code(j.r->c);
+		rc = rc == 1 ? 0 : rc;
+		reader_put(j.be, j.r, rc);
+	}
+	return answer(op, rc, j.res, j.plan.n);
+}
+
+/* The loop thread: the reader's connection is ready, or the deadline
+ * passed, or the I/O layer is shutting down (the pool reads the rest). */
+static void read_ready(pc_io_fd_t *w, void *arg, uint32_t events)
+{
+	pg_read_t *j = arg;
+	PGconn *c = j->r->c;
+	int rc = events == 0 ? PC_ETIMEDOUT : 0;
+	if (events && !(events & PC_IO_FD_STOPPED)) {
+		if (j->flushing) {
+			int fl = PQflush(c);
+			rc = fl < 0 ? send_code(c) : 0;
+			j->flushing = fl == 1;
+		}
+		if (rc == 0)
+			rc = read_step(j, 0);
+		if (rc == 0 && pc_io_fd_want(w, PC_IO_FD_READ | (j->flushing ? PC_IO_FD_WRITE : 0)) == 0)
+			return;
+	}
+	pc_io_fd_stop(w);
+	j->rc = rc;
+	j->done(j->arg, j);
+}
+
+/* Sends a read on an idle reader and leaves its results to the I/O loop;
+ * connecting stays on the blocking path. */
+static int read_start(void *p, const pc__store_op_t *op, void (*done)(void *arg, void *job), void *arg)
+{
+	pc__pg_be_t *be = p;
+	if (!be->cfg.io)
+		return PC_ESTATE;
+	pc__pg_reader_t *r = reader_idle(be);
+	if (!r)
+		return PC_ESTATE;
+	pg_read_t *j = calloc(1, sizeof(*j));
+	if (!j) {
+		reader_put(be, r, 0);
+		return PC_ENOMEM;
+	}
+	*j = (pg_read_t){.be = be, .op = op, .r = r, .done = done, .arg = arg};
+	read_plan(j);
+	int fl = -1;
+	if (PQsetnonblocking(r->c, 1) == 0 && read_send(j))
+		fl = PQflush(r->c);
+	if (fl < 0) { /* this reader is broken: the pool's read opens another */
+		reader_put(be, r, PC_STORE_EUNAVAIL);
+		free(j);
+		return PC_STORE_EUNAVAIL;
+	}
+	j->flushing = fl == 1;
+	if (pc_io_fd_start(be->cfg.io, PQsocket(r->c), PC_IO_FD_READ | (j->flushing ? PC_IO_FD_WRITE : 0),
+			   (uint32_t)pc__pg_wait_ms(be), read_ready, j, NULL) != 0)
+		done(arg, j); /* sent: the pool reads it */
+	return 0;
+}
+
+/* A polled read's answer, on a blocking thread: the rows turned into it,
+ * after what the loop left unread is waited for. */
+static pc_msg_t *read_finish(void *job)
+{
+	pg_read_t *j = job;
+	int rc = j->rc;
+	if (PQsetnonblocking(j->r->c, 0) != 0 && rc == 0)
+		rc = send_code(j->r->c);
+	if (rc == 0)
+		rc = read_step(j, pc__pg_wait_ms(j->be));
+	rc = rc == 1 ? 0 : rc;
+	reader_put(j->be, j->r, rc);
+	pc_msg_t *m = answer(j->op, rc, j->res, j->plan.n);
+	free(j);
+	return m;
 }
 
 const pc__store_reads_t pc__pg_reads = {
-	.history = history,
-	.run_get = run_get,
-	.sessions = sessions,
-	.open_runs = open_runs,
-	.devices = devices,
-	.usage = usage_list,
+	.history = read_blocking,
+	.run_get = read_blocking,
+	.sessions = read_blocking,
+	.open_runs = read_blocking,
+	.devices = read_blocking,
+	.usage = read_blocking,
+	.start = read_start,
+	.finish = read_finish,
 };
 
 /* The backend's close: no read runs any more. */

@@ -197,9 +197,10 @@ static pc_msg_t *run_get(void *p, const pc__store_op_t *op)
 	return pc__store_reply_msg(&res);
 }
 
-static pc_msg_t *history(void *p, const char *key)
+static pc_msg_t *history(void *p, const pc__store_op_t *op)
 {
 	pc__sq_be_t *be = p;
+	const char *key = op->s[S_HI_KEY];
 	pc__sq_reader_t *r = NULL;
 	pc__store_hist_builder_t b = {0};
 	int64_t last = 0;
@@ -310,8 +311,9 @@ static int read_open_runs(pc__sq_reader_t *r, pc__store_runs_builder_t *b)
 	return rc;
 }
 
-static pc_msg_t *open_runs(void *p)
+static pc_msg_t *open_runs(void *p, const pc__store_op_t *op)
 {
+	(void)op;
 	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_runs_builder_t b = {0};
@@ -349,8 +351,9 @@ static int read_devices(pc__sq_reader_t *r, pc__store_devices_builder_t *b)
 	return rc;
 }
 
-static pc_msg_t *devices(void *p)
+static pc_msg_t *devices(void *p, const pc__store_op_t *op)
 {
+	(void)op;
 	pc__sq_be_t *be = p;
 	pc__sq_reader_t *r = NULL;
 	pc__store_devices_builder_t b = {0};

@@ -376,37 +376,61 @@ static void reads_done(pc_store_t *s)
 typedef struct read_job {
 	pc_store_t *s;
 	pc__store_op_t *op;
+	void *polled; /* the backend's read, once its rows are in (reads->start) */
 } read_job_t;
 
-/* A read the backend answers, once the op is checked: its reply. */
+/* Whether a read op has what its kind needs. */
+static bool read_checked(const pc__store_op_t *op)
+{
+	switch (op->kind) {
+	case PC_STORE_REQ_USAGE_LIST:
+		return op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]);
+	case PC_STORE_REQ_USAGE_DAYS:
+		return op->nint >= I_UD_N;
+	case PC_STORE_REQ_RUN_GET:
+		return op->nstr >= S_RG_N && op->s[S_RG_RUN];
+	case PC_STORE_REQ_HISTORY:
+		return op->nstr >= S_HI_N && op->s[S_HI_KEY];
+	case PC_STORE_REQ_SESSIONS:
+		return op->nstr >= S_SL_N && op->nint >= I_SL_N && op->i[I_SL_LIMIT] >= 1 &&
+		       op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX;
+	default:
+		return op->kind == PC_STORE_REQ_RUNS_OPEN || op->kind == PC_STORE_REQ_DEVICES;
+	}
+}
+
+/* A read the backend answers on this thread: its reply. */
 static pc_msg_t *read_answer(pc_store_t *s, const pc__store_op_t *op)
 {
 	const pc__store_reads_t *r = s->ops->reads;
-	if (op->kind == PC_STORE_REQ_USAGE_LIST && op->nstr >= S_UL_N && (op->s[S_UL_RUN] || op->s[S_UL_KEY]))
+	if (!read_checked(op))
+		return pc__store_error_reply(op->kind, PC_EINVAL);
+	switch (op->kind) {
+	case PC_STORE_REQ_USAGE_LIST:
+	case PC_STORE_REQ_USAGE_DAYS:
 		return r->usage(s->be, op);
-	if (op->kind == PC_STORE_REQ_USAGE_DAYS && op->nint >= I_UD_N)
-		return r->usage(s->be, op);
-	if (op->kind == PC_STORE_REQ_RUN_GET && op->nstr >= S_RG_N && op->s[S_RG_RUN])
+	case PC_STORE_REQ_RUN_GET:
 		return r->run_get(s->be, op);
-	if (op->kind == PC_STORE_REQ_HISTORY && op->nstr >= S_HI_N && op->s[S_HI_KEY])
-		return r->history(s->be, op->s[S_HI_KEY]);
-	if (op->kind == PC_STORE_REQ_SESSIONS && op->nstr >= S_SL_N && op->nint >= I_SL_N &&
-	    op->i[I_SL_LIMIT] >= 1 && op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX)
+	case PC_STORE_REQ_HISTORY:
+		return r->history(s->be, op);
+	case PC_STORE_REQ_SESSIONS:
 		return r->sessions(s->be, op);
-	if (op->kind == PC_STORE_REQ_RUNS_OPEN)
-		return r->open_runs(s->be);
-	if (op->kind == PC_STORE_REQ_DEVICES)
-		return r->devices(s->be);
-	return pc__store_error_reply(op->kind, PC_EINVAL);
+	case PC_STORE_REQ_RUNS_OPEN:
+		return r->open_runs(s->be, op);
+	default:
+		return r->devices(s->be, op);
+	}
 }
 
 static pc_msg_t *read_run(void *arg)
 {
 	read_job_t *j = arg;
-	pc_msg_t *m = read_answer(j->s, j->op);
+	pc_msg_t *m = j->polled ? j->s->ops->reads->finish(j->polled) : read_answer(j->s, j->op);
 	if (m)
 		m->corr = j->op->corr;
 	__atomic_add_fetch(&j->s->stats.reads, 1, __ATOMIC_RELAXED);
+	if (j->polled)
+		__atomic_add_fetch(&j->s->stats.polled_reads, 1, __ATOMIC_RELAXED);
 	reads_done(j->s);
 	pc__store_op_free(j->op);
 	free(j);
@@ -416,9 +440,27 @@ static pc_msg_t *read_run(void *arg)
 static void read_discard(void *arg)
 {
 	read_job_t *j = arg;
+	if (j->polled) /* its connection goes back or is closed */
+		pc_msg_free(j->s->ops->reads->finish(j->polled));
 	reads_done(j->s);
 	pc__store_op_free(j->op);
 	free(j);
+}
+
+/* A polled read's rows are in (or its loop gave up): the answer is made
+ * on the blocking pool, or here when the pool takes no more. */
+static void read_polled(void *arg, void *job)
+{
+	read_job_t *j = arg;
+	j->polled = job;
+	pc_actor_t *to = j->op->reply_to;
+	if (pc_blocking_submit(j->s->rt, read_run, read_discard, j, to) == 0)
+		return;
+	pc_actor_retain(to); /* read_run lets the op's reference go */
+	pc_msg_t *m = read_run(j);
+	if (m && pc_send(to, m) != 0)
+		pc_msg_free(m);
+	pc_actor_release(to);
 }
 
 /* ---- the store actor ---- */
@@ -567,10 +609,13 @@ static int on_request(pc_ctx_t *ctx, store_actor_t *a, const pc_msg_t *m)
 		read_job_t *j = malloc(sizeof(*j));
 		rc = PC_ENOMEM;
 		if (j) {
-			*j = (read_job_t){s, op};
+			*j = (read_job_t){s, op, NULL};
 			pthread_mutex_lock(&s->lock);
 			s->reads++;
 			pthread_mutex_unlock(&s->lock);
+			const pc__store_reads_t *r = s->ops->reads;
+			if (r->start && read_checked(op) && r->start(s->be, op, read_polled, j) == 0)
+				return 0;
 			rc = pc_blocking_submit(s->rt, read_run, read_discard, j, op->reply_to);
 			if (rc != 0) {
 				reads_done(s);
@@ -766,6 +811,7 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 	out->writes = __atomic_load_n(&s->stats.writes, __ATOMIC_RELAXED);
 	out->failed_batches = __atomic_load_n(&s->stats.failed_batches, __ATOMIC_RELAXED);
 	out->reads = __atomic_load_n(&s->stats.reads, __ATOMIC_RELAXED);
+	out->polled_reads = __atomic_load_n(&s->stats.polled_reads, __ATOMIC_RELAXED);
 	out->write_cpu_ns = __atomic_load_n(&s->stats.write_cpu_ns, __ATOMIC_RELAXED);
 	out->retried_batches = __atomic_load_n(&s->stats.retried_batches, __ATOMIC_RELAXED);
 	out->unknown_writes = __atomic_load_n(&s->stats.unknown_writes, __ATOMIC_RELAXED);

@@ -160,7 +160,9 @@ typedef struct pc_store_stats {
 	uint64_t batches;        /* write transactions attempted */
 	uint64_t writes;         /* writes in them */
 	uint64_t failed_batches; /* transactions that failed as a whole */
-	uint64_t reads;          /* history snapshots served */
+	uint64_t reads;          /* reads served (histories, runs, listings) */
+	uint64_t polled_reads;   /* of those, read over a connection the I/O
+				  * loop polled, no thread waiting (PostgreSQL) */
 	uint64_t write_cpu_ns;   /* CPU time (user and system) the writer spent
 				  * in write transactions, checkpoints included */
 	uint64_t retried_batches; /* transactions that failed and ran again, each

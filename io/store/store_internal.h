@@ -283,12 +283,20 @@ void pc__store_tell_early(pc__store_op_t *op);
  * and _DAYS), a PC_STORE_MSG_USAGE listing.
  */
 typedef struct pc__store_reads {
-	pc_msg_t *(*history)(void *be, const char *key);
+	pc_msg_t *(*history)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*run_get)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*sessions)(void *be, const pc__store_op_t *op);
-	pc_msg_t *(*open_runs)(void *be);
-	pc_msg_t *(*devices)(void *be);
+	pc_msg_t *(*open_runs)(void *be, const pc__store_op_t *op);
+	pc_msg_t *(*devices)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*usage)(void *be, const pc__store_op_t *op);
+	/* Optional: starts a checked read with no thread of its own (its
+	 * connection polled on an I/O loop). 0: under way, and done(arg, job)
+	 * follows once, on another thread (or this one), after which
+	 * finish(job) gives the reply (its rows turned into the answer, on a
+	 * blocking thread: an answer may be large) and frees job. Non-zero:
+	 * not started; the functions above answer it on the blocking pool. */
+	int (*start)(void *be, const pc__store_op_t *op, void (*done)(void *arg, void *job), void *arg);
+	pc_msg_t *(*finish)(void *job);
 } pc__store_reads_t;
 
 /*

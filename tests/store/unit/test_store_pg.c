@@ -14,6 +14,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,12 +86,17 @@ static void fx_fini(fx_t *f)
 	pg_proxy_stop(f->proxy);
 }
 
+/* The fixture's schema straight on the server, not through the proxy. */
+static void direct_url(const fx_t *f, char *url, size_t n)
+{
+	snprintf(url, n, "%s%coptions=-csearch_path%%3D%s", getenv("PINCER_TEST_PG_URL"),
+		 strchr(getenv("PINCER_TEST_PG_URL"), '?') ? '&' : '?', f->schema);
+}
+
 static long long q_int(const fx_t *f, const char *sql)
 {
 	char url[1200];
-	/* straight to the server, not through the proxy */
-	snprintf(url, sizeof(url), "%s%coptions=-csearch_path%%3D%s", getenv("PINCER_TEST_PG_URL"),
-		 strchr(getenv("PINCER_TEST_PG_URL"), '?') ? '&' : '?', f->schema);
+	direct_url(f, url, sizeof(url));
 	long long v = -1;
 	cr_assert(pg_test_query_int(url, sql, &v), "no value: %s", sql);
 	return v;
@@ -281,8 +287,7 @@ typedef struct locker {
 static void lock_row(const fx_t *f, const char *key, locker_t *l)
 {
 	char url[1200], sql[256];
-	snprintf(url, sizeof(url), "%s%coptions=-csearch_path%%3D%s", getenv("PINCER_TEST_PG_URL"),
-		 strchr(getenv("PINCER_TEST_PG_URL"), '?') ? '&' : '?', f->schema);
+	direct_url(f, url, sizeof(url));
 	l->c = pg_test_connect(url);
 	l->pid = PQbackendPID(l->c);
 	snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM sessions WHERE key = '%s' FOR UPDATE", key);
@@ -646,5 +651,101 @@ Test(store_pg, two_stores_creating_one_schema_at_once_both_open)
 	cr_assert_eq(append_ok(o[1].s, "s"), 2, "two writers, one sequence");
 	pc_store_close(o[0].s);
 	pc_store_close(o[1].s);
+	fx_fini(&f);
+}
+
+/* ---- reads polled on an I/O loop ---- */
+
+static uint64_t polled_reads(const fx_t *f)
+{
+	pc_store_stats_t st;
+	pc_store_stats(f->s, &st);
+	return st.polled_reads;
+}
+
+/* The history of `key`, which must be read: its message count. */
+static size_t history_ok(pc_store_t *s, const char *key)
+{
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history(s, key, &h);
+	cr_assert_eq(rc, 0, "history of %s: %s", key, pc_store_strerror(rc));
+	size_t n = pc_store_history_count(h);
+	pc_store_history_free(h);
+	return n;
+}
+
+/* A read finds its reader idle (the first read opened it on the blocking
+ * pool): its statements go out and its rows come in on the loop, every
+ * kind of read, each answering what the store holds. */
+Test(store_pg, reads_on_an_idle_reader_are_polled_on_the_loop)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	for (int k = 0; k < 5; k++)
+		append_ok(f.s, "s");
+	cr_assert_eq(history_ok(f.s, "s"), 5);
+	uint64_t polled0 = polled_reads(&f);
+	for (int k = 0; k < 10; k++)
+		cr_assert_eq(history_ok(f.s, "s"), 5);
+	pc_store_history_t *h = NULL;
+	cr_assert_eq(pc_store_history(f.s, "nope", &h), PC_ENOTFOUND);
+	pc_store_reply_t run;
+	cr_assert_eq(pc_store_run_get(f.s, "no-run", &run), PC_ENOTFOUND);
+	pc_store_sessions_t *page = NULL;
+	pc_store_sessions_query_t q = {.limit = 10};
+	cr_assert_eq(pc_store_sessions(f.s, &q, &page), 0);
+	cr_assert_eq(pc_store_sessions_count(page), 1);
+	pc_store_sessions_free(page);
+	cr_assert_eq(polled_reads(&f) - polled0, 13, "reads polled: %" PRIu64, polled_reads(&f) - polled0);
+	fx_fini(&f);
+}
+
+/* A polled read whose connection is cut before its last answer fails with
+ * a code, never hangs; the next read opens a new reader and answers. */
+Test(store_pg, a_polled_read_whose_connection_is_cut_fails_and_the_next_reconnects)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	append_ok(f.s, "s");
+	cr_assert_eq(history_ok(f.s, "s"), 1);
+	uint64_t polled0 = polled_reads(&f);
+	/* no write is under way: the first COMMIT is the history's snapshot's */
+	pg_proxy_arm(f.proxy, PG_PROXY_CUT_AFTER_COMPLETE, "COMMIT");
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history(f.s, "s", &h);
+	cr_assert_eq(pg_proxy_fired(f.proxy), 1);
+	cr_assert_eq(rc, PC_STORE_EUNAVAIL, "rc %d (%s)", rc, pc_store_strerror(rc));
+	cr_assert_eq(polled_reads(&f) - polled0, 1, "the failed read was polled");
+	cr_assert_eq(history_ok(f.s, "s"), 1);
+	cr_assert_eq(history_ok(f.s, "s"), 1);
+	cr_assert_eq(polled_reads(&f) - polled0, 2, "the next read reconnects on the pool, then polls");
+	fx_fini(&f);
+}
+
+/* A polled read the server holds up (a lock on what it reads) ends with
+ * the statement timeout; once the lock is gone, reads answer again. */
+Test(store_pg, a_polled_read_held_up_by_a_lock_ends_at_the_statement_timeout)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 300);
+	append_ok(f.s, "s");
+	cr_assert_eq(history_ok(f.s, "s"), 1);
+	uint64_t polled0 = polled_reads(&f);
+	char url[1200];
+	direct_url(&f, url, sizeof(url));
+	PGconn *c = pg_test_connect(url);
+	PGresult *r = PQexec(c, "BEGIN; LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history(f.s, "s", &h);
+	cr_assert_eq(rc, PC_ETIMEDOUT, "rc %d (%s)", rc, pc_store_strerror(rc));
+	cr_assert_eq(polled_reads(&f) - polled0, 1);
+	PQclear(PQexec(c, "COMMIT"));
+	PQfinish(c);
+	cr_assert_eq(history_ok(f.s, "s"), 1);
 	fx_fini(&f);
 }
