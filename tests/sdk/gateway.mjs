@@ -16,7 +16,9 @@ export function checker() {
 }
 
 // Starts the gateway (`config`: an object written as its config file, or
-// none); resolves once its "listening" line names the port.
+// none); resolves once its "listening" line names the port. Its store is
+// SQLite in its home, or PINCER_STORE_URL's when that is set (the *_pg
+// tests: tests/support/pg_cluster run).
 export function startGateway(pincer, config) {
   const home = mkdtempSync(path.join(os.tmpdir(), 'pincer-sdk-'));
   const args = ['gateway', '--port', '0'];
@@ -27,7 +29,11 @@ export function startGateway(pincer, config) {
   }
   const child = spawn(pincer, args, {
     cwd: home,
-    env: { PINCER_HOME: home, PATH: process.env.PATH },
+    env: {
+      PINCER_HOME: home,
+      PATH: process.env.PATH,
+      ...(process.env.PINCER_STORE_URL ? { PINCER_STORE_URL: process.env.PINCER_STORE_URL } : {}),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {
