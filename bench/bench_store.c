@@ -19,7 +19,9 @@
  *
  * History: one session of 10, 1,000 and 100,000 messages (~200 bytes of
  * content each; written with one rewrite), loaded as a snapshot through
- * pc_store_history from the main thread: mean and p99 time per load.
+ * pc_store_history from the main thread: mean and p99 time per load. On
+ * PostgreSQL 10 and 1,000, polled (the reader's rows collected on the
+ * I/O loop) and unpolled (a blocking thread waiting for them).
  *
  * Turns: S sessions (1, 10, 100, 1000), each running agent-turn-shaped
  * writes back to back: a run row (waited for), then its user and
@@ -444,10 +446,10 @@ static void run_load(const bench_opts_t *o, const commit_mode_t *md, uint32_t ns
 
 /* ---- history loads ---- */
 
-static void run_history(const bench_opts_t *o, size_t nmsg, uint32_t loads)
+static void run_history(const bench_opts_t *o, const commit_mode_t *md, size_t nmsg, uint32_t loads, bool pg)
 {
 	pc_runtime_t *rt = bench_runtime(o);
-	pc_store_t *st = open_fresh(rt, &modes[0], false);
+	pc_store_t *st = open_fresh(rt, md, pg);
 	pc_store_msg_t *v = calloc(nmsg, sizeof(*v));
 	char *content = malloc(256);
 	if (!v || !content)
@@ -476,11 +478,17 @@ static void run_history(const bench_opts_t *o, size_t nmsg, uint32_t loads)
 		h_add(&h, now_ns() - a);
 	}
 	double wall = bench_now_s() - t0;
+	pc_store_stats_t stats;
+	pc_store_stats(st, &stats);
 	char extra[256];
-	snprintf(extra, sizeof(extra), "\"messages\":%zu,\"loads\":%u,\"mean_ms\":%.3f,\"p99_ms\":%.3f", nmsg, loads,
-		 wall * 1e3 / loads, (double)h_quantile(&h, 0.99) / 1e6);
+	snprintf(extra, sizeof(extra),
+		 "\"backend\":\"%s\",\"polled\":%s,\"messages\":%zu,\"loads\":%u,\"mean_ms\":%.3f,\"p99_ms\":%.3f",
+		 pg ? "postgresql" : "sqlite", stats.polled_reads ? "true" : "false", nmsg, loads, wall * 1e3 / loads,
+		 (double)h_quantile(&h, 0.99) / 1e6);
 	bench_report("store_history", o->workers, wall, loads, extra);
 	pc_store_close(st);
+	pc_io_free(pg_io);
+	pg_io = NULL;
 	pc_runtime_free(rt);
 	free(v);
 	free(content);
@@ -510,11 +518,16 @@ int main(int argc, char **argv)
 		run_load(&o, &modes[3], 100, dur_ms, true, false);
 		for (size_t k = 0; k < nsizes; k++)
 			run_load(&o, &modes[0], sessions[k], dur_ms, true, true);
+		/* reads polled on the loop, then a blocking thread waiting */
+		for (size_t m = 0; m < 4; m += 3) {
+			run_history(&o, &modes[m], 10, 1000, true);
+			run_history(&o, &modes[m], 1000, 200, true);
+		}
 		pg_drop_schemas();
 	}
-	run_history(&o, 10, 1000);
-	run_history(&o, 1000, 200);
-	run_history(&o, 100000, 5);
+	run_history(&o, &modes[0], 10, 1000, false);
+	run_history(&o, &modes[0], 1000, 200, false);
+	run_history(&o, &modes[0], 100000, 5, false);
 	rm_db();
 	rmdir(tmpdir);
 	return 0;

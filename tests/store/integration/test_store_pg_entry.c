@@ -128,6 +128,27 @@ Test(store_pg_entry, the_gateway_is_ready_only_while_its_database_answers)
 	cr_assert_eq(ready, 200, "%s", out);
 	cr_assert_eq(http(port, "POST", "/v1/chat/completions", CHAT_BODY, out, sizeof(out)), 200, "%s", out);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs WHERE status = 'ok'"), 2);
+	/* the gateway's reads went over a reader its I/O loop polled */
+	static char metrics[65536];
+	cr_assert_eq(http(port, "GET", "/metrics", NULL, metrics, sizeof(metrics)), 200);
+	const char *polled = strstr(metrics, "\npincer_store_polled_reads_total ");
+	cr_assert_not_null(polled, "no polled reads metric");
+	cr_assert_gt(strtod(polled + strlen("\npincer_store_polled_reads_total "), NULL), 0, "%s", metrics);
+	/* `pincer sessions` lists, through the gateway, what PostgreSQL holds */
+	char gw_url[64], list_out[128], list_err[128];
+	snprintf(gw_url, sizeof(gw_url), "ws://127.0.0.1:%u", port);
+	snprintf(list_out, sizeof(list_out), "%s/list.out", f.home);
+	snprintf(list_err, sizeof(list_err), "%s/list.err", f.home);
+	char *argv[] = {f.pincer, "sessions", "list", "--json", "--url", gw_url, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	pid_t lpid = start_child(f.pincer, argv, envp, f.home, list_out, list_err);
+	cr_assert_eq(child_wait(&lpid, 30000), 0);
+	char *list = read_file(list_out);
+	long long listed = 0;
+	for (const char *p = strstr(list, "\"key\":"); p; p = strstr(p + 1, "\"key\":"))
+		listed++;
+	cr_assert_eq(listed, q_int(&f, "SELECT count(*) FROM sessions"), "%s", list);
+	free(list);
 	kill(pid, SIGTERM);
 	cr_assert_eq(child_wait(&pid, 30000), 0);
 	pg_proxy_stop(proxy);
