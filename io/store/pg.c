@@ -39,7 +39,7 @@
 
 enum { P_BEGIN, P_XID, P_COMMIT, P_ROLLBACK, P_SESSION, P_APPEND, P_REWRITE, P_RUN_BEGIN, P_RUN_END, P_RUN_ADOPT, P_ATTEMPT,
        P_USAGE, P_DEVICE_PUT, P_DEVICE_DELETE, P_AUDIT, P_AUDIT_TRIM, P_LEASE_ACQUIRE, P_LEASE_RELEASE,
-       P_SESSION_SET, P_PROBE, P_N };
+       P_SESSION_SET, P_PROBE, P_NODE_BEAT, P_N };
 
 static const struct {
 	const char *name, *sql;
@@ -69,6 +69,7 @@ static const struct {
 	/* a round trip through a transaction: the server is there and takes
 	 * writes (a standby refuses the xid) */
 	[P_PROBE] = {"w_probe", "SELECT NULL::text, NULL::bigint, NULL::text, NULL::text, NULL::bool, NULL::bool", 0},
+	[P_NODE_BEAT] = {"w_node_beat", "SELECT * FROM pincer_node_beat($1, $2, $3, $4)", 4},
 };
 
 /* ---- a write's parameters ---- */
@@ -288,6 +289,15 @@ static int params_of(const pc_store_config_t *cfg, const pc__store_op_t *op, par
 	case PC_STORE_REQ_PROBE:
 		p->stmt = P_PROBE;
 		return 0;
+	case PC_STORE_REQ_NODE_BEAT:
+		if (!strs(op, S_NB_N) || op->nint < I_NB_N || op->i[I_NB_LEASE] < 0)
+			return PC_EINVAL;
+		p->stmt = P_NODE_BEAT;
+		p_str(p, op, S_NB_ID);
+		p_str(p, op, S_NB_URL);
+		p_int(p, op->i[I_NB_LEASE]);
+		p_cstr(p, op->i[I_NB_FRESH] ? "t" : "f");
+		return 0;
 	default: return PC_EINVAL;
 	}
 }
@@ -309,6 +319,15 @@ static int code_of(const char *rc)
 	return PC_STORE_EIO;
 }
 
+/* A beat's answer: pincer_res has one number, so pincer_node_beat puts
+ * the beat's time in n and the node's started_ms, as text, in id. */
+static void beat_res(pc_store_reply_t *res, int64_t n)
+{
+	res->ended_ms = n;
+	res->started_ms = strtoll(res->id, NULL, 10);
+	res->id[0] = 0;
+}
+
 /* A pincer_res row (rc, n, id, status, created, mismatch) into op->res. */
 static void take_row(const PGresult *r, pc__store_op_t *op)
 {
@@ -328,6 +347,8 @@ static void take_row(const PGresult *r, pc__store_op_t *op)
 	int64_t n = PQgetisnull(r, 0, 1) ? 0 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
 	if (op->kind == PC_STORE_REQ_LEASE_ACQUIRE)
 		res.epoch = n;
+	else if (op->kind == PC_STORE_REQ_NODE_BEAT)
+		beat_res(&res, n);
 	else
 		res.seq = n;
 	if (!PQgetisnull(r, 0, 3))

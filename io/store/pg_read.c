@@ -2,10 +2,10 @@
  * The PostgreSQL backend's reading side: a pool of reader connections,
  * opened on demand, each with its statements prepared once, and the reads
  * the store answers from them (history, a run, a page of sessions, the
- * open runs, usage, devices), as sqlite_read.c answers them. A read that
- * reads several things (history; usage and its sums) sends them in one
- * pipeline inside one REPEATABLE READ transaction: one round trip, one
- * snapshot. Every wait has a deadline (pc__pg_next).
+ * open runs, usage, devices, nodes), as sqlite_read.c answers them. A
+ * read that reads several things (history; usage and its sums) sends them
+ * in one pipeline inside one REPEATABLE READ transaction: one round trip,
+ * one snapshot. Every wait has a deadline (pc__pg_next).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,7 +17,7 @@
 
 enum { R_BEGIN, R_COMMIT, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_LIST_ID, R_OPEN,
        R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_USAGE_DAYS, R_USAGE_SUM_WINDOW, R_DEVICES,
-       R_N };
+       R_NODES, R_N };
 
 /* A usage record's columns. */
 #define USAGE_COLUMNS                                                                                       \
@@ -87,6 +87,11 @@ static const struct {
 				USAGE_SUMS "WHERE created_ms >= $1::bigint AND created_ms < $2::bigint"},
 	[R_DEVICES] = {"pc_r_devices", "SELECT id, public_key, token_hash, scopes, approved_ms, issued_ms FROM devices"
 				       " ORDER BY issued_ms DESC, id LIMIT $1::bigint"},
+	/* live: by the database's clock, read once (the clock beats are
+	 * written with) */
+	[R_NODES] = {"pc_r_nodes", "SELECT id, url, started_ms, heartbeat_ms, expires_ms, expires_ms > c.ms AS live"
+				   " FROM nodes, (SELECT pincer_clock_ms() AS ms) c"
+				   " ORDER BY live DESC, id LIMIT $1::bigint"},
 };
 
 struct pc__pg_reader {
@@ -346,6 +351,21 @@ static int build_devices(const PGresult *res, pc__store_devices_builder_t *b)
 	return 0;
 }
 
+static int build_nodes(const PGresult *res, pc__store_nodes_builder_t *b)
+{
+	for (int k = 0, n = PQntuples(res); k < n; k++) {
+		const char *str[2];
+		size_t len[2];
+		text_columns(res, k, 0, 2, str, len);
+		pc__store_node_ent_t e = {.started_ms = col_i(res, k, 2), .heartbeat_ms = col_i(res, k, 3),
+					  .expires_ms = col_i(res, k, 4), .live = col_b(res, k, 5)};
+		int rc = pc__store_nodes_add(b, &e, str, len);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* The sums row (count, five sums, the latest time) into the header. */
 static int usage_head(const PGresult *sums, pc__store_usage_builder_t *b)
 {
@@ -439,6 +459,10 @@ static void plan_of(const pc__store_op_t *op, plan_t *p)
 		num(p->num[0], PC_STORE_DEVICES_MAX);
 		p->q[0] = (call_t){R_DEVICES, 1, {p->num[0]}, 6};
 		break;
+	case PC_STORE_REQ_NODES:
+		num(p->num[0], PC_STORE_NODES_MAX);
+		p->q[0] = (call_t){R_NODES, 1, {p->num[0]}, 6};
+		break;
 	case PC_STORE_REQ_USAGE_DAYS: /* the sums and the rows: one snapshot */
 		num(p->num[0], op->i[I_UD_FROM]);
 		num(p->num[1], op->i[I_UD_TO]);
@@ -521,6 +545,17 @@ static pc_msg_t *devices_answer(const pc__store_op_t *op, const PGresult *res)
 	return pc__store_devices_finish(&b);
 }
 
+static pc_msg_t *nodes_answer(const pc__store_op_t *op, const PGresult *res)
+{
+	pc__store_nodes_builder_t b = {0};
+	int rc = build_nodes(res, &b);
+	if (rc != 0) {
+		pc__store_nodes_clear(&b);
+		return pc__store_error_reply(op->kind, rc);
+	}
+	return pc__store_nodes_finish(&b);
+}
+
 static pc_msg_t *usage_answer(const pc__store_op_t *op, PGresult *const *res)
 {
 	pc__store_usage_builder_t b = {0};
@@ -556,6 +591,9 @@ static pc_msg_t *answer(const pc__store_op_t *op, int rc, PGresult **res, int n)
 			break;
 		case PC_STORE_REQ_DEVICES:
 			m = devices_answer(op, res[0]);
+			break;
+		case PC_STORE_REQ_NODES:
+			m = nodes_answer(op, res[0]);
 			break;
 		default:
 			m = usage_answer(op, res);
@@ -749,6 +787,7 @@ const pc__store_reads_t pc__pg_reads = {
 	.sessions = read_blocking,
 	.open_runs = read_blocking,
 	.devices = read_blocking,
+	.nodes = read_blocking,
 	.usage = read_blocking,
 	.start = read_start,
 	.finish = read_finish,

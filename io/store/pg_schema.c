@@ -7,9 +7,10 @@
  * batch (docs/store.md, "PostgreSQL").
  *
  * Times are milliseconds since the Unix epoch from the database's clock
- * (now(), the transaction's start), so that every gateway on one database
- * agrees on lease expiries. Keys and ids are compared bytewise (COLLATE
- * "C"), as SQLite compares them.
+ * (now(), the transaction's start; a node's heartbeat, clock_timestamp():
+ * when it is written), so that every gateway on one database agrees on
+ * lease expiries. Keys and ids are compared bytewise (COLLATE "C"), as
+ * SQLite compares them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 
 #include "pg_internal.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 /* pg_advisory_xact_lock key for migrations: "PCNR" */
 #define MIGRATE_LOCK "1346587218"
 
@@ -345,6 +346,38 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" IF NOT FOUND THEN\n"
 	"  r.rc := CASE WHEN EXISTS (SELECT 1 FROM sessions WHERE key = p_key) THEN 'fenced' ELSE 'notfound' END;\n"
 	" END IF;\n"
+	" RETURN r;\n"
+	"END $$;\n",
+	/* 2: the gateways sharing the database record heartbeats, so each can
+	 * tell which others are live (a node's row expires with its lease). */
+	"CREATE TABLE nodes(\n"
+	" id text COLLATE \"C\" PRIMARY KEY,\n"
+	" url text,\n"
+	" started_ms bigint NOT NULL,\n"
+	" heartbeat_ms bigint NOT NULL,\n"
+	" expires_ms bigint NOT NULL);\n"
+	/* the clock as it is when called, not at the transaction's start: a
+	 * beat's time is when it was written, however long its batch waited on
+	 * other rows' locks, and a listing measures leases by the same clock */
+	"CREATE FUNCTION pincer_clock_ms() RETURNS bigint LANGUAGE sql VOLATILE\n"
+	" AS $$SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint$$;\n"
+	/* pincer_res has one number: n is the beat's time, and id the node's
+	 * started_ms, as text */
+	"CREATE FUNCTION pincer_node_beat(p_id text, p_url text, p_lease bigint, p_fresh boolean) RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res; ms bigint := pincer_clock_ms(); v_expires bigint; v_started bigint := ms;\n"
+	"BEGIN\n"
+	" -- a lease too long for the clock never runs out\n"
+	" v_expires := ms + least(p_lease, 9223372036854775807 - ms);\n"
+	" INSERT INTO nodes(id, url, started_ms, heartbeat_ms, expires_ms)\n"
+	"  VALUES (p_id, p_url, ms, ms, v_expires) ON CONFLICT (id) DO NOTHING;\n"
+	" r.created := FOUND;\n"
+	" IF NOT FOUND THEN\n"
+	"  UPDATE nodes SET url = p_url, started_ms = CASE WHEN p_fresh THEN ms ELSE started_ms END,\n"
+	"   heartbeat_ms = ms, expires_ms = v_expires WHERE id = p_id RETURNING started_ms INTO v_started;\n"
+	" END IF;\n"
+	" r.n := ms;\n"
+	" r.id := v_started::text;\n"
 	" RETURN r;\n"
 	"END $$;\n",
 };

@@ -26,7 +26,7 @@
 #include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 9
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 
@@ -233,6 +233,14 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" scopes TEXT,"
 	" approved_ms INTEGER NOT NULL,"
 	" issued_ms INTEGER NOT NULL) WITHOUT ROWID;",
+	/* 9: the gateways sharing the store record heartbeats, so each can
+	 * tell which others are live (a node's row expires with its lease). */
+	"CREATE TABLE nodes("
+	" id TEXT PRIMARY KEY,"
+	" url TEXT,"
+	" started_ms INTEGER NOT NULL,"
+	" heartbeat_ms INTEGER NOT NULL,"
+	" expires_ms INTEGER NOT NULL) WITHOUT ROWID;",
 };
 
 static const char *const wsql[W_N] = {
@@ -293,6 +301,9 @@ static const char *const wsql[W_N] = {
 	[W_DEVICE_UPDATE] = "UPDATE devices SET public_key = ?2, token_hash = ?3, scopes = ?4, approved_ms = ?5,"
 			    " issued_ms = ?6 WHERE id = ?1",
 	[W_DEVICE_DELETE] = "DELETE FROM devices WHERE id = ?1",
+	[W_NODE_STARTED] = "SELECT started_ms FROM nodes WHERE id = ?1",
+	[W_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, url, started_ms, heartbeat_ms, expires_ms)"
+		       " VALUES (?1, ?2, ?3, ?4, ?5)",
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
@@ -743,6 +754,41 @@ static int op_device_delete(pc__sq_be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
+/* A node's heartbeat at the wall clock: its row written anew, keeping
+ * started_ms unless the node has just started (or is new). */
+static int op_node_beat(pc__sq_be_t *be, pc__store_op_t *op)
+{
+	if (op->nint < I_NB_N || op->i[I_NB_LEASE] < 0)
+		return PC_EINVAL;
+	int berr = 0;
+	int64_t now = pc__clock_wall_ms(), lease = op->i[I_NB_LEASE], started = now;
+	sqlite3_stmt *st = be->st[W_NODE_STARTED];
+	pc__sq_bind_s(&berr, st, 1, op, S_NB_ID);
+	int rc = pc__sq_step_b(be->db, st, berr);
+	if (rc < 0)
+		return rc;
+	bool created = rc == 0;
+	if (!created) {
+		if (!op->i[I_NB_FRESH])
+			started = sqlite3_column_int64(st, 0);
+		pc__sq_done(st);
+	}
+	st = be->st[W_NODE_PUT];
+	pc__sq_bind_s(&berr, st, 1, op, S_NB_ID);
+	pc__sq_bind_s(&berr, st, 2, op, S_NB_URL);
+	pc__sq_bind_i(&berr, st, 3, started);
+	pc__sq_bind_i(&berr, st, 4, now);
+	/* a lease too long for the clock never runs out */
+	pc__sq_bind_i(&berr, st, 5, lease > INT64_MAX - now ? INT64_MAX : now + lease);
+	rc = pc__sq_exec_b(be->db, st, berr);
+	if (rc == 0) {
+		op->res.started_ms = started;
+		op->res.ended_ms = now;
+		op->res.flags = created ? PC_STORE_CREATED : 0;
+	}
+	return rc;
+}
+
 static int op_audit(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	int berr = 0;
@@ -872,6 +918,7 @@ static int dispatch(pc__sq_be_t *be, pc__store_op_t *op)
 	case PC_STORE_REQ_USAGE_ADD: return op_usage_add(be, op);
 	case PC_STORE_REQ_DEVICE_PUT: return op_device_put(be, op);
 	case PC_STORE_REQ_DEVICE_DELETE: return op_device_delete(be, op);
+	case PC_STORE_REQ_NODE_BEAT: return op_node_beat(be, op);
 	default: return PC_EINVAL;
 	}
 }
@@ -888,6 +935,7 @@ static bool shape_ok(const pc__store_op_t *op)
 		{PC_STORE_REQ_REWRITE, S_RW_FIRST}, {PC_STORE_REQ_SESSION_SET, S_SS_N},
 		{PC_STORE_REQ_RUN_ADOPT, S_AD_N}, {PC_STORE_REQ_USAGE_ADD, S_UA_N},
 		{PC_STORE_REQ_DEVICE_PUT, S_DV_N}, {PC_STORE_REQ_DEVICE_DELETE, 1},
+		{PC_STORE_REQ_NODE_BEAT, S_NB_N},
 	};
 	if (op->kind == PC_STORE_REQ_PROBE)
 		return true;

@@ -2,8 +2,8 @@
  * The SQLite backend's reading side: a pool of read-only connections,
  * opened on demand, each with its statements prepared once, and the reads
  * the store answers from them (history, a run, a page of sessions, the
- * open runs, usage). WAL mode lets them see the last committed state while
- * the writer (sqlite.c) is in a batch.
+ * open runs, usage, devices, nodes). WAL mode lets them see the last
+ * committed state while the writer (sqlite.c) is in a batch.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,10 +11,11 @@
 #include <string.h>
 
 #include "sqlite_internal.h"
+#include "runtime/clock.h"
 
 enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED, R_LIST_KEY, R_LIST_ID,
        R_OPEN, R_USAGE_RUN, R_USAGE_KEY, R_USAGE_SUM_RUN, R_USAGE_SUM_KEY, R_USAGE_DAYS, R_USAGE_SUM_WINDOW,
-       R_DEVICES, R_N };
+       R_DEVICES, R_NODES, R_N };
 
 /* A usage record's columns. */
 #define USAGE_COLUMNS                                                                                       \
@@ -66,6 +67,9 @@ static const char *const rsql[R_N] = {
 	[R_USAGE_SUM_WINDOW] = USAGE_SUMS "WHERE created_ms >= ?1 AND created_ms < ?2",
 	[R_DEVICES] = "SELECT id, public_key, token_hash, scopes, approved_ms, issued_ms FROM devices"
 		      " ORDER BY issued_ms DESC, id LIMIT ?1",
+	/* ?1: the wall clock now, what a node's lease is measured against */
+	[R_NODES] = "SELECT id, url, started_ms, heartbeat_ms, expires_ms, expires_ms > ?1 AS live FROM nodes"
+		    " ORDER BY live DESC, id LIMIT ?2",
 };
 
 struct pc__sq_reader {
@@ -370,6 +374,49 @@ static pc_msg_t *devices(void *p, const pc__store_op_t *op)
 	return m ? m : pc__store_error_reply(PC_STORE_REQ_DEVICES, PC_ENOMEM);
 }
 
+static int read_nodes(pc__sq_reader_t *r, pc__store_nodes_builder_t *b)
+{
+	int berr = 0;
+	sqlite3_stmt *st = r->st[R_NODES];
+	pc__sq_bind_i(&berr, st, 1, pc__clock_wall_ms());
+	pc__sq_bind_i(&berr, st, 2, PC_STORE_NODES_MAX);
+	int rc;
+	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
+		const char *str[2];
+		size_t len[2];
+		text_columns(st, 0, 2, str, len);
+		pc__store_node_ent_t e = {.started_ms = sqlite3_column_int64(st, 2),
+					  .heartbeat_ms = sqlite3_column_int64(st, 3),
+					  .expires_ms = sqlite3_column_int64(st, 4),
+					  .live = sqlite3_column_int(st, 5) != 0};
+		rc = pc__store_nodes_add(b, &e, str, len);
+		if (rc != 0) {
+			pc__sq_done(st);
+			return rc;
+		}
+	}
+	return rc;
+}
+
+static pc_msg_t *nodes(void *p, const pc__store_op_t *op)
+{
+	(void)op;
+	pc__sq_be_t *be = p;
+	pc__sq_reader_t *r = NULL;
+	pc__store_nodes_builder_t b = {0};
+	int rc = reader_get(be, &r);
+	if (rc == 0) {
+		rc = read_nodes(r, &b);
+		reader_put(be, r);
+	}
+	if (rc != 0) {
+		pc__store_nodes_clear(&b);
+		return pc__store_error_reply(PC_STORE_REQ_NODES, rc);
+	}
+	pc_msg_t *m = pc__store_nodes_finish(&b);
+	return m ? m : pc__store_error_reply(PC_STORE_REQ_NODES, PC_ENOMEM);
+}
+
 /* The listing's records and the sums over all of them, in one read
  * transaction so that both are one snapshot. */
 static int read_usage(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store_usage_builder_t *b, bool *more)
@@ -479,6 +526,7 @@ const pc__store_reads_t pc__sq_reads = {
 	.sessions = sessions,
 	.open_runs = open_runs,
 	.devices = devices,
+	.nodes = nodes,
 	.usage = usage_list,
 };
 

@@ -164,6 +164,8 @@ pc_msg_t *pc__store_error_reply(uint32_t kind, int rc)
 		return pc__store_list_error(PC_STORE_MSG_RUNS, rc);
 	if (kind == PC_STORE_REQ_DEVICES)
 		return pc__store_list_error(PC_STORE_MSG_DEVICES, rc);
+	if (kind == PC_STORE_REQ_NODES)
+		return pc__store_list_error(PC_STORE_MSG_NODES, rc);
 	pc_store_reply_t r = {.rc = rc};
 	return pc__store_reply_msg(&r);
 }
@@ -172,7 +174,7 @@ static bool is_read(uint32_t kind)
 {
 	return kind == PC_STORE_REQ_HISTORY || kind == PC_STORE_REQ_RUN_GET || kind == PC_STORE_REQ_SESSIONS ||
 	       kind == PC_STORE_REQ_RUNS_OPEN || kind == PC_STORE_REQ_USAGE_LIST || kind == PC_STORE_REQ_USAGE_DAYS ||
-	       kind == PC_STORE_REQ_DEVICES;
+	       kind == PC_STORE_REQ_DEVICES || kind == PC_STORE_REQ_NODES;
 }
 
 /* Answers a decoded op (if it asked) with its result, `delay_ms` late
@@ -395,7 +397,8 @@ static bool read_checked(const pc__store_op_t *op)
 		return op->nstr >= S_SL_N && op->nint >= I_SL_N && op->i[I_SL_LIMIT] >= 1 &&
 		       op->i[I_SL_LIMIT] <= PC_STORE_SESSIONS_MAX;
 	default:
-		return op->kind == PC_STORE_REQ_RUNS_OPEN || op->kind == PC_STORE_REQ_DEVICES;
+		return op->kind == PC_STORE_REQ_RUNS_OPEN || op->kind == PC_STORE_REQ_DEVICES ||
+		       op->kind == PC_STORE_REQ_NODES;
 	}
 }
 
@@ -417,6 +420,8 @@ static pc_msg_t *read_answer(pc_store_t *s, const pc__store_op_t *op)
 		return r->sessions(s->be, op);
 	case PC_STORE_REQ_RUNS_OPEN:
 		return r->open_runs(s->be, op);
+	case PC_STORE_REQ_NODES:
+		return r->nodes(s->be, op);
 	default:
 		return r->devices(s->be, op);
 	}
@@ -668,7 +673,7 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 			close_finish(ctx, a);
 		return 0;
 	default:
-		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_DEVICES)
+		if (m->type >= PC_STORE_REQ_SESSION && m->type <= PC_STORE_REQ_NODES)
 			return on_request(ctx, a, m);
 		return 0;
 	}
@@ -997,6 +1002,28 @@ int pc_store_devices(pc_store_t *s, pc_store_devices_t **out)
 	rc = ask(s, rc, m, &rep);
 	if (rc == 0)
 		rc = pc_store_devices_take(rep, out);
+	pc_msg_free(rep);
+	return rc;
+}
+
+int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, int64_t lease_ms, bool fresh,
+		       pc_store_reply_t *out)
+{
+	pc_msg_t *m = NULL;
+	int rc = pc_store_req_node_beat(id, url, lease_ms, fresh, &m);
+	return call(s, rc, m, out);
+}
+
+int pc_store_nodes(pc_store_t *s, pc_store_nodes_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	pc_msg_t *m = NULL, *rep = NULL;
+	int rc = pc_store_req_nodes(&m);
+	rc = ask(s, rc, m, &rep);
+	if (rc == 0)
+		rc = pc_store_nodes_take(rep, out);
 	pc_msg_free(rep);
 	return rc;
 }

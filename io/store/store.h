@@ -265,7 +265,8 @@ typedef struct pc_store_usage {
  * PC_STORE_REQ_HISTORY, PC_STORE_MSG_SESSIONS for PC_STORE_REQ_SESSIONS,
  * PC_STORE_MSG_RUNS for PC_STORE_REQ_RUNS_OPEN, PC_STORE_MSG_USAGE for
  * PC_STORE_REQ_USAGE_LIST and _DAYS, PC_STORE_MSG_DEVICES for
- * PC_STORE_REQ_DEVICES, PC_STORE_MSG_REPLY for everything else. */
+ * PC_STORE_REQ_DEVICES, PC_STORE_MSG_NODES for PC_STORE_REQ_NODES,
+ * PC_STORE_MSG_REPLY for everything else. */
 enum {
 	PC_STORE_REQ_SESSION = 0x53540001u, /* ensure a session row */
 	PC_STORE_REQ_APPEND,
@@ -290,12 +291,15 @@ enum {
 	PC_STORE_REQ_DEVICE_PUT,
 	PC_STORE_REQ_DEVICE_DELETE,
 	PC_STORE_REQ_DEVICES,
+	PC_STORE_REQ_NODE_BEAT,
+	PC_STORE_REQ_NODES,
 	PC_STORE_MSG_REPLY = 0x53540100u,
 	PC_STORE_MSG_HISTORY,
 	PC_STORE_MSG_SESSIONS,
 	PC_STORE_MSG_RUNS,
 	PC_STORE_MSG_USAGE,
 	PC_STORE_MSG_DEVICES,
+	PC_STORE_MSG_NODES,
 };
 
 /* The payload of a PC_STORE_MSG_REPLY. */
@@ -306,13 +310,14 @@ typedef struct pc_store_reply {
 	int64_t epoch;   /* LEASE_ACQUIRE: the lease's fencing epoch */
 	int32_t status;  /* RUN_BEGIN, RUN_GET: the run's status (pc_store_run_status_t) */
 	uint32_t pad;
-	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs) */
+	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs); NODE_BEAT: the node's
+				       * started_ms, and the beat's time (its heartbeat_ms) */
 	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id;
 				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder */
 	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
 } pc_store_reply_t;
 
-#define PC_STORE_CREATED 1u     /* SESSION / RUN_BEGIN: this request created the row */
+#define PC_STORE_CREATED 1u     /* SESSION / RUN_BEGIN / NODE_BEAT: this request created the row */
 #define PC_STORE_PROVISIONAL 2u /* RUN_BEGIN with PC_STORE_REQ_EARLY: not yet durable */
 #define PC_STORE_MISMATCH 4u    /* RUN_BEGIN: a repeated key whose fingerprint differs */
 
@@ -628,6 +633,52 @@ size_t pc_store_devices_count(const pc_store_devices_t *l);
 void pc_store_devices_get(const pc_store_devices_t *l, size_t i, pc_store_device_t *out);
 void pc_store_devices_free(pc_store_devices_t *l);
 
+/* ---- cluster nodes ---- */
+
+/*
+ * The gateways sharing this store (docs/cluster.md) record heartbeats
+ * here, one row per node id, so that each can tell which of the others
+ * are there. A node is live while the store's clock is before its
+ * heartbeat_ms plus its lease. Times are the store's clock, ms since the
+ * epoch (PostgreSQL: the database's, so nodes on several machines agree;
+ * SQLite: this machine's wall clock).
+ */
+typedef struct pc_store_node {
+	const char *id;       /* the node's id (cluster.nodeId) */
+	const char *url;      /* how other nodes reach it (cluster.advertiseUrl); may be NULL */
+	int64_t started_ms;   /* its first heartbeat since it last started (a fresh beat) */
+	int64_t heartbeat_ms; /* its latest heartbeat */
+	int64_t expires_ms;   /* heartbeat_ms plus its lease */
+	bool live;            /* expires_ms is after the store's clock at the read */
+} pc_store_node_t;
+
+/* At most this many nodes are listed. */
+#define PC_STORE_NODES_MAX 1024u
+
+/* Records node `id`'s heartbeat at the store's clock, live for `lease_ms`
+ * after it (0: the node leaves: its row expires now). `fresh`: the node
+ * has just started (started_ms becomes now). Creates the row if missing;
+ * the row's url becomes `url`. Urgent: answered once durable, and
+ * committed at once even when sent without a reply address (a late beat
+ * makes a live node look gone). PC_EINVAL for a missing id, an id or url
+ * over PC_STORE_NAME_MAX, a negative lease. Reply (PC_STORE_MSG_REPLY):
+ * started_ms, the node's started_ms; ended_ms, the store's clock at the
+ * beat (the row's heartbeat_ms); PC_STORE_CREATED when the row is new. */
+int pc_store_req_node_beat(const char *id, const char *url, int64_t lease_ms, bool fresh, pc_msg_t **out);
+/* Every node row, live ones first, then by id (bytewise), live as of the
+ * store's clock at the read. Reply: PC_STORE_MSG_NODES. */
+int pc_store_req_nodes(pc_msg_t **out);
+
+typedef struct pc_store_nodes pc_store_nodes_t;
+
+/* Takes a copy of a PC_STORE_MSG_NODES reply (borrowed); returns the
+ * reply's code when the read failed (then *out is NULL). */
+int pc_store_nodes_take(const pc_msg_t *m, pc_store_nodes_t **out);
+size_t pc_store_nodes_count(const pc_store_nodes_t *l);
+/* Node i (< count); strings point into the listing. */
+void pc_store_nodes_get(const pc_store_nodes_t *l, size_t i, pc_store_node_t *out);
+void pc_store_nodes_free(pc_store_nodes_t *l);
+
 /* ---- plain-thread wrappers (pc_ask_sync; not on a worker) ---- */
 
 int pc_store_session(pc_store_t *s, const char *key, const char *agent, const char *session_id,
@@ -665,6 +716,9 @@ int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
 int pc_store_device_put(pc_store_t *s, const pc_store_device_t *d);
 int pc_store_device_delete(pc_store_t *s, const char *id);
 int pc_store_devices(pc_store_t *s, pc_store_devices_t **out);
+int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, int64_t lease_ms, bool fresh,
+		       pc_store_reply_t *out /* may be NULL */);
+int pc_store_nodes(pc_store_t *s, pc_store_nodes_t **out);
 /* q NULL: the first page, default limit, most recently updated first. */
 int pc_store_sessions(pc_store_t *s, const pc_store_sessions_query_t *q, pc_store_sessions_t **out);
 

@@ -84,6 +84,8 @@ enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
 enum { I_UD_FROM = 0, I_UD_TO, I_UD_N };
 enum { S_DV_ID = 0, S_DV_KEY, S_DV_HASH, S_DV_SCOPES, S_DV_N };
 enum { I_DV_APPROVED = 0, I_DV_ISSUED, I_DV_UPDATE, I_DV_N };
+enum { S_NB_ID = 0, S_NB_URL, S_NB_N };
+enum { I_NB_LEASE = 0, I_NB_FRESH, I_NB_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
  * found by their offsets from its start (PC__STR_NULL = absent). */
@@ -249,6 +251,26 @@ int pc__store_devices_add(pc__store_devices_builder_t *b, const pc__store_device
 pc_msg_t *pc__store_devices_finish(pc__store_devices_builder_t *b);
 void pc__store_devices_clear(pc__store_devices_builder_t *b);
 
+/* A PC_STORE_MSG_NODES reply (PC_STORE_REQ_NODES): the pc__store_list_t
+ * header, `count` entries, then the string bytes. */
+typedef struct pc__store_node_ent {
+	int64_t started_ms, heartbeat_ms, expires_ms;
+	uint32_t live;
+	uint32_t off[2]; /* id, url */
+	uint32_t pad;
+} pc__store_node_ent_t;
+
+typedef struct pc__store_nodes_builder {
+	pc__store_rows_t rows;
+} pc__store_nodes_builder_t;
+
+int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[2],
+			const size_t len[2]);
+/* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
+ * either way. */
+pc_msg_t *pc__store_nodes_finish(pc__store_nodes_builder_t *b);
+void pc__store_nodes_clear(pc__store_nodes_builder_t *b);
+
 /* The reply a request of `kind` gets when it failed with `rc`: a history,
  * a sessions list or a plain reply carrying only the code (NULL on
  * ENOMEM). */
@@ -279,8 +301,9 @@ void pc__store_tell_early(pc__store_op_t *op);
  * its reply message (NULL only on ENOMEM): history, a PC_STORE_MSG_HISTORY
  * snapshot; run_get, a PC_STORE_MSG_REPLY; sessions, a
  * PC_STORE_MSG_SESSIONS page; open_runs, a PC_STORE_MSG_RUNS listing;
- * devices, a PC_STORE_MSG_DEVICES listing; usage (PC_STORE_REQ_USAGE_LIST
- * and _DAYS), a PC_STORE_MSG_USAGE listing.
+ * devices, a PC_STORE_MSG_DEVICES listing; nodes, a PC_STORE_MSG_NODES
+ * listing; usage (PC_STORE_REQ_USAGE_LIST and _DAYS), a PC_STORE_MSG_USAGE
+ * listing.
  */
 typedef struct pc__store_reads {
 	pc_msg_t *(*history)(void *be, const pc__store_op_t *op);
@@ -288,6 +311,7 @@ typedef struct pc__store_reads {
 	pc_msg_t *(*sessions)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*open_runs)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*devices)(void *be, const pc__store_op_t *op);
+	pc_msg_t *(*nodes)(void *be, const pc__store_op_t *op);
 	pc_msg_t *(*usage)(void *be, const pc__store_op_t *op);
 	/* Optional: starts a checked read with no thread of its own (its
 	 * connection polled on an I/O loop). 0: under way, and done(arg, job)

@@ -1,8 +1,8 @@
 /*
  * The store's read answers as messages and their readers (store.h):
- * history snapshots, session and run listings, open runs and usage
- * records, each packed by the backend into one message with its strings,
- * and read back by the caller without copying.
+ * history snapshots, session and run listings, open runs, usage records,
+ * paired devices and cluster nodes, each packed by the backend into one
+ * message with its strings, and read back by the caller without copying.
  */
 #include "store_internal.h"
 #include "io/io.h"
@@ -276,6 +276,10 @@ struct pc_store_devices {
 	listing_t l;
 };
 
+struct pc_store_nodes {
+	listing_t l;
+};
+
 /* A copy of listing reply `m` of `type` (entries of ent_size bytes) as a
  * new listing (*out, the caller's: listing_free). Returns the reply's code
  * when the read failed. */
@@ -430,6 +434,51 @@ void pc_store_devices_get(const pc_store_devices_t *l, size_t i, pc_store_device
 }
 
 void pc_store_devices_free(pc_store_devices_t *l)
+{
+	listing_free((listing_t *)l);
+}
+
+/* ---- cluster nodes ---- */
+
+int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[2],
+			const size_t len[2])
+{
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_node_ent_t, off), str, len, 2);
+}
+
+pc_msg_t *pc__store_nodes_finish(pc__store_nodes_builder_t *b)
+{
+	pc__store_list_t h = {.count = (uint32_t)b->rows.n};
+	return rows_finish(&b->rows, PC_STORE_MSG_NODES, &h, sizeof(h), sizeof(pc__store_node_ent_t));
+}
+
+void pc__store_nodes_clear(pc__store_nodes_builder_t *b)
+{
+	rows_clear(&b->rows);
+}
+
+int pc_store_nodes_take(const pc_msg_t *m, pc_store_nodes_t **out)
+{
+	return listing_take(m, PC_STORE_MSG_NODES, sizeof(pc__store_node_ent_t), (listing_t **)out);
+}
+
+size_t pc_store_nodes_count(const pc_store_nodes_t *l)
+{
+	return l ? l->l.head.count : 0;
+}
+
+void pc_store_nodes_get(const pc_store_nodes_t *l, size_t i, pc_store_node_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!l || i >= l->l.head.count)
+		return;
+	const pc__store_node_ent_t *e = (const pc__store_node_ent_t *)l->l.ents + i;
+	const char *f[2];
+	strs_get(l->l.bytes, e->off, 2, f);
+	*out = (pc_store_node_t){f[0], f[1], e->started_ms, e->heartbeat_ms, e->expires_ms, e->live != 0};
+}
+
+void pc_store_nodes_free(pc_store_nodes_t *l)
 {
 	listing_free((listing_t *)l);
 }

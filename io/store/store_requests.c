@@ -330,6 +330,29 @@ int pc_store_req_devices(pc_msg_t **out)
 	return req_build(PC_STORE_REQ_DEVICES, NULL, 0, NULL, 0, 0, 0, out);
 }
 
+int pc_store_req_node_beat(const char *id, const char *url, int64_t lease_ms, bool fresh, pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	*out = NULL;
+	if (lease_ms < 0)
+		return PC_EINVAL;
+	const char *s[S_NB_N] = {id, url};
+	int64_t i[I_NB_N] = {lease_ms, fresh};
+	int rc = req_build(PC_STORE_REQ_NODE_BEAT, i, I_NB_N, s, S_NB_N, S_NB_N, 1u << S_NB_ID, out);
+	/* a beat that waits for company may land after its lease ran out */
+	if (rc == 0)
+		pc_store_req_urgent(*out);
+	return rc;
+}
+
+int pc_store_req_nodes(pc_msg_t **out)
+{
+	if (!out)
+		return PC_EINVAL;
+	return req_build(PC_STORE_REQ_NODES, NULL, 0, NULL, 0, 0, 0, out);
+}
+
 /* Sets `flag` in a built request's header. */
 static void req_flag(pc_msg_t *req, uint32_t flag)
 {

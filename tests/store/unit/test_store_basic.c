@@ -2,8 +2,8 @@
  * The store (io/store): transcripts, sessions, runs and idempotency,
  * attempts, the audit ledger, leases and fencing, rewrites, history
  * repair, session listings (orders, ties, paging), group commit from
- * threads and from actors, refusals of bad input, and files that are not
- * (our) databases.
+ * threads and from actors, paired devices, cluster nodes' heartbeats,
+ * refusals of bad input, and files that are not (our) databases.
  *
  * On SQLite, and on PostgreSQL when PINCER_TEST_PG_URL is set (ctest's
  * test_store_basic_pg): each fixture then opens the store on a schema of
@@ -1714,7 +1714,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(sqlite3_open(f.path, &db), SQLITE_OK);
 	static const char v1[] =
 		"DROP TABLE messages; DROP TABLE runs; DROP TABLE sessions; DROP TABLE attempts; DROP TABLE usage;"
-		"DROP TABLE devices;"
+		"DROP TABLE devices; DROP TABLE nodes;"
 		"CREATE TABLE attempts(run_id TEXT NOT NULL, idx INTEGER NOT NULL,"
 		" provider TEXT, model TEXT, profile TEXT, reason TEXT, status TEXT NOT NULL, code TEXT,"
 		" duration_ms INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (run_id, idx));"
@@ -1779,7 +1779,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_OK, .usage = "{broken"}), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 8);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 9);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -1966,8 +1966,8 @@ Test(store, version_6_database_gains_the_usage_table)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK, .usage = "{\"input\":3}"}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
-	/* what version 6 was: this schema without the tables of versions 7 and 8 */
-	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; PRAGMA user_version = 6;");
+	/* what version 6 was: this schema without the tables of versions 7 to 9 */
+	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; DROP TABLE nodes; PRAGMA user_version = 6;");
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
@@ -1982,7 +1982,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	pc_store_usage_list_free(l);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 8);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 9);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
 				    " AND sql LIKE '%WITHOUT ROWID%'"),
 		     1);
@@ -2162,5 +2162,201 @@ Test(store, paired_devices_survive_a_reopen_and_keep_only_the_token_hash)
 	cr_assert_eq(pc_store_devices(f.s, &l), 0);
 	cr_assert_eq(pc_store_devices_count(l), 1);
 	pc_store_devices_free(l);
+	fx_fini(&f);
+}
+
+/* ---- cluster nodes ---- */
+
+/* Node `id` as listed now: 1 live, 0 not live, -1 not listed. */
+static int node_live(pc_store_t *s, const char *id)
+{
+	pc_store_nodes_t *l = NULL;
+	cr_assert_eq(pc_store_nodes(s, &l), 0);
+	int live = -1;
+	for (size_t k = 0; k < pc_store_nodes_count(l); k++) {
+		pc_store_node_t n;
+		pc_store_nodes_get(l, k, &n);
+		if (strcmp(n.id, id) == 0)
+			live = n.live;
+	}
+	pc_store_nodes_free(l);
+	return live;
+}
+
+/* Beats node `id` (not fresh) until the store's clock has passed `ms`:
+ * that beat's reply. */
+static pc_store_reply_t beat_after(pc_store_t *s, const char *id, const char *url, int64_t ms)
+{
+	pc_store_reply_t r = {0};
+	uint64_t until = now_ms() + 10000;
+	do {
+		sleep_ms(2);
+		cr_assert_eq(pc_store_node_beat(s, id, url, 60000, false, &r), 0);
+	} while (r.ended_ms <= ms && now_ms() < until);
+	cr_assert_gt(r.ended_ms, ms, "the store's clock did not move");
+	return r;
+}
+
+/* A beat makes or renews a node's row; the listing has live nodes first,
+ * then by id. A plain beat keeps started_ms, a fresh one (a restart) moves
+ * it to the beat; a lease of 0 (a node leaving) or one that ran out leaves
+ * the node listed but not live. Both backends. */
+Test(store, nodes_beat_list_and_expire)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", 60000, true, &r), 0);
+	cr_assert(r.flags & PC_STORE_CREATED);
+	cr_assert_gt(r.ended_ms, 0);
+	cr_assert_eq(r.started_ms, r.ended_ms, "a node starts at its first beat");
+	int64_t b_started = r.started_ms;
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, 60000, false, &r), 0);
+	cr_assert(r.flags & PC_STORE_CREATED, "a first beat makes the row, fresh or not");
+	cr_assert_eq(r.started_ms, r.ended_ms);
+
+	pc_store_nodes_t *l = NULL;
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	cr_assert_eq(pc_store_nodes_count(l), 2);
+	pc_store_node_t n;
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_str_eq(n.id, "node-a");
+	cr_assert_null(n.url);
+	cr_assert(n.live);
+	cr_assert_eq(n.expires_ms, n.heartbeat_ms + 60000);
+	pc_store_nodes_get(l, 1, &n);
+	cr_assert_str_eq(n.id, "node-b");
+	cr_assert_str_eq(n.url, "http://b:18789");
+	cr_assert(n.live);
+	cr_assert_eq(n.started_ms, b_started);
+	cr_assert_eq(n.heartbeat_ms, b_started);
+	pc_store_nodes_free(l);
+
+	r = beat_after(f.s, "node-b", "http://b:18789", b_started);
+	cr_assert_eq(r.started_ms, b_started, "a plain beat keeps started_ms");
+	cr_assert_eq(r.flags & PC_STORE_CREATED, 0);
+	int64_t beat = r.ended_ms;
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", 60000, true, &r), 0);
+	cr_assert_geq(r.ended_ms, beat);
+	cr_assert_eq(r.started_ms, r.ended_ms, "a fresh beat restarts it");
+
+	/* node-a leaves: listed still, after the live node-b */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, 0, false, &r), 0);
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	cr_assert_eq(pc_store_nodes_count(l), 2);
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_str_eq(n.id, "node-b");
+	cr_assert(n.live);
+	pc_store_nodes_get(l, 1, &n);
+	cr_assert_str_eq(n.id, "node-a");
+	cr_assert_not(n.live);
+	cr_assert_eq(n.expires_ms, n.heartbeat_ms);
+	cr_assert_eq(n.heartbeat_ms, r.ended_ms);
+	pc_store_nodes_free(l);
+
+	/* a short lease runs out; a beat's url replaces the row's */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b2:18789", 200, false, &r), 0);
+	AWAIT(node_live(f.s, "node-b") == 0, 10000);
+	cr_assert_eq(node_live(f.s, "node-b"), 0, "not live once its lease passed");
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	pc_store_nodes_get(l, 0, &n); /* neither is live: by id */
+	cr_assert_str_eq(n.id, "node-a");
+	pc_store_nodes_get(l, 1, &n);
+	cr_assert_str_eq(n.id, "node-b");
+	cr_assert_str_eq(n.url, "http://b2:18789");
+	cr_assert_eq(n.expires_ms, r.ended_ms + 200);
+	pc_store_nodes_free(l);
+
+	/* bad input is refused before anything is sent */
+	char name[PC_STORE_NAME_MAX + 2];
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = 0;
+	cr_assert_eq(pc_store_node_beat(f.s, NULL, NULL, 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", name, 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, -1, false, NULL), PC_EINVAL);
+	name[PC_STORE_NAME_MAX] = 0; /* the longest id there may be */
+	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, 1000, false, NULL), 0);
+	cr_assert_eq(pc_store_nodes(NULL, &l), PC_EINVAL);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes"), 3);
+	fx_fini(&f);
+}
+
+/* An actor asks a beat and the listing; a beat sent with no reply address
+ * commits at once all the same (a late beat makes a live node look gone),
+ * where another write would wait for lazy_ms. Both backends. */
+typedef struct node_asker {
+	pc_actor_t *store;
+	int32_t beat_rc;
+	int64_t beat_ms;
+	int list_rc;
+	size_t count;
+	int64_t listed_ms; /* the asked node's heartbeat as listed */
+	volatile int done;
+} node_asker_t;
+
+static int node_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
+{
+	node_asker_t *a = state;
+	pc_msg_t *req = NULL;
+	if (m->type == ASK_GO) {
+		CHECK(pc_store_req_node_beat("asked", "http://asked:1", 60000, true, &req) == 0, "build beat");
+		CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask beat");
+	} else if (m->type == PC_STORE_MSG_REPLY) {
+		pc_store_reply_t r;
+		CHECK(pc_store_reply_get(m, &r) == 0, "reply");
+		a->beat_rc = r.rc;
+		a->beat_ms = r.ended_ms;
+		CHECK(pc_store_req_nodes(&req) == 0, "build nodes");
+		CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask nodes");
+	} else if (m->type == PC_STORE_MSG_NODES) {
+		pc_store_nodes_t *l = NULL;
+		a->list_rc = pc_store_nodes_take(m, &l);
+		a->count = pc_store_nodes_count(l);
+		for (size_t k = 0; k < a->count; k++) {
+			pc_store_node_t n;
+			pc_store_nodes_get(l, k, &n);
+			if (strcmp(n.id, "asked") == 0)
+				a->listed_ms = n.heartbeat_ms;
+		}
+		pc_store_nodes_free(l);
+		STORE(a->done, 1);
+	}
+	return 0;
+}
+
+static const pc_behavior_t node_beh = {"node asker", node_receive, NULL};
+
+Test(store, node_beats_commit_at_once_and_actors_list_nodes)
+{
+	fx_t f;
+	fx_init(&f);
+	reopen_lazy(&f, 600000); /* a lazy write would wait ten minutes */
+	pc_msg_t *req = NULL;
+	cr_assert_eq(pc_store_req_node_beat("quiet", NULL, 60000, true, &req), 0);
+	cr_assert_eq(pc_send(pc_store_actor(f.s), req), 0);
+	AWAIT(count_rows(&f, "SELECT count(*) FROM nodes") == 1, 10000);
+	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes"), 1, "the beat was committed at once");
+
+	reset_failures();
+	node_asker_t *a = calloc(1, sizeof(*a));
+	cr_assert_not_null(a);
+	a->store = pc_store_actor(f.s);
+	pc_actor_t *act = NULL;
+	cr_assert_eq(pc_spawn(f.rt, &node_beh, a, &act), 0);
+	cr_assert_eq(pc_send_u64(act, ASK_GO, 0), 0);
+	AWAIT(LOAD(a->done), 20000);
+	assert_no_failures();
+	cr_assert_eq(a->beat_rc, 0);
+	cr_assert_eq(a->list_rc, 0);
+	cr_assert_eq(a->count, 2);
+	cr_assert_gt(a->beat_ms, 0);
+	cr_assert_eq(a->listed_ms, a->beat_ms);
+	pc_actor_stop(act, PC_EXIT_NORMAL);
+	pc_actor_release(act);
+	quiesce(f.rt);
+	free(a);
 	fx_fini(&f);
 }

@@ -6,7 +6,8 @@
  * (unknown, never acknowledged), an unreachable server (writes fail fast,
  * health says why, and come back), a server restarted or crashed under
  * load (nothing acknowledged lost), two stores creating one schema at
- * once.
+ * once, a node's heartbeat on the database's clock, and a version-1 schema
+ * gaining the nodes table.
  *
  * Runs under ctest's "pg" fixture (tests/support/pg_cluster), which sets
  * PINCER_TEST_PG_URL (and, for the restart, PINCER_TEST_PG_CLUSTER and
@@ -747,5 +748,63 @@ Test(store_pg, a_polled_read_held_up_by_a_lock_ends_at_the_statement_timeout)
 	PQclear(PQexec(c, "COMMIT"));
 	PQfinish(c);
 	cr_assert_eq(history_ok(f.s, "s"), 1);
+	fx_fini(&f);
+}
+
+/* ---- cluster nodes ---- */
+
+#define DB_CLOCK_MS "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+/* A node's heartbeat is the database's clock when it was written, and the
+ * listing measures its lease by that clock too: what lets nodes on several
+ * machines agree on which are live. */
+Test(store_pg, a_node_heartbeat_is_the_database_clock)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	long long before = q_int(&f, DB_CLOCK_MS);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", "http://n1:18789", 60000, true, &r), 0);
+	long long after = q_int(&f, DB_CLOCK_MS);
+	cr_assert(r.ended_ms >= before && r.ended_ms <= after, "beat %" PRId64 " not in [%lld, %lld]", r.ended_ms,
+		  before, after);
+	cr_assert_eq(r.started_ms, r.ended_ms);
+	cr_assert_eq(q_int(&f, "SELECT heartbeat_ms FROM nodes WHERE id = 'n1'"), r.ended_ms);
+	cr_assert_eq(q_int(&f, "SELECT expires_ms FROM nodes WHERE id = 'n1'"), r.ended_ms + 60000);
+	/* a row whose expiry the database's clock has passed is not live,
+	 * whatever this process's clock says */
+	char url[1200];
+	direct_url(&f, url, sizeof(url));
+	pg_test_exec(url, "UPDATE nodes SET expires_ms = (" DB_CLOCK_MS ") - 1 WHERE id = 'n1'");
+	pc_store_nodes_t *l = NULL;
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	cr_assert_eq(pc_store_nodes_count(l), 1);
+	pc_store_node_t n;
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_not(n.live);
+	pc_store_nodes_free(l);
+	fx_fini(&f);
+}
+
+/* A database at schema version 1 (before nodes) gains the table and its
+ * function on open, in the migration's one transaction; its rows stay. */
+Test(store_pg, a_version_1_schema_gains_the_nodes_table)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	append_ok(f.s, "s");
+	pc_store_close(f.s);
+	f.s = NULL;
+	char url[1200];
+	direct_url(&f, url, sizeof(url));
+	pg_test_exec(url, "DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms; DROP TABLE nodes;"
+			  " UPDATE pincer_schema SET version = 1");
+	fx_open(&f, 0);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 2);
+	cr_assert_eq(append_ok(f.s, "s"), 2);
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, 60000, true, NULL), 0);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes"), 1);
 	fx_fini(&f);
 }
