@@ -1181,6 +1181,37 @@ static void parse_store(pctx_t *x, const cJSON *root)
 	get_u32(x, sj, "idempotencyHours", "store", 24, 24 * 365, &c->store_idem_hours);
 }
 
+static void parse_cluster(pctx_t *x, const cJSON *root)
+{
+	static const char *const keys[] = {"nodeId", "advertiseUrl", "leaseMs", "secret", NULL};
+	const cJSON *cj = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+	if (!cj || !check_object(x, cj, "cluster", keys))
+		return;
+	pc_cluster_config_t *c = &x->cfg->pub.cluster;
+	c->enabled = true;
+	if (get_str(x, cj, "nodeId", "cluster", true, &c->node_id) && strlen(c->node_id) > PC_CLUSTER_NAME_MAX)
+		err(x, "cluster.nodeId", "at most %u bytes", PC_CLUSTER_NAME_MAX);
+	if (get_str(x, cj, "advertiseUrl", "cluster", true, &c->advertise_url) &&
+	    strncmp(c->advertise_url, "http://", 7) != 0 && strncmp(c->advertise_url, "https://", 8) != 0)
+		err(x, "cluster.advertiseUrl", "must be an http:// or https:// URL");
+	get_u32(x, cj, "leaseMs", "cluster", 1000, 600000, &c->lease_ms);
+	get_str(x, cj, "secret", "cluster", true, &c->secret);
+}
+
+/* After the environment: what every node of a cluster needs. */
+static void check_cluster(pctx_t *x)
+{
+	const pc_config_t *c = &x->cfg->pub;
+	if (!c->cluster.enabled)
+		return;
+	if (!c->store_url)
+		err(x, "cluster", "needs store.url (PostgreSQL): the nodes share one database");
+	if (!c->cluster.secret)
+		err(x, "cluster.secret", "required (or set PINCER_CLUSTER_SECRET): the nodes authenticate with it");
+	else if (strlen(c->cluster.secret) < PC_CLUSTER_SECRET_MIN)
+		err(x, "cluster.secret", "at least %u bytes", PC_CLUSTER_SECRET_MIN);
+}
+
 /* ---- defaults, environment, the whole parse ---- */
 
 static uint32_t default_max_concurrent(void)
@@ -1195,6 +1226,7 @@ static void set_defaults(pc_config_t *c)
 {
 	pc_agent_defaults_t *a = &c->agent;
 	a->run_timeout_ms = PC_CONFIG_DEFAULT_RUN_TIMEOUT_MS;
+	c->cluster.lease_ms = PC_CLUSTER_DEFAULT_LEASE_MS;
 	a->max_concurrent = default_max_concurrent();
 	a->think = PC_THINK_OFF;
 	a->bootstrap_max_chars = DEFAULT_BOOTSTRAP_MAX_CHARS;
@@ -1290,6 +1322,8 @@ static void apply_env(pctx_t *x)
 		x->cfg->pub.store_url = arena_strdup(x, v);
 		check_store_url(x, v, "env.PINCER_STORE_URL");
 	}
+	if ((v = getenv("PINCER_CLUSTER_SECRET")) && *v)
+		x->cfg->pub.cluster.secret = arena_strdup(x, v);
 }
 
 /* With no model named anywhere: the mock's model on a fresh machine, else
@@ -1331,7 +1365,7 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 		    pc_config_errors_t *errs)
 {
 	static const char *const keys[] = {"providers", "agents", "auth", "messages", "diagnostics", "store",
-					   "plugins", "gateway", NULL};
+					   "plugins", "gateway", "cluster", NULL};
 	const char *src = source ? source : "(config)";
 	pctx_t x = {0};
 	char *text = NULL;
@@ -1387,8 +1421,10 @@ int pc_config_parse(const char *json, size_t len, const char *source, pc_config_
 	parse_gateway(&x, x.cfg->root);
 	parse_diagnostics(&x, x.cfg->root);
 	parse_store(&x, x.cfg->root);
+	parse_cluster(&x, x.cfg->root);
 	apply_env(&x);
 	check_gateway(&x);
+	check_cluster(&x);
 	{
 		/* A model named but refused must not be papered over by a default. */
 		const cJSON *aj = cJSON_GetObjectItemCaseSensitive(x.cfg->root, "agents");

@@ -250,6 +250,19 @@ typedef struct pc_gateway_config {
 	bool control_ui_enabled; /* gateway.controlUi.enabled; default true */
 } pc_gateway_config_t;
 
+/* cluster: gateways sharing one PostgreSQL store (docs/cluster.md). */
+#define PC_CLUSTER_DEFAULT_LEASE_MS 10000u
+#define PC_CLUSTER_SECRET_MIN 16u /* bytes */
+#define PC_CLUSTER_NAME_MAX 255u  /* a node id's bytes: what the store keeps */
+typedef struct pc_cluster_config {
+	bool enabled;              /* the section is present */
+	const char *node_id;       /* cluster.nodeId; NULL: the host name and the gateway's port */
+	const char *advertise_url; /* cluster.advertiseUrl: how other nodes reach this one; NULL:
+				    * http://<host name>:<port> */
+	const char *secret;        /* cluster.secret (env PINCER_CLUSTER_SECRET), shared by the nodes */
+	uint32_t lease_ms;         /* cluster.leaseMs: a node not heard from this long is gone */
+} pc_cluster_config_t;
+
 typedef struct pc_config {
 	const pc_provider_config_t *providers;
 	size_t provider_count;
@@ -265,6 +278,7 @@ typedef struct pc_config {
 	/* the store's group commit (pc_store_config_t; 0: its default) */
 	uint32_t store_window_ms, store_group_max, store_lazy_ms;
 	uint32_t store_idem_hours; /* how long idempotency keys are kept; 0: the store's 24 h */
+	pc_cluster_config_t cluster;
 	const char *source;      /* the file it came from, or NULL */
 } pc_config_t;
 

@@ -273,6 +273,16 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 		if (c->store_idem_hours)
 			j_num(&ok, st, "idempotencyHours", c->store_idem_hours);
 	}
+	if (c->cluster.enabled) {
+		cJSON *cl = j_obj(&ok, root, "cluster");
+		if (c->cluster.node_id)
+			j_str(&ok, cl, "nodeId", c->cluster.node_id);
+		if (c->cluster.advertise_url)
+			j_str(&ok, cl, "advertiseUrl", c->cluster.advertise_url);
+		j_num(&ok, cl, "leaseMs", c->cluster.lease_ms);
+		if (c->cluster.secret)
+			j_str(&ok, cl, "secret", "***");
+	}
 	cJSON *gw = j_obj(&ok, root, "gateway");
 	static const char *const auth_modes[] = {"none", "token", "password"};
 	j_str(&ok, gw, "bind", c->gateway.bind);

@@ -63,6 +63,7 @@ static void free_parts(pc_gateway_t *g)
 	pc__gw_ops_free(g);
 	pc__gw_openai_free(g);
 	pc__gw_ws_free(g);
+	pc__gw_cluster_free(g); /* after the parts that read it */
 	pc__gw_limiter_free(g->limiter);
 	pc__gw_guard_free(g);
 	free(g);
@@ -162,6 +163,8 @@ int pc_gateway_start(pc_gateway_t *g)
 	if (!g || pc__gw_state(g) != PC__GW_STARTING)
 		return PC_ESTATE;
 	int rc = pc_http_server_start(g->srv);
+	if (rc == 0)
+		rc = pc__gw_cluster_start(g);
 	if (rc != 0)
 		return rc;
 	g->ready_mono_ms = pc_runtime_now_ms();

@@ -7,6 +7,7 @@
  *   openai.c       /v1/chat/completions, /v1/models
  *   ops.c          /livez /readyz /healthz /health /metrics
  *   ui.c           the Control UI's files, when gateway.controlUi.root is set
+ *   cluster.c      the node's heartbeat in the store, when cluster is set
  *
  * A part is created after the server (its route actor registered before
  * the server starts) and freed after the server is gone (no request can
@@ -18,6 +19,8 @@
 
 #include <pthread.h>
 #include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "io/io.h"
 #include "gateway.h"
@@ -80,6 +83,7 @@ struct pc_gateway {
 	struct pc__gw_openai *openai;
 	struct pc__gw_ops *ops;
 	struct pc__gw_ui *ui;     /* NULL: no Control UI (ui.c) */
+	struct pc__gw_cluster *cluster; /* NULL: not a cluster's node, or not started (cluster.c) */
 	pc_actor_t *ws_route, *openai_route, *ops_route, *ui_route;
 	uint64_t answers_owed;    /* atomic: WebSocket runs and submits whose
 				   * final answer is not yet sent (drain waits) */
@@ -193,6 +197,27 @@ void pc__gw_openai_free(pc_gateway_t *g);
 /* ops.c */
 int pc__gw_ops_new(pc_gateway_t *g);
 void pc__gw_ops_free(pc_gateway_t *g);
+
+/* cluster.c: the node's heartbeat (cluster in the configuration; else
+ * start makes nothing). Start once serving; free from the thread that
+ * frees the gateway, before the agent's store closes: it leaves the node
+ * table. */
+typedef struct pc__gw_cluster pc__gw_cluster_t;
+int pc__gw_cluster_start(pc_gateway_t *g);
+void pc__gw_cluster_free(pc_gateway_t *g);
+typedef struct pc__gw_cluster_stats {
+	uint64_t beats, beat_failures; /* heartbeats recorded, and not */
+	int64_t beat_age_ms;           /* since the last recorded one; -1: none yet */
+	int32_t beat_rc;               /* the last beat's outcome */
+	uint32_t live, gone;           /* nodes in the latest listing */
+} pc__gw_cluster_stats_t;
+/* Zeros when not a node. Any thread. */
+void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out);
+/* True, with why in `why`, when no beat of this node has been recorded
+ * for a lease (or none yet): out of the cluster, not ready. */
+bool pc__gw_cluster_out(const pc_gateway_t *g, char *why, size_t cap);
+/* `status`'s cluster object (the caller's), or NULL when not a node. */
+cJSON *pc__gw_cluster_json(const pc_gateway_t *g);
 
 /* ui.c: the Control UI (gateway.controlUi). New makes nothing when no
  * root is set. */

@@ -47,6 +47,8 @@ typedef struct snap {
 	double *parked_s;           /* nworkers */
 	pc_io_stats_t io;
 	pc_store_stats_t store;
+	pc__gw_cluster_stats_t cluster;
+	double cluster_beat_age_s;
 	double store_write_cpu_s;
 	double store_writing;       /* 1 while the latest write transaction succeeded */
 	uint64_t log_dropped;
@@ -170,6 +172,16 @@ static const scalar_t io_scalars[] = {
 	      "Bytes server connections hold for their peers, not yet taken by the sockets."),
 	COUNTER("pincer_io_transitions_refused_total", U64, io.transitions_refused,
 		"Connection lifecycle transitions (HTTP, WebSocket, WebSocket client) refused as illegal."),
+};
+
+static const scalar_t cluster_scalars[] = {
+	COUNTER("pincer_cluster_heartbeats_total", U64, cluster.beats, "Heartbeats of this node the store recorded."),
+	COUNTER("pincer_cluster_heartbeat_failures_total", U64, cluster.beat_failures,
+		"Heartbeats of this node that failed (the store refused or could not be reached)."),
+	GAUGE("pincer_cluster_heartbeat_age_seconds", F64, cluster_beat_age_s,
+	      "Time since this node's last recorded heartbeat (-1: none yet); past the lease, /readyz says not ready."),
+	GAUGE("pincer_cluster_nodes_live", U32, cluster.live, "Live nodes in the node table, this one included."),
+	GAUGE("pincer_cluster_nodes_gone", U32, cluster.gone, "Nodes in the node table whose lease ran out or that left."),
 };
 
 static const scalar_t store_scalars[] = {
@@ -353,6 +365,8 @@ static int registry_new(struct pc__gw_ops *ops)
 		rc = scalars(ops, io_scalars, sizeof(io_scalars) / sizeof(io_scalars[0]));
 	if (rc == 0)
 		rc = scalars(ops, store_scalars, sizeof(store_scalars) / sizeof(store_scalars[0]));
+	if (rc == 0 && ops->g->cfg->cluster.enabled)
+		rc = scalars(ops, cluster_scalars, sizeof(cluster_scalars) / sizeof(cluster_scalars[0]));
 	if (rc == 0)
 		rc = scalars(ops, process_scalars, sizeof(process_scalars) / sizeof(process_scalars[0]));
 	return rc;
@@ -382,6 +396,8 @@ static void snapshot(struct pc__gw_ops *ops)
 	s->io_threads = pc_io_threads(g->io);
 	pc_store_stats(pc_agent_store(g->agent), &s->store);
 	s->store_write_cpu_s = (double)s->store.write_cpu_ns / 1e9;
+	pc__gw_cluster_stats(g, &s->cluster);
+	s->cluster_beat_age_s = s->cluster.beat_age_ms < 0 ? -1.0 : (double)s->cluster.beat_age_ms / 1000.0;
 	pc_store_health_t h;
 	pc_store_health(pc_agent_store(g->agent), &h);
 	s->store_writing = h.rc == 0;
@@ -495,7 +511,20 @@ static bool store_failing(pc_gateway_t *g, cJSON *body)
 	return true;
 }
 
-/* Readiness: ready between start and drain, while the store can write. */
+/* A cluster's node whose heartbeat the store has not recorded for a lease
+ * is out of the cluster (the other nodes read it gone): not ready. */
+static bool cluster_out(pc_gateway_t *g, cJSON *body)
+{
+	char why[256];
+	if (!pc__gw_cluster_out(g, why, sizeof(why)))
+		return false;
+	cJSON_ReplaceItemInObject(body, "status", cJSON_CreateString("not_ready"));
+	cJSON_AddStringToObject(body, "reason", why);
+	return true;
+}
+
+/* Readiness: ready between start and drain, while the store can write and,
+ * in a cluster, while this node's heartbeat is recorded. */
 static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id, const char *rid)
 {
 	pc_gateway_t *g = ops->g;
@@ -506,7 +535,7 @@ static void serve_ready(struct pc__gw_ops *ops, int route, uint64_t id, const ch
 		cJSON_AddNumberToObject(body, "uptimeMs", (double)(pc_runtime_now_ms() - since));
 		cJSON_AddStringToObject(body, "version", PC_VERSION_STRING);
 	}
-	bool ready = state == PC__GW_READY && !(body && store_failing(g, body));
+	bool ready = state == PC__GW_READY && !(body && (store_failing(g, body) || cluster_out(g, body)));
 	/* a balancer or client that waits on readiness is told for how long
 	 * (a failing store: about when the probe will have answered) */
 	char extra[48] = "";

@@ -904,6 +904,14 @@ static const char *state_name(int s)
 												  : "stopped";
 }
 
+/* A cluster's node: the node and the nodes it last read (cluster.c). */
+static void add_cluster(cJSON *o, const pc_gateway_t *g)
+{
+	cJSON *cluster = pc__gw_cluster_json(g);
+	if (cluster && !cJSON_AddItemToObject(o, "cluster", cluster))
+		cJSON_Delete(cluster);
+}
+
 cJSON *pc__gw_health(pc_gateway_t *g)
 {
 	pc_agent_stats_t st;
@@ -920,6 +928,7 @@ cJSON *pc__gw_health(pc_gateway_t *g)
 	cJSON_AddNumberToObject(lane, "active", st.lane_active);
 	cJSON_AddNumberToObject(lane, "queued", st.lane_queued);
 	cJSON_AddNumberToObject(lane, "max", st.lane_max);
+	add_cluster(h, g);
 	return h;
 }
 
@@ -958,6 +967,7 @@ static void m_status(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const cJSO
 	cJSON_AddNumberToObject(lane, "queued", st.lane_queued);
 	cJSON_AddNumberToObject(lane, "peak", st.lane_peak);
 	cJSON_AddNumberToObject(lane, "max", st.lane_max);
+	add_cluster(p, g);
 	cJSON *tools = cJSON_AddObjectToObject(p, "tools");
 	cJSON_AddNumberToObject(tools, "calls", (double)st.tool_calls);
 	cJSON_AddNumberToObject(tools, "loopsBlocked", (double)st.tool_loops_blocked);

@@ -39,7 +39,7 @@ static void clean_env(void)
 					   "PINCER_WORKSPACE", "PINCER_CONFIG",       "PINCER_HOME",
 					   "PC_TEST_KEY_A",  "PC_TEST_KEY_B",         "PC_TEST_KEY_EMPTY",
 					   "PINCER_GATEWAY_BIND", "PINCER_GATEWAY_PORT", "PINCER_GATEWAY_TOKEN",
-					   "PINCER_GATEWAY_PASSWORD", "PINCER_STORE_URL"};
+					   "PINCER_GATEWAY_PASSWORD", "PINCER_STORE_URL", "PINCER_CLUSTER_SECRET"};
 	for (size_t i = 0; i < N_OF(vars); i++)
 		unsetenv(vars[i]);
 }
@@ -802,6 +802,14 @@ Test(config, invalid_files_name_the_offending_path)
 		{"{\"store\":{\"url\":\"mysql://db/x\"}}", {"store.url: must be a postgresql:// URI"}},
 		{"{\"store\":{\"url\":\"postgresql://db/x\",\"statementTimeoutMs\":5}}",
 		 {"store.statementTimeoutMs: must be at least 100"}},
+		{"{\"cluster\":{\"secret\":\"0123456789abcdef\"}}",
+		 {"cluster: needs store.url (PostgreSQL): the nodes share one database"}},
+		{"{\"store\":{\"url\":\"postgresql://db/x\"},\"cluster\":{}}",
+		 {"cluster.secret: required (or set PINCER_CLUSTER_SECRET): the nodes authenticate with it"}},
+		{"{\"store\":{\"url\":\"postgresql://db/x\"},\"cluster\":{\"secret\":\"short\",\"leaseMs\":10,"
+		 "\"advertiseUrl\":\"ftp://x\"}}",
+		 {"cluster.advertiseUrl: must be an http:// or https:// URL", "cluster.leaseMs: must be at least 1000",
+		  "cluster.secret: at least 16 bytes"}},
 	};
 	for (size_t i = 0; i < N_OF(rows); i++) {
 		size_t n = 0;
@@ -1257,6 +1265,47 @@ Test(config, a_store_url_comes_from_the_file_or_the_environment_and_is_shown_mas
 	setenv("PINCER_STORE_URL", "sqlite:///tmp/x", 1);
 	const char *want[] = {"env.PINCER_STORE_URL: must be a postgresql:// URI"};
 	expect_errors("{}", want, 1);
+	clean_env();
+	ASSERT_NO_LEAKS();
+}
+
+Test(config, a_cluster_node_has_defaults_its_secret_from_the_environment_and_shown_masked)
+{
+	pc_config_t *c = NULL;
+	pc_config_errors_t e;
+	cr_assert_eq(parse("{\"store\":{\"url\":\"postgresql://db/x\"},\"cluster\":{\"secret\":\"0123456789abcdef\"}}",
+			   &c, &e),
+		     0);
+	cr_assert(c->cluster.enabled);
+	cr_assert_null(c->cluster.node_id, "the host name and port, at start");
+	cr_assert_null(c->cluster.advertise_url);
+	cr_assert_eq(c->cluster.lease_ms, PC_CLUSTER_DEFAULT_LEASE_MS);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	setenv("PINCER_CLUSTER_SECRET", "from the environment, long enough", 1);
+	cr_assert_eq(parse("{\"store\":{\"url\":\"postgresql://db/x\"},\"cluster\":{\"nodeId\":\"n1\","
+			   "\"advertiseUrl\":\"https://n1.internal:18789\",\"leaseMs\":2000}}",
+			   &c, &e),
+		     0);
+	cr_assert_str_eq(c->cluster.secret, "from the environment, long enough");
+	cr_assert_str_eq(c->cluster.node_id, "n1");
+	cr_assert_eq(c->cluster.lease_ms, 2000);
+	char *shown = NULL;
+	cr_assert_eq(pc_config_to_json(c, &shown), 0);
+	cr_assert_null(strstr(shown, "from the environment"), "%s", shown);
+	cJSON *j = cJSON_Parse(shown);
+	const cJSON *cl = cJSON_GetObjectItemCaseSensitive(j, "cluster");
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "nodeId")), "n1", "%s", shown);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "secret")), "***", "%s", shown);
+	cJSON_Delete(j);
+	free(shown);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
+	/* no section: not a node */
+	cr_assert_eq(parse("{}", &c, &e), 0);
+	cr_assert(!c->cluster.enabled);
+	pc_config_free(c);
+	pc_config_errors_free(&e);
 	clean_env();
 	ASSERT_NO_LEAKS();
 }

@@ -10,6 +10,7 @@
  * it.
  */
 #include <criterion/criterion.h>
+#include <cjson/cJSON.h>
 
 #include <sys/stat.h>
 
@@ -85,6 +86,53 @@ static int http(uint16_t port, const char *method, const char *path, const char 
 	return raw_http(port, head, body, out, cap);
 }
 
+/* `pincer WHAT [VERB] --json` against the gateway on `port`, which must
+ * succeed: its output (the caller's). */
+static char *cli_json(const fx_t *f, uint16_t port, const char *what, const char *verb)
+{
+	char url[64], out[128], err[128];
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u", port);
+	snprintf(out, sizeof(out), "%s/cli.out", f->home);
+	snprintf(err, sizeof(err), "%s/cli.err", f->home);
+	char *argv[8];
+	size_t k = 0;
+	argv[k++] = (char *)f->pincer;
+	argv[k++] = (char *)what;
+	if (verb)
+		argv[k++] = (char *)verb;
+	argv[k++] = "--json";
+	argv[k++] = "--url";
+	argv[k++] = url;
+	argv[k] = NULL;
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	pid_t pid = start_child(f->pincer, argv, envp, f->home, out, err);
+	int rc = child_wait(&pid, 30000);
+	char *text = read_file(out);
+	cr_assert_eq(rc, 0, "pincer %s: exit %d: %s", what, rc, text);
+	return text;
+}
+
+/* The value of /metrics series `name` (no labels) on `port`, or -1. */
+static double metric_of(uint16_t port, const char *name)
+{
+	static char text[65536];
+	if (http(port, "GET", "/metrics", NULL, text, sizeof(text)) != 200)
+		return -1;
+	char want[128];
+	snprintf(want, sizeof(want), "\n%s ", name);
+	const char *p = strstr(text, want);
+	return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+/* Waits up to `ms` for series `name` on `port` to read `v`. */
+static bool metric_becomes(uint16_t port, const char *name, double v, uint64_t ms)
+{
+	uint64_t until = now_ms() + ms;
+	while (metric_of(port, name) != v && now_ms() < until)
+		sleep_ms(50);
+	return metric_of(port, name) == v;
+}
+
 Test(store_pg_entry, the_gateway_is_ready_only_while_its_database_answers)
 {
 	fx_t f;
@@ -129,21 +177,9 @@ Test(store_pg_entry, the_gateway_is_ready_only_while_its_database_answers)
 	cr_assert_eq(http(port, "POST", "/v1/chat/completions", CHAT_BODY, out, sizeof(out)), 200, "%s", out);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs WHERE status = 'ok'"), 2);
 	/* the gateway's reads went over a reader its I/O loop polled */
-	static char metrics[65536];
-	cr_assert_eq(http(port, "GET", "/metrics", NULL, metrics, sizeof(metrics)), 200);
-	const char *polled = strstr(metrics, "\npincer_store_polled_reads_total ");
-	cr_assert_not_null(polled, "no polled reads metric");
-	cr_assert_gt(strtod(polled + strlen("\npincer_store_polled_reads_total "), NULL), 0, "%s", metrics);
+	cr_assert_gt(metric_of(port, "pincer_store_polled_reads_total"), 0);
 	/* `pincer sessions` lists, through the gateway, what PostgreSQL holds */
-	char gw_url[64], list_out[128], list_err[128];
-	snprintf(gw_url, sizeof(gw_url), "ws://127.0.0.1:%u", port);
-	snprintf(list_out, sizeof(list_out), "%s/list.out", f.home);
-	snprintf(list_err, sizeof(list_err), "%s/list.err", f.home);
-	char *argv[] = {f.pincer, "sessions", "list", "--json", "--url", gw_url, NULL};
-	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	pid_t lpid = start_child(f.pincer, argv, envp, f.home, list_out, list_err);
-	cr_assert_eq(child_wait(&lpid, 30000), 0);
-	char *list = read_file(list_out);
+	char *list = cli_json(&f, port, "sessions", "list");
 	long long listed = 0;
 	for (const char *p = strstr(list, "\"key\":"); p; p = strstr(p + 1, "\"key\":"))
 		listed++;
@@ -152,5 +188,74 @@ Test(store_pg_entry, the_gateway_is_ready_only_while_its_database_answers)
 	kill(pid, SIGTERM);
 	cr_assert_eq(child_wait(&pid, 30000), 0);
 	pg_proxy_stop(proxy);
+	fx_fini(&f);
+}
+
+/* ---- a cluster's nodes ---- */
+
+/* Starts a node of a cluster on the fixture's schema: its port. */
+static uint16_t start_node(const fx_t *f, const char *node, pid_t *pid)
+{
+	char dir[PATH_MAX], cfg_path[PATH_MAX + 16], cfg[2048], out[PATH_MAX + 8], err[PATH_MAX + 8];
+	snprintf(dir, sizeof(dir), "%s/%s", f->home, node);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(cfg_path, sizeof(cfg_path), "%s/pincer.json", dir);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	snprintf(err, sizeof(err), "%s/err", dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
+		 "\"agents\":{\"defaults\":{\"model\":\"mock/m1\"}},\"gateway\":{\"auth\":{\"mode\":\"none\"}},"
+		 "\"store\":{\"url\":\"%s\"},"
+		 "\"cluster\":{\"nodeId\":\"%s\",\"leaseMs\":1000,\"secret\":\"a secret the nodes share\"}}",
+		 f->url, node);
+	write_file(cfg_path, cfg);
+	return start_gateway_child(f->pincer, dir, cfg_path, out, err, 60000, pid);
+}
+
+/* Two gateways on one database are one cluster's nodes: each reads the
+ * other live in the node table (by the database's clock), a node killed
+ * without a word is gone for the other a lease later, and a node that
+ * stops leaves the table at once. */
+Test(store_pg_entry, a_cluster_s_nodes_see_each_other_come_and_go)
+{
+	fx_t f;
+	fx_init(&f);
+	pid_t a = 0, b = 0;
+	uint16_t pa = start_node(&f, "node-a", &a), pb = start_node(&f, "node-b", &b);
+	cr_assert(metric_becomes(pa, "pincer_cluster_nodes_live", 2, 10000), "node-a reads %g live",
+		  metric_of(pa, "pincer_cluster_nodes_live"));
+	cr_assert(metric_becomes(pb, "pincer_cluster_nodes_live", 2, 10000));
+	char out[8192];
+	cr_assert_eq(http(pa, "GET", "/readyz", NULL, out, sizeof(out)), 200, "%s", out);
+	cr_assert_gt(metric_of(pa, "pincer_cluster_heartbeats_total"), 0);
+	/* `pincer health` shows the node and the nodes it read */
+	char *health = cli_json(&f, pa, "health", NULL);
+	cJSON *h = cJSON_Parse(health);
+	const cJSON *cl = cJSON_GetObjectItemCaseSensitive(h, "cluster");
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cl, "nodeId")), "node-a", "%s", health);
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(cl, "nodes"), *n;
+	int live = 0, self = 0;
+	cJSON_ArrayForEach(n, nodes) {
+		live += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "live"));
+		self += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "self"));
+	}
+	cr_assert(live == 2 && self == 1, "%s", health);
+	cJSON_Delete(h);
+	free(health);
+
+	/* killed: no leave, its lease runs out (1 s), read at the next beat */
+	cr_assert_eq(kill(b, SIGKILL), 0);
+	cr_assert_eq(child_wait(&b, 30000), 128 + SIGKILL);
+	uint64_t t0 = now_ms();
+	cr_assert(metric_becomes(pa, "pincer_cluster_nodes_gone", 1, 10000));
+	uint64_t took = now_ms() - t0;
+	cr_assert_lt(took, 5000, "gone after %llu ms", (unsigned long long)took);
+	cr_assert_eq(metric_of(pa, "pincer_cluster_nodes_live"), 1);
+
+	/* stopped: it leaves the table before it exits */
+	kill(a, SIGTERM);
+	cr_assert_eq(child_wait(&a, 30000), 0);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'node-a'"
+			       " AND expires_ms <= (extract(epoch from clock_timestamp()) * 1000)::bigint"), 1);
 	fx_fini(&f);
 }
