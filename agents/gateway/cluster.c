@@ -33,7 +33,9 @@ struct pc__gw_cluster {
 	/* the actor's own */
 	bool fresh;         /* the next beat is the first since start */
 	uint64_t beat_corr; /* a beat in flight (0: none) */
+	uint64_t beat_sent; /* when it went (runtime clock) */
 	uint64_t list_corr; /* a listing in flight (0: none) */
+	uint64_t list_sent;
 	/* read by other threads */
 	uint64_t beats, beat_failures; /* atomic */
 	uint64_t beat_ok_ms;           /* atomic: runtime clock of the last recorded beat; 0: none yet */
@@ -42,10 +44,18 @@ struct pc__gw_cluster {
 	pc_store_nodes_t *nodes;       /* the latest listing; NULL before one */
 };
 
+/* An answer the store owes for longer than a lease is taken as lost (a
+ * reply that could not be allocated is dropped): the next one goes. */
+static bool owed(uint64_t corr, uint64_t sent, const pc__gw_cluster_t *c)
+{
+	return corr && pc_runtime_now_ms() - sent < c->lease_ms;
+}
+
 static void beat(pc_ctx_t *ctx, pc__gw_cluster_t *c)
 {
-	if (c->beat_corr)
+	if (owed(c->beat_corr, c->beat_sent, c))
 		return; /* the last one has not been answered: no pile-up behind a slow store */
+	c->beat_sent = pc_runtime_now_ms();
 	pc_msg_t *req = NULL;
 	int rc = pc_store_req_node_beat(c->id, c->url, c->lease_ms, c->fresh, &req);
 	if (rc == 0)
@@ -72,9 +82,11 @@ static void on_beat(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 	c->fresh = false;
 	__atomic_add_fetch(&c->beats, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->beat_ok_ms, pc_runtime_now_ms(), __ATOMIC_RELEASE);
+	if (owed(c->list_corr, c->list_sent, c))
+		return;
+	c->list_sent = pc_runtime_now_ms();
 	pc_msg_t *req = NULL;
-	if (c->list_corr == 0 && pc_store_req_nodes(&req) == 0 &&
-	    pc_ask(ctx, pc_store_actor(c->store), req, &c->list_corr) != 0)
+	if (pc_store_req_nodes(&req) == 0 && pc_ask(ctx, pc_store_actor(c->store), req, &c->list_corr) != 0)
 		c->list_corr = 0;
 }
 
