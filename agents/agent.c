@@ -608,6 +608,8 @@ uint16_t pc_agent_mock_port(const pc_agent_t *a) { return a && a->embedded ? a->
 
 pc_store_t *pc_agent_store(pc_agent_t *a) { return a ? a->store : NULL; }
 
+const char *pc_agent_owner(const pc_agent_t *a) { return a ? a->owner : NULL; }
+
 int pc_agent_usage(pc_agent_t *a, const char *run_id, const char *session_key, pc_store_usage_list_t **out)
 {
 	if (out)

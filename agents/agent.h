@@ -279,6 +279,10 @@ uint16_t pc_agent_mock_port(const pc_agent_t *a);
 /* The store the agent was made with (borrowed: the caller's). */
 pc_store_t *pc_agent_store(pc_agent_t *a);
 
+/* This process as an owner of leases and runs in the store (the agent's,
+ * valid while it lives). */
+const char *pc_agent_owner(const pc_agent_t *a);
+
 /* Every model call's usage as the store keeps it (pc_store_usage_list):
  * the records of run `run_id`, or with run_id NULL of session
  * `session_key`, with their exact sums (pc_store_usage_list_totals). A

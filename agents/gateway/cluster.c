@@ -57,7 +57,7 @@ static void beat(pc_ctx_t *ctx, pc__gw_cluster_t *c)
 		return; /* the last one has not been answered: no pile-up behind a slow store */
 	c->beat_sent = pc_runtime_now_ms();
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_node_beat(c->id, c->url, c->lease_ms, c->fresh, &req);
+	int rc = pc_store_req_node_beat(c->id, c->url, pc_agent_owner(c->g->agent), c->lease_ms, c->fresh, &req);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(c->store), req, &c->beat_corr);
 	if (rc != 0) {
@@ -188,7 +188,7 @@ void pc__gw_cluster_free(pc_gateway_t *g)
 	pc_timer_cancel(g->rt, c->timer);
 	pc__gw_route_stop(&c->actor);
 	/* leaving: the others see this node gone now, not a lease later */
-	(void)pc_store_node_beat(c->store, c->id, c->url, 0, false, NULL);
+	(void)pc_store_node_beat(c->store, c->id, c->url, pc_agent_owner(c->g->agent), 0, false, NULL);
 	cluster_release(c);
 }
 

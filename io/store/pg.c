@@ -69,7 +69,7 @@ static const struct {
 	/* a round trip through a transaction: the server is there and takes
 	 * writes (a standby refuses the xid) */
 	[P_PROBE] = {"w_probe", "SELECT NULL::text, NULL::bigint, NULL::text, NULL::text, NULL::bool, NULL::bool", 0},
-	[P_NODE_BEAT] = {"w_node_beat", "SELECT * FROM pincer_node_beat($1, $2, $3, $4)", 4},
+	[P_NODE_BEAT] = {"w_node_beat", "SELECT * FROM pincer_node_beat($1, $2, $3, $4, $5)", 5},
 };
 
 /* ---- a write's parameters ---- */
@@ -290,11 +290,12 @@ static int params_of(const pc_store_config_t *cfg, const pc__store_op_t *op, par
 		p->stmt = P_PROBE;
 		return 0;
 	case PC_STORE_REQ_NODE_BEAT:
-		if (!strs(op, S_NB_N) || op->nint < I_NB_N || op->i[I_NB_LEASE] < 0)
+		if (!strs(op, S_NB_N) || op->nint < I_NB_N || op->i[I_NB_LEASE] < 0 || !op->s[S_NB_OWNER])
 			return PC_EINVAL;
 		p->stmt = P_NODE_BEAT;
 		p_str(p, op, S_NB_ID);
 		p_str(p, op, S_NB_URL);
+		p_str(p, op, S_NB_OWNER);
 		p_int(p, op->i[I_NB_LEASE]);
 		p_cstr(p, op->i[I_NB_FRESH] ? "t" : "f");
 		return 0;

@@ -89,7 +89,7 @@ static const struct {
 				       " ORDER BY issued_ms DESC, id LIMIT $1::bigint"},
 	/* live: by the database's clock, read once (the clock beats are
 	 * written with) */
-	[R_NODES] = {"pc_r_nodes", "SELECT id, url, started_ms, heartbeat_ms, expires_ms, expires_ms > c.ms AS live"
+	[R_NODES] = {"pc_r_nodes", "SELECT id, url, owner, started_ms, heartbeat_ms, expires_ms, expires_ms > c.ms AS live"
 				   " FROM nodes, (SELECT pincer_clock_ms() AS ms) c"
 				   " ORDER BY live DESC, id LIMIT $1::bigint"},
 };
@@ -354,11 +354,11 @@ static int build_devices(const PGresult *res, pc__store_devices_builder_t *b)
 static int build_nodes(const PGresult *res, pc__store_nodes_builder_t *b)
 {
 	for (int k = 0, n = PQntuples(res); k < n; k++) {
-		const char *str[2];
-		size_t len[2];
-		text_columns(res, k, 0, 2, str, len);
-		pc__store_node_ent_t e = {.started_ms = col_i(res, k, 2), .heartbeat_ms = col_i(res, k, 3),
-					  .expires_ms = col_i(res, k, 4), .live = col_b(res, k, 5)};
+		const char *str[3];
+		size_t len[3];
+		text_columns(res, k, 0, 3, str, len);
+		pc__store_node_ent_t e = {.started_ms = col_i(res, k, 3), .heartbeat_ms = col_i(res, k, 4),
+					  .expires_ms = col_i(res, k, 5), .live = col_b(res, k, 6)};
 		int rc = pc__store_nodes_add(b, &e, str, len);
 		if (rc != 0)
 			return rc;
@@ -461,7 +461,7 @@ static void plan_of(const pc__store_op_t *op, plan_t *p)
 		break;
 	case PC_STORE_REQ_NODES:
 		num(p->num[0], PC_STORE_NODES_MAX);
-		p->q[0] = (call_t){R_NODES, 1, {p->num[0]}, 6};
+		p->q[0] = (call_t){R_NODES, 1, {p->num[0]}, 7};
 		break;
 	case PC_STORE_REQ_USAGE_DAYS: /* the sums and the rows: one snapshot */
 		num(p->num[0], op->i[I_UD_FROM]);

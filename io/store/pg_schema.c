@@ -18,7 +18,7 @@
 
 #include "pg_internal.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 /* pg_advisory_xact_lock key for migrations: "PCNR" */
 #define MIGRATE_LOCK "1346587218"
 
@@ -374,6 +374,36 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" r.created := FOUND;\n"
 	" IF NOT FOUND THEN\n"
 	"  UPDATE nodes SET url = p_url, started_ms = CASE WHEN p_fresh THEN ms ELSE started_ms END,\n"
+	"   heartbeat_ms = ms, expires_ms = v_expires WHERE id = p_id RETURNING started_ms INTO v_started;\n"
+	" END IF;\n"
+	" r.n := ms;\n"
+	" r.id := v_started::text;\n"
+	" RETURN r;\n"
+	"END $$;\n",
+	/* 3: a node's row names the process beating for it, so that two
+	 * processes given one node id never share a row */
+	"ALTER TABLE nodes ADD COLUMN owner text COLLATE \"C\";\n"
+	"DROP FUNCTION pincer_node_beat(text, text, bigint, boolean);\n"
+	"CREATE FUNCTION pincer_node_beat(p_id text, p_url text, p_owner text, p_lease bigint, p_fresh boolean)\n"
+	" RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res; ms bigint := pincer_clock_ms(); v_expires bigint; v_started bigint := ms;\n"
+	" v_owner text; v_until bigint;\n"
+	"BEGIN\n"
+	" -- a lease too long for the clock never runs out\n"
+	" v_expires := ms + least(p_lease, 9223372036854775807 - ms);\n"
+	" INSERT INTO nodes(id, url, owner, started_ms, heartbeat_ms, expires_ms)\n"
+	"  VALUES (p_id, p_url, p_owner, ms, ms, v_expires) ON CONFLICT (id) DO NOTHING;\n"
+	" r.created := FOUND;\n"
+	" IF NOT FOUND THEN\n"
+	"  SELECT owner, expires_ms INTO v_owner, v_until FROM nodes WHERE id = p_id FOR UPDATE;\n"
+	"  -- live and another process's (a row from before owners has none to defend)\n"
+	"  IF v_until > ms AND v_owner <> p_owner THEN\n"
+	"   r.rc := 'busy';\n"
+	"   r.id := v_owner;\n"
+	"   RETURN r;\n"
+	"  END IF;\n"
+	"  UPDATE nodes SET url = p_url, owner = p_owner, started_ms = CASE WHEN p_fresh THEN ms ELSE started_ms END,\n"
 	"   heartbeat_ms = ms, expires_ms = v_expires WHERE id = p_id RETURNING started_ms INTO v_started;\n"
 	" END IF;\n"
 	" r.n := ms;\n"

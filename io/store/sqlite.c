@@ -26,7 +26,7 @@
 #include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 
@@ -241,6 +241,9 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" started_ms INTEGER NOT NULL,"
 	" heartbeat_ms INTEGER NOT NULL,"
 	" expires_ms INTEGER NOT NULL) WITHOUT ROWID;",
+	/* 10: a node's row names the process beating for it, so that two
+	 * processes given one node id never share a row. */
+	"ALTER TABLE nodes ADD COLUMN owner TEXT;",
 };
 
 static const char *const wsql[W_N] = {
@@ -301,9 +304,9 @@ static const char *const wsql[W_N] = {
 	[W_DEVICE_UPDATE] = "UPDATE devices SET public_key = ?2, token_hash = ?3, scopes = ?4, approved_ms = ?5,"
 			    " issued_ms = ?6 WHERE id = ?1",
 	[W_DEVICE_DELETE] = "DELETE FROM devices WHERE id = ?1",
-	[W_NODE_STARTED] = "SELECT started_ms FROM nodes WHERE id = ?1",
-	[W_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, url, started_ms, heartbeat_ms, expires_ms)"
-		       " VALUES (?1, ?2, ?3, ?4, ?5)",
+	[W_NODE_ROW] = "SELECT started_ms, owner, expires_ms FROM nodes WHERE id = ?1",
+	[W_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, url, started_ms, heartbeat_ms, expires_ms, owner)"
+		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
@@ -754,32 +757,53 @@ static int op_device_delete(pc__sq_be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
+/* Node op->s[S_NB_ID]'s row as of `now`: PC_EBUSY (its owner named in
+ * the reply) while it is live and another owner's; else 0, with the
+ * started_ms the beat keeps in *started (unchanged for a new row) and
+ * *created. */
+static int node_row(pc__sq_be_t *be, pc__store_op_t *op, int64_t now, int64_t *started, bool *created)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_NODE_ROW];
+	pc__sq_bind_s(&berr, st, 1, op, S_NB_ID);
+	int rc = pc__sq_step_b(be->db, st, berr);
+	*created = rc == 0;
+	if (rc <= 0)
+		return rc;
+	const char *owner = (const char *)sqlite3_column_text(st, 1);
+	/* a row from before owners were kept has none to defend */
+	if (owner && sqlite3_column_int64(st, 2) > now && strcmp(owner, op->s[S_NB_OWNER]) != 0) {
+		snprintf(op->res.id, sizeof(op->res.id), "%.*s", (int)PC_STORE_ID_MAX, owner);
+		rc = PC_EBUSY;
+	} else {
+		rc = 0;
+		if (!op->i[I_NB_FRESH])
+			*started = sqlite3_column_int64(st, 0);
+	}
+	pc__sq_done(st);
+	return rc;
+}
+
 /* A node's heartbeat at the wall clock: its row written anew, keeping
  * started_ms unless the node has just started (or is new). */
 static int op_node_beat(pc__sq_be_t *be, pc__store_op_t *op)
 {
-	if (op->nint < I_NB_N || op->i[I_NB_LEASE] < 0)
+	if (op->nint < I_NB_N || op->i[I_NB_LEASE] < 0 || !op->s[S_NB_OWNER])
 		return PC_EINVAL;
 	int berr = 0;
 	int64_t now = pc__clock_wall_ms(), lease = op->i[I_NB_LEASE], started = now;
-	sqlite3_stmt *st = be->st[W_NODE_STARTED];
-	pc__sq_bind_s(&berr, st, 1, op, S_NB_ID);
-	int rc = pc__sq_step_b(be->db, st, berr);
-	if (rc < 0)
+	bool created = false;
+	int rc = node_row(be, op, now, &started, &created);
+	if (rc != 0)
 		return rc;
-	bool created = rc == 0;
-	if (!created) {
-		if (!op->i[I_NB_FRESH])
-			started = sqlite3_column_int64(st, 0);
-		pc__sq_done(st);
-	}
-	st = be->st[W_NODE_PUT];
+	sqlite3_stmt *st = be->st[W_NODE_PUT];
 	pc__sq_bind_s(&berr, st, 1, op, S_NB_ID);
 	pc__sq_bind_s(&berr, st, 2, op, S_NB_URL);
 	pc__sq_bind_i(&berr, st, 3, started);
 	pc__sq_bind_i(&berr, st, 4, now);
 	/* a lease too long for the clock never runs out */
 	pc__sq_bind_i(&berr, st, 5, lease > INT64_MAX - now ? INT64_MAX : now + lease);
+	pc__sq_bind_s(&berr, st, 6, op, S_NB_OWNER);
 	rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0) {
 		op->res.started_ms = started;

@@ -68,7 +68,7 @@ static const char *const rsql[R_N] = {
 	[R_DEVICES] = "SELECT id, public_key, token_hash, scopes, approved_ms, issued_ms FROM devices"
 		      " ORDER BY issued_ms DESC, id LIMIT ?1",
 	/* ?1: the wall clock now, what a node's lease is measured against */
-	[R_NODES] = "SELECT id, url, started_ms, heartbeat_ms, expires_ms, expires_ms > ?1 AS live FROM nodes"
+	[R_NODES] = "SELECT id, url, owner, started_ms, heartbeat_ms, expires_ms, expires_ms > ?1 AS live FROM nodes"
 		    " ORDER BY live DESC, id LIMIT ?2",
 };
 
@@ -382,13 +382,13 @@ static int read_nodes(pc__sq_reader_t *r, pc__store_nodes_builder_t *b)
 	pc__sq_bind_i(&berr, st, 2, PC_STORE_NODES_MAX);
 	int rc;
 	while ((rc = pc__sq_step_b(r->db, st, berr)) == 1) {
-		const char *str[2];
-		size_t len[2];
-		text_columns(st, 0, 2, str, len);
-		pc__store_node_ent_t e = {.started_ms = sqlite3_column_int64(st, 2),
-					  .heartbeat_ms = sqlite3_column_int64(st, 3),
-					  .expires_ms = sqlite3_column_int64(st, 4),
-					  .live = sqlite3_column_int(st, 5) != 0};
+		const char *str[3];
+		size_t len[3];
+		text_columns(st, 0, 3, str, len);
+		pc__store_node_ent_t e = {.started_ms = sqlite3_column_int64(st, 3),
+					  .heartbeat_ms = sqlite3_column_int64(st, 4),
+					  .expires_ms = sqlite3_column_int64(st, 5),
+					  .live = sqlite3_column_int(st, 6) != 0};
 		rc = pc__store_nodes_add(b, &e, str, len);
 		if (rc != 0) {
 			pc__sq_done(st);

@@ -1006,11 +1006,11 @@ int pc_store_devices(pc_store_t *s, pc_store_devices_t **out)
 	return rc;
 }
 
-int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, int64_t lease_ms, bool fresh,
-		       pc_store_reply_t *out)
+int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, const char *owner, int64_t lease_ms,
+		       bool fresh, pc_store_reply_t *out)
 {
 	pc_msg_t *m = NULL;
-	int rc = pc_store_req_node_beat(id, url, lease_ms, fresh, &m);
+	int rc = pc_store_req_node_beat(id, url, owner, lease_ms, fresh, &m);
 	return call(s, rc, m, out);
 }
 

@@ -313,7 +313,8 @@ typedef struct pc_store_reply {
 	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs); NODE_BEAT: the node's
 				       * started_ms, and the beat's time (its heartbeat_ms) */
 	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id;
-				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder */
+				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder;
+				       * NODE_BEAT refused (PC_EBUSY): the id's live owner */
 	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
 } pc_store_reply_t;
 
@@ -646,6 +647,8 @@ void pc_store_devices_free(pc_store_devices_t *l);
 typedef struct pc_store_node {
 	const char *id;       /* the node's id (cluster.nodeId) */
 	const char *url;      /* how other nodes reach it (cluster.advertiseUrl); may be NULL */
+	const char *owner;    /* the process beating for it (its lease-owner string); NULL in a
+			       * row from before owners were kept */
 	int64_t started_ms;   /* its first heartbeat since it last started (a fresh beat) */
 	int64_t heartbeat_ms; /* its latest heartbeat */
 	int64_t expires_ms;   /* heartbeat_ms plus its lease */
@@ -656,15 +659,21 @@ typedef struct pc_store_node {
 #define PC_STORE_NODES_MAX 1024u
 
 /* Records node `id`'s heartbeat at the store's clock, live for `lease_ms`
- * after it (0: the node leaves: its row expires now). `fresh`: the node
+ * after it (0: the node leaves: its row expires now), beaten by process
+ * `owner` (its lease-owner string). `fresh`: the node
  * has just started (started_ms becomes now). Creates the row if missing;
- * the row's url becomes `url`. Urgent: answered once durable, and
- * committed at once even when sent without a reply address (a late beat
- * makes a live node look gone). PC_EINVAL for a missing id, an id or url
- * over PC_STORE_NAME_MAX, a negative lease. Reply (PC_STORE_MSG_REPLY):
- * started_ms, the node's started_ms; ended_ms, the store's clock at the
- * beat (the row's heartbeat_ms); PC_STORE_CREATED when the row is new. */
-int pc_store_req_node_beat(const char *id, const char *url, int64_t lease_ms, bool fresh, pc_msg_t **out);
+ * the row's url and owner become `url` and `owner`. PC_EBUSY, the row
+ * unchanged and its owner in the reply's id, while the row is live and
+ * another owner's (two processes given one node id never share a row; a
+ * row from before owners were kept has none and is taken). Urgent:
+ * answered once durable, and committed at once even when sent without a
+ * reply address (a late beat makes a live node look gone). PC_EINVAL for
+ * a missing id or owner, an id, url or owner over PC_STORE_NAME_MAX, an
+ * empty owner, a negative lease. Reply (PC_STORE_MSG_REPLY): started_ms,
+ * the node's started_ms; ended_ms, the store's clock at the beat (the
+ * row's heartbeat_ms); PC_STORE_CREATED when the row is new. */
+int pc_store_req_node_beat(const char *id, const char *url, const char *owner, int64_t lease_ms, bool fresh,
+			   pc_msg_t **out);
 /* Every node row, live ones first, then by id (bytewise), live as of the
  * store's clock at the read. Reply: PC_STORE_MSG_NODES. */
 int pc_store_req_nodes(pc_msg_t **out);
@@ -716,8 +725,8 @@ int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
 int pc_store_device_put(pc_store_t *s, const pc_store_device_t *d);
 int pc_store_device_delete(pc_store_t *s, const char *id);
 int pc_store_devices(pc_store_t *s, pc_store_devices_t **out);
-int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, int64_t lease_ms, bool fresh,
-		       pc_store_reply_t *out /* may be NULL */);
+int pc_store_node_beat(pc_store_t *s, const char *id, const char *url, const char *owner, int64_t lease_ms,
+		       bool fresh, pc_store_reply_t *out /* may be NULL */);
 int pc_store_nodes(pc_store_t *s, pc_store_nodes_t **out);
 /* q NULL: the first page, default limit, most recently updated first. */
 int pc_store_sessions(pc_store_t *s, const pc_store_sessions_query_t *q, pc_store_sessions_t **out);

@@ -84,7 +84,7 @@ enum { S_UL_RUN = 0, S_UL_KEY, S_UL_N };
 enum { I_UD_FROM = 0, I_UD_TO, I_UD_N };
 enum { S_DV_ID = 0, S_DV_KEY, S_DV_HASH, S_DV_SCOPES, S_DV_N };
 enum { I_DV_APPROVED = 0, I_DV_ISSUED, I_DV_UPDATE, I_DV_N };
-enum { S_NB_ID = 0, S_NB_URL, S_NB_N };
+enum { S_NB_ID = 0, S_NB_URL, S_NB_OWNER, S_NB_N };
 enum { I_NB_LEASE = 0, I_NB_FRESH, I_NB_N };
 
 /* Strings appended back to back (each NUL-terminated) to one byte area,
@@ -256,16 +256,15 @@ void pc__store_devices_clear(pc__store_devices_builder_t *b);
 typedef struct pc__store_node_ent {
 	int64_t started_ms, heartbeat_ms, expires_ms;
 	uint32_t live;
-	uint32_t off[2]; /* id, url */
-	uint32_t pad;
+	uint32_t off[3]; /* id, url, owner */
 } pc__store_node_ent_t;
 
 typedef struct pc__store_nodes_builder {
 	pc__store_rows_t rows;
 } pc__store_nodes_builder_t;
 
-int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[2],
-			const size_t len[2]);
+int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[3],
+			const size_t len[3]);
 /* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
  * either way. */
 pc_msg_t *pc__store_nodes_finish(pc__store_nodes_builder_t *b);

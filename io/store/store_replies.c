@@ -440,10 +440,10 @@ void pc_store_devices_free(pc_store_devices_t *l)
 
 /* ---- cluster nodes ---- */
 
-int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[2],
-			const size_t len[2])
+int pc__store_nodes_add(pc__store_nodes_builder_t *b, const pc__store_node_ent_t *e, const char *str[3],
+			const size_t len[3])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_node_ent_t, off), str, len, 2);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_node_ent_t, off), str, len, 3);
 }
 
 pc_msg_t *pc__store_nodes_finish(pc__store_nodes_builder_t *b)
@@ -473,9 +473,9 @@ void pc_store_nodes_get(const pc_store_nodes_t *l, size_t i, pc_store_node_t *ou
 	if (!l || i >= l->l.head.count)
 		return;
 	const pc__store_node_ent_t *e = (const pc__store_node_ent_t *)l->l.ents + i;
-	const char *f[2];
-	strs_get(l->l.bytes, e->off, 2, f);
-	*out = (pc_store_node_t){f[0], f[1], e->started_ms, e->heartbeat_ms, e->expires_ms, e->live != 0};
+	const char *f[3];
+	strs_get(l->l.bytes, e->off, 3, f);
+	*out = (pc_store_node_t){f[0], f[1], f[2], e->started_ms, e->heartbeat_ms, e->expires_ms, e->live != 0};
 }
 
 void pc_store_nodes_free(pc_store_nodes_t *l)

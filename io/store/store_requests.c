@@ -330,16 +330,19 @@ int pc_store_req_devices(pc_msg_t **out)
 	return req_build(PC_STORE_REQ_DEVICES, NULL, 0, NULL, 0, 0, 0, out);
 }
 
-int pc_store_req_node_beat(const char *id, const char *url, int64_t lease_ms, bool fresh, pc_msg_t **out)
+int pc_store_req_node_beat(const char *id, const char *url, const char *owner, int64_t lease_ms, bool fresh,
+			   pc_msg_t **out)
 {
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if (lease_ms < 0)
+	/* an empty owner would match every other empty one */
+	if (lease_ms < 0 || (owner && !*owner))
 		return PC_EINVAL;
-	const char *s[S_NB_N] = {id, url};
+	const char *s[S_NB_N] = {id, url, owner};
 	int64_t i[I_NB_N] = {lease_ms, fresh};
-	int rc = req_build(PC_STORE_REQ_NODE_BEAT, i, I_NB_N, s, S_NB_N, S_NB_N, 1u << S_NB_ID, out);
+	int rc = req_build(PC_STORE_REQ_NODE_BEAT, i, I_NB_N, s, S_NB_N, S_NB_N, 1u << S_NB_ID | 1u << S_NB_OWNER,
+			   out);
 	/* a beat that waits for company may land after its lease ran out */
 	if (rc == 0)
 		pc_store_req_urgent(*out);

@@ -1779,7 +1779,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_OK, .usage = "{broken"}), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 9);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -1966,7 +1966,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK, .usage = "{\"input\":3}"}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
-	/* what version 6 was: this schema without the tables of versions 7 to 9 */
+	/* what version 6 was: this schema without the tables of versions 7 to 10 */
 	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; DROP TABLE nodes; PRAGMA user_version = 6;");
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
 	pc_store_config_t cfg;
@@ -1982,7 +1982,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	pc_store_usage_list_free(l);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 9);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
 				    " AND sql LIKE '%WITHOUT ROWID%'"),
 		     1);
@@ -2191,7 +2191,7 @@ static pc_store_reply_t beat_after(pc_store_t *s, const char *id, const char *ur
 	uint64_t until = now_ms() + 10000;
 	do {
 		sleep_ms(2);
-		cr_assert_eq(pc_store_node_beat(s, id, url, 60000, false, &r), 0);
+		cr_assert_eq(pc_store_node_beat(s, id, url, "p-1", 60000, false, &r), 0);
 	} while (r.ended_ms <= ms && now_ms() < until);
 	cr_assert_gt(r.ended_ms, ms, "the store's clock did not move");
 	return r;
@@ -2206,12 +2206,12 @@ Test(store, nodes_beat_list_and_expire)
 	fx_t f;
 	fx_init(&f);
 	pc_store_reply_t r;
-	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", 60000, true, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", "p-1", 60000, true, &r), 0);
 	cr_assert(r.flags & PC_STORE_CREATED);
 	cr_assert_gt(r.ended_ms, 0);
 	cr_assert_eq(r.started_ms, r.ended_ms, "a node starts at its first beat");
 	int64_t b_started = r.started_ms;
-	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, 60000, false, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "p-2", 60000, false, &r), 0);
 	cr_assert(r.flags & PC_STORE_CREATED, "a first beat makes the row, fresh or not");
 	cr_assert_eq(r.started_ms, r.ended_ms);
 
@@ -2222,11 +2222,13 @@ Test(store, nodes_beat_list_and_expire)
 	pc_store_nodes_get(l, 0, &n);
 	cr_assert_str_eq(n.id, "node-a");
 	cr_assert_null(n.url);
+	cr_assert_str_eq(n.owner, "p-2");
 	cr_assert(n.live);
 	cr_assert_eq(n.expires_ms, n.heartbeat_ms + 60000);
 	pc_store_nodes_get(l, 1, &n);
 	cr_assert_str_eq(n.id, "node-b");
 	cr_assert_str_eq(n.url, "http://b:18789");
+	cr_assert_str_eq(n.owner, "p-1");
 	cr_assert(n.live);
 	cr_assert_eq(n.started_ms, b_started);
 	cr_assert_eq(n.heartbeat_ms, b_started);
@@ -2236,12 +2238,12 @@ Test(store, nodes_beat_list_and_expire)
 	cr_assert_eq(r.started_ms, b_started, "a plain beat keeps started_ms");
 	cr_assert_eq(r.flags & PC_STORE_CREATED, 0);
 	int64_t beat = r.ended_ms;
-	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", 60000, true, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b:18789", "p-1", 60000, true, &r), 0);
 	cr_assert_geq(r.ended_ms, beat);
 	cr_assert_eq(r.started_ms, r.ended_ms, "a fresh beat restarts it");
 
 	/* node-a leaves: listed still, after the live node-b */
-	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, 0, false, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "p-2", 0, false, &r), 0);
 	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
 	cr_assert_eq(pc_store_nodes_count(l), 2);
 	pc_store_nodes_get(l, 0, &n);
@@ -2255,7 +2257,7 @@ Test(store, nodes_beat_list_and_expire)
 	pc_store_nodes_free(l);
 
 	/* a short lease runs out; a beat's url replaces the row's */
-	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b2:18789", 200, false, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", "http://b2:18789", "p-1", 200, false, &r), 0);
 	AWAIT(node_live(f.s, "node-b") == 0, 10000);
 	cr_assert_eq(node_live(f.s, "node-b"), 0, "not live once its lease passed");
 	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
@@ -2271,12 +2273,15 @@ Test(store, nodes_beat_list_and_expire)
 	char name[PC_STORE_NAME_MAX + 2];
 	memset(name, 'n', sizeof(name) - 1);
 	name[sizeof(name) - 1] = 0;
-	cr_assert_eq(pc_store_node_beat(f.s, NULL, NULL, 1000, false, NULL), PC_EINVAL);
-	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, 1000, false, NULL), PC_EINVAL);
-	cr_assert_eq(pc_store_node_beat(f.s, "node-c", name, 1000, false, NULL), PC_EINVAL);
-	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, -1, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, NULL, NULL, "p-3", 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, "p-3", 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", name, "p-3", 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, "p-3", -1, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, NULL, 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, "", 1000, false, NULL), PC_EINVAL);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-c", NULL, name, 1000, false, NULL), PC_EINVAL);
 	name[PC_STORE_NAME_MAX] = 0; /* the longest id there may be */
-	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, 1000, false, NULL), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, name, NULL, "p-3", 1000, false, NULL), 0);
 	cr_assert_eq(pc_store_nodes(NULL, &l), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
@@ -2302,7 +2307,7 @@ static int node_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 	node_asker_t *a = state;
 	pc_msg_t *req = NULL;
 	if (m->type == ASK_GO) {
-		CHECK(pc_store_req_node_beat("asked", "http://asked:1", 60000, true, &req) == 0, "build beat");
+		CHECK(pc_store_req_node_beat("asked", "http://asked:1", "p-1", 60000, true, &req) == 0, "build beat");
 		CHECK(pc_ask(ctx, a->store, req, NULL) == 0, "ask beat");
 	} else if (m->type == PC_STORE_MSG_REPLY) {
 		pc_store_reply_t r;
@@ -2335,7 +2340,7 @@ Test(store, node_beats_commit_at_once_and_actors_list_nodes)
 	fx_init(&f);
 	reopen_lazy(&f, 600000); /* a lazy write would wait ten minutes */
 	pc_msg_t *req = NULL;
-	cr_assert_eq(pc_store_req_node_beat("quiet", NULL, 60000, true, &req), 0);
+	cr_assert_eq(pc_store_req_node_beat("quiet", NULL, "p-2", 60000, true, &req), 0);
 	cr_assert_eq(pc_send(pc_store_actor(f.s), req), 0);
 	AWAIT(count_rows(&f, "SELECT count(*) FROM nodes") == 1, 10000);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes"), 1, "the beat was committed at once");
@@ -2358,5 +2363,83 @@ Test(store, node_beats_commit_at_once_and_actors_list_nodes)
 	pc_actor_release(act);
 	quiesce(f.rt);
 	free(a);
+	fx_fini(&f);
+}
+
+/* A node's row is its owner's while it is live: a beat (a leaving one
+ * too) from another process given the same id is refused, naming the
+ * owner, and the row is unchanged; once the row has run out, the other's
+ * beat takes it. Both backends. */
+Test(store, a_live_node_row_is_its_owners_alone)
+{
+	fx_t f;
+	fx_init(&f);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", "http://a:1", "proc-1", 60000, true, &r), 0);
+	int64_t started = r.started_ms;
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", "http://a:2", "proc-2", 60000, true, &r), PC_EBUSY);
+	cr_assert_str_eq(r.id, "proc-1");
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-2", 0, false, &r), PC_EBUSY, "nor can it leave");
+	cr_assert_str_eq(r.id, "proc-1");
+	pc_store_nodes_t *l = NULL;
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	cr_assert_eq(pc_store_nodes_count(l), 1);
+	pc_store_node_t n;
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_str_eq(n.owner, "proc-1");
+	cr_assert_str_eq(n.url, "http://a:1");
+	cr_assert_eq(n.started_ms, started);
+	cr_assert(n.live);
+	pc_store_nodes_free(l);
+
+	/* proc-1's lease runs out: proc-2 takes the row */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", "http://a:1", "proc-1", 50, false, &r), 0);
+	AWAIT(node_live(f.s, "node-a") == 0, 10000);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", "http://a:2", "proc-2", 60000, true, &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_CREATED, 0);
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_str_eq(n.owner, "proc-2");
+	cr_assert_str_eq(n.url, "http://a:2");
+	cr_assert(n.live);
+	pc_store_nodes_free(l);
+	/* and now proc-1 is the stranger */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-1", 60000, false, &r), PC_EBUSY);
+	cr_assert_str_eq(r.id, "proc-2");
+	fx_fini(&f);
+}
+
+/* A state.db at schema version 9 (nodes without owners) opens: it is
+ * migrated to 10, its node rows kept with no owner, and a row without one
+ * is taken by the next beat, live or not. */
+Test(store, version_9_database_gains_node_owners)
+{
+	SQLITE_ONLY("SQLite's schema version 9 (PostgreSQL's has its own test)");
+	fx_t f;
+	fx_init(&f);
+	pc_store_close(f.s);
+	f.s = NULL;
+	exec_at(&f, "DROP TABLE nodes; CREATE TABLE nodes(id TEXT PRIMARY KEY, url TEXT,"
+		    " started_ms INTEGER NOT NULL, heartbeat_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL)"
+		    " WITHOUT ROWID; INSERT INTO nodes VALUES ('old', 'http://old:1', 1, 1, 9000000000000000);"
+		    " PRAGMA user_version = 9;");
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	pc_store_nodes_t *l = NULL;
+	cr_assert_eq(pc_store_nodes(f.s, &l), 0);
+	cr_assert_eq(pc_store_nodes_count(l), 1);
+	pc_store_node_t n;
+	pc_store_nodes_get(l, 0, &n);
+	cr_assert_str_eq(n.id, "old");
+	cr_assert_null(n.owner);
+	cr_assert(n.live);
+	pc_store_nodes_free(l);
+	cr_assert_eq(pc_store_node_beat(f.s, "old", NULL, "proc-1", 60000, false, NULL), 0);
+	cr_assert_eq(node_live(f.s, "old"), 1);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
+	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes WHERE owner = 'proc-1' AND started_ms = 1"), 1);
 	fx_fini(&f);
 }

@@ -765,7 +765,7 @@ Test(store_pg, a_node_heartbeat_is_the_database_clock)
 	fx_open(&f, 0);
 	long long before = q_int(&f, DB_CLOCK_MS);
 	pc_store_reply_t r;
-	cr_assert_eq(pc_store_node_beat(f.s, "n1", "http://n1:18789", 60000, true, &r), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", "http://n1:18789", "p-1", 60000, true, &r), 0);
 	long long after = q_int(&f, DB_CLOCK_MS);
 	cr_assert(r.ended_ms >= before && r.ended_ms <= after, "beat %" PRId64 " not in [%lld, %lld]", r.ended_ms,
 		  before, after);
@@ -787,6 +787,33 @@ Test(store_pg, a_node_heartbeat_is_the_database_clock)
 	fx_fini(&f);
 }
 
+/* A database at schema version 2 (nodes without owners) gains the owner
+ * column and the new beat function on open; its node rows stay, with no
+ * owner, and a row without one is taken by the next beat. */
+Test(store_pg, a_version_2_schema_gains_node_owners)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", "http://n1:1", "p-1", 60000, true, NULL), 0);
+	pc_store_close(f.s);
+	f.s = NULL;
+	char url[1200];
+	direct_url(&f, url, sizeof(url));
+	/* a stand-in for version 2's beat, which the migration replaces: it
+	 * refuses everything */
+	pg_test_exec(url, "DROP FUNCTION pincer_node_beat; ALTER TABLE nodes DROP COLUMN owner;"
+			  " CREATE FUNCTION pincer_node_beat(p_id text, p_url text, p_lease bigint, p_fresh boolean)"
+			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
+			  " UPDATE pincer_schema SET version = 2");
+	fx_open(&f, 0);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner IS NULL"), 1);
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-2", 60000, false, NULL), 0);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner = 'p-2'"), 1);
+	fx_fini(&f);
+}
+
 /* A database at schema version 1 (before nodes) gains the table and its
  * function on open, in the migration's one transaction; its rows stay. */
 Test(store_pg, a_version_1_schema_gains_the_nodes_table)
@@ -802,9 +829,9 @@ Test(store_pg, a_version_1_schema_gains_the_nodes_table)
 	pg_test_exec(url, "DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms; DROP TABLE nodes;"
 			  " UPDATE pincer_schema SET version = 1");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 2);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
 	cr_assert_eq(append_ok(f.s, "s"), 2);
-	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, 60000, true, NULL), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-1", 60000, true, NULL), 0);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes"), 1);
 	fx_fini(&f);
 }
