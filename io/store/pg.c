@@ -313,6 +313,7 @@ static int code_of(const char *rc)
 	} codes[] = {
 		{"fenced", PC_STORE_EFENCED}, {"conflict", PC_STORE_ECONFLICT}, {"notfound", PC_ENOTFOUND},
 		{"exists", PC_EEXIST},        {"busy", PC_EBUSY},                {"invalid", PC_EINVAL},
+		{"state", PC_ESTATE},
 	};
 	for (size_t k = 0; k < sizeof(codes) / sizeof(*codes); k++)
 		if (strcmp(rc, codes[k].name) == 0)

@@ -7,10 +7,11 @@
  * batch (docs/store.md, "PostgreSQL").
  *
  * Times are milliseconds since the Unix epoch from the database's clock
- * (now(), the transaction's start; a node's heartbeat, clock_timestamp():
- * when it is written), so that every gateway on one database agrees on
- * lease expiries. Keys and ids are compared bytewise (COLLATE "C"), as
- * SQLite compares them.
+ * (now(), the transaction's start; node heartbeats and session leases,
+ * clock_timestamp(): when they are written, so that a lease and the node
+ * it is bound to are compared on one clock), so that every gateway on one
+ * database agrees on lease expiries. Keys and ids are compared bytewise
+ * (COLLATE "C"), as SQLite compares them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,8 +381,10 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" r.id := v_started::text;\n"
 	" RETURN r;\n"
 	"END $$;\n",
-	/* 3: a node's row names the process beating for it, so that two
-	 * processes given one node id never share a row */
+	/* 3: a node's row names the process beating for it, so that a lease
+	 * held while a node is live (lease_expires_ms -1: PC_STORE_LEASE_NODE)
+	 * is bound to that process, and two processes given one node id never
+	 * share a row; leases are timed by the nodes' clock */
 	"ALTER TABLE nodes ADD COLUMN owner text COLLATE \"C\";\n"
 	"DROP FUNCTION pincer_node_beat(text, text, bigint, boolean);\n"
 	"CREATE FUNCTION pincer_node_beat(p_id text, p_url text, p_owner text, p_lease bigint, p_fresh boolean)\n"
@@ -408,6 +411,46 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" END IF;\n"
 	" r.n := ms;\n"
 	" r.id := v_started::text;\n"
+	" RETURN r;\n"
+	"END $$;\n"
+	/* a scan: the table holds a row per gateway sharing the database */
+	"CREATE FUNCTION pincer_owner_live(p_owner text, p_ms bigint) RETURNS boolean LANGUAGE sql STABLE\n"
+	" AS $$SELECT EXISTS (SELECT 1 FROM nodes WHERE owner = p_owner AND expires_ms > p_ms)$$;\n"
+	/* the nodes' clock, not the transaction's start: a lease is compared
+	 * with the node rows it may be bound to */
+	"CREATE OR REPLACE FUNCTION pincer_lease_acquire(p_key text, p_owner text, p_ttl bigint, p_steal text)\n"
+	" RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res; ms bigint := pincer_clock_ms(); v_node boolean := p_ttl = -1; v_owner text;\n"
+	" v_epoch bigint; v_expires bigint; v_live boolean; v_mine boolean;\n"
+	"BEGIN\n"
+	" -- a node out of the cluster takes nothing\n"
+	" IF v_node AND NOT pincer_owner_live(p_owner, ms) THEN\n"
+	"  r.rc := 'state';\n"
+	"  RETURN r;\n"
+	" END IF;\n"
+	" INSERT INTO sessions(key, id, created_ms, updated_ms)\n"
+	"  VALUES (p_key, replace(gen_random_uuid()::text, '-', ''), ms, ms) ON CONFLICT (key) DO NOTHING;\n"
+	" SELECT lease_owner, lease_epoch, lease_expires_ms INTO v_owner, v_epoch, v_expires\n"
+	"  FROM sessions WHERE key = p_key FOR UPDATE;\n"
+	" v_mine := v_owner IS NOT NULL AND v_owner = p_owner;\n"
+	" -- a timed lease lives until it expires, a node-bound one while its owner's node does\n"
+	" v_live := v_owner IS NOT NULL AND CASE WHEN v_expires <> -1 THEN v_expires > ms\n"
+	"  ELSE (v_mine AND v_node) OR pincer_owner_live(v_owner, ms) END;\n"
+	" IF v_live AND NOT v_mine AND v_owner IS DISTINCT FROM p_steal THEN\n"
+	"  r.rc := 'busy';\n"
+	"  r.id := v_owner;\n"
+	"  RETURN r;\n"
+	" END IF;\n"
+	" -- a renewal by the live holder keeps its epoch; any new holder fences out\n"
+	" -- every earlier one\n"
+	" r.n := CASE WHEN v_live AND v_mine THEN v_epoch ELSE v_epoch + 1 END;\n"
+	" UPDATE sessions SET lease_owner = p_owner, lease_epoch = r.n,\n"
+	"  lease_expires_ms = CASE WHEN v_node THEN -1 ELSE ms + p_ttl END WHERE key = p_key;\n"
+	" -- the owner whose writes are fenced from now on\n"
+	" IF NOT v_mine THEN\n"
+	"  r.id := v_owner;\n"
+	" END IF;\n"
 	" RETURN r;\n"
 	"END $$;\n",
 };

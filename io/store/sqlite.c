@@ -241,8 +241,9 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" started_ms INTEGER NOT NULL,"
 	" heartbeat_ms INTEGER NOT NULL,"
 	" expires_ms INTEGER NOT NULL) WITHOUT ROWID;",
-	/* 10: a node's row names the process beating for it, so that two
-	 * processes given one node id never share a row. */
+	/* 10: a node's row names the process beating for it, so that a lease
+	 * held while a node is live (PC_STORE_LEASE_NODE) is bound to that
+	 * process, and two processes given one node id never share a row. */
 	"ALTER TABLE nodes ADD COLUMN owner TEXT;",
 };
 
@@ -307,6 +308,8 @@ static const char *const wsql[W_N] = {
 	[W_NODE_ROW] = "SELECT started_ms, owner, expires_ms FROM nodes WHERE id = ?1",
 	[W_NODE_PUT] = "INSERT OR REPLACE INTO nodes(id, url, started_ms, heartbeat_ms, expires_ms, owner)"
 		       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	/* a scan: the table holds a row per gateway sharing the store */
+	[W_OWNER_LIVE] = "SELECT 1 FROM nodes WHERE owner = ?1 AND expires_ms > ?2 LIMIT 1",
 };
 
 /* Sessions the writer keeps rows of (session_cache.h). */
@@ -853,20 +856,51 @@ static int lease_set(pc__sq_be_t *be, const pc__store_op_t *op, const char *owne
 	return rc;
 }
 
+/* Whether a node row beaten by `owner` is live at `now` (1, 0, or < 0). */
+static int owner_live(pc__sq_be_t *be, const char *owner, int64_t now)
+{
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_OWNER_LIVE];
+	pc__sq_bind_str(&berr, st, 1, owner);
+	pc__sq_bind_i(&berr, st, 2, now);
+	int rc = pc__sq_step_b(be->db, st, berr);
+	if (rc == 1)
+		pc__sq_done(st);
+	return rc;
+}
+
+/* Whether the session's lease holder still holds it at `now`: a timed
+ * lease until it expires, a node-bound one while its owner's node is live
+ * (`mine_live`: the holder is the asker, whose node is known live). */
+static int holder_live(pc__sq_be_t *be, const sess_state_t *ss, int64_t now, bool mine_live)
+{
+	if (!ss->has_owner)
+		return 0;
+	if (ss->expires != PC_STORE_LEASE_NODE)
+		return ss->expires > now;
+	return mine_live ? 1 : owner_live(be, ss->owner, now);
+}
+
 static int op_lease_acquire(pc__sq_be_t *be, pc__store_op_t *op)
 {
 	if (op->nint < I_LS_N)
 		return PC_EINVAL;
-	int rc = ensure_session(be, op->s[S_LS_KEY], (int)op->len[S_LS_KEY], NULL, NULL, NULL, NULL);
+	int64_t now = pc__clock_wall_ms();
+	bool node = op->i[I_LS_VALUE] == PC_STORE_LEASE_NODE;
+	int rc = node ? owner_live(be, op->s[S_LS_OWNER], now) : 1;
+	if (rc <= 0)
+		return rc < 0 ? rc : PC_ESTATE; /* a node out of the cluster takes nothing */
+	rc = ensure_session(be, op->s[S_LS_KEY], (int)op->len[S_LS_KEY], NULL, NULL, NULL, NULL);
 	sess_state_t ss;
 	if (rc == 0)
 		rc = session_state(be, op, S_LS_KEY, &ss);
 	if (rc != 0)
 		return rc;
-	int64_t now = pc__clock_wall_ms();
-	bool live = ss.has_owner && ss.expires > now;
 	bool mine = ss.has_owner && strcmp(ss.owner, op->s[S_LS_OWNER]) == 0;
 	bool gone = ss.has_owner && op->s[S_LS_STEAL] && strcmp(ss.owner, op->s[S_LS_STEAL]) == 0;
+	int live = holder_live(be, &ss, now, mine && node);
+	if (live < 0)
+		return live;
 	if (live && !mine && !gone) {
 		snprintf(op->res.id, sizeof(op->res.id), "%.*s", (int)PC_STORE_ID_MAX, ss.owner);
 		return PC_EBUSY;
@@ -874,10 +908,14 @@ static int op_lease_acquire(pc__sq_be_t *be, pc__store_op_t *op)
 	/* A renewal by the live holder keeps its epoch; any new holder
 	 * fences out every earlier one. */
 	int64_t epoch = (live && mine) ? ss.epoch : ss.epoch + 1;
-	rc = lease_set(be, op, op->s[S_LS_OWNER], epoch, now + op->i[I_LS_VALUE]);
-	if (rc == 0)
-		op->res.epoch = epoch;
-	return rc;
+	rc = lease_set(be, op, op->s[S_LS_OWNER], epoch, node ? PC_STORE_LEASE_NODE : now + op->i[I_LS_VALUE]);
+	if (rc != 0)
+		return rc;
+	op->res.epoch = epoch;
+	/* the owner whose writes are fenced from now on */
+	if (ss.has_owner && !mine)
+		snprintf(op->res.id, sizeof(op->res.id), "%.*s", (int)PC_STORE_ID_MAX, ss.owner);
+	return 0;
 }
 
 static int op_lease_release(pc__sq_be_t *be, pc__store_op_t *op)

@@ -1036,7 +1036,7 @@ int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a)
 }
 
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
-			   int64_t *epoch, char *busy)
+			   int64_t *epoch, char *holder)
 {
 	pc_msg_t *m = NULL;
 	pc_store_reply_t r;
@@ -1044,8 +1044,8 @@ int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, in
 	rc = call(s, rc, m, &r);
 	if (epoch)
 		*epoch = rc == 0 ? r.epoch : 0;
-	if (busy)
-		snprintf(busy, PC_STORE_ID_MAX + 1, "%s", rc == PC_EBUSY ? r.id : "");
+	if (holder)
+		snprintf(holder, PC_STORE_ID_MAX + 1, "%s", rc == PC_EBUSY || rc == 0 ? r.id : "");
 	return rc;
 }
 

@@ -313,7 +313,8 @@ typedef struct pc_store_reply {
 	int64_t started_ms, ended_ms; /* RUN_GET (ended_ms 0 while it runs); NODE_BEAT: the node's
 				       * started_ms, and the beat's time (its heartbeat_ms) */
 	char id[PC_STORE_ID_MAX + 1]; /* SESSION: the session id; RUN_BEGIN, RUN_GET: the run id;
-				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder;
+				       * LEASE_ACQUIRE refused (PC_EBUSY): the holder; granted: the
+				       * owner it was taken from ("" if none, or the same owner);
 				       * NODE_BEAT refused (PC_EBUSY): the id's live owner */
 	char code[PC_STORE_CODE_MAX + 1]; /* RUN_GET: its error code ("" if none) */
 } pc_store_reply_t;
@@ -410,11 +411,20 @@ void pc_store_req_urgent(pc_msg_t *req);
  * error) once they are durable. */
 int pc_store_req_sync(pc_msg_t **out);
 /* Takes (or renews, for the same owner) the lease on session `key` for
- * `ttl_ms`. Every take by a new owner raises the epoch. PC_EBUSY, with the
- * holder in the reply's id, while another owner holds an unexpired lease,
- * unless that owner is `steal_from` (may be NULL): the caller knows it is
- * gone (a dead process on this machine) and takes the lease now. Reply:
- * epoch. Time is the store's clock. */
+ * `ttl_ms`, or, with PC_STORE_LEASE_NODE, for as long as the owner's
+ * cluster node is live. Every take by a new owner raises the epoch.
+ * PC_EBUSY, with the holder in the reply's id, while another owner holds a
+ * live lease, unless that owner is `steal_from` (may be NULL): the caller
+ * knows it is gone (a dead process on this machine) and takes the lease
+ * now. A timed lease is live until it expires; a node-bound one while a
+ * live node row (pc_store_req_node_beat) has its holder as owner.
+ * PC_STORE_LEASE_NODE from an owner with no live node row: PC_ESTATE (a
+ * node out of the cluster takes nothing). Reply: epoch, and in id the
+ * owner the lease was taken from when that was another one (its lease ran
+ * out, its node is gone, or it was stolen): that owner's writes are
+ * fenced from now on. Time is the store's clock (PostgreSQL: the
+ * database's clock_timestamp(), as the nodes'). */
+#define PC_STORE_LEASE_NODE (-1)
 int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
 			       pc_msg_t **out);
 /* Releases it if `owner` still holds it at `epoch` (else PC_STORE_EFENCED). */
@@ -660,7 +670,8 @@ typedef struct pc_store_node {
 
 /* Records node `id`'s heartbeat at the store's clock, live for `lease_ms`
  * after it (0: the node leaves: its row expires now), beaten by process
- * `owner` (its lease-owner string). `fresh`: the node
+ * `owner` (its lease-owner string: the node-bound leases it takes,
+ * PC_STORE_LEASE_NODE, are held while this row is live). `fresh`: the node
  * has just started (started_ms becomes now). Creates the row if missing;
  * the row's url and owner become `url` and `owner`. PC_EBUSY, the row
  * unchanged and its owner in the reply's id, while the row is live and
@@ -717,9 +728,10 @@ int pc_store_usage_add(pc_store_t *s, const pc_store_usage_t *u, int64_t epoch);
 int pc_store_usage_list(pc_store_t *s, const char *run_id, const char *session_key, pc_store_usage_list_t **out);
 int pc_store_usage_days(pc_store_t *s, int64_t from_ms, int64_t to_ms, pc_store_usage_list_t **out);
 int pc_store_audit(pc_store_t *s, const pc_store_audit_t *a);
-/* busy (may be NULL): on PC_EBUSY, the holder (PC_STORE_ID_MAX + 1 bytes). */
+/* holder (may be NULL; PC_STORE_ID_MAX + 1 bytes): on PC_EBUSY, the
+ * holder; on a grant, the owner it was taken from ("" if none). */
 int pc_store_lease_acquire(pc_store_t *s, const char *key, const char *owner, int64_t ttl_ms, const char *steal_from,
-			   int64_t *epoch, char *busy);
+			   int64_t *epoch, char *holder);
 int pc_store_lease_release(pc_store_t *s, const char *key, const char *owner, int64_t epoch);
 int pc_store_history(pc_store_t *s, const char *key, pc_store_history_t **out);
 int pc_store_device_put(pc_store_t *s, const pc_store_device_t *d);

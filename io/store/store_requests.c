@@ -405,7 +405,7 @@ int pc_store_req_lease_acquire(const char *key, const char *owner, int64_t ttl_m
 	if (!out)
 		return PC_EINVAL;
 	*out = NULL;
-	if (ttl_ms <= 0)
+	if (ttl_ms <= 0 && ttl_ms != PC_STORE_LEASE_NODE)
 		return PC_EINVAL;
 	const char *s[S_LS_N] = {key, owner, steal_from};
 	int64_t i[I_LS_N] = {ttl_ms};

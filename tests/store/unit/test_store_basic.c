@@ -2409,6 +2409,98 @@ Test(store, a_live_node_row_is_its_owners_alone)
 	fx_fini(&f);
 }
 
+/* ---- session leases bound to a node's liveness ---- */
+
+/* A node-bound lease (PC_STORE_LEASE_NODE) is held, with no renewal,
+ * while a live node row has its holder as owner: an owner without one
+ * takes nothing; another owner is refused, naming the holder; once the
+ * holder's node has run out (or left), a live node takes the lease with a
+ * new epoch, the grant names the owner it was taken from, and the old
+ * holder's writes are fenced. Both backends. */
+Test(store, a_node_bound_lease_lives_with_its_owners_node)
+{
+	fx_t f;
+	fx_init(&f);
+	int64_t e1 = 0, e2 = 0, e3 = 0;
+	char holder[PC_STORE_ID_MAX + 1];
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e1, holder), PC_ESTATE,
+		     "an owner out of the cluster takes nothing");
+	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sessions"), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-a", 60000, true, NULL), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", NULL, "proc-b", 60000, true, NULL), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-c", PC_STORE_LEASE_NODE, NULL, &e1, holder), PC_ESTATE,
+		     "a node's id is not its owner");
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e1, holder), 0);
+	cr_assert_eq(e1, 1);
+	cr_assert_str_eq(holder, "", "nobody held it");
+
+	/* held while node-a is live, against node-bound and timed asks alike */
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-b", PC_STORE_LEASE_NODE, NULL, &e2, holder), PC_EBUSY);
+	cr_assert_str_eq(holder, "proc-a");
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-b", 60000, NULL, &e2, holder), PC_EBUSY);
+	cr_assert_str_eq(holder, "proc-a");
+	/* a renewal keeps the epoch and names nobody */
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e2, holder), 0);
+	cr_assert_eq(e2, e1);
+	cr_assert_str_eq(holder, "");
+	pc_store_msg_t m = {.role = "user", .content = "{}"};
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, NULL), 0);
+
+	/* node-a's lease runs out: node-b takes the session */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-a", 50, false, NULL), 0);
+	AWAIT(node_live(f.s, "node-a") == 0, 10000);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-b", PC_STORE_LEASE_NODE, NULL, &e2, holder), 0);
+	cr_assert_eq(e2, e1 + 1, "a new holder fences the old one");
+	cr_assert_str_eq(holder, "proc-a", "the grant names the owner it took the lease from");
+	cr_assert_eq(pc_store_append(f.s, "s", e1, &m, NULL), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_append(f.s, "s", e2, &m, NULL), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e3, holder), PC_ESTATE,
+		     "a node out of the cluster cannot take it back");
+
+	/* node-a back, node-b leaving: node-a takes it at once */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-a", 60000, true, NULL), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e3, holder), PC_EBUSY);
+	cr_assert_str_eq(holder, "proc-b");
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", NULL, "proc-b", 0, false, NULL), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", PC_STORE_LEASE_NODE, NULL, &e3, holder), 0);
+	cr_assert_eq(e3, e2 + 1);
+	cr_assert_str_eq(holder, "proc-b");
+	cr_assert_eq(pc_store_append(f.s, "s", e2, &m, NULL), PC_STORE_EFENCED);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "t", "proc-a", -2, NULL, &e3, holder), PC_EINVAL);
+	fx_fini(&f);
+}
+
+/* A grant names the owner the lease was taken from, whatever the kind of
+ * lease: one stolen or run out names its holder; a renewal, a take of a
+ * released lease and an owner's retake of its own run-out lease name
+ * nobody. Both backends. */
+Test(store, a_grant_names_the_owner_it_took_the_lease_from)
+{
+	fx_t f;
+	fx_init(&f);
+	int64_t e = 0;
+	char holder[PC_STORE_ID_MAX + 1];
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", 60000, NULL, &e, holder), 0);
+	cr_assert_str_eq(holder, "");
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-a", 60000, NULL, &e, holder), 0);
+	cr_assert_str_eq(holder, "", "a renewal");
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-b", 60000, "proc-a", &e, holder), 0);
+	cr_assert_str_eq(holder, "proc-a", "stolen");
+	cr_assert_eq(e, 2);
+	cr_assert_eq(pc_store_lease_release(f.s, "s", "proc-b", e), 0);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-c", 1, NULL, &e, holder), 0);
+	cr_assert_str_eq(holder, "", "released: nobody held it");
+	sleep_ms(5);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-c", 1, NULL, &e, holder), 0);
+	cr_assert_str_eq(holder, "", "its own, run out");
+	cr_assert_eq(e, 4);
+	sleep_ms(5);
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "proc-d", 60000, NULL, &e, holder), 0);
+	cr_assert_str_eq(holder, "proc-c", "run out");
+	cr_assert_eq(e, 5);
+	fx_fini(&f);
+}
+
 /* A state.db at schema version 9 (nodes without owners) opens: it is
  * migrated to 10, its node rows kept with no owner, and a row without one
  * is taken by the next beat, live or not. */

@@ -787,9 +787,39 @@ Test(store_pg, a_node_heartbeat_is_the_database_clock)
 	fx_fini(&f);
 }
 
-/* A database at schema version 2 (nodes without owners) gains the owner
- * column and the new beat function on open; its node rows stay, with no
- * owner, and a row without one is taken by the next beat. */
+/* A lease is timed by the clock the nodes beat with (clock_timestamp()),
+ * not by its transaction's start: a take that waited in its batch behind
+ * another write's lock expires its ttl after it was written, and node
+ * rows and leases are compared on one clock. */
+Test(store_pg, a_lease_is_timed_by_the_nodes_clock)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	append_ok(f.s, "held");
+	locker_t l;
+	lock_row(&f, "held", &l);
+	/* sent together (without reply addresses: lazy), they share a batch,
+	 * the append first */
+	cr_assert_eq(pc_send(pc_store_actor(f.s), append_req("held", 0, "user", "{}")), 0);
+	pc_msg_t *req = NULL;
+	cr_assert_eq(pc_store_req_lease_acquire("s", "p-1", 60000, NULL, &req), 0);
+	cr_assert_eq(pc_send(pc_store_actor(f.s), req), 0);
+	wait_for_waiter(&f, l.pid);
+	usleep(300 * 1000);
+	long long freed = q_int(&f, DB_CLOCK_MS);
+	unlock_row(&l);
+	AWAIT(q_int(&f, "SELECT count(*) FROM sessions WHERE key = 's' AND lease_owner = 'p-1'") == 1, 10000);
+	long long expires = q_int(&f, "SELECT lease_expires_ms FROM sessions WHERE key = 's'");
+	cr_assert_geq(expires, freed + 60000, "expires %lld, freed at %lld", expires, freed);
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM messages"), 2);
+	fx_fini(&f);
+}
+
+/* A database at schema version 2 (nodes without owners, leases timed by
+ * the transaction's start) gains the owner column and the new functions
+ * on open; its node rows stay, with no owner, and a row without one is
+ * taken by the next beat. */
 Test(store_pg, a_version_2_schema_gains_node_owners)
 {
 	fx_t f;
@@ -800,16 +830,22 @@ Test(store_pg, a_version_2_schema_gains_node_owners)
 	f.s = NULL;
 	char url[1200];
 	direct_url(&f, url, sizeof(url));
-	/* a stand-in for version 2's beat, which the migration replaces: it
-	 * refuses everything */
-	pg_test_exec(url, "DROP FUNCTION pincer_node_beat; ALTER TABLE nodes DROP COLUMN owner;"
+	/* stand-ins for version 2's functions, which the migration replaces:
+	 * they refuse everything */
+	pg_test_exec(url, "DROP FUNCTION pincer_owner_live; DROP FUNCTION pincer_node_beat;"
+			  " ALTER TABLE nodes DROP COLUMN owner;"
 			  " CREATE FUNCTION pincer_node_beat(p_id text, p_url text, p_lease bigint, p_fresh boolean)"
+			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
+			  " CREATE OR REPLACE FUNCTION pincer_lease_acquire(p_key text, p_owner text, p_ttl bigint, p_steal text)"
 			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
 			  " UPDATE pincer_schema SET version = 2");
 	fx_open(&f, 0);
 	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner IS NULL"), 1);
 	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-2", 60000, false, NULL), 0);
+	int64_t epoch = 0;
+	cr_assert_eq(pc_store_lease_acquire(f.s, "s", "p-2", PC_STORE_LEASE_NODE, NULL, &epoch, NULL), 0);
+	cr_assert_eq(epoch, 1);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner = 'p-2'"), 1);
 	fx_fini(&f);
 }
@@ -826,8 +862,8 @@ Test(store_pg, a_version_1_schema_gains_the_nodes_table)
 	f.s = NULL;
 	char url[1200];
 	direct_url(&f, url, sizeof(url));
-	pg_test_exec(url, "DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms; DROP TABLE nodes;"
-			  " UPDATE pincer_schema SET version = 1");
+	pg_test_exec(url, "DROP FUNCTION pincer_owner_live; DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms;"
+			  " DROP TABLE nodes; UPDATE pincer_schema SET version = 1");
 	fx_open(&f, 0);
 	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
 	cr_assert_eq(append_ok(f.s, "s"), 2);
