@@ -452,6 +452,35 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"  r.id := v_owner;\n"
 	" END IF;\n"
 	" RETURN r;\n"
+	"END $$;\n"
+	/* the first end stands: a node that lost the run to another ends it late */
+	"CREATE OR REPLACE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text, p_code text,\n"
+	" p_usage text) RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res;\n"
+	"BEGIN\n"
+	" IF pincer_fenced(p_key, p_epoch) THEN r.rc := 'fenced'; RETURN r; END IF;\n"
+	" UPDATE runs SET status = p_status, ended_ms = pincer_ms(), error_code = p_code, usage = p_usage, prompt = NULL\n"
+	"  WHERE run_id = p_run AND status = 'accepted';\n"
+	" IF NOT FOUND THEN\n"
+	"  r.rc := CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = p_run) THEN 'fenced' ELSE 'notfound' END;\n"
+	" END IF;\n"
+	" RETURN r;\n"
+	"END $$;\n"
+	/* a run moves from a cluster node only once that node is gone, and a
+	 * node claims its own run only while it is live */
+	"CREATE OR REPLACE FUNCTION pincer_run_adopt(p_run text, p_from text, p_to text) RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res; v_claim boolean := coalesce(p_from = p_to, false);\n"
+	" v_live boolean := p_from IS NOT NULL AND pincer_owner_live(p_from, pincer_clock_ms());\n"
+	"BEGIN\n"
+	" IF v_claim IS DISTINCT FROM v_live THEN\n"
+	"  r.rc := CASE WHEN v_claim THEN 'state' ELSE 'busy' END;\n"
+	"  RETURN r;\n"
+	" END IF;\n"
+	" UPDATE runs SET owner = p_to WHERE run_id = p_run AND status = 'accepted' AND owner IS NOT DISTINCT FROM p_from;\n"
+	" IF NOT FOUND THEN r.rc := 'fenced'; END IF;\n"
+	" RETURN r;\n"
 	"END $$;\n",
 };
 

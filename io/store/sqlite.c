@@ -278,9 +278,11 @@ static const char *const wsql[W_N] = {
 	[W_RUN_SESSION] = "INSERT INTO sessions(key, id, created_ms, updated_ms, run_count, last_run_id)"
 			  " VALUES (?1, lower(hex(randomblob(16))), ?3, ?3, 1, ?2)"
 			  " ON CONFLICT(key) DO UPDATE SET run_count = run_count + 1, last_run_id = excluded.last_run_id",
-	/* what running it took is no longer needed once it ended */
+	/* what running it took is no longer needed once it ended; the first
+	 * end stands (a node that lost the run to another ends it late) */
 	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5, prompt = NULL"
-		      " WHERE run_id = ?1",
+		      " WHERE run_id = ?1 AND status = 'accepted'",
+	[W_RUN_EXISTS] = "SELECT 1 FROM runs WHERE run_id = ?1",
 	[W_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, idx, provider, model, profile, reason, status, code,"
 		      " duration_ms, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[W_AUDIT] = "INSERT INTO audit(ts_ms, kind, status, run_id, session_key, tool_name, tool_call_id, code)"
@@ -644,14 +646,25 @@ static int op_run_begin(pc__sq_be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
+static int owner_live(pc__sq_be_t *be, const char *owner, int64_t now);
+
+/* A run moves from a cluster node only once that node is gone, and a node
+ * claims its own run only while it is live (store.h). */
 static int op_run_adopt(pc__sq_be_t *be, pc__store_op_t *op)
 {
+	const char *from = op->s[S_AD_FROM], *to = op->s[S_AD_TO];
+	bool claim = from && to && strcmp(from, to) == 0;
+	int rc = from ? owner_live(be, from, pc__clock_wall_ms()) : 0;
+	if (rc < 0)
+		return rc;
+	if (claim != (rc == 1))
+		return claim ? PC_ESTATE : PC_EBUSY;
 	int berr = 0;
 	sqlite3_stmt *st = be->st[W_RUN_ADOPT];
 	pc__sq_bind_s(&berr, st, 1, op, S_AD_RUN);
 	pc__sq_bind_s(&berr, st, 2, op, S_AD_FROM);
 	pc__sq_bind_s(&berr, st, 3, op, S_AD_TO);
-	int rc = pc__sq_exec_b(be->db, st, berr);
+	rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc == 0 && sqlite3_changes(be->db) == 0)
 		rc = PC_STORE_EFENCED;
 	return rc;
@@ -686,9 +699,15 @@ static int op_run_end(pc__sq_be_t *be, pc__store_op_t *op)
 	pc__sq_bind_s(&berr, st, 4, op, S_RE_CODE);
 	pc__sq_bind_s(&berr, st, 5, op, S_RE_USAGE);
 	int rc = pc__sq_exec_b(be->db, st, berr);
-	if (rc == 0 && sqlite3_changes(be->db) == 0)
-		rc = PC_ENOTFOUND;
-	return rc;
+	if (rc != 0 || sqlite3_changes(be->db) != 0)
+		return rc;
+	st = be->st[W_RUN_EXISTS];
+	berr = 0;
+	pc__sq_bind_s(&berr, st, 1, op, S_RE_RUN);
+	rc = pc__sq_step_b(be->db, st, berr);
+	if (rc == 1)
+		pc__sq_done(st);
+	return rc < 0 ? rc : rc == 1 ? PC_STORE_EFENCED : PC_ENOTFOUND;
 }
 
 static int op_attempt(pc__sq_be_t *be, pc__store_op_t *op)

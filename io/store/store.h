@@ -377,7 +377,10 @@ int pc_store_req_run_begin(const pc_store_run_new_t *r, pc_msg_t **out);
  * library, as json_checked says of a message). `epoch` > 0 fences it by
  * session `key`'s lease as a transcript write is (PC_STORE_EFENCED, the
  * row unchanged): an end that commits with the run's last transcript
- * writes lands only if they do. PC_ENOTFOUND for an unknown run. */
+ * writes lands only if they do. The first end stands: a run that has
+ * ended already is left as it is (PC_STORE_EFENCED: another process, a
+ * cluster node that took the run over, ended it). PC_ENOTFOUND for an
+ * unknown run. */
 #define PC_STORE_REQ_JSON_CHECKED 2u
 typedef struct pc_store_run_end {
 	const char *run_id;
@@ -432,7 +435,10 @@ int pc_store_req_lease_release(const char *key, const char *owner, int64_t epoch
 /* Makes `to_owner` the owner of accepted run `run_id` if `from_owner`
  * (NULL: none) still is and the run has not ended: recovery takes over a
  * gone process's runs so that only one process runs or ends each.
- * PC_STORE_EFENCED when another process took it first or it ended. */
+ * PC_STORE_EFENCED when another process took it first or it ended. In a
+ * cluster: PC_EBUSY while `from_owner` owns a live node row (a live node's
+ * runs are its own); `from_owner` == `to_owner` claims the run for a node
+ * that may have been counted out, PC_ESTATE unless its row is live. */
 int pc_store_req_run_adopt(const char *run_id, const char *from_owner, const char *to_owner, pc_msg_t **out);
 /* Reads run `run_id` (a read: answered from a reader connection).
  * PC_ENOTFOUND if there is none. Reply: id, status, started/ended, code. */

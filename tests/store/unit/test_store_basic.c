@@ -494,6 +494,51 @@ Test(store, open_runs_list_what_a_restart_must_run_or_end)
 	fx_fini(&f);
 }
 
+/* In a cluster a run moves from a node only once that node is gone, a node
+ * claims its own run only while it is live, and the first end of a run
+ * stands (a node that lost the run ends it late). */
+Test(store, a_run_leaves_a_node_only_once_the_node_is_gone)
+{
+	fx_t f;
+	fx_init(&f);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-a", 60000, true, NULL), 0);
+	cr_assert_eq(pc_store_node_beat(f.s, "node-b", NULL, "proc-b", 60000, true, NULL), 0);
+	for (int i = 1; i <= 3; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "r%d", i);
+		cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = id, .owner = "proc-a",
+									   .prompt = "{}"}, NULL),
+			     0);
+	}
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-a", "proc-b"), PC_EBUSY, "a live node's run is its own");
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-a", "proc-a"), 0, "a live node claims its own");
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-b", "proc-b"), PC_STORE_EFENCED, "not its run");
+	/* node-a leaves: its runs go to the first node that asks, once */
+	cr_assert_eq(pc_store_node_beat(f.s, "node-a", NULL, "proc-a", 0, false, NULL), 0);
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-a", "proc-a"), PC_ESTATE, "a node out claims nothing");
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-a", "proc-b"), 0);
+	cr_assert_eq(pc_store_run_adopt(f.s, "r1", "proc-a", "proc-c"), PC_STORE_EFENCED);
+	/* an owner that never was a node (a process of this machine) is adopted as before */
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "r4", .owner = "gone-proc",
+								   .prompt = "{}"}, NULL),
+		     0);
+	cr_assert_eq(pc_store_run_adopt(f.s, "r4", "gone-proc", "proc-b"), 0);
+	/* the first end stands */
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r2", .status = PC_STORE_RUN_ERROR,
+								  .error_code = "node_lost"}),
+		     0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r2", .status = PC_STORE_RUN_ABORTED,
+								  .error_code = "run_aborted"}),
+		     PC_STORE_EFENCED);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.s, "r2", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_ERROR);
+	cr_assert_str_eq(r.code, "node_lost");
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r-none", .status = PC_STORE_RUN_OK}),
+		     PC_ENOTFOUND);
+	fx_fini(&f);
+}
+
 Test(store, a_lease_names_its_holder_and_can_be_taken_from_a_gone_one)
 {
 	fx_t f;
