@@ -434,6 +434,8 @@ void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out)
 	snprintf(out->error, sizeof(out->error), "%s",
 		 !strcmp(r->code, "run_interrupted")
 			 ? "the run was interrupted: the process running it stopped (crash or kill) before it ended"
+		 : !strcmp(r->code, "node_lost")
+			 ? "the run was interrupted by node loss: the cluster node running it was lost before it ended"
 		 : r->code[0] ? r->code
 			      : "the run failed");
 }
@@ -441,6 +443,34 @@ void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out)
 void pc_agent_recovered(const pc_agent_t *a, pc_agent_recovery_t *out)
 {
 	*out = a ? a->recovered : (pc_agent_recovery_t){0};
+}
+
+void pc_agent_cluster_join(pc_agent_t *a)
+{
+	a->node_bound = true;
+}
+
+void pc_agent_node_renewed(pc_agent_t *a, uint64_t deadline_ms)
+{
+	__atomic_store_n(&a->node_deadline_ms, deadline_ms, __ATOMIC_RELEASE);
+}
+
+bool pc_agent_node_live(const pc_agent_t *a)
+{
+	return !a->node_bound || pc_runtime_now_ms() < __atomic_load_n(&a->node_deadline_ms, __ATOMIC_ACQUIRE);
+}
+
+size_t pc_agent_node_lapsed(pc_agent_t *a)
+{
+	__atomic_add_fetch(&a->stats.node_lapses, 1, __ATOMIC_RELAXED);
+	pc_actor_t **v = NULL;
+	size_t n = pc__sessions_collect(a, &v);
+	for (size_t i = 0; i < n; i++) {
+		pc_send_signal(v[i], PC__MSG_SESSION_LAPSED);
+		pc_actor_release(v[i]);
+	}
+	free(v);
+	return n;
 }
 
 
@@ -596,6 +626,9 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->stuck = __atomic_load_n(&a->stats.diag[PC_DIAG_STUCK], __ATOMIC_RELAXED);
 	out->recoveries = __atomic_load_n(&a->stats.diag_recoveries, __ATOMIC_RELAXED);
 	out->usage_write_errors = __atomic_load_n(&a->stats.usage_write_errors, __ATOMIC_RELAXED);
+	out->node_lapses = __atomic_load_n(&a->stats.node_lapses, __ATOMIC_RELAXED);
+	out->tools_fenced = __atomic_load_n(&a->stats.tools_fenced, __ATOMIC_RELAXED);
+	out->runs_taken_over = __atomic_load_n(&a->stats.runs_taken_over, __ATOMIC_RELAXED);
 	pc_lane_stats_t ls;
 	pc_lane_stats(a->lane, &ls);
 	out->lane_active = ls.active;

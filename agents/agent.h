@@ -107,6 +107,34 @@ typedef struct pc_agent_recovery {
 } pc_agent_recovery_t;
 void pc_agent_recovered(const pc_agent_t *a, pc_agent_recovery_t *out);
 
+/*
+ * This agent as a node of a cluster (docs/cluster.md). After
+ * pc_agent_cluster_join its sessions take their leases for as long as the
+ * node is live in the store's node table (PC_STORE_LEASE_NODE) rather
+ * than renewing each one, so a session costs no writes to keep, and the
+ * node's heartbeat keeps them all. The heartbeat's keeper tells the agent
+ * how long the node's last recorded heartbeat holds (pc_agent_node_renewed,
+ * a runtime-clock deadline a safety margin short of the lease the store
+ * counts); past it no tool starts, and pc_agent_node_lapsed stops every
+ * session's run and drops its lease, since another node may take the
+ * sessions at any moment. Join before any message is submitted.
+ */
+void pc_agent_cluster_join(pc_agent_t *a);
+void pc_agent_node_renewed(pc_agent_t *a, uint64_t deadline_ms);
+/* Returns how many sessions were told. Any thread. */
+size_t pc_agent_node_lapsed(pc_agent_t *a);
+/* True unless a joined node is past its deadline (or has none yet). */
+bool pc_agent_node_live(const pc_agent_t *a);
+
+/* Takes over the open runs that `pick` chooses among the store's (runs a
+ * lost node accepted): each is adopted first (a run another node adopted
+ * first is skipped), then one that never began runs here under its own
+ * run id, in order, and one that began ends with the error code node_lost
+ * (running it again could repeat what its tools did). Counts in *out (may
+ * be NULL). Blocking: from the blocking pool or a plain thread. */
+typedef bool (*pc_agent_run_pick_fn)(void *arg, const pc_store_open_run_t *run);
+int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, pc_agent_recovery_t *out);
+
 /* A run's outcome as the store has it (pc_store_run_get), for a run the
  * registry no longer holds. Status PC_RUN_STATUS_RUNNING when it has not
  * ended: another process on the state directory has it. */
@@ -270,6 +298,10 @@ typedef struct pc_agent_stats {
 	uint64_t recoveries;     /* runs aborted or lanes released by the watchdog */
 	uint64_t usage_write_errors; /* model-call usage records that could not be
 				      * stored (the runs went on; each is logged) */
+	/* as a node of a cluster (pc_agent_cluster_join) */
+	uint64_t node_lapses;     /* the node's deadline passed without a heartbeat */
+	uint64_t tools_fenced;    /* tool calls not started: the node was past its deadline */
+	uint64_t runs_taken_over; /* open runs of lost nodes adopted (pc_agent_take_over) */
 } pc_agent_stats_t;
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 

@@ -50,6 +50,7 @@ enum {
 	PC__MSG_SESSION_INTERRUPT_WAIT, /* interrupt: the aborted run did not end in time */
 	PC__MSG_SESSION_DIAG,       /* its stalled-session watchdog tick (§9.2) */
 	PC__MSG_SESSION_LEASE,      /* its lease's timer (session/lease.h) */
+	PC__MSG_SESSION_LAPSED,     /* the cluster node's deadline passed (pc_agent_node_lapsed) */
 	/* run -> session */
 	PC__MSG_RUN_DONE,           /* pc__run_done_t */
 	PC__MSG_RUN_PHASE,          /* u64: pc_run_phase_t */
@@ -208,6 +209,11 @@ struct pc_agent {
 	pc__slab_t slot_slab;    /* directory slots */
 	char id_prefix[17];  /* random, per process: run ids are <prefix>-<counter> */
 	char owner[128];     /* this agent as an owner of leases and runs (session/lease.h) */
+	/* A node of a cluster (pc_agent_cluster_join): leases held while the
+	 * node is live, and nothing started past `node_deadline_ms` (runtime
+	 * clock, atomic; 0: no heartbeat recorded yet). */
+	bool node_bound;
+	uint64_t node_deadline_ms;
 	pc_log_t *log;       /* borrowed; NULL: no lines */
 	bool log_content;
 	unsigned trace;      /* pc_trace_machine_t bits: PINCER_TRACE, read by pc_agent_new */
@@ -238,6 +244,7 @@ struct pc_agent {
 		uint64_t diag[4];   /* by pc_diag_class_t: warnings emitted */
 		uint64_t diag_recoveries;
 		uint64_t usage_write_errors; /* model-call usage records the store refused */
+		uint64_t node_lapses, tools_fenced, runs_taken_over; /* a cluster node's (pc_agent_cluster_join) */
 	} stats; /* atomics */
 	pc__agent_metrics_t metrics;
 };

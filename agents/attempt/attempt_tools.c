@@ -319,6 +319,13 @@ static void launch_tool(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *args_
 		.trace = (t->agent->trace & PC_TRACE_TOOL) != 0,
 		.trace_id = trace_id,
 	};
+	if (!pc_agent_node_live(t->agent)) {
+		/* a cluster node past its deadline may have lost the session to
+		 * another node: nothing with side effects starts here now */
+		__atomic_add_fetch(&t->agent->stats.tools_fenced, 1, __ATOMIC_RELAXED);
+		refuse_call(ctx, t, i, "Tool not started: this cluster node's lease lapsed.", "lease lapsed");
+		return;
+	}
 	call_set(t, i, PC_TC_LC_RUNNING, "launch");
 	int rc = pc_tool_invoke_start(t->agent->rt, t->agent->tools, &req, pc_self(ctx), &t->slots[i].actor);
 	if (rc != 0) {

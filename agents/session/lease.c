@@ -62,7 +62,8 @@ static bool ask(const pc__lease_ctx_t *c, const char *steal_from)
 {
 	pc__lease_t *l = c->lease;
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_lease_acquire(c->key, c->owner, PC__LEASE_TTL_MS, steal_from, &req);
+	int64_t ttl = c->node ? PC_STORE_LEASE_NODE : (int64_t)PC__LEASE_TTL_MS;
+	int rc = pc_store_req_lease_acquire(c->key, c->owner, ttl, steal_from, &req);
 	if (rc == 0)
 		rc = pc_ask(c->ctx, c->store, req, &l->corr);
 	return rc == 0;
@@ -95,6 +96,19 @@ bool pc__lease_want(const pc__lease_ctx_t *c)
 	return false;
 }
 
+/* A lease of its own time is renewed while the session has work; a
+ * node's lease is kept by the node's heartbeat. */
+static void arm_renewal(const pc__lease_ctx_t *c)
+{
+	pc__lease_t *l = c->lease;
+	if (!c->node) {
+		arm(c, PC__LEASE_RENEW_MS);
+	} else if (l->timer) {
+		pc_timer_cancel(pc_ctx_runtime(c->ctx), l->timer);
+		l->timer = 0;
+	}
+}
+
 static void wait_again(const pc__lease_ctx_t *c)
 {
 	pc__lease_t *l = c->lease;
@@ -123,7 +137,7 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 		if (r.rc == 0 && r.epoch == l->epoch) {
 			l->state = PC__LEASE_HELD;
 			if (!l->idle)
-				arm(c, PC__LEASE_RENEW_MS);
+				arm_renewal(c);
 			return true;
 		}
 		l->state = PC__LEASE_NONE;
@@ -139,6 +153,12 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 		wait_again(c);
 		return true;
 	}
+	if (r.rc == PC_ESTATE && c->node) {
+		/* this node is out of the cluster until a heartbeat is recorded:
+		 * the run waits (the lane's timeout bounds how long) */
+		wait_again(c);
+		return true;
+	}
 	if (r.rc != 0) {
 		l->state = PC__LEASE_NONE;
 		*ev = PC__LEASE_EV_FAILED;
@@ -149,7 +169,7 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 	l->backoff_ms = 0;
 	l->state = PC__LEASE_HELD;
 	l->idle = false;
-	arm(c, PC__LEASE_RENEW_MS);
+	arm_renewal(c);
 	*ev = PC__LEASE_EV_GRANTED;
 	return true;
 }
@@ -204,7 +224,7 @@ void pc__lease_busy(const pc__lease_ctx_t *c)
 	if (l->state != PC__LEASE_HELD || !l->idle)
 		return;
 	l->idle = false;
-	arm(c, PC__LEASE_RENEW_MS);
+	arm_renewal(c);
 }
 
 void pc__lease_release(const pc__lease_ctx_t *c)
@@ -218,6 +238,13 @@ void pc__lease_release(const pc__lease_ctx_t *c)
 	l->state = PC__LEASE_NONE;
 	l->idle = false;
 	send_release(c, l->epoch);
+}
+
+bool pc__lease_lapse(const pc__lease_ctx_t *c)
+{
+	bool held = c->lease->state == PC__LEASE_HELD;
+	pc__lease_release(c);
+	return held;
 }
 
 int64_t pc__lease_epoch(const pc__lease_t *l)

@@ -60,6 +60,7 @@ typedef struct pc__lease_ctx {
 	pc__lease_t *lease;
 	const char *owner, *key;
 	pc_actor_t *store;
+	bool node; /* held while this cluster node is live: never renewed here */
 } pc__lease_ctx_t;
 
 /* Asks for the lease unless it is held or already asked for. Returns true
@@ -86,6 +87,11 @@ void pc__lease_check(const pc__lease_ctx_t *c);
 
 /* Gives the lease back now (stop, or idle long enough); fire and forget. */
 void pc__lease_release(const pc__lease_ctx_t *c);
+
+/* The cluster node's deadline passed (pc_agent_node_lapsed): another node
+ * may own the session now, so a held lease is forgotten (and given back,
+ * which the store refuses if it changed hands). True when it was held. */
+bool pc__lease_lapse(const pc__lease_ctx_t *c);
 
 /* This process as an owner of leases and runs: "<pid>.<start time>@<host>
  * #<nonce>" (the nonce tells two agents of one process apart). PC_ELIMIT

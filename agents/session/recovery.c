@@ -72,7 +72,9 @@ static int rerun(pc_agent_t *a, const pc_store_open_run_t *o)
 	return rc;
 }
 
-int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
+/* Adopts the runs `pick` chooses, then runs again those that never began
+ * and ends the others with `code`. */
+static int recover(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, const char *code, pc_agent_recovery_t *out)
 {
 	pc_agent_recovery_t n = {0};
 	pc_store_open_runs_t *l = NULL;
@@ -80,8 +82,7 @@ int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
 	for (size_t i = 0; rc == 0 && i < pc_store_open_runs_count(l); i++) {
 		pc_store_open_run_t o;
 		pc_store_open_runs_get(l, i, &o);
-		/* a row without an owner is from before owners were kept */
-		if (o.owner && !pc__owner_gone(o.owner))
+		if (!pick(arg, &o))
 			continue;
 		int arc = pc_store_run_adopt(a->store, o.run_id, o.owner, a->owner);
 		if (arc == PC_STORE_EFENCED)
@@ -94,13 +95,37 @@ int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
 			n.rerun++;
 			continue;
 		}
-		/* a run its process left unfinished ends as an error */
 		pc_store_run_end_t e = {.run_id = o.run_id, .status = pc_run_lc_store_status(PC_RUN_LC_ERROR),
-					.error_code = "run_interrupted"};
+					.error_code = code};
 		rc = pc_store_run_end(a->store, &e);
 		n.interrupted += rc == 0;
 	}
 	pc_store_open_runs_free(l);
+	if (out)
+		*out = n;
+	return rc;
+}
+
+/* A run left by a process of this machine that has ended; a row without
+ * an owner is from before owners were kept. */
+static bool left_by_gone_process(void *arg, const pc_store_open_run_t *o)
+{
+	(void)arg;
+	return !o->owner || pc__owner_gone(o->owner);
+}
+
+int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
+{
+	return recover(a, left_by_gone_process, NULL, "run_interrupted", out);
+}
+
+int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, pc_agent_recovery_t *out)
+{
+	if (!a || !pick)
+		return PC_EINVAL;
+	pc_agent_recovery_t n = {0};
+	int rc = recover(a, pick, arg, "node_lost", &n);
+	__atomic_add_fetch(&a->stats.runs_taken_over, n.rerun + n.interrupted, __ATOMIC_RELAXED);
 	if (out)
 		*out = n;
 	return rc;

@@ -101,6 +101,12 @@ typedef struct session {
 	pc_timer_t drain_timer, interrupt_timer;
 
 	pc__lease_t lease; /* on the transcript, across processes (lease.h) */
+	/* The cluster node lapsed since the session was last idle: another
+	 * node may have taken over its queued runs, so each is claimed in the
+	 * store (adopted by its own owner) before it starts; claim_corr is the
+	 * claim in flight. */
+	bool reclaim;
+	uint64_t claim_corr;
 
 	/* the stalled-session watchdog (§9.2), armed while a run is active */
 	pc_timer_t diag_timer;
@@ -169,7 +175,8 @@ static void session_set(session_t *s, pc_sess_lc_t to, const char *why)
 /* Ends a run that never ran (dropped, refused, steered, aborted while
  * queued, its model unknown): its one terminal event, the store and the
  * registry. `error` (NULL: none) is the error text the event carries. */
-static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, const char *why, const char *error)
+static void end_unrun_as(session_t *s, item_t *it, pc_run_status_t status, const char *why, const char *error,
+			 bool record)
 {
 	bool ok = status == PC_RUN_STATUS_OK;
 	cJSON *d = cJSON_CreateObject();
@@ -192,12 +199,17 @@ static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, con
 	 * be run again on restart, though its message was steered, collected
 	 * or refused (recovery_internal.h) */
 	pc_store_run_end_t e = {.run_id = it->run_id, .status = st, .error_code = ok ? NULL : code};
-	if (pc_store_req_run_end(&e, &req) == 0) {
+	if (record && pc_store_req_run_end(&e, &req) == 0) {
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}
 	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__clock_wall_ms(), ok ? NULL : error ? error : why, why);
 	item_free(it);
+}
+
+static void end_unrun_with(session_t *s, item_t *it, pc_run_status_t status, const char *why, const char *error)
+{
+	end_unrun_as(s, it, status, why, error, true);
 }
 
 static void end_unrun(session_t *s, item_t *it, pc_run_status_t status, const char *why)
@@ -428,7 +440,8 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 
 static pc__lease_ctx_t lease_ctx(pc_ctx_t *ctx, session_t *s)
 {
-	return (pc__lease_ctx_t){ctx, &s->lease, s->agent->owner, s->key, pc_store_actor(s->agent->store)};
+	return (pc__lease_ctx_t){ctx, &s->lease, s->agent->owner, s->key, pc_store_actor(s->agent->store),
+				 s->agent->node_bound};
 }
 
 /* The active item asks the global lane for its permit, with a new ticket. */
@@ -484,6 +497,7 @@ static void start_item(pc_ctx_t *ctx, session_t *s, item_t *it)
 	}
 	*s->active = *it;
 	memset(it, 0, sizeof(*it));
+	s->claim_corr = 0; /* a claim still owed was for a run that has ended */
 	session_set(s, PC_SESS_LC_LANE, "next message");
 	pc__lease_ctx_t lc = lease_ctx(ctx, s);
 	if (pc__lease_want(&lc))
@@ -532,6 +546,57 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 	diag_arm(ctx, s);
 }
 
+/* Lane permit and lease held: the run starts, unless the node lapsed since
+ * the session was idle; then the run is claimed first (the store adopts it
+ * for this owner only if no other node took it over meanwhile, and only
+ * while this node is live). */
+static void begin_run(pc_ctx_t *ctx, session_t *s)
+{
+	if (!s->reclaim) {
+		start_run(ctx, s);
+		return;
+	}
+	pc_msg_t *req = NULL;
+	int rc = pc_store_req_run_adopt(s->active->run_id, s->agent->owner, s->agent->owner, &req);
+	if (rc == 0)
+		rc = pc_ask(ctx, pc_store_actor(s->agent->store), req, &s->claim_corr);
+	if (rc != 0) {
+		s->claim_corr = 0;
+		pc_lane_release(s->agent->lane, s->ticket);
+		slot_end(s, &s->active, PC_RUN_STATUS_ERROR, "run_start_failed");
+		session_set(s, PC_SESS_LC_IDLE, "claim not sent");
+		drain(ctx, s);
+		return;
+	}
+	if (s->state != PC_SESS_LC_LEASE)
+		session_set(s, PC_SESS_LC_LEASE, "claiming");
+}
+
+/* The claim's answer: the run starts, or it is another node's now and
+ * ends here without a word to the store (its row is that node's). */
+static void on_claimed(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
+{
+	s->claim_corr = 0;
+	if (!s->active || s->state != PC_SESS_LC_LEASE)
+		return;
+	pc_store_reply_t r;
+	if (pc_store_reply_get(msg, &r) != 0)
+		r = (pc_store_reply_t){.rc = PC_EINVAL};
+	if (r.rc == 0) {
+		start_run(ctx, s);
+		return;
+	}
+	pc_lane_release(s->agent->lane, s->ticket);
+	item_t *it = s->active;
+	s->active = NULL;
+	bool taken = r.rc == PC_STORE_EFENCED || r.rc == PC_EBUSY;
+	end_unrun_as(s, it, PC_RUN_STATUS_ERROR, taken ? "taken_over" : "claim_failed",
+		     taken ? "the run was taken over by another cluster node while this one had lapsed" : NULL, !taken);
+	free(it);
+	session_set(s, PC_SESS_LC_IDLE, taken ? "run taken over" : "claim failed");
+	drain(ctx, s);
+}
+
 static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 {
 	if (s->state != PC_SESS_LC_LANE || n->ticket != s->ticket) {
@@ -546,7 +611,7 @@ static void on_granted(pc_ctx_t *ctx, session_t *s, const pc_lane_notice_t *n)
 		pc_event_bus_emit(s->active->bus, PC_EVENT_LANE, d, strlen(d), false, false, NULL);
 	}
 	if (lease_usable(s))
-		start_run(ctx, s);
+		begin_run(ctx, s);
 	else if (s->lease.state == PC__LEASE_WAITING)
 		yield_lane(s); /* the permit goes back at once: still waiting for the lane */
 	else /* the lease's answer is on its way: on_lease_reply starts the run */
@@ -799,7 +864,9 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 	}
 	default:
 		/* nothing left: the reaper retires the session if it stays so,
-		 * and the lease goes back soon, for another process's turn */
+		 * and the lease goes back soon, for another process's turn;
+		 * no run from before a lapse is left to claim */
+		s->reclaim = false;
 		pc__session_set_idle(s->agent, s->key, true);
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);
 		pc__lease_idle(&lc);
@@ -1233,6 +1300,29 @@ static bool on_store_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 
 /* ---- the lease ---- */
 
+/* Another process owns the session now (or may, any moment): its writes
+ * would be refused anyway; the run stops at once, a waiting one asks
+ * again. */
+static void lease_lost(session_t *s, const pc__lease_ctx_t *lc, bool waiting, const char *why)
+{
+	pc__transcript_drop(s->agent, s->key);
+	(void)pc_log_kv(s->agent->log, PC_LOG_WARN, why, PC_LF_STR("sessionKey", s->key),
+			PC_LF_STR("run", s->active ? s->active->run_id : NULL));
+	if (s->run)
+		pc_send_signal(s->run, PC__MSG_RUN_ABORT);
+	else if (waiting)
+		pc__lease_want(lc);
+}
+
+/* The cluster node's deadline passed (pc_agent_node_lapsed). */
+static void on_lapsed(pc_ctx_t *ctx, session_t *s)
+{
+	pc__lease_ctx_t lc = lease_ctx(ctx, s);
+	s->reclaim = true;
+	if (pc__lease_lapse(&lc))
+		lease_lost(s, &lc, false, "session lease lapsed: this cluster node missed its heartbeat");
+}
+
 static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
 	pc__lease_ctx_t lc = lease_ctx(ctx, s);
@@ -1254,15 +1344,7 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 			pc__transcript_drop(s->agent, s->key);
 		break;
 	case PC__LEASE_EV_LOST:
-		/* another process owns the session now: its writes would be
-		 * refused anyway; the run stops at once, a waiting one asks again */
-		pc__transcript_drop(s->agent, s->key);
-		(void)pc_log_kv(s->agent->log, PC_LOG_WARN, "session lease lost to another process",
-				PC_LF_STR("sessionKey", s->key), PC_LF_STR("run", s->active ? s->active->run_id : NULL));
-		if (s->run)
-			pc_send_signal(s->run, PC__MSG_RUN_ABORT);
-		else if (waiting)
-			pc__lease_want(&lc);
+		lease_lost(s, &lc, waiting, "session lease lost to another process");
 		return;
 	case PC__LEASE_EV_FAILED:
 		if (waiting) {
@@ -1280,8 +1362,8 @@ static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	if (s->lease.state != PC__LEASE_HELD)
 		return;
 	if (waiting) {
-		if (s->state == PC_SESS_LC_LEASE)
-			start_run(ctx, s);
+		if (s->state == PC_SESS_LC_LEASE && !s->claim_corr)
+			begin_run(ctx, s);
 		else if (!s->ticket)
 			ask_lane(ctx, s); /* it gave its place up while another process held the lease */
 		/* else still queued in the lane: on_granted starts it */
@@ -1381,8 +1463,13 @@ static int session_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		on_steer(s, msg);
 		return 0;
 	case PC_STORE_MSG_REPLY:
-		if (!on_store_reply(ctx, s, msg))
+		if (s->claim_corr && msg->corr == s->claim_corr)
+			on_claimed(ctx, s, msg);
+		else if (!on_store_reply(ctx, s, msg))
 			on_lease_reply(ctx, s, msg);
+		return 0;
+	case PC__MSG_SESSION_LAPSED:
+		on_lapsed(ctx, s);
 		return 0;
 	case PC__MSG_SESSION_LEASE: {
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);

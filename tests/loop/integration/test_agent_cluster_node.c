@@ -1,0 +1,164 @@
+/*
+ * The agent as a node of a cluster (agents/agent.h, pc_agent_cluster_join;
+ * docs/cluster.md), through the real session, run and attempt actors, the
+ * embedded mock LLM and a store whose node table the test writes as the
+ * node's heartbeat would:
+ *
+ * - past its deadline a node starts no tool (the model reads why), and
+ *   starts tools again once renewed;
+ * - a lapse stops the session's run; a queued run is claimed before it
+ *   starts: one another node took over meanwhile ends here without
+ *   running and without a word to the store, one still the node's own
+ *   runs;
+ * - a node out of the node table takes no session lease: its run waits
+ *   until the node is live again.
+ */
+#include <criterion/criterion.h>
+
+#include "agent_harness.h"
+
+TestSuite(agent_cluster_node, .timeout = 90);
+
+static int touched;
+
+/* A mutating tool of the embedding program: counts its calls. */
+static int touch_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)
+{
+	(void)user, (void)args, (void)env;
+	__atomic_add_fetch(&touched, 1, __ATOMIC_RELAXED);
+	out->text = strdup("touched");
+	return out->text ? 0 : PC_ENOMEM;
+}
+
+#define NODE_LEASE_MS 600000
+
+typedef struct node_fx {
+	harness_t h;
+	pc_tool_registry_t *tools;
+} node_fx_t;
+
+/* The node's heartbeat as the cluster's actor records it. */
+static void beat(node_fx_t *f, int64_t lease_ms)
+{
+	cr_assert_eq(pc_store_node_beat(f->h.store, "node-1", "http://127.0.0.1:1", pc_agent_owner(f->h.agent),
+					lease_ms, false, NULL),
+		     0);
+}
+
+static void node_start(node_fx_t *f, const char *scenario)
+{
+	__atomic_store_n(&touched, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(pc_tool_registry_new(&f->tools), 0);
+	pc_tool_def_t def = {.name = "touch", .description = "touches", .call = touch_call, .mutating = true};
+	cr_assert_eq(pc_tool_register(f->tools, &def), 0);
+	harness_start_with(&f->h, HARNESS_CONFIG, scenario, f->tools);
+	pc_agent_cluster_join(f->h.agent);
+	beat(f, NODE_LEASE_MS);
+	pc_agent_node_renewed(f->h.agent, pc_runtime_now_ms() + NODE_LEASE_MS);
+}
+
+static void node_stop(node_fx_t *f)
+{
+	harness_stop_no_leaks(&f->h);
+	pc_tool_registry_free(f->tools);
+}
+
+#define TOUCH_THEN(text) \
+	"{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"touch\"}]},{\"text\":\"" text "\"}"
+
+Test(agent_cluster_node, past_its_deadline_a_node_starts_no_tool)
+{
+	node_fx_t f;
+	/* each run reads the steps from the first (the mock keeps a cursor
+	 * per session of its own, one per run here) */
+	node_start(&f, "{\"steps\":[" TOUCH_THEN("done") "]}");
+	/* the deadline passed; the store still counts the node live (its
+	 * lease there runs longer), so the run has its session lease */
+	pc_agent_node_renewed(f.h.agent, 1);
+	cr_assert_not(pc_agent_node_live(f.h.agent));
+	char run[80];
+	cr_assert_eq(submit(&f.h, "s", "go", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&f.h, run, 20000);
+	cr_assert_str_eq(payload_text(d), "done");
+	cJSON_Delete(d);
+	cr_assert_eq(__atomic_load_n(&touched, __ATOMIC_RELAXED), 0, "the tool ran past the deadline");
+	cJSON *reqs = mock_requests(&f.h);
+	char *body = request_text(reqs, 1);
+	cr_assert_not_null(strstr(body, "lease lapsed"), "the model was not told why: %s", body);
+	cJSON_free(body);
+	cJSON_Delete(reqs);
+	pc_agent_stats_t st;
+	pc_agent_stats(f.h.agent, &st);
+	cr_assert_eq(st.tools_fenced, 1);
+	/* renewed: tools start again */
+	pc_agent_node_renewed(f.h.agent, pc_runtime_now_ms() + NODE_LEASE_MS);
+	cr_assert_eq(submit(&f.h, "s", "again", run), PC_AGENT_STARTED);
+	d = finish_of(&f.h, run, 20000);
+	cr_assert_str_eq(payload_text(d), "done");
+	cJSON_Delete(d);
+	cr_assert_eq(__atomic_load_n(&touched, __ATOMIC_RELAXED), 1);
+	node_stop(&f);
+}
+
+#define SLOW_FIRST "first [[mock:{\"text\":\"never\",\"ttft_ms\":20000}]]"
+
+/* r1 running (its model still thinking), r2 queued behind it. */
+static void running_and_queued(node_fx_t *f, char *r1, char *r2)
+{
+	cr_assert_eq(submit(&f->h, "s", SLOW_FIRST, r1), PC_AGENT_STARTED);
+	AWAIT(request_count(&f->h) == 1, 10000);
+	cr_assert_eq(submit_mode(&f->h, "s", "second [[mock:{\"text\":\"the second\"}]]", "followup", r2),
+		     PC_AGENT_QUEUED);
+}
+
+Test(agent_cluster_node, a_run_taken_over_during_a_lapse_does_not_start_here)
+{
+	node_fx_t f;
+	node_start(&f, "{}");
+	char r1[80], r2[80];
+	running_and_queued(&f, r1, r2);
+	/* the node is gone for the others, and one of them takes r2 over */
+	beat(&f, 0);
+	cr_assert_eq(pc_store_run_adopt(f.h.store, r2, pc_agent_owner(f.h.agent), "another-node"), 0);
+	cr_assert_eq(pc_agent_node_lapsed(f.h.agent), 1);
+	pc_agent_wait_result_t w1 = wait_run(&f.h, r1, 20000);
+	cr_assert_eq(w1.run.status, PC_RUN_STATUS_ABORTED, "r1: %s", pc_run_status_name(w1.run.status));
+	/* out of the node table, it takes no lease: r2 waits */
+	sleep_ms(300);
+	pc_run_info_t info;
+	cr_assert_eq(pc_agent_run_info(f.h.agent, r2, &info), 0);
+	cr_assert_eq(info.status, PC_RUN_STATUS_QUEUED, "r2 went on while the node was out: %s",
+		     pc_run_status_name(info.status));
+	/* live again: r2 is claimed, found another node's, and ends here */
+	beat(&f, NODE_LEASE_MS);
+	pc_agent_node_renewed(f.h.agent, pc_runtime_now_ms() + NODE_LEASE_MS);
+	pc_agent_wait_result_t w2 = wait_run(&f.h, r2, 20000);
+	cr_assert_eq(w2.run.status, PC_RUN_STATUS_ERROR, "r2: %s", pc_run_status_name(w2.run.status));
+	cr_assert_not_null(strstr(w2.run.error, "taken over"), "%s", w2.run.error);
+	cr_assert_eq(request_count(&f.h), 1, "r2 ran here too");
+	/* its row is the other node's, still open */
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.h.store, r2, &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_ACCEPTED);
+	pc_agent_stats_t st;
+	pc_agent_stats(f.h.agent, &st);
+	cr_assert_eq(st.node_lapses, 1);
+	node_stop(&f);
+}
+
+Test(agent_cluster_node, a_lapsed_node_claims_its_own_queued_run_and_runs_it)
+{
+	node_fx_t f;
+	node_start(&f, "{}");
+	char r1[80], r2[80];
+	running_and_queued(&f, r1, r2);
+	cr_assert_eq(pc_agent_node_lapsed(f.h.agent), 1);
+	cr_assert_eq(wait_run(&f.h, r1, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	pc_agent_wait_result_t w2 = wait_run(&f.h, r2, 20000);
+	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK, "r2: %s %s", pc_run_status_name(w2.run.status), w2.run.error);
+	cr_assert_eq(request_count(&f.h), 2);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.h.store, r2, &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_OK);
+	node_stop(&f);
+}
