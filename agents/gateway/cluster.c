@@ -10,6 +10,17 @@
  * says so, as the others will read it gone. When the gateway stops, the
  * node leaves the table (a beat with no lease), so the others see it gone
  * at once rather than a lease later.
+ *
+ * The node's sessions hold their leases while the node is live
+ * (pc_agent_cluster_join), so the heartbeat keeps them all. Each recorded
+ * beat moves the node's deadline (when it went, plus the lease, less a
+ * margin): the store cannot count the node out before it. A timer at the
+ * deadline stops every session when no later beat was recorded
+ * (pc_agent_node_lapsed), without waiting to hear from the database.
+ *
+ * After each listing that shows a node newly gone, the node takes over
+ * the open runs the gone nodes left in the sessions that prefer it among
+ * the live nodes (placement.h), on the blocking pool.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,15 +29,29 @@
 #include <unistd.h>
 
 #include "gateway_internal.h"
+#include "placement.h"
+#include "actors/hash.h"
 #include "actors/timer.h"
+#include "runtime/blocking.h"
 
-enum { CLUSTER_TICK = PC_MSG_TYPE_SYSTEM + 0x2800 };
+enum {
+	CLUSTER_TICK = PC_MSG_TYPE_SYSTEM + 0x2800,
+	CLUSTER_LAPSE, /* the deadline's timer */
+	CLUSTER_TAKEN, /* a takeover scan ended (u64: its rc) */
+};
+
+/* The node counts itself out this long before the store would: time for a
+ * write in flight to land, and for clocks that run at slightly different
+ * rates. */
+#define CLUSTER_MARGIN_DIV 10u
 
 struct pc__gw_cluster {
 	pc_gateway_t *g;
 	pc_store_t *store;
+	pc_agent_t *agent;
 	pc_actor_t *actor;
 	pc_timer_t timer;
+	pc_timer_t lapse_timer; /* the actor's own */
 	char id[PC_CLUSTER_NAME_MAX + 1];
 	char url[512];
 	uint32_t lease_ms;
@@ -36,8 +61,14 @@ struct pc__gw_cluster {
 	uint64_t beat_sent; /* when it went (runtime clock) */
 	uint64_t list_corr; /* a listing in flight (0: none) */
 	uint64_t list_sent;
+	uint64_t deadline;  /* runtime clock: the node's leases stand until then */
+	bool lapsed;        /* the deadline passed; cleared by the next recorded beat */
+	bool scanning;      /* a takeover scan is running */
+	bool rescan;        /* the last scan failed: scan again after the next listing */
+	uint64_t gone_sig;  /* the gone nodes the last scan covered */
 	/* read by other threads */
 	uint64_t beats, beat_failures; /* atomic */
+	uint64_t scans;                /* atomic: takeover scans run */
 	uint64_t beat_ok_ms;           /* atomic: runtime clock of the last recorded beat; 0: none yet */
 	int32_t beat_rc;               /* atomic: the last beat's outcome */
 	pthread_mutex_t lock;          /* guards nodes */
@@ -57,7 +88,7 @@ static void beat(pc_ctx_t *ctx, pc__gw_cluster_t *c)
 		return; /* the last one has not been answered: no pile-up behind a slow store */
 	c->beat_sent = pc_runtime_now_ms();
 	pc_msg_t *req = NULL;
-	int rc = pc_store_req_node_beat(c->id, c->url, pc_agent_owner(c->g->agent), c->lease_ms, c->fresh, &req);
+	int rc = pc_store_req_node_beat(c->id, c->url, pc_agent_owner(c->agent), c->lease_ms, c->fresh, &req);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(c->store), req, &c->beat_corr);
 	if (rc != 0) {
@@ -65,6 +96,38 @@ static void beat(pc_ctx_t *ctx, pc__gw_cluster_t *c)
 		__atomic_add_fetch(&c->beat_failures, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&c->beat_rc, rc, __ATOMIC_RELAXED);
 	}
+}
+
+/* A beat was recorded: the store counts the node live until at least
+ * when the beat went plus a lease, so its leases stand until then, less
+ * the margin. */
+static void renewed(pc__gw_cluster_t *c)
+{
+	uint64_t deadline = c->beat_sent + c->lease_ms - c->lease_ms / CLUSTER_MARGIN_DIV;
+	if (deadline <= c->deadline)
+		return;
+	c->deadline = deadline;
+	c->lapsed = false;
+	pc_agent_node_renewed(c->agent, deadline);
+	if (c->lapse_timer)
+		pc_timer_cancel(c->g->rt, c->lapse_timer);
+	c->lapse_timer = 0;
+	uint64_t now = pc_runtime_now_ms();
+	pc_msg_t *m = pc_msg_new(CLUSTER_LAPSE, 0);
+	if (m && pc_timer_after(c->actor, deadline > now ? deadline - now : 0, m, &c->lapse_timer) != 0)
+		c->lapse_timer = 0;
+}
+
+/* The deadline's timer (or a tick, should the timer not have been set):
+ * past it with no later beat recorded, the node stops its sessions. */
+static void check_lapse(pc__gw_cluster_t *c)
+{
+	if (c->lapsed || !c->deadline || pc_runtime_now_ms() < c->deadline)
+		return;
+	c->lapsed = true;
+	size_t n = pc_agent_node_lapsed(c->agent);
+	(void)pc_log_kv(c->g->log, PC_LOG_WARN, "cluster: this node's lease lapsed; its sessions stopped",
+			PC_LF_STR("nodeId", c->id), PC_LF_INT("sessions", (int64_t)n), PC_LF_INT("leaseMs", c->lease_ms));
 }
 
 static void on_beat(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
@@ -82,6 +145,7 @@ static void on_beat(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 	c->fresh = false;
 	__atomic_add_fetch(&c->beats, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->beat_ok_ms, pc_runtime_now_ms(), __ATOMIC_RELEASE);
+	renewed(c);
 	if (owed(c->list_corr, c->list_sent, c))
 		return;
 	c->list_sent = pc_runtime_now_ms();
@@ -90,12 +154,130 @@ static void on_beat(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 		c->list_corr = 0;
 }
 
-static void on_nodes(pc__gw_cluster_t *c, const pc_msg_t *msg)
+/* ---- taking over what gone nodes left ---- */
+
+typedef struct takeover {
+	pc_agent_t *agent;
+	const char *self;   /* points into ids */
+	char **live;        /* ids of the live nodes */
+	size_t n_live;
+	char **gone;        /* owners of the gone ones */
+	size_t n_gone;
+} takeover_t;
+
+static void takeover_free(void *arg)
+{
+	takeover_t *t = arg;
+	for (size_t i = 0; i < t->n_live; i++)
+		free(t->live[i]);
+	for (size_t i = 0; i < t->n_gone; i++)
+		free(t->gone[i]);
+	free(t->live);
+	free(t->gone);
+	free(t);
+}
+
+/* A run a gone node left, in a session that prefers this node. */
+static bool pick(void *arg, const pc_store_open_run_t *run)
+{
+	const takeover_t *t = arg;
+	bool left = false;
+	for (size_t i = 0; run->owner && !left && i < t->n_gone; i++)
+		left = strcmp(run->owner, t->gone[i]) == 0;
+	if (!left)
+		return false;
+	size_t k = pc__placement_pick((const char *const *)t->live, t->n_live, run->key);
+	return k < t->n_live && t->live[k] == t->self;
+}
+
+static pc_msg_t *takeover_run(void *arg)
+{
+	takeover_t *t = arg;
+	pc_agent_recovery_t n;
+	int rc = pc_agent_take_over(t->agent, pick, t, &n);
+	takeover_free(t);
+	pc_msg_t *m = pc_msg_new(CLUSTER_TAKEN, sizeof(uint64_t));
+	if (m)
+		*(uint64_t *)pc_msg_data(m) = (uint64_t)(int64_t)rc;
+	return m;
+}
+
+/* The listing's live ids and gone owners, for a scan; NULL when there is
+ * nothing gone to take from (or no memory: the next listing tries again). */
+static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l, uint64_t *sig)
+{
+	size_t n = pc_store_nodes_count(l);
+	takeover_t *t = calloc(1, sizeof(*t));
+	if (t) {
+		t->live = calloc(n ? n : 1, sizeof(char *));
+		t->gone = calloc(n ? n : 1, sizeof(char *));
+		t->agent = c->agent;
+	}
+	bool ok = t && t->live && t->gone;
+	*sig = 0;
+	for (size_t i = 0; ok && i < n; i++) {
+		pc_store_node_t nd;
+		pc_store_nodes_get(l, i, &nd);
+		char *v = strdup(nd.live ? nd.id : nd.owner ? nd.owner : "");
+		ok = v != NULL;
+		if (!ok)
+			break;
+		if (nd.live) {
+			if (!strcmp(nd.id, c->id))
+				t->self = v;
+			t->live[t->n_live++] = v;
+		} else {
+			/* the set of gone owners, in any order */
+			*sig ^= pc__hash64_str(v);
+			t->gone[t->n_gone++] = v;
+		}
+	}
+	if (!ok || !t->self || !t->n_gone) {
+		if (t)
+			takeover_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void maybe_take_over(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_store_nodes_t *l)
+{
+	if (c->scanning || c->lapsed)
+		return;
+	uint64_t sig = 0;
+	takeover_t *t = takeover_of(c, l, &sig);
+	if (!t)
+		return;
+	if (sig == c->gone_sig && !c->rescan) {
+		takeover_free(t);
+		return;
+	}
+	if (pc_blocking_submit(pc_ctx_runtime(ctx), takeover_run, takeover_free, t, pc_self(ctx)) != 0) {
+		takeover_free(t);
+		return;
+	}
+	c->scanning = true;
+	c->gone_sig = sig;
+	__atomic_add_fetch(&c->scans, 1, __ATOMIC_RELAXED);
+}
+
+static void on_taken(pc__gw_cluster_t *c, const pc_msg_t *msg)
+{
+	c->scanning = false;
+	int rc = (int)(int64_t)pc_msg_u64(msg);
+	c->rescan = rc != 0;
+	if (rc != 0)
+		(void)pc_log_kv(c->g->log, PC_LOG_WARN, "cluster: taking over a gone node's runs failed",
+				PC_LF_STR("error", pc_store_strerror(rc)));
+}
+
+static void on_nodes(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 {
 	c->list_corr = 0;
 	pc_store_nodes_t *l = NULL;
 	if (pc_store_nodes_take(msg, &l) != 0)
 		return; /* the last listing stands */
+	maybe_take_over(ctx, c, l);
 	pthread_mutex_lock(&c->lock);
 	pc_store_nodes_t *old = c->nodes;
 	c->nodes = l;
@@ -106,12 +288,19 @@ static void on_nodes(pc__gw_cluster_t *c, const pc_msg_t *msg)
 static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 {
 	pc__gw_cluster_t *c = state;
-	if (msg->type == CLUSTER_TICK)
+	if (msg->type == CLUSTER_TICK) {
+		check_lapse(c);
 		beat(ctx, c);
-	else if (msg->type == PC_STORE_MSG_REPLY && msg->corr && msg->corr == c->beat_corr)
+	} else if (msg->type == CLUSTER_LAPSE) {
+		c->lapse_timer = 0;
+		check_lapse(c);
+	} else if (msg->type == CLUSTER_TAKEN) {
+		on_taken(c, msg);
+	} else if (msg->type == PC_STORE_MSG_REPLY && msg->corr && msg->corr == c->beat_corr) {
 		on_beat(ctx, c, msg);
-	else if (msg->type == PC_STORE_MSG_NODES && msg->corr && msg->corr == c->list_corr)
-		on_nodes(c, msg);
+	} else if (msg->type == PC_STORE_MSG_NODES && msg->corr && msg->corr == c->list_corr) {
+		on_nodes(ctx, c, msg);
+	}
 	return 0;
 }
 
@@ -151,6 +340,7 @@ int pc__gw_cluster_start(pc_gateway_t *g)
 		return PC_ENOMEM;
 	c->g = g;
 	c->store = pc_agent_store(g->agent);
+	c->agent = g->agent;
 	c->lease_ms = cc->lease_ms;
 	c->fresh = true;
 	node_names(c, cc, g->port);
@@ -174,6 +364,8 @@ int pc__gw_cluster_start(pc_gateway_t *g)
 		cluster_release(c);
 		return rc;
 	}
+	/* sessions take node leases from now on: before any request arrives */
+	pc_agent_cluster_join(g->agent);
 	__atomic_store_n(&g->cluster, c, __ATOMIC_RELEASE); /* the parts' actors read it from now on */
 	return 0;
 }
@@ -187,8 +379,10 @@ void pc__gw_cluster_free(pc_gateway_t *g)
 	g->cluster = NULL;
 	pc_timer_cancel(g->rt, c->timer);
 	pc__gw_route_stop(&c->actor);
+	if (c->lapse_timer)
+		pc_timer_cancel(g->rt, c->lapse_timer);
 	/* leaving: the others see this node gone now, not a lease later */
-	(void)pc_store_node_beat(c->store, c->id, c->url, pc_agent_owner(c->g->agent), 0, false, NULL);
+	(void)pc_store_node_beat(c->store, c->id, c->url, pc_agent_owner(c->agent), 0, false, NULL);
 	cluster_release(c);
 }
 
@@ -203,6 +397,12 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 	uint64_t ok = __atomic_load_n(&c->beat_ok_ms, __ATOMIC_ACQUIRE);
 	out->beat_age_ms = ok ? (int64_t)(pc_runtime_now_ms() - ok) : -1;
 	out->beat_rc = __atomic_load_n(&c->beat_rc, __ATOMIC_RELAXED);
+	out->scans = __atomic_load_n(&c->scans, __ATOMIC_RELAXED);
+	pc_agent_stats_t as;
+	pc_agent_stats(c->agent, &as);
+	out->runs_taken_over = as.runs_taken_over;
+	out->lapses = as.node_lapses;
+	out->tools_fenced = as.tools_fenced;
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; i < n; i++) {
 		pc_store_node_t nd;
@@ -248,6 +448,10 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 	cJSON_AddStringToObject(o, "advertiseUrl", c->url);
 	cJSON_AddNumberToObject(o, "leaseMs", c->lease_ms);
 	cJSON_AddNumberToObject(o, "heartbeatAgeMs", (double)st.beat_age_ms);
+	cJSON_AddBoolToObject(o, "live", pc_agent_node_live(c->agent));
+	cJSON_AddNumberToObject(o, "runsTakenOver", (double)st.runs_taken_over);
+	cJSON_AddNumberToObject(o, "lapses", (double)st.lapses);
+	cJSON_AddNumberToObject(o, "toolsFenced", (double)st.tools_fenced);
 	cJSON *arr = cJSON_AddArrayToObject(o, "nodes");
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; arr && i < n; i++) {
@@ -259,6 +463,8 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 			break;
 		}
 		cJSON_AddStringToObject(e, "id", nd.id);
+		if (nd.owner)
+			cJSON_AddStringToObject(e, "owner", nd.owner);
 		if (nd.url)
 			cJSON_AddStringToObject(e, "url", nd.url);
 		cJSON_AddBoolToObject(e, "live", nd.live);

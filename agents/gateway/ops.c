@@ -182,6 +182,14 @@ static const scalar_t cluster_scalars[] = {
 	      "Time since this node's last recorded heartbeat (-1: none yet); past the lease, /readyz says not ready."),
 	GAUGE("pincer_cluster_nodes_live", U32, cluster.live, "Live nodes in the node table, this one included."),
 	GAUGE("pincer_cluster_nodes_gone", U32, cluster.gone, "Nodes in the node table whose lease ran out or that left."),
+	COUNTER("pincer_cluster_takeover_scans_total", U64, cluster.scans,
+		"Scans for open runs of nodes read gone, to take over those of sessions that prefer this node."),
+	COUNTER("pincer_cluster_runs_taken_over_total", U64, cluster.runs_taken_over,
+		"Open runs of gone nodes this node adopted: run again, or ended as node_lost."),
+	COUNTER("pincer_cluster_lapses_total", U64, cluster.lapses,
+		"Times this node's deadline passed with no heartbeat recorded, stopping its sessions."),
+	COUNTER("pincer_cluster_tools_fenced_total", U64, cluster.tools_fenced,
+		"Tool calls not started because this node was past its deadline."),
 };
 
 static const scalar_t store_scalars[] = {

@@ -1,0 +1,333 @@
+/*
+ * A cluster of `pincer gateway` processes on one PostgreSQL
+ * (docs/cluster.md), as an operator runs it: three nodes, a 1 s lease.
+ *
+ * - A node killed with SIGKILL: the sessions it held move on. Its run in
+ *   flight ends as node_lost, the prompts it had accepted run on the node
+ *   the sessions prefer among the live ones, in order, each once, within
+ *   the lease and a heartbeat or so; an idempotent retry sent to another
+ *   node names the run that already exists.
+ * - A node paused (SIGSTOP) past its lease, then resumed: the others take
+ *   its sessions over; once resumed it starts no tool (the tool's marker
+ *   file is never written), writes nothing behind the new owner's back,
+ *   and does not run again the prompt the new owner ran.
+ *
+ * Runs under ctest's "pg" fixture (PINCER_TEST_PG_URL); skipped without
+ * it. Only this test's children are signalled, by pid.
+ */
+#include "gateway_load.h"
+
+#include <sys/stat.h>
+
+#include "pg_test.h"
+
+TestSuite(store_pg_cluster, .timeout = 300);
+
+#define NODES 3
+#define LEASE_MS 1000
+
+typedef struct node {
+	char name[16], dir[PATH_MAX];
+	uint16_t port;
+	pid_t pid;
+} node_t;
+
+typedef struct fx {
+	char home[64], url[1024], schema[64], pincer[PATH_MAX];
+	node_t n[NODES];
+} fx_t;
+
+static void node_start(fx_t *f, int i)
+{
+	node_t *n = &f->n[i];
+	char cfg_path[PATH_MAX + 16], cfg[2 * PATH_MAX + 2048], out[PATH_MAX + 8], err[PATH_MAX + 8];
+	snprintf(cfg_path, sizeof(cfg_path), "%s/pincer.json", n->dir);
+	snprintf(out, sizeof(out), "%s/out", n->dir);
+	snprintf(err, sizeof(err), "%s/err", n->dir);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
+		 "\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"workspace\":\"%s\"}},"
+		 "\"messages\":{\"queue\":{\"mode\":\"followup\",\"debounceMs\":0}},"
+		 "\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" GW_TOKEN "\"}},"
+		 "\"store\":{\"url\":\"%s\"},"
+		 "\"cluster\":{\"nodeId\":\"%s\",\"leaseMs\":%d,\"secret\":\"a secret the nodes share\"}}",
+		 n->dir, f->url, n->name, LEASE_MS);
+	write_file(cfg_path, cfg);
+	n->port = start_gateway_child(f->pincer, n->dir, cfg_path, out, err, 60000, &n->pid);
+}
+
+static void await_cluster(const fx_t *f);
+
+/* Three nodes, each reading the three live. */
+static void fx_init(fx_t *f)
+{
+	memset(f, 0, sizeof(*f));
+	if (!pg_test_url_schema(f->url, sizeof(f->url), f->schema))
+		cr_skip_test("PINCER_TEST_PG_URL is not set (ctest runs this under the pg fixture)");
+	snprintf(f->home, sizeof(f->home), "/tmp/pc-pg-cluster-XXXXXX");
+	cr_assert_not_null(mkdtemp(f->home));
+	gl_pincer_path(f->pincer, sizeof(f->pincer));
+	char home[sizeof(f->home)];
+	memcpy(home, f->home, sizeof(home));
+	for (int i = 0; i < NODES; i++) {
+		node_t *n = &f->n[i];
+		char name[sizeof(n->name)];
+		snprintf(name, sizeof(name), "node-%c", 'a' + i);
+		memcpy(n->name, name, sizeof(name));
+		snprintf(n->dir, sizeof(n->dir), "%s/%s", home, name);
+		cr_assert_eq(mkdir(n->dir, 0700), 0);
+		node_start(f, i);
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	await_cluster(f);
+}
+
+static void fx_fini(fx_t *f)
+{
+	for (int i = 0; i < NODES; i++) {
+		if (f->n[i].pid) {
+			kill(f->n[i].pid, SIGCONT);
+			kill(f->n[i].pid, SIGTERM);
+			child_wait(&f->n[i].pid, 30000);
+		}
+	}
+	curl_global_cleanup();
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->home);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static tws_t *node_ws(const node_t *n)
+{
+	tws_t *ws = gl_ws_connect(n->port);
+	cr_assert_not_null(ws, "no WebSocket to %s", n->name);
+	return ws;
+}
+
+/* Waits for `run` to begin (its user turn written). */
+static void await_begun(const fx_t *f, const char *run);
+
+/* The first column of the first row of `sql` ("" when no row); the
+ * caller frees it. */
+static char *q_text(const fx_t *f, const char *sql)
+{
+	PGconn *c = pg_test_connect(f->url);
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	char *v = strdup(PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "");
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
+static long long q_int(const fx_t *f, const char *sql)
+{
+	long long v = -1;
+	cr_assert(pg_test_query_int(f->url, sql, &v), "no value: %s", sql);
+	return v;
+}
+
+/* Waits up to `ms` for `sql` to count `want`. */
+static bool q_becomes(const fx_t *f, const char *sql, long long want, uint64_t ms)
+{
+	uint64_t until = now_ms() + ms;
+	while (q_int(f, sql) != want && now_ms() < until)
+		sleep_ms(50);
+	return q_int(f, sql) == want;
+}
+
+/* A run's status and error code, "status/code". */
+static char *run_state(const fx_t *f, const char *run)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT status || '/' || coalesce(error_code, '') FROM runs WHERE run_id = '%s'", run);
+	return q_text(f, sql);
+}
+
+/* Sends `agent` on `ws` and returns the run id it was accepted as. */
+static void agent_send(tws_t *ws, const char *id, const char *key, const char *message, const char *idem, char *run,
+		       size_t n)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "sessionKey", key);
+	cJSON_AddStringToObject(p, "message", message);
+	cJSON_AddStringToObject(p, "idempotencyKey", idem);
+	cr_assert_eq(gl_ws_req(ws, id, "agent", p), 0);
+	uint64_t until = now_ms() + 20000;
+	while (now_ms() < until) {
+		char *m = NULL;
+		size_t len = 0;
+		if (tws_recv(ws, 1000, &m, &len) != 0)
+			continue;
+		cJSON *fr = cJSON_ParseWithLength(m, len);
+		free(m);
+		const char *fid = jstr(fr, "id");
+		if (fid && !strcmp(fid, id)) {
+			cr_assert(jok(fr), "agent %s was refused", id);
+			const char *r = jstr(jget(fr, "payload"), "runId");
+			cr_assert_not_null(r);
+			snprintf(run, n, "%s", r);
+			cJSON_Delete(fr);
+			return;
+		}
+		cJSON_Delete(fr);
+	}
+	cr_assert_fail("agent %s: no answer", id);
+}
+
+/* Every node reads every node live. */
+static void await_cluster(const fx_t *f)
+{
+	char want[64];
+	snprintf(want, sizeof(want), "%d", NODES);
+	for (int i = 0; i < NODES; i++) {
+		uint64_t until = now_ms() + 20000;
+		bool ok = false;
+		while (!ok && now_ms() < until) {
+			resp_t r = {0};
+			curl_request(f->n[i].port, "GET", "/metrics", NULL, NULL, 0, 2000, &r);
+			const char *p = r.body ? strstr(r.body, "\npincer_cluster_nodes_live ") : NULL;
+			ok = p && atoi(p + strlen("\npincer_cluster_nodes_live ")) == NODES;
+			resp_free(&r);
+			if (!ok)
+				sleep_ms(50);
+		}
+		cr_assert(ok, "%s never read %d nodes live", f->n[i].name, NODES);
+	}
+}
+
+static long long user_turns(const fx_t *f, const char *run)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM messages WHERE role = 'user' AND run_id = '%s'", run);
+	return q_int(f, sql);
+}
+
+static void await_begun(const fx_t *f, const char *run)
+{
+	uint64_t until = now_ms() + 20000;
+	while (user_turns(f, run) != 1 && now_ms() < until)
+		sleep_ms(50);
+	cr_assert_eq(user_turns(f, run), 1, "run %s never began", run);
+}
+
+static long long user_seq(const fx_t *f, const char *run)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT coalesce(min(seq), -1) FROM messages WHERE role = 'user' AND run_id = '%s'",
+		 run);
+	return q_int(f, sql);
+}
+
+Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
+{
+	fx_t f;
+	fx_init(&f);
+	node_t *a = &f.n[0];
+	tws_t *ws = node_ws(a);
+	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1], r3[PC_STORE_ID_MAX + 1];
+	agent_send(ws, "m1", "moving", "first [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", "k1", r1, sizeof(r1));
+	agent_send(ws, "m2", "moving", "second [[mock:{\"text\":\"the second answer\"}]]", "k2", r2, sizeof(r2));
+	agent_send(ws, "m3", "moving", "third [[mock:{\"text\":\"the third answer\"}]]", "k3", r3, sizeof(r3));
+	await_begun(&f, r1);
+	char sql[512];
+	cr_assert_eq(kill(a->pid, SIGKILL), 0);
+	cr_assert_eq(child_wait(&a->pid, 30000), 128 + SIGKILL);
+	uint64_t t0 = now_ms();
+	tws_free(ws);
+
+	/* taken over: the queued prompts ran elsewhere, in order, once each */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id IN ('%s', '%s') AND status = 'ok'", r2, r3);
+	cr_assert(q_becomes(&f, sql, 2, 30000), "r2 %s, r3 %s", run_state(&f, r2), run_state(&f, r3));
+	uint64_t took = now_ms() - t0;
+	fprintf(stderr, "store_pg_cluster: the killed node's prompts ran elsewhere %llu ms after the kill\n",
+		(unsigned long long)took);
+	cr_assert_lt(took, 4 * LEASE_MS + 4000, "took %llu ms", (unsigned long long)took);
+	char *s1 = run_state(&f, r1);
+	cr_assert_str_eq(s1, "error/node_lost");
+	free(s1);
+	cr_assert_eq(user_turns(&f, r1), 1);
+	cr_assert_eq(user_turns(&f, r2), 1);
+	cr_assert_eq(user_turns(&f, r3), 1);
+	cr_assert_lt(user_seq(&f, r1), user_seq(&f, r2));
+	cr_assert_lt(user_seq(&f, r2), user_seq(&f, r3));
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM messages WHERE role = 'assistant' AND run_id IN ('%s', '%s')", r2, r3);
+	cr_assert_eq(q_int(&f, sql), 2);
+	/* the runs are the live nodes' now */
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM runs r JOIN nodes n ON n.owner = r.owner WHERE r.run_id IN ('%s', '%s', '%s')"
+		 " AND n.id <> 'node-a'",
+		 r1, r2, r3);
+	cr_assert_eq(q_int(&f, sql), 3);
+
+	/* a retry with the same idempotency key, at another node, names the
+	 * run that exists */
+	tws_t *wb = node_ws(&f.n[1]);
+	char again[PC_STORE_ID_MAX + 1];
+	agent_send(wb, "m2b", "moving", "second [[mock:{\"text\":\"the second answer\"}]]", "k2", again, sizeof(again));
+	cr_assert_str_eq(again, r2);
+	tws_free(wb);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = 'moving'");
+	cr_assert_eq(q_int(&f, sql), 3);
+	fx_fini(&f);
+}
+
+Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
+{
+	fx_t f;
+	fx_init(&f);
+	node_t *a = &f.n[0];
+	tws_t *ws = node_ws(a);
+	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1];
+	/* the model asks for a file to be written once its 2.5 s are up */
+	agent_send(ws, "m1", "paused",
+		   "write it [[mock:{\"kind\":\"tool_calls\",\"ttft_ms\":2500,\"tool_calls\":[{\"name\":\"write\","
+		   "\"arguments\":{\"path\":\"marker.txt\",\"content\":\"written\"}}]}]]",
+		   "p1", r1, sizeof(r1));
+	agent_send(ws, "m2", "paused", "next [[mock:{\"text\":\"the next answer\"}]]", "p2", r2, sizeof(r2));
+	await_begun(&f, r1);
+	cr_assert_eq(kill(a->pid, SIGSTOP), 0);
+	char sql[512];
+	/* the others read it gone and take its sessions over */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r2);
+	cr_assert(q_becomes(&f, sql, 1, 30000), "r2 %s", run_state(&f, r2));
+	char *s1 = run_state(&f, r1);
+	cr_assert_str_eq(s1, "error/node_lost");
+	free(s1);
+	sleep_ms(2 * LEASE_MS); /* well past the write's 2.5 s */
+	cr_assert_eq(kill(a->pid, SIGCONT), 0);
+	/* resumed: it lapsed, so it writes no file and runs r2 nowhere again */
+	resp_t m = {0};
+	uint64_t until = now_ms() + 20000;
+	bool lapsed = false;
+	while (!lapsed && now_ms() < until) {
+		resp_free(&m);
+		memset(&m, 0, sizeof(m));
+		curl_request(a->port, "GET", "/metrics", NULL, NULL, 0, 2000, &m);
+		const char *p = m.body ? strstr(m.body, "\npincer_cluster_lapses_total ") : NULL;
+		lapsed = p && atoi(p + strlen("\npincer_cluster_lapses_total ")) >= 1;
+		if (!lapsed)
+			sleep_ms(50);
+	}
+	resp_free(&m);
+	cr_assert(lapsed, "node-a never counted a lapse");
+	sleep_ms(3000); /* time for whatever it still would do */
+	char marker[PATH_MAX + 16];
+	snprintf(marker, sizeof(marker), "%s/marker.txt", a->dir);
+	struct stat st;
+	cr_assert_neq(stat(marker, &st), 0, "the paused node wrote the file after it resumed");
+	cr_assert_eq(user_turns(&f, r2), 1, "r2 ran twice");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM messages WHERE role = 'assistant' AND run_id = '%s'", r2);
+	cr_assert_eq(q_int(&f, sql), 1);
+	s1 = run_state(&f, r1);
+	cr_assert_str_eq(s1, "error/node_lost", "the resumed node wrote over the new owner's end: %s", s1);
+	free(s1);
+	/* it is a live node again, and serves a new prompt of the session */
+	char r3[PC_STORE_ID_MAX + 1];
+	agent_send(ws, "m3", "paused", "again [[mock:{\"text\":\"again\"}]]", "p3", r3, sizeof(r3));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r3);
+	cr_assert(q_becomes(&f, sql, 1, 30000), "r3 %s", run_state(&f, r3));
+	tws_free(ws);
+	fx_fini(&f);
+}
