@@ -18,9 +18,10 @@
  * deadline stops every session when no later beat was recorded
  * (pc_agent_node_lapsed), without waiting to hear from the database.
  *
- * After each listing that shows a node newly gone, the node takes over
- * the open runs the gone nodes left in the sessions that prefer it among
- * the live nodes (placement.h), on the blocking pool.
+ * After each listing in which the membership changed (a node came, went,
+ * or was started again under the same id), the node takes over the open
+ * runs whose owner is no live node's, in the sessions that prefer it
+ * among the live nodes (placement.h), on the blocking pool.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -65,7 +66,7 @@ struct pc__gw_cluster {
 	bool lapsed;        /* the deadline passed; cleared by the next recorded beat */
 	bool scanning;      /* a takeover scan is running */
 	bool rescan;        /* the last scan failed: scan again after the next listing */
-	uint64_t gone_sig;  /* the gone nodes the last scan covered */
+	uint64_t members;   /* the membership the last scan covered */
 	/* read by other threads */
 	uint64_t beats, beat_failures; /* atomic */
 	uint64_t scans;                /* atomic: takeover scans run */
@@ -158,34 +159,35 @@ static void on_beat(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 
 typedef struct takeover {
 	pc_agent_t *agent;
-	const char *self;   /* points into ids */
+	const char *self;   /* points into live */
 	char **live;        /* ids of the live nodes */
+	char **owners;      /* and their owners */
 	size_t n_live;
-	char **gone;        /* owners of the gone ones */
-	size_t n_gone;
 } takeover_t;
 
 static void takeover_free(void *arg)
 {
 	takeover_t *t = arg;
-	for (size_t i = 0; i < t->n_live; i++)
+	for (size_t i = 0; i < t->n_live; i++) {
 		free(t->live[i]);
-	for (size_t i = 0; i < t->n_gone; i++)
-		free(t->gone[i]);
+		free(t->owners[i]);
+	}
 	free(t->live);
-	free(t->gone);
+	free(t->owners);
 	free(t);
 }
 
-/* A run a gone node left, in a session that prefers this node. */
+/* A run no live node owns (its node is gone, or was started again under a
+ * new owner), in a session that prefers this node. The store adopts it
+ * only if its owner is no live node's then, too. */
 static bool pick(void *arg, const pc_store_open_run_t *run)
 {
 	const takeover_t *t = arg;
-	bool left = false;
-	for (size_t i = 0; run->owner && !left && i < t->n_gone; i++)
-		left = strcmp(run->owner, t->gone[i]) == 0;
-	if (!left)
-		return false;
+	if (!run->owner)
+		return false; /* from before owners were kept: each node's start recovers those */
+	for (size_t i = 0; i < t->n_live; i++)
+		if (!strcmp(run->owner, t->owners[i]))
+			return false;
 	size_t k = pc__placement_pick((const char *const *)t->live, t->n_live, run->key);
 	return k < t->n_live && t->live[k] == t->self;
 }
@@ -202,37 +204,41 @@ static pc_msg_t *takeover_run(void *arg)
 	return m;
 }
 
-/* The listing's live ids and gone owners, for a scan; NULL when there is
- * nothing gone to take from (or no memory: the next listing tries again). */
-static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l, uint64_t *sig)
+/* The listing's live nodes, for a scan, and in *members a digest of the
+ * whole membership (ids, owners, live or not); NULL without memory or
+ * when this node is not in it as live. */
+static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l, uint64_t *members)
 {
 	size_t n = pc_store_nodes_count(l);
 	takeover_t *t = calloc(1, sizeof(*t));
 	if (t) {
 		t->live = calloc(n ? n : 1, sizeof(char *));
-		t->gone = calloc(n ? n : 1, sizeof(char *));
+		t->owners = calloc(n ? n : 1, sizeof(char *));
 		t->agent = c->agent;
 	}
-	bool ok = t && t->live && t->gone;
-	*sig = 0;
+	bool ok = t && t->live && t->owners;
+	*members = 0;
 	for (size_t i = 0; ok && i < n; i++) {
 		pc_store_node_t nd;
 		pc_store_nodes_get(l, i, &nd);
-		char *v = strdup(nd.live ? nd.id : nd.owner ? nd.owner : "");
-		ok = v != NULL;
-		if (!ok)
+		const char *owner = nd.owner ? nd.owner : "";
+		/* in any order: rows come sorted, but a digest need not care */
+		*members ^= pc__hash64_str(nd.id) * 31u + pc__hash64_str(owner) * 7u + nd.live;
+		if (!nd.live)
+			continue;
+		char *id = strdup(nd.id), *own = strdup(owner);
+		ok = id && own;
+		if (!ok) {
+			free(id);
+			free(own);
 			break;
-		if (nd.live) {
-			if (!strcmp(nd.id, c->id))
-				t->self = v;
-			t->live[t->n_live++] = v;
-		} else {
-			/* the set of gone owners, in any order */
-			*sig ^= pc__hash64_str(v);
-			t->gone[t->n_gone++] = v;
 		}
+		if (!strcmp(nd.id, c->id))
+			t->self = id;
+		t->owners[t->n_live] = own;
+		t->live[t->n_live++] = id;
 	}
-	if (!ok || !t->self || !t->n_gone) {
+	if (!ok || !t->self) {
 		if (t)
 			takeover_free(t);
 		return NULL;
@@ -244,11 +250,11 @@ static void maybe_take_over(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_store_n
 {
 	if (c->scanning || c->lapsed)
 		return;
-	uint64_t sig = 0;
-	takeover_t *t = takeover_of(c, l, &sig);
+	uint64_t members = 0;
+	takeover_t *t = takeover_of(c, l, &members);
 	if (!t)
 		return;
-	if (sig == c->gone_sig && !c->rescan) {
+	if (members == c->members && !c->rescan) {
 		takeover_free(t);
 		return;
 	}
@@ -257,7 +263,7 @@ static void maybe_take_over(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_store_n
 		return;
 	}
 	c->scanning = true;
-	c->gone_sig = sig;
+	c->members = members;
 	__atomic_add_fetch(&c->scans, 1, __ATOMIC_RELAXED);
 }
 
@@ -267,7 +273,7 @@ static void on_taken(pc__gw_cluster_t *c, const pc_msg_t *msg)
 	int rc = (int)(int64_t)pc_msg_u64(msg);
 	c->rescan = rc != 0;
 	if (rc != 0)
-		(void)pc_log_kv(c->g->log, PC_LOG_WARN, "cluster: taking over a gone node's runs failed",
+		(void)pc_log_kv(c->g->log, PC_LOG_WARN, "cluster: taking over a lost node's runs failed",
 				PC_LF_STR("error", pc_store_strerror(rc)));
 }
 

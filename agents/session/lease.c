@@ -156,6 +156,7 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 	if (r.rc == PC_ESTATE && c->node) {
 		/* this node is out of the cluster until a heartbeat is recorded:
 		 * the run waits (the lane's timeout bounds how long) */
+		l->out = true;
 		wait_again(c);
 		return true;
 	}

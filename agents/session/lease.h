@@ -40,6 +40,8 @@ typedef struct pc__lease {
 	pc__lease_state_t state;
 	bool renewing;       /* the acquire in flight renews a held lease */
 	bool idle;           /* the timer is the idle release, not the renewal */
+	bool out;            /* node-bound: refused while this node was out of the
+			      * cluster (its runs may have been taken over meanwhile) */
 	int64_t epoch;       /* held: its fencing epoch; otherwise the last one held */
 	uint64_t corr;       /* the acquire in flight */
 	pc_timer_t timer;    /* WAITING: the retry; HELD: renewal or idle release */

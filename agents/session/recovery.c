@@ -85,8 +85,10 @@ static int recover(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, const ch
 		if (!pick(arg, &o))
 			continue;
 		int arc = pc_store_run_adopt(a->store, o.run_id, o.owner, a->owner);
-		if (arc == PC_STORE_EFENCED)
-			continue; /* another process took it first */
+		/* another process took it first, or its owner's cluster node is
+		 * still live (a lease the others wait out before taking over) */
+		if (arc == PC_STORE_EFENCED || arc == PC_EBUSY)
+			continue;
 		if (arc != 0) {
 			rc = arc;
 			break;

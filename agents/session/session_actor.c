@@ -546,13 +546,13 @@ static void start_run(pc_ctx_t *ctx, session_t *s)
 	diag_arm(ctx, s);
 }
 
-/* Lane permit and lease held: the run starts, unless the node lapsed since
- * the session was idle; then the run is claimed first (the store adopts it
- * for this owner only if no other node took it over meanwhile, and only
- * while this node is live). */
+/* Lane permit and lease held: the run starts, unless the node lapsed (or
+ * was out of the cluster) since the session was idle; then the run is
+ * claimed first (the store adopts it for this owner only if no other node
+ * took it over meanwhile, and only while this node is live). */
 static void begin_run(pc_ctx_t *ctx, session_t *s)
 {
-	if (!s->reclaim) {
+	if (!s->reclaim && !s->lease.out) {
 		start_run(ctx, s);
 		return;
 	}
@@ -866,7 +866,7 @@ static void drain(pc_ctx_t *ctx, session_t *s)
 		/* nothing left: the reaper retires the session if it stays so,
 		 * and the lease goes back soon, for another process's turn;
 		 * no run from before a lapse is left to claim */
-		s->reclaim = false;
+		s->reclaim = s->lease.out = false;
 		pc__session_set_idle(s->agent, s->key, true);
 		pc__lease_ctx_t lc = lease_ctx(ctx, s);
 		pc__lease_idle(&lc);

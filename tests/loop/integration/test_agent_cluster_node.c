@@ -11,7 +11,8 @@
  *   running and without a word to the store, one still the node's own
  *   runs;
  * - a node out of the node table takes no session lease: its run waits
- *   until the node is live again.
+ *   until the node is live again, and is claimed before it starts (another
+ *   node may have taken it meanwhile).
  */
 #include <criterion/criterion.h>
 
@@ -160,5 +161,30 @@ Test(agent_cluster_node, a_lapsed_node_claims_its_own_queued_run_and_runs_it)
 	pc_store_reply_t r;
 	cr_assert_eq(pc_store_run_get(f.h.store, r2, &r), 0);
 	cr_assert_eq(r.status, PC_STORE_RUN_OK);
+	node_stop(&f);
+}
+
+Test(agent_cluster_node, a_run_accepted_while_out_of_the_cluster_is_claimed_before_it_starts)
+{
+	node_fx_t f;
+	node_start(&f, "{}");
+	beat(&f, 0); /* the store counts the node out */
+	char r1[80];
+	cr_assert_eq(submit(&f.h, "s", "hello", r1), PC_AGENT_STARTED);
+	sleep_ms(200);
+	pc_run_info_t info;
+	cr_assert_eq(pc_agent_run_info(f.h.agent, r1, &info), 0);
+	cr_assert_neq(info.status, PC_RUN_STATUS_RUNNING, "it ran with no lease");
+	/* another node, seeing no live owner, takes the run */
+	cr_assert_eq(pc_store_run_adopt(f.h.store, r1, pc_agent_owner(f.h.agent), "another-node"), 0);
+	beat(&f, NODE_LEASE_MS);
+	pc_agent_wait_result_t w = wait_run(&f.h, r1, 20000);
+	cr_assert_eq(w.run.status, PC_RUN_STATUS_ERROR, "r1: %s", pc_run_status_name(w.run.status));
+	cr_assert_not_null(strstr(w.run.error, "taken over"), "%s", w.run.error);
+	cr_assert_eq(request_count(&f.h), 0, "it ran here too");
+	/* the next message is the node's own, and runs */
+	char r2[80];
+	cr_assert_eq(submit(&f.h, "s", "again", r2), PC_AGENT_STARTED);
+	cr_assert_eq(wait_run(&f.h, r2, 20000).status, PC_AGENT_WAIT_OK);
 	node_stop(&f);
 }

@@ -7,6 +7,11 @@
  *   the sessions prefer among the live ones, in order, each once, within
  *   the lease and a heartbeat or so; an idempotent retry sent to another
  *   node names the run that already exists.
+ * - Ten times, a node killed while the cluster takes turns, then started
+ *   again: every acknowledged message has run once or ended node_lost
+ *   (the one in flight at the kill), none ran twice, no two runs
+ *   interleave in a transcript, and each kill's queued prompt ran
+ *   elsewhere within the lease and a heartbeat or so.
  * - A node paused (SIGSTOP) past its lease, then resumed: the others take
  *   its sessions over; once resumed it starts no tool (the tool's marker
  *   file is never written), writes nothing behind the new owner's back,
@@ -178,8 +183,6 @@ static void agent_send(tws_t *ws, const char *id, const char *key, const char *m
 /* Every node reads every node live. */
 static void await_cluster(const fx_t *f)
 {
-	char want[64];
-	snprintf(want, sizeof(want), "%d", NODES);
 	for (int i = 0; i < NODES; i++) {
 		uint64_t until = now_ms() + 20000;
 		bool ok = false;
@@ -329,5 +332,121 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r3);
 	cr_assert(q_becomes(&f, sql, 1, 30000), "r3 %s", run_state(&f, r3));
 	tws_free(ws);
+	fx_fini(&f);
+}
+
+#define KILLS 10
+#define LOOP_SESSIONS 4
+#define LOOP_RUNS (KILLS * 4)
+
+typedef struct accepted {
+	char run[PC_STORE_ID_MAX + 1];
+	bool slow; /* in flight when its node was killed */
+} accepted_t;
+
+/* No two runs interleave in session `key`'s transcript: once a run's
+ * messages stop, that run never writes again. */
+static void assert_not_interleaved(const fx_t *f, const char *key)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "SELECT coalesce(run_id, '') FROM messages m JOIN sessions s ON s.sid = m.session_id"
+		 " WHERE s.key = '%s' ORDER BY m.seq",
+		 key);
+	PGconn *c = pg_test_connect(f->url);
+	PGresult *r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+	int n = PQntuples(r);
+	for (int i = 1; i < n; i++) {
+		const char *run = PQgetvalue(r, i, 0);
+		if (!strcmp(run, PQgetvalue(r, i - 1, 0)))
+			continue;
+		for (int j = 0; j < i - 1; j++)
+			cr_assert(strcmp(run, PQgetvalue(r, j, 0)) != 0 || !run[0], "%s: run %s writes again at %d", key,
+				  run, i);
+	}
+	PQclear(r);
+	PQfinish(c);
+}
+
+Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 600)
+{
+	fx_t f;
+	fx_init(&f);
+	static accepted_t acc[LOOP_RUNS];
+	int n = 0;
+	uint64_t worst = 0;
+	for (int k = 0; k < KILLS; k++) {
+		node_t *victim = &f.n[k % NODES], *other = &f.n[(k + 1) % NODES];
+		char key[32], busy[32], id[32], idem[32];
+		snprintf(key, sizeof(key), "loop-%d", k % LOOP_SESSIONS);
+		snprintf(busy, sizeof(busy), "busy-%d", k);
+		/* on the victim: a run in flight and one queued behind it */
+		tws_t *ws = node_ws(victim);
+		snprintf(id, sizeof(id), "k%d-a", k);
+		snprintf(idem, sizeof(idem), "idem-%d-a", k);
+		acc[n].slow = true;
+		agent_send(ws, id, key, "slow [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", idem, acc[n].run,
+			   sizeof(acc[n].run));
+		const char *slow = acc[n++].run;
+		snprintf(id, sizeof(id), "k%d-b", k);
+		snprintf(idem, sizeof(idem), "idem-%d-b", k);
+		agent_send(ws, id, key, "queued [[mock:{\"text\":\"queued answer\"}]]", idem, acc[n].run,
+			   sizeof(acc[n].run));
+		const char *queued = acc[n++].run;
+		/* elsewhere, turns that must not notice */
+		tws_t *wo = node_ws(other);
+		for (int j = 0; j < 2; j++) {
+			snprintf(id, sizeof(id), "k%d-o%d", k, j);
+			snprintf(idem, sizeof(idem), "idem-%d-o%d", k, j);
+			agent_send(wo, id, busy, "busy [[mock:{\"text\":\"busy answer\",\"ttft_ms\":300}]]", idem,
+				   acc[n].run, sizeof(acc[n].run));
+			n++;
+		}
+		await_begun(&f, slow);
+		cr_assert_eq(kill(victim->pid, SIGKILL), 0);
+		cr_assert_eq(child_wait(&victim->pid, 30000), 128 + SIGKILL);
+		uint64_t t0 = now_ms();
+		tws_free(ws);
+		/* every other kill, started again at once: its old row is still
+		 * live, so its start takes nothing over, and the cluster does
+		 * once the row changes hands */
+		bool at_once = k % 2 == 1;
+		if (at_once)
+			node_start(&f, (int)(victim - f.n));
+		char sql[512];
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", queued);
+		cr_assert(q_becomes(&f, sql, 1, 30000), "kill %d: the queued run %s", k, run_state(&f, queued));
+		uint64_t took = now_ms() - t0;
+		worst = took > worst ? took : worst;
+		tws_free(wo);
+		if (!at_once)
+			node_start(&f, (int)(victim - f.n));
+	}
+	fprintf(stderr, "store_pg_cluster: %d kills, the slowest takeover %llu ms after its kill\n", KILLS,
+		(unsigned long long)worst);
+	cr_assert_lt(worst, 4 * LEASE_MS + 4000);
+	/* every acknowledged message ended: ran once, or was in flight at a kill */
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE status = 'accepted'");
+	cr_assert(q_becomes(&f, sql, 0, 30000), "%lld runs never ended", q_int(&f, sql));
+	for (int i = 0; i < n; i++) {
+		char *st = run_state(&f, acc[i].run);
+		long long turns = user_turns(&f, acc[i].run);
+		if (acc[i].slow) {
+			cr_assert_str_eq(st, "error/node_lost", "run %s", acc[i].run);
+			cr_assert_eq(turns, 1, "run %s", acc[i].run);
+		} else {
+			cr_assert_str_eq(st, "ok/", "run %s", acc[i].run);
+			cr_assert_eq(turns, 1, "run %s has %lld user turns", acc[i].run, turns);
+		}
+		free(st);
+	}
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs"), n, "a run nobody asked for");
+	for (int i = 0; i < LOOP_SESSIONS; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "loop-%d", i);
+		assert_not_interleaved(&f, key);
+	}
 	fx_fini(&f);
 }
