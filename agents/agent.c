@@ -177,6 +177,11 @@ int pc_agent_new(const pc_agent_options_t *o, pc_agent_t **out)
 		char *slash = rc == 0 ? strrchr(path, '/') : NULL;
 		if (slash)
 			*slash = '\0';
+		/* the default state directory, which a SQLite store would have
+		 * made, is this agent's to make when the store is elsewhere
+		 * (PostgreSQL) */
+		if (rc == 0 && slash && !a->cfg->store_path && mkdir(path, 0700) != 0 && errno != EEXIST)
+			rc = PC_ESYS;
 		if (rc == 0) {
 			size_t n = strlen(slash ? path : ".") + 8;
 			a->lock_dir = malloc(n);
