@@ -573,7 +573,9 @@ static void begin_run(pc_ctx_t *ctx, session_t *s)
 }
 
 /* The claim's answer: the run starts, or it is another node's now and
- * ends here without a word to the store (its row is that node's). */
+ * ends here without a word to the store (its row is that node's). A node
+ * out of the cluster again, or a lease lost meanwhile, waits for the lease
+ * and claims again once it has it. */
 static void on_claimed(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 {
 	s->claim_corr = 0;
@@ -582,6 +584,13 @@ static void on_claimed(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)
 	pc_store_reply_t r;
 	if (pc_store_reply_get(msg, &r) != 0)
 		r = (pc_store_reply_t){.rc = PC_EINVAL};
+	pc__lease_ctx_t lc = lease_ctx(ctx, s);
+	if (r.rc == PC_ESTATE)
+		pc__lease_release(&lc);
+	if (r.rc == PC_ESTATE || (r.rc == 0 && !lease_usable(s))) {
+		pc__lease_want(&lc); /* its answer (on_lease_reply) claims again */
+		return;
+	}
 	if (r.rc == 0) {
 		start_run(ctx, s);
 		return;
@@ -1314,13 +1323,15 @@ static void lease_lost(session_t *s, const pc__lease_ctx_t *lc, bool waiting, co
 		pc__lease_want(lc);
 }
 
-/* The cluster node's deadline passed (pc_agent_node_lapsed). */
+/* The cluster node's deadline passed (pc_agent_node_lapsed). A run
+ * waiting for its permit or its lease asks for the lease again. */
 static void on_lapsed(pc_ctx_t *ctx, session_t *s)
 {
 	pc__lease_ctx_t lc = lease_ctx(ctx, s);
 	s->reclaim = true;
+	bool waiting = s->state == PC_SESS_LC_LANE || s->state == PC_SESS_LC_LEASE;
 	if (pc__lease_lapse(&lc))
-		lease_lost(s, &lc, false, "session lease lapsed: this cluster node missed its heartbeat");
+		lease_lost(s, &lc, waiting, "session lease lapsed: this cluster node missed its heartbeat");
 }
 
 static void on_lease_reply(pc_ctx_t *ctx, session_t *s, const pc_msg_t *msg)

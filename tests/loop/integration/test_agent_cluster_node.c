@@ -188,3 +188,30 @@ Test(agent_cluster_node, a_run_accepted_while_out_of_the_cluster_is_claimed_befo
 	cr_assert_eq(wait_run(&f.h, r2, 20000).status, PC_AGENT_WAIT_OK);
 	node_stop(&f);
 }
+
+/* A run waiting for the global lane when the node lapses asks for its
+ * lease again and runs once the lane lets it, rather than wait for a lease
+ * answer that never comes. */
+Test(agent_cluster_node, a_run_waiting_for_the_lane_through_a_lapse_still_runs)
+{
+	node_fx_t f;
+	__atomic_store_n(&touched, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(pc_tool_registry_new(&f.tools), 0);
+	harness_start_with(&f.h,
+			   "{\"providers\":{\"mock\":{\"api\":\"openai-completions\",\"embedded\":true,\"apiKey\":\"k\"}},"
+			   "\"agents\":{\"defaults\":{\"model\":\"mock/m1\",\"maxConcurrent\":1}}}",
+			   "{}", f.tools);
+	pc_agent_cluster_join(f.h.agent);
+	beat(&f, NODE_LEASE_MS);
+	pc_agent_node_renewed(f.h.agent, pc_runtime_now_ms() + NODE_LEASE_MS);
+	char r1[80], r2[80];
+	cr_assert_eq(submit(&f.h, "a", SLOW_FIRST, r1), PC_AGENT_STARTED);
+	AWAIT(request_count(&f.h) == 1, 10000);
+	cr_assert_eq(submit(&f.h, "b", "second [[mock:{\"text\":\"the second\"}]]", r2), PC_AGENT_STARTED);
+	sleep_ms(100); /* b has its lease, and waits for the lane */
+	cr_assert_eq(pc_agent_node_lapsed(f.h.agent), 2);
+	cr_assert_eq(wait_run(&f.h, r1, 20000).run.status, PC_RUN_STATUS_ABORTED);
+	pc_agent_wait_result_t w2 = wait_run(&f.h, r2, 20000);
+	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK, "r2: %s %s", pc_run_status_name(w2.run.status), w2.run.error);
+	node_stop(&f);
+}
