@@ -634,6 +634,7 @@ void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out)
 	out->node_lapses = __atomic_load_n(&a->stats.node_lapses, __ATOMIC_RELAXED);
 	out->tools_fenced = __atomic_load_n(&a->stats.tools_fenced, __ATOMIC_RELAXED);
 	out->runs_taken_over = __atomic_load_n(&a->stats.runs_taken_over, __ATOMIC_RELAXED);
+	out->leases_held = __atomic_load_n(&a->stats.leases_held, __ATOMIC_RELAXED);
 	pc_lane_stats_t ls;
 	pc_lane_stats(a->lane, &ls);
 	out->lane_active = ls.active;

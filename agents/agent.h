@@ -302,6 +302,7 @@ typedef struct pc_agent_stats {
 	uint64_t node_lapses;     /* the node's deadline passed without a heartbeat */
 	uint64_t tools_fenced;    /* tool calls not started: the node was past its deadline */
 	uint64_t runs_taken_over; /* open runs of lost nodes adopted (pc_agent_take_over) */
+	uint64_t leases_held;     /* sessions whose store lease this agent holds now */
 } pc_agent_stats_t;
 void pc_agent_stats(pc_agent_t *a, pc_agent_stats_t *out);
 

@@ -245,6 +245,7 @@ struct pc_agent {
 		uint64_t diag_recoveries;
 		uint64_t usage_write_errors; /* model-call usage records the store refused */
 		uint64_t node_lapses, tools_fenced, runs_taken_over; /* a cluster node's (pc_agent_cluster_join) */
+		uint64_t leases_held; /* sessions whose store lease this agent holds (session/lease.c) */
 	} stats; /* atomics */
 	pc__agent_metrics_t metrics;
 };

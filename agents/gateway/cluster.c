@@ -409,6 +409,7 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 	out->runs_taken_over = as.runs_taken_over;
 	out->lapses = as.node_lapses;
 	out->tools_fenced = as.tools_fenced;
+	out->sessions_owned = as.leases_held;
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; i < n; i++) {
 		pc_store_node_t nd;
@@ -458,6 +459,10 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 	cJSON_AddNumberToObject(o, "runsTakenOver", (double)st.runs_taken_over);
 	cJSON_AddNumberToObject(o, "lapses", (double)st.lapses);
 	cJSON_AddNumberToObject(o, "toolsFenced", (double)st.tools_fenced);
+	cJSON_AddNumberToObject(o, "sessionsOwned", (double)st.sessions_owned);
+	pc_store_stats_t ss;
+	pc_store_stats(c->store, &ss);
+	cJSON_AddNumberToObject(o, "fencedWrites", (double)ss.fenced_writes);
 	cJSON *arr = cJSON_AddArrayToObject(o, "nodes");
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; arr && i < n; i++) {

@@ -190,6 +190,8 @@ static const scalar_t cluster_scalars[] = {
 		"Times this node's deadline passed with no heartbeat recorded, stopping its sessions."),
 	COUNTER("pincer_cluster_tools_fenced_total", U64, cluster.tools_fenced,
 		"Tool calls not started because this node was past its deadline."),
+	GAUGE("pincer_cluster_sessions_owned", U64, cluster.sessions_owned,
+		"Sessions whose lease this node holds now (sessions with work, or idle under a second)."),
 };
 
 static const scalar_t store_scalars[] = {
@@ -204,6 +206,8 @@ static const scalar_t store_scalars[] = {
 		"Write transactions that failed and ran again, each write alone."),
 	COUNTER("pincer_store_unknown_writes_total", U64, store.unknown_writes,
 		"Writes whose commit lost its answer and could not be proved (PostgreSQL)."),
+	COUNTER("pincer_store_fenced_writes_total", U64, store.fenced_writes,
+		"Writes refused for a stale lease epoch, or for a run another owner took over or ended."),
 	COUNTER("pincer_store_write_cpu_seconds_total", F64, store_write_cpu_s,
 		"CPU time the store's writer spent in transactions, checkpoints included."),
 	GAUGE("pincer_store_writes_ok", F64, store_writing,

@@ -46,6 +46,16 @@ bool pc__owner_gone(const char *owner)
 	return rc == PC_ENOTFOUND || (rc == 0 && now != st);
 }
 
+/* Every change of state goes here, so the count of held leases stays true. */
+static void set_state(const pc__lease_ctx_t *c, pc__lease_state_t st)
+{
+	pc__lease_t *l = c->lease;
+	bool was = l->state == PC__LEASE_HELD, is = st == PC__LEASE_HELD;
+	l->state = st;
+	if (c->held && was != is)
+		__atomic_add_fetch(c->held, is ? 1 : (uint64_t)-1, __ATOMIC_RELAXED);
+}
+
 static void arm(const pc__lease_ctx_t *c, uint32_t ms)
 {
 	pc__lease_t *l = c->lease;
@@ -86,10 +96,10 @@ bool pc__lease_want(const pc__lease_ctx_t *c)
 	if (l->state == PC__LEASE_NONE) {
 		l->renewing = false;
 		if (ask(c, NULL)) {
-			l->state = PC__LEASE_ASKING;
+			set_state(c, PC__LEASE_ASKING);
 		} else {
 			/* no memory for the request now: try again shortly */
-			l->state = PC__LEASE_WAITING;
+			set_state(c, PC__LEASE_WAITING);
 			arm(c, PC__LEASE_RETRY_MIN_MS);
 		}
 	}
@@ -115,7 +125,7 @@ static void wait_again(const pc__lease_ctx_t *c)
 	l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : PC__LEASE_RETRY_MIN_MS;
 	if (l->backoff_ms > PC__LEASE_RETRY_MAX_MS)
 		l->backoff_ms = PC__LEASE_RETRY_MAX_MS;
-	l->state = PC__LEASE_WAITING;
+	set_state(c, PC__LEASE_WAITING);
 	arm(c, l->backoff_ms);
 }
 
@@ -135,12 +145,12 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 		/* a renewal that got another epoch came after the lease ran out:
 		 * writes already sent with the old one will be refused */
 		if (r.rc == 0 && r.epoch == l->epoch) {
-			l->state = PC__LEASE_HELD;
+			set_state(c, PC__LEASE_HELD);
 			if (!l->idle)
 				arm_renewal(c);
 			return true;
 		}
-		l->state = PC__LEASE_NONE;
+		set_state(c, PC__LEASE_NONE);
 		if (r.rc == 0)
 			send_release(c, r.epoch);
 		*ev = PC__LEASE_EV_LOST;
@@ -161,14 +171,14 @@ bool pc__lease_on_reply(const pc__lease_ctx_t *c, const pc_msg_t *msg, pc__lease
 		return true;
 	}
 	if (r.rc != 0) {
-		l->state = PC__LEASE_NONE;
+		set_state(c, PC__LEASE_NONE);
 		*ev = PC__LEASE_EV_FAILED;
 		return true;
 	}
 	*fresh = r.epoch != l->epoch + 1;
 	l->epoch = r.epoch;
 	l->backoff_ms = 0;
-	l->state = PC__LEASE_HELD;
+	set_state(c, PC__LEASE_HELD);
 	l->idle = false;
 	arm_renewal(c);
 	*ev = PC__LEASE_EV_GRANTED;
@@ -181,7 +191,7 @@ static void renew(const pc__lease_ctx_t *c)
 	l->renewing = true;
 	l->idle = false;
 	if (ask(c, NULL))
-		l->state = PC__LEASE_ASKING;
+		set_state(c, PC__LEASE_ASKING);
 	else
 		arm(c, PC__LEASE_RETRY_MIN_MS);
 }
@@ -191,7 +201,7 @@ void pc__lease_on_tick(const pc__lease_ctx_t *c, bool busy)
 	pc__lease_t *l = c->lease;
 	l->timer = 0;
 	if (l->state == PC__LEASE_WAITING) {
-		l->state = PC__LEASE_NONE;
+		set_state(c, PC__LEASE_NONE);
 		pc__lease_want(c);
 		return;
 	}
@@ -236,7 +246,7 @@ void pc__lease_release(const pc__lease_ctx_t *c)
 	l->timer = 0;
 	if (l->state != PC__LEASE_HELD)
 		return;
-	l->state = PC__LEASE_NONE;
+	set_state(c, PC__LEASE_NONE);
 	l->idle = false;
 	send_release(c, l->epoch);
 }

@@ -63,6 +63,7 @@ typedef struct pc__lease_ctx {
 	const char *owner, *key;
 	pc_actor_t *store;
 	bool node; /* held while this cluster node is live: never renewed here */
+	uint64_t *held; /* counts the leases held (atomic; may be NULL) */
 } pc__lease_ctx_t;
 
 /* Asks for the lease unless it is held or already asked for. Returns true

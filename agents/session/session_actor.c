@@ -441,7 +441,7 @@ static void diag_tick(pc_ctx_t *ctx, session_t *s)
 static pc__lease_ctx_t lease_ctx(pc_ctx_t *ctx, session_t *s)
 {
 	return (pc__lease_ctx_t){ctx, &s->lease, s->agent->owner, s->key, pc_store_actor(s->agent->store),
-				 s->agent->node_bound};
+				 s->agent->node_bound, &s->agent->stats.leases_held};
 }
 
 /* The active item asks the global lane for its permit, with a new ticket. */

@@ -305,6 +305,8 @@ static void batch_end(batch_t *b, int rc, uint64_t cpu0)
 			lost = op->res.rc;
 		if (op->res.rc == PC_STORE_EUNKNOWN)
 			__atomic_add_fetch(&s->stats.unknown_writes, 1, __ATOMIC_RELAXED);
+		else if (op->res.rc == PC_STORE_EFENCED)
+			__atomic_add_fetch(&s->stats.fenced_writes, 1, __ATOMIC_RELAXED);
 	}
 	if (rc == 0)
 		rc = lost;
@@ -820,6 +822,7 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 	out->write_cpu_ns = __atomic_load_n(&s->stats.write_cpu_ns, __ATOMIC_RELAXED);
 	out->retried_batches = __atomic_load_n(&s->stats.retried_batches, __ATOMIC_RELAXED);
 	out->unknown_writes = __atomic_load_n(&s->stats.unknown_writes, __ATOMIC_RELAXED);
+	out->fenced_writes = __atomic_load_n(&s->stats.fenced_writes, __ATOMIC_RELAXED);
 }
 
 /* ---- plain-thread wrappers ---- */

@@ -169,6 +169,8 @@ typedef struct pc_store_stats {
 				   * write alone (a write the database rejected) */
 	uint64_t unknown_writes;  /* writes answered PC_STORE_EUNKNOWN: the
 				   * connection was lost during their commit */
+	uint64_t fenced_writes;   /* writes refused PC_STORE_EFENCED: a stale
+				   * lease epoch, a run another owner took or ended */
 } pc_store_stats_t;
 
 /* Counters since open (each read atomically). Any thread. */

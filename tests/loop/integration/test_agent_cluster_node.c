@@ -110,6 +110,9 @@ static void running_and_queued(node_fx_t *f, char *r1, char *r2)
 	AWAIT(request_count(&f->h) == 1, 10000);
 	cr_assert_eq(submit_mode(&f->h, "s", "second [[mock:{\"text\":\"the second\"}]]", "followup", r2),
 		     PC_AGENT_QUEUED);
+	pc_agent_stats_t st;
+	pc_agent_stats(f->h.agent, &st);
+	cr_assert_eq(st.leases_held, 1);
 }
 
 Test(agent_cluster_node, a_run_taken_over_during_a_lapse_does_not_start_here)
@@ -130,6 +133,9 @@ Test(agent_cluster_node, a_run_taken_over_during_a_lapse_does_not_start_here)
 	cr_assert_eq(pc_agent_run_info(f.h.agent, r2, &info), 0);
 	cr_assert_eq(info.status, PC_RUN_STATUS_QUEUED, "r2 went on while the node was out: %s",
 		     pc_run_status_name(info.status));
+	pc_agent_stats_t st;
+	pc_agent_stats(f.h.agent, &st);
+	cr_assert_eq(st.leases_held, 0, "the lapse left a lease counted");
 	/* live again: r2 is claimed, found another node's, and ends here */
 	beat(&f, NODE_LEASE_MS);
 	pc_agent_node_renewed(f.h.agent, pc_runtime_now_ms() + NODE_LEASE_MS);
@@ -141,7 +147,6 @@ Test(agent_cluster_node, a_run_taken_over_during_a_lapse_does_not_start_here)
 	pc_store_reply_t r;
 	cr_assert_eq(pc_store_run_get(f.h.store, r2, &r), 0);
 	cr_assert_eq(r.status, PC_STORE_RUN_ACCEPTED);
-	pc_agent_stats_t st;
 	pc_agent_stats(f.h.agent, &st);
 	cr_assert_eq(st.node_lapses, 1);
 	node_stop(&f);

@@ -189,23 +189,34 @@ static void agent_send(tws_t *ws, const char *id, const char *key, const char *m
 	cr_assert_fail("agent %s: no answer", id);
 }
 
+/* Series `name` (no labels) of node n's /metrics, or -1. */
+static double node_metric(const node_t *n, const char *name)
+{
+	resp_t r = {0};
+	curl_request(n->port, "GET", "/metrics", NULL, NULL, 0, 2000, &r);
+	char want[128];
+	snprintf(want, sizeof(want), "\n%s ", name);
+	const char *p = r.body ? strstr(r.body, want) : NULL;
+	double v = p ? strtod(p + strlen(want), NULL) : -1;
+	resp_free(&r);
+	return v;
+}
+
+/* Waits up to `ms` for node n's series `name` to reach `at_least`. */
+static bool node_metric_reaches(const node_t *n, const char *name, double at_least, uint64_t ms)
+{
+	uint64_t until = now_ms() + ms;
+	while (node_metric(n, name) < at_least && now_ms() < until)
+		sleep_ms(50);
+	return node_metric(n, name) >= at_least;
+}
+
 /* Every node reads every node live. */
 static void await_cluster(const fx_t *f)
 {
-	for (int i = 0; i < NODES; i++) {
-		uint64_t until = now_ms() + 20000;
-		bool ok = false;
-		while (!ok && now_ms() < until) {
-			resp_t r = {0};
-			curl_request(f->n[i].port, "GET", "/metrics", NULL, NULL, 0, 2000, &r);
-			const char *p = r.body ? strstr(r.body, "\npincer_cluster_nodes_live ") : NULL;
-			ok = p && atoi(p + strlen("\npincer_cluster_nodes_live ")) == NODES;
-			resp_free(&r);
-			if (!ok)
-				sleep_ms(50);
-		}
-		cr_assert(ok, "%s never read %d nodes live", f->n[i].name, NODES);
-	}
+	for (int i = 0; i < NODES; i++)
+		cr_assert(node_metric_reaches(&f->n[i], "pincer_cluster_nodes_live", NODES, 20000),
+			  "%s never read %d nodes live", f->n[i].name, NODES);
 }
 
 static long long user_turns(const fx_t *f, const char *run)
@@ -310,20 +321,7 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 	sleep_ms(2 * LEASE_MS); /* well past the write's 2.5 s */
 	cr_assert_eq(kill(a->pid, SIGCONT), 0);
 	/* resumed: it lapsed, so it writes no file and runs r2 nowhere again */
-	resp_t m = {0};
-	uint64_t until = now_ms() + 20000;
-	bool lapsed = false;
-	while (!lapsed && now_ms() < until) {
-		resp_free(&m);
-		memset(&m, 0, sizeof(m));
-		curl_request(a->port, "GET", "/metrics", NULL, NULL, 0, 2000, &m);
-		const char *p = m.body ? strstr(m.body, "\npincer_cluster_lapses_total ") : NULL;
-		lapsed = p && atoi(p + strlen("\npincer_cluster_lapses_total ")) >= 1;
-		if (!lapsed)
-			sleep_ms(50);
-	}
-	resp_free(&m);
-	cr_assert(lapsed, "node-a never counted a lapse");
+	cr_assert(node_metric_reaches(a, "pincer_cluster_lapses_total", 1, 20000), "node-a never counted a lapse");
 	sleep_ms(3000); /* time for whatever it still would do */
 	char marker[PATH_MAX + 16];
 	snprintf(marker, sizeof(marker), "%s/marker.txt", a->dir);
@@ -335,6 +333,8 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 	s1 = run_state(&f, r1);
 	cr_assert_str_eq(s1, "error/node_lost", "the resumed node wrote over the new owner's end: %s", s1);
 	free(s1);
+	/* what it still tried (r2's claim, r1's end) the store refused */
+	cr_assert_geq(node_metric(a, "pincer_store_fenced_writes_total"), 1);
 	/* it is a live node again, and serves a new prompt of the session */
 	char r3[PC_STORE_ID_MAX + 1];
 	agent_send(ws, "m3", "paused", "again [[mock:{\"text\":\"again\"}]]", "p3", r3, sizeof(r3));
