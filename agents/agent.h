@@ -126,14 +126,19 @@ size_t pc_agent_node_lapsed(pc_agent_t *a);
 /* True unless a joined node is past its deadline (or has none yet). */
 bool pc_agent_node_live(const pc_agent_t *a);
 
-/* Takes over the open runs that `pick` chooses among the store's (runs a
- * lost node accepted): each is adopted first (a run another node adopted
- * first is skipped), then one that never began runs here under its own
- * run id, in order, and one that began ends with the error code node_lost
- * (running it again could repeat what its tools did). Counts in *out (may
- * be NULL). Blocking: from the blocking pool or a plain thread. */
+/* Takes over, on the blocking pool, the open runs that `pick` chooses
+ * among the store's (runs a lost node accepted): each is adopted first (a
+ * run another node adopted first is skipped), then one that never began
+ * runs here under its own run id, in order, and one that began ends with
+ * the error code node_lost (running it again could repeat what its tools
+ * did). `arg` is the job's: `release(arg)` runs once it is done or will
+ * never run. Then `reply_to` (may be NULL) gets a message of `reply_type`
+ * whose u64 is the outcome (0 or a store code, as int64). pc_agent_free
+ * waits for the job. PC_EBUSY / PC_ESTOPPED when the pool cannot take it
+ * (the caller keeps arg). Any thread. */
 typedef bool (*pc_agent_run_pick_fn)(void *arg, const pc_store_open_run_t *run);
-int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, pc_agent_recovery_t *out);
+int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, void (*release)(void *arg),
+		       pc_actor_t *reply_to, uint32_t reply_type);
 
 /* A run's outcome as the store has it (pc_store_run_get), for a run the
  * registry no longer holds. Status PC_RUN_STATUS_RUNNING when it has not

@@ -33,7 +33,6 @@
 #include "placement.h"
 #include "actors/hash.h"
 #include "actors/timer.h"
-#include "runtime/blocking.h"
 
 enum {
 	CLUSTER_TICK = PC_MSG_TYPE_SYSTEM + 0x2800,
@@ -192,18 +191,6 @@ static bool pick(void *arg, const pc_store_open_run_t *run)
 	return k < t->n_live && t->live[k] == t->self;
 }
 
-static pc_msg_t *takeover_run(void *arg)
-{
-	takeover_t *t = arg;
-	pc_agent_recovery_t n;
-	int rc = pc_agent_take_over(t->agent, pick, t, &n);
-	takeover_free(t);
-	pc_msg_t *m = pc_msg_new(CLUSTER_TAKEN, sizeof(uint64_t));
-	if (m)
-		*(uint64_t *)pc_msg_data(m) = (uint64_t)(int64_t)rc;
-	return m;
-}
-
 /* The listing's live nodes, for a scan, and in *members a digest of the
  * whole membership (ids, owners, live or not); NULL without memory or
  * when this node is not in it as live. */
@@ -258,7 +245,7 @@ static void maybe_take_over(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_store_n
 		takeover_free(t);
 		return;
 	}
-	if (pc_blocking_submit(pc_ctx_runtime(ctx), takeover_run, takeover_free, t, pc_self(ctx)) != 0) {
+	if (pc_agent_take_over(c->agent, pick, t, takeover_free, pc_self(ctx), CLUSTER_TAKEN) != 0) {
 		takeover_free(t);
 		return;
 	}

@@ -5,11 +5,13 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../run/run_lifecycle.h"
 #include "lease.h"
 #include "actors/hash.h"
+#include "runtime/blocking.h"
 
 static const char *sub_str(const pc__submit_t *p, uint32_t off) { return off ? p->buf + off : NULL; }
 
@@ -121,14 +123,54 @@ int pc__agent_recover(pc_agent_t *a, pc_agent_recovery_t *out)
 	return recover(a, left_by_gone_process, NULL, "run_interrupted", out);
 }
 
-int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, pc_agent_recovery_t *out)
+typedef struct take_over {
+	pc_agent_t *agent;
+	pc_agent_run_pick_fn pick;
+	void *arg;
+	void (*release)(void *arg);
+	uint32_t reply_type;
+} take_over_t;
+
+static void take_over_end(take_over_t *j)
 {
-	if (!a || !pick)
-		return PC_EINVAL;
+	pc_agent_t *a = j->agent;
+	j->release(j->arg);
+	free(j);
+	__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
+}
+
+static pc_msg_t *take_over_run(void *arg)
+{
+	take_over_t *j = arg;
 	pc_agent_recovery_t n = {0};
-	int rc = recover(a, pick, arg, "node_lost", &n);
-	__atomic_add_fetch(&a->stats.runs_taken_over, n.rerun + n.interrupted, __ATOMIC_RELAXED);
-	if (out)
-		*out = n;
+	int rc = recover(j->agent, j->pick, j->arg, "node_lost", &n);
+	__atomic_add_fetch(&j->agent->stats.runs_taken_over, n.rerun + n.interrupted, __ATOMIC_RELAXED);
+	pc_msg_t *m = pc_msg_new(j->reply_type, sizeof(uint64_t));
+	if (m)
+		*(uint64_t *)pc_msg_data(m) = (uint64_t)(int64_t)rc;
+	take_over_end(j);
+	return m;
+}
+
+static void take_over_discard(void *arg)
+{
+	take_over_end(arg);
+}
+
+int pc_agent_take_over(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, void (*release)(void *arg),
+		       pc_actor_t *reply_to, uint32_t reply_type)
+{
+	if (!a || !pick || !release)
+		return PC_EINVAL;
+	take_over_t *j = malloc(sizeof(*j));
+	if (!j)
+		return PC_ENOMEM;
+	*j = (take_over_t){a, pick, arg, release, reply_type};
+	__atomic_add_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELAXED);
+	int rc = pc_blocking_submit(a->rt, take_over_run, take_over_discard, j, reply_to);
+	if (rc != 0) {
+		free(j);
+		__atomic_sub_fetch(&a->stats.jobs_live, 1, __ATOMIC_RELEASE);
+	}
 	return rc;
 }
