@@ -191,10 +191,22 @@ static bool pick(void *arg, const pc_store_open_run_t *run)
 	return k < t->n_live && t->live[k] == t->self;
 }
 
-/* The listing's live nodes, for a scan, and in *members a digest of the
- * whole membership (ids, owners, live or not); NULL without memory or
- * when this node is not in it as live. */
-static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l, uint64_t *members)
+/* A digest of the listing's membership (ids, owners, live or not), in
+ * any order: a scan runs only when it changed. */
+static uint64_t members_of(const pc_store_nodes_t *l)
+{
+	uint64_t d = 0;
+	for (size_t i = 0, n = pc_store_nodes_count(l); i < n; i++) {
+		pc_store_node_t nd;
+		pc_store_nodes_get(l, i, &nd);
+		d ^= pc__hash64_str(nd.id) * 31u + pc__hash64_str(nd.owner) * 7u + nd.live;
+	}
+	return d;
+}
+
+/* The listing's live nodes, for a scan; NULL without memory or when this
+ * node is not in it as live. */
+static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l)
 {
 	size_t n = pc_store_nodes_count(l);
 	takeover_t *t = calloc(1, sizeof(*t));
@@ -204,16 +216,12 @@ static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l, u
 		t->agent = c->agent;
 	}
 	bool ok = t && t->live && t->owners;
-	*members = 0;
 	for (size_t i = 0; ok && i < n; i++) {
 		pc_store_node_t nd;
 		pc_store_nodes_get(l, i, &nd);
-		const char *owner = nd.owner ? nd.owner : "";
-		/* in any order: rows come sorted, but a digest need not care */
-		*members ^= pc__hash64_str(nd.id) * 31u + pc__hash64_str(owner) * 7u + nd.live;
 		if (!nd.live)
 			continue;
-		char *id = strdup(nd.id), *own = strdup(owner);
+		char *id = strdup(nd.id), *own = strdup(nd.owner ? nd.owner : "");
 		ok = id && own;
 		if (!ok) {
 			free(id);
@@ -237,14 +245,12 @@ static void maybe_take_over(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_store_n
 {
 	if (c->scanning || c->lapsed)
 		return;
-	uint64_t members = 0;
-	takeover_t *t = takeover_of(c, l, &members);
+	uint64_t members = members_of(l);
+	if (members == c->members && !c->rescan)
+		return;
+	takeover_t *t = takeover_of(c, l);
 	if (!t)
 		return;
-	if (members == c->members && !c->rescan) {
-		takeover_free(t);
-		return;
-	}
 	if (pc_agent_take_over(c->agent, pick, t, takeover_free, pc_self(ctx), CLUSTER_TAKEN) != 0) {
 		takeover_free(t);
 		return;
@@ -391,12 +397,6 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 	out->beat_age_ms = ok ? (int64_t)(pc_runtime_now_ms() - ok) : -1;
 	out->beat_rc = __atomic_load_n(&c->beat_rc, __ATOMIC_RELAXED);
 	out->scans = __atomic_load_n(&c->scans, __ATOMIC_RELAXED);
-	pc_agent_stats_t as;
-	pc_agent_stats(c->agent, &as);
-	out->runs_taken_over = as.runs_taken_over;
-	out->lapses = as.node_lapses;
-	out->tools_fenced = as.tools_fenced;
-	out->sessions_owned = as.leases_held;
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; i < n; i++) {
 		pc_store_node_t nd;
@@ -443,10 +443,12 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 	cJSON_AddNumberToObject(o, "leaseMs", c->lease_ms);
 	cJSON_AddNumberToObject(o, "heartbeatAgeMs", (double)st.beat_age_ms);
 	cJSON_AddBoolToObject(o, "live", pc_agent_node_live(c->agent));
-	cJSON_AddNumberToObject(o, "runsTakenOver", (double)st.runs_taken_over);
-	cJSON_AddNumberToObject(o, "lapses", (double)st.lapses);
-	cJSON_AddNumberToObject(o, "toolsFenced", (double)st.tools_fenced);
-	cJSON_AddNumberToObject(o, "sessionsOwned", (double)st.sessions_owned);
+	pc_agent_stats_t as;
+	pc_agent_stats(c->agent, &as);
+	cJSON_AddNumberToObject(o, "runsTakenOver", (double)as.runs_taken_over);
+	cJSON_AddNumberToObject(o, "lapses", (double)as.node_lapses);
+	cJSON_AddNumberToObject(o, "toolsFenced", (double)as.tools_fenced);
+	cJSON_AddNumberToObject(o, "sessionsOwned", (double)as.leases_held);
 	pc_store_stats_t ss;
 	pc_store_stats(c->store, &ss);
 	cJSON_AddNumberToObject(o, "fencedWrites", (double)ss.fenced_writes);

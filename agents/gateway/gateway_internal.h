@@ -210,8 +210,7 @@ typedef struct pc__gw_cluster_stats {
 	int64_t beat_age_ms;           /* since the last recorded one; -1: none yet */
 	int32_t beat_rc;               /* the last beat's outcome */
 	uint32_t live, gone;           /* nodes in the latest listing */
-	uint64_t scans;                /* takeover scans after a node was read gone */
-	uint64_t runs_taken_over, lapses, tools_fenced, sessions_owned; /* the agent's (pc_agent_stats) */
+	uint64_t scans;                /* takeover scans after the membership changed */
 } pc__gw_cluster_stats_t;
 /* Zeros when not a node. Any thread. */
 void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out);

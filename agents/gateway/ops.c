@@ -184,13 +184,13 @@ static const scalar_t cluster_scalars[] = {
 	GAUGE("pincer_cluster_nodes_gone", U32, cluster.gone, "Nodes in the node table whose lease ran out or that left."),
 	COUNTER("pincer_cluster_takeover_scans_total", U64, cluster.scans,
 		"Scans for open runs of nodes read gone, to take over those of sessions that prefer this node."),
-	COUNTER("pincer_cluster_runs_taken_over_total", U64, cluster.runs_taken_over,
+	COUNTER("pincer_cluster_runs_taken_over_total", U64, agent.runs_taken_over,
 		"Open runs of gone nodes this node adopted: run again, or ended as node_lost."),
-	COUNTER("pincer_cluster_lapses_total", U64, cluster.lapses,
+	COUNTER("pincer_cluster_lapses_total", U64, agent.node_lapses,
 		"Times this node's deadline passed with no heartbeat recorded, stopping its sessions."),
-	COUNTER("pincer_cluster_tools_fenced_total", U64, cluster.tools_fenced,
+	COUNTER("pincer_cluster_tools_fenced_total", U64, agent.tools_fenced,
 		"Tool calls not started because this node was past its deadline."),
-	GAUGE("pincer_cluster_sessions_owned", U64, cluster.sessions_owned,
+	GAUGE("pincer_cluster_sessions_owned", U64, agent.leases_held,
 		"Sessions whose lease this node holds now (sessions with work, or idle under a second)."),
 };
 

@@ -646,30 +646,6 @@ static int op_run_begin(pc__sq_be_t *be, pc__store_op_t *op)
 	return rc;
 }
 
-static int owner_live(pc__sq_be_t *be, const char *owner, int64_t now);
-
-/* A run moves from a cluster node only once that node is gone, and a node
- * claims its own run only while it is live (store.h). */
-static int op_run_adopt(pc__sq_be_t *be, pc__store_op_t *op)
-{
-	const char *from = op->s[S_AD_FROM], *to = op->s[S_AD_TO];
-	bool claim = from && to && strcmp(from, to) == 0;
-	int rc = from ? owner_live(be, from, pc__clock_wall_ms()) : 0;
-	if (rc < 0)
-		return rc;
-	if (claim != (rc == 1))
-		return claim ? PC_ESTATE : PC_EBUSY;
-	int berr = 0;
-	sqlite3_stmt *st = be->st[W_RUN_ADOPT];
-	pc__sq_bind_s(&berr, st, 1, op, S_AD_RUN);
-	pc__sq_bind_s(&berr, st, 2, op, S_AD_FROM);
-	pc__sq_bind_s(&berr, st, 3, op, S_AD_TO);
-	rc = pc__sq_exec_b(be->db, st, berr);
-	if (rc == 0 && sqlite3_changes(be->db) == 0)
-		rc = PC_STORE_EFENCED;
-	return rc;
-}
-
 /* Fenced like a transcript write: only the holder of the lease on the
  * session op->s[key] names, at `epoch`, writes (0: unfenced). */
 static int fence(pc__sq_be_t *be, const pc__store_op_t *op, uint32_t key, int64_t epoch)
@@ -885,6 +861,28 @@ static int owner_live(pc__sq_be_t *be, const char *owner, int64_t now)
 	int rc = pc__sq_step_b(be->db, st, berr);
 	if (rc == 1)
 		pc__sq_done(st);
+	return rc;
+}
+
+/* A run moves from a cluster node only once that node is gone, and a node
+ * claims its own run only while it is live (store.h). */
+static int op_run_adopt(pc__sq_be_t *be, pc__store_op_t *op)
+{
+	const char *from = op->s[S_AD_FROM], *to = op->s[S_AD_TO];
+	bool claim = from && to && strcmp(from, to) == 0;
+	int rc = from ? owner_live(be, from, pc__clock_wall_ms()) : 0;
+	if (rc < 0)
+		return rc;
+	if (claim != (rc == 1))
+		return claim ? PC_ESTATE : PC_EBUSY;
+	int berr = 0;
+	sqlite3_stmt *st = be->st[W_RUN_ADOPT];
+	pc__sq_bind_s(&berr, st, 1, op, S_AD_RUN);
+	pc__sq_bind_s(&berr, st, 2, op, S_AD_FROM);
+	pc__sq_bind_s(&berr, st, 3, op, S_AD_TO);
+	rc = pc__sq_exec_b(be->db, st, berr);
+	if (rc == 0 && sqlite3_changes(be->db) == 0)
+		rc = PC_STORE_EFENCED;
 	return rc;
 }
 
