@@ -69,6 +69,7 @@ struct pc__gw_cluster {
 	/* read by other threads */
 	uint64_t beats, beat_failures; /* atomic */
 	uint64_t scans;                /* atomic: takeover scans run */
+	uint64_t forwards, forward_failures, links_in; /* atomic */
 	uint64_t beat_ok_ms;           /* atomic: runtime clock of the last recorded beat; 0: none yet */
 	int32_t beat_rc;               /* atomic: the last beat's outcome */
 	pthread_mutex_t lock;          /* guards nodes */
@@ -305,8 +306,10 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 
 static const pc_behavior_t cluster_behavior = {.name = "gateway-cluster", .receive = receive};
 
-/* The node's defaults: the host name and the gateway's port. */
-static void node_names(pc__gw_cluster_t *c, const pc_cluster_config_t *cc, uint16_t port)
+/* The node's defaults: the host name and the gateway's port for its id;
+ * for its URL the address the gateway listens on, or the host name when
+ * it listens on every address. */
+static void node_names(pc__gw_cluster_t *c, const pc_cluster_config_t *cc, const char *bind, uint16_t port)
 {
 	char host[256];
 	if (gethostname(host, sizeof(host)) != 0)
@@ -316,10 +319,13 @@ static void node_names(pc__gw_cluster_t *c, const pc_cluster_config_t *cc, uint1
 		snprintf(c->id, sizeof(c->id), "%s", cc->node_id);
 	else
 		snprintf(c->id, sizeof(c->id), "%.240s:%u", host, port);
+	bool any = !*bind || !strcmp(bind, "0.0.0.0") || !strcmp(bind, "::");
+	bool v6 = !any && strchr(bind, ':');
 	if (cc->advertise_url)
 		snprintf(c->url, sizeof(c->url), "%s", cc->advertise_url);
 	else
-		snprintf(c->url, sizeof(c->url), "http://%.240s:%u", host, port);
+		snprintf(c->url, sizeof(c->url), "http://%s%.240s%s:%u", v6 ? "[" : "", any ? host : bind,
+			 v6 ? "]" : "", port);
 }
 
 static void cluster_release(pc__gw_cluster_t *c)
@@ -342,7 +348,7 @@ int pc__gw_cluster_start(pc_gateway_t *g)
 	c->agent = g->agent;
 	c->lease_ms = cc->lease_ms;
 	c->fresh = true;
-	node_names(c, cc, g->port);
+	node_names(c, cc, g->host, g->port);
 	pthread_mutex_init(&c->lock, NULL);
 	/* the actor borrows c; pc__gw_cluster_free frees it once the actor has
 	 * stopped */
@@ -397,6 +403,9 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 	out->beat_age_ms = ok ? (int64_t)(pc_runtime_now_ms() - ok) : -1;
 	out->beat_rc = __atomic_load_n(&c->beat_rc, __ATOMIC_RELAXED);
 	out->scans = __atomic_load_n(&c->scans, __ATOMIC_RELAXED);
+	out->forwards = __atomic_load_n(&c->forwards, __ATOMIC_RELAXED);
+	out->forward_failures = __atomic_load_n(&c->forward_failures, __ATOMIC_RELAXED);
+	out->links_in = __atomic_load_n(&c->links_in, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; i < n; i++) {
 		pc_store_node_t nd;
@@ -407,6 +416,124 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 			out->gone++;
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* An advertised URL this gateway can open a connection to:
+ * http://host[:port][/], host a name or an address ([v6] in brackets). */
+static bool peer_address(const char *url, pc__gw_peer_t *p)
+{
+	static const char scheme[] = "http://";
+	if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
+		return false;
+	const char *h = url + sizeof(scheme) - 1, *end;
+	if (*h == '[') {
+		end = strchr(++h, ']');
+		if (!end)
+			return false;
+	} else {
+		end = h + strcspn(h, ":/");
+	}
+	size_t n = (size_t)(end - h);
+	if (!n || n >= sizeof(p->host))
+		return false;
+	memcpy(p->host, h, n);
+	p->host[n] = '\0';
+	const char *rest = end + (*end == ']');
+	unsigned long port = 80;
+	if (*rest == ':') {
+		char *stop;
+		port = strtoul(rest + 1, &stop, 10);
+		if (stop == rest + 1 || port == 0 || port > 65535)
+			return false;
+		rest = stop;
+	}
+	if (*rest && strcmp(rest, "/") != 0)
+		return false;
+	p->port = (uint16_t)port;
+	return true;
+}
+
+/* The live nodes of the latest listing (ids into c->nodes) and which is
+ * this one; under c->lock. */
+static size_t live_ids(const pc__gw_cluster_t *c, const char **ids, size_t cap, size_t *self)
+{
+	size_t n = 0;
+	*self = cap;
+	for (size_t i = 0, m = c->nodes ? pc_store_nodes_count(c->nodes) : 0; i < m && n < cap; i++) {
+		pc_store_node_t nd;
+		pc_store_nodes_get(c->nodes, i, &nd);
+		if (!nd.live)
+			continue;
+		if (!strcmp(nd.id, c->id))
+			*self = n;
+		ids[n++] = nd.id;
+	}
+	return n;
+}
+
+static bool node_peer(const pc__gw_cluster_t *c, const char *id, pc__gw_peer_t *out)
+{
+	for (size_t i = 0, m = pc_store_nodes_count(c->nodes); i < m; i++) {
+		pc_store_node_t nd;
+		pc_store_nodes_get(c->nodes, i, &nd);
+		if (!strcmp(nd.id, id)) {
+			snprintf(out->id, sizeof(out->id), "%s", nd.id);
+			return peer_address(nd.url, out);
+		}
+	}
+	return false;
+}
+
+int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *out)
+{
+	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
+	if (!c)
+		return PC_ENOTFOUND;
+	const char *ids[64];
+	int rc = PC_ENOTFOUND;
+	pthread_mutex_lock(&c->lock);
+	size_t self, n = live_ids(c, ids, sizeof(ids) / sizeof(ids[0]), &self);
+	size_t k = pc__placement_pick(ids, n, key && *key ? key : "main");
+	if (k < n && k != self && node_peer(c, ids[k], out))
+		rc = 0;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+size_t pc__gw_cluster_peers(const pc_gateway_t *g, pc__gw_peer_t *out, size_t cap)
+{
+	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
+	if (!c)
+		return 0;
+	const char *ids[64];
+	size_t got = 0;
+	pthread_mutex_lock(&c->lock);
+	size_t self, n = live_ids(c, ids, sizeof(ids) / sizeof(ids[0]), &self);
+	for (size_t i = 0; i < n && got < cap; i++)
+		if (i != self && node_peer(c, ids[i], &out[got]))
+			got++;
+	pthread_mutex_unlock(&c->lock);
+	return got;
+}
+
+const char *pc__gw_cluster_node_id(const pc_gateway_t *g)
+{
+	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
+	return c ? c->id : "";
+}
+
+void pc__gw_cluster_count_forward(const pc_gateway_t *g, bool failed)
+{
+	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
+	if (c)
+		__atomic_add_fetch(failed ? &c->forward_failures : &c->forwards, 1, __ATOMIC_RELAXED);
+}
+
+void pc__gw_cluster_count_link(const pc_gateway_t *g)
+{
+	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
+	if (c)
+		__atomic_add_fetch(&c->links_in, 1, __ATOMIC_RELAXED);
 }
 
 bool pc__gw_cluster_out(const pc_gateway_t *g, char *why, size_t cap)
@@ -452,6 +579,9 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 	pc_store_stats_t ss;
 	pc_store_stats(c->store, &ss);
 	cJSON_AddNumberToObject(o, "fencedWrites", (double)ss.fenced_writes);
+	cJSON_AddNumberToObject(o, "forwards", (double)st.forwards);
+	cJSON_AddNumberToObject(o, "forwardFailures", (double)st.forward_failures);
+	cJSON_AddNumberToObject(o, "linksIn", (double)st.links_in);
 	cJSON *arr = cJSON_AddArrayToObject(o, "nodes");
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; arr && i < n; i++) {

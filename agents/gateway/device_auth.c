@@ -300,8 +300,30 @@ int pc__gw_authenticate(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *ou
 	return rc;
 }
 
+/* Another node of the cluster, proving that it knows the cluster's secret
+ * for this connection's challenge (cluster_auth.c): every scope, and c
+ * becomes a node link, whose requests are served here (relay.c). */
+static int node_link(pc__gw_conn_t *c, const cJSON *node, pc__gw_auth_t *out)
+{
+	const pc_cluster_config_t *cc = &c->g->cfg->cluster;
+	if (!cc->enabled || !c->g->cluster)
+		return refuse(out, "INVALID_REQUEST", "CLUSTER_DISABLED", NULL, "this gateway is not a cluster node");
+	if (!pc__gw_node_proof_ok(cc->secret, pc__gw_str(node, "nodeId"), c->nonce, pc__gw_str(node, "proof"))) {
+		out->guessed = true;
+		return refuse(out, "INVALID_REQUEST", "CLUSTER_PROOF_MISMATCH", NULL,
+			      "unauthorized: cluster proof mismatch (is cluster.secret the same on every node?)");
+	}
+	out->scopes = (1u << PC__GW_SCOPE_COUNT) - 1;
+	c->node_link = true;
+	pc__gw_cluster_count_link(c->g);
+	return 0;
+}
+
 static int check_secrets(pc__gw_conn_t *c, const cJSON *params, pc__gw_auth_t *out)
 {
+	const cJSON *node = cJSON_GetObjectItemCaseSensitive(params, "cluster");
+	if (node)
+		return node_link(c, node, out);
 	const pc_gateway_config_t *gc = c->g->gcfg;
 	const cJSON *auth = cJSON_GetObjectItemCaseSensitive(params, "auth");
 	const cJSON *dev = cJSON_GetObjectItemCaseSensitive(params, "device");

@@ -211,6 +211,9 @@ typedef struct pc__gw_cluster_stats {
 	int32_t beat_rc;               /* the last beat's outcome */
 	uint32_t live, gone;           /* nodes in the latest listing */
 	uint64_t scans;                /* takeover scans after the membership changed */
+	uint64_t forwards;             /* requests forwarded to another node */
+	uint64_t forward_failures;     /* of those, unanswered when that node's link went */
+	uint64_t links_in;             /* connections from other nodes, since start */
 } pc__gw_cluster_stats_t;
 /* Zeros when not a node. Any thread. */
 void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out);
@@ -219,6 +222,38 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out);
 bool pc__gw_cluster_out(const pc_gateway_t *g, char *why, size_t cap);
 /* `status`'s cluster object (the caller's), or NULL when not a node. */
 cJSON *pc__gw_cluster_json(const pc_gateway_t *g);
+
+/* Another live node of the latest listing: its id and where it listens. */
+typedef struct pc__gw_peer {
+	char id[PC_CLUSTER_NAME_MAX + 1];
+	char host[256];
+	uint16_t port;
+} pc__gw_peer_t;
+/* Where session `key` (NULL or "": "main") runs: 0 with *out filled when
+ * the live node its key prefers (placement.h) is another one, whose
+ * advertised URL is http://host:port; PC_ENOTFOUND when this node serves
+ * it (not a node, no listing yet, this node preferred, or the preferred
+ * node's URL not one this gateway can reach). Any thread. */
+int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *out);
+/* The other live nodes, at most `cap`, into out[]; their number. */
+size_t pc__gw_cluster_peers(const pc_gateway_t *g, pc__gw_peer_t *out, size_t cap);
+/* This node's id ("" when not a node). */
+const char *pc__gw_cluster_node_id(const pc_gateway_t *g);
+/* Counts a request forwarded to another node, and one whose node went
+ * away before it was answered. */
+void pc__gw_cluster_count_forward(const pc_gateway_t *g, bool failed);
+/* Counts a connection another node opened and proved. */
+void pc__gw_cluster_count_link(const pc_gateway_t *g);
+
+/* cluster_auth.c: how a node proves to another that it knows the shared
+ * secret without sending it: base64url(HMAC-SHA256(secret, "pincer-node\n"
+ * node "\n" nonce)), the nonce being the one the other's connect.challenge
+ * gave. */
+#define PC__GW_NODE_PROOF_MAX 44 /* base64url of 32 bytes and a NUL */
+int pc__gw_node_proof(const char *secret, const char *node, const char *nonce, char out[PC__GW_NODE_PROOF_MAX]);
+/* Whether `proof` is the one for node and nonce, in time that does not
+ * depend on its content. */
+bool pc__gw_node_proof_ok(const char *secret, const char *node, const char *nonce, const char *proof);
 
 /* ui.c: the Control UI (gateway.controlUi). New makes nothing when no
  * root is set. */

@@ -283,6 +283,7 @@ static bool connect_shape(const cJSON *params, char *err, size_t cap)
 		{"client", PC__GW_T_OBJECT, true},    {"caps", PC__GW_T_ARRAY, false},
 		{"role", PC__GW_T_NESTR, false},      {"scopes", PC__GW_T_ARRAY, false},
 		{"auth", PC__GW_T_OBJECT, false},     {"device", PC__GW_T_OBJECT, false},
+		{"cluster", PC__GW_T_OBJECT, false},
 	};
 	static const pc__gw_param_t client[] = {
 		{"id", PC__GW_T_NESTR, true},       {"version", PC__GW_T_NESTR, true},
@@ -300,6 +301,10 @@ static bool connect_shape(const cJSON *params, char *err, size_t cap)
 		{"signature", PC__GW_T_NESTR, true}, {"signedAt", PC__GW_T_UINT, true},
 		{"nonce", PC__GW_T_STRING, false},
 	};
+	static const pc__gw_param_t cluster[] = {
+		{"nodeId", PC__GW_T_NESTR, true},
+		{"proof", PC__GW_T_NESTR, true},
+	};
 	static const struct {
 		const char *name;
 		const pc__gw_param_t *spec;
@@ -308,6 +313,7 @@ static bool connect_shape(const cJSON *params, char *err, size_t cap)
 		{"client", client, sizeof(client) / sizeof(client[0])},
 		{"auth", auth, sizeof(auth) / sizeof(auth[0])},
 		{"device", device, sizeof(device) / sizeof(device[0])},
+		{"cluster", cluster, sizeof(cluster) / sizeof(cluster[0])},
 	};
 	char sub[160];
 	if (!params) {
@@ -553,7 +559,8 @@ static bool request_shape(const cJSON *f, char *err, size_t cap)
 	return true;
 }
 
-static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char *name, const cJSON *params)
+static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char *name, const cJSON *params,
+		     const char *frame, size_t len)
 {
 	if (!strcmp(name, "connect")) {
 		pc__gw_reply_error(c, id, "INVALID_REQUEST", "already connected", NULL, NULL, false);
@@ -578,6 +585,8 @@ static void dispatch(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const char
 		pc__gw_invalid(c, id, m->name, err);
 		return;
 	}
+	if (frame && pc__gw_relay_request(c, id, m->name, params, frame, len))
+		return; /* another node runs the session */
 	if (empty)
 		pc__gw_empty_answer(c, id, empty);
 	else
@@ -599,7 +608,7 @@ static cJSON *parse_refused(const char *data, size_t len)
 	return f;
 }
 
-void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len)
+static void on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len, bool relay)
 {
 	if (pc__gw_conn_gone(c))
 		return;
@@ -631,7 +640,17 @@ void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t l
 	} else if (!ok) {
 		pc__gw_reply_error(c, frame_id(f), "INVALID_REQUEST", err, NULL, NULL, false);
 	} else {
-		dispatch(ctx, c, pc__gw_str(f, "id"), method, params);
+		dispatch(ctx, c, pc__gw_str(f, "id"), method, params, relay ? data : NULL, len);
 	}
 	cJSON_Delete(f);
+}
+
+void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len)
+{
+	on_frame(ctx, c, data, len, true);
+}
+
+void pc__gw_on_frame_here(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len)
+{
+	on_frame(ctx, c, data, len, false);
 }

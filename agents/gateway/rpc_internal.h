@@ -100,6 +100,7 @@ enum {
 	PC__GW_MSG_DELTA_FLUSH,  /* u64: a run's tag: its merged agent deltas may go */
 	PC__GW_MSG_FEED,         /* the connection's feed subscription has events */
 	PC__GW_MSG_UNPAIRED,     /* the device it connected as was unpaired: close */
+	PC__GW_MSG_RELAY_CHECK,  /* are the nodes its links go to still live? (relay.c) */
 };
 
 /*
@@ -213,6 +214,8 @@ typedef struct pc__gw_conn {
 	pc__gw_list_t ssubs;     /* a subscription per session it has runs in */
 	pc__gw_list_t pend;      /* submits, waits and store reads in flight */
 	pc__gw_feed_t *feed;     /* sessions.subscribe and sessions.messages.subscribe; NULL: none */
+	bool node_link;          /* another node of the cluster, proved: its requests are served here */
+	struct pc__gw_relay *relay; /* links to other nodes it forwards on (relay.c); NULL: none */
 } pc__gw_conn_t;
 
 /* ---- ws.c ---- */
@@ -235,6 +238,9 @@ void pc__gw_close(pc__gw_conn_t *c, uint16_t code, const char *reason);
 
 /* A client frame (text or binary: one JSON object). */
 void pc__gw_on_frame(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len);
+/* The same for a frame that must be served on this node (relay.c: one
+ * its link to another node could not send). */
+void pc__gw_on_frame_here(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *data, size_t len);
 /* The connect.challenge event (the connection's first frame). */
 void pc__gw_send_challenge(pc__gw_conn_t *c);
 void pc__gw_send_tick(pc__gw_conn_t *c);
@@ -270,6 +276,20 @@ const char *pc__gw_str(const cJSON *params, const char *name);
 
 /* INVALID_REQUEST "invalid <method> params: <why>". */
 void pc__gw_invalid(pc__gw_conn_t *c, const char *id, const char *method, const char *why);
+
+/* ---- relay.c: forwarding to the node that runs a session ---- */
+
+/* True when request `id` (`method` with params that passed its spec; the
+ * client's `frame`) went to another node, or was answered because it could
+ * not; false: serve it here. */
+bool pc__gw_relay_request(pc__gw_conn_t *c, const char *id, const char *method, const cJSON *params,
+			  const char *frame, size_t len);
+/* A PC_MSG_WSC_* message of one of c's links. */
+void pc__gw_relay_on_link(pc_ctx_t *ctx, pc__gw_conn_t *c, const pc_msg_t *msg);
+/* Drops the links whose node has left the live listing. */
+void pc__gw_relay_check(pc_ctx_t *ctx, pc__gw_conn_t *c);
+/* Ends c's links (the connection ends). Idempotent. */
+void pc__gw_relay_free(pc__gw_conn_t *c);
 
 /* ---- rpc_methods.c ---- */
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "agents/obs/obs.h"
+#include "io/ws_client.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
 
@@ -170,6 +171,7 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		break;
 	case PC_MSG_WS_CLOSED:
 		pc__gw_phase_set(c, PC__GW_C_CLOSED, "socket closed");
+		pc__gw_relay_free(c);
 		pc__gw_release_work(c);
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		break;
@@ -222,6 +224,14 @@ static int conn_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC_STORE_MSG_USAGE:
 		pc__gw_on_usage(c, msg);
 		break;
+	case PC__GW_MSG_RELAY_CHECK:
+		pc__gw_relay_check(ctx, c);
+		break;
+	case PC_MSG_WSC_OPEN:
+	case PC_MSG_WSC_MESSAGE:
+	case PC_MSG_WSC_CLOSED:
+		pc__gw_relay_on_link(ctx, c, msg);
+		break;
 	default:
 		break;
 	}
@@ -236,6 +246,7 @@ static void conn_stop(pc_ctx_t *ctx, void *state, int reason)
 	struct pc__gw_ws *ws = c->ws;
 	if (c->phase != PC__GW_C_CLOSED)
 		pc__gw_phase_set(c, PC__GW_C_CLOSED, "stopped");
+	pc__gw_relay_free(c);
 	pc__gw_release_work(c);
 	pc_timer_cancel(c->g->rt, c->handshake_timer);
 	pc_timer_cancel(c->g->rt, c->tick_timer);

@@ -26,6 +26,7 @@
 
 #include <sys/stat.h>
 
+#include "agents/gateway/placement.h"
 #include "pg_test.h"
 
 TestSuite(store_pg_cluster, .timeout = 300);
@@ -74,6 +75,30 @@ static void node_start(fx_t *f, int i)
 
 static void await_cluster(const fx_t *f);
 
+/* The first name `prefix`-0, -1, ... that node `want` is preferred for
+ * (placement.h) while `live` nodes (a bit per node) are live: a session a
+ * request at any node reaches that node for. */
+static void key_on(int want, unsigned live, const char *prefix, char *out, size_t n)
+{
+	static const char *const ids[NODES] = {"node-a", "node-b", "node-c"};
+	const char *up[NODES];
+	int idx[NODES];
+	size_t m = 0;
+	for (int i = 0; i < NODES; i++)
+		if (live & (1u << i)) {
+			idx[m] = i;
+			up[m++] = ids[i];
+		}
+	for (int k = 0; k < 1000; k++) {
+		snprintf(out, n, "%s-%d", prefix, k);
+		size_t at = pc__placement_pick(up, m, out);
+		if (at < m && idx[at] == want)
+			return;
+	}
+	cr_assert_fail("no key of %s goes to node %d", prefix, want);
+}
+#define ALL_NODES ((1u << NODES) - 1)
+
 /* Three nodes, each reading the three live. */
 static void fx_init(fx_t *f)
 {
@@ -100,12 +125,21 @@ static void fx_init(fx_t *f)
 
 static void fx_fini(fx_t *f)
 {
+	int rc[NODES] = {0};
 	for (int i = 0; i < NODES; i++) {
 		if (f->n[i].pid) {
 			kill(f->n[i].pid, SIGCONT);
 			kill(f->n[i].pid, SIGTERM);
-			child_wait(&f->n[i].pid, 30000);
+			rc[i] = child_wait(&f->n[i].pid, 30000);
 		}
+	}
+	/* a clean stop, with nothing a sanitizer reports */
+	for (int i = 0; i < NODES; i++) {
+		char err[PATH_MAX + 8];
+		snprintf(err, sizeof(err), "%s/err", f->n[i].dir);
+		char *text = rc[i] ? read_file(err) : NULL;
+		cr_assert_eq(rc[i], 0, "%s exited %d: %.4000s", f->n[i].name, rc[i], text ? text : "");
+		free(text);
 	}
 	curl_global_cleanup();
 	char cmd[128];
@@ -244,16 +278,172 @@ static long long user_seq(const fx_t *f, const char *run)
 	return q_int(f, sql);
 }
 
+/* A client's view of one connection: its frames in order, the event seq
+ * checked to count up by one whichever node an event came from. */
+typedef struct view {
+	tws_t *ws;
+	double seq;
+	const char *run;   /* a run whose `agent` events are counted */
+	int agent_events;
+	const char *watch; /* a session whose sessions.changed is awaited */
+	bool heard;
+} view_t;
+
+static cJSON *view_next(view_t *v, uint64_t ms)
+{
+	char *m = NULL;
+	size_t len = 0;
+	if (tws_recv(v->ws, (int64_t)ms, &m, &len) != 0)
+		return NULL;
+	cJSON *fr = cJSON_ParseWithLength(m, len);
+	free(m);
+	cr_assert_not_null(fr);
+	const char *type = jstr(fr, "type"), *ev = jstr(fr, "event");
+	if (type && !strcmp(type, "event")) {
+		double seq = jnum(fr, "seq");
+		cr_assert_eq(seq, v->seq + 1, "event %s: seq %.0f after %.0f", ev, seq, v->seq);
+		v->seq = seq;
+		const char *run = jstr(jget(fr, "payload"), "runId"), *key = jstr(jget(fr, "payload"), "sessionKey");
+		if (v->run && run && !strcmp(run, v->run) && !strcmp(ev, "agent"))
+			v->agent_events++;
+		if (v->watch && key && !strcmp(key, v->watch) && !strcmp(ev, "sessions.changed"))
+			v->heard = true;
+	}
+	return fr;
+}
+
+/* The answer to request `id` (not an "accepted" one when `final`); the
+ * caller frees it. Other frames are read and let go. */
+static cJSON *view_answer(view_t *v, const char *id, bool final)
+{
+	uint64_t until = now_ms() + 30000;
+	while (now_ms() < until) {
+		cJSON *fr = view_next(v, 1000);
+		const char *fid = fr ? jstr(fr, "id") : NULL;
+		const char *st = fr ? jstr(jget(fr, "payload"), "status") : NULL;
+		if (fid && !strcmp(fid, id) && !(final && st && !strcmp(st, "accepted")))
+			return fr;
+		cJSON_Delete(fr);
+	}
+	cr_assert_fail("no answer to %s", id);
+	return NULL;
+}
+
+/* The node whose process ran `run`. */
+static char *run_node(const fx_t *f, const char *run)
+{
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT n.id FROM runs r JOIN nodes n ON n.owner = r.owner WHERE r.run_id = '%s'", run);
+	return q_text(f, sql);
+}
+
+#define SPREAD 9
+
+Test(store_pg_cluster, any_node_serves_any_session)
+{
+	fx_t f;
+	fx_init(&f);
+	node_t *a = &f.n[0];
+	view_t v = {.ws = node_ws(a), .seq = 1}; /* connect.challenge was 1 */
+	/* sessions of every node, all asked at node-a: the answers and the
+	 * events of each run come back on the one connection */
+	char runs[SPREAD][PC_STORE_ID_MAX + 1], keys[SPREAD][32];
+	int elsewhere = 0;
+	for (int i = 0; i < SPREAD; i++) {
+		char id[16], idem[16], prefix[16], want[8];
+		snprintf(prefix, sizeof(prefix), "spread%d", i);
+		key_on(i % NODES, ALL_NODES, prefix, keys[i], sizeof(keys[i]));
+		snprintf(id, sizeof(id), "s%d", i);
+		snprintf(idem, sizeof(idem), "spread-%d", i);
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "sessionKey", keys[i]);
+		cJSON_AddStringToObject(p, "message", "hello [[mock:{\"text\":\"hello from wherever\"}]]");
+		cJSON_AddStringToObject(p, "idempotencyKey", idem);
+		cr_assert_eq(gl_ws_req(v.ws, id, "agent", p), 0);
+		cJSON *acc = view_answer(&v, id, false);
+		cr_assert(jok(acc));
+		snprintf(runs[i], sizeof(runs[i]), "%s", jstr(jget(acc, "payload"), "runId"));
+		cJSON_Delete(acc);
+		v.run = runs[i];
+		v.agent_events = 0;
+		cJSON *fin = view_answer(&v, id, true);
+		cr_assert(jok(fin), "%s: %s", keys[i], jstr(jget(fin, "error"), "message"));
+		cr_assert_str_eq(jstr(jget(fin, "payload"), "status"), "ok");
+		cJSON_Delete(fin);
+		cr_assert_gt(v.agent_events, 0, "no events of run %s of %s", runs[i], keys[i]);
+		char *node = run_node(&f, runs[i]);
+		snprintf(want, sizeof(want), "node-%c", 'a' + i % NODES);
+		cr_assert_str_eq(node, want, "%s ran on %s", keys[i], node);
+		free(node);
+		elsewhere += i % NODES != 0;
+	}
+	cr_assert_eq(node_metric(a, "pincer_cluster_forwards_total"), elsewhere);
+	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_links_in_total"), 1, "one link from node-a's connection");
+
+	/* a run started at node-a on node-b: agent.wait on the same
+	 * connection (over its link) and at node-c (from the store), and a
+	 * sessions.subscribe at node-c hears of it */
+	view_t w = {.ws = node_ws(&f.n[2]), .seq = 1};
+	cr_assert_eq(gl_ws_req(w.ws, "sub", "sessions.subscribe", cJSON_CreateObject()), 0);
+	cJSON *sub = view_answer(&w, "sub", false);
+	cr_assert(jok(sub));
+	cJSON_Delete(sub);
+	char slow[32], run[PC_STORE_ID_MAX + 1];
+	key_on(1, ALL_NODES, "waited", slow, sizeof(slow));
+	w.watch = slow;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "sessionKey", slow);
+	cJSON_AddStringToObject(p, "message", "wait [[mock:{\"text\":\"worth the wait\",\"ttft_ms\":1500}]]");
+	cJSON_AddStringToObject(p, "idempotencyKey", "waited-1");
+	cr_assert_eq(gl_ws_req(v.ws, "w1", "agent", p), 0);
+	cJSON *acc = view_answer(&v, "w1", false);
+	snprintf(run, sizeof(run), "%s", jstr(jget(acc, "payload"), "runId"));
+	cJSON_Delete(acc);
+	for (view_t *x = &v; x; x = x == &v ? &w : NULL) {
+		cJSON *q = cJSON_CreateObject();
+		cJSON_AddStringToObject(q, "runId", run);
+		cJSON_AddNumberToObject(q, "timeoutMs", 20000);
+		cr_assert_eq(gl_ws_req(x->ws, "wait", "agent.wait", q), 0);
+	}
+	cJSON *done = view_answer(&w, "wait", false);
+	cr_assert_str_eq(jstr(jget(done, "payload"), "status"), "ok", "agent.wait at node-c");
+	cJSON_Delete(done);
+	/* on node-a's connection both the wait and the run's end come */
+	int answered = 0;
+	uint64_t until = now_ms() + 30000;
+	while (answered != 3 && now_ms() < until) {
+		cJSON *fr = view_next(&v, 1000);
+		const char *fid = fr ? jstr(fr, "id") : NULL;
+		const char *st = fr ? jstr(jget(fr, "payload"), "status") : NULL;
+		if (fid && st && !strcmp(st, "ok"))
+			answered |= !strcmp(fid, "wait") ? 1 : !strcmp(fid, "w1") ? 2 : 0;
+		cJSON_Delete(fr);
+	}
+	cr_assert_eq(answered, 3, "node-a's connection: the wait %s, the run's end %s",
+		     answered & 1 ? "came" : "is missing", answered & 2 ? "came" : "is missing");
+	char *node = run_node(&f, run);
+	cr_assert_str_eq(node, "node-b");
+	free(node);
+	until = now_ms() + 10000;
+	while (!w.heard && now_ms() < until)
+		cJSON_Delete(view_next(&w, 500));
+	cr_assert(w.heard, "node-c's subscriber never heard of %s, run on node-b", slow);
+	tws_free(w.ws);
+	tws_free(v.ws);
+	fx_fini(&f);
+}
+
 Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 {
 	fx_t f;
 	fx_init(&f);
 	node_t *a = &f.n[0];
 	tws_t *ws = node_ws(a);
-	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1], r3[PC_STORE_ID_MAX + 1];
-	agent_send(ws, "m1", "moving", "first [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", "k1", r1, sizeof(r1));
-	agent_send(ws, "m2", "moving", "second [[mock:{\"text\":\"the second answer\"}]]", "k2", r2, sizeof(r2));
-	agent_send(ws, "m3", "moving", "third [[mock:{\"text\":\"the third answer\"}]]", "k3", r3, sizeof(r3));
+	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1], r3[PC_STORE_ID_MAX + 1], moving[32];
+	key_on(0, ALL_NODES, "moving", moving, sizeof(moving));
+	agent_send(ws, "m1", moving, "first [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", "k1", r1, sizeof(r1));
+	agent_send(ws, "m2", moving, "second [[mock:{\"text\":\"the second answer\"}]]", "k2", r2, sizeof(r2));
+	agent_send(ws, "m3", moving, "third [[mock:{\"text\":\"the third answer\"}]]", "k3", r3, sizeof(r3));
 	await_begun(&f, r1);
 	char sql[512];
 	cr_assert_eq(kill(a->pid, SIGKILL), 0);
@@ -290,10 +480,10 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	 * run that exists */
 	tws_t *wb = node_ws(&f.n[1]);
 	char again[PC_STORE_ID_MAX + 1];
-	agent_send(wb, "m2b", "moving", "second [[mock:{\"text\":\"the second answer\"}]]", "k2", again, sizeof(again));
+	agent_send(wb, "m2b", moving, "second [[mock:{\"text\":\"the second answer\"}]]", "k2", again, sizeof(again));
 	cr_assert_str_eq(again, r2);
 	tws_free(wb);
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = 'moving'");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = '%s'", moving);
 	cr_assert_eq(q_int(&f, sql), 3);
 	fx_fini(&f);
 }
@@ -304,13 +494,14 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 	fx_init(&f);
 	node_t *a = &f.n[0];
 	tws_t *ws = node_ws(a);
-	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1];
+	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1], paused[32];
+	key_on(0, ALL_NODES, "paused", paused, sizeof(paused));
 	/* the model asks for a file to be written once its 2.5 s are up */
-	agent_send(ws, "m1", "paused",
+	agent_send(ws, "m1", paused,
 		   "write it [[mock:{\"kind\":\"tool_calls\",\"ttft_ms\":2500,\"tool_calls\":[{\"name\":\"write\","
 		   "\"arguments\":{\"path\":\"marker.txt\",\"content\":\"written\"}}]}]]",
 		   "p1", r1, sizeof(r1));
-	agent_send(ws, "m2", "paused", "next [[mock:{\"text\":\"the next answer\"}]]", "p2", r2, sizeof(r2));
+	agent_send(ws, "m2", paused, "next [[mock:{\"text\":\"the next answer\"}]]", "p2", r2, sizeof(r2));
 	await_begun(&f, r1);
 	cr_assert_eq(kill(a->pid, SIGSTOP), 0);
 	char sql[512];
@@ -339,7 +530,7 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 	cr_assert_geq(node_metric(a, "pincer_store_fenced_writes_total"), 1);
 	/* it is a live node again, and serves a new prompt of the session */
 	char r3[PC_STORE_ID_MAX + 1];
-	agent_send(ws, "m3", "paused", "again [[mock:{\"text\":\"again\"}]]", "p3", r3, sizeof(r3));
+	agent_send(ws, "m3", paused, "again [[mock:{\"text\":\"again\"}]]", "p3", r3, sizeof(r3));
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r3);
 	cr_assert(q_becomes(&f, sql, 1, 30000), "r3 %s", run_state(&f, r3));
 	tws_free(ws);
@@ -347,7 +538,6 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 }
 
 #define KILLS 10
-#define LOOP_SESSIONS 4
 #define LOOP_RUNS (KILLS * 4)
 
 typedef struct accepted {
@@ -389,9 +579,11 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 	uint64_t worst = 0;
 	for (int k = 0; k < KILLS; k++) {
 		node_t *victim = &f.n[k % NODES], *other = &f.n[(k + 1) % NODES];
-		char key[32], busy[32], id[32], idem[32];
-		snprintf(key, sizeof(key), "loop-%d", k % LOOP_SESSIONS);
-		snprintf(busy, sizeof(busy), "busy-%d", k);
+		char key[32], busy[32], id[32], idem[32], prefix[16];
+		/* a session the victim runs, and one it does not */
+		key_on((int)(victim - f.n), ALL_NODES, "loop", key, sizeof(key));
+		snprintf(prefix, sizeof(prefix), "busy%d", k);
+		key_on((int)(other - f.n), ALL_NODES, prefix, busy, sizeof(busy));
 		/* on the victim: a run in flight and one queued behind it */
 		tws_t *ws = node_ws(victim);
 		snprintf(id, sizeof(id), "k%d-a", k);
@@ -454,9 +646,9 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		free(st);
 	}
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs"), n, "a run nobody asked for");
-	for (int i = 0; i < LOOP_SESSIONS; i++) {
+	for (int i = 0; i < NODES; i++) {
 		char key[32];
-		snprintf(key, sizeof(key), "loop-%d", i);
+		key_on(i, ALL_NODES, "loop", key, sizeof(key));
 		assert_not_interleaved(&f, key);
 	}
 	fx_fini(&f);
