@@ -13,7 +13,7 @@
 #include <openssl/hmac.h>
 
 #include "gateway_internal.h"
-#include "io/base64.h"
+#include "io/io.h"
 
 int pc__gw_node_proof(const char *secret, const char *node, const char *nonce, char out[PC__GW_NODE_PROOF_MAX])
 {

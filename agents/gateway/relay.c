@@ -34,8 +34,7 @@
 #include <string.h>
 
 #include "actors/timer.h"
-#include "io/json_print.h"
-#include "io/ws_client.h"
+#include "io/io.h"
 #include "rpc_internal.h"
 #include "runtime/version.h"
 

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "agents/obs/obs.h"
-#include "io/ws_client.h"
 #include "rpc_internal.h"
 #include "runtime/clock.h"
 
