@@ -712,8 +712,14 @@ static void chat(pc_ctx_t *ctx, route_t *r, const pc_http_request_msg_t *q, cons
 	chat_req_t cr = {0};
 	oa_err_t e;
 	snprintf(cr.request_id, sizeof(cr.request_id), "%s", rid);
-	if (parse_chat(r->oa->g, q, &cr, &e) && start_completion(ctx, r, q->id, &cr, &e))
+	int fw = PC_ENOTFOUND;
+	if (parse_chat(r->oa->g, q, &cr, &e) &&
+	    ((fw = pc__oa_forward(ctx, r->oa, r->completions, q, &cr, &e)) == 0 ||
+	     (fw == PC_ENOTFOUND && start_completion(ctx, r, q->id, &cr, &e)))) {
+		if (fw == 0)
+			pc__oa_chat_req_free(&cr); /* the proxy sends the request as it came */
 		return;
+	}
 	pc__oa_chat_req_free(&cr);
 	pc__oa_answer_error(r->oa, PC__GW_OA_CHAT, q->id, rid, &e);
 }

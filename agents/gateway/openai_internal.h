@@ -114,4 +114,10 @@ bool pc__oa_fail(oa_err_t *e, int status, const char *param, const char *code, c
 /* The completion actor: one chat request while its run goes. */
 extern const pc_behavior_t pc__oa_completion_behavior;
 
+/* openai_forward.c: sends chat request q (parsed as cr) on to the cluster
+ * node its session prefers, relaying the answer. 0: a proxy took it over;
+ * PC_ENOTFOUND: this node serves it; else *e says why it cannot go. */
+int pc__oa_forward(pc_ctx_t *ctx, struct pc__gw_openai *oa, pc_http_handoffs_t *h, const pc_http_request_msg_t *q,
+		   const chat_req_t *cr, oa_err_t *e);
+
 #endif

@@ -26,12 +26,14 @@
 
 #include <sys/stat.h>
 
+#include "agents/gateway/gateway_internal.h"
 #include "agents/gateway/placement.h"
 #include "pg_test.h"
 
 TestSuite(store_pg_cluster, .timeout = 300);
 
 #define NODES 3
+#define SECRET "a secret the nodes share"
 #define LEASE_MS 2000
 
 typedef struct node {
@@ -58,7 +60,7 @@ static void node_start(fx_t *f, int i)
 		 "\"messages\":{\"queue\":{\"mode\":\"followup\",\"debounceMs\":0}},"
 		 "\"gateway\":{\"auth\":{\"mode\":\"token\",\"token\":\"" GW_TOKEN "\"}},"
 		 "\"store\":{\"url\":\"%s\"},"
-		 "\"cluster\":{\"nodeId\":\"%s\",\"leaseMs\":%d,\"secret\":\"a secret the nodes share\"}}",
+		 "\"cluster\":{\"nodeId\":\"%s\",\"leaseMs\":%d,\"secret\":\"" SECRET "\"}}",
 		 n->dir, f->url, n->name, LEASE_MS);
 	write_file(cfg_path, cfg);
 	/* a state directory that does not exist yet: with the store elsewhere,
@@ -337,6 +339,33 @@ static char *run_node(const fx_t *f, const char *run)
 	return q_text(f, sql);
 }
 
+/* Connects to node n as node `node` would, proving `secret`: the answer
+ * to connect (the caller frees it). */
+static cJSON *connect_as_node(const node_t *n, const char *node, const char *secret)
+{
+	tws_options_t o = {.port = n->port, .timeout_ms = 5000};
+	tws_t *ws = NULL;
+	cr_assert_eq(tws_connect(&o, &ws, NULL), 0);
+	char *m = NULL;
+	size_t len = 0;
+	cr_assert_eq(tws_recv(ws, 5000, &m, &len), 0);
+	cJSON *ch = cJSON_ParseWithLength(m, len);
+	free(m);
+	char proof[PC__GW_NODE_PROOF_MAX];
+	cr_assert_eq(pc__gw_node_proof(secret, node, jstr(jget(ch, "payload"), "nonce"), proof), 0);
+	cJSON_Delete(ch);
+	cJSON *p = connect_params(NULL, NULL);
+	cJSON *cl = cJSON_AddObjectToObject(p, "cluster");
+	cJSON_AddStringToObject(cl, "nodeId", node);
+	cJSON_AddStringToObject(cl, "proof", proof);
+	cr_assert_eq(gl_ws_req(ws, "c0", "connect", p), 0);
+	cr_assert_eq(tws_recv(ws, 10000, &m, &len), 0);
+	cJSON *res = cJSON_ParseWithLength(m, len);
+	free(m);
+	tws_free(ws);
+	return res;
+}
+
 #define SPREAD 9
 
 Test(store_pg_cluster, any_node_serves_any_session)
@@ -428,6 +457,52 @@ Test(store_pg_cluster, any_node_serves_any_session)
 	while (!w.heard && now_ms() < until)
 		cJSON_Delete(view_next(&w, 500));
 	cr_assert(w.heard, "node-c's subscriber never heard of %s, run on node-b", slow);
+
+	/* the OpenAI endpoint too: node-a relays node-c's answer, plain and
+	 * streamed, and a retry at node-b names the same run */
+	char hkey[32], keyh[64], first[PC_STORE_ID_MAX + 1] = "";
+	key_on(2, ALL_NODES, "http", hkey, sizeof(hkey));
+	snprintf(keyh, sizeof(keyh), "x-pincer-session-key: %s", hkey);
+	for (int i = 0; i < 3; i++) {
+		bool stream = i == 1;
+		char body[256], run_id[PC_STORE_ID_MAX + 1];
+		snprintf(body, sizeof(body),
+			 "{\"model\":\"pincer\",\"stream\":%s,\"messages\":[{\"role\":\"user\",\"content\":"
+			 "\"hi [[mock:{\\\"text\\\":\\\"hello over http\\\"}]]\"}]}",
+			 stream ? "true" : "false");
+		const char *hdrs[] = {"Authorization: Bearer " GW_TOKEN, keyh,
+				      stream ? "Idempotency-Key: h2" : "Idempotency-Key: h1", NULL};
+		resp_t r = {0};
+		curl_request(i == 2 ? f.n[1].port : a->port, "POST", "/v1/chat/completions", hdrs, body, strlen(body),
+			     30000, &r);
+		cr_assert_eq(r.status, 200, "%d: %s", r.status, r.body ? r.body : "");
+		cr_assert_not_null(strstr(r.body, stream ? "hello" : "hello over http"), "%s", r.body);
+		cr_assert(!stream || strstr(r.body, "data: [DONE]"), "%s", r.body);
+		gl_chatcmpl_run(r.body, run_id, sizeof(run_id));
+		resp_free(&r);
+		char *ran = run_node(&f, run_id);
+		cr_assert_str_eq(ran, "node-c", "run %s", run_id);
+		free(ran);
+		if (i == 0)
+			snprintf(first, sizeof(first), "%s", run_id);
+		if (i == 2)
+			cr_assert_str_eq(run_id, first, "a retry at node-b started another run");
+	}
+	/* node-a sent on: the runs of other nodes' sessions, w1, its wait,
+	 * and two completions */
+	cr_assert_eq(node_metric(a, "pincer_cluster_forwards_total"), elsewhere + 4);
+
+	/* a link is for those who know the secret: a wrong one is refused,
+	 * counted as a failed secret, and opens nothing */
+	double links = node_metric(&f.n[1], "pincer_cluster_links_in_total");
+	cJSON *res = connect_as_node(&f.n[1], "node-a", "not the secret the nodes share");
+	cr_assert(!jok(res));
+	cr_assert_str_eq(jdetail(res), "CLUSTER_PROOF_MISMATCH");
+	cJSON_Delete(res);
+	res = connect_as_node(&f.n[1], "node-a", SECRET);
+	cr_assert(jok(res), "%s", jstr(jget(res, "error"), "message"));
+	cJSON_Delete(res);
+	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_links_in_total"), links + 1);
 	tws_free(w.ws);
 	tws_free(v.ws);
 	fx_fini(&f);
