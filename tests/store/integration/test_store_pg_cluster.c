@@ -519,12 +519,32 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	agent_send(ws, "m1", moving, "first [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", "k1", r1, sizeof(r1));
 	agent_send(ws, "m2", moving, "second [[mock:{\"text\":\"the second answer\"}]]", "k2", r2, sizeof(r2));
 	agent_send(ws, "m3", moving, "third [[mock:{\"text\":\"the third answer\"}]]", "k3", r3, sizeof(r3));
+	/* and one sent at node-b, which forwards it to node-a */
+	view_t vb = {.ws = node_ws(&f.n[1]), .seq = 1};
+	char r4[PC_STORE_ID_MAX + 1];
+	agent_send(vb.ws, "m4", moving, "fourth [[mock:{\"text\":\"the fourth answer\"}]]", "k4", r4, sizeof(r4));
 	await_begun(&f, r1);
 	char sql[512];
 	cr_assert_eq(kill(a->pid, SIGKILL), 0);
 	cr_assert_eq(child_wait(&a->pid, 30000), 128 + SIGKILL);
 	uint64_t t0 = now_ms();
 	tws_free(ws);
+	/* node-b cannot know whether m4 will end: it says so, retryable */
+	cJSON *lost = view_answer(&vb, "m4", true);
+	cr_assert(!jok(lost));
+	cr_assert_str_eq(jerr(lost), "UNAVAILABLE");
+	cr_assert(cJSON_IsTrue(jget(jget(lost, "error"), "retryable")));
+	cJSON_Delete(lost);
+	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_forward_failures_total"), 1);
+	/* sent again with its key, it names the run, which runs elsewhere */
+	char again4[PC_STORE_ID_MAX + 1];
+	agent_send(vb.ws, "m4b", moving, "fourth [[mock:{\"text\":\"the fourth answer\"}]]", "k4", again4,
+		   sizeof(again4));
+	cr_assert_str_eq(again4, r4);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r4);
+	cr_assert(q_becomes(&f, sql, 1, 30000), "r4 %s", run_state(&f, r4));
+	cr_assert_eq(user_turns(&f, r4), 1);
+	tws_free(vb.ws);
 
 	/* taken over: the queued prompts ran elsewhere, in order, once each */
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id IN ('%s', '%s') AND status = 'ok'", r2, r3);
@@ -559,7 +579,7 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	cr_assert_str_eq(again, r2);
 	tws_free(wb);
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = '%s'", moving);
-	cr_assert_eq(q_int(&f, sql), 3);
+	cr_assert_eq(q_int(&f, sql), 4);
 	fx_fini(&f);
 }
 
@@ -726,5 +746,115 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		key_on(i, ALL_NODES, "loop", key, sizeof(key));
 		assert_not_interleaved(&f, key);
 	}
+	fx_fini(&f);
+}
+
+/* Sends `agent` on ws until it is accepted (the same key each time: a
+ * refusal while the database is away is answered again once it is back),
+ * for up to 60 s; the run id into run. */
+static void agent_until_accepted(tws_t *ws, const char *key, const char *message, const char *idem, char *run,
+				 size_t n)
+{
+	uint64_t until = now_ms() + 60000;
+	for (int attempt = 0; now_ms() < until; attempt++) {
+		char id[48];
+		snprintf(id, sizeof(id), "%s-%d", idem, attempt);
+		cJSON *p = cJSON_CreateObject();
+		cJSON_AddStringToObject(p, "sessionKey", key);
+		cJSON_AddStringToObject(p, "message", message);
+		cJSON_AddStringToObject(p, "idempotencyKey", idem);
+		cr_assert_eq(gl_ws_req(ws, id, "agent", p), 0);
+		cJSON *res = NULL;
+		while (!res && now_ms() < until) {
+			char *m = NULL;
+			size_t len = 0;
+			if (tws_recv(ws, 1000, &m, &len) != 0)
+				continue;
+			cJSON *fr = cJSON_ParseWithLength(m, len);
+			free(m);
+			if (jstr(fr, "id") && !strcmp(jstr(fr, "id"), id))
+				res = fr;
+			else
+				cJSON_Delete(fr);
+		}
+		bool ok = res && jok(res);
+		if (ok)
+			snprintf(run, n, "%s", jstr(jget(res, "payload"), "runId"));
+		cJSON_Delete(res);
+		if (ok)
+			return;
+		sleep_ms(200);
+	}
+	cr_assert_fail("%s was never accepted", idem);
+}
+
+#define RESTART_SESSIONS 6
+#define RESTART_RUNS 400
+
+Test(store_pg_cluster, a_restarted_database_loses_nothing_and_runs_nothing_twice, .timeout = 600)
+{
+	fx_t f;
+	fx_init(&f);
+	tws_t *ws[NODES];
+	for (int i = 0; i < NODES; i++)
+		ws[i] = node_ws(&f.n[i]);
+	char keys[RESTART_SESSIONS][32];
+	for (int i = 0; i < RESTART_SESSIONS; i++) {
+		char prefix[16];
+		snprintf(prefix, sizeof(prefix), "restart%d", i);
+		key_on(i % NODES, ALL_NODES, prefix, keys[i], sizeof(keys[i]));
+	}
+	/* turns of every session sent at every node, the database restarted
+	 * (every connection cut) while they run */
+	static char runs[RESTART_RUNS][PC_STORE_ID_MAX + 1];
+	int n = 0;
+	uint64_t t0 = now_ms();
+	bool restarted = false;
+	while (n < RESTART_RUNS && now_ms() - t0 < 8000) {
+		if (!restarted && now_ms() - t0 > 2500) {
+			pg_test_cluster("restart");
+			restarted = true;
+		}
+		char idem[32];
+		snprintf(idem, sizeof(idem), "restart-%d", n);
+		agent_until_accepted(ws[n % NODES], keys[(n / NODES) % RESTART_SESSIONS],
+				     "turn [[mock:{\"text\":\"an answer\",\"ttft_ms\":100}]]", idem, runs[n],
+				     sizeof(runs[n]));
+		n++;
+		sleep_ms(25); /* about what the sessions get through: a steady load, not a backlog */
+	}
+	cr_assert(restarted);
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE status = 'accepted'");
+	cr_assert(q_becomes(&f, sql, 0, 60000), "%lld runs never ended", q_int(&f, sql));
+	/* one run per acknowledged message, none nobody asked for */
+	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs"), n);
+	cr_assert_eq(q_int(&f, "SELECT count(DISTINCT idem_key) FROM runs"), n);
+	int ok = 0;
+	for (int i = 0; i < n; i++) {
+		char *st = run_state(&f, runs[i]);
+		long long turns = user_turns(&f, runs[i]);
+		if (!strcmp(st, "ok/")) {
+			ok++;
+			cr_assert_eq(turns, 1, "run %s has %lld user turns", runs[i], turns);
+		} else {
+			cr_assert_leq(turns, 1, "run %s (%s) has %lld user turns", runs[i], st, turns);
+			fprintf(stderr, "store_pg_cluster: run %s ended %s\n", runs[i], st);
+		}
+		free(st);
+	}
+	/* the nodes felt the restart: writes and heartbeats failed or were retried */
+	double felt = 0;
+	for (int i = 0; i < NODES; i++)
+		felt += node_metric(&f.n[i], "pincer_store_retried_transactions_total") +
+			node_metric(&f.n[i], "pincer_store_failed_transactions_total") +
+			node_metric(&f.n[i], "pincer_cluster_heartbeat_failures_total");
+	fprintf(stderr, "store_pg_cluster: %d turns across a database restart, %d ok; %.0f failed or retried writes\n",
+		n, ok, felt);
+	cr_assert_gt(felt, 0, "the restart went unnoticed: did it happen under load?");
+	for (int i = 0; i < RESTART_SESSIONS; i++)
+		assert_not_interleaved(&f, keys[i]);
+	for (int i = 0; i < NODES; i++)
+		tws_free(ws[i]);
 	fx_fini(&f);
 }
