@@ -197,15 +197,16 @@ static char *run_state(const fx_t *f, const char *run)
 }
 
 /* Sends `agent` on `ws` and returns the run id it was accepted as. */
-static void agent_send(tws_t *ws, const char *id, const char *key, const char *message, const char *idem, char *run,
-		       size_t n)
+/* Sends `agent` on ws: its first answer, or NULL after `ms`; the caller
+ * frees it. */
+static cJSON *agent_ask(tws_t *ws, const char *id, const char *key, const char *message, const char *idem, uint64_t ms)
 {
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "sessionKey", key);
 	cJSON_AddStringToObject(p, "message", message);
 	cJSON_AddStringToObject(p, "idempotencyKey", idem);
 	cr_assert_eq(gl_ws_req(ws, id, "agent", p), 0);
-	uint64_t until = now_ms() + 20000;
+	uint64_t until = now_ms() + ms;
 	while (now_ms() < until) {
 		char *m = NULL;
 		size_t len = 0;
@@ -214,17 +215,24 @@ static void agent_send(tws_t *ws, const char *id, const char *key, const char *m
 		cJSON *fr = cJSON_ParseWithLength(m, len);
 		free(m);
 		const char *fid = jstr(fr, "id");
-		if (fid && !strcmp(fid, id)) {
-			cr_assert(jok(fr), "agent %s was refused", id);
-			const char *r = jstr(jget(fr, "payload"), "runId");
-			cr_assert_not_null(r);
-			snprintf(run, n, "%s", r);
-			cJSON_Delete(fr);
-			return;
-		}
+		if (fid && !strcmp(fid, id))
+			return fr;
 		cJSON_Delete(fr);
 	}
-	cr_assert_fail("agent %s: no answer", id);
+	return NULL;
+}
+
+/* Sends `agent` on ws and returns the run id it was accepted as. */
+static void agent_send(tws_t *ws, const char *id, const char *key, const char *message, const char *idem, char *run,
+		       size_t n)
+{
+	cJSON *fr = agent_ask(ws, id, key, message, idem, 20000);
+	cr_assert_not_null(fr, "agent %s: no answer", id);
+	cr_assert(jok(fr), "agent %s was refused", id);
+	const char *r = jstr(jget(fr, "payload"), "runId");
+	cr_assert_not_null(r);
+	snprintf(run, n, "%s", r);
+	cJSON_Delete(fr);
 }
 
 /* Series `name` (no labels) of node n's /metrics, or -1. */
@@ -759,24 +767,8 @@ static void agent_until_accepted(tws_t *ws, const char *key, const char *message
 	for (int attempt = 0; now_ms() < until; attempt++) {
 		char id[48];
 		snprintf(id, sizeof(id), "%s-%d", idem, attempt);
-		cJSON *p = cJSON_CreateObject();
-		cJSON_AddStringToObject(p, "sessionKey", key);
-		cJSON_AddStringToObject(p, "message", message);
-		cJSON_AddStringToObject(p, "idempotencyKey", idem);
-		cr_assert_eq(gl_ws_req(ws, id, "agent", p), 0);
-		cJSON *res = NULL;
-		while (!res && now_ms() < until) {
-			char *m = NULL;
-			size_t len = 0;
-			if (tws_recv(ws, 1000, &m, &len) != 0)
-				continue;
-			cJSON *fr = cJSON_ParseWithLength(m, len);
-			free(m);
-			if (jstr(fr, "id") && !strcmp(jstr(fr, "id"), id))
-				res = fr;
-			else
-				cJSON_Delete(fr);
-		}
+		uint64_t now = now_ms();
+		cJSON *res = agent_ask(ws, id, key, message, idem, until > now ? until - now : 0);
 		bool ok = res && jok(res);
 		if (ok)
 			snprintf(run, n, "%s", jstr(jget(res, "payload"), "runId"));
