@@ -210,6 +210,8 @@ static const scalar_t store_scalars[] = {
 		"Of those, reads whose rows came over a connection the I/O loop polled (PostgreSQL)."),
 	COUNTER("pincer_store_retried_transactions_total", U64, store.retried_batches,
 		"Write transactions that failed and ran again, each write alone."),
+	COUNTER("pincer_store_held_transactions_total", U64, store.held_batches,
+		"Write transactions sent again because the database could not be reached (PostgreSQL)."),
 	COUNTER("pincer_store_unknown_writes_total", U64, store.unknown_writes,
 		"Writes whose commit lost its answer and could not be proved (PostgreSQL)."),
 	COUNTER("pincer_store_fenced_writes_total", U64, store.fenced_writes,

@@ -36,7 +36,13 @@ enum {
 	STORE_TICK = 0x53540200u,  /* payload u64: the window's generation */
 	STORE_BATCH_DONE,
 	STORE_CLOSE,
+	STORE_BATCH_HELD, /* s->held has a batch to send again */
+	STORE_HELD_TICK,  /* its pause is over */
 };
+
+/* The pauses between sends of a held batch. */
+#define HOLD_PAUSE_MIN_MS 100u
+#define HOLD_PAUSE_MAX_MS 1000u
 
 struct pc_store {
 	pc_runtime_t *rt;
@@ -50,6 +56,8 @@ struct pc_store {
 	pc_store_stats_t stats; /* __atomic counters */
 	int32_t health_rc;      /* __atomic: the latest write transaction's outcome */
 	int64_t health_since_ms;
+	struct batch *held;     /* __atomic: a batch handed back to the actor
+				 * (STORE_BATCH_HELD), until it takes it */
 };
 
 /* ---- errors, config, small helpers ---- */
@@ -84,6 +92,8 @@ static void config_resolve(pc_store_config_t *c)
 		c->group_max = PC_STORE_DEFAULT_GROUP_MAX;
 	if (c->lazy_ms == 0)
 		c->lazy_ms = PC_STORE_DEFAULT_LAZY_MS;
+	if (c->hold_ms == 0)
+		c->hold_ms = PC_STORE_DEFAULT_HOLD_MS;
 	if (c->max_content == 0)
 		c->max_content = PC_STORE_DEFAULT_MAX_CONTENT;
 	if (c->audit_max == 0)
@@ -232,6 +242,7 @@ typedef struct batch {
 	pc_store_t *s;
 	pc__store_op_t *ops;
 	uint32_t writes; /* syncs not counted */
+	uint64_t unreachable_ms; /* monotonic: when the database first could not be reached for it; 0: not yet */
 	pc_msg_t *done; /* STORE_BATCH_DONE, allocated up front: the actor must
 			 * hear that the batch ended, even when memory is short */
 } batch_t;
@@ -275,7 +286,8 @@ static pc_msg_t *batch_run(void *arg)
 	 * guarded, where a failed op (a fenced write, a conflict, a refused
 	 * size) fails alone. */
 	int rc = batch_pass(s, b, false);
-	if (rc != 0) {
+	/* a database that cannot be reached refused no write: held, not split */
+	if (rc != 0 && rc != PC_STORE_EUNAVAIL) {
 		if (s->ops->rollback)
 			s->ops->rollback(s->be);
 		__atomic_add_fetch(&s->stats.retried_batches, 1, __ATOMIC_RELAXED);
@@ -290,9 +302,52 @@ static pc_msg_t *batch_run(void *arg)
 /* A batch over (rc: the whole batch failed with it), on the thread that
  * ran it: its health and counters, and every answer. `cpu0`: that thread's
  * CPU time when the batch began (0: not counted). */
+/* The writes' health as the latest transaction left it: /readyz and
+ * on_health hear of a change. One writer thread at a time: the pair is
+ * written by it alone. */
+static void note_health(pc_store_t *s, int rc)
+{
+	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) == rc)
+		return;
+	__atomic_store_n(&s->health_since_ms, pc__clock_wall_ms(), __ATOMIC_RELAXED);
+	__atomic_store_n(&s->health_rc, rc, __ATOMIC_RELEASE);
+	if (s->cfg.on_health)
+		s->cfg.on_health(s->cfg.health_user, rc);
+}
+
+/* A batch the database certainly did not keep, because it could not be
+ * reached, goes back to the store actor to be sent again after a pause,
+ * until hold_ms have passed since it first could not: its writes, and
+ * those queued behind it, wait rather than fail. False: it fails now. */
+static bool batch_hold(batch_t *b, int rc)
+{
+	pc_store_t *s = b->s;
+	uint64_t now = pc__clock_mono_ms();
+	if (rc != PC_STORE_EUNAVAIL)
+		return false;
+	if (!b->unreachable_ms)
+		b->unreachable_ms = now;
+	if (now - b->unreachable_ms >= s->cfg.hold_ms)
+		return false;
+	pc_msg_t *m = pc_msg_new(STORE_BATCH_HELD, 0);
+	if (!m)
+		return false;
+	for (pc__store_op_t *op = b->ops; op; op = op->next)
+		op->res = (pc_store_reply_t){0};
+	note_health(s, rc);
+	__atomic_add_fetch(&s->stats.held_batches, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->held, b, __ATOMIC_RELEASE);
+	if (pc_send(s->actor, m) == 0)
+		return true;
+	/* the store is stopping: the batch fails after all */
+	return __atomic_exchange_n(&s->held, NULL, __ATOMIC_ACQ_REL) == NULL;
+}
+
 static void batch_end(batch_t *b, int rc, uint64_t cpu0)
 {
 	pc_store_t *s = b->s;
+	if (batch_hold(b, rc))
+		return;
 	if (rc != 0) {
 		batch_fail(b->ops, rc);
 		__atomic_add_fetch(&s->stats.failed_batches, 1, __ATOMIC_RELAXED);
@@ -310,13 +365,7 @@ static void batch_end(batch_t *b, int rc, uint64_t cpu0)
 	}
 	if (rc == 0)
 		rc = lost;
-	/* one writer thread at a time: the pair is written by it alone */
-	if (__atomic_load_n(&s->health_rc, __ATOMIC_RELAXED) != rc) {
-		__atomic_store_n(&s->health_since_ms, pc__clock_wall_ms(), __ATOMIC_RELAXED);
-		__atomic_store_n(&s->health_rc, rc, __ATOMIC_RELEASE);
-		if (s->cfg.on_health)
-			s->cfg.on_health(s->cfg.health_user, rc);
-	}
+	note_health(s, rc);
 	__atomic_add_fetch(&s->stats.batches, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&s->stats.writes, b->writes, __ATOMIC_RELAXED);
 	uint64_t cpu1 = pc__clock_thread_cpu_ns();
@@ -485,7 +534,32 @@ typedef struct store_actor {
 	bool closing;
 	pc_actor_t *close_to;   /* retained */
 	uint64_t close_corr;
+	struct batch *held;     /* a batch waiting to be sent again (in_flight stays set) */
+	uint32_t hold_pause;    /* ms before it is; 0: the last batch went through */
+	pc_timer_t held_tick;
 } store_actor_t;
+
+/* Fails every op of the list with rc and answers it. */
+static void ops_fail(pc__store_op_t *first, int rc)
+{
+	batch_fail(first, rc);
+	while (first) {
+		pc__store_op_t *next = first->next;
+		op_answer(first);
+		first = next;
+	}
+}
+
+/* Starts batch b on the backend's own loop, else on the blocking pool. */
+static int batch_submit(pc_ctx_t *ctx, store_actor_t *a, batch_t *b)
+{
+	int rc = PC__STORE_TO_POOL;
+	if (a->s->ops->start)
+		rc = a->s->ops->start(a->s->be, b->ops, batch_started_done, b);
+	if (rc != 0)
+		rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
+	return rc;
+}
 
 /* Sends the oldest group_max writes as one batch. A batch that cannot be
  * submitted is answered with the error at once, and the next is tried, so
@@ -518,12 +592,8 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 		pc_msg_t *done = pc_msg_new(STORE_BATCH_DONE, 0);
 		int rc = PC_ENOMEM;
 		if (b && done) {
-			*b = (batch_t){a->s, first, writes, done};
-			rc = PC__STORE_TO_POOL;
-			if (a->s->ops->start)
-				rc = a->s->ops->start(a->s->be, first, batch_started_done, b);
-			if (rc != 0)
-				rc = pc_blocking_submit(a->s->rt, batch_run, batch_discard, b, pc_self(ctx));
+			*b = (batch_t){.s = a->s, .ops = first, .writes = writes, .done = done};
+			rc = batch_submit(ctx, a, b);
 		}
 		if (rc == 0) {
 			a->in_flight = true;
@@ -531,13 +601,43 @@ static void flush(pc_ctx_t *ctx, store_actor_t *a)
 		}
 		pc_msg_free(done);
 		free(b);
-		batch_fail(first, rc);
-		while (first) {
-			pc__store_op_t *next = first->next;
-			op_answer(first);
-			first = next;
-		}
+		ops_fail(first, rc);
 	}
+}
+
+static void schedule(pc_ctx_t *ctx, store_actor_t *a, bool waited);
+
+/* The held batch goes again (its pause is over, or no pause could be
+ * armed). */
+static void held_send(pc_ctx_t *ctx, store_actor_t *a)
+{
+	batch_t *b = a->held;
+	a->held = NULL;
+	if (!b)
+		return;
+	int rc = batch_submit(ctx, a, b);
+	if (rc == 0)
+		return;
+	ops_fail(b->ops, rc);
+	pc_msg_free(b->done);
+	free(b);
+	a->in_flight = false;
+	schedule(ctx, a, true);
+}
+
+/* A batch handed back (batch_hold): sent again after a pause that grows
+ * while the database stays away. */
+static void on_held(pc_ctx_t *ctx, store_actor_t *a)
+{
+	a->held = __atomic_exchange_n(&a->s->held, NULL, __ATOMIC_ACQ_REL);
+	if (!a->held)
+		return;
+	a->hold_pause = a->hold_pause ? a->hold_pause * 2 : HOLD_PAUSE_MIN_MS;
+	if (a->hold_pause > HOLD_PAUSE_MAX_MS)
+		a->hold_pause = HOLD_PAUSE_MAX_MS;
+	pc_msg_t *t = pc_msg_new(STORE_HELD_TICK, 0);
+	if (!t || pc_timer_after(pc_self(ctx), a->hold_pause, t, &a->held_tick) != 0)
+		held_send(ctx, a);
 }
 
 static void close_finish(pc_ctx_t *ctx, store_actor_t *a)
@@ -654,8 +754,15 @@ static int store_receive(pc_ctx_t *ctx, void *state, pc_msg_t *m)
 		if (pc_msg_u64(m) == a->gen && !a->in_flight)
 			flush(ctx, a);
 		return 0;
+	case STORE_BATCH_HELD:
+		on_held(ctx, a);
+		return 0;
+	case STORE_HELD_TICK:
+		held_send(ctx, a);
+		return 0;
 	case STORE_BATCH_DONE:
 		a->in_flight = false;
+		a->hold_pause = 0;
 		if (a->head)
 			schedule(ctx, a, true);
 		else if (a->closing)
@@ -688,11 +795,18 @@ static void store_stop(pc_ctx_t *ctx, void *state, int reason)
 	store_actor_t *a = state;
 	/* Stopped with writes still queued (runtime shutdown): they were
 	 * never committed, so they are answered as such. */
-	batch_fail(a->head, PC_ESTOPPED);
-	while (a->head) {
-		pc__store_op_t *next = a->head->next;
-		op_answer(a->head);
-		a->head = next;
+	ops_fail(a->head, PC_ESTOPPED);
+	a->head = NULL;
+	/* so is a batch waiting to be sent again */
+	if (a->held)
+		pc_timer_cancel(a->s->rt, a->held_tick);
+	batch_t *held[2] = {a->held, __atomic_exchange_n(&a->s->held, NULL, __ATOMIC_ACQ_REL)};
+	for (int i = 0; i < 2; i++) {
+		if (!held[i])
+			continue;
+		ops_fail(held[i]->ops, PC_ESTOPPED);
+		pc_msg_free(held[i]->done);
+		free(held[i]);
 	}
 	pc_actor_release(a->close_to);
 	free(a);
@@ -821,6 +935,7 @@ void pc_store_stats(pc_store_t *s, pc_store_stats_t *out)
 	out->polled_reads = __atomic_load_n(&s->stats.polled_reads, __ATOMIC_RELAXED);
 	out->write_cpu_ns = __atomic_load_n(&s->stats.write_cpu_ns, __ATOMIC_RELAXED);
 	out->retried_batches = __atomic_load_n(&s->stats.retried_batches, __ATOMIC_RELAXED);
+	out->held_batches = __atomic_load_n(&s->stats.held_batches, __ATOMIC_RELAXED);
 	out->unknown_writes = __atomic_load_n(&s->stats.unknown_writes, __ATOMIC_RELAXED);
 	out->fenced_writes = __atomic_load_n(&s->stats.fenced_writes, __ATOMIC_RELAXED);
 }

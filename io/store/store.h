@@ -71,6 +71,10 @@ const char *pc_store_strerror(int code);
 /* Defaults. */
 #define PC_STORE_DEFAULT_GROUP_MAX 256u
 #define PC_STORE_DEFAULT_LAZY_MS 20u
+/* How long a write transaction the database certainly did not keep, for it
+ * could not be reached, is held and sent again before its writes fail
+ * (PC_STORE_EUNAVAIL): a restart or a failover costs writers a wait. */
+#define PC_STORE_DEFAULT_HOLD_MS 10000u
 #define PC_STORE_DEFAULT_MAX_CONTENT ((size_t)8 << 20) /* 8 MiB per message */
 #define PC_STORE_DEFAULT_AUDIT_MAX 100000u
 #define PC_STORE_DEFAULT_AUDIT_DAYS 30u
@@ -107,6 +111,11 @@ typedef struct pc_store_config {
 	uint32_t lazy_ms;    /* how long a lazy write (pc_store_req_lazy) waits
 			      * for a write that commits it. 0 = default
 			      * PC_STORE_DEFAULT_LAZY_MS. */
+	uint32_t hold_ms;    /* PostgreSQL: a transaction refused because the
+			      * server could not be reached is sent again
+			      * (100 ms doubling to 1 s apart; the writes
+			      * behind it wait) for this long before its
+			      * writes fail. 0 = default PC_STORE_DEFAULT_HOLD_MS */
 	uint32_t group_max;  /* most writes in one transaction; 1 = one
 			      * transaction per write. 0 = default 256. */
 	size_t max_content;  /* bytes of one message's content (JSON) and of a
@@ -171,6 +180,8 @@ typedef struct pc_store_stats {
 				   * connection was lost during their commit */
 	uint64_t fenced_writes;   /* writes refused PC_STORE_EFENCED: a stale
 				   * lease epoch, a run another owner took or ended */
+	uint64_t held_batches;    /* transactions sent again after the database
+				   * could not be reached (hold_ms) */
 } pc_store_stats_t;
 
 /* Counters since open (each read atomically). Any thread. */

@@ -3,8 +3,10 @@
  * batch failing alone in the server, the statement timeout, a writer
  * connection terminated mid-transaction, a COMMIT whose answer is lost
  * (decided by the transaction's id), an answer lost before the id came
- * (unknown, never acknowledged), an unreachable server (writes fail fast,
- * health says why, and come back), a server restarted or crashed under
+ * (unknown, never acknowledged), an unreachable server (writes held and
+ * sent again, failed past the hold, health says why, and come back; a
+ * write held while it is away lands once it is back), a server restarted
+ * or crashed under
  * load (nothing acknowledged lost), two stores creating one schema at
  * once, a node's heartbeat on the database's clock, and a version-1 schema
  * gaining the nodes table.
@@ -68,15 +70,21 @@ static void fx_init(fx_t *f, bool via_proxy)
 	cr_assert_eq(pc_io_new(f->rt, &io, &f->io), 0);
 }
 
-static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
+static void fx_open_holding(fx_t *f, uint32_t statement_timeout_ms, uint32_t hold_ms)
 {
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	cfg.url = f->url;
 	cfg.io = f->io;
 	cfg.statement_timeout_ms = statement_timeout_ms;
+	cfg.hold_ms = hold_ms;
 	cfg.window_ms = 100; /* writes sent together share a batch */
 	cr_assert_eq(pc_store_open(f->rt, &cfg, &f->s), 0);
+}
+
+static void fx_open(fx_t *f, uint32_t statement_timeout_ms)
+{
+	fx_open_holding(f, statement_timeout_ms, 0);
 }
 
 static void fx_fini(fx_t *f)
@@ -469,21 +477,30 @@ static int health_rc(pc_store_t *s)
 	return h.rc;
 }
 
-Test(store_pg, an_unreachable_server_fails_writes_fast_and_health_says_why)
+#define HOLD_MS 400u
+
+Test(store_pg, an_unreachable_server_fails_writes_after_the_hold_and_health_says_why)
 {
 	fx_t f;
 	fx_init(&f, true);
-	fx_open(&f, 0);
+	fx_open_holding(&f, 0, HOLD_MS);
 	append_ok(f.s, "s");
 	pg_proxy_set_down(f.proxy, true);
 	pc_store_msg_t m = {.role = "user", .content = "{}"};
 	int64_t seq = 0;
-	for (int k = 0; k < 5; k++) {
+	for (int k = 0; k < 3; k++) {
 		uint64_t t0 = pc_runtime_now_ms();
 		int rc = pc_store_append(f.s, "s", 0, &m, &seq);
+		uint64_t took = pc_runtime_now_ms() - t0;
 		cr_assert_eq(rc, PC_STORE_EUNAVAIL, "rc %d (%s)", rc, pc_store_strerror(rc));
-		cr_assert_lt(pc_runtime_now_ms() - t0, 2000, "a write waited for a server that is not there");
+		cr_assert_geq(took, HOLD_MS, "a write gave up before its hold: %llu ms", (unsigned long long)took);
+		cr_assert_lt(took, HOLD_MS + 3000, "a write waited past its hold: %llu ms", (unsigned long long)took);
+		/* held and sent again meanwhile */
+		cr_assert_eq(health_rc(f.s), PC_STORE_EUNAVAIL);
 	}
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_geq(st.held_batches, 3);
 	cr_assert_eq(health_rc(f.s), PC_STORE_EUNAVAIL);
 	cr_assert_str_eq(pc_store_strerror(PC_STORE_EUNAVAIL), "store: the database server cannot be reached");
 	pg_proxy_set_down(f.proxy, false);
@@ -497,6 +514,53 @@ Test(store_pg, an_unreachable_server_fails_writes_fast_and_health_says_why)
 	}
 	cr_assert_eq(health_rc(f.s), 0);
 	cr_assert_eq(append_ok(f.s, "s"), 2, "nothing of the refused writes was kept");
+	fx_fini(&f);
+}
+
+/* A write sent while the server is away waits for it (hold_ms) and lands
+ * once, with those queued behind it, in order. */
+typedef struct held_write {
+	pc_store_t *s;
+	const char *text;
+	int rc;
+	int64_t seq;
+} held_write_t;
+
+static void *held_write(void *arg)
+{
+	held_write_t *w = arg;
+	pc_store_msg_t m = {.role = "user", .content = w->text};
+	w->rc = pc_store_append(w->s, "s", 0, &m, &w->seq);
+	return NULL;
+}
+
+Test(store_pg, a_write_sent_while_the_server_is_away_lands_once_it_is_back)
+{
+	fx_t f;
+	fx_init(&f, true);
+	fx_open(&f, 0);
+	cr_assert_eq(append_ok(f.s, "s"), 1);
+	pg_proxy_set_down(f.proxy, true);
+	held_write_t w[2] = {{f.s, "{\"n\":1}", -1, 0}, {f.s, "{\"n\":2}", -1, 0}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(pthread_create(&th[i], NULL, held_write, &w[i]), 0);
+		usleep(100 * 1000); /* in this order */
+	}
+	usleep(700 * 1000);
+	cr_assert_eq(health_rc(f.s), PC_STORE_EUNAVAIL, "the server's absence is told while writes wait");
+	pg_proxy_set_down(f.proxy, false);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(w[i].rc, 0, "write %d: %s", i, pc_store_strerror(w[i].rc));
+	}
+	cr_assert_eq(w[0].seq, 2);
+	cr_assert_eq(w[1].seq, 3);
+	pc_store_stats_t st;
+	pc_store_stats(f.s, &st);
+	cr_assert_geq(st.held_batches, 1);
+	cr_assert_eq(health_rc(f.s), 0);
+	cr_assert_eq(append_ok(f.s, "s"), 4, "each held write kept once");
 	fx_fini(&f);
 }
 
