@@ -6,10 +6,9 @@
  * (unknown, never acknowledged), an unreachable server (writes held and
  * sent again, failed past the hold, health says why, and come back; a
  * write held while it is away lands once it is back), a server restarted
- * or crashed under
- * load (nothing acknowledged lost), two stores creating one schema at
- * once, a node's heartbeat on the database's clock, and a version-1 schema
- * gaining the nodes table.
+ * or crashed under load (nothing acknowledged lost), two stores creating
+ * one schema at once, a node's heartbeat on the database's clock, and a
+ * version-1 schema gaining the nodes table.
  *
  * Runs under ctest's "pg" fixture (tests/support/pg_cluster), which sets
  * PINCER_TEST_PG_URL (and, for the restart, PINCER_TEST_PG_CLUSTER and
