@@ -1183,7 +1183,7 @@ static void parse_store(pctx_t *x, const cJSON *root)
 
 static void parse_cluster(pctx_t *x, const cJSON *root)
 {
-	static const char *const keys[] = {"nodeId", "advertiseUrl", "leaseMs", "secret", NULL};
+	static const char *const keys[] = {"nodeId", "advertiseUrl", "leaseMs", "secret", "forward", NULL};
 	const cJSON *cj = cJSON_GetObjectItemCaseSensitive(root, "cluster");
 	if (!cj || !check_object(x, cj, "cluster", keys))
 		return;
@@ -1196,6 +1196,7 @@ static void parse_cluster(pctx_t *x, const cJSON *root)
 		err(x, "cluster.advertiseUrl", "must be an http:// URL (node-to-node TLS is not built: a private network)");
 	get_u32(x, cj, "leaseMs", "cluster", 1000, 600000, &c->lease_ms);
 	get_str(x, cj, "secret", "cluster", true, &c->secret);
+	get_bool(x, cj, "forward", "cluster", &c->forward);
 }
 
 /* After the environment: what every node of a cluster needs. */
@@ -1227,6 +1228,7 @@ static void set_defaults(pc_config_t *c)
 	pc_agent_defaults_t *a = &c->agent;
 	a->run_timeout_ms = PC_CONFIG_DEFAULT_RUN_TIMEOUT_MS;
 	c->cluster.lease_ms = PC_CLUSTER_DEFAULT_LEASE_MS;
+	c->cluster.forward = true;
 	a->max_concurrent = default_max_concurrent();
 	a->think = PC_THINK_OFF;
 	a->bootstrap_max_chars = DEFAULT_BOOTSTRAP_MAX_CHARS;

@@ -261,6 +261,9 @@ typedef struct pc_cluster_config {
 				    * http://<host name>:<port> */
 	const char *secret;        /* cluster.secret (env PINCER_CLUSTER_SECRET), shared by the nodes */
 	uint32_t lease_ms;         /* cluster.leaseMs: a node not heard from this long is gone */
+	bool forward;              /* cluster.forward (default true): a request for a session another
+				    * node prefers goes there; false: served here (a balancer that hashes
+				    * the session key sends each session to one node) */
 } pc_cluster_config_t;
 
 typedef struct pc_config {

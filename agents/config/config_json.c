@@ -280,6 +280,7 @@ int pc_config_to_json(const pc_config_t *c, char **out)
 		if (c->cluster.advertise_url)
 			j_str(&ok, cl, "advertiseUrl", c->cluster.advertise_url);
 		j_num(&ok, cl, "leaseMs", c->cluster.lease_ms);
+		j_bool(&ok, cl, "forward", c->cluster.forward);
 		if (c->cluster.secret)
 			j_str(&ok, cl, "secret", "***");
 	}

@@ -487,7 +487,7 @@ static bool node_peer(const pc__gw_cluster_t *c, const char *id, pc__gw_peer_t *
 int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *out)
 {
 	pc__gw_cluster_t *c = __atomic_load_n(&g->cluster, __ATOMIC_ACQUIRE);
-	if (!c)
+	if (!c || !g->cfg->cluster.forward)
 		return PC_ENOTFOUND;
 	const char *ids[64];
 	int rc = PC_ENOTFOUND;

@@ -232,8 +232,9 @@ typedef struct pc__gw_peer {
 /* Where session `key` (NULL or "": "main") runs: 0 with *out filled when
  * the live node its key prefers (placement.h) is another one, whose
  * advertised URL is http://host:port; PC_ENOTFOUND when this node serves
- * it (not a node, no listing yet, this node preferred, or the preferred
- * node's URL not one this gateway can reach). Any thread. */
+ * it (not a node, cluster.forward off, no listing yet, this node
+ * preferred, or the preferred node's URL not one this gateway can reach).
+ * Any thread. */
 int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *out);
 /* The other live nodes, at most `cap`, into out[]; their number. */
 size_t pc__gw_cluster_peers(const pc_gateway_t *g, pc__gw_peer_t *out, size_t cap);

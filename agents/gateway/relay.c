@@ -266,7 +266,7 @@ static void spread_subscription(pc__gw_conn_t *c, const char *method, const cJSO
 bool pc__gw_relay_request(pc__gw_conn_t *c, const char *id, const char *method, const cJSON *params, const char *frame,
 			  size_t len)
 {
-	if (c->node_link || !c->g->cluster)
+	if (c->node_link || !c->g->cluster || !c->g->cfg->cluster.forward)
 		return false;
 	const char *key;
 	link_t *l = NULL;

@@ -1281,16 +1281,18 @@ Test(config, a_cluster_node_has_defaults_its_secret_from_the_environment_and_sho
 	cr_assert_null(c->cluster.node_id, "the host name and port, at start");
 	cr_assert_null(c->cluster.advertise_url);
 	cr_assert_eq(c->cluster.lease_ms, PC_CLUSTER_DEFAULT_LEASE_MS);
+	cr_assert(c->cluster.forward, "requests go to the node a session prefers, unless told not to");
 	pc_config_free(c);
 	pc_config_errors_free(&e);
 	setenv("PINCER_CLUSTER_SECRET", "from the environment, long enough", 1);
 	cr_assert_eq(parse("{\"store\":{\"url\":\"postgresql://db/x\"},\"cluster\":{\"nodeId\":\"n1\","
-			   "\"advertiseUrl\":\"http://n1.internal:18789\",\"leaseMs\":2000}}",
+			   "\"advertiseUrl\":\"http://n1.internal:18789\",\"leaseMs\":2000,\"forward\":false}}",
 			   &c, &e),
 		     0);
 	cr_assert_str_eq(c->cluster.secret, "from the environment, long enough");
 	cr_assert_str_eq(c->cluster.node_id, "n1");
 	cr_assert_eq(c->cluster.lease_ms, 2000);
+	cr_assert(!c->cluster.forward);
 	char *shown = NULL;
 	cr_assert_eq(pc_config_to_json(c, &shown), 0);
 	cr_assert_null(strstr(shown, "from the environment"), "%s", shown);
