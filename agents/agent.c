@@ -423,6 +423,7 @@ void pc_agent_run_info_from_store(const pc_store_reply_t *r, pc_run_info_t *out)
 	memset(out, 0, sizeof(*out));
 	out->started_ms = r->started_ms;
 	out->ended_ms = r->ended_ms;
+	out->replay_invalid = (r->flags & PC_STORE_REPLAY_INVALID) != 0;
 	snprintf(out->error_kind, sizeof(out->error_kind), "%.31s", r->code);
 	switch (r->status) {
 	case PC_STORE_RUN_OK: out->status = PC_RUN_STATUS_OK; return;

@@ -131,7 +131,8 @@ bool pc_agent_node_live(const pc_agent_t *a);
  * run another node adopted first is skipped), then one that never began
  * runs here under its own run id, in order, and one that began ends with
  * the error code node_lost (running it again could repeat what its tools
- * did). `arg` is the job's: `release(arg)` runs once it is done or will
+ * did), replay-invalid when its transcript holds a call of a mutating
+ * tool. `arg` is the job's: `release(arg)` runs once it is done or will
  * never run. Then `reply_to` (may be NULL) gets a message of `reply_type`
  * whose u64 is the outcome (0 or a store code, as int64). pc_agent_free
  * waits for the job. PC_EBUSY / PC_ESTOPPED when the pool cannot take it

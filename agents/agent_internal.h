@@ -375,6 +375,7 @@ typedef struct pc__run_done {
 	char run_id[PC_RUN_ID_MAX + 1];
 	pc_run_status_t status;
 	char kind[32];       /* error kind, "" none */
+	bool replay_invalid; /* the terminal event's replayInvalid */
 	uint32_t error;      /* offset in buf of the error text, 0 none */
 	uint32_t data;       /* offset in buf of the terminal event's data */
 	char buf[];
@@ -382,7 +383,7 @@ typedef struct pc__run_done {
 
 /* Sends the session a run's end. */
 void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t status, const char *kind,
-		       const char *error, const char *data);
+		       bool replay_invalid, const char *error, const char *data);
 
 /* What the session hands a new run (copied). */
 typedef struct pc__run_params {

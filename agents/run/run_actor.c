@@ -284,7 +284,7 @@ static cJSON *trace_json(const run_t *r)
 }
 
 void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t status, const char *kind,
-		       const char *error, const char *data)
+		       bool replay_invalid, const char *error, const char *data)
 {
 	size_t el = error ? strlen(error) + 1 : 0, dl = strlen(data) + 1;
 	pc_msg_t *m = pc_msg_new(PC__MSG_RUN_DONE, sizeof(pc__run_done_t) + 1 + el + dl);
@@ -295,6 +295,7 @@ void pc__run_done_send(pc_actor_t *session, const char *run_id, pc_run_status_t 
 	snprintf(rd->run_id, sizeof(rd->run_id), "%s", run_id);
 	snprintf(rd->kind, sizeof(rd->kind), "%s", kind ? kind : "");
 	rd->status = status;
+	rd->replay_invalid = replay_invalid;
 	size_t off = 1;
 	rd->buf[0] = '\0';
 	if (error) {
@@ -352,7 +353,7 @@ static void tell_end(run_t *r, int store_rc, const char *why)
 	char *data = r->end_data ? pc_json_print(r->end_data) : NULL;
 	/* counted before anyone can learn that the run ended */
 	pc__metrics_run_end(r->agent, r->end_status, r->started_ms != 0, pc__run_ms(r));
-	pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), r->end_kind,
+	pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), r->end_kind, r->rs.replay_invalid,
 			  r->end_message, data ? data : "{}");
 	cJSON_free(data);
 	log_end(r, store_rc);
@@ -431,7 +432,7 @@ static void end_with(pc_ctx_t *ctx, run_t *r, pc_run_status_t status, const char
 	/* the row holds what the store projects from the state the run ends in */
 	pc_store_run_end_t e = {.run_id = r->run_id, .status = pc_run_lc_store_status(pc_run_lc_done(status)),
 				.error_code = ok ? NULL : code, .usage = usage, .key = r->key, .epoch = epoch,
-				.flags = PC_STORE_REQ_JSON_CHECKED};
+				.flags = PC_STORE_REQ_JSON_CHECKED, .replay_invalid = r->rs.replay_invalid};
 	int rc = pc_store_req_run_end(&e, &req);
 	if (rc == 0)
 		rc = pc_ask(ctx, pc_store_actor(r->agent->store), req, &r->end_corr);
@@ -1175,7 +1176,7 @@ static void run_stop(pc_ctx_t *ctx, void *state, int reason)
 		 * run still ends once, as an error. */
 		pc__run_set(r, PC_RUN_LC_ERROR, "stopped");
 		pc__metrics_run_end(r->agent, PC_RUN_STATUS_ERROR, r->started_ms != 0, pc__run_ms(r));
-		pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), "stopped",
+		pc__run_done_send(r->session, r->run_id, pc_run_lc_registry_status(r->state), "stopped", false,
 				  "the run was stopped",
 				  "{\"phase\":\"error\",\"status\":\"error\",\"error\":\"the run was stopped\","
 				  "\"errorKind\":\"stopped\",\"payloads\":[]}");

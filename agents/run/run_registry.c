@@ -580,7 +580,7 @@ unlock:
 }
 
 int pc_run_registry_finish(pc_run_registry_t *r, const char *run_id, pc_run_status_t status, int64_t ended_ms,
-			   const char *error, const char *error_kind)
+			   const char *error, const char *error_kind, bool replay_invalid)
 {
 	if (!r || !valid_run_id(run_id) || !pc_run_status_terminal(status) ||
 	    (unsigned)status >= sizeof(status_names) / sizeof(status_names[0]))
@@ -606,6 +606,7 @@ int pc_run_registry_finish(pc_run_registry_t *r, const char *run_id, pc_run_stat
 	e->info.ended_ms = ended_ms;
 	copy_str(e->info.error, sizeof(e->info.error), error);
 	copy_str(e->info.error_kind, sizeof(e->info.error_kind), error_kind);
+	e->info.replay_invalid = replay_invalid;
 	actor = e->actor;
 	e->actor = NULL;
 	watchers = e->watchers;

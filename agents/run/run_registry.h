@@ -58,6 +58,8 @@ typedef struct pc_run_info {
 	int64_t accepted_ms, started_ms, ended_ms; /* wall clock; 0 = not yet */
 	char error[PC_RUN_ERROR_MAX];              /* "" when none */
 	char error_kind[32];                       /* "timeout", "context_overflow", ... or "" */
+	bool replay_invalid;                       /* running it again could repeat what a
+						    * mutating tool of it did (spec §1.14) */
 } pc_run_info_t;
 
 typedef struct pc_run_registry pc_run_registry_t;
@@ -87,12 +89,12 @@ int pc_run_registry_add(pc_run_registry_t *r, const char *run_id, const char *se
  * or already started. */
 int pc_run_registry_start(pc_run_registry_t *r, const char *run_id, pc_actor_t *actor, int64_t started_ms);
 
-/* The run ended with `status` (terminal) and an error text and kind (may be
- * NULL). Drops the actor reference, clears the session's active run only
- * if it is still this run, and wakes waiters. Idempotent: a second finish
- * is ignored (PC_ESTATE). */
+/* The run ended with `status` (terminal), an error text and kind (may be
+ * NULL), replay-invalid or not. Drops the actor reference, clears the
+ * session's active run only if it is still this run, and wakes waiters.
+ * Idempotent: a second finish is ignored (PC_ESTATE). */
 int pc_run_registry_finish(pc_run_registry_t *r, const char *run_id, pc_run_status_t status, int64_t ended_ms,
-			   const char *error, const char *error_kind);
+			   const char *error, const char *error_kind, bool replay_invalid);
 
 /* A copy of the entry. PC_ENOTFOUND. */
 int pc_run_registry_get(pc_run_registry_t *r, const char *run_id, pc_run_info_t *out);

@@ -74,8 +74,40 @@ static int rerun(pc_agent_t *a, const pc_store_open_run_t *o)
 	return rc;
 }
 
+/* Whether run `o`'s transcript holds a call of a mutating tool (spec
+ * §1.14): such a call may have started, whether or not its result was
+ * written. A tool this process does not know may have been known where
+ * the run ran, so it counts; so does a transcript that cannot be read. */
+static bool mutating_call_made(pc_agent_t *a, const pc_store_open_run_t *o)
+{
+	pc_store_history_t *h = NULL;
+	int rc = pc_store_history(a->store, o->key, &h);
+	if (rc != 0)
+		return rc != PC_ENOTFOUND;
+	bool found = false;
+	for (size_t i = 0; !found && i < pc_store_history_count(h); i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(h, i, &m);
+		if (!m.tool_call_ids || strcmp(m.role, "assistant") || !m.run_id || strcmp(m.run_id, o->run_id))
+			continue;
+		cJSON *j = cJSON_Parse(m.content);
+		const cJSON *b;
+		cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(j, "content")) {
+			const char *type = field(b, "type");
+			if (!type || strcmp(type, "toolCall"))
+				continue;
+			const pc_tool_def_t *def = pc_tool_find(a->tools, field(b, "name"));
+			found = found || !def || def->mutating;
+		}
+		cJSON_Delete(j);
+	}
+	pc_store_history_free(h);
+	return found;
+}
+
 /* Adopts the runs `pick` chooses, then runs again those that never began
- * and ends the others with `code`. */
+ * and ends the others with `code`, replay-invalid when a mutating tool of
+ * theirs may have run. */
 static int recover(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, const char *code, pc_agent_recovery_t *out)
 {
 	pc_agent_recovery_t n = {0};
@@ -100,7 +132,7 @@ static int recover(pc_agent_t *a, pc_agent_run_pick_fn pick, void *arg, const ch
 			continue;
 		}
 		pc_store_run_end_t e = {.run_id = o.run_id, .status = pc_run_lc_store_status(PC_RUN_LC_ERROR),
-					.error_code = code};
+					.error_code = code, .replay_invalid = o.started && mutating_call_made(a, &o)};
 		rc = pc_store_run_end(a->store, &e);
 		n.interrupted += rc == 0;
 	}

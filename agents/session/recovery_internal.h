@@ -9,8 +9,9 @@
  * began runs again, in its session's order, under its own run id; a run
  * that began (the transcript holds its user turn) ends with the error
  * code run_interrupted, since running it again could repeat what its tools
- * did. A run whose owner lives (another process on this state directory)
- * is that process's.
+ * did, and is replay-invalid when the transcript holds a call of a
+ * mutating tool of it. A run whose owner lives (another process on this
+ * state directory) is that process's.
  */
 #ifndef PINCER_AGENTS_SESSION_RECOVERY_INTERNAL_H
 #define PINCER_AGENTS_SESSION_RECOVERY_INTERNAL_H

@@ -203,7 +203,8 @@ static void end_unrun_as(session_t *s, item_t *it, pc_run_status_t status, const
 		pc_store_req_urgent(req);
 		pc_send(pc_store_actor(s->agent->store), req);
 	}
-	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__clock_wall_ms(), ok ? NULL : error ? error : why, why);
+	pc_run_registry_finish(s->agent->runs, it->run_id, status, pc__clock_wall_ms(), ok ? NULL : error ? error : why,
+			       why, false);
 	item_free(it);
 }
 
@@ -922,7 +923,7 @@ static void on_run_done(pc_ctx_t *ctx, session_t *s, const pc__run_done_t *d)
 	if (d->status == PC_RUN_STATUS_OK)
 		hook_message_sent(s, d->run_id, data);
 	pc_run_registry_finish(s->agent->runs, d->run_id, d->status, pc__clock_wall_ms(),
-			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL);
+			       d->error ? d->buf + d->error : NULL, d->kind[0] ? d->kind : NULL, d->replay_invalid);
 	if (mine && d->status != PC_RUN_STATUS_OK) {
 		/* perhaps its writes were fenced: the lease's renewal tells, and
 		 * the next run waits for that answer */
@@ -1079,7 +1080,7 @@ static void accepted(pc_ctx_t *ctx, session_t *s, pending_t *p, const pc_store_r
 			 * must not go on */
 			abort_run(ctx, s, p->run_id);
 			pc_run_registry_finish(s->agent->runs, p->run_id, PC_RUN_STATUS_ERROR, pc__clock_wall_ms(),
-					       r->rc ? pc_store_strerror(r->rc) : "duplicate", "store");
+					       r->rc ? pc_store_strerror(r->rc) : "duplicate", "store", false);
 			if (r->rc)
 				reply_accepted(p, r->rc, NULL, PC_AGENT_DROPPED);
 			else
@@ -1616,7 +1617,7 @@ static void session_stop(pc_ctx_t *ctx, void *state, int reason)
 						   "\"error\":\"shutdown\",\"errorKind\":\"shutdown\",\"payloads\":[]}";
 			pc_event_bus_emit(s->active->bus, PC_EVENT_LIFECYCLE, data, sizeof(data) - 1, false, true, NULL);
 			pc_run_registry_finish(s->agent->runs, s->active->run_id, PC_RUN_STATUS_ABORTED, pc__clock_wall_ms(),
-					       "shutdown", "shutdown");
+					       "shutdown", "shutdown", false);
 			slot_drop(&s->active);
 		} else {
 			pc_lane_release(s->agent->lane, s->ticket);

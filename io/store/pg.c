@@ -54,7 +54,7 @@ static const struct {
 	[P_APPEND] = {"w_append", "SELECT * FROM pincer_append($1, $2, $3, $4, $5, $6, $7)", 7},
 	[P_REWRITE] = {"w_rewrite", "SELECT * FROM pincer_rewrite($1, $2, $3, $4, $5)", 5},
 	[P_RUN_BEGIN] = {"w_run_begin", "SELECT * FROM pincer_run_begin($1, $2, $3, $4, $5, $6, $7)", 7},
-	[P_RUN_END] = {"w_run_end", "SELECT * FROM pincer_run_end($1, $2, $3, $4, $5, $6)", 6},
+	[P_RUN_END] = {"w_run_end", "SELECT * FROM pincer_run_end($1, $2, $3, $4, $5, $6, $7)", 7},
 	[P_RUN_ADOPT] = {"w_run_adopt", "SELECT * FROM pincer_run_adopt($1, $2, $3)", 3},
 	[P_ATTEMPT] = {"w_attempt", "SELECT * FROM pincer_attempt($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9},
 	[P_USAGE] = {"w_usage",
@@ -209,6 +209,7 @@ static int params_of(const pc_store_config_t *cfg, const pc__store_op_t *op, par
 		p_cstr(p, pc__store_run_status_names[op->i[I_RE_STATUS]]);
 		p_str(p, op, S_RE_CODE);
 		p_str(p, op, S_RE_USAGE);
+		p_cstr(p, op->i[I_RE_REPLAY_INVALID] ? "t" : "f");
 		return 0;
 	case PC_STORE_REQ_RUN_ADOPT:
 		if (!strs(op, S_AD_N))

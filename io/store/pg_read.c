@@ -47,7 +47,8 @@ static const struct {
 		    "SELECT m.seq, m.created_ms, m.role, m.content, m.tool_call_ids, m.run_id, r.idem_key"
 		    " FROM messages m LEFT JOIN runs r ON r.run_id = m.run_id"
 		    " WHERE m.session_id = (SELECT sid FROM sessions WHERE key = $1::text) ORDER BY m.seq"},
-	[R_RUN] = {"pc_r_run", "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = $1::text"},
+	[R_RUN] = {"pc_r_run",
+		   "SELECT status, started_ms, ended_ms, error_code, replay_invalid FROM runs WHERE run_id = $1::text"},
 	/* $1 the cursor key (NULL: the first page), $2 the cursor time, $3
 	 * the page size plus one (to tell whether more follow) */
 	[R_LIST_UPDATED] = {"pc_r_list_updated",
@@ -436,7 +437,7 @@ static void plan_of(const pc__store_op_t *op, plan_t *p)
 		p->n = 2;
 		break;
 	case PC_STORE_REQ_RUN_GET:
-		p->q[0] = (call_t){R_RUN, 1, {op->s[S_RG_RUN]}, 4};
+		p->q[0] = (call_t){R_RUN, 1, {op->s[S_RG_RUN]}, 5};
 		break;
 	case PC_STORE_REQ_SESSIONS: {
 		int64_t order = op->i[I_SL_ORDER];
@@ -505,6 +506,7 @@ static pc_msg_t *run_answer(const pc__store_op_t *op, const PGresult *row)
 		.status = pc__store_status_from_name(col_s(row, 0, 0, &len)),
 		.started_ms = col_i(row, 0, 1),
 		.ended_ms = col_i(row, 0, 2),
+		.flags = col_b(row, 0, 4) ? PC_STORE_REPLAY_INVALID : 0,
 	};
 	snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
 	snprintf(res.code, sizeof(res.code), "%s", code ? code : "");

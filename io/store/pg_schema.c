@@ -19,7 +19,7 @@
 
 #include "pg_internal.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 /* pg_advisory_xact_lock key for migrations: "PCNR" */
 #define MIGRATE_LOCK "1346587218"
 
@@ -480,6 +480,23 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" END IF;\n"
 	" UPDATE runs SET owner = p_to WHERE run_id = p_run AND status = 'accepted' AND owner IS NOT DISTINCT FROM p_from;\n"
 	" IF NOT FOUND THEN r.rc := 'fenced'; END IF;\n"
+	" RETURN r;\n"
+	"END $$;\n",
+	/* 4: a run's end says whether running it again could repeat what a
+	 * tool of it did, for whoever reads the run back (another node) */
+	"ALTER TABLE runs ADD COLUMN replay_invalid boolean NOT NULL DEFAULT false;\n"
+	"DROP FUNCTION pincer_run_end(text, text, bigint, text, text, text);\n"
+	"CREATE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text, p_code text,\n"
+	" p_usage text, p_replay_invalid boolean) RETURNS pincer_res\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"DECLARE r pincer_res;\n"
+	"BEGIN\n"
+	" IF pincer_fenced(p_key, p_epoch) THEN r.rc := 'fenced'; RETURN r; END IF;\n"
+	" UPDATE runs SET status = p_status, ended_ms = pincer_ms(), error_code = p_code, usage = p_usage,\n"
+	"  replay_invalid = p_replay_invalid, prompt = NULL WHERE run_id = p_run AND status = 'accepted';\n"
+	" IF NOT FOUND THEN\n"
+	"  r.rc := CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = p_run) THEN 'fenced' ELSE 'notfound' END;\n"
+	" END IF;\n"
 	" RETURN r;\n"
 	"END $$;\n",
 };

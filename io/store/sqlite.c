@@ -26,7 +26,7 @@
 #include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION 11
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 
@@ -245,6 +245,9 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	 * held while a node is live (PC_STORE_LEASE_NODE) is bound to that
 	 * process, and two processes given one node id never share a row. */
 	"ALTER TABLE nodes ADD COLUMN owner TEXT;",
+	/* 11: a run's end says whether running it again could repeat what a
+	 * tool of it did, for whoever reads the run back (another node). */
+	"ALTER TABLE runs ADD COLUMN replay_invalid INTEGER NOT NULL DEFAULT 0;",
 };
 
 static const char *const wsql[W_N] = {
@@ -280,8 +283,8 @@ static const char *const wsql[W_N] = {
 			  " ON CONFLICT(key) DO UPDATE SET run_count = run_count + 1, last_run_id = excluded.last_run_id",
 	/* what running it took is no longer needed once it ended; the first
 	 * end stands (a node that lost the run to another ends it late) */
-	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5, prompt = NULL"
-		      " WHERE run_id = ?1 AND status = 'accepted'",
+	[W_RUN_END] = "UPDATE runs SET status = ?2, ended_ms = ?3, error_code = ?4, usage = ?5, replay_invalid = ?6,"
+		      " prompt = NULL WHERE run_id = ?1 AND status = 'accepted'",
 	[W_RUN_EXISTS] = "SELECT 1 FROM runs WHERE run_id = ?1",
 	[W_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, idx, provider, model, profile, reason, status, code,"
 		      " duration_ms, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -674,6 +677,7 @@ static int op_run_end(pc__sq_be_t *be, pc__store_op_t *op)
 	pc__sq_bind_i(&berr, st, 3, pc__clock_wall_ms());
 	pc__sq_bind_s(&berr, st, 4, op, S_RE_CODE);
 	pc__sq_bind_s(&berr, st, 5, op, S_RE_USAGE);
+	pc__sq_bind_i(&berr, st, 6, op->i[I_RE_REPLAY_INVALID] != 0);
 	int rc = pc__sq_exec_b(be->db, st, berr);
 	if (rc != 0 || sqlite3_changes(be->db) != 0)
 		return rc;

@@ -40,7 +40,7 @@ static const char *const rsql[R_N] = {
 	[R_MSGS] = "SELECT m.seq, m.created_ms, m.role, m.content, m.tool_call_ids, m.run_id, r.idem_key"
 		   " FROM messages m LEFT JOIN runs r ON r.run_id = m.run_id"
 		   " WHERE m.session_id = (SELECT sid FROM sessions WHERE key = ?1) ORDER BY m.seq",
-	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code FROM runs WHERE run_id = ?1",
+	[R_RUN] = "SELECT status, started_ms, ended_ms, error_code, replay_invalid FROM runs WHERE run_id = ?1",
 	/* started: the transcript holds a message of it (a rare read: it
 	 * scans the session's messages) */
 	[R_OPEN] = "SELECT r.run_id, r.session_key, r.owner, r.prompt, r.started_ms,"
@@ -188,6 +188,7 @@ static pc_msg_t *run_get(void *p, const pc__store_op_t *op)
 			res.status = pc__store_status_from_name((const char *)sqlite3_column_text(st, 0));
 			res.started_ms = sqlite3_column_int64(st, 1);
 			res.ended_ms = sqlite3_column_int64(st, 2);
+			res.flags = sqlite3_column_int(st, 4) ? PC_STORE_REPLAY_INVALID : 0;
 			snprintf(res.id, sizeof(res.id), "%s", op->s[S_RG_RUN]);
 			snprintf(res.code, sizeof(res.code), "%s", code ? code : "");
 			pc__sq_done(st);

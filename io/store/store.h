@@ -335,6 +335,7 @@ typedef struct pc_store_reply {
 #define PC_STORE_CREATED 1u     /* SESSION / RUN_BEGIN / NODE_BEAT: this request created the row */
 #define PC_STORE_PROVISIONAL 2u /* RUN_BEGIN with PC_STORE_REQ_EARLY: not yet durable */
 #define PC_STORE_MISMATCH 4u    /* RUN_BEGIN: a repeated key whose fingerprint differs */
+#define PC_STORE_REPLAY_INVALID 8u /* RUN_GET: the run ended replay-invalid (pc_store_run_end_t) */
 
 /* Each builder writes a new message (owned by the caller until sent) to
  * *out. Strings are copied. PC_EINVAL for a missing required field or a
@@ -402,6 +403,8 @@ typedef struct pc_store_run_end {
 	const char *key; /* with epoch > 0; else may be NULL */
 	int64_t epoch;
 	uint32_t flags;
+	bool replay_invalid; /* a mutating tool of the run ran, or may have: running
+			      * it again could repeat that (spec §1.14) */
 } pc_store_run_end_t;
 int pc_store_req_run_end(const pc_store_run_end_t *e, pc_msg_t **out);
 int pc_store_req_attempt(const pc_store_attempt_t *a, pc_msg_t **out);
@@ -454,7 +457,8 @@ int pc_store_req_lease_release(const char *key, const char *owner, int64_t epoch
  * that may have been counted out, PC_ESTATE unless its row is live. */
 int pc_store_req_run_adopt(const char *run_id, const char *from_owner, const char *to_owner, pc_msg_t **out);
 /* Reads run `run_id` (a read: answered from a reader connection).
- * PC_ENOTFOUND if there is none. Reply: id, status, started/ended, code. */
+ * PC_ENOTFOUND if there is none. Reply: id, status, started/ended, code,
+ * PC_STORE_REPLAY_INVALID. */
 int pc_store_req_run_get(const char *run_id, pc_msg_t **out);
 /* A consistent snapshot of `key`'s session row and transcript
  * (PC_ENOTFOUND if no such session). Reply: PC_STORE_MSG_HISTORY. */

@@ -249,7 +249,7 @@ int pc_store_req_run_end(const pc_store_run_end_t *e, pc_msg_t **out)
 	    (!(e->flags & PC_STORE_REQ_JSON_CHECKED) && !json_ok(e->usage)))
 		return PC_EINVAL;
 	const char *s[S_RE_N] = {e->run_id, e->key, e->error_code, e->usage};
-	int64_t i[I_RE_N] = {e->status, e->epoch};
+	int64_t i[I_RE_N] = {e->status, e->epoch, e->replay_invalid};
 	return req_build(PC_STORE_REQ_RUN_END, i, I_RE_N, s, S_RE_N, 3, 1u << S_RE_RUN, out);
 }
 

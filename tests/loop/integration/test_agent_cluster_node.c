@@ -12,7 +12,11 @@
  *   runs;
  * - a node out of the node table takes no session lease: its run waits
  *   until the node is live again, and is claimed before it starts (another
- *   node may have taken it meanwhile).
+ *   node may have taken it meanwhile);
+ * - a run that began on a node lost meanwhile ends node_lost where it is
+ *   taken over, replay-invalid when a call of a mutating tool of it is in
+ *   the transcript (its result written or not), not when it called none or
+ *   only read-only ones.
  */
 #include <criterion/criterion.h>
 
@@ -20,7 +24,7 @@
 
 TestSuite(agent_cluster_node, .timeout = 90);
 
-static int touched;
+static int touched, hung;
 
 /* A mutating tool of the embedding program: counts its calls. */
 static int touch_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)
@@ -31,11 +35,31 @@ static int touch_call(void *user, const cJSON *args, const pc_tool_env_t *env, p
 	return out->text ? 0 : PC_ENOMEM;
 }
 
+/* A read-only one. */
+static int peek_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)
+{
+	(void)user, (void)args, (void)env;
+	out->text = strdup("peeked");
+	return out->text ? 0 : PC_ENOMEM;
+}
+
+/* A mutating one that never finishes (its run's abort ends it): a node
+ * lost during it leaves its call without a result. */
+static int hang_start(void *user, pc_tool_task_t *t, const cJSON *args, const pc_tool_env_t *env)
+{
+	(void)user, (void)t, (void)args, (void)env;
+	__atomic_add_fetch(&hung, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 #define NODE_LEASE_MS 600000
 
 typedef struct node_fx {
 	harness_t h;
 	pc_tool_registry_t *tools;
+	/* the node that took this one's runs over (lose_node), or NULL */
+	pc_agent_t *taker;
+	pc_tool_registry_t *taker_tools;
 } node_fx_t;
 
 /* The node's heartbeat as the cluster's actor records it. */
@@ -46,12 +70,27 @@ static void beat(node_fx_t *f, int64_t lease_ms)
 		     0);
 }
 
+/* A node's tools (each node has its own registry). */
+static pc_tool_registry_t *node_tools(void)
+{
+	pc_tool_registry_t *r = NULL;
+	cr_assert_eq(pc_tool_registry_new(&r), 0);
+	const pc_tool_def_t defs[] = {
+		{.name = "touch", .description = "touches", .call = touch_call, .mutating = true},
+		{.name = "peek", .description = "peeks", .call = peek_call},
+		{.name = "hang", .description = "hangs", .start = hang_start, .mutating = true},
+	};
+	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++)
+		cr_assert_eq(pc_tool_register(r, &defs[i]), 0);
+	return r;
+}
+
 static void node_start(node_fx_t *f, const char *scenario)
 {
+	memset(f, 0, sizeof(*f));
 	__atomic_store_n(&touched, 0, __ATOMIC_RELAXED);
-	cr_assert_eq(pc_tool_registry_new(&f->tools), 0);
-	pc_tool_def_t def = {.name = "touch", .description = "touches", .call = touch_call, .mutating = true};
-	cr_assert_eq(pc_tool_register(f->tools, &def), 0);
+	__atomic_store_n(&hung, 0, __ATOMIC_RELAXED);
+	f->tools = node_tools();
 	harness_start_with(&f->h, HARNESS_CONFIG, scenario, f->tools);
 	pc_agent_cluster_join(f->h.agent);
 	beat(f, NODE_LEASE_MS);
@@ -60,8 +99,10 @@ static void node_start(node_fx_t *f, const char *scenario)
 
 static void node_stop(node_fx_t *f)
 {
+	pc_agent_free(f->taker, 10000);
 	harness_stop_no_leaks(&f->h);
 	pc_tool_registry_free(f->tools);
+	pc_tool_registry_free(f->taker_tools);
 }
 
 #define TOUCH_THEN(text) \
@@ -199,7 +240,7 @@ Test(agent_cluster_node, a_run_accepted_while_out_of_the_cluster_is_claimed_befo
  * answer that never comes. */
 Test(agent_cluster_node, a_run_waiting_for_the_lane_through_a_lapse_still_runs)
 {
-	node_fx_t f;
+	node_fx_t f = {0};
 	__atomic_store_n(&touched, 0, __ATOMIC_RELAXED);
 	cr_assert_eq(pc_tool_registry_new(&f.tools), 0);
 	harness_start_with(&f.h,
@@ -218,5 +259,110 @@ Test(agent_cluster_node, a_run_waiting_for_the_lane_through_a_lapse_still_runs)
 	cr_assert_eq(wait_run(&f.h, r1, 20000).run.status, PC_RUN_STATUS_ABORTED);
 	pc_agent_wait_result_t w2 = wait_run(&f.h, r2, 20000);
 	cr_assert_eq(w2.status, PC_AGENT_WAIT_OK, "r2: %s %s", pc_run_status_name(w2.run.status), w2.run.error);
+	node_stop(&f);
+}
+
+/* ---- a begun run of a lost node ---- */
+
+/* Each run's first model call answers as its message's marker says; a
+ * second one (after a tool) thinks until the run is stopped. */
+#define SLOW_AFTER_A_TOOL "{\"steps\":[{\"text\":\"never\",\"ttft_ms\":20000}]}"
+#define CALLING(tool) "go [[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"" tool "\"}]}]]"
+
+static bool roles_are(node_fx_t *f, const char *key, const char *roles)
+{
+	char got[128];
+	history_roles(&f->h, key, got, sizeof(got));
+	return !strcmp(got, roles);
+}
+
+/* Submits `msg` to session `key` and waits until its transcript's roles
+ * are `roles` (committed: what another node would read). */
+static void run_until(node_fx_t *f, const char *key, const char *msg, const char *roles, char *run)
+{
+	cr_assert_eq(submit(&f->h, key, msg, run), PC_AGENT_STARTED);
+	AWAIT(roles_are(f, key, roles), 10000);
+}
+
+typedef struct lost {
+	const char *owner;
+	int done;
+} lost_t;
+
+static bool lost_owns(void *arg, const pc_store_open_run_t *o)
+{
+	const lost_t *l = arg;
+	return o->owner && !strcmp(o->owner, l->owner);
+}
+
+static void lost_done(void *arg)
+{
+	__atomic_store_n(&((lost_t *)arg)->done, 1, __ATOMIC_RELEASE);
+}
+
+/* The node leaves the table (lost, for the others), and another agent on
+ * the store (f->taker) takes its runs over, as the cluster's scan has a
+ * live node do. */
+static void lose_node(node_fx_t *f)
+{
+	beat(f, 0);
+	char locks[128];
+	snprintf(locks, sizeof(locks), "%s/locks", f->h.dir);
+	f->taker_tools = node_tools();
+	pc_agent_options_t o = {.rt = f->h.rt, .io = f->h.io, .store = f->h.store, .config = f->h.cfg,
+				.lock_dir = locks, .embedded_llm = &harness_mock_llm, .tools = f->taker_tools};
+	cr_assert_eq(pc_agent_new(&o, &f->taker), 0);
+	lost_t l = {.owner = pc_agent_owner(f->h.agent)};
+	cr_assert_eq(pc_agent_take_over(f->taker, lost_owns, &l, lost_done, NULL, 0), 0);
+	AWAIT(__atomic_load_n(&l.done, __ATOMIC_ACQUIRE), 10000);
+}
+
+/* Run `run` as the node that took it over reads it, and as its row has it:
+ * ended node_lost; returns whether it is replay-invalid, in both. */
+static bool ended_node_lost(node_fx_t *f, const char *run)
+{
+	pc_agent_wait_result_t w;
+	cr_assert_eq(pc_agent_wait(f->taker, run, 1000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR, "%s: %s", run, pc_run_status_name(w.run.status));
+	cr_assert_not_null(strstr(w.run.error, "node loss"), "%s", w.run.error);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f->h.store, run, &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_ERROR);
+	cr_assert_str_eq(r.code, "node_lost");
+	cr_assert_eq((r.flags & PC_STORE_REPLAY_INVALID) != 0, w.run.replay_invalid);
+	return w.run.replay_invalid;
+}
+
+Test(agent_cluster_node, a_run_lost_after_a_mutating_call_ends_node_lost_replay_invalid)
+{
+	node_fx_t f;
+	node_start(&f, SLOW_AFTER_A_TOOL);
+	char wrote[80], writing[80];
+	/* the tool ran and its result is written; the model thinks on */
+	run_until(&f, "wrote", CALLING("touch"), "user,assistant,toolResult", wrote);
+	cr_assert_eq(__atomic_load_n(&touched, __ATOMIC_RELAXED), 1);
+	/* the tool started and has no result yet */
+	run_until(&f, "writing", CALLING("hang"), "user,assistant", writing);
+	AWAIT(__atomic_load_n(&hung, __ATOMIC_RELAXED) == 1, 10000);
+	lose_node(&f);
+	cr_assert(ended_node_lost(&f, wrote), "a run whose mutating tool ran is replayable");
+	cr_assert(ended_node_lost(&f, writing), "a run whose mutating tool started is replayable");
+	pc_agent_stats_t st;
+	pc_agent_stats(f.taker, &st);
+	cr_assert_eq(st.runs_taken_over, 2);
+	node_stop(&f);
+}
+
+Test(agent_cluster_node, a_run_lost_before_any_tool_or_after_read_only_ones_is_not_replay_invalid)
+{
+	node_fx_t f;
+	node_start(&f, SLOW_AFTER_A_TOOL);
+	char quiet[80], peeked[80];
+	run_until(&f, "quiet", SLOW_FIRST, "user", quiet);
+	AWAIT(request_count(&f.h) == 1, 10000);
+	run_until(&f, "peeked", CALLING("peek"), "user,assistant,toolResult", peeked);
+	lose_node(&f);
+	cr_assert_not(ended_node_lost(&f, quiet));
+	cr_assert_not(ended_node_lost(&f, peeked));
 	node_stop(&f);
 }

@@ -3,7 +3,8 @@
  * §1.7 steps 21-27): a mutating tool whose body ran makes the run
  * `replayInvalid`, keeps the non-visible retries from repeating the turn,
  * and turns an empty ending into the side-effect warning; a read-only
- * tool does none of that.
+ * tool does none of that. agent.wait's answer and the run's row say
+ * what its end event says.
  */
 #include <criterion/criterion.h>
 
@@ -23,6 +24,11 @@ static int ok_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_t
 	(void)user, (void)args, (void)env;
 	out->text = strdup("done");
 	return out->text ? 0 : PC_ENOMEM;
+}
+
+static bool replay_invalid(const cJSON *d)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "replayInvalid"));
 }
 
 /* Runs one message: the model calls the tool `touch` (mutating or not),
@@ -45,14 +51,13 @@ static cJSON *run_with_tool(bool mutating, const char *schema, const char *args,
 	cr_assert_eq(submit(&h, "s", "go", run), PC_AGENT_STARTED);
 	cJSON *d = finish_of(&h, run, 30000);
 	*requests = request_count(&h);
+	cr_assert_eq(wait_run(&h, run, 1000).run.replay_invalid, replay_invalid(d));
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(h.store, run, &r), 0);
+	cr_assert_eq((r.flags & PC_STORE_REPLAY_INVALID) != 0, replay_invalid(d));
 	harness_stop_no_leaks(&h);
 	pc_tool_registry_free(tools);
 	return d;
-}
-
-static bool replay_invalid(const cJSON *d)
-{
-	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "replayInvalid"));
 }
 
 /* §1.14: the provider fails after a mutating tool ran: the run is not safe

@@ -3,8 +3,9 @@
  * process that died would leave it (run rows accepted under an owner whose
  * pid is gone, one of them begun); an agent started on it must run the
  * ones that never began, in their session's order, under their own run
- * ids, end the begun one as interrupted, and leave a live process's runs
- * alone.
+ * ids, end the begun ones as interrupted (replay-invalid when a call of a
+ * mutating tool of theirs is in the transcript), and leave a live
+ * process's runs alone.
  */
 #include <criterion/criterion.h>
 
@@ -34,6 +35,21 @@ static void accepted_run(harness_t *h, const char *key, const char *run, const c
 	cr_assert_eq(rep.flags, PC_STORE_CREATED);
 }
 
+/* A begun run of session `key` whose model called `tool` (no result). */
+static void begun_run_calling(harness_t *h, const char *key, const char *run, const char *owner, const char *tool)
+{
+	accepted_run(h, key, run, owner, "call");
+	pc_store_msg_t user = {.role = "user", .content = "{\"role\":\"user\",\"content\":\"call\"}", .run_id = run};
+	cr_assert_eq(pc_store_append(h->store, key, 0, &user, NULL), 0);
+	char content[256];
+	snprintf(content, sizeof(content),
+		 "{\"role\":\"assistant\",\"content\":[{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"%s\","
+		 "\"arguments\":{\"path\":\"f\",\"content\":\"x\"}}],\"stopReason\":\"toolUse\"}",
+		 tool);
+	pc_store_msg_t call = {.role = "assistant", .content = content, .tool_call_ids = "[\"c1\"]", .run_id = run};
+	cr_assert_eq(pc_store_append(h->store, key, 0, &call, NULL), 0);
+}
+
 static pc_store_run_status_t run_status(harness_t *h, const char *run)
 {
 	pc_store_reply_t r;
@@ -59,6 +75,8 @@ Test(agent_restart, a_gone_process_s_accepted_runs_run_again_in_order_and_begun_
 			       .run_id = "run-dead-begun"};
 	cr_assert_eq(pc_store_append(h.store, "s2", 0, &user, NULL), 0);
 	accepted_run(&h, "s3", "run-live", live, "not mine");
+	begun_run_calling(&h, "s4", "run-dead-wrote", dead, "write");
+	begun_run_calling(&h, "s5", "run-dead-read", dead, "read");
 
 	/* a second agent on the store: it starts as a restarted process would */
 	char locks[128];
@@ -70,7 +88,7 @@ Test(agent_restart, a_gone_process_s_accepted_runs_run_again_in_order_and_begun_
 	pc_agent_recovery_t rec;
 	pc_agent_recovered(b, &rec);
 	cr_assert_eq(rec.rerun, 2);
-	cr_assert_eq(rec.interrupted, 1);
+	cr_assert_eq(rec.interrupted, 3);
 
 	pc_agent_wait_result_t w;
 	cr_assert_eq(pc_agent_wait(b, "run-dead-1", 20000, &w), 0);
@@ -103,7 +121,15 @@ Test(agent_restart, a_gone_process_s_accepted_runs_run_again_in_order_and_begun_
 	cr_assert_eq(pc_agent_wait(b, "run-dead-begun", 1000, &w), 0);
 	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
 	cr_assert(strstr(w.run.error, "interrupted"), "%s", w.run.error);
+	cr_assert_not(w.run.replay_invalid, "no tool of it was called");
 	cr_assert_eq(run_status(&h, "run-dead-begun"), PC_STORE_RUN_ERROR);
+	/* a call of `write` may have written: running it again could write twice */
+	cr_assert_eq(pc_agent_wait(b, "run-dead-wrote", 1000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert(w.run.replay_invalid);
+	cr_assert_eq(pc_agent_wait(b, "run-dead-read", 1000, &w), 0);
+	cr_assert_eq(w.status, PC_AGENT_WAIT_ERROR);
+	cr_assert_not(w.run.replay_invalid, "read changes nothing");
 
 	/* a live process's run is its own: untouched, and a wait here cannot see it end */
 	cr_assert_eq(run_status(&h, "run-live"), PC_STORE_RUN_ACCEPTED);

@@ -85,26 +85,28 @@ Test(registry, add_start_finish_get)
 	cr_assert_str_eq(id, "r1");
 	cr_assert_eq(pc_run_registry_active_count(r), 1);
 
-	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_RUNNING, 300, NULL, NULL), PC_EINVAL);
-	cr_assert_eq(pc_run_registry_finish(r, "nope", PC_RUN_STATUS_OK, 300, NULL, NULL), PC_ENOTFOUND);
-	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_TIMEOUT, 300, "took too long", "timeout"), 0);
-	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_OK, 301, NULL, NULL), PC_ESTATE);
+	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_RUNNING, 300, NULL, NULL, false), PC_EINVAL);
+	cr_assert_eq(pc_run_registry_finish(r, "nope", PC_RUN_STATUS_OK, 300, NULL, NULL, false), PC_ENOTFOUND);
+	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_TIMEOUT, 300, "took too long", "timeout", true), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "r1", PC_RUN_STATUS_OK, 301, NULL, NULL, false), PC_ESTATE);
 	cr_assert_eq(pc_run_registry_start(r, "r1", NULL, 302), PC_ESTATE);
 	cr_assert_eq(pc_run_registry_get(r, "r1", &info), 0);
 	cr_assert_eq(info.status, PC_RUN_STATUS_TIMEOUT);
 	cr_assert_eq(info.ended_ms, 300);
 	cr_assert_str_eq(info.error, "took too long");
 	cr_assert_str_eq(info.error_kind, "timeout");
+	cr_assert(info.replay_invalid);
 	cr_assert_eq(pc_run_registry_active(r, "sess", id, NULL), PC_ENOTFOUND);
 	cr_assert_eq(pc_run_registry_active_count(r), 0);
 
 	/* A run finished while queued never counted as active. */
 	cr_assert_eq(pc_run_registry_add(r, "r2", NULL, 400, NULL, NULL), 0);
-	cr_assert_eq(pc_run_registry_finish(r, "r2", PC_RUN_STATUS_ABORTED, 401, NULL, NULL), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "r2", PC_RUN_STATUS_ABORTED, 401, NULL, NULL, false), 0);
 	cr_assert_eq(pc_run_registry_active_count(r), 0);
 	cr_assert_eq(pc_run_registry_get(r, "r2", &info), 0);
 	cr_assert_str_eq(info.session_key, "");
 	cr_assert_str_eq(info.error, "");
+	cr_assert_not(info.replay_invalid);
 
 	cr_assert_eq(LOAD(released), 0);
 	pc_run_registry_free(r);
@@ -124,10 +126,10 @@ Test(registry, handle_matched_clear)
 	cr_assert_str_eq(id, "B");
 	cr_assert_eq(pc_run_registry_active_count(r), 2);
 	/* A's late cleanup must not clear B. */
-	cr_assert_eq(pc_run_registry_finish(r, "A", PC_RUN_STATUS_ABORTED, 5, "replaced", NULL), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "A", PC_RUN_STATUS_ABORTED, 5, "replaced", NULL, false), 0);
 	cr_assert_eq(pc_run_registry_active(r, "s", id, NULL), 0);
 	cr_assert_str_eq(id, "B");
-	cr_assert_eq(pc_run_registry_finish(r, "B", PC_RUN_STATUS_OK, 6, NULL, NULL), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "B", PC_RUN_STATUS_OK, 6, NULL, NULL, false), 0);
 	cr_assert_eq(pc_run_registry_active(r, "s", id, NULL), PC_ENOTFOUND);
 	cr_assert_eq(pc_run_registry_active_count(r), 0);
 	pc_run_registry_free(r);
@@ -163,7 +165,7 @@ Test(registry, wait_returns_at_finish)
 	cr_assert_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
 	AWAIT(LOAD(w.started), 5000);
 	sleep_ms(20);
-	cr_assert_eq(pc_run_registry_finish(r, "w1", PC_RUN_STATUS_ERROR, 3, "bad", "context_overflow"), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "w1", PC_RUN_STATUS_ERROR, 3, "bad", "context_overflow", false), 0);
 	cr_assert_eq(pthread_join(th, NULL), 0);
 	cr_assert_eq(w.rc, 0);
 	cr_assert_eq(w.info.status, PC_RUN_STATUS_ERROR);
@@ -277,7 +279,7 @@ Test(registry, watch_delivers_once)
 	cr_assert_eq(pc_run_registry_watch(r, "x", a, T_DONE, 10), 0);
 	quiesce(rt);
 	cr_assert_eq(LOAD(p->got), 0);
-	cr_assert_eq(pc_run_registry_finish(r, "x", PC_RUN_STATUS_OK, 3, NULL, NULL), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "x", PC_RUN_STATUS_OK, 3, NULL, NULL, false), 0);
 	AWAIT(LOAD(p->got) == 1, 5000);
 	cr_assert_null(pc_run_registry_actor(r, "x"));
 	cr_assert_eq(pc_run_registry_active(r, "s", id, &got), PC_ENOTFOUND);
@@ -285,7 +287,7 @@ Test(registry, watch_delivers_once)
 	/* Registered after the finish: delivered at once. */
 	cr_assert_eq(pc_run_registry_watch(r, "x", a, T_DONE, 100), 0);
 	AWAIT(LOAD(p->got) == 2, 5000);
-	cr_assert_eq(pc_run_registry_finish(r, "x", PC_RUN_STATUS_ERROR, 4, NULL, NULL), PC_ESTATE);
+	cr_assert_eq(pc_run_registry_finish(r, "x", PC_RUN_STATUS_ERROR, 4, NULL, NULL, false), PC_ESTATE);
 	quiesce(rt);
 	cr_assert_eq(LOAD(p->got), 2);
 	cr_assert_eq(LOAD(p->bad), 0);
@@ -322,8 +324,8 @@ Test(registry, sweep_after_ttl)
 	cr_assert_eq(pc_run_registry_add(r, "queued", "s", t, NULL, NULL), 0);
 	cr_assert_eq(pc_run_registry_add(r, "newer", "t", t, NULL, NULL), 0);
 	cr_assert_eq(pc_run_registry_start(r, "running", NULL, t), 0);
-	cr_assert_eq(pc_run_registry_finish(r, "old", PC_RUN_STATUS_OK, t + 10, NULL, NULL), 0);
-	cr_assert_eq(pc_run_registry_finish(r, "newer", PC_RUN_STATUS_OK, t + 5000, NULL, NULL), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "old", PC_RUN_STATUS_OK, t + 10, NULL, NULL, false), 0);
+	cr_assert_eq(pc_run_registry_finish(r, "newer", PC_RUN_STATUS_OK, t + 5000, NULL, NULL, false), 0);
 
 	const int64_t ttl = (int64_t)PC_RUN_REGISTRY_TERMINAL_TTL_MS;
 	cr_assert_eq(pc_run_registry_sweep(r, t + 10 + ttl), 0, "not older than the TTL yet");
@@ -400,7 +402,7 @@ static void *adder(void *arg)
 			CHECK(rc == 0 || rc == PC_ESTATE || rc == PC_ENOTFOUND, "start %s: %d", id, rc);
 		}
 		if (rnd_below(&w->rng, 2)) {
-			rc = pc_run_registry_finish(st->r, id, random_terminal(&w->rng), 3, "e", "k");
+			rc = pc_run_registry_finish(st->r, id, random_terminal(&w->rng), 3, "e", "k", false);
 			CHECK(rc == 0 || rc == PC_ESTATE || rc == PC_ENOTFOUND, "finish %s: %d", id, rc);
 			if (rc == 0)
 				INC(st->finished_ok[i]);
@@ -425,7 +427,7 @@ static void *finisher(void *arg)
 		}
 		uint32_t i = rnd_below(&w->rng, n);
 		run_name(id, sizeof(id), i);
-		int rc = pc_run_registry_finish(st->r, id, random_terminal(&w->rng), 4, NULL, NULL);
+		int rc = pc_run_registry_finish(st->r, id, random_terminal(&w->rng), 4, NULL, NULL, false);
 		CHECK(rc == 0 || rc == PC_ESTATE || rc == PC_ENOTFOUND, "finish %s: %d", id, rc);
 		if (rc == 0)
 			INC(st->finished_ok[i]);
@@ -497,7 +499,8 @@ Test(registry_stress, add_start_finish_wait, .timeout = 120)
 	/* Finish what is left; every run finished exactly once. */
 	char id[32];
 	for (uint32_t i = 0; i < st->nruns; i++) {
-		int rc = pc_run_registry_finish(st->r, run_name(id, sizeof(id), i), PC_RUN_STATUS_OK, 5, NULL, NULL);
+		int rc = pc_run_registry_finish(st->r, run_name(id, sizeof(id), i), PC_RUN_STATUS_OK, 5, NULL, NULL,
+						false);
 		cr_assert(rc == 0 || rc == PC_ESTATE || rc == PC_ENOTFOUND, "finish %s: %d", id, rc);
 		if (rc == 0)
 			st->finished_ok[i]++;
@@ -536,7 +539,7 @@ Test(registry, terminal_cache_is_capped_oldest_first)
 	for (uint32_t i = 0; i < n; i++) {
 		snprintf(id, sizeof(id), "cap-%u", i);
 		cr_assert_eq(pc_run_registry_add(r, id, "s", 1, NULL, NULL), 0);
-		cr_assert_eq(pc_run_registry_finish(r, id, PC_RUN_STATUS_OK, 2, NULL, NULL), 0);
+		cr_assert_eq(pc_run_registry_finish(r, id, PC_RUN_STATUS_OK, 2, NULL, NULL, false), 0);
 	}
 	pc_run_info_t info;
 	cr_assert_eq(pc_run_registry_get(r, "cap-0", &info), PC_ENOTFOUND, "the oldest went first");

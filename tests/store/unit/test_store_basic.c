@@ -539,6 +539,37 @@ Test(store, a_run_leaves_a_node_only_once_the_node_is_gone)
 	fx_fini(&f);
 }
 
+/* A run's end keeps whether running it again could repeat what its tools
+ * did, and a run read back says so; a later end refused changes nothing. */
+Test(store, a_run_s_end_keeps_whether_it_is_replay_invalid)
+{
+	fx_t f;
+	fx_init(&f);
+	for (int i = 1; i <= 3; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "r%d", i);
+		cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = id}, NULL), 0);
+	}
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_ERROR,
+								  .error_code = "node_lost", .replay_invalid = true}),
+		     0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r2", .status = PC_STORE_RUN_ERROR,
+								  .error_code = "node_lost"}),
+		     0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r2", .status = PC_STORE_RUN_ERROR,
+								  .replay_invalid = true}),
+		     PC_STORE_EFENCED);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.s, "r1", &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, PC_STORE_REPLAY_INVALID);
+	cr_assert_str_eq(r.code, "node_lost");
+	cr_assert_eq(pc_store_run_get(f.s, "r2", &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u);
+	cr_assert_eq(pc_store_run_get(f.s, "r3", &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u, "a run still open");
+	fx_fini(&f);
+}
+
 Test(store, a_lease_names_its_holder_and_can_be_taken_from_a_gone_one)
 {
 	fx_t f;
@@ -1824,7 +1855,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_OK, .usage = "{broken"}), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -2011,8 +2042,10 @@ Test(store, version_6_database_gains_the_usage_table)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK, .usage = "{\"input\":3}"}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
-	/* what version 6 was: this schema without the tables of versions 7 to 10 */
-	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; DROP TABLE nodes; PRAGMA user_version = 6;");
+	/* what version 6 was: this schema without the tables of versions 7 to
+	 * 10 and the column of 11 */
+	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; DROP TABLE nodes;"
+		    " ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 6;");
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
@@ -2027,7 +2060,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	pc_store_usage_list_free(l);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
 				    " AND sql LIKE '%WITHOUT ROWID%'"),
 		     1);
@@ -2559,7 +2592,7 @@ Test(store, version_9_database_gains_node_owners)
 	exec_at(&f, "DROP TABLE nodes; CREATE TABLE nodes(id TEXT PRIMARY KEY, url TEXT,"
 		    " started_ms INTEGER NOT NULL, heartbeat_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL)"
 		    " WITHOUT ROWID; INSERT INTO nodes VALUES ('old', 'http://old:1', 1, 1, 9000000000000000);"
-		    " PRAGMA user_version = 9;");
+		    " ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 9;");
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	fx_open_cfg(&f, &cfg);
@@ -2576,7 +2609,32 @@ Test(store, version_9_database_gains_node_owners)
 	cr_assert_eq(node_live(f.s, "old"), 1);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 10);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes WHERE owner = 'proc-1' AND started_ms = 1"), 1);
+	fx_fini(&f);
+}
+
+/* A state.db at schema version 10 (no replay_invalid on runs) opens: it is
+ * migrated to 11, and its ended runs read back as not replay-invalid. */
+Test(store, version_10_database_gains_replay_invalid_runs)
+{
+	SQLITE_ONLY("SQLite's schema version 10 (PostgreSQL's has its own test)");
+	fx_t f;
+	fx_init(&f);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "old"}, NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_ERROR}), 0);
+	pc_store_close(f.s);
+	f.s = NULL;
+	exec_at(&f, "ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 10;");
+	pc_store_config_t cfg;
+	pc_store_config_init(&cfg);
+	fx_open_cfg(&f, &cfg);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.s, "old", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_ERROR);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u);
+	pc_store_close(f.s);
+	f.s = NULL;
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
 	fx_fini(&f);
 }

@@ -7,8 +7,9 @@
  * sent again, failed past the hold, health says why, and come back; a
  * write held while it is away lands once it is back), a server restarted
  * or crashed under load (nothing acknowledged lost), two stores creating
- * one schema at once, a node's heartbeat on the database's clock, and a
- * version-1 schema gaining the nodes table.
+ * one schema at once, a node's heartbeat on the database's clock, and
+ * older schemas migrated forward (the nodes table, node owners,
+ * replay-invalid runs).
  *
  * Runs under ctest's "pg" fixture (tests/support/pg_cluster), which sets
  * PINCER_TEST_PG_URL (and, for the restart, PINCER_TEST_PG_CLUSTER and
@@ -879,6 +880,45 @@ Test(store_pg, a_lease_is_timed_by_the_nodes_clock)
 	fx_fini(&f);
 }
 
+/* What version 4 added undone: no replay_invalid on runs, and a stand-in
+ * for version 3's pincer_run_end, which the migration replaces: it refuses
+ * everything. */
+#define UNDO_VERSION_4                                                                                      \
+	"DROP FUNCTION pincer_run_end; ALTER TABLE runs DROP COLUMN replay_invalid;"                          \
+	" CREATE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text, p_code text,"  \
+	" p_usage text) RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL,"   \
+	" NULL)::pincer_res$$;"
+
+/* A database at schema version 3 (runs without replay_invalid) gains the
+ * column and the new pincer_run_end on open: its ended runs read back as
+ * not replay-invalid, and a run's end records it. */
+Test(store_pg, a_version_3_schema_gains_replay_invalid_runs)
+{
+	fx_t f;
+	fx_init(&f, false);
+	fx_open(&f, 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "old"}, NULL), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "open"}, NULL), 0);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK}), 0);
+	pc_store_close(f.s);
+	f.s = NULL;
+	char url[1200];
+	direct_url(&f, url, sizeof(url));
+	pg_test_exec(url, UNDO_VERSION_4 " UPDATE pincer_schema SET version = 3");
+	fx_open(&f, 0);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
+	pc_store_reply_t r;
+	cr_assert_eq(pc_store_run_get(f.s, "old", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_OK);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u);
+	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "open", .status = PC_STORE_RUN_ERROR,
+								  .replay_invalid = true}),
+		     0);
+	cr_assert_eq(pc_store_run_get(f.s, "open", &r), 0);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, PC_STORE_REPLAY_INVALID);
+	fx_fini(&f);
+}
+
 /* A database at schema version 2 (nodes without owners, leases timed by
  * the transaction's start) gains the owner column and the new functions
  * on open; its node rows stay, with no owner, and a row without one is
@@ -901,9 +941,9 @@ Test(store_pg, a_version_2_schema_gains_node_owners)
 			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
 			  " CREATE OR REPLACE FUNCTION pincer_lease_acquire(p_key text, p_owner text, p_ttl bigint, p_steal text)"
 			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
-			  " UPDATE pincer_schema SET version = 2");
+			  " " UNDO_VERSION_4 " UPDATE pincer_schema SET version = 2");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner IS NULL"), 1);
 	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-2", 60000, false, NULL), 0);
 	int64_t epoch = 0;
@@ -926,9 +966,9 @@ Test(store_pg, a_version_1_schema_gains_the_nodes_table)
 	char url[1200];
 	direct_url(&f, url, sizeof(url));
 	pg_test_exec(url, "DROP FUNCTION pincer_owner_live; DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms;"
-			  " DROP TABLE nodes; UPDATE pincer_schema SET version = 1");
+			  " DROP TABLE nodes; " UNDO_VERSION_4 " UPDATE pincer_schema SET version = 1");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 3);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
 	cr_assert_eq(append_ok(f.s, "s"), 2);
 	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-1", 60000, true, NULL), 0);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes"), 1);
