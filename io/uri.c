@@ -1,5 +1,10 @@
-/* Percent-decoding (uri.h). */
+/* Percent-decoding and authorities (uri.h). */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "uri.h"
+#include "runtime/error.h"
 
 static int hex_digit(char c)
 {
@@ -22,4 +27,36 @@ bool pc_percent_decode(char *s)
 	}
 	*w = '\0';
 	return true;
+}
+
+int pc_uri_authority(const char *s, char *host, size_t cap, uint16_t *port, const char **rest, const char **why)
+{
+	const char *h = s, *end;
+	if (*h == '[') {
+		end = strchr(++h, ']');
+		if (!end)
+			return PC_EINVAL;
+	} else {
+		end = h + strcspn(h, ":/?#");
+	}
+	size_t n = (size_t)(end - h);
+	if (n == 0 || n >= cap)
+		return PC_EINVAL;
+	const char *r = *end == ']' ? end + 1 : end;
+	unsigned long p = *port;
+	if (*r == ':') {
+		char *e = NULL;
+		p = isdigit((unsigned char)r[1]) ? strtoul(r + 1, &e, 10) : 0;
+		if (p == 0 || p > 65535 || (*e && !strchr("/?#", *e))) {
+			if (why)
+				*why = "the port must be 1..65535";
+			return PC_EINVAL;
+		}
+		r = e;
+	}
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = (uint16_t)p;
+	*rest = r;
+	return 0;
 }

@@ -535,36 +535,15 @@ int pc_cli_url_parse(const char *url, char *host, size_t host_cap, uint16_t *por
 	}
 	if (strncmp(url, "ws://", 5) != 0)
 		return PC_EINVAL;
-	const char *h = url + 5, *end;
-	if (*h == '[') {
-		end = strchr(++h, ']');
-		if (!end)
-			return PC_EINVAL;
-	} else {
-		end = h + strcspn(h, ":/?#");
-	}
-	size_t hl = (size_t)(end - h);
-	if (hl == 0 || hl >= host_cap)
+	const char *rest;
+	uint16_t p = 80;
+	if (pc_uri_authority(url + 5, host, host_cap, &p, &rest, why) != 0)
 		return PC_EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	const char *rest = *end == ']' ? end + 1 : end;
-	unsigned long p = 80;
-	if (*rest == ':') {
-		char *e = NULL;
-		errno = 0;
-		p = strtoul(rest + 1, &e, 10);
-		if (errno || e == rest + 1 || p == 0 || p > 65535 || (*e && *e != '/')) {
-			*why = "the port must be 1..65535";
-			return PC_EINVAL;
-		}
-		rest = e;
-	}
 	if (*rest && *rest != '/')
 		return PC_EINVAL;
 	if (snprintf(path, path_cap, "%s", *rest ? rest : "/") >= (int)path_cap)
 		return PC_EINVAL;
-	*port = (uint16_t)p;
+	*port = p;
 	return 0;
 }
 

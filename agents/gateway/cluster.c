@@ -425,32 +425,10 @@ static bool peer_address(const char *url, pc__gw_peer_t *p)
 	static const char scheme[] = "http://";
 	if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
 		return false;
-	const char *h = url + sizeof(scheme) - 1, *end;
-	if (*h == '[') {
-		end = strchr(++h, ']');
-		if (!end)
-			return false;
-	} else {
-		end = h + strcspn(h, ":/");
-	}
-	size_t n = (size_t)(end - h);
-	if (!n || n >= sizeof(p->host))
-		return false;
-	memcpy(p->host, h, n);
-	p->host[n] = '\0';
-	const char *rest = end + (*end == ']');
-	unsigned long port = 80;
-	if (*rest == ':') {
-		char *stop;
-		port = strtoul(rest + 1, &stop, 10);
-		if (stop == rest + 1 || port == 0 || port > 65535)
-			return false;
-		rest = stop;
-	}
-	if (*rest && strcmp(rest, "/") != 0)
-		return false;
-	p->port = (uint16_t)port;
-	return true;
+	const char *rest;
+	p->port = 80;
+	return pc_uri_authority(url + sizeof(scheme) - 1, p->host, sizeof(p->host), &p->port, &rest, NULL) == 0 &&
+	       (!*rest || !strcmp(rest, "/"));
 }
 
 /* The live nodes of the latest listing (ids into c->nodes) and which is

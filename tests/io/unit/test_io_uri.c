@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include "io/uri.h"
+#include "runtime/error.h"
 
 static void decodes(const char *in, const char *want)
 {
@@ -41,4 +42,48 @@ Test(io_uri, malformed_escapes_and_nul_are_refused)
 	refuses("%0g");
 	refuses("a%00b");
 	refuses("ok%");
+}
+
+Test(io_uri, an_authority_gives_its_host_port_and_what_follows)
+{
+	static const struct {
+		const char *in, *host, *rest;
+		uint16_t port;
+	} ok[] = {
+		{"127.0.0.1:18789/", "127.0.0.1", "/", 18789},
+		{"gw-1.internal", "gw-1.internal", "", 80},
+		{"[::1]:9", "::1", "", 9},
+		{"h:65535?q", "h", "?q", 65535},
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char host[64];
+		uint16_t port = 80;
+		const char *rest = NULL;
+		cr_assert_eq(pc_uri_authority(ok[i].in, host, sizeof(host), &port, &rest, NULL), 0, "%s", ok[i].in);
+		cr_assert_str_eq(host, ok[i].host);
+		cr_assert_eq(port, ok[i].port, "%s", ok[i].in);
+		cr_assert_str_eq(rest, ok[i].rest);
+	}
+	static const char *const bad_host[] = {"", ":80", "[::1", "/path"};
+	for (size_t i = 0; i < sizeof(bad_host) / sizeof(bad_host[0]); i++) {
+		char host[64];
+		uint16_t port = 80;
+		const char *rest, *why = NULL;
+		cr_assert_eq(pc_uri_authority(bad_host[i], host, sizeof(host), &port, &rest, &why), PC_EINVAL, "%s",
+			     bad_host[i]);
+		cr_assert_null(why, "%s: a host, not a port, is wrong", bad_host[i]);
+	}
+	static const char *const bad_port[] = {"h:", "h:0", "h:65536", "h:+80", "h:80x"};
+	for (size_t i = 0; i < sizeof(bad_port) / sizeof(bad_port[0]); i++) {
+		char host[64];
+		uint16_t port = 80;
+		const char *rest, *why = NULL;
+		cr_assert_eq(pc_uri_authority(bad_port[i], host, sizeof(host), &port, &rest, &why), PC_EINVAL, "%s",
+			     bad_port[i]);
+		cr_assert_str_eq(why, "the port must be 1..65535", "%s", bad_port[i]);
+	}
+	char tiny[4];
+	uint16_t port = 80;
+	const char *rest;
+	cr_assert_eq(pc_uri_authority("longhost", tiny, sizeof(tiny), &port, &rest, NULL), PC_EINVAL, "too long");
 }
