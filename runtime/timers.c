@@ -89,11 +89,12 @@ static pc__timer_entry_t *entry_alloc(pc__timers_t *t)
 	pc__timer_entry_t *e = entry_at(t, t->free_head - 1);
 	t->free_head = e->next_free;
 	e->live = true;
-	pc_atomic_store_u64(&t->pending, t->pending + 1);
+	pc_atomic_faa_u64(&t->pending, 1);
 	return e;
 }
 
-/* Returns the target reference for the caller to release outside the lock. */
+/* Returns the target reference for the caller to hand to let_go outside
+ * the lock. */
 static pc_actor_t *entry_free(pc__timers_t *t, pc__timer_entry_t *e)
 {
 	pc_actor_t *target = e->target;
@@ -106,9 +107,17 @@ static pc_actor_t *entry_free(pc__timers_t *t, pc__timer_entry_t *e)
 	e->index = index;
 	e->next_free = t->free_head;
 	t->free_head = index + 1;
-	/* Release: pairs with the acquire in the quiescence check. */
-	pc_atomic_store_u64_rel(&t->pending, t->pending - 1);
 	return target;
+}
+
+/* A freed entry's last act. The target reference goes before the count
+ * the quiescence check reads: dropping the last one queues the actor's
+ * end, so a runtime seen quiet keeps no actor that only a timer held. */
+static void let_go(pc_runtime_t *rt, pc_actor_t *target)
+{
+	pc_actor_release(target);
+	if (pc_atomic_faa_u64(&rt->timers.pending, (uint64_t)-1) == 1)
+		pc__quiet_signal(rt);
 }
 
 static void soon_insert(pc__timers_t *t, pc__timer_entry_t *e)
@@ -361,7 +370,7 @@ void pc__timers_free(pc_runtime_t *rt)
 			pc__timer_entry_t *e = &t->chunks[c][i];
 			if (e->live) {
 				unschedule(t, e);
-				pc_actor_release(entry_free(t, e));
+				let_go(rt, entry_free(t, e));
 			}
 		}
 		free(t->chunks[c]);
@@ -383,6 +392,7 @@ bool pc__timers_quiet_for(pc_runtime_t *rt, uint64_t now_ns, uint64_t ns)
 bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
 {
 	pc__timers_t *t = &rt->timers;
+	bool freed = false;
 	pc_actor_t *release = NULL;
 	pthread_mutex_lock(&t->lock);
 	pc__timer_entry_t *e = entry_at(t, msg->reserved);
@@ -395,15 +405,15 @@ bool pc__timer_claim(pc_runtime_t *rt, pc_msg_t *msg)
 	e->in_flight = false;
 	if (target_gone)
 		unschedule(t, e);
-	if (!e->in_wheel && !e->in_soon)
+	if (!e->in_wheel && !e->in_soon) {
 		release = entry_free(t, e);
-	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
+		freed = true;
+	}
 	pthread_mutex_unlock(&t->lock);
 	if (live)
 		pc_atomic_faa_u64(&rt->timers_fired, 1);
-	pc_actor_release(release);
-	if (quiet)
-		pc__quiet_signal(rt);
+	if (freed)
+		let_go(rt, release);
 	return live;
 }
 
@@ -479,19 +489,20 @@ bool pc_timer_cancel(pc_runtime_t *rt, pc_timer_t id)
 	bool done = false;
 	pc_actor_t *release = NULL;
 	pthread_mutex_lock(&t->lock);
+	bool freed = false;
 	pc__timer_entry_t *e = idx < t->nchunks * CHUNK ? entry_at(t, idx) : NULL;
 	if (e && e->live && e->gen == gen && !e->cancelled) {
 		unschedule(t, e);
-		if (e->in_flight)
+		if (e->in_flight) {
 			e->cancelled = true; /* freed when its message is claimed */
-		else
+		} else {
 			release = entry_free(t, e);
+			freed = true;
+		}
 		done = true;
 	}
-	bool quiet = pc_atomic_load_u64(&t->pending) == 0;
 	pthread_mutex_unlock(&t->lock);
-	pc_actor_release(release);
-	if (done && quiet)
-		pc__quiet_signal(rt);
+	if (freed)
+		let_go(rt, release);
 	return done;
 }
