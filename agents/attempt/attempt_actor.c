@@ -1203,6 +1203,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 				abort_all(ctx, t);
 			if (t->appends_pending)
 				t->appends_pending--;
+			pc__att_on_calls_synced(ctx, t, msg->corr);
 		}
 		/* compaction waits for every write, usage records included
 		 * (start_compaction): the last answer starts it */

@@ -88,6 +88,10 @@ typedef struct attempt {
 	cJSON *calls;         /* the toolCall blocks being run (borrowed from messages) */
 	tool_slot_t *slots;
 	size_t n_calls, next_call, calls_done;
+	/* the sync the batch waits for before it starts: a mutating tool runs
+	 * only once the message asking for it is durable, so that recovery
+	 * after a crash sees the call (replayInvalid). 0: none awaited */
+	uint64_t calls_sync;
 
 	char **steer; /* queued steers, each a pc__steer_msg payload */
 	size_t steer_n, steer_cap;
@@ -193,8 +197,12 @@ pc_tool_mode_t pc__att_tool_mode(const attempt_t *t);
 void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant);
 void pc__att_on_tool_done(pc_ctx_t *ctx, attempt_t *t, const pc_tool_done_msg_t *d);
 void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t *d);
-/* On abort: calls waiting on a hook chain end at once. */
+/* On abort: calls waiting on a hook chain or on their batch's sync end at
+ * once. */
 void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t);
+/* The store answered `corr`: the batch waiting for it starts (or, its
+ * message refused, ends without running). */
+void pc__att_on_calls_synced(pc_ctx_t *ctx, attempt_t *t, uint64_t corr);
 /* Appends `n` queued steering messages as user turns. */
 void pc__att_inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n);
 

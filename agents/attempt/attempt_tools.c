@@ -165,6 +165,55 @@ void pc__att_inject_steering(pc_ctx_t *ctx, attempt_t *t, size_t n)
 
 pc_tool_mode_t pc__att_tool_mode(const attempt_t *t) { return t->agent->cfg->agent.tool_mode; }
 
+static void start_calls(pc_ctx_t *ctx, attempt_t *t);
+static void complete_call(pc_ctx_t *ctx, attempt_t *t, size_t i, const char *text, bool is_error, bool mutating,
+			  pc_tc_lc_t end, const char *why);
+
+/* Whether the batch must wait for its message to be durable (a sync sent;
+ * pc__att_on_calls_synced starts it): a mutating tool's effect must never
+ * precede the record that it was asked for. The message went lazily with
+ * the turn's others, so this costs one commit, and only when such a tool
+ * is called. */
+static bool await_durable_calls(pc_ctx_t *ctx, attempt_t *t)
+{
+	if (!t->lazy_unsynced)
+		return false;
+	bool mutating = false;
+	const cJSON *b;
+	cJSON_ArrayForEach(b, t->calls) {
+		const pc_tool_def_t *def = pc_tool_find(t->agent->tools, pc__att_block_str(b, "name"));
+		mutating = mutating || (def && def->mutating);
+	}
+	pc_msg_t *req = NULL;
+	uint64_t corr = 0;
+	if (!mutating || pc_store_req_sync(&req) != 0 ||
+	    pc_ask(ctx, pc_store_actor(t->agent->store), req, &corr) != 0)
+		return false; /* not sent: the calls' own checks still hold */
+	t->appends_pending++;
+	t->lazy_unsynced = 0;
+	t->calls_sync = corr;
+	return true;
+}
+
+void pc__att_on_calls_synced(pc_ctx_t *ctx, attempt_t *t, uint64_t corr)
+{
+	if (!t->calls_sync || corr != t->calls_sync)
+		return;
+	t->calls_sync = 0;
+	if (t->state != PC_ATT_LC_TOOLS || t->aborting)
+		return; /* ended meanwhile (pc__att_abort_tools) */
+	if (t->store_error) {
+		/* the request for the calls was not kept: none of them runs,
+		 * and the attempt ends on the store's error */
+		for (size_t i = 0; i < t->n_calls; i++)
+			complete_call(ctx, t, i, "Tool not started: the transcript could not be saved.", true, false,
+				      PC_TC_LC_REFUSED, "not saved");
+		pc__att_finish(ctx, t, "transcript not saved");
+		return;
+	}
+	start_calls(ctx, t);
+}
+
 void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 {
 	t->calls = cJSON_CreateArray();
@@ -183,6 +232,13 @@ void pc__att_run_tools(pc_ctx_t *ctx, attempt_t *t, cJSON *assistant)
 	t->next_call = 0;
 	t->calls_done = 0;
 	pc__att_set(t, PC_ATT_LC_TOOLS, "tool calls");
+	if (!await_durable_calls(ctx, t))
+		start_calls(ctx, t);
+}
+
+/* Starts the batch: every call at once (parallel), or the first. */
+static void start_calls(pc_ctx_t *ctx, attempt_t *t)
+{
 	pc_tool_mode_t mode = pc__att_tool_mode(t);
 	pc_steer_decision_t sd;
 	if (mode == PC_TOOLS_PARALLEL) {
@@ -567,15 +623,16 @@ void pc__att_on_hook_done(pc_ctx_t *ctx, attempt_t *t, const pc_hook_done_msg_t 
 		on_persist_done(ctx, t, i, d);
 }
 
-/* On abort, calls waiting on a hook end now: a gated call never runs, a
- * result waiting for its transform is written as it is. */
+/* On abort, calls waiting end now: a gated call, or one of a batch
+ * waiting to be durable, never runs; a result waiting for its transform
+ * is written as it is. */
 void pc__att_abort_tools(pc_ctx_t *ctx, attempt_t *t)
 {
 	for (size_t i = 0; i < t->n_calls; i++) {
 		tool_slot_t *s = &t->slots[i];
 		if (pc_tc_lc_terminal(s->stage))
 			continue;
-		if (s->stage == PC_TC_LC_GATE) {
+		if (s->stage == PC_TC_LC_GATE || (t->calls_sync && s->stage == PC_TC_LC_WAITING)) {
 			complete_call(ctx, t, i, "Tool call aborted before it ran.", true, false, PC_TC_LC_ABORTED,
 				      "aborted");
 		} else if (s->stage == PC_TC_LC_PERSIST) {

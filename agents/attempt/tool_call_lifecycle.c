@@ -14,7 +14,8 @@ static const char *const names[N] = {
 
 /* next[from]: the states `from` may go to. */
 static const unsigned next[N] = {
-	[PC_TC_LC_WAITING] = BIT(PC_TC_LC_GATE) | BIT(PC_TC_LC_RUNNING) | BIT(PC_TC_LC_REFUSED) | BIT(PC_TC_LC_SKIPPED),
+	[PC_TC_LC_WAITING] = BIT(PC_TC_LC_GATE) | BIT(PC_TC_LC_RUNNING) | BIT(PC_TC_LC_REFUSED) | BIT(PC_TC_LC_SKIPPED) |
+			     BIT(PC_TC_LC_ABORTED),
 	[PC_TC_LC_GATE] = BIT(PC_TC_LC_RUNNING) | BIT(PC_TC_LC_REFUSED) | BIT(PC_TC_LC_ABORTED),
 	[PC_TC_LC_RUNNING] = BIT(PC_TC_LC_PERSIST) | BIT(PC_TC_LC_DONE) | BIT(PC_TC_LC_REFUSED),
 	[PC_TC_LC_PERSIST] = BIT(PC_TC_LC_DONE),

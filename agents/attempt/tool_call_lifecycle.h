@@ -5,7 +5,10 @@
  * machine per lifecycle").
  *
  *   waiting -> gate | running             before_tool_call hooks apply, or not
- *   waiting -> refused | skipped          not allowed, a loop block; steering
+ *   waiting -> refused | skipped          not allowed, a loop block, its
+ *                                         request not saved; steering
+ *   waiting -> aborted                    the attempt aborted while the batch
+ *                                         waited for its request to be durable
  *   gate -> running | refused | aborted   the hooks passed it, blocked it (or
  *                                         failed: closed), or the attempt aborted
  *   running -> persist | done | refused   tool_result_persist hooks apply, or
@@ -37,7 +40,8 @@ typedef enum pc_tc_lc {
 	PC_TC_LC_DONE,        /* the tool's result (whatever its status) */
 	PC_TC_LC_REFUSED,     /* ended before its tool ran: an error result */
 	PC_TC_LC_SKIPPED,     /* skipped for steering (§3.4) */
-	PC_TC_LC_ABORTED,     /* the attempt aborted while the hooks gated it */
+	PC_TC_LC_ABORTED,     /* the attempt aborted before it ran (gated, or
+			       * its batch waiting to be durable) */
 	PC_TC_LC_COUNT,
 } pc_tc_lc_t;
 

@@ -4,9 +4,12 @@
  * `replayInvalid`, keeps the non-visible retries from repeating the turn,
  * and turns an empty ending into the side-effect warning; a read-only
  * tool does none of that. agent.wait's answer and the run's row say
- * what its end event says.
+ * what its end event says. A mutating tool starts only once the message
+ * asking for it is durable, so that a crash under it leaves the call on
+ * record and the run replay-invalid.
  */
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 
 #include "agent_harness.h"
 
@@ -149,4 +152,78 @@ Test(agent_replay, an_answer_that_stays_empty_is_an_incomplete_turn)
 	cr_assert_eq(request_count(&h), 2);
 	cJSON_Delete(d);
 	harness_stop_no_leaks(&h);
+}
+
+/* What the tool `look` saw of its own request in the database file,
+ * through a connection of its own: the tool-call messages committed. */
+static int look_call(void *user, const cJSON *args, const pc_tool_env_t *env, pc_tool_output_t *out)
+{
+	(void)args, (void)env;
+	const char *db = user;
+	sqlite3 *c = NULL;
+	sqlite3_stmt *st = NULL;
+	int seen = -1;
+	if (sqlite3_open_v2(db, &c, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(c, "SELECT count(*) FROM messages WHERE role = 'assistant' AND tool_call_ids IS NOT NULL",
+			       -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		seen = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(c);
+	char text[32];
+	snprintf(text, sizeof(text), "seen %d", seen);
+	out->text = strdup(text);
+	return out->text ? 0 : PC_ENOMEM;
+}
+
+/* The calls committed when the tool `look` (mutating or not) ran, with
+ * the store's lazy writes held for 10 s: only a sync asked for the call
+ * commits its request first. */
+static int calls_on_record_at_start(bool mutating)
+{
+	harness_t h;
+	harness_store_lazy_ms = 10000;
+	char db[160];
+	pc_tool_registry_t *tools = NULL;
+	cr_assert_eq(pc_tool_registry_new(&tools), 0);
+	pc_tool_def_t def = {.name = "look", .description = "looks at the record", .call = look_call,
+			     .user = db, .blocking = true, .mutating = mutating};
+	cr_assert_eq(pc_tool_register(tools, &def), 0);
+	harness_start_with(&h, SOLO_CONFIG,
+			   "{\"steps\":[{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"look\",\"arguments\":{}}]},"
+			   "{\"text\":\"looked\"}]}",
+			   tools);
+	harness_store_lazy_ms = 0;
+	snprintf(db, sizeof(db), "%s/state.db", h.dir);
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "go", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "status"), "ok");
+	cJSON_Delete(d);
+	int seen = -1;
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(h.store, "s", &hist), 0);
+	for (size_t i = 0; i < pc_store_history_count(hist); i++) {
+		pc_store_msg_t m;
+		pc_store_history_get(hist, i, &m);
+		const char *at = strcmp(m.role, "toolResult") ? NULL : strstr(m.content, "seen ");
+		if (at)
+			cr_assert_eq(sscanf(at, "seen %d", &seen), 1, "%s", m.content);
+	}
+	pc_store_history_free(hist);
+	harness_stop_no_leaks(&h);
+	pc_tool_registry_free(tools);
+	return seen;
+}
+
+Test(agent_replay, a_mutating_tool_starts_once_its_request_is_durable)
+{
+	cr_assert_eq(calls_on_record_at_start(true), 1);
+}
+
+/* A read-only tool has nothing to undo: its request commits with the
+ * turn's others, no commit of its own. */
+Test(agent_replay, a_read_only_tool_does_not_wait_for_a_commit)
+{
+	cr_assert_eq(calls_on_record_at_start(false), 0);
 }

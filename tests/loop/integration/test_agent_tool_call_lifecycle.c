@@ -32,6 +32,7 @@ Test(tool_call_lifecycle, the_table_allows_a_call_through_and_refuses_the_rest)
 		{PC_TC_LC_WAITING, PC_TC_LC_GATE, true},
 		{PC_TC_LC_WAITING, PC_TC_LC_REFUSED, true}, /* not allowed, a loop block */
 		{PC_TC_LC_WAITING, PC_TC_LC_SKIPPED, true},
+		{PC_TC_LC_WAITING, PC_TC_LC_ABORTED, true}, /* its batch waiting to be durable */
 		{PC_TC_LC_WAITING, PC_TC_LC_DONE, false},   /* no result without its tool */
 		{PC_TC_LC_GATE, PC_TC_LC_RUNNING, true},
 		{PC_TC_LC_GATE, PC_TC_LC_ABORTED, true},
