@@ -13,7 +13,10 @@
  *   again: every acknowledged message has run once or ended node_lost
  *   (the one in flight at the kill), none ran twice, no two runs
  *   interleave in a transcript, and each kill's queued prompt ran
- *   elsewhere within the lease and a heartbeat or so.
+ *   elsewhere within the lease and a heartbeat or so. Half the kills
+ *   land while a command the model asked for runs: that run is
+ *   replayInvalid, the command ran once (its marker file has one line)
+ *   and died with its node.
  * - A node paused (SIGSTOP) past its lease, then resumed: the others take
  *   its sessions over; once resumed it starts no tool (the tool's marker
  *   file is never written), writes nothing behind the new owner's back,
@@ -646,7 +649,47 @@ Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 typedef struct accepted {
 	char run[PC_STORE_ID_MAX + 1];
 	bool slow; /* in flight when its node was killed */
+	int tool;  /* the kill whose command it ran (its marker file), or -1 */
+	const node_t *node;
 } accepted_t;
+
+/* The lines of marker file `k` in node n's workspace, each the pid of a
+ * command that started; -1 when there is no file. */
+static int marker_lines(const node_t *n, int k, long *pid)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/tool-%d.txt", n->dir, k);
+	char *text = read_file_or_null(path);
+	if (!text)
+		return -1;
+	int lines = 0;
+	for (const char *p = text; *p; p++)
+		lines += *p == '\n';
+	if (pid)
+		*pid = strtol(text, NULL, 10);
+	free(text);
+	return lines;
+}
+
+/* Whether process `pid` is gone (or only a zombie nobody reaped yet). */
+static bool process_gone(long pid)
+{
+	char path[64], state = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return true;
+	int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+	fclose(f);
+	return got == 1 && state == 'Z';
+}
+
+static bool replay_invalid(const fx_t *f, const char *run)
+{
+	char sql[256];
+	snprintf(sql, sizeof(sql), "SELECT replay_invalid::int FROM runs WHERE run_id = '%s'", run);
+	return q_int(f, sql) == 1;
+}
 
 /* No two runs interleave in session `key`'s transcript: once a run's
  * messages stop, that run never writes again. */
@@ -687,16 +730,29 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		key_on((int)(victim - f.n), ALL_NODES, "loop", key, sizeof(key));
 		snprintf(prefix, sizeof(prefix), "busy%d", k);
 		key_on((int)(other - f.n), ALL_NODES, prefix, busy, sizeof(busy));
-		/* on the victim: a run in flight and one queued behind it */
+		/* on the victim: a run in flight and one queued behind it; in
+		 * flight, half the time a command the model asked for (a
+		 * mutating tool), half the time the model call */
 		tws_t *ws = node_ws(victim);
 		snprintf(id, sizeof(id), "k%d-a", k);
 		snprintf(idem, sizeof(idem), "idem-%d-a", k);
+		bool in_tool = k % 4 < 2;
+		char slow_msg[256];
+		if (in_tool)
+			snprintf(slow_msg, sizeof(slow_msg),
+				 "run it [[mock:{\"kind\":\"tool_calls\",\"tool_calls\":[{\"name\":\"exec\",\"arguments\":"
+				 "{\"command\":\"echo $$ >> tool-%d.txt; exec sleep 30\"}}]}]]",
+				 k);
+		else
+			snprintf(slow_msg, sizeof(slow_msg), "slow [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]");
 		acc[n].slow = true;
-		agent_send(ws, id, key, "slow [[mock:{\"text\":\"never\",\"ttft_ms\":60000}]]", idem, acc[n].run,
-			   sizeof(acc[n].run));
+		acc[n].tool = in_tool ? k : -1;
+		acc[n].node = victim;
+		agent_send(ws, id, key, slow_msg, idem, acc[n].run, sizeof(acc[n].run));
 		const char *slow = acc[n++].run;
 		snprintf(id, sizeof(id), "k%d-b", k);
 		snprintf(idem, sizeof(idem), "idem-%d-b", k);
+		acc[n].tool = -1;
 		agent_send(ws, id, key, "queued [[mock:{\"text\":\"queued answer\"}]]", idem, acc[n].run,
 			   sizeof(acc[n].run));
 		const char *queued = acc[n++].run;
@@ -705,11 +761,16 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		for (int j = 0; j < 2; j++) {
 			snprintf(id, sizeof(id), "k%d-o%d", k, j);
 			snprintf(idem, sizeof(idem), "idem-%d-o%d", k, j);
+			acc[n].tool = -1;
 			agent_send(wo, id, busy, "busy [[mock:{\"text\":\"busy answer\",\"ttft_ms\":300}]]", idem,
 				   acc[n].run, sizeof(acc[n].run));
 			n++;
 		}
 		await_begun(&f, slow);
+		uint64_t until = now_ms() + 20000;
+		while (in_tool && marker_lines(victim, k, NULL) < 1 && now_ms() < until)
+			sleep_ms(20);
+		cr_assert(!in_tool || marker_lines(victim, k, NULL) == 1, "kill %d: the command never started", k);
 		cr_assert_eq(kill(victim->pid, SIGKILL), 0);
 		cr_assert_eq(child_wait(&victim->pid, 30000), 128 + SIGKILL);
 		uint64_t t0 = now_ms();
@@ -742,6 +803,9 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		if (acc[i].slow) {
 			cr_assert_str_eq(st, "error/node_lost", "run %s", acc[i].run);
 			cr_assert_eq(turns, 1, "run %s", acc[i].run);
+			/* a command that started under it makes it unsafe to send
+			 * again; a model call in flight does not */
+			cr_assert_eq(replay_invalid(&f, acc[i].run), acc[i].tool >= 0, "run %s", acc[i].run);
 		} else {
 			cr_assert_str_eq(st, "ok/", "run %s", acc[i].run);
 			cr_assert_eq(turns, 1, "run %s has %lld user turns", acc[i].run, turns);
@@ -749,6 +813,25 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 		free(st);
 	}
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM runs"), n, "a run nobody asked for");
+	/* each command ran once, never again on the node that took over, and
+	 * died with the node that ran it */
+	for (int i = 0; i < n; i++) {
+		if (acc[i].tool < 0)
+			continue;
+		int ran = 0;
+		for (int j = 0; j < NODES; j++) {
+			int lines = marker_lines(&f.n[j], acc[i].tool, NULL);
+			ran += lines > 0 ? lines : 0;
+		}
+		cr_assert_eq(ran, 1, "the command of kill %d ran %d times", acc[i].tool, ran);
+		long pid = 0;
+		marker_lines(acc[i].node, acc[i].tool, &pid);
+		cr_assert_gt(pid, 0, "kill %d: no pid in its marker", acc[i].tool);
+		uint64_t until = now_ms() + 10000;
+		while (!process_gone(pid) && now_ms() < until)
+			sleep_ms(50);
+		cr_assert(process_gone(pid), "the command of kill %d (pid %ld) outlived its node", acc[i].tool, pid);
+	}
 	for (int i = 0; i < NODES; i++) {
 		char key[32];
 		key_on(i, ALL_NODES, "loop", key, sizeof(key));
