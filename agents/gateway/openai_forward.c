@@ -35,6 +35,7 @@ typedef struct proxy {
 	uint64_t id;       /* the client's request */
 	pc_http_call_t *call;
 	bool started;      /* the answer's head went to the client */
+	bool sse;          /* ... and it is an event stream */
 	/* the request, until the actor sends it */
 	char url[320];
 	char lines[HEADERS_MAX][HEADER_LINE_MAX];
@@ -71,7 +72,34 @@ static void relay_head(proxy_t *p, const pc_http_head_msg_t *h)
 		out[n] = '\0';
 	pc__oa_count_answer(p->oa, PC__GW_OA_CHAT, h->status);
 	p->started = pc_http_respond_start(p->g->srv, p->id, h->status, out ? out : "") == 0;
+	p->sse = out && strcasestr(out, "content-type: text/event-stream") != NULL;
 	free(out);
+}
+
+/* The other node went away in the middle of a streamed answer: the client
+ * reads that as an error event and [DONE], as from a run that failed
+ * here, rather than a stream that merely stops. Whether the run goes on
+ * (it was accepted, so it runs on whichever node takes the session over)
+ * the client learns by sending the request again with its Idempotency-Key. */
+static void cut_off(proxy_t *p, const pc_http_end_msg_t *end)
+{
+	oa_err_t e;
+	pc__oa_fail(&e, 503, NULL, "unavailable",
+		    "The cluster node that runs this session (%s) went away before the answer ended: %s. Send the "
+		    "request again with its Idempotency-Key to follow the run.",
+		    p->node, end->error[0] ? end->error : pc_http_transport_name(end->transport));
+	cJSON *err = pc__oa_error_json(&e);
+	char *text = err ? cJSON_PrintUnformatted(err) : NULL;
+	cJSON_Delete(err);
+	pc__buf_t b = {0};
+	/* "\n\n" first: the event the node was sending may have been cut */
+	pc__buf_append_str(&b, "\n\ndata: ");
+	pc__buf_append_str(&b, text ? text : "{}");
+	pc__buf_append_str(&b, "\n\ndata: [DONE]\n\n");
+	cJSON_free(text);
+	if (!b.err)
+		(void)pc_http_respond_write(p->g->srv, p->id, b.p, b.len);
+	pc__buf_free(&b);
 }
 
 static void unreachable(proxy_t *p, const pc_http_end_msg_t *end)
@@ -132,11 +160,14 @@ static int proxy_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	}
 	case PC_MSG_HTTP_RESPONSE_END: {
 		const pc_http_end_msg_t *end = pc_msg_cdata(msg);
+		bool cut = p->started && end->transport != PC_HTTP_OK && end->transport != PC_HTTP_CANCELLED;
+		if (cut && p->sse)
+			cut_off(p, end);
 		if (p->started)
 			(void)pc_http_respond_end(p->g->srv, p->id);
 		else if (end->transport != PC_HTTP_CANCELLED)
 			unreachable(p, end);
-		if (p->started && end->transport != PC_HTTP_OK && end->transport != PC_HTTP_CANCELLED)
+		if (cut)
 			pc__gw_cluster_count_forward(p->g, true);
 		pc_exit(ctx, PC_EXIT_NORMAL);
 		break;

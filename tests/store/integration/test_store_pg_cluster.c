@@ -519,6 +519,25 @@ Test(store_pg_cluster, any_node_serves_any_session)
 	fx_fini(&f);
 }
 
+/* A streamed completion of session `key` at a node, on a thread. */
+typedef struct streamed {
+	uint16_t port;
+	const char *key;
+	resp_t r;
+} streamed_t;
+
+static void *stream_completion(void *arg)
+{
+	streamed_t *s = arg;
+	char keyh[64];
+	snprintf(keyh, sizeof(keyh), "x-pincer-session-key: %s", s->key);
+	const char *hdrs[] = {"Authorization: Bearer " GW_TOKEN, keyh, "Idempotency-Key: cut-1", NULL};
+	static const char body[] = "{\"model\":\"pincer\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+				   "\"content\":\"streamed [[mock:{\\\"text\\\":\\\"the streamed answer\\\"}]]\"}]}";
+	curl_request(s->port, "POST", "/v1/chat/completions", hdrs, body, sizeof(body) - 1, 30000, &s->r);
+	return NULL;
+}
+
 Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 {
 	fx_t f;
@@ -534,8 +553,15 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	view_t vb = {.ws = node_ws(&f.n[1]), .seq = 1};
 	char r4[PC_STORE_ID_MAX + 1];
 	agent_send(vb.ws, "m4", moving, "fourth [[mock:{\"text\":\"the fourth answer\"}]]", "k4", r4, sizeof(r4));
-	await_begun(&f, r1);
+	/* and a streamed completion at node-b, relayed from node-a: its
+	 * stream is open (the run accepted, queued) when node-a dies */
+	streamed_t st = {.port = f.n[1].port, .key = moving};
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, stream_completion, &st), 0);
 	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = '%s'", moving);
+	cr_assert(q_becomes(&f, sql, 5, 20000), "the streamed completion was never accepted");
+	await_begun(&f, r1);
 	cr_assert_eq(kill(a->pid, SIGKILL), 0);
 	cr_assert_eq(child_wait(&a->pid, 30000), 128 + SIGKILL);
 	uint64_t t0 = now_ms();
@@ -546,7 +572,14 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	cr_assert_str_eq(jerr(lost), "UNAVAILABLE");
 	cr_assert(cJSON_IsTrue(jget(jget(lost, "error"), "retryable")));
 	cJSON_Delete(lost);
-	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_forward_failures_total"), 1);
+	/* the stream ends in an error event and [DONE], not in silence */
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(st.r.status, 200);
+	cr_assert_not_null(strstr(st.r.body, "\"code\":\"unavailable\""), "%s", st.r.body);
+	cr_assert_not_null(strstr(st.r.body, "went away before the answer ended"), "%s", st.r.body);
+	cr_assert_not_null(strstr(st.r.body, "data: [DONE]"), "%s", st.r.body);
+	resp_free(&st.r);
+	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_forward_failures_total"), 2);
 	/* sent again with its key, it names the run, which runs elsewhere */
 	char again4[PC_STORE_ID_MAX + 1];
 	agent_send(vb.ws, "m4b", moving, "fourth [[mock:{\"text\":\"the fourth answer\"}]]", "k4", again4,
@@ -590,7 +623,7 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	cr_assert_str_eq(again, r2);
 	tws_free(wb);
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE session_key = '%s'", moving);
-	cr_assert_eq(q_int(&f, sql), 4);
+	cr_assert_eq(q_int(&f, sql), 5);
 	fx_fini(&f);
 }
 
