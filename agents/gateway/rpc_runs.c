@@ -726,6 +726,12 @@ void pc__gw_wait_answer(pc__gw_conn_t *c, pc__gw_pend_t *pd, const pc_run_info_t
 		cJSON_AddNumberToObject(p, "endedAt", (double)info->ended_ms);
 	if (info->error[0])
 		cJSON_AddStringToObject(p, "error", info->error);
+	/* beyond OpenClaw's answer: what a client deciding to send the run
+	 * again needs (node_lost, run_interrupted; spec §1.14) */
+	if (info->error_kind[0])
+		cJSON_AddStringToObject(p, "errorKind", info->error_kind);
+	if (info->replay_invalid)
+		cJSON_AddBoolToObject(p, "replayInvalid", true);
 	pc__gw_reply_ok(c, pd->req_id, p);
 	pc__gw_pend_free(c, pd);
 }

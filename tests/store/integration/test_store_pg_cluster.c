@@ -828,6 +828,7 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 	cr_assert_lt(worst, 4 * LEASE_MS + 4000);
 	/* every acknowledged message ended: ran once, or was in flight at a kill */
 	char sql[512];
+	view_t w = {.ws = node_ws(&f.n[0]), .seq = 1};
 	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE status = 'accepted'");
 	cr_assert(q_becomes(&f, sql, 0, 30000), "%lld runs never ended", q_int(&f, sql));
 	for (int i = 0; i < n; i++) {
@@ -839,6 +840,16 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 			/* a command that started under it makes it unsafe to send
 			 * again; a model call in flight does not */
 			cr_assert_eq(replay_invalid(&f, acc[i].run), acc[i].tool >= 0, "run %s", acc[i].run);
+			/* and agent.wait at any node says so */
+			cJSON *q = cJSON_CreateObject();
+			cJSON_AddStringToObject(q, "runId", acc[i].run);
+			cr_assert_eq(gl_ws_req(w.ws, "w", "agent.wait", q), 0);
+			cJSON *a = view_answer(&w, "w", false);
+			cr_assert_str_eq(jstr(jget(a, "payload"), "status"), "error");
+			cr_assert_str_eq(jstr(jget(a, "payload"), "errorKind"), "node_lost");
+			cr_assert_eq(cJSON_IsTrue(jget(jget(a, "payload"), "replayInvalid")), acc[i].tool >= 0, "run %s",
+				     acc[i].run);
+			cJSON_Delete(a);
 		} else {
 			cr_assert_str_eq(st, "ok/", "run %s", acc[i].run);
 			cr_assert_eq(turns, 1, "run %s has %lld user turns", acc[i].run, turns);
@@ -865,6 +876,7 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 			sleep_ms(50);
 		cr_assert(process_gone(pid), "the command of kill %d (pid %ld) outlived its node", acc[i].tool, pid);
 	}
+	tws_free(w.ws);
 	for (int i = 0; i < NODES; i++) {
 		char key[32];
 		key_on(i, ALL_NODES, "loop", key, sizeof(key));
