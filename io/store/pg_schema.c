@@ -483,9 +483,11 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	" RETURN r;\n"
 	"END $$;\n",
 	/* 4: a run's end says whether running it again could repeat what a
-	 * tool of it did, for whoever reads the run back (another node) */
+	 * tool of it did, for whoever reads the run back (another node). The
+	 * old form stays, for the nodes of the version before while a cluster
+	 * is upgraded one node at a time: their runs end as not known to be
+	 * replay-invalid, as they always did. */
 	"ALTER TABLE runs ADD COLUMN replay_invalid boolean NOT NULL DEFAULT false;\n"
-	"DROP FUNCTION pincer_run_end(text, text, bigint, text, text, text);\n"
 	"CREATE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text, p_code text,\n"
 	" p_usage text, p_replay_invalid boolean) RETURNS pincer_res\n"
 	"LANGUAGE plpgsql AS $$\n"
@@ -498,7 +500,10 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"  r.rc := CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = p_run) THEN 'fenced' ELSE 'notfound' END;\n"
 	" END IF;\n"
 	" RETURN r;\n"
-	"END $$;\n",
+	"END $$;\n"
+	"CREATE OR REPLACE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text,\n"
+	" p_code text, p_usage text) RETURNS pincer_res\n"
+	"LANGUAGE sql AS $$SELECT pincer_run_end(p_run, p_key, p_epoch, p_status, p_code, p_usage, false)$$;\n",
 };
 
 /* Runs `sql` (one statement or several) on a plain connection. */

@@ -884,14 +884,18 @@ Test(store_pg, a_lease_is_timed_by_the_nodes_clock)
  * for version 3's pincer_run_end, which the migration replaces: it refuses
  * everything. */
 #define UNDO_VERSION_4                                                                                      \
-	"DROP FUNCTION pincer_run_end; ALTER TABLE runs DROP COLUMN replay_invalid;"                          \
+	"DROP FUNCTION pincer_run_end(text, text, bigint, text, text, text, boolean);"                         \
+	" DROP FUNCTION pincer_run_end(text, text, bigint, text, text, text);"                                 \
+	" ALTER TABLE runs DROP COLUMN replay_invalid;"                                                       \
 	" CREATE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text, p_code text,"  \
 	" p_usage text) RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL,"   \
 	" NULL)::pincer_res$$;"
 
 /* A database at schema version 3 (runs without replay_invalid) gains the
  * column and the new pincer_run_end on open: its ended runs read back as
- * not replay-invalid, and a run's end records it. */
+ * not replay-invalid, and a run's end records it. A node of version 3
+ * still running (a cluster upgraded one node at a time) ends its runs
+ * with the old form, as not replay-invalid. */
 Test(store_pg, a_version_3_schema_gains_replay_invalid_runs)
 {
 	fx_t f;
@@ -899,6 +903,7 @@ Test(store_pg, a_version_3_schema_gains_replay_invalid_runs)
 	fx_open(&f, 0);
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "old"}, NULL), 0);
 	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "open"}, NULL), 0);
+	cr_assert_eq(pc_store_run_begin(f.s, &(pc_store_run_new_t){.key = "s", .run_id = "older-node"}, NULL), 0);
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_OK}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
@@ -916,6 +921,10 @@ Test(store_pg, a_version_3_schema_gains_replay_invalid_runs)
 		     0);
 	cr_assert_eq(pc_store_run_get(f.s, "open", &r), 0);
 	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, PC_STORE_REPLAY_INVALID);
+	pg_test_exec(url, "SELECT pincer_run_end('older-node', 's', 0, 'ok', NULL, NULL)");
+	cr_assert_eq(pc_store_run_get(f.s, "older-node", &r), 0);
+	cr_assert_eq(r.status, PC_STORE_RUN_OK);
+	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u);
 	fx_fini(&f);
 }
 
