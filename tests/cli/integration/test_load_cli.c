@@ -250,12 +250,13 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	result_free(&r);
 
 	/* 256 sessions each with a request out at once: none waits for a
-	 * connection of the harness's (by fours of 64, the p50 would be 600) */
+	 * connection of the harness's (by fours of 64, the p50 would be
+	 * 4,000; the answers' 2 s leave a second for a slow, busy build) */
 	r = load(&t, ARGS("--target", t.target, "--sessions", "256", "--turns", "1", "--json", "--quiet", "--message",
-			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":300}]]"));
+			  "x [[mock:{\"text\":\"a\",\"ttft_ms\":2000}]]"));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 256, "%s", r.out);
-	cr_assert_lt(series(r.json, "turn_ms"), 550, "%s", r.out);
+	cr_assert_lt(series(r.json, "turn_ms"), 3000, "%s", r.out);
 	result_free(&r);
 
 	/* the connection dropped mid-stream: counted as closed */
