@@ -392,8 +392,9 @@ int pc__gw_ask_store(pc_ctx_t *ctx, pc__gw_conn_t *c, pc__gw_pend_t *pd, int bui
 void pc__gw_read_refused(pc__gw_conn_t *c, const char *id, const char *method, int rc, const char *einval);
 /* models.list's models: what the configuration offers. */
 cJSON *pc__gw_models(const pc_config_t *cfg);
-/* A sessions.list row of e (its active run from the agent). */
-cJSON *pc__gw_session_row(pc_agent_t *a, const pc_store_session_entry_t *e);
+/* A sessions.list row of e: its active run is this node's, or on a
+ * cluster, the store's first open run of it when another node runs it. */
+cJSON *pc__gw_session_row(pc_gateway_t *g, const pc_store_session_entry_t *e);
 /* sessions.list's spec, and its work for `method` (with `subscribed`:
  * sessions.subscribe's answer, {subscribed: true, list}). */
 #define PC__GW_SESSIONS_LIST_NPARAMS 2

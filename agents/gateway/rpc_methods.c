@@ -693,7 +693,7 @@ static bool read_limit(pc__gw_conn_t *c, const char *id, const char *method, con
 	return !pc__gw_inflight_full(c, id);
 }
 
-cJSON *pc__gw_session_row(pc_agent_t *a, const pc_store_session_entry_t *e)
+cJSON *pc__gw_session_row(pc_gateway_t *g, const pc_store_session_entry_t *e)
 {
 	cJSON *s = cJSON_CreateObject();
 	char active[PC_RUN_ID_MAX + 1];
@@ -705,13 +705,15 @@ cJSON *pc__gw_session_row(pc_agent_t *a, const pc_store_session_entry_t *e)
 	cJSON_AddNumberToObject(s, "runs", (double)e->runs);
 	if (e->last_run_id)
 		cJSON_AddStringToObject(s, "lastRunId", e->last_run_id);
-	if (pc_agent_active_run(a, e->key, active) == 0)
+	if (pc_agent_active_run(g->agent, e->key, active) == 0)
 		cJSON_AddStringToObject(s, "activeRunId", active);
+	else if (g->cluster && e->open_run_id)
+		cJSON_AddStringToObject(s, "activeRunId", e->open_run_id);
 	return s;
 }
 
 /* The sessions.list payload of page l (NULL: an empty page). */
-static cJSON *sessions_page(pc_agent_t *a, const pc_store_sessions_t *l)
+static cJSON *sessions_page(pc_gateway_t *g, const pc_store_sessions_t *l)
 {
 	size_t n = pc_store_sessions_count(l);
 	cJSON *p = cJSON_CreateObject();
@@ -723,7 +725,7 @@ static cJSON *sessions_page(pc_agent_t *a, const pc_store_sessions_t *l)
 	pc_store_session_entry_t e = {0};
 	for (size_t i = 0; i < n; i++) {
 		pc_store_sessions_get(l, i, &e);
-		cJSON_AddItemToArray(list, pc__gw_session_row(a, &e));
+		cJSON_AddItemToArray(list, pc__gw_session_row(g, &e));
 	}
 	if (pc_store_sessions_more(l) && n > 0) {
 		size_t cap = strlen(e.key) + 24;
@@ -756,9 +758,9 @@ const pc__gw_param_t pc__gw_sessions_list_spec[PC__GW_SESSIONS_LIST_NPARAMS] = {
 
 /* A sessions.list answer, or with `subscribed` sessions.subscribe's:
  * {subscribed: true, list}. */
-static cJSON *sessions_answer(pc_agent_t *a, const pc_store_sessions_t *l, bool subscribed)
+static cJSON *sessions_answer(pc_gateway_t *g, const pc_store_sessions_t *l, bool subscribed)
 {
-	cJSON *list = sessions_page(a, l);
+	cJSON *list = sessions_page(g, l);
 	if (!subscribed)
 		return list;
 	cJSON *p = cJSON_CreateObject();
@@ -774,7 +776,7 @@ void pc__gw_sessions_list(pc_ctx_t *ctx, pc__gw_conn_t *c, const char *id, const
 	if (!read_limit(c, id, method, params, PC_STORE_SESSIONS_MAX, 0, &limit))
 		return;
 	if (limit == 0) {
-		pc__gw_reply_ok(c, id, sessions_answer(c->g->agent, NULL, subscribed));
+		pc__gw_reply_ok(c, id, sessions_answer(c->g, NULL, subscribed));
 		return;
 	}
 	pc_store_sessions_query_t q = {
@@ -814,7 +816,7 @@ void pc__gw_on_sessions(pc__gw_conn_t *c, const pc_msg_t *msg)
 		pc__gw_pend_store_failed(c, pd, "the sessions cannot be read", rc);
 		return;
 	}
-	pc__gw_reply_ok(c, pd->req_id, sessions_answer(c->g->agent, l, pd->view));
+	pc__gw_reply_ok(c, pd->req_id, sessions_answer(c->g, l, pd->view));
 	pc_store_sessions_free(l);
 	pc__gw_pend_free(c, pd);
 }

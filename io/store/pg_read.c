@@ -30,10 +30,13 @@ enum { R_BEGIN, R_COMMIT, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_LIST_CREATED,
 	" coalesce(sum(cache_read), 0)::bigint, coalesce(sum(cache_write), 0)::bigint,"                     \
 	" coalesce(sum(total), 0)::bigint, coalesce(max(created_ms), 0) FROM usage "
 
-/* A listed session's columns. */
+/* A listed session's columns, and how many. */
 #define LIST_COLUMNS                                                                                       \
-	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id" \
+	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id," \
+	" (SELECT r.run_id FROM runs r WHERE r.session_key = s.key AND r.status = 'accepted'"            \
+	"  ORDER BY r.n LIMIT 1)"                                                                         \
 	" FROM sessions s "
+#define LIST_FIELDS 9
 
 /* Statement names are per connection: each reader prepares its own. */
 static const struct {
@@ -306,10 +309,10 @@ static int build_sessions(const PGresult *res, int64_t limit, pc__store_list_bui
 			*more = true;
 			return 0;
 		}
-		static const int text_cols[4] = {0, 1, 2, 7};
-		const char *str[4];
-		size_t len[4];
-		for (int j = 0; j < 4; j++)
+		static const int text_cols[PC__STORE_LIST_STRS] = {0, 1, 2, 7, 8};
+		const char *str[PC__STORE_LIST_STRS];
+		size_t len[PC__STORE_LIST_STRS];
+		for (int j = 0; j < PC__STORE_LIST_STRS; j++)
 			str[j] = col_s(res, k, text_cols[j], &len[j]);
 		pc__store_list_ent_t e = {
 			.created_ms = col_i(res, k, 3),
@@ -444,12 +447,12 @@ static void plan_of(const pc__store_op_t *op, plan_t *p)
 		num(p->num[0], op->i[I_SL_LIMIT] + 1);
 		num(p->num[1], op->i[I_SL_AFTER_MS]);
 		if (op->s[S_SL_ID])
-			p->q[0] = (call_t){R_LIST_ID, 2, {op->s[S_SL_ID], p->num[0]}, 8};
+			p->q[0] = (call_t){R_LIST_ID, 2, {op->s[S_SL_ID], p->num[0]}, LIST_FIELDS};
 		else if (order == PC_STORE_SESSIONS_KEY)
-			p->q[0] = (call_t){R_LIST_KEY, 2, {op->s[S_SL_AFTER], p->num[0]}, 8};
+			p->q[0] = (call_t){R_LIST_KEY, 2, {op->s[S_SL_AFTER], p->num[0]}, LIST_FIELDS};
 		else
 			p->q[0] = (call_t){order == PC_STORE_SESSIONS_CREATED ? R_LIST_CREATED : R_LIST_UPDATED, 3,
-					   {op->s[S_SL_AFTER], p->num[1], p->num[0]}, 8};
+					   {op->s[S_SL_AFTER], p->num[1], p->num[0]}, LIST_FIELDS};
 		break;
 	}
 	case PC_STORE_REQ_RUNS_OPEN:

@@ -19,7 +19,7 @@
 
 #include "pg_internal.h"
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 /* pg_advisory_xact_lock key for migrations: "PCNR" */
 #define MIGRATE_LOCK "1346587218"
 
@@ -504,6 +504,9 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	"CREATE OR REPLACE FUNCTION pincer_run_end(p_run text, p_key text, p_epoch bigint, p_status text,\n"
 	" p_code text, p_usage text) RETURNS pincer_res\n"
 	"LANGUAGE sql AS $$SELECT pincer_run_end(p_run, p_key, p_epoch, p_status, p_code, p_usage, false)$$;\n",
+	/* 5: a listed session names its first open run (the one running, or
+	 * next, on whichever node), looked up by session among the open ones */
+	"CREATE INDEX runs_open_session ON runs(session_key, n) WHERE status = 'accepted';\n",
 };
 
 /* Runs `sql` (one statement or several) on a plain connection. */

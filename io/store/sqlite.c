@@ -26,7 +26,7 @@
 #include "runtime/clock.h"
 
 #define APP_ID 0x50434e52 /* "PCNR": marks a Pincer store */
-#define SCHEMA_VERSION 11
+#define SCHEMA_VERSION 12
 #define PC__XSTR(x) #x
 #define PC__STR(x) PC__XSTR(x)
 
@@ -248,6 +248,9 @@ static const char *const migrations[SCHEMA_VERSION + 1] = {
 	/* 11: a run's end says whether running it again could repeat what a
 	 * tool of it did, for whoever reads the run back (another node). */
 	"ALTER TABLE runs ADD COLUMN replay_invalid INTEGER NOT NULL DEFAULT 0;",
+	/* 12: a listed session names its first open run (the one running, or
+	 * next), looked up by session among the open ones */
+	"CREATE INDEX runs_open_session ON runs(session_key) WHERE status = 'accepted';",
 };
 
 static const char *const wsql[W_N] = {

@@ -29,7 +29,9 @@ enum { R_BEGIN, R_COMMIT, R_ROLLBACK, R_LAST, R_MSGS, R_RUN, R_LIST_UPDATED, R_L
  * ?2 the cursor time, ?3 the page size plus one (to tell whether more
  * follow). */
 #define LIST_COLUMNS                                                                                       \
-	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id" \
+	"SELECT s.key, s.id, s.agent, s.created_ms, s.updated_ms, s.last_seq, s.run_count, s.last_run_id," \
+	" (SELECT r.run_id FROM runs r WHERE r.session_key = s.key AND r.status = 'accepted'"            \
+	"  ORDER BY r.rowid LIMIT 1)"                                                                     \
 	" FROM sessions s "
 
 static const char *const rsql[R_N] = {
@@ -254,10 +256,10 @@ static int read_sessions(pc__sq_reader_t *r, const pc__store_op_t *op, pc__store
 			pc__sq_done(st);
 			return 0;
 		}
-		static const int text_cols[4] = {0, 1, 2, 7};
-		const char *str[4];
-		size_t len[4];
-		for (int k = 0; k < 4; k++) {
+		static const int text_cols[PC__STORE_LIST_STRS] = {0, 1, 2, 7, 8};
+		const char *str[PC__STORE_LIST_STRS];
+		size_t len[PC__STORE_LIST_STRS];
+		for (int k = 0; k < PC__STORE_LIST_STRS; k++) {
 			str[k] = (const char *)sqlite3_column_text(st, text_cols[k]);
 			len[k] = (size_t)sqlite3_column_bytes(st, text_cols[k]);
 		}

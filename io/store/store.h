@@ -535,6 +535,9 @@ typedef struct pc_store_session_entry {
 				    * rewrite gives new numbers, so it is not a count */
 	uint64_t runs;             /* runs recorded for the session */
 	const char *last_run_id;   /* the most recently begun run, or NULL */
+	const char *open_run_id;   /* the first run accepted and not ended: the one
+				    * running, or the next to (on a cluster, on
+				    * whichever node runs the session), or NULL */
 } pc_store_session_entry_t;
 
 typedef struct pc_store_sessions pc_store_sessions_t;

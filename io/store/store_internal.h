@@ -157,10 +157,11 @@ typedef struct pc__store_list {
 	uint32_t pad;
 } pc__store_list_t;
 
+#define PC__STORE_LIST_STRS 5 /* key, id, agent, last run id, open run id */
 typedef struct pc__store_list_ent {
 	int64_t created_ms, updated_ms, last_seq;
 	uint64_t runs;
-	uint32_t off[4]; /* key, id, agent, last run id */
+	uint32_t off[PC__STORE_LIST_STRS];
 } pc__store_list_ent_t;
 
 /* Builds a sessions reply on a blocking thread. */
@@ -169,9 +170,9 @@ typedef struct pc__store_list_builder {
 } pc__store_list_builder_t;
 
 /* Adds one session: `e`'s numbers and the strings (key, id, agent, last
- * run id; NULL = absent). */
-int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
-		       const size_t len[4]);
+ * run id, open run id; NULL = absent). */
+int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e,
+		       const char *str[PC__STORE_LIST_STRS], const size_t len[PC__STORE_LIST_STRS]);
 /* The finished reply (rc 0), or NULL on ENOMEM; frees the builder's memory
  * either way. */
 pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more);

@@ -124,10 +124,10 @@ void pc__store_hist_clear(pc__store_hist_builder_t *b)
 	*b = (pc__store_hist_builder_t){0};
 }
 
-int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e, const char *str[4],
-		       const size_t len[4])
+int pc__store_list_add(pc__store_list_builder_t *b, const pc__store_list_ent_t *e,
+		       const char *str[PC__STORE_LIST_STRS], const size_t len[PC__STORE_LIST_STRS])
 {
-	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_list_ent_t, off), str, len, 4);
+	return rows_add(&b->rows, e, sizeof(*e), offsetof(pc__store_list_ent_t, off), str, len, PC__STORE_LIST_STRS);
 }
 
 pc_msg_t *pc__store_list_finish(pc__store_list_builder_t *b, bool more)
@@ -338,9 +338,10 @@ void pc_store_sessions_get(const pc_store_sessions_t *s, size_t i, pc_store_sess
 	if (!s || i >= s->l.head.count)
 		return;
 	const pc__store_list_ent_t *e = (const pc__store_list_ent_t *)s->l.ents + i;
-	const char *f[4];
-	strs_get(s->l.bytes, e->off, 4, f);
-	*out = (pc_store_session_entry_t){f[0], f[1], f[2], e->created_ms, e->updated_ms, e->last_seq, e->runs, f[3]};
+	const char *f[PC__STORE_LIST_STRS];
+	strs_get(s->l.bytes, e->off, PC__STORE_LIST_STRS, f);
+	*out = (pc_store_session_entry_t){f[0], f[1], f[2], e->created_ms, e->updated_ms, e->last_seq, e->runs, f[3],
+					  f[4]};
 }
 
 void pc_store_sessions_free(pc_store_sessions_t *s)

@@ -420,9 +420,10 @@ Test(store_pg_cluster, any_node_serves_any_session)
 	cr_assert_eq(node_metric(a, "pincer_cluster_forwards_total"), elsewhere);
 	cr_assert_eq(node_metric(&f.n[1], "pincer_cluster_links_in_total"), 1, "one link from node-a's connection");
 
-	/* a run started at node-a on node-b: agent.wait on the same
-	 * connection (over its link) and at node-c (from the store), and a
-	 * sessions.subscribe at node-c hears of it */
+	/* a run started at node-a on node-b: node-c's sessions.list names it
+	 * the session's active run, agent.wait on the same connection (over
+	 * its link) and at node-c (from the store), and a sessions.subscribe
+	 * at node-c hears of it */
 	view_t w = {.ws = node_ws(&f.n[2]), .seq = 1};
 	cr_assert_eq(gl_ws_req(w.ws, "sub", "sessions.subscribe", cJSON_CreateObject()), 0);
 	cJSON *sub = view_answer(&w, "sub", false);
@@ -439,6 +440,19 @@ Test(store_pg_cluster, any_node_serves_any_session)
 	cJSON *acc = view_answer(&v, "w1", false);
 	snprintf(run, sizeof(run), "%s", jstr(jget(acc, "payload"), "runId"));
 	cJSON_Delete(acc);
+	/* node-c lists the session with the run node-b is on */
+	cJSON *lq = cJSON_CreateObject();
+	cJSON_AddNumberToObject(lq, "limit", 100);
+	cr_assert_eq(gl_ws_req(w.ws, "list", "sessions.list", lq), 0);
+	cJSON *list = view_answer(&w, "list", false);
+	const cJSON *row = NULL, *it;
+	cJSON_ArrayForEach(it, jget(jget(list, "payload"), "sessions")) {
+		if (!strcmp(jstr(it, "key"), slow))
+			row = it;
+	}
+	cr_assert_not_null(row, "node-c does not list %s", slow);
+	cr_assert_str_eq(jstr(row, "activeRunId") ? jstr(row, "activeRunId") : "(none)", run);
+	cJSON_Delete(list);
 	for (view_t *x = &v; x; x = x == &v ? &w : NULL) {
 		cJSON *q = cJSON_CreateObject();
 		cJSON_AddStringToObject(q, "runId", run);

@@ -1142,10 +1142,44 @@ Test(store, sessions_entries_carry_ids_times_seq_and_runs)
 	cr_assert_eq(e.last_seq, 1);
 	cr_assert_eq(e.runs, 0);
 	cr_assert_null(e.last_run_id);
+	cr_assert_null(e.open_run_id);
 	/* out of range: all zero */
 	pc_store_sessions_get(l, 5, &e);
 	cr_assert_null(e.key);
 	pc_store_sessions_free(l);
+	fx_fini(&f);
+}
+
+/* A listed session names its first run not yet ended: the one running, or
+ * the next to; none once every run ended. */
+Test(store, sessions_entries_name_their_first_open_run)
+{
+	fx_t f;
+	fx_five(&f);
+	static const struct {
+		const char *end; /* ended before the listing (NULL: none) */
+		const char *a, *b;
+	} steps[] = {{NULL, "r-a1", "r-b1"}, {"r-a1", "r-a2", "r-b1"}, {"r-b1", "r-a2", NULL}, {"r-a2", NULL, NULL}};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		if (steps[i].end)
+			cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = steps[i].end,
+										  .status = PC_STORE_RUN_OK}),
+				     0);
+		pc_store_sessions_query_t q = {.order = PC_STORE_SESSIONS_KEY};
+		pc_store_sessions_t *l = NULL;
+		cr_assert_eq(pc_store_sessions(f.s, &q, &l), 0);
+		pc_store_session_entry_t a, b;
+		pc_store_sessions_get(l, 0, &a);
+		pc_store_sessions_get(l, 1, &b);
+		const char *want[2] = {steps[i].a, steps[i].b}, *got[2] = {a.open_run_id, b.open_run_id};
+		for (int k = 0; k < 2; k++) {
+			if (want[k])
+				cr_assert_str_eq(got[k] ? got[k] : "(none)", want[k], "step %zu", i);
+			else
+				cr_assert_null(got[k], "step %zu: %s", i, got[k]);
+		}
+		pc_store_sessions_free(l);
+	}
 	fx_fini(&f);
 }
 
@@ -1855,7 +1889,7 @@ Test(store, version_1_database_is_migrated)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "r1", .status = PC_STORE_RUN_OK, .usage = "{broken"}), PC_EINVAL);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 12);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM attempts WHERE run_id = 'r1'"), 2);
 	/* idempotency keys indexed only where there is one; attempts in one b-tree */
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE tbl_name = 'runs' AND type = 'index'"
@@ -2045,7 +2079,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	/* what version 6 was: this schema without the tables of versions 7 to
 	 * 10 and the column of 11 */
 	exec_at(&f, "DROP TABLE usage; DROP TABLE devices; DROP TABLE nodes;"
-		    " ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 6;");
+		    " DROP INDEX runs_open_session; ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 6;");
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'usage%'"), 0);
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
@@ -2060,7 +2094,7 @@ Test(store, version_6_database_gains_the_usage_table)
 	pc_store_usage_list_free(l);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 12);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM sqlite_master WHERE name = 'usage'"
 				    " AND sql LIKE '%WITHOUT ROWID%'"),
 		     1);
@@ -2592,7 +2626,7 @@ Test(store, version_9_database_gains_node_owners)
 	exec_at(&f, "DROP TABLE nodes; CREATE TABLE nodes(id TEXT PRIMARY KEY, url TEXT,"
 		    " started_ms INTEGER NOT NULL, heartbeat_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL)"
 		    " WITHOUT ROWID; INSERT INTO nodes VALUES ('old', 'http://old:1', 1, 1, 9000000000000000);"
-		    " ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 9;");
+		    " DROP INDEX runs_open_session; ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 9;");
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	fx_open_cfg(&f, &cfg);
@@ -2609,7 +2643,7 @@ Test(store, version_9_database_gains_node_owners)
 	cr_assert_eq(node_live(f.s, "old"), 1);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 12);
 	cr_assert_eq(count_rows(&f, "SELECT count(*) FROM nodes WHERE owner = 'proc-1' AND started_ms = 1"), 1);
 	fx_fini(&f);
 }
@@ -2625,7 +2659,7 @@ Test(store, version_10_database_gains_replay_invalid_runs)
 	cr_assert_eq(pc_store_run_end(f.s, &(pc_store_run_end_t){.run_id = "old", .status = PC_STORE_RUN_ERROR}), 0);
 	pc_store_close(f.s);
 	f.s = NULL;
-	exec_at(&f, "ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 10;");
+	exec_at(&f, "DROP INDEX runs_open_session; ALTER TABLE runs DROP COLUMN replay_invalid; PRAGMA user_version = 10;");
 	pc_store_config_t cfg;
 	pc_store_config_init(&cfg);
 	fx_open_cfg(&f, &cfg);
@@ -2635,6 +2669,6 @@ Test(store, version_10_database_gains_replay_invalid_runs)
 	cr_assert_eq(r.flags & PC_STORE_REPLAY_INVALID, 0u);
 	pc_store_close(f.s);
 	f.s = NULL;
-	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 11);
+	cr_assert_eq(count_rows(&f, "PRAGMA user_version"), 12);
 	fx_fini(&f);
 }

@@ -761,6 +761,9 @@ Test(store_pg, reads_on_an_idle_reader_are_polled_on_the_loop)
 	pc_store_sessions_query_t q = {.limit = 10};
 	cr_assert_eq(pc_store_sessions(f.s, &q, &page), 0);
 	cr_assert_eq(pc_store_sessions_count(page), 1);
+	pc_store_session_entry_t e;
+	pc_store_sessions_get(page, 0, &e);
+	cr_assert_null(e.open_run_id);
 	pc_store_sessions_free(page);
 	cr_assert_eq(polled_reads(&f) - polled0, 13, "reads polled: %" PRIu64, polled_reads(&f) - polled0);
 	fx_fini(&f);
@@ -880,6 +883,9 @@ Test(store_pg, a_lease_is_timed_by_the_nodes_clock)
 	fx_fini(&f);
 }
 
+/* What version 5 added undone: the index of open runs by session. */
+#define UNDO_VERSION_5 "DROP INDEX runs_open_session; "
+
 /* What version 4 added undone: no replay_invalid on runs, and a stand-in
  * for version 3's pincer_run_end, which the migration replaces: it refuses
  * everything. */
@@ -909,9 +915,9 @@ Test(store_pg, a_version_3_schema_gains_replay_invalid_runs)
 	f.s = NULL;
 	char url[1200];
 	direct_url(&f, url, sizeof(url));
-	pg_test_exec(url, UNDO_VERSION_4 " UPDATE pincer_schema SET version = 3");
+	pg_test_exec(url, UNDO_VERSION_5 UNDO_VERSION_4 " UPDATE pincer_schema SET version = 3");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 5);
 	pc_store_reply_t r;
 	cr_assert_eq(pc_store_run_get(f.s, "old", &r), 0);
 	cr_assert_eq(r.status, PC_STORE_RUN_OK);
@@ -950,9 +956,9 @@ Test(store_pg, a_version_2_schema_gains_node_owners)
 			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
 			  " CREATE OR REPLACE FUNCTION pincer_lease_acquire(p_key text, p_owner text, p_ttl bigint, p_steal text)"
 			  " RETURNS pincer_res LANGUAGE sql AS $$SELECT ROW('invalid', NULL, NULL, NULL, NULL, NULL)::pincer_res$$;"
-			  " " UNDO_VERSION_4 " UPDATE pincer_schema SET version = 2");
+			  " " UNDO_VERSION_5 UNDO_VERSION_4 " UPDATE pincer_schema SET version = 2");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 5);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes WHERE id = 'n1' AND owner IS NULL"), 1);
 	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-2", 60000, false, NULL), 0);
 	int64_t epoch = 0;
@@ -975,9 +981,9 @@ Test(store_pg, a_version_1_schema_gains_the_nodes_table)
 	char url[1200];
 	direct_url(&f, url, sizeof(url));
 	pg_test_exec(url, "DROP FUNCTION pincer_owner_live; DROP FUNCTION pincer_node_beat; DROP FUNCTION pincer_clock_ms;"
-			  " DROP TABLE nodes; " UNDO_VERSION_4 " UPDATE pincer_schema SET version = 1");
+			  " DROP TABLE nodes; " UNDO_VERSION_5 UNDO_VERSION_4 " UPDATE pincer_schema SET version = 1");
 	fx_open(&f, 0);
-	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 4);
+	cr_assert_eq(q_int(&f, "SELECT version FROM pincer_schema"), 5);
 	cr_assert_eq(append_ok(f.s, "s"), 2);
 	cr_assert_eq(pc_store_node_beat(f.s, "n1", NULL, "p-1", 60000, true, NULL), 0);
 	cr_assert_eq(q_int(&f, "SELECT count(*) FROM nodes"), 1);
