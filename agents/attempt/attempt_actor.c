@@ -143,16 +143,14 @@ static void feed_answered(attempt_t *t, uint64_t corr, const pc_store_reply_t *r
 	}
 }
 
-/* Appends `json` to the transcript; the reply is counted. The write is
+/* Appends `msg` to the transcript; the reply is counted. The write is
  * lazy: a turn's messages need to be durable only when the attempt ends or
  * compaction reads them (appends_durable), so they share one commit
  * instead of taking one each. `idem`: the key the message is named by in
  * the feed (the run's, for its prompt), or NULL. */
-static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids,
-		   const char *idem)
+static int persist_msg(pc_ctx_t *ctx, attempt_t *t, const pc_store_msg_t *msg, const char *idem)
 {
-	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
-			    .json_checked = true /* printed by cJSON */};
+	pc_store_msg_t m = *msg;
 	pc_msg_t *req = NULL;
 	uint64_t corr = 0;
 	int rc = pc_store_req_append(t->key, t->epoch, &m, &req);
@@ -163,9 +161,18 @@ static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *js
 	if (rc == 0) {
 		t->appends_pending++;
 		t->lazy_unsynced++;
-		feed_later(t, corr, role, json, idem);
+		feed_later(t, corr, m.role, m.content, idem);
 	}
 	return rc;
+}
+
+/* persist_msg of a message of this run, `json` printed by cJSON. */
+static int persist(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids,
+		   const char *idem)
+{
+	pc_store_msg_t m = {.role = role, .content = json, .tool_call_ids = tool_ids, .run_id = t->run_id,
+			    .json_checked = true /* printed by cJSON */};
+	return persist_msg(ctx, t, &m, idem);
 }
 
 int pc__att_persist_text(pc_ctx_t *ctx, attempt_t *t, const char *role, const char *json, const char *tool_ids)
@@ -947,7 +954,22 @@ static void drop_orphan_user(attempt_t *t)
 		cJSON_Delete(cJSON_DetachItemViaPointer(t->messages, last));
 }
 
-static int take_history(attempt_t *t, const pc_msg_t *m)
+/* The results the repair made up for calls at the transcript's end (a run
+ * cut off while its tools ran: a crash, a lost cluster node) are written
+ * too, under that run, so the stored transcript is as well-formed as the
+ * one the model reads. Only a tail: made-up results elsewhere would land
+ * after messages they precede here, and are left to the next repair. */
+static void persist_repaired_tail(pc_ctx_t *ctx, attempt_t *t, const pc_store_msg_t *rm, size_t rn)
+{
+	size_t from = rn;
+	while (from > 0 && rm[from - 1].seq == 0 && !strcmp(rm[from - 1].role, "toolResult"))
+		from--;
+	for (size_t i = from; i < rn; i++)
+		if (persist_msg(ctx, t, &rm[i], NULL) != 0)
+			return;
+}
+
+static int take_history(pc_ctx_t *ctx, attempt_t *t, const pc_msg_t *m)
 {
 	pc_store_history_t *h = NULL;
 	int rc = pc_store_history_take(m, &h);
@@ -968,6 +990,7 @@ static int take_history(attempt_t *t, const pc_msg_t *m)
 	if (rc == 0) {
 		size_t rn = pc_store_repaired_count(rep);
 		const pc_store_msg_t *rm = pc_store_repaired_msgs(rep);
+		persist_repaired_tail(ctx, t, rm, rn);
 		for (size_t i = 0; i < rn; i++) {
 			cJSON *c = cJSON_Parse(rm[i].content);
 			if (!c)
@@ -1161,7 +1184,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 	case PC_STORE_MSG_HISTORY:
 		if (t->state == PC_ATT_LC_COMPACTING && !t->have_history) {
 			t->have_history = true;
-			if (take_history(t, msg) != 0) {
+			if (take_history(ctx, t, msg) != 0) {
 				pc__att_fail_setup(ctx, t, "the transcript could not be read after compaction");
 				return 0;
 			}
@@ -1171,7 +1194,7 @@ static int attempt_receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		if (t->state != PC_ATT_LC_LOADING || t->have_history)
 			return 0;
 		t->have_history = true;
-		if (take_history(t, msg) != 0) {
+		if (take_history(ctx, t, msg) != 0) {
 			pc__att_fail_setup(ctx, t, "the transcript could not be read");
 			return 0;
 		}

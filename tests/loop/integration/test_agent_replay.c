@@ -6,7 +6,8 @@
  * tool does none of that. agent.wait's answer and the run's row say
  * what its end event says. A mutating tool starts only once the message
  * asking for it is durable, so that a crash under it leaves the call on
- * record and the run replay-invalid.
+ * record and the run replay-invalid; the next run writes the call's
+ * made-up result, so the stored transcript is paired again.
  */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
@@ -226,4 +227,50 @@ Test(agent_replay, a_mutating_tool_starts_once_its_request_is_durable)
 Test(agent_replay, a_read_only_tool_does_not_wait_for_a_commit)
 {
 	cr_assert_eq(calls_on_record_at_start(false), 0);
+}
+
+/* A run cut off while its tool ran (a crash, a lost node) left its call
+ * without a result. The next run of the session writes the result the
+ * repair makes up (§2.2), under the cut-off run, before its own turn: the
+ * stored transcript is paired as the model reads it. */
+Test(agent_replay, the_next_run_writes_the_result_of_a_call_cut_off)
+{
+	harness_t h;
+	harness_start_with(&h, SOLO_CONFIG, "{\"steps\":[{\"text\":\"after the crash\"}]}", NULL);
+	static const struct {
+		const char *role, *content, *ids;
+	} cut[] = {
+		{"user", "{\"role\":\"user\",\"content\":\"write it\"}", NULL},
+		{"assistant",
+		 "{\"role\":\"assistant\",\"content\":[{\"type\":\"toolCall\",\"id\":\"c1\",\"name\":\"write\","
+		 "\"arguments\":{\"path\":\"a\",\"content\":\"b\"}}],\"stopReason\":\"toolUse\"}",
+		 "[\"c1\"]"},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		pc_store_msg_t m = {.role = cut[i].role, .content = cut[i].content, .tool_call_ids = cut[i].ids,
+				    .run_id = "cut-off"};
+		int64_t seq = 0;
+		cr_assert_eq(pc_store_append(h.store, "s", 0, &m, &seq), 0);
+	}
+	char run[80];
+	cr_assert_eq(submit(&h, "s", "go on", run), PC_AGENT_STARTED);
+	cJSON *d = finish_of(&h, run, 30000);
+	cr_assert_str_eq(jstr(d, "status"), "ok");
+	cJSON_Delete(d);
+	char roles[256];
+	cr_assert_eq(history_roles(&h, "s", roles, sizeof(roles)), 5, "%s", roles);
+	cr_assert_str_eq(roles, "user,assistant,toolResult,user,assistant");
+	pc_store_history_t *hist = NULL;
+	cr_assert_eq(pc_store_history(h.store, "s", &hist), 0);
+	pc_store_msg_t m;
+	pc_store_history_get(hist, 2, &m);
+	cr_assert_str_eq(m.run_id, "cut-off");
+	cr_assert_str_eq(m.tool_call_ids, "[\"c1\"]");
+	cr_assert_not_null(strstr(m.content, "missing tool result"), "%s", m.content);
+	pc_store_history_free(hist);
+	/* written once: the next run finds nothing to repair */
+	cr_assert_eq(submit(&h, "s", "and again", run), PC_AGENT_STARTED);
+	cJSON_Delete(finish_of(&h, run, 30000));
+	cr_assert_eq(history_roles(&h, "s", roles, sizeof(roles)), 7, "%s", roles);
+	harness_stop_no_leaks(&h);
 }

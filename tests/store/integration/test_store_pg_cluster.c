@@ -16,7 +16,8 @@
  *   elsewhere within the lease and a heartbeat or so. Half the kills
  *   land while a command the model asked for runs: that run is
  *   replayInvalid, the command ran once (its marker file has one line)
- *   and died with its node.
+ *   and died with its node, and the session's next run wrote the call's
+ *   made-up result, so the transcript is paired.
  * - A node paused (SIGSTOP) past its lease, then resumed: the others take
  *   its sessions over; once resumed it starts no tool (the tool's marker
  *   file is never written), writes nothing behind the new owner's back,
@@ -864,6 +865,11 @@ Test(store_pg_cluster, ten_kills_lose_nothing_and_run_nothing_twice, .timeout = 
 			cr_assert_eq(cJSON_IsTrue(jget(jget(a, "payload"), "replayInvalid")), acc[i].tool >= 0, "run %s",
 				     acc[i].run);
 			cJSON_Delete(a);
+			/* the transcript is paired again: the queued run that ran
+			 * next wrote the cut-off call's made-up result */
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM messages WHERE run_id = '%s' AND role = 'toolResult'",
+				 acc[i].run);
+			cr_assert_eq(q_int(&f, sql), acc[i].tool >= 0 ? 1 : 0, "run %s", acc[i].run);
 		} else {
 			cr_assert_str_eq(st, "ok/", "run %s", acc[i].run);
 			cr_assert_eq(turns, 1, "run %s has %lld user turns", acc[i].run, turns);
