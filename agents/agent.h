@@ -265,7 +265,9 @@ void pc_agent_unsubscribe_session(pc_agent_t *a, const char *session_key, pc_eve
  *             "aborted", "timeout") and "error" when it failed
  *   message   a message was appended to the session's transcript (the
  *             user's turn, an assistant message, a tool result): "message"
- *             as stored, "ts"; runId is the run that wrote it
+ *             as stored, "ts"; runId is the message's run, as the
+ *             history names it (a result made up for a call a crash cut
+ *             off is that run's, though the next run wrote it)
  * Every feed event may be dropped for a slow reader (the oldest first, as
  * deltas are): the gap in seq says so, and the reader reads again what it
  * shows. A message is in the feed when its write is sent, before the

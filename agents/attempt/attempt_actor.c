@@ -100,26 +100,29 @@ static void usage_write_failed(attempt_t *t, int rc)
 struct pc__att_fed {
 	uint64_t corr;
 	char *idem;      /* the run's idempotency key, for its prompt; or NULL */
-	char *role_json; /* the role, its NUL, the content */
+	char *role_json; /* the role, the content and the run id (or ""), each
+			  * ending in its NUL */
 };
 
 /* Keeps what the feed is told of the write asked under `corr` (when
  * nobody listens, or memory ran out, the feed misses it: it is bounded and
  * lossy anyway, and its readers see the gap). */
-static void feed_later(attempt_t *t, uint64_t corr, const char *role, const char *json, const char *idem)
+static void feed_later(attempt_t *t, uint64_t corr, const pc_store_msg_t *m, const char *idem)
 {
 	if (!pc__agent_feed_listened(t->agent) || PC__GROW(t->fed, t->fed_cap, t->fed_n + 1, 4))
 		return;
-	size_t rl = strlen(role) + 1, jl = strlen(json) + 1;
-	char *s = malloc(rl + jl);
+	const char *run = m->run_id ? m->run_id : "";
+	size_t rl = strlen(m->role) + 1, jl = strlen(m->content) + 1, nl = strlen(run) + 1;
+	char *s = malloc(rl + jl + nl);
 	char *k = idem ? strdup(idem) : NULL;
 	if (!s || (idem && !k)) {
 		free(s);
 		free(k);
 		return;
 	}
-	memcpy(s, role, rl);
-	memcpy(s + rl, json, jl);
+	memcpy(s, m->role, rl);
+	memcpy(s + rl, m->content, jl);
+	memcpy(s + rl + jl, run, nl);
 	t->fed[t->fed_n++] = (struct pc__att_fed){corr, k, s};
 }
 
@@ -130,10 +133,10 @@ static void feed_answered(attempt_t *t, uint64_t corr, const pc_store_reply_t *r
 	for (size_t i = 0; i < t->fed_n; i++) {
 		if (t->fed[i].corr != corr)
 			continue;
-		char *s = t->fed[i].role_json;
+		char *s = t->fed[i].role_json, *json = s + strlen(s) + 1, *run = json + strlen(json) + 1;
+		/* the message's own run: a made-up result is the cut-off run's */
 		if (stored)
-			pc__agent_feed_message(t->agent, t->key, t->run_id, r->seq, t->fed[i].idem, s,
-					       s + strlen(s) + 1);
+			pc__agent_feed_message(t->agent, t->key, run, r->seq, t->fed[i].idem, s, json);
 		free(s);
 		free(t->fed[i].idem);
 		/* kept in the order asked, which is the feed's */
@@ -161,7 +164,7 @@ static int persist_msg(pc_ctx_t *ctx, attempt_t *t, const pc_store_msg_t *msg, c
 	if (rc == 0) {
 		t->appends_pending++;
 		t->lazy_unsynced++;
-		feed_later(t, corr, m.role, m.content, idem);
+		feed_later(t, corr, &m, idem);
 	}
 	return rc;
 }

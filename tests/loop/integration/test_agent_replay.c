@@ -232,7 +232,8 @@ Test(agent_replay, a_read_only_tool_does_not_wait_for_a_commit)
 /* A run cut off while its tool ran (a crash, a lost node) left its call
  * without a result. The next run of the session writes the result the
  * repair makes up (§2.2), under the cut-off run, before its own turn: the
- * stored transcript is paired as the model reads it. */
+ * stored transcript is paired as the model reads it, and the feed names
+ * the result by that run, as the history does. */
 Test(agent_replay, the_next_run_writes_the_result_of_a_call_cut_off)
 {
 	harness_t h;
@@ -252,11 +253,20 @@ Test(agent_replay, the_next_run_writes_the_result_of_a_call_cut_off)
 		int64_t seq = 0;
 		cr_assert_eq(pc_store_append(h.store, "s", 0, &m, &seq), 0);
 	}
+	pc_event_sub_t *feed = NULL;
+	pc_event_sub_config_t sc = {.capacity = 4096};
+	cr_assert_eq(pc_event_sub_new(&sc, &feed), 0);
+	cr_assert_eq(pc_agent_subscribe_feed(h.agent, feed), 0);
 	char run[80];
 	cr_assert_eq(submit(&h, "s", "go on", run), PC_AGENT_STARTED);
 	cJSON *d = finish_of(&h, run, 30000);
 	cr_assert_str_eq(jstr(d, "status"), "ok");
 	cJSON_Delete(d);
+	cr_assert(await_event(feed, PC_EVENT_LIFECYCLE, "\"runId\":\"cut-off\",\"message\":{\"role\":\"toolResult\"", 10000,
+			      NULL, 0),
+		  "the feed never named the made-up result by the cut-off run");
+	pc_agent_unsubscribe_feed(h.agent, feed);
+	pc_event_sub_release(feed);
 	char roles[256];
 	cr_assert_eq(history_roles(&h, "s", roles, sizeof(roles)), 5, "%s", roles);
 	cr_assert_str_eq(roles, "user,assistant,toolResult,user,assistant");
