@@ -120,7 +120,8 @@ void pc_io_fd_stop(pc_io_fd_t *w);
 /*
  * Lifecycle traces of the connection machines ("http": a server
  * connection, "ws": a server WebSocket, "wsclient": a client WebSocket,
- * "h2stream": an HTTP/2 stream, whose id is <connection serial>/<stream>).
+ * "h2stream": an HTTP/2 stream, whose id is <connection serial>/<stream>,
+ * "h1client": a client HTTP/1.1 connection, http1_client.h).
  * With a machine traced, each transition writes one line
  *   trace <machine> <connection serial> <from> -> <to> (<why>)
  * to `fn(user, line)`, or to standard error when fn is NULL. `spec` is a
@@ -155,6 +156,7 @@ void pc_io_trace_release(void *user);
 /* The rest of the I/O part: including io/io.h is enough for any of it. */
 #include "base64.h"
 #include "buf.h"
+#include "http1_client.h"
 #include "http_client.h"
 #include "http_server.h"
 #include "json_print.h"

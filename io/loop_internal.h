@@ -138,6 +138,7 @@ enum {
 	PC__IO_TRACE_WS = 1u << 1,       /* a server WebSocket (ws.c) */
 	PC__IO_TRACE_WSCLIENT = 1u << 2, /* a client WebSocket (ws_client.c) */
 	PC__IO_TRACE_H2STREAM = 1u << 3, /* an HTTP/2 stream (http2_server.c) */
+	PC__IO_TRACE_H1CLIENT = 1u << 4, /* a load client's HTTP/1.1 connection (http1_client.c) */
 };
 /* Any thread. Whether `machine` (one bit) is traced. */
 bool pc__io_traced(unsigned machine);

@@ -25,6 +25,7 @@ static const struct {
 	{"ws", PC__IO_TRACE_WS},
 	{"wsclient", PC__IO_TRACE_WSCLIENT},
 	{"h2stream", PC__IO_TRACE_H2STREAM},
+	{"h1client", PC__IO_TRACE_H1CLIENT},
 };
 
 static unsigned trace_mask;

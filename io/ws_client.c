@@ -7,9 +7,6 @@
 #include "ws_client.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +23,7 @@
 #include "buf.h"
 #include "http_server.h"
 #include "loop_internal.h"
+#include "tcp_client_internal.h"
 #include "wslay_fd_internal.h"
 
 #define DEFAULT_OPEN_TIMEOUT_MS 10000
@@ -35,8 +33,6 @@
 #define MAX_HEAD 16384
 /* How long a close we started waits for the server's close frame. */
 #define CLOSE_GRACE_MS 2000
-/* Addresses of a name tried in turn. */
-#define MAX_ADDRS 4
 #define READ_CHUNK 65536
 
 struct pc_wsc {
@@ -51,9 +47,7 @@ struct pc_wsc {
 	size_t max_message, max_output;
 	uint32_t open_timeout_ms;
 
-	struct sockaddr_storage addrs[MAX_ADDRS];
-	socklen_t addr_lens[MAX_ADDRS];
-	int naddrs, next_addr;
+	pc__tcp_addrs_t addrs;
 
 	char *request;        /* the upgrade request */
 	size_t request_len, request_off;
@@ -337,48 +331,14 @@ static void on_timer(pc_ioloop_t *loop, void *arg);
 /* Starts a connect to the next address; false when none is left. */
 static bool connect_next(pc_wsc_t *c)
 {
-	while (c->next_addr < c->naddrs) {
-		int i = c->next_addr++;
-		const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[i];
-		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			c->sys_errno = errno;
-			continue;
-		}
-		if (connect(fd, sa, c->addr_lens[i]) != 0 && errno != EINPROGRESS) {
-			c->sys_errno = errno;
-			(void)close(fd);
-			continue;
-		}
-		if (pc__ioloop_watch(c->loop, &c->watch, fd, EPOLLOUT, on_event, c) != 0) {
-			c->sys_errno = errno;
-			(void)close(fd);
-			continue;
-		}
-		c->fd = fd;
-		return true;
-	}
-	return false;
+	c->fd = pc__tcp_connect_next(c->loop, &c->addrs, &c->watch, on_event, c, &c->sys_errno);
+	return c->fd >= 0;
 }
 
 /* Writes what is left of the upgrade request. <0: the socket failed. */
 static int write_request(pc_wsc_t *c)
 {
-	while (c->request_off < c->request_len) {
-		ssize_t n = send(c->fd, c->request + c->request_off, c->request_len - c->request_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			c->request_off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		c->sys_errno = errno;
-		return -1;
-	}
-	return 0;
+	return pc__tcp_send_rest(c->fd, c->request, c->request_len, &c->request_off, &c->sys_errno);
 }
 
 /* The value of header `name` in the head at `h` (lines after the status
@@ -517,10 +477,7 @@ static void on_handshake(pc_wsc_t *c, uint32_t events)
 
 static void on_connected(pc_wsc_t *c)
 {
-	int err = 0;
-	socklen_t len = sizeof(err);
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-		err = errno;
+	int err = pc__tcp_connected(c->fd);
 	if (err) {
 		c->sys_errno = err;
 		pc__ioloop_unwatch(c->loop, &c->watch);
@@ -530,8 +487,6 @@ static void on_connected(pc_wsc_t *c)
 			fail(c, PC_ESYS, "connect failed");
 		return;
 	}
-	int one = 1;
-	(void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->sys_errno = 0;
 	wsc_set(c, PC_WSC_HANDSHAKING, "connected");
 	on_handshake(c, EPOLLOUT);
@@ -672,24 +627,6 @@ static int post(pc_wsc_t *c, int kind, uint8_t opcode, uint16_t code, const void
 
 /* ---- the caller's side ---------------------------------------------------------------- */
 
-static int resolve(pc_wsc_t *c, const char *host, uint16_t port)
-{
-	char ps[8];
-	snprintf(ps, sizeof(ps), "%u", (unsigned)port);
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	struct addrinfo *res = NULL;
-	if (getaddrinfo(host, ps, &hints, &res) != 0 || !res)
-		return PC_ESYS;
-	for (struct addrinfo *ai = res; ai && c->naddrs < MAX_ADDRS; ai = ai->ai_next) {
-		if (ai->ai_addrlen > sizeof(c->addrs[0]))
-			continue;
-		memcpy(&c->addrs[c->naddrs], ai->ai_addr, ai->ai_addrlen);
-		c->addr_lens[c->naddrs++] = ai->ai_addrlen;
-	}
-	freeaddrinfo(res);
-	return c->naddrs ? 0 : PC_ESYS;
-}
-
 /* The request with a fresh key; the Accept to expect goes to c->accept. */
 static int build_request(pc_wsc_t *c, const pc_wsc_options_t *o, const char *host)
 {
@@ -746,7 +683,7 @@ int pc_wsc_open(pc_io_t *io, const pc_wsc_options_t *o, pc_actor_t *owner, pc_ws
 	c->max_message = o->max_message ? o->max_message : DEFAULT_MAX_MESSAGE;
 	c->max_output = o->max_output ? o->max_output : DEFAULT_MAX_OUTPUT;
 	c->open_timeout_ms = o->open_timeout_ms ? o->open_timeout_ms : DEFAULT_OPEN_TIMEOUT_MS;
-	int rc = resolve(c, host, o->port);
+	int rc = pc__tcp_resolve(&c->addrs, host, o->port);
 	if (rc == 0)
 		rc = build_request(c, o, host);
 	if (rc != 0) {

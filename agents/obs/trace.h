@@ -10,7 +10,7 @@
  * gateway is made).
  *
  * The I/O layer's connection machines ("http", "ws", "wsclient",
- * "h2stream") sit below obs: io reads the same variable itself and
+ * "h2stream", "h1client") sit below obs: io reads the same variable itself and
  * writes their lines in the same form to standard error, or to a sink registered with
  * pc_io_trace_set or pc_io_trace_claim (io/io.h); pc_trace_io_line is
  * that sink for a logger (the gateway claims it with its own).
