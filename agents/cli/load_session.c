@@ -15,8 +15,10 @@
  * answer; or (--via chat) a `chat.send` request, its started answer, the
  * same `agent` events, and the run's final `chat` event. A turn that
  * fails with the connection (lost, timed out) leaves it closed; the next
- * turn opens a new one. HTTP: one POST per turn, on
- * the client's kept-alive connections.
+ * turn opens a new one. HTTP: one POST per turn; http:// on the
+ * session's own kept-alive connection (io/http1_client.h), opened again
+ * after a turn that ended with its answer unread, https:// through
+ * libcurl's connections.
  */
 #include "load.h"
 
@@ -65,7 +67,8 @@ typedef struct turn {
 	char wait_req[PC_CLI_RPC_ID_MAX]; /* --via wait: the agent.wait request's id, once sent */
 	char run_id[80];             /* ws: the run's, from the answer */
 	int http_status;
-	pc_http_call_t *call;
+	bool http_open;    /* the request went out and its END has not come */
+	pc_http_call_t *call; /* https:// */
 	pc_sse_parser_t *sse;
 	pc__buf_t body;    /* http, not streamed: the answer, for its tool calls */
 } turn_t;
@@ -84,6 +87,7 @@ typedef struct session {
 	uint64_t *queue;
 	size_t q_head, q_len, q_cap;
 	turn_t t;
+	pc_h1c_t *h1;      /* http:// */
 	/* ws */
 	pc_wsc_t *ws;
 	uintptr_t ws_gen; /* names the current connection in its messages */
@@ -271,6 +275,11 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 	if (t->deadline)
 		(void)pc_timer_cancel(pc_ctx_runtime(ctx), t->deadline);
 	pc_http_call_release(t->call);
+	if (t->http_open) {
+		/* its answer would still come on that connection */
+		pc_h1c_release(s->h1);
+		s->h1 = NULL;
+	}
 	pc_sse_parser_free(t->sse);
 	pc__buf_free(&t->body);
 	free(t->gaps);
@@ -581,16 +590,28 @@ static void http_send_turn(session_t *s, pc_ctx_t *ctx)
 		finish(s, ctx, "client");
 		return;
 	}
-	pc_http_client_request_t rq = {.url = s->o->url, .headers = headers, .header_count = s->o->token ? 2 : 1,
-				       .body = body, .body_len = strlen(body),
-				       .connect_timeout_ms = (uint32_t)s->o->connect_timeout_ms, .tag = t->serial};
-	int rc = pc_http_fetch(s->io, &rq, pc_self(ctx), &t->call);
+	size_t nh = s->o->token ? 2 : 1;
+	int rc;
+	if (strncmp(s->o->url, "http://", 7) != 0) {
+		pc_http_client_request_t rq = {.url = s->o->url, .headers = headers, .header_count = nh,
+					       .body = body, .body_len = strlen(body),
+					       .connect_timeout_ms = (uint32_t)s->o->connect_timeout_ms,
+					       .tag = t->serial};
+		if ((rc = pc_http_fetch(s->io, &rq, pc_self(ctx), &t->call)) != 0)
+			t->call = NULL;
+	} else {
+		pc_h1c_options_t ho = {.url = s->o->url, .connect_timeout_ms = (uint32_t)s->o->connect_timeout_ms};
+		pc_h1c_request_t rq = {.headers = headers, .header_count = nh, .body = body, .body_len = strlen(body),
+				       .tag = t->serial};
+		rc = s->h1 ? 0 : pc_h1c_open(s->io, &ho, pc_self(ctx), &s->h1);
+		if (rc == 0)
+			rc = pc_h1c_request(s->h1, &rq);
+	}
 	cJSON_free(body);
 	t->sent = true;
-	if (rc != 0) {
-		t->call = NULL;
+	t->http_open = rc == 0;
+	if (rc != 0)
 		finish(s, ctx, "client");
-	}
 }
 
 static const char *transport_code(pc_http_transport_t tr)
@@ -617,7 +638,10 @@ static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
 		const pc_http_data_msg_t *d = pc_msg_cdata(msg);
 		if (d->tag != t->serial)
 			return;
-		pc_http_call_consumed(t->call, d->len);
+		if (t->call)
+			pc_http_call_consumed(t->call, d->len);
+		else
+			pc_h1c_consumed(s->h1, d->len);
 		if (t->sse && t->http_status == 200 && pc_sse_feed(t->sse, d->data, d->len) != 0) {
 			pc_sse_parser_free(t->sse);
 			t->sse = NULL;
@@ -629,6 +653,7 @@ static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
 		const pc_http_end_msg_t *e = pc_msg_cdata(msg);
 		if (e->tag != t->serial)
 			return;
+		t->http_open = false;
 		char code[48];
 		t->conn_failed = e->transport == PC_HTTP_CONNECT || e->transport == PC_HTTP_CONNECT_TIMEOUT ||
 				 e->transport == PC_HTTP_DNS;
@@ -785,6 +810,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 		keep(s, &s->t, 0, NULL);
 	keep_queued(s);
 	pc_http_call_release(s->t.call);
+	pc_h1c_release(s->h1);
 	pc_sse_parser_free(s->t.sse);
 	pc__buf_free(&s->t.body);
 	free(s->t.gaps);
