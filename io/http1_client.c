@@ -34,6 +34,9 @@ struct pc_h1c {
 	uint64_t serial;
 	bool busy;              /* atomic: a request is outstanding; the loop clears it before END */
 	bool released;          /* atomic: pc_h1c_release was called */
+	bool shut;              /* atomic: the loop closed it for good; after
+				 * pc_io_free the loop is gone, so nothing is
+				 * posted to it any more */
 	bool read_paused;       /* atomic: the loop stopped reading for backpressure */
 	bool resume_posted;     /* atomic */
 	uint64_t outstanding;   /* atomic: DATA bytes not yet consumed */
@@ -198,6 +201,7 @@ static void shut(pc_h1c_t *c, const char *why)
 	if (c->state == PC_H1C_CLOSED)
 		return;
 	h1c_set(c, PC_H1C_CLOSED, why);
+	__atomic_store_n(&c->shut, true, __ATOMIC_RELEASE);
 	if (c->end)
 		end_request(c, PC_HTTP_CANCELLED, PC_ESTOPPED, why);
 	close_fd(c);
@@ -685,7 +689,7 @@ int pc_h1c_request(pc_h1c_t *c, const pc_h1c_request_t *rq)
 	for (size_t i = 0; i < rq->header_count; i++)
 		if (!rq->headers[i] || strpbrk(rq->headers[i], "\r\n"))
 			return PC_EINVAL;
-	if (__atomic_load_n(&c->released, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->released, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->shut, __ATOMIC_ACQUIRE))
 		return PC_ESTOPPED;
 	if (__atomic_exchange_n(&c->busy, true, __ATOMIC_ACQ_REL))
 		return PC_ESTATE;
@@ -707,6 +711,7 @@ void pc_h1c_consumed(pc_h1c_t *c, size_t n)
 		return;
 	uint64_t left = __atomic_sub_fetch(&c->outstanding, n, __ATOMIC_SEQ_CST);
 	if (left > c->max_buffered / 2 || !__atomic_load_n(&c->read_paused, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&c->shut, __ATOMIC_ACQUIRE) ||
 	    __atomic_exchange_n(&c->resume_posted, true, __ATOMIC_SEQ_CST))
 		return;
 	h1c_cmd_t p = {.kind = CMD_RESUME};
@@ -720,6 +725,7 @@ void pc_h1c_release(pc_h1c_t *c)
 		return;
 	__atomic_store_n(&c->released, true, __ATOMIC_RELEASE);
 	h1c_cmd_t p = {.kind = CMD_RELEASE};
-	(void)post(c, &p); /* after pc_io_free its shutdown hook has closed it */
+	if (!__atomic_load_n(&c->shut, __ATOMIC_ACQUIRE))
+		(void)post(c, &p);
 	unref(c);
 }

@@ -81,7 +81,8 @@ int pc_h1c_request(pc_h1c_t *c, const pc_h1c_request_t *rq);
 void pc_h1c_consumed(pc_h1c_t *c, size_t n);
 
 /* Drops the caller's handle and closes the connection; a request in
- * flight ends with END (PC_HTTP_CANCELLED). NULL is a no-op. */
+ * flight ends with END (PC_HTTP_CANCELLED). After pc_io_free, which has
+ * closed every connection, it only drops the handle. NULL is a no-op. */
 void pc_h1c_release(pc_h1c_t *c);
 
 /* The connection's machine, for traces (PINCER_TRACE=h1client) and tests. */
