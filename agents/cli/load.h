@@ -139,6 +139,7 @@ typedef struct pc_load_stats {
 	atomic_uint_fast64_t in_flight;     /* queued or running now */
 	atomic_uint_fast64_t sessions_done; /* closed loop: sessions past their last turn */
 	atomic_uint_fast64_t ws_live;       /* ws: connections not yet ended */
+	atomic_uint_fast64_t connections;   /* ws and http://: connections made to the target */
 	atomic_bool stopped;                /* the duration is over: nothing more is counted */
 	uint64_t t0_ns, warm_until_ns;
 	uint64_t wall_ns;                   /* from the start to the end, warmup excluded */

@@ -88,6 +88,7 @@ typedef struct session {
 	size_t q_head, q_len, q_cap;
 	turn_t t;
 	pc_h1c_t *h1;      /* http:// */
+	uint64_t h1_counted; /* its connections already added to the run's */
 	/* ws */
 	pc_wsc_t *ws;
 	uintptr_t ws_gen; /* names the current connection in its messages */
@@ -170,6 +171,26 @@ static void record(pc_hist_t *h, uint64_t from, uint64_t to)
 {
 	if (from && to >= from)
 		pc_hist_record(h, (to - from) / 1000);
+}
+
+/* Adds the connections the http:// connection has made since last
+ * counted to the run's count. */
+static void count_h1(session_t *s)
+{
+	if (!s->h1)
+		return;
+	uint64_t n = pc_h1c_connections(s->h1);
+	atomic_fetch_add(&s->st->connections, n - s->h1_counted);
+	s->h1_counted = n;
+}
+
+/* Lets the http:// connection go (a new one is made for the next turn). */
+static void drop_h1(session_t *s)
+{
+	count_h1(s);
+	pc_h1c_release(s->h1);
+	s->h1 = NULL;
+	s->h1_counted = 0;
 }
 
 static void drop_connection(session_t *s)
@@ -275,11 +296,8 @@ static void finish(session_t *s, pc_ctx_t *ctx, const char *code)
 	if (t->deadline)
 		(void)pc_timer_cancel(pc_ctx_runtime(ctx), t->deadline);
 	pc_http_call_release(t->call);
-	if (t->http_open) {
-		/* its answer would still come on that connection */
-		pc_h1c_release(s->h1);
-		s->h1 = NULL;
-	}
+	if (t->http_open)
+		drop_h1(s); /* its answer would still come on that connection */
 	pc_sse_parser_free(t->sse);
 	pc__buf_free(&t->body);
 	free(t->gaps);
@@ -654,6 +672,7 @@ static void http_message(session_t *s, pc_ctx_t *ctx, pc_msg_t *msg)
 		if (e->tag != t->serial)
 			return;
 		t->http_open = false;
+		count_h1(s);
 		char code[48];
 		t->conn_failed = e->transport == PC_HTTP_CONNECT || e->transport == PC_HTTP_CONNECT_TIMEOUT ||
 				 e->transport == PC_HTTP_DNS;
@@ -774,8 +793,10 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		}
 		return 0;
 	case PC_MSG_WSC_OPEN:
-		if ((uintptr_t)((const pc_wsc_event_msg_t *)pc_msg_cdata(msg))->user == s->ws_gen && s->ws)
+		if ((uintptr_t)((const pc_wsc_event_msg_t *)pc_msg_cdata(msg))->user == s->ws_gen && s->ws) {
+			atomic_fetch_add(&s->st->connections, 1);
 			s->conn = CONN_HANDSHAKE;
+		}
 		return 0;
 	case PC_MSG_WSC_MESSAGE: {
 		const pc_wsc_message_msg_t *m = pc_msg_cdata(msg);
@@ -810,7 +831,7 @@ static void stop(pc_ctx_t *ctx, void *state, int reason)
 		keep(s, &s->t, 0, NULL);
 	keep_queued(s);
 	pc_http_call_release(s->t.call);
-	pc_h1c_release(s->h1);
+	drop_h1(s);
 	pc_sse_parser_free(s->t.sse);
 	pc__buf_free(&s->t.body);
 	free(s->t.gaps);

@@ -81,6 +81,7 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "target")), t.target);
 	cr_assert_eq(count(j, "sessions"), 10);
 	cr_assert_eq(count(j, "turns_ok"), 30, "%s", r.out);
+	cr_assert_eq(count(j, "connections"), 10, "one WebSocket a session: %s", r.out);
 	cr_assert_eq(count(j, "turns_failed"), 0);
 	cr_assert_eq(count(j, "dropped"), 0);
 	cr_assert_null(obj(j, "errors")->child, "errors: %s", r.out);
@@ -191,6 +192,8 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 				   SCRIPTED, "--json", "--quiet", "--slo", "ttft=60s,tpot=60000ms,turn=60s"));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 20, "%s", r.out);
+	/* each session's turns on its own kept connection */
+	cr_assert_eq(count(r.json, "connections"), 5, "%s", r.out);
 	cr_assert_eq(count(r.json, "turns_good"), 20, "every turn is within a minute: %s", r.out);
 	cr_assert_gt(num(r.json, "goodput_per_s"), 0);
 	double tpot = series(r.json, "tpot_ms");
@@ -265,6 +268,7 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 0);
 	cr_assert_eq(count(obj(r.json, "errors"), "closed"), 6, "%s", r.out);
+	cr_assert_eq(count(r.json, "connections"), 6, "a new connection after each cut: %s", r.out);
 	cr_assert_eq(count(obj(r.json, "itl_ms"), "count"), 0, "a failed turn's tokens are not measured");
 	result_free(&r);
 	down(&t);
