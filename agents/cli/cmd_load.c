@@ -49,7 +49,8 @@ static void usage(FILE *f)
 		"  --via agent|chat|wait  ws: `agent` requests (default); chat.send and `chat`\n"
 		"                         events, as OpenClaw's Control UI sends; or `agent`\n"
 		"                         and then agent.wait for its run's end\n"
-		"  --model NAME           the model asked for (http default: mock)\n"
+		"  --model NAME           the model asked for (http default: the target's first\n"
+		"                         in GET /models, else mock)\n"
 		"  --stream               http: streamed answers (TTFT and inter-token latency)\n"
 		"  --message TEXT         the message; {session}, {turn}, {turn/N} and {run} are\n"
 		"                         replaced (as in --session-key) (default:\n"
@@ -581,8 +582,10 @@ int pc_cmd_load(int argc, char **argv)
 		fprintf(stderr, CMD ": out of memory\n");
 		status = PC_CLI_FAIL;
 	}
-	if (status == PC_CLI_OK)
+	if (status == PC_CLI_OK) {
+		pc_load_pick_model(&p.o);
 		pc_load_metrics_before(&p.metrics, p.o.connect_timeout_ms);
+	}
 	if (status == PC_CLI_OK)
 		status = pc_load_run(&p.o, &st, rows ? &csv : NULL);
 	if (status == PC_CLI_OK)

@@ -48,6 +48,7 @@ typedef struct pc_load_opts {
 	uint16_t port;             /* ws */
 	char url[600];             /* http: the target + "/chat/completions" */
 	const char *token, *password, *model, *message;
+	char model_found[256];     /* http without --model: the target's first model (pc_load_pick_model) */
 	const char *session_key;   /* ws: the sessionKey's template */
 	char **messages;           /* --messages: one per line, or NULL */
 	size_t n_messages;
@@ -221,6 +222,18 @@ void pc_load_metrics_text(FILE *f, const pc_load_metrics_t *m);
  * `j`; false when out of memory. */
 bool pc_load_metrics_json(struct cJSON *j, const pc_load_metrics_t *m);
 void pc_load_metrics_free(pc_load_metrics_t *m);
+
+struct pc__buf;
+/* GETs `url` (with one extra header line, or NULL) into *body, at most
+ * `max` bytes within `timeout_ms`: true, or false with the reason in
+ * `why`. The command's thread only, while no other thread runs (libcurl's
+ * global init). */
+bool pc_load_get(const char *url, const char *header, uint64_t timeout_ms, size_t max, struct pc__buf *body,
+		 char *why, size_t why_len);
+
+/* An http:// target given no --model: the first model of the target's
+ * /models listing (with the --token), else "mock"; before the run. */
+void pc_load_pick_model(pc_load_opts_t *o);
 
 /* --identity (load_identity.c): one connection before the run that pairs
  * the device and keeps the device token the gateway gives. 0 (also when

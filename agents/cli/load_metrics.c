@@ -7,9 +7,8 @@
  * says nothing about the run). A series that appears during the run
  * changed from 0.
  *
- * The reads are two synchronous GETs from the command's thread, before
- * the runtime starts and after it is gone: libcurl's easy interface (the
- * I/O layer's client answers actors, and there is none at those times).
+ * The reads are two synchronous GETs (pc_load_get) from the command's
+ * thread, before the runtime starts and after it is gone.
  */
 #include "load.h"
 
@@ -39,47 +38,6 @@ static void list_free(struct pc_load_series *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i].key);
 	free(v);
-}
-
-static size_t on_data(char *data, size_t size, size_t n, void *user)
-{
-	pc__buf_t *b = user;
-	size_t len = size * n;
-	if (b->len + len > MAX_BYTES || pc__buf_append(b, data, len) != 0)
-		return 0; /* curl fails the transfer */
-	return len;
-}
-
-/* GETs the URL into *body: true, or false with the reason in `why`. */
-static bool fetch(const char *url, uint64_t timeout_ms, pc__buf_t *body, char *why, size_t why_len)
-{
-	/* the first call does libcurl's global init, which is not thread-safe:
-	 * here, before the run, the command's thread is the only one */
-	CURL *c = curl_easy_init();
-	if (!c) {
-		snprintf(why, why_len, "out of memory");
-		return false;
-	}
-	char err[CURL_ERROR_SIZE] = "";
-	CURLcode rc = curl_easy_setopt(c, CURLOPT_URL, url);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	if (rc == CURLE_OK)
-		rc = curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-	if (rc == CURLE_OK)
-		rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		snprintf(why, why_len, "%s", err[0] ? err : curl_easy_strerror(rc));
-	curl_easy_cleanup(c);
-	return rc == CURLE_OK;
 }
 
 static int by_key(const void *a, const void *b)
@@ -204,7 +162,7 @@ static bool scrape(const pc_load_metrics_t *m, uint64_t timeout_ms, const char *
 {
 	pc__buf_t body = {0};
 	char why[CURL_ERROR_SIZE + 32];
-	bool ok = fetch(m->url, timeout_ms, &body, why, sizeof(why));
+	bool ok = pc_load_get(m->url, NULL, timeout_ms, MAX_BYTES, &body, why, sizeof(why));
 	if (ok && !parse(body.p ? body.p : "", out)) {
 		snprintf(why, sizeof(why), "out of memory");
 		ok = false;

@@ -265,6 +265,7 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		  cJSON_AddStringToObject(j, "target", o->target) &&
 		  cJSON_AddStringToObject(j, "protocol", o->proto == PC_LOAD_WS ? "ws" : "http") &&
 		  (o->proto != PC_LOAD_WS || cJSON_AddStringToObject(j, "via", o->via_chat ? "chat" : o->via_wait ? "wait" : "agent")) &&
+		  (o->proto != PC_LOAD_HTTP || cJSON_AddStringToObject(j, "model", o->model ? o->model : "mock")) &&
 		  cJSON_AddStringToObject(j, "loop", o->open ? "open" : "closed") &&
 		  cJSON_AddNumberToObject(j, "sessions", o->sessions) &&
 		  cJSON_AddNumberToObject(j, "turns_ok", (double)atomic_load(&st->ok)) &&

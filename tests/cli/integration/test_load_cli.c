@@ -179,6 +179,24 @@ Test(load_cli, gateway_closed_loop_json_and_percentiles, .timeout = 240)
 	cr_assert_eq(count(r.json, "turns_ok"), 0);
 	cr_assert_eq(count(obj(r.json, "errors"), "auth"), 4, "%s", r.out);
 	result_free(&r);
+
+	/* its OpenAI endpoint, no --model: the first of the gateway's /v1/models
+	 * (asked for with the token), one kept connection a session */
+	char http[96];
+	snprintf(http, sizeof(http), "http://%s/v1", t.target + strlen("ws://"));
+	r = load(&t, ARGS("--target", http, "--token", TOKEN, "--stream", "--sessions", "2", "--turns", "2",
+			  "--message", SCRIPTED, "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_eq(count(r.json, "turns_ok"), 4, "%s", r.out);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "model")), "pincer:main");
+	cr_assert_eq(count(r.json, "connections"), 2, "%s", r.out);
+	result_free(&r);
+	/* without the token the listing is refused: the fallback, refused too */
+	r = load(&t, ARGS("--target", http, "--sessions", "1", "--turns", "1", "--json", "--quiet"));
+	assert_json(&r);
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "model")), "mock");
+	cr_assert_eq(count(obj(r.json, "errors"), "http:401"), 1, "%s", r.out);
+	result_free(&r);
 	down(&t);
 }
 
@@ -192,6 +210,8 @@ Test(load_cli, mock_llm_streamed_and_not, .timeout = 240)
 				   SCRIPTED, "--json", "--quiet", "--slo", "ttft=60s,tpot=60000ms,turn=60s"));
 	assert_json(&r);
 	cr_assert_eq(count(r.json, "turns_ok"), 20, "%s", r.out);
+	/* the mock's /v1/models lists this one first */
+	cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.json, "model")), "mock-model");
 	/* each session's turns on its own kept connection */
 	cr_assert_eq(count(r.json, "connections"), 5, "%s", r.out);
 	cr_assert_eq(count(r.json, "turns_good"), 20, "every turn is within a minute: %s", r.out);
