@@ -253,10 +253,13 @@ static int on_headers_complete(llhttp_t *p)
 {
 	pc_h1c_t *c = p->data;
 	int status = llhttp_get_status_code(p);
+	if (status == 101)
+		return -1; /* an upgrade nobody asked for */
 	if (status >= 100 && status < 200) {
-		/* an interim answer (103 Early Hints, say): the real one follows */
+		/* an interim answer (103 Early Hints, say): no body (RFC 9110
+		 * 15.2), whatever its headers say; the real one follows */
 		buf_empty(&c->head);
-		return 0;
+		return 1;
 	}
 	c->status = status;
 	pc_msg_t *m = pc_msg_new(PC_MSG_HTTP_RESPONSE_HEAD, sizeof(pc_http_head_msg_t) + c->head.len + 1);
@@ -277,6 +280,8 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
 	pc_h1c_t *c = p->data;
+	if (!c->head_sent)
+		return -1; /* only the final answer has a body */
 	c->bytes += len;
 	return pc__buf_append(&c->body, at, len) != 0 ? -1 : 0;
 }

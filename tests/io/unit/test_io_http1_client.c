@@ -389,7 +389,8 @@ static bool answer_early_hints(int fd, const req_t *r, uint32_t nth)
 {
 	(void)r;
 	(void)nth;
-	if (!put_str(fd, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"))
+	/* a 1xx has no body, whatever a length in it says (RFC 9110 15.2) */
+	if (!put_str(fd, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nContent-Length: 3\r\n\r\n"))
 		return false;
 	sleep_ms(2); /* not a synchronisation: the interim answer read alone */
 	return put_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
