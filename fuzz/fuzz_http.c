@@ -44,16 +44,11 @@
 #include "io/io.h"
 #include "pincer.h"
 
+#define FUZZ_NAME "fuzz_http"
+#include "fuzz_net.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c, ...)                                                                              \
-	do {                                                                                       \
-		if (!(c)) {                                                                        \
-			fprintf(stderr, "fuzz_http: " __VA_ARGS__);                                \
-			fprintf(stderr, "\n");                                                     \
-			__builtin_trap();                                                          \
-		}                                                                                  \
-	} while (0)
 
 /* How long the server may take to accept and to close a connection after
  * the client has gone: far more than it needs, far less than a hang. */
@@ -79,12 +74,6 @@ static uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_us(long us)
-{
-	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-	nanosleep(&ts, NULL);
 }
 
 /* ---- the application ---------------------------------------------------------- */
@@ -214,12 +203,7 @@ static void teardown(void)
 
 static void setup(void)
 {
-	pc_runtime_config_t rc;
-	pc_runtime_config_init(&rc);
-	rc.workers = 2;
-	CHECK(pc_runtime_new(&rc, &rt) == 0 && pc_runtime_start(rt) == 0, "runtime");
-	pc_io_config_t ic = {.threads = 1};
-	CHECK(pc_io_new(rt, &ic, &io) == 0, "io");
+	start_runtime_io(&rt, &io);
 	pc_http_server_config_t cfg = {
 		.host = "127.0.0.1",
 		.origin_check = origin_check,

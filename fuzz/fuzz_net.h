@@ -1,0 +1,43 @@
+/*
+ * What the fuzz targets that drive a socket share (fuzz_http.c, the
+ * server's; fuzz_http1_client.c, the client's): the check that traps, a
+ * sleep, and the runtime with one I/O thread they start once. Define
+ * FUZZ_NAME (the target's name, for the messages) before including it.
+ */
+#ifndef PINCER_FUZZ_NET_H
+#define PINCER_FUZZ_NET_H
+
+#include <stdio.h>
+#include <time.h>
+
+#include "io/io.h"
+#include "pincer.h"
+
+/* A broken promise: say which, and trap. */
+#define CHECK(c, ...)                                                                              \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, FUZZ_NAME ": " __VA_ARGS__);                               \
+			fprintf(stderr, "\n");                                                     \
+			__builtin_trap();                                                          \
+		}                                                                                  \
+	} while (0)
+
+static inline void sleep_us(long us)
+{
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
+}
+
+/* Two workers and one I/O thread, for the whole run. */
+static inline void start_runtime_io(pc_runtime_t **rt, pc_io_t **io)
+{
+	pc_runtime_config_t rc;
+	pc_runtime_config_init(&rc);
+	rc.workers = 2;
+	CHECK(pc_runtime_new(&rc, rt) == 0 && pc_runtime_start(*rt) == 0, "runtime");
+	pc_io_config_t ic = {.threads = 1};
+	CHECK(pc_io_new(*rt, &ic, io) == 0, "io");
+}
+
+#endif
