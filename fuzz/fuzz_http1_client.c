@@ -53,7 +53,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-
 /* How long the client may take to connect, send, end a request or close
  * its socket: far more than it needs, far less than a hang. */
 #define SETTLE_MS 5000
@@ -594,15 +593,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!rt)
 		setup();
-	if (size < 1)
+	fuzz_input_t in;
+	if (!fuzz_input_split(data, size, &in))
 		return 0;
-	uint8_t plan = data[0];
-	size_t nsizes = plan & 7;
-	if (size < 1 + nsizes)
-		return 0;
-	const uint8_t *sizes = data + 1;
-	const uint8_t *s = data + 1 + nsizes;
-	size_t n = size - 1 - nsizes;
+	uint8_t plan = in.plan;
+	size_t nsizes = in.nsizes;
+	const uint8_t *sizes = in.sizes;
+	const uint8_t *s = in.bytes;
+	size_t n = in.n;
 	int end_mode = (plan >> 3) & 3;
 
 	int fds = open_fds();

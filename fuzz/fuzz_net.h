@@ -1,12 +1,16 @@
 /*
  * What the fuzz targets that drive a socket share (fuzz_http.c, the
  * server's; fuzz_http1_client.c, the client's): the check that traps, a
- * sleep, and the runtime with one I/O thread they start once. Define
+ * sleep, the input's layout, and the runtime with one I/O thread they
+ * start once. Define
  * FUZZ_NAME (the target's name, for the messages) before including it.
  */
 #ifndef PINCER_FUZZ_NET_H
 #define PINCER_FUZZ_NET_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -27,6 +31,29 @@ static inline void sleep_us(long us)
 {
 	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
 	nanosleep(&ts, NULL);
+}
+
+/* Both targets' input: byte 0 the plan, whose bits 0-2 say how many
+ * chunk sizes follow, then the sizes, then the bytes to write. */
+typedef struct fuzz_input {
+	uint8_t plan;
+	const uint8_t *sizes;
+	size_t nsizes;
+	const uint8_t *bytes;
+	size_t n;
+} fuzz_input_t;
+
+/* False for an input too short to hold its plan and sizes. */
+static inline bool fuzz_input_split(const uint8_t *data, size_t size, fuzz_input_t *in)
+{
+	if (size < 1 || size < 1 + (size_t)(data[0] & 7))
+		return false;
+	in->plan = data[0];
+	in->nsizes = in->plan & 7;
+	in->sizes = data + 1;
+	in->bytes = data + 1 + in->nsizes;
+	in->n = size - 1 - in->nsizes;
+	return true;
 }
 
 /* Two workers and one I/O thread, for the whole run. */
