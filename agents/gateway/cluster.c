@@ -22,6 +22,15 @@
  * or was started again under the same id), the node takes over the open
  * runs whose owner is no live node's, in the sessions that prefer it
  * among the live nodes (placement.h), on the blocking pool.
+ *
+ * A session runs where its lease is, and a live holder keeps it: a node
+ * that joins is preferred by some sessions another node is running. So
+ * when the membership changes, and while such sessions are left, each
+ * listing is applied together with the open runs read after it: a run's
+ * owner that is a live node other than the one its session prefers puts
+ * the session in `holders`, and requests for it go to that node, not to
+ * a node that would wait for the lease. Once it has no open run there, it
+ * goes where it prefers again.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -44,6 +53,20 @@ enum {
  * write in flight to land, and for clocks that run at slightly different
  * rates. */
 #define CLUSTER_MARGIN_DIV 10u
+
+/* A session whose open run's owner is a live node other than the one it
+ * prefers: requests for it go there. */
+typedef struct holder {
+	char *key;
+	char node[PC_CLUSTER_NAME_MAX + 1];
+} holder_t;
+
+static void holders_free(holder_t *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(h[i].key);
+	free(h);
+}
 
 struct pc__gw_cluster {
 	pc_gateway_t *g;
@@ -72,8 +95,14 @@ struct pc__gw_cluster {
 	uint64_t forwards, forward_failures, links_in; /* atomic */
 	uint64_t beat_ok_ms;           /* atomic: runtime clock of the last recorded beat; 0: none yet */
 	int32_t beat_rc;               /* atomic: the last beat's outcome */
-	pthread_mutex_t lock;          /* guards nodes */
+	/* the actor's own: a listing waiting for the open runs read after it */
+	pc_store_nodes_t *pending;
+	uint64_t runs_corr, runs_sent;
+	uint64_t routed;               /* the membership `holders` was made for */
+	pthread_mutex_t lock;          /* guards nodes, holders */
 	pc_store_nodes_t *nodes;       /* the latest listing; NULL before one */
+	holder_t *holders;             /* by key: sessions running away from the node they prefer */
+	size_t nholders;
 };
 
 /* An answer the store owes for longer than a lease is taken as lost (a
@@ -271,13 +300,117 @@ static void on_taken(pc__gw_cluster_t *c, const pc_msg_t *msg)
 				PC_LF_STR("error", pc_store_strerror(rc)));
 }
 
+/* ---- where sessions run ---- */
+
+static int by_key(const void *a, const void *b)
+{
+	return strcmp(((const holder_t *)a)->key, ((const holder_t *)b)->key);
+}
+
+/* The sessions of `runs` that run on a live node of listing `l` other
+ * than the one they prefer, sorted by key; false without memory. */
+static bool holders_of(const pc__gw_cluster_t *c, const pc_store_nodes_t *l, const pc_store_open_runs_t *runs,
+		       holder_t **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	takeover_t *t = takeover_of((pc__gw_cluster_t *)c, l);
+	if (!t)
+		return false;
+	size_t n = pc_store_open_runs_count(runs), got = 0;
+	holder_t *h = n ? calloc(n, sizeof(*h)) : NULL;
+	bool ok = !n || h;
+	for (size_t i = 0; ok && i < n; i++) {
+		pc_store_open_run_t r;
+		pc_store_open_runs_get(runs, i, &r);
+		size_t j = 0;
+		while (r.owner && j < t->n_live && strcmp(r.owner, t->owners[j]) != 0)
+			j++;
+		if (!r.owner || j == t->n_live ||
+		    pc__placement_pick((const char *const *)t->live, t->n_live, r.key) == j)
+			continue; /* a lost node's (taken over), or where it belongs */
+		if (!(h[got].key = strdup(r.key))) {
+			ok = false;
+			break;
+		}
+		snprintf(h[got++].node, sizeof(h[0].node), "%s", t->live[j]);
+	}
+	takeover_free(t);
+	if (!ok) {
+		holders_free(h, got);
+		return false;
+	}
+	if (got)
+		qsort(h, got, sizeof(*h), by_key);
+	*out = h;
+	*nout = got;
+	return true;
+}
+
+/* Makes listing `l` (and the sessions held away, `h`) the one requests
+ * are routed by. */
+static void apply(pc__gw_cluster_t *c, pc_store_nodes_t *l, holder_t *h, size_t nh)
+{
+	pthread_mutex_lock(&c->lock);
+	pc_store_nodes_t *old = c->nodes;
+	holder_t *old_h = c->holders;
+	size_t old_n = c->nholders;
+	c->nodes = l;
+	c->holders = h;
+	c->nholders = nh;
+	pthread_mutex_unlock(&c->lock);
+	pc_store_nodes_free(old);
+	holders_free(old_h, old_n);
+}
+
+static void on_runs(pc__gw_cluster_t *c, const pc_msg_t *msg)
+{
+	c->runs_corr = 0;
+	pc_store_nodes_t *l = c->pending;
+	c->pending = NULL;
+	pc_store_open_runs_t *runs = NULL;
+	holder_t *h = NULL;
+	size_t nh = 0;
+	if (pc_store_open_runs_take(msg, &runs) == 0 && holders_of(c, l, runs, &h, &nh))
+		c->routed = members_of(l);
+	else
+		c->routed = 0; /* read again after the next listing */
+	pc_store_open_runs_free(runs);
+	apply(c, l, h, nh);
+}
+
 static void on_nodes(pc_ctx_t *ctx, pc__gw_cluster_t *c, const pc_msg_t *msg)
 {
 	c->list_corr = 0;
 	pc_store_nodes_t *l = NULL;
 	if (pc_store_nodes_take(msg, &l) != 0)
 		return; /* the last listing stands */
+	if (c->pending && owed(c->runs_corr, c->runs_sent, c)) {
+		pc_store_nodes_free(l);
+		return; /* the open runs for the one before are on their way */
+	}
+	if (c->pending) {
+		/* their answer was lost: this listing goes instead */
+		pc_store_nodes_free(c->pending);
+		c->pending = NULL;
+		c->runs_corr = 0;
+		c->routed = 0;
+	}
 	maybe_take_over(ctx, c, l);
+	pthread_mutex_lock(&c->lock);
+	bool away = c->nholders != 0;
+	pthread_mutex_unlock(&c->lock);
+	if (members_of(l) != c->routed || away) {
+		/* applied with the open runs, so that no request goes to a
+		 * node that joined for a session another node runs */
+		pc_msg_t *req = NULL;
+		c->runs_sent = pc_runtime_now_ms();
+		if (pc_store_req_runs_open(&req) == 0 && pc_ask(ctx, pc_store_actor(c->store), req, &c->runs_corr) == 0) {
+			c->pending = l;
+			return;
+		}
+		c->runs_corr = 0;
+	}
 	pthread_mutex_lock(&c->lock);
 	pc_store_nodes_t *old = c->nodes;
 	c->nodes = l;
@@ -300,6 +433,8 @@ static int receive(pc_ctx_t *ctx, void *state, pc_msg_t *msg)
 		on_beat(ctx, c, msg);
 	} else if (msg->type == PC_STORE_MSG_NODES && msg->corr && msg->corr == c->list_corr) {
 		on_nodes(ctx, c, msg);
+	} else if (msg->type == PC_STORE_MSG_RUNS && msg->corr && msg->corr == c->runs_corr) {
+		on_runs(c, msg);
 	}
 	return 0;
 }
@@ -331,6 +466,8 @@ static void node_names(pc__gw_cluster_t *c, const pc_cluster_config_t *cc, const
 static void cluster_release(pc__gw_cluster_t *c)
 {
 	pc_store_nodes_free(c->nodes);
+	pc_store_nodes_free(c->pending);
+	holders_free(c->holders, c->nholders);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -415,6 +552,7 @@ void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out)
 		else
 			out->gone++;
 	}
+	out->away = c->nholders;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -469,9 +607,17 @@ int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *
 		return PC_ENOTFOUND;
 	const char *ids[64];
 	int rc = PC_ENOTFOUND;
+	const char *k_ = key && *key ? key : "main";
 	pthread_mutex_lock(&c->lock);
 	size_t self, n = live_ids(c, ids, sizeof(ids) / sizeof(ids[0]), &self);
-	size_t k = pc__placement_pick(ids, n, key && *key ? key : "main");
+	holder_t want = {.key = (char *)k_};
+	const holder_t *h = c->nholders ? bsearch(&want, c->holders, c->nholders, sizeof(want), by_key) : NULL;
+	size_t k = n;
+	for (size_t i = 0; h && i < n && k == n; i++)
+		if (!strcmp(ids[i], h->node))
+			k = i; /* the live node running it */
+	if (k == n)
+		k = pc__placement_pick(ids, n, k_);
 	if (k < n && k != self && node_peer(c, ids[k], out))
 		rc = 0;
 	pthread_mutex_unlock(&c->lock);
@@ -560,6 +706,7 @@ cJSON *pc__gw_cluster_json(const pc_gateway_t *g)
 	cJSON_AddNumberToObject(o, "forwards", (double)st.forwards);
 	cJSON_AddNumberToObject(o, "forwardFailures", (double)st.forward_failures);
 	cJSON_AddNumberToObject(o, "linksIn", (double)st.links_in);
+	cJSON_AddNumberToObject(o, "sessionsAway", (double)st.away);
 	cJSON *arr = cJSON_AddArrayToObject(o, "nodes");
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0, n = c->nodes ? pc_store_nodes_count(c->nodes) : 0; arr && i < n; i++) {

@@ -214,6 +214,8 @@ typedef struct pc__gw_cluster_stats {
 	uint64_t forwards;             /* requests forwarded to another node */
 	uint64_t forward_failures;     /* of those, unanswered when that node's link went */
 	uint64_t links_in;             /* connections from other nodes, since start */
+	uint64_t away;                 /* sessions running on a live node other than
+					* the one they prefer, routed there */
 } pc__gw_cluster_stats_t;
 /* Zeros when not a node. Any thread. */
 void pc__gw_cluster_stats(const pc_gateway_t *g, pc__gw_cluster_stats_t *out);
@@ -230,11 +232,12 @@ typedef struct pc__gw_peer {
 	uint16_t port;
 } pc__gw_peer_t;
 /* Where session `key` (NULL or "": "main") runs: 0 with *out filled when
- * the live node its key prefers (placement.h) is another one, whose
- * advertised URL is http://host:port; PC_ENOTFOUND when this node serves
- * it (not a node, cluster.forward off, no listing yet, this node
- * preferred, or the preferred node's URL not one this gateway can reach).
- * Any thread. */
+ * that is another node, whose advertised URL is http://host:port: the
+ * live node with an open run of the session, when that is not the node
+ * its key prefers (cluster.c, "holders"), else the live node its key
+ * prefers (placement.h); PC_ENOTFOUND when this node serves it (not a
+ * node, cluster.forward off, no listing yet, this node the one, or that
+ * node's URL not one this gateway can reach). Any thread. */
 int pc__gw_cluster_route(const pc_gateway_t *g, const char *key, pc__gw_peer_t *out);
 /* The other live nodes, at most `cap`, into out[]; their number. */
 size_t pc__gw_cluster_peers(const pc_gateway_t *g, pc__gw_peer_t *out, size_t cap);

@@ -190,6 +190,8 @@ static const scalar_t cluster_scalars[] = {
 		"Forwarded requests left unanswered when the link to their node ended (answered UNAVAILABLE)."),
 	COUNTER("pincer_cluster_links_in_total", U64, cluster.links_in,
 		"Connections other nodes opened to this one and proved with the cluster's secret."),
+	GAUGE("pincer_cluster_sessions_away", U64, cluster.away,
+	      "Sessions with a run on a live node other than the one they prefer, where their requests go."),
 	COUNTER("pincer_cluster_runs_taken_over_total", U64, agent.runs_taken_over,
 		"Open runs of gone nodes this node adopted: run again, or ended as node_lost."),
 	COUNTER("pincer_cluster_lapses_total", U64, agent.node_lapses,

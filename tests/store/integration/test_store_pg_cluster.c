@@ -642,6 +642,82 @@ Test(store_pg_cluster, a_killed_node_s_sessions_move_on)
 	fx_fini(&f);
 }
 
+/* Waits up to `ms` for node n's series `name` to read exactly `want`. */
+static bool node_metric_is(const node_t *n, const char *name, double want, uint64_t ms)
+{
+	uint64_t until = now_ms() + ms;
+	while (node_metric(n, name) != want && now_ms() < until)
+		sleep_ms(50);
+	return node_metric(n, name) == want;
+}
+
+/* A node that joins is preferred by sessions another node is running: a
+ * request for one, whichever node it reaches, goes where it runs, not to
+ * the joining node to wait for the lease; idle again, the session goes
+ * where it prefers. */
+Test(store_pg_cluster, a_joining_node_leaves_busy_sessions_where_they_run)
+{
+	fx_t f;
+	fx_init(&f);
+	node_t *nc = &f.n[2];
+	/* a key node-a takes while node-c is away and node-c prefers when back */
+	char key[32], other[32];
+	for (int k = 0;; k++) {
+		cr_assert_lt(k, 1000, "no key moves from node-a to node-c");
+		char prefix[24];
+		snprintf(prefix, sizeof(prefix), "joining%d", k);
+		key_on(2, ALL_NODES, prefix, key, sizeof(key));
+		key_on(0, ALL_NODES & ~(1u << 2), prefix, other, sizeof(other));
+		if (!strcmp(key, other))
+			break;
+	}
+	cr_assert_eq(kill(nc->pid, SIGTERM), 0);
+	cr_assert_eq(child_wait(&nc->pid, 30000), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert(node_metric_is(&f.n[i], "pincer_cluster_nodes_live", 2, 20000), "%s still reads node-c",
+			  f.n[i].name);
+	tws_t *wb = node_ws(&f.n[1]);
+	char r1[PC_STORE_ID_MAX + 1], r2[PC_STORE_ID_MAX + 1], r3[PC_STORE_ID_MAX + 1], r4[PC_STORE_ID_MAX + 1];
+	agent_send(wb, "j1", key, "first [[mock:{\"text\":\"slow\",\"ttft_ms\":15000}]]", "j1", r1, sizeof(r1));
+	await_begun(&f, r1);
+	node_start(&f, 2);
+	await_cluster(&f);
+	for (int i = 0; i < NODES; i++)
+		cr_assert(node_metric_is(&f.n[i], "pincer_cluster_sessions_away", 1, 20000), "%s: %g sessions away",
+			  f.n[i].name, node_metric(&f.n[i], "pincer_cluster_sessions_away"));
+	/* asked at node-b and at node-c while r1 runs: both run at node-a,
+	 * after it (the session's queue is followup) */
+	agent_send(wb, "j2", key, "second [[mock:{\"text\":\"two\"}]]", "j2", r2, sizeof(r2));
+	tws_t *wc = node_ws(nc);
+	agent_send(wc, "j3", key, "third [[mock:{\"text\":\"three\"}]]", "j3", r3, sizeof(r3));
+	char sql[512];
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id IN ('%s', '%s', '%s') AND status = 'ok'", r1,
+		 r2, r3);
+	cr_assert(q_becomes(&f, sql, 3, 30000), "r1 %s, r2 %s, r3 %s", run_state(&f, r1), run_state(&f, r2),
+		  run_state(&f, r3));
+	const char *runs[] = {r1, r2, r3};
+	for (int i = 0; i < 3; i++) {
+		char *node = run_node(&f, runs[i]);
+		cr_assert_str_eq(node, "node-a", "run %d", i + 1);
+		free(node);
+	}
+	cr_assert_lt(user_seq(&f, r1), user_seq(&f, r2));
+	/* idle, its lease given back: the next request runs at node-c */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM sessions WHERE key = '%s' AND lease_owner IS NULL", key);
+	cr_assert(q_becomes(&f, sql, 1, 20000), "node-a kept the lease");
+	for (int i = 0; i < NODES; i++)
+		cr_assert(node_metric_is(&f.n[i], "pincer_cluster_sessions_away", 0, 20000), "%s", f.n[i].name);
+	agent_send(wb, "j4", key, "fourth [[mock:{\"text\":\"four\"}]]", "j4", r4, sizeof(r4));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE run_id = '%s' AND status = 'ok'", r4);
+	cr_assert(q_becomes(&f, sql, 1, 30000), "r4 %s", run_state(&f, r4));
+	char *node = run_node(&f, r4);
+	cr_assert_str_eq(node, "node-c");
+	free(node);
+	tws_free(wb);
+	tws_free(wc);
+	fx_fini(&f);
+}
+
 Test(store_pg_cluster, a_paused_node_starts_nothing_after_it_resumes)
 {
 	fx_t f;
