@@ -236,7 +236,7 @@ static uint64_t members_of(const pc_store_nodes_t *l)
 
 /* The listing's live nodes, for a scan; NULL without memory or when this
  * node is not in it as live. */
-static takeover_t *takeover_of(pc__gw_cluster_t *c, const pc_store_nodes_t *l)
+static takeover_t *takeover_of(const pc__gw_cluster_t *c, const pc_store_nodes_t *l)
 {
 	size_t n = pc_store_nodes_count(l);
 	takeover_t *t = calloc(1, sizeof(*t));
@@ -314,7 +314,7 @@ static bool holders_of(const pc__gw_cluster_t *c, const pc_store_nodes_t *l, con
 {
 	*out = NULL;
 	*nout = 0;
-	takeover_t *t = takeover_of((pc__gw_cluster_t *)c, l);
+	takeover_t *t = takeover_of(c, l);
 	if (!t)
 		return false;
 	size_t n = pc_store_open_runs_count(runs), got = 0;
