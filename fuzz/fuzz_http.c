@@ -68,13 +68,6 @@ static uint16_t port;
 /* Counted by the actor, read by the fuzzing thread. */
 static uint64_t ws_accepted, ws_closed;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- the application ---------------------------------------------------------- */
 
 static void answered(int rc)

@@ -26,7 +26,6 @@
  * chunk sizes (used in turn; 0 counts as 1), then the server's bytes.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -77,25 +76,6 @@ static uint16_t port;
 static char url[64];
 static uint64_t serial; /* inputs run, for the tags */
 static int verbose;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	if (!d)
-		return -1;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
 
 /* ---- the owner ------------------------------------------------------------------- */
 

@@ -1,13 +1,14 @@
 /*
  * What the fuzz targets that drive a socket share (fuzz_http.c, the
- * server's; fuzz_http1_client.c, the client's): the check that traps, a
- * sleep, the input's layout, and the runtime with one I/O thread they
- * start once. Define
- * FUZZ_NAME (the target's name, for the messages) before including it.
+ * server's; fuzz_http1_client.c, the client's): the check that traps, the
+ * clock, a sleep, the count of open descriptors, the input's layout, and
+ * the runtime with one I/O thread they start once. Define FUZZ_NAME (the
+ * target's name, for the messages) before including it.
  */
 #ifndef PINCER_FUZZ_NET_H
 #define PINCER_FUZZ_NET_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,26 @@
 			__builtin_trap();                                                          \
 		}                                                                                  \
 	} while (0)
+
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The process's open descriptors (-1: unknown), to check none leaked. */
+static inline int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
 
 static inline void sleep_us(long us)
 {
