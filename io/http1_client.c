@@ -131,6 +131,8 @@ static void retain(pc_h1c_t *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAX
 static void destroy(pc_h1c_t *c)
 {
 	pc_actor_release(c->owner);
+	pc__buf_free(&c->head);
+	pc__buf_free(&c->body);
 	free(c->authority);
 	free(c->path);
 	free(c);
@@ -145,6 +147,19 @@ static void unref(pc_h1c_t *c)
 static void unref_deferred(void *arg) { unref(arg); }
 
 /* ---- the loop side: the end of a request and of the connection ------------------------ */
+
+/* Empties b and keeps its memory for the next bytes: the head and body
+ * buffers serve every request of the connection. */
+static void buf_empty(pc__buf_t *b)
+{
+	if (b->err) {
+		pc__buf_free(b); /* a failed append sticks: start afresh */
+		return;
+	}
+	b->len = 0;
+	if (b->p)
+		b->p[0] = '\0';
+}
 
 static void close_fd(pc_h1c_t *c)
 {
@@ -175,8 +190,8 @@ static void end_request(pc_h1c_t *c, pc_http_transport_t transport, int result, 
 			 c->sys_errno ? strerror(c->sys_errno) : "");
 	free(c->req);
 	c->req = NULL;
-	pc__buf_free(&c->head);
-	pc__buf_free(&c->body);
+	buf_empty(&c->head);
+	buf_empty(&c->body);
 	if (c->state != PC_H1C_CLOSED) {
 		if (transport == PC_HTTP_OK && c->keep_alive && c->fd >= 0) {
 			c->reused = true;
@@ -222,14 +237,6 @@ static void on_shutdown(pc_ioloop_t *loop, pc_io_hook_t *hook)
 }
 
 /* ---- the loop side: the answer ------------------------------------------------------------ */
-
-/* Empties b and keeps its memory for the next bytes. */
-static void buf_empty(pc__buf_t *b)
-{
-	b->len = 0;
-	if (b->p)
-		b->p[0] = '\0';
-}
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
