@@ -351,6 +351,7 @@ static int target(pc_load_opts_t *o)
 			return PC_CLI_USAGE;
 		}
 		o->proto = PC_LOAD_HTTP;
+		o->https = t[4] == 's';
 		return 0;
 	}
 	const char *why = NULL;

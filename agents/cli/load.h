@@ -44,6 +44,7 @@ typedef enum pc_load_proto {
 typedef struct pc_load_opts {
 	const char *target;
 	pc_load_proto_t proto;
+	bool https;                /* http over TLS: libcurl's connections, not the session's own */
 	char host[256], path[256]; /* ws */
 	uint16_t port;             /* ws */
 	char url[600];             /* http: the target + "/chat/completions" */

@@ -275,7 +275,7 @@ cJSON *pc_load_report_object(const pc_load_opts_t *o, const pc_load_stats_t *st)
 		  cJSON_AddNumberToObject(j, "warmup_turns", (double)atomic_load(&st->warmup)) &&
 		  cJSON_AddNumberToObject(j, "arrivals", (double)st->arrivals) &&
 		  cJSON_AddNumberToObject(j, "tokens", (double)atomic_load(&st->tokens)) &&
-		  (strncmp(o->target, "https://", 8) != 0
+		  (!o->https
 			   ? cJSON_AddNumberToObject(j, "connections", (double)atomic_load(&st->connections)) != NULL
 			   : cJSON_AddNullToObject(j, "connections") != NULL) &&
 		  cJSON_AddBoolToObject(j, "interrupted", st->interrupted) &&

@@ -610,7 +610,7 @@ static void http_send_turn(session_t *s, pc_ctx_t *ctx)
 	}
 	size_t nh = s->o->token ? 2 : 1;
 	int rc;
-	if (strncmp(s->o->url, "http://", 7) != 0) {
+	if (s->o->https) {
 		pc_http_client_request_t rq = {.url = s->o->url, .headers = headers, .header_count = nh,
 					       .body = body, .body_len = strlen(body),
 					       .connect_timeout_ms = (uint32_t)s->o->connect_timeout_ms,
